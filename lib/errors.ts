@@ -1,0 +1,46 @@
+/**
+ * The error catalogue of API-DECISIONS.md: every error a client can see is built here,
+ * so `code` words and statuses stay stable across services.
+ */
+import { Errors } from "moleculer";
+
+const { MoleculerClientError, MoleculerError } = Errors;
+
+export type FieldError = { field: string; message: string };
+
+export const ErrorCodes = {
+  VALIDATION_FAILED: 400,
+  INVALID_JSON: 400,
+  UNAUTHORIZED: 401,
+  FORBIDDEN: 403,
+  QUOTA_EXCEEDED: 403,
+  NOT_FOUND: 404,
+  MODEL_NOT_FOUND: 404,
+  EMAIL_TAKEN: 409,
+  INVALID_STATE: 409,
+  PAYLOAD_TOO_LARGE: 413,
+  UNSUPPORTED_MEDIA_TYPE: 415,
+  RATE_LIMITED: 429,
+  INTERNAL: 500,
+  PROVIDER_ERROR: 502,
+  SERVICE_UNAVAILABLE: 503,
+  PROVIDER_TIMEOUT: 504,
+} as const;
+
+export type ErrorCode = keyof typeof ErrorCodes;
+
+/** A client-facing error; `details` reaches the client as is. */
+export function apiError(code: ErrorCode, message: string, details: unknown = null) {
+  const status = ErrorCodes[code];
+  return status < 500
+    ? new MoleculerClientError(message, status, code, details)
+    : new MoleculerError(message, status, code, details);
+}
+
+export const validationFailed = (details: FieldError[], message = "Request validation failed") =>
+  apiError("VALIDATION_FAILED", message, details);
+export const notFound = (what: string) => apiError("NOT_FOUND", `${what} not found`);
+export const unauthorized = (message = "Missing or invalid credentials") => apiError("UNAUTHORIZED", message);
+export const forbidden = (message: string) => apiError("FORBIDDEN", message);
+export const rateLimited = (retryAfterS: number) =>
+  apiError("RATE_LIMITED", "Too many requests, retry later", { retryAfter: retryAfterS });

@@ -1,0 +1,24 @@
+/** The caller of a request, resolved once by the gateway and read by every service from ctx.meta. */
+export type Caller = {
+  clientId: string;
+  role: string;
+  /** How the caller proved who it is. */
+  via: "jwt" | "apiKey";
+};
+
+export type CallerMeta = {
+  caller?: Caller;
+  clientIp?: string;
+  /** Response headers for moleculer-web. */
+  $responseHeaders?: Record<string, string>;
+  $statusCode?: number;
+  $responseType?: string;
+};
+
+/**
+ * An action's policy, declared on the action as `auth`:
+ * - "public": anyone (default for actions with a REST route is "required", see the middleware);
+ * - "required": a JWT or an API key;
+ * - "jwt": a JWT only (an API key gets 403).
+ */
+export type AuthPolicy = "public" | "required" | "jwt";

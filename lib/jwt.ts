@@ -1,0 +1,30 @@
+/** Access tokens: HS256 only (algorithm pinned on verify), 24 h, with a jti. */
+import { randomUUID } from "crypto";
+import jwt from "jsonwebtoken";
+import { config } from "./config";
+
+export const ACCESS_TOKEN_TTL_S = 24 * 60 * 60;
+const ALGORITHM = "HS256";
+
+export type AccessClaims = { sub: string; role: string; jti: string; iat: number; exp: number };
+
+export function signAccessToken(clientId: string, role: string, secret = config.jwtSecret()): string {
+  return jwt.sign({ role }, secret, {
+    algorithm: ALGORITHM,
+    subject: clientId,
+    jwtid: randomUUID(),
+    expiresIn: ACCESS_TOKEN_TTL_S,
+  });
+}
+
+/** Returns the claims, or a reason the token is refused. */
+export function verifyAccessToken(token: string, secret = config.jwtSecret()): AccessClaims | { error: string } {
+  try {
+    const claims = jwt.verify(token, secret, { algorithms: [ALGORITHM] }) as Partial<AccessClaims>;
+    if (typeof claims.sub !== "string" || typeof claims.role !== "string" || typeof claims.jti !== "string")
+      return { error: "Access token is malformed" };
+    return claims as AccessClaims;
+  } catch (err) {
+    return { error: (err as Error).name === "TokenExpiredError" ? "Access token expired" : "Access token is invalid" };
+  }
+}

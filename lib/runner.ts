@@ -1,0 +1,36 @@
+/**
+ * Starts a broker with the services this process runs (SERVICES, default all). Used by index.ts,
+ * the tests and the benchmarks, so every mode starts the same way.
+ */
+import { BrokerOptions, ServiceBroker, ServiceSchema } from "moleculer";
+import { brokerConfig } from "../moleculer.config";
+import { config } from "./config";
+
+type Loader = () => ServiceSchema;
+
+/** Every service of the platform, by the name SERVICES uses. */
+export const SERVICE_REGISTRY: Record<string, Loader> = {
+  "api-gateway": () => require("../services/api-gateway/api-gateway.service").default,
+  auth: () => require("../services/auth/auth.service").default,
+};
+
+export function resolveServices(names: string[]): ServiceSchema[] {
+  const wanted = names.length ? names : Object.keys(SERVICE_REGISTRY);
+  return wanted.map((name) => {
+    const load = SERVICE_REGISTRY[name];
+    if (!load) throw new Error(`Unknown service "${name}" in SERVICES (known: ${Object.keys(SERVICE_REGISTRY).join(", ")})`);
+    return load();
+  });
+}
+
+export function createBroker(services: string[] = config.services(), overrides: Partial<BrokerOptions> = {}): ServiceBroker {
+  const broker = new ServiceBroker({ ...brokerConfig(), ...overrides });
+  for (const schema of resolveServices(services)) broker.createService(schema);
+  return broker;
+}
+
+export async function startBroker(services?: string[], overrides?: Partial<BrokerOptions>): Promise<ServiceBroker> {
+  const broker = createBroker(services, overrides);
+  await broker.start();
+  return broker;
+}

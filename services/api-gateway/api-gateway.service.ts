@@ -1,0 +1,137 @@
+/**
+ * The HTTP entry point. Routes come from the services' own actions (`rest:` + `settings.rest`),
+ * so a service adds its endpoints by existing. The gateway resolves the caller once per request
+ * (JWT or API key) into ctx.meta.caller; the Auth middleware enforces each action's policy.
+ */
+import { randomUUID } from "crypto";
+import type { IncomingMessage, ServerResponse } from "http";
+import type { Context, Service, ServiceSchema } from "moleculer";
+import ApiGateway from "moleculer-web";
+import { config } from "../../lib/config";
+import { apiError } from "../../lib/errors";
+import type { Caller, CallerMeta } from "../../lib/identity";
+import { verifyAccessToken } from "../../lib/jwt";
+import { readCredentials } from "./credentials";
+import { toPublicError } from "./error-mapper";
+
+type GatewayMeta = CallerMeta & { authError?: string };
+type Req = IncomingMessage & { $ctx?: Context; body?: unknown; requestId?: string };
+
+const REQUEST_ID = /^[A-Za-z0-9._:@-]{1,128}$/;
+const BODY_METHODS = new Set(["POST", "PUT", "PATCH"]);
+
+function hasBody(req: IncomingMessage): boolean {
+  const length = req.headers["content-length"];
+  return (length !== undefined && length !== "0") || req.headers["transfer-encoding"] !== undefined;
+}
+
+function clientAddress(req: IncomingMessage): string {
+  if (config.trustProxy()) {
+    const forwarded = req.headers["x-forwarded-for"];
+    if (typeof forwarded === "string" && forwarded) return forwarded.split(",")[0].trim();
+  }
+  return req.socket.remoteAddress ?? "unknown";
+}
+
+const GatewayService: ServiceSchema = {
+  name: "api-gateway",
+  mixins: [ApiGateway],
+
+  settings: {
+    port: 3000, // replaced by PORT in created()
+    ip: process.env.HOST || "0.0.0.0",
+    // Every response carries X-Request-Id: taken from the client when well-formed, else generated.
+    rootCallOptions(options: { requestID?: string }, req: Req, res: ServerResponse) {
+      const sent = req.headers["x-request-id"];
+      const id = typeof sent === "string" && REQUEST_ID.test(sent) ? sent : randomUUID();
+      options.requestID = id;
+      req.requestId = id;
+      res.setHeader("X-Request-Id", id);
+    },
+    routes: [
+      {
+        path: "/api",
+        // Every service's REST actions except the gateway's own (listAliases).
+        whitelist: [/^(?!api-gateway\.)/],
+        autoAliases: true,
+        mappingPolicy: "restrict",
+        authentication: true,
+        authorization: false,
+        logging: false,
+        bodyParsers: { json: { limit: "1mb", strict: true }, urlencoded: false },
+        callOptions: { timeout: 0 },
+
+        onBeforeCall(this: Service, ctx: Context<unknown, GatewayMeta>, _route: unknown, req: Req) {
+          if (BODY_METHODS.has(req.method ?? "") && hasBody(req)) {
+            const type = (req.headers["content-type"] ?? "").split(";")[0].trim().toLowerCase();
+            if (type !== "application/json")
+              throw apiError("UNSUPPORTED_MEDIA_TYPE", "Request body must be application/json");
+            if (req.body === null || typeof req.body !== "object" || Array.isArray(req.body))
+              throw apiError("INVALID_JSON", "Request body must be a JSON object");
+          }
+          ctx.meta.clientIp = clientAddress(req);
+        },
+      },
+    ],
+    // Regenerate routes quickly when services come and go.
+    debounceTime: 100,
+    log4XXResponses: false,
+    logRequest: null,
+    logResponse: null,
+
+    onError(this: Service, req: Req, res: ServerResponse, err: unknown) {
+      const requestId = req.requestId ?? randomUUID();
+      const pub = toPublicError(err, requestId);
+      if (pub.internal) {
+        const e = err as Error;
+        this.logger.error(`Request ${requestId} failed: ${e?.name}: ${e?.message}`, e?.stack);
+      }
+      if (res.headersSent) {
+        res.end();
+        return;
+      }
+      res.setHeader("X-Request-Id", requestId);
+      for (const [name, value] of Object.entries(pub.headers)) res.setHeader(name, value);
+      res.setHeader("Content-Type", "application/json; charset=utf-8");
+      res.writeHead(pub.status);
+      res.end(JSON.stringify(pub.body));
+    },
+  },
+
+  methods: {
+    /**
+     * Resolves the caller, or records why the credentials were refused: a public action still
+     * answers, a protected one gets 401 from the Auth middleware with that reason.
+     */
+    async authenticate(ctx: Context<unknown, GatewayMeta>, _route: unknown, req: Req): Promise<null> {
+      const credentials = readCredentials(req.headers);
+      let caller: Caller | null = null;
+      switch (credentials.kind) {
+        case "none":
+          break;
+        case "malformed":
+          ctx.meta.authError = "Malformed credentials";
+          break;
+        case "jwt": {
+          const claims = verifyAccessToken(credentials.token);
+          if ("error" in claims) ctx.meta.authError = claims.error;
+          else caller = { clientId: claims.sub, role: claims.role, via: "jwt" };
+          break;
+        }
+        case "apiKey": {
+          caller = await ctx.call<Caller | null, { key: string }>("auth.resolveApiKey", { key: credentials.key });
+          if (!caller) ctx.meta.authError = "API key is invalid or was revoked";
+          break;
+        }
+      }
+      if (caller) ctx.meta.caller = caller;
+      return null;
+    },
+  },
+
+  created(this: Service) {
+    this.settings.port = config.port();
+  },
+};
+
+export default GatewayService;

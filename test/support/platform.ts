@@ -1,0 +1,177 @@
+/**
+ * Test harness: starts real services on a ServiceBroker (in-process bus, or NATS) against a
+ * throw-away PostgreSQL database, with the gateway on port 0; plus an HTTP helper, condition
+ * waits with deadlines, and child-process services for multi-process tests.
+ */
+import { ChildProcess, spawn } from "child_process";
+import { randomBytes } from "crypto";
+import path from "path";
+import type { ServiceBroker } from "moleculer";
+import { Client } from "pg";
+import { createBroker } from "../../lib/runner";
+
+export const ADMIN_PG_URL = process.env.TEST_PG_ADMIN_URL || "postgresql://postgres@127.0.0.1:5432/postgres";
+export const NATS_URL = process.env.TEST_NATS_URL || "nats://127.0.0.1:4222";
+export const REDIS_URL = process.env.TEST_REDIS_URL || "redis://127.0.0.1:6379";
+export const ROOT = path.resolve(__dirname, "../..");
+
+export const uniqueName = (prefix: string) => `${prefix}_${randomBytes(5).toString("hex")}`;
+
+/** Polls `probe` until it returns a truthy value, or fails with `message` after `timeoutMs`. */
+export async function waitFor<T>(
+  probe: () => Promise<T | undefined | null | false> | T | undefined | null | false,
+  { timeoutMs = 10_000, intervalMs = 25, message = "condition" } = {},
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  for (;;) {
+    try {
+      const value = await probe();
+      if (value) return value as T;
+    } catch (err) {
+      lastError = err;
+    }
+    if (Date.now() > deadline)
+      throw new Error(`Timed out after ${timeoutMs} ms waiting for ${message}${lastError ? `: ${String(lastError)}` : ""}`);
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}
+
+async function adminQuery(sql: string): Promise<void> {
+  const client = new Client({ connectionString: ADMIN_PG_URL });
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
+
+/** A fresh, empty database URL on the local server; the platform creates the database itself. */
+export function testDatabaseUrl(): string {
+  const url = new URL(ADMIN_PG_URL);
+  url.pathname = `/${uniqueName("ci_test")}`;
+  return url.toString();
+}
+
+export async function dropDatabase(url: string): Promise<void> {
+  const name = new URL(url).pathname.slice(1);
+  await adminQuery(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+}
+
+export type HttpResult<T = any> = { status: number; headers: Headers; body: T; text: string };
+
+export async function http<T = any>(
+  baseUrl: string,
+  method: string,
+  urlPath: string,
+  opts: { body?: unknown; rawBody?: string; headers?: Record<string, string>; token?: string } = {},
+): Promise<HttpResult<T>> {
+  const headers: Record<string, string> = { ...(opts.headers ?? {}) };
+  if (opts.token) headers.authorization = `Bearer ${opts.token}`;
+  let body: string | undefined = opts.rawBody;
+  if (opts.body !== undefined) {
+    body = JSON.stringify(opts.body);
+    headers["content-type"] ??= "application/json";
+  }
+  const res = await fetch(`${baseUrl}${urlPath}`, { method, headers, body });
+  const text = await res.text();
+  let parsed: unknown = undefined;
+  try {
+    parsed = text ? JSON.parse(text) : undefined;
+  } catch {
+    parsed = undefined;
+  }
+  return { status: res.status, headers: res.headers, body: parsed as T, text };
+}
+
+export type TestPlatform = {
+  broker: ServiceBroker;
+  baseUrl: string;
+  databaseUrl: string;
+  namespace: string;
+  stop(): Promise<void>;
+};
+
+/**
+ * Starts `services` (default: all) in this process. `env` is applied to process.env for the
+ * platform's lifetime (config is read when services start). With `transporter` the broker joins
+ * that bus under a fresh namespace unless one is given.
+ */
+export async function startTestPlatform(
+  opts: { services?: string[]; env?: Record<string, string | undefined>; transporter?: string; namespace?: string; databaseUrl?: string; dropDatabase?: boolean } = {},
+): Promise<TestPlatform> {
+  const databaseUrl = opts.databaseUrl ?? testDatabaseUrl();
+  const namespace = opts.namespace ?? uniqueName("t");
+  const env: Record<string, string | undefined> = {
+    DATABASE_URL: databaseUrl,
+    NAMESPACE: namespace,
+    PORT: "0",
+    SCRYPT_LOG_N: "14", // OWASP cost is exercised in its own test; 2^14 keeps the suite fast
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL || "warn",
+    ...opts.env,
+  };
+  const saved: Record<string, string | undefined> = {};
+  for (const [k, v] of Object.entries(env)) {
+    saved[k] = process.env[k];
+    if (v === undefined) delete process.env[k];
+    else process.env[k] = v;
+  }
+  const broker = createBroker(opts.services ?? [], {
+    transporter: opts.transporter,
+    namespace,
+    nodeID: uniqueName("node"),
+  });
+  await broker.start();
+  let baseUrl = "";
+  const gateway = broker.getLocalService("api-gateway") as unknown as { server?: { address(): { port: number } } };
+  if (gateway?.server) baseUrl = `http://127.0.0.1:${gateway.server.address().port}`;
+  return {
+    broker,
+    baseUrl,
+    databaseUrl,
+    namespace,
+    async stop() {
+      await broker.stop();
+      for (const [k, v] of Object.entries(saved)) {
+        if (v === undefined) delete process.env[k];
+        else process.env[k] = v;
+      }
+      if (opts.dropDatabase !== false) await dropDatabase(databaseUrl).catch(() => undefined);
+    },
+  };
+}
+
+/** Waits until the gateway routes `method path` (aliases are generated as services appear). */
+export function waitForRoute(baseUrl: string, method: string, urlPath: string, timeoutMs = 15_000) {
+  return waitFor(
+    async () => {
+      const res = await http(baseUrl, method, urlPath);
+      return res.status !== 404 && res.status !== 503 ? res : false;
+    },
+    { timeoutMs, message: `route ${method} ${urlPath}` },
+  );
+}
+
+export type ChildService = { proc: ChildProcess; output: () => string; stop(signal?: NodeJS.Signals): Promise<number | null> };
+
+/** Runs `index.ts` with SERVICES=`services` in a separate Node process. */
+export function spawnServices(services: string[], env: Record<string, string>): ChildService {
+  const proc = spawn(process.execPath, ["--import", "tsx", path.join(ROOT, "index.ts")], {
+    cwd: ROOT,
+    env: { ...process.env, LOG_LEVEL: "warn", SCRYPT_LOG_N: "14", ...env, SERVICES: services.join(",") },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  proc.stdout!.on("data", (d) => (output += d));
+  proc.stderr!.on("data", (d) => (output += d));
+  const exited = new Promise<number | null>((resolve) => proc.once("exit", (code) => resolve(code)));
+  return {
+    proc,
+    output: () => output,
+    async stop(signal: NodeJS.Signals = "SIGTERM") {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
+      return exited;
+    },
+  };
+}
