@@ -4,6 +4,7 @@
  */
 import type { BrokerOptions } from "moleculer";
 import { config } from "./lib/config";
+import { createChannelsMiddleware } from "./lib/channels";
 import { AuthMiddleware } from "./middlewares/auth.middleware";
 
 export function brokerConfig(): BrokerOptions {
@@ -31,7 +32,7 @@ export function brokerConfig(): BrokerOptions {
     circuitBreaker: { enabled: false },
     validator: true,
     errorHandler: undefined,
-    middlewares: [AuthMiddleware],
+    middlewares: [AuthMiddleware, createChannelsMiddleware()],
     metrics: { enabled: false },
     tracing: { enabled: false },
   };

@@ -1,0 +1,82 @@
+/**
+ * The contract between gpu-node (one per GPU host) and gpu-scheduler.
+ *
+ * - node → scheduler, broker event `gpu-node.heartbeat` (NodeHeartbeat): sent when the node starts
+ *   and every GPU_HEARTBEAT_S after; it announces the node's cards with live telemetry and the
+ *   jobs it is running. A node silent for GPU_NODE_TIMEOUT_S is lost.
+ * - scheduler → node, actions called on that node (`{ nodeID }` call option):
+ *   `gpu-node.run` (RunJobParams → { accepted: true }, returns as soon as the job is handed to the
+ *   executor), `gpu-node.cancel` ({ jobId } → { stopped }), `gpu-node.logs` ({ jobId } → { text }).
+ * - node → scheduler, durable channel JOB_EVENTS_CHANNEL (JobEvent): what happened to each job.
+ *   Sent over JetStream so nothing is lost while the scheduler restarts; the scheduler applies
+ *   each event idempotently and never changes a terminal state.
+ */
+
+export const JOB_EVENTS_CHANNEL = "gpu.job-events";
+export const HEARTBEAT_EVENT = "gpu-node.heartbeat";
+
+/** One card, in nvidia-smi units: MiB, percent, °C. */
+export type GpuCard = {
+  uuid: string;
+  index: number;
+  name: string;
+  memoryTotal: number;
+  memoryUsed: number;
+  utilization: number;
+  temperature: number;
+};
+
+export type NodeHeartbeat = {
+  /** The broker nodeID of the gpu-node process: the target of `gpu-node.*` calls. */
+  nodeId: string;
+  cards: GpuCard[];
+  /** Jobs the node is running now (the scheduler cancels any it already considers finished). */
+  runningJobIds: string[];
+  executor: "docker" | "process";
+  /** ISO timestamp of when the node sent this. */
+  at: string;
+};
+
+export type RunJobParams = {
+  jobId: string;
+  gpuUuid: string;
+  command: string;
+  containerImage?: string | null;
+};
+
+export type JobEvent =
+  | { type: "started"; jobId: string; nodeId: string; gpuUuid: string; at: string }
+  | {
+      type: "finished";
+      jobId: string;
+      nodeId: string;
+      gpuUuid: string;
+      at: string;
+      exitCode: number;
+      /** Last 64 KiB of stdout+stderr. */
+      output: string;
+    }
+  | {
+      /** The job could not run or was stopped by the node (image missing, time limit, executor error). */
+      type: "failed";
+      jobId: string;
+      nodeId: string;
+      gpuUuid: string;
+      at: string;
+      errorMessage: string;
+      exitCode: number | null;
+      output: string;
+    }
+  | {
+      /** The node stopped the job after `gpu-node.cancel`. */
+      type: "cancelled";
+      jobId: string;
+      nodeId: string;
+      gpuUuid: string;
+      at: string;
+      exitCode: number | null;
+      output: string;
+    };
+
+/** Bytes of output kept in a job's `result.output`. */
+export const OUTPUT_TAIL_BYTES = 64 * 1024;
