@@ -2,19 +2,7 @@
  * The two runtime modes as an operator starts them: every service in one process on the
  * in-process bus, and gateway and auth in separate Node processes finding each other over NATS.
  */
-import net from "net";
-import { ChildService, dropDatabase, http, NATS_URL, spawnServices, testDatabaseUrl, uniqueName, waitFor } from "../support/platform";
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-    srv.once("error", reject);
-  });
-}
+import { ChildService, dropDatabase, freePort, http, NATS_URL, spawnServices, testDatabaseUrl, uniqueName, waitFor } from "../support/platform";
 
 async function fullFlow(base: string) {
   const address = `${uniqueName("mp")}@example.com`;

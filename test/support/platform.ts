@@ -5,6 +5,7 @@
  */
 import { ChildProcess, spawn } from "child_process";
 import { randomBytes } from "crypto";
+import net from "net";
 import path from "path";
 import type { ServiceBroker } from "moleculer";
 import { Client } from "pg";
@@ -174,4 +175,16 @@ export function spawnServices(services: string[], env: Record<string, string>): 
       return exited;
     },
   };
+}
+
+/** A TCP port free on 127.0.0.1 right now (for child processes that must be told their port). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+    srv.once("error", reject);
+  });
 }

@@ -1,0 +1,96 @@
+/**
+ * bench:gateway — authenticated GET /api/auth/me (JWT and API key) at 50 connections: the
+ * platform in one process, the platform over NATS (gateway and auth in separate processes), and
+ * a bare node:http server doing the same token check and PostgreSQL read, all in one run.
+ * Goals: ≥ 50 % of the bare server in one process, ≥ 30 % over NATS.
+ */
+import { spawn } from "child_process";
+import path from "path";
+import { ChildService, dropDatabase, freePort, http, NATS_URL, spawnServices, testDatabaseUrl, uniqueName, waitFor } from "../test/support/platform";
+import { load, LoadFigures, ratio } from "./lib/load";
+
+const DURATION_S = Number(process.env.BENCH_DURATION_S || 6);
+const CONNECTIONS = 50;
+const SECRET = "bench-secret";
+
+async function ready(base: string, children: ChildService[]) {
+  await waitFor(
+    async () => {
+      for (const c of children) if (c.proc.exitCode !== null) throw new Error(c.output());
+      const res = await http(base, "GET", "/api/auth/me").catch(() => undefined);
+      return res?.status === 401;
+    },
+    { timeoutMs: 30_000, message: `${base} to answer` },
+  );
+}
+
+async function measure(label: string, base: string, jwt: string, apiKey: string, rows: Array<[string, string, LoadFigures]>) {
+  await load(`${base}/api/auth/me`, { headers: { authorization: `Bearer ${jwt}` }, durationS: 1 }); // warm-up
+  for (const [cred, token] of [["JWT", jwt], ["API key", apiKey]] as const) {
+    const figures = await load(`${base}/api/auth/me`, { headers: { authorization: `Bearer ${token}` }, connections: CONNECTIONS, durationS: DURATION_S });
+    if (figures.non2xx || figures.errors) throw new Error(`${label} ${cred}: ${figures.non2xx} non-2xx, ${figures.errors} errors`);
+    rows.push([label, cred, figures]);
+  }
+}
+
+async function main() {
+  const databaseUrl = testDatabaseUrl();
+  const children: ChildService[] = [];
+  const common = { DATABASE_URL: databaseUrl, JWT_SECRET: SECRET, LOG_LEVEL: "warn", AUTH_RATE_LIMIT_PER_IP: "100000" };
+  const rows: Array<[string, string, LoadFigures]> = [];
+  const [p1, p2, p3] = [await freePort(), await freePort(), await freePort()];
+  try {
+    // 1. one process
+    const one = spawnServices(["api-gateway", "auth"], { ...common, PORT: String(p1), TRANSPORTER: "" });
+    children.push(one);
+    const base1 = `http://127.0.0.1:${p1}`;
+    await ready(base1, children);
+    const reg = await http(base1, "POST", "/api/auth/register", { body: { email: `${uniqueName("bench")}@example.com`, name: "Bench", password: "password-123" } });
+    const jwt = reg.body.accessToken as string;
+    const apiKey = (await http(base1, "POST", "/api/auth/api-keys", { token: jwt })).body.apiKey as string;
+    await measure("one process", base1, jwt, apiKey, rows);
+    await one.stop();
+    children.length = 0;
+
+    // 2. over NATS: gateway and auth in separate processes
+    const ns = { TRANSPORTER: NATS_URL, NAMESPACE: uniqueName("bench") };
+    const gw = spawnServices(["api-gateway"], { ...common, ...ns, PORT: String(p2) });
+    const auth = spawnServices(["auth"], { ...common, ...ns });
+    children.push(gw, auth);
+    const base2 = `http://127.0.0.1:${p2}`;
+    await ready(base2, children);
+    await measure("over NATS", base2, jwt, apiKey, rows);
+    await Promise.all(children.map((c) => c.stop()));
+    children.length = 0;
+
+    // 3. bare node:http baseline
+    const bare = spawn(process.execPath, ["--import", "tsx", path.join(__dirname, "bare-server.ts")], {
+      env: { ...process.env, ...common, PORT: String(p3) },
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    const bareChild: ChildService = { proc: bare, output: () => "", stop: async () => { bare.kill(); return null; } };
+    children.push(bareChild);
+    const base3 = `http://127.0.0.1:${p3}`;
+    await waitFor(async () => (await http(base3, "GET", "/").catch(() => undefined))?.status === 401, { timeoutMs: 20_000, message: "bare server" });
+    await measure("bare node:http", base3, jwt, apiKey, rows);
+  } finally {
+    await Promise.all(children.map((c) => c.stop()));
+    await dropDatabase(databaseUrl).catch(() => undefined);
+  }
+
+  const bareOf = (cred: string) => rows.find(([l, c]) => l === "bare node:http" && c === cred)![2];
+  console.log(`\nGET /api/auth/me, ${CONNECTIONS} connections, ${DURATION_S} s per run\n`);
+  console.log("| mode | credential | req/s | p50 ms | p99 ms | vs bare |");
+  console.log("|---|---|---|---|---|---|");
+  for (const [label, cred, f] of rows)
+    console.log(`| ${label} | ${cred} | ${f.rps} | ${f.p50} | ${f.p99} | ${label.startsWith("bare") ? "—" : ratio(f.rps, bareOf(cred).rps)} |`);
+  console.log("\nGoals: one process ≥ 50 % of bare, over NATS ≥ 30 % of bare.");
+}
+
+main().then(
+  () => process.exit(0),
+  (err) => {
+    console.error(err);
+    process.exit(1);
+  },
+);
