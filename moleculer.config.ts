@@ -6,6 +6,9 @@ import type { BrokerOptions } from "moleculer";
 import { config } from "./lib/config";
 import { createChannelsMiddleware } from "./lib/channels";
 import { AuthMiddleware } from "./middlewares/auth.middleware";
+import { HealthMiddleware } from "./lib/health";
+import { jsonLineFormatter, RequestScopeMiddleware } from "./lib/logging";
+import { metricsOptions } from "./lib/metrics";
 
 export function brokerConfig(): BrokerOptions {
   return {
@@ -16,7 +19,8 @@ export function brokerConfig(): BrokerOptions {
       type: "Console",
       options: {
         level: config.logLevel(),
-        formatter: config.logFormat() as "json" | "short",
+        // JSON lines carry the request id of the action being served (lib/logging.ts).
+        formatter: config.logFormat() === "json" ? jsonLineFormatter : (config.logFormat() as "short"),
         colors: config.logFormat() !== "json",
         moduleColors: false,
         autoPadding: false,
@@ -32,8 +36,11 @@ export function brokerConfig(): BrokerOptions {
     circuitBreaker: { enabled: false },
     validator: true,
     errorHandler: undefined,
-    middlewares: [AuthMiddleware, createChannelsMiddleware()],
-    metrics: { enabled: false },
+    middlewares: [RequestScopeMiddleware, AuthMiddleware, createChannelsMiddleware(), HealthMiddleware()],
+    metrics: metricsOptions(),
+    // Stopping waits for running actions (in-flight HTTP requests included); index.ts handles signals.
+    tracking: { enabled: true, shutdownTimeout: config.shutdownTimeoutS() * 1000 },
+    skipProcessEventRegistration: true,
     tracing: { enabled: false },
   };
 }

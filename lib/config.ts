@@ -2,6 +2,9 @@
  * Every environment variable the platform reads, in one place (see README "Configuration").
  * Read lazily so tests can set process.env before a broker starts.
  */
+import os from "os";
+import path from "path";
+
 const DEV_JWT_SECRET = "ci-platform-development-secret-change-me";
 
 function int(name: string, fallback: number): number {
@@ -10,6 +13,47 @@ function int(name: string, fallback: number): number {
   const value = Number(raw);
   if (!Number.isInteger(value)) throw new Error(`${name} must be an integer, got "${raw}"`);
   return value;
+}
+
+export type OpenAiProviderConfig = { name: string; url: string; apiKey?: string };
+
+const PROVIDER_NAME = /^[a-z][a-z0-9_-]{0,31}$/;
+
+/** OPENAI_PROVIDERS='[{"name":"vllm","url":"http://127.0.0.1:8000","apiKey":"…"}]'; names are lowercased. */
+export function parseOpenAiProviders(raw: string | undefined): OpenAiProviderConfig[] {
+  if (raw === undefined || raw.trim() === "") return [];
+  let list: unknown;
+  try {
+    list = JSON.parse(raw);
+  } catch {
+    throw new Error("OPENAI_PROVIDERS must be a JSON list of {name, url, apiKey?}");
+  }
+  if (!Array.isArray(list)) throw new Error("OPENAI_PROVIDERS must be a JSON list of {name, url, apiKey?}");
+  return list.map((entry: { name?: unknown; url?: unknown; apiKey?: unknown }, i) => {
+    const name = typeof entry?.name === "string" ? entry.name.trim().toLowerCase() : "";
+    if (!PROVIDER_NAME.test(name)) throw new Error(`OPENAI_PROVIDERS[${i}].name must match ${PROVIDER_NAME}`);
+    const url = typeof entry.url === "string" ? entry.url.trim() : "";
+    if (!/^https?:\/\/[^/]/.test(url)) throw new Error(`OPENAI_PROVIDERS[${i}].url must be an http(s) URL`);
+    if (entry.apiKey !== undefined && typeof entry.apiKey !== "string") throw new Error(`OPENAI_PROVIDERS[${i}].apiKey must be a string`);
+    return { name, url, ...(entry.apiKey ? { apiKey: entry.apiKey } : {}) };
+  });
+}
+
+/** A decimal number (for limits such as CPUs or heartbeat seconds). */
+function num(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value <= 0) throw new Error(`${name} must be a positive number, got "${raw}"`);
+  return value;
+}
+
+/** A TCP port, or null when the variable says "off". */
+function portOrOff(name: string, fallback: number): number | null {
+  if ((process.env[name] ?? "").trim().toLowerCase() === "off") return null;
+  const port = int(name, fallback);
+  if (port < 0 || port > 65535) throw new Error(`${name} must be a port number or "off", got "${port}"`);
+  return port;
 }
 
 export const isProduction = (): boolean => process.env.NODE_ENV === "production";
@@ -37,8 +81,80 @@ export const config = {
   authRateLimitPerIp: () => int("AUTH_RATE_LIMIT_PER_IP", 60),
   authRateLimitPerEmail: () => int("AUTH_RATE_LIMIT_PER_EMAIL", 10),
   authRateWindowS: () => int("AUTH_RATE_WINDOW_S", 60),
+  /** Ollama's base URL; empty or "off" configures no Ollama provider. */
+  ollamaUrl: (): string | undefined => {
+    const raw = process.env.OLLAMA_URL;
+    if (raw === undefined) return "http://127.0.0.1:11434";
+    return raw.trim() === "" || raw.trim().toLowerCase() === "off" ? undefined : raw.trim();
+  },
+  /** OpenAI-compatible providers: a JSON list of { name, url, apiKey? } (README "Inference"). */
+  openaiProviders: (): OpenAiProviderConfig[] => parseOpenAiProviders(process.env.OPENAI_PROVIDERS),
+  /** No answer from a provider within this long is 504 (streams: no chunk within it). */
+  inferenceTimeoutMs: () => int("INFERENCE_TIMEOUT_MS", 120_000),
+  /** How long the merged model list is cached (a list missing a provider: at most 5 s). */
+  modelsCacheS: () => int("MODELS_CACHE_S", 30),
+  /** gpu-node: `docker` or `process`; unset means docker, or process outside production when no engine answers. */
+  gpuExecutor: (): "docker" | "process" | undefined => {
+    const raw = (process.env.GPU_EXECUTOR || "").trim();
+    if (raw === "") return undefined;
+    if (raw !== "docker" && raw !== "process") throw new Error(`GPU_EXECUTOR must be "docker" or "process", got "${raw}"`);
+    return raw;
+  },
+  /** gpu-node: cards to report when the host has none, `name:memoryMiB,…` (services/gpu-node/discovery.ts). */
+  gpuSimulate: () => process.env.GPU_SIMULATE || undefined,
+  gpuDefaultImage: () => process.env.GPU_DEFAULT_IMAGE || "nvidia/cuda:12.4.1-base-ubuntu22.04",
+  /** A job running longer than this is stopped and failed. */
+  jobTimeoutS: () => num("JOB_TIMEOUT_S", 3600),
+  gpuHeartbeatS: () => num("GPU_HEARTBEAT_S", 2),
+  gpuTelemetryS: () => num("GPU_TELEMETRY_S", 5),
+  /** Limits of a job container (CPUs are capped at what the engine has). */
+  gpuJobMemoryMb: () => int("GPU_JOB_MEMORY_MB", 8192),
+  gpuJobCpus: () => num("GPU_JOB_CPUS", 4),
+  gpuJobPids: () => int("GPU_JOB_PIDS", 1024),
+  /** Docker network of job containers; `none` keeps untrusted code off every network. */
+  gpuJobNetwork: () => process.env.GPU_JOB_NETWORK || "none",
+  /** Seconds between SIGTERM and SIGKILL when a job is cancelled or times out. */
+  gpuStopGraceS: () => num("GPU_STOP_GRACE_S", 10),
+  /** Where a node keeps each job's whole output (`<jobId>.log`). */
+  gpuJobLogDir: () => process.env.GPU_JOB_LOG_DIR || path.join(os.tmpdir(), "ci-platform-jobs"),
+  /** gpu-scheduler: a gpu-node silent this long has left the cluster (its running jobs fail). */
+  gpuNodeTimeoutS: () => num("GPU_NODE_TIMEOUT_S", 10),
+  /** gpu-scheduler: safety tick (placement, node loss, stale placements), in milliseconds. */
+  gpuScheduleTickMs: () => int("GPU_SCHEDULE_TICK_MS", 1000),
+  /** gpu-scheduler: how long a `gpu-node.run`/`cancel` call may take before the placement is retried. */
+  gpuDispatchTimeoutS: () => num("GPU_DISPATCH_TIMEOUT_S", 10),
+  /** dbaas: superuser URL of the server hosting client databases (default: DATABASE_URL's server, database postgres). */
+  dbaasAdminUrl: (): string => {
+    if (process.env.DBAAS_ADMIN_URL) return process.env.DBAAS_ADMIN_URL;
+    const url = new URL(config.databaseUrl());
+    url.pathname = "/postgres";
+    return url.toString();
+  },
+  /** dbaas: host and port written into connection strings (what clients reach the server by). */
+  dbaasPublicHost: () => process.env.DBAAS_PUBLIC_HOST || "localhost",
+  dbaasPublicPort: () => int("DBAAS_PUBLIC_PORT", 5432),
+  dbaasMaxPerAccount: () => int("DBAAS_MAX_PER_ACCOUNT", 5),
+  dbaasMaxStorageMb: () => int("DBAAS_MAX_STORAGE_MB", 1024),
+  /** dbaas: CONNECTION LIMIT of each client database's role. */
+  dbaasConnectionLimit: () => int("DBAAS_CONNECTION_LIMIT", 20),
+  dbaasQuotaCheckS: () => num("DBAAS_QUOTA_CHECK_S", 30),
+  dbaasReconcileS: () => num("DBAAS_RECONCILE_S", 60),
+  /** dbaas: CREATE DATABASE statements running at once on the tenant server (across replicas). */
+  dbaasCreateConcurrency: () => int("DBAAS_CREATE_CONCURRENCY", 2),
   /** Trust X-Forwarded-For for the client address (behind an ingress). */
   trustProxy: () => process.env.TRUST_PROXY === "true",
   logLevel: () => process.env.LOG_LEVEL || "info",
   logFormat: () => process.env.LOG_FORMAT || (isProduction() ? "json" : "short"),
+  /** Liveness/readiness HTTP port of every process (0: any free port; "off": none). */
+  healthPort: () => portOrOff("HEALTH_PORT", 3001),
+  /** Prometheus endpoint of every process, path /metrics (0: any free port; "off": metrics disabled). */
+  metricsPort: () => portOrOff("METRICS_PORT", 3030),
+  /** How often the metrics service asks the other services for their figures. */
+  metricsCollectIntervalS: () => num("METRICS_COLLECT_INTERVAL_S", 15),
+  /** A readiness check answering slower than this counts as failed. */
+  readyCheckTimeoutMs: () => int("READY_CHECK_TIMEOUT_MS", 2000),
+  /** After SIGTERM: seconds of "not ready" before draining starts, so load balancers stop sending. */
+  shutdownDelayS: () => int("SHUTDOWN_DELAY_S", 0),
+  /** After SIGTERM: in-flight work gets this long to finish before the process exits anyway. */
+  shutdownTimeoutS: () => num("SHUTDOWN_TIMEOUT_S", 30),
 };

@@ -12,6 +12,11 @@ type Loader = () => ServiceSchema;
 export const SERVICE_REGISTRY: Record<string, Loader> = {
   "api-gateway": () => require("../services/api-gateway/api-gateway.service").default,
   auth: () => require("../services/auth/auth.service").default,
+  dbaas: () => require("../services/dbaas/dbaas.service").default,
+  "gpu-node": () => require("../services/gpu-node/gpu-node.service").default,
+  "gpu-scheduler": () => require("../services/gpu-scheduler/gpu-scheduler.service").default,
+  inference: () => require("../services/inference/inference.service").default,
+  metrics: () => require("../services/metrics/metrics.service").default,
 };
 
 export function resolveServices(names: string[]): ServiceSchema[] {

@@ -6,6 +6,7 @@ import type { Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import type { Pool } from "pg";
 import { config } from "../lib/config";
 import { acquirePool, ensureDatabase, migrate, Migration, releasePool } from "../lib/db";
+import { addReadinessCheck } from "../lib/health";
 
 export interface DbThis {
   db: Pool;
@@ -17,6 +18,8 @@ export function DbMixin(opts: { schema: string; migrations: Migration[]; poolSiz
     created(this: Service & DbThis) {
       this.dbUrl = config.databaseUrl();
       this.db = acquirePool(this.dbUrl, opts.poolSize ?? 10);
+      // The process is not ready while its PostgreSQL does not answer (lib/health.ts).
+      addReadinessCheck(this, "postgres", () => this.db.query("SELECT 1"));
     },
     async started(this: Service & DbThis) {
       await ensureDatabase(this.dbUrl);

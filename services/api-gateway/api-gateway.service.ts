@@ -11,8 +11,11 @@ import { config } from "../../lib/config";
 import { apiError } from "../../lib/errors";
 import type { Caller, CallerMeta } from "../../lib/identity";
 import { verifyAccessToken } from "../../lib/jwt";
+import { logAccess } from "../../lib/logging";
 import { readCredentials } from "./credentials";
+import { docsRoute } from "./docs";
 import { toPublicError } from "./error-mapper";
+import { watchStream } from "./streaming";
 
 type GatewayMeta = CallerMeta & { authError?: string };
 type Req = IncomingMessage & { $ctx?: Context; body?: unknown; requestId?: string };
@@ -41,12 +44,13 @@ const GatewayService: ServiceSchema = {
     port: 3000, // replaced by PORT in created()
     ip: process.env.HOST || "0.0.0.0",
     // Every response carries X-Request-Id: taken from the client when well-formed, else generated.
-    rootCallOptions(options: { requestID?: string }, req: Req, res: ServerResponse) {
+    rootCallOptions(this: Service, options: { requestID?: string }, req: Req, res: ServerResponse) {
       const sent = req.headers["x-request-id"];
       const id = typeof sent === "string" && REQUEST_ID.test(sent) ? sent : randomUUID();
       options.requestID = id;
       req.requestId = id;
       res.setHeader("X-Request-Id", id);
+      logAccess(this.logger, req, res, id);
     },
     routes: [
       {
@@ -71,7 +75,14 @@ const GatewayService: ServiceSchema = {
           }
           ctx.meta.clientIp = clientAddress(req);
         },
+        // Streamed answers (SSE): cancel the producer when the client goes away (streaming.ts).
+        onAfterCall(this: Service, ctx: Context, _route: unknown, _req: Req, res: ServerResponse, data: unknown) {
+          watchStream(ctx, res, data, this.logger);
+          return data;
+        },
       },
+      // GET /api/openapi.json and the reference page /api/docs (docs.ts).
+      docsRoute(),
     ],
     // Regenerate routes quickly when services come and go.
     debounceTime: 100,
@@ -84,7 +95,7 @@ const GatewayService: ServiceSchema = {
       const pub = toPublicError(err, requestId);
       if (pub.internal) {
         const e = err as Error;
-        this.logger.error(`Request ${requestId} failed: ${e?.name}: ${e?.message}`, e?.stack);
+        this.logger.error({ requestId }, `Request ${requestId} failed: ${e?.name}: ${e?.message}`, e?.stack);
       }
       if (res.headersSent) {
         res.end();

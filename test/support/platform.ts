@@ -100,7 +100,7 @@ export type TestPlatform = {
  * that bus under a fresh namespace unless one is given.
  */
 export async function startTestPlatform(
-  opts: { services?: string[]; env?: Record<string, string | undefined>; transporter?: string; namespace?: string; databaseUrl?: string; dropDatabase?: boolean } = {},
+  opts: { services?: string[]; env?: Record<string, string | undefined>; transporter?: string; namespace?: string; databaseUrl?: string; dropDatabase?: boolean; nodeID?: string } = {},
 ): Promise<TestPlatform> {
   const databaseUrl = opts.databaseUrl ?? testDatabaseUrl();
   const namespace = opts.namespace ?? uniqueName("t");
@@ -110,6 +110,8 @@ export async function startTestPlatform(
     PORT: "0",
     SCRYPT_LOG_N: "14", // OWASP cost is exercised in its own test; 2^14 keeps the suite fast
     LOG_LEVEL: process.env.TEST_LOG_LEVEL || "warn",
+    HEALTH_PORT: "0", // any free port: parallel platforms never collide
+    METRICS_PORT: "0",
     ...opts.env,
   };
   const saved: Record<string, string | undefined> = {};
@@ -121,7 +123,7 @@ export async function startTestPlatform(
   const broker = createBroker(opts.services ?? [], {
     transporter: opts.transporter,
     namespace,
-    nodeID: uniqueName("node"),
+    nodeID: opts.nodeID ?? uniqueName("node"),
   });
   await broker.start();
   let baseUrl = "";
@@ -160,7 +162,7 @@ export type ChildService = { proc: ChildProcess; output: () => string; stop(sign
 export function spawnServices(services: string[], env: Record<string, string>): ChildService {
   const proc = spawn(process.execPath, ["--import", "tsx", path.join(ROOT, "index.ts")], {
     cwd: ROOT,
-    env: { ...process.env, LOG_LEVEL: "warn", SCRYPT_LOG_N: "14", ...env, SERVICES: services.join(",") },
+    env: { ...process.env, LOG_LEVEL: "warn", SCRYPT_LOG_N: "14", HEALTH_PORT: "0", METRICS_PORT: "0", ...env, SERVICES: services.join(",") },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";

@@ -1,0 +1,190 @@
+/**
+ * Builds the OpenAPI 3.1 document from the routes the gateway serves right now (aliases with
+ * their actions' `params` and `auth`) and the response catalogue. Pure: the gateway hands it the
+ * routes, so the document follows services as they come and go.
+ */
+import type { ActionSchema } from "moleculer";
+import { ErrorCode, ErrorCodes } from "../../../lib/errors";
+import type { AuthPolicy } from "../../../lib/identity";
+import { policyOf } from "../../../middlewares/auth.middleware";
+import { Operation, OPERATIONS, SCHEMAS } from "./responses";
+import { isRequired, JsonSchema, normalizeRule, paramsSchema, toJsonSchema } from "./schema";
+
+export type LiveRoute = {
+  method: string;
+  /** As moleculer-web writes it: `/api/gpu/jobs/:id`. */
+  path: string;
+  /** The action behind the route; absent for the gateway's own handlers (the docs). */
+  action?: { name: string; params?: Record<string, unknown>; auth?: AuthPolicy; rest?: unknown };
+};
+
+export type OpenApiDocument = {
+  openapi: string;
+  info: Record<string, unknown>;
+  paths: Record<string, Record<string, OperationObject>>;
+  components: Record<string, unknown>;
+  [key: string]: unknown;
+};
+
+export type OperationObject = {
+  operationId: string;
+  summary?: string;
+  tags?: string[];
+  security: Array<Record<string, string[]>>;
+  parameters?: unknown[];
+  requestBody?: unknown;
+  responses: Record<string, unknown>;
+  "x-undocumented"?: true;
+  [key: string]: unknown;
+};
+
+const BODY_METHODS = new Set(["POST", "PUT", "PATCH"]);
+const METHOD_ORDER = ["GET", "POST", "PUT", "PATCH", "DELETE"];
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+
+/** `/api/gpu/jobs/:id` → `/api/gpu/jobs/{id}` */
+export const toOpenApiPath = (path: string) => path.replace(/:([A-Za-z0-9_]+)\??/g, "{$1}");
+export const routeKey = (method: string, path: string) => `${method.toUpperCase()} ${toOpenApiPath(path)}`;
+
+function securityOf(policy: AuthPolicy): Array<Record<string, string[]>> {
+  if (policy === "public") return [];
+  if (policy === "jwt") return [{ bearerAuth: [] }];
+  return [{ bearerAuth: [] }, { apiKey: [] }];
+}
+
+/** Errors any route of this kind can answer, besides the catalogue's own. */
+function implicitErrors(route: LiveRoute, policy: AuthPolicy, hasParams: boolean): ErrorCode[] {
+  if (!route.action) return ["INTERNAL"];
+  const codes: ErrorCode[] = [];
+  if (hasParams) codes.push("VALIDATION_FAILED");
+  if (BODY_METHODS.has(route.method)) codes.push("INVALID_JSON", "PAYLOAD_TOO_LARGE", "UNSUPPORTED_MEDIA_TYPE");
+  if (policy !== "public") codes.push("UNAUTHORIZED");
+  if (policy === "jwt") codes.push("FORBIDDEN");
+  codes.push("INTERNAL", "SERVICE_UNAVAILABLE");
+  return codes;
+}
+
+const REQUEST_ID_HEADER = { "X-Request-Id": { $ref: "#/components/headers/XRequestId" } };
+
+function errorResponses(codes: ErrorCode[]): Record<string, unknown> {
+  const byStatus = new Map<number, ErrorCode[]>();
+  for (const code of new Set(codes)) byStatus.set(ErrorCodes[code], [...(byStatus.get(ErrorCodes[code]) ?? []), code]);
+  const responses: Record<string, unknown> = {};
+  for (const [status, list] of [...byStatus].sort((a, b) => a[0] - b[0])) {
+    const headers: Record<string, unknown> = { ...REQUEST_ID_HEADER };
+    if (list.includes("RATE_LIMITED")) headers["Retry-After"] = { $ref: "#/components/headers/RetryAfter" };
+    responses[String(status)] = {
+      description: list.join(", "),
+      headers,
+      content: {
+        "application/json": {
+          schema: { allOf: [ref("Error"), { properties: { error: { properties: { code: { enum: list } } } } }] },
+        },
+      },
+    };
+  }
+  return responses;
+}
+
+function successResponse(op: Operation): Record<string, unknown> {
+  const schema = typeof op.response === "string" ? ref(op.response) : op.response;
+  const content: Record<string, unknown> = { [op.contentType ?? "application/json"]: { schema } };
+  let description = op.summary;
+  for (const [type, alt] of Object.entries(op.alternatives ?? {})) {
+    content[type] = { schema: alt.schema };
+    description += `. ${alt.description}`;
+  }
+  return { [String(op.status)]: { description, headers: REQUEST_ID_HEADER, content } };
+}
+
+function operationOf(route: LiveRoute, path: string, op: Operation | undefined): OperationObject {
+  const policy: AuthPolicy = route.action ? (policyOf(route.action as ActionSchema) ?? "required") : "public";
+  const params = route.action?.params ?? {};
+  const pathNames = [...path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]);
+  const fieldNames = Object.keys(params).filter((n) => !n.startsWith("$$"));
+  const parameters: unknown[] = pathNames.map((name) => ({
+    name,
+    in: "path",
+    required: true,
+    schema: params[name] !== undefined ? toJsonSchema(params[name]) : { type: "string" },
+  }));
+  const rest = Object.fromEntries(Object.entries(params).filter(([n]) => !pathNames.includes(n)));
+  let requestBody: unknown;
+  if (BODY_METHODS.has(route.method)) {
+    const body = paramsSchema(rest);
+    if (Object.keys(body.properties as object).length)
+      requestBody = {
+        required: Object.entries(rest).some(([n, r]) => !n.startsWith("$$") && isRequired(r)),
+        content: { "application/json": { schema: body } },
+      };
+  } else {
+    for (const [name, rule] of Object.entries(rest)) {
+      if (name.startsWith("$$") || (!Array.isArray(normalizeRule(rule)) && (normalizeRule(rule) as { type?: string }).type === "forbidden")) continue;
+      parameters.push({ name, in: "query", required: isRequired(rule), schema: toJsonSchema(rule) });
+    }
+  }
+  const errors = [...implicitErrors(route, policy, fieldNames.length > 0), ...(op?.errors ?? [])];
+  const operation: OperationObject = {
+    operationId: route.action?.name ?? `${route.method.toLowerCase()}${path.replace(/[^A-Za-z0-9]+(.)?/g, (_, c?: string) => (c ?? "").toUpperCase())}`,
+    ...(op ? { tags: [op.tag], summary: op.summary } : { "x-undocumented": true as const }),
+    ...(op?.description ? { description: op.description } : {}),
+    security: securityOf(policy),
+    ...(parameters.length ? { parameters } : {}),
+    ...(requestBody ? { requestBody } : {}),
+    responses: { ...(op ? successResponse(op) : { default: { description: "Not documented yet" } }), ...errorResponses(errors) },
+  };
+  return operation;
+}
+
+const TAGS = [
+  { name: "auth", description: "Accounts, JWT access tokens and API keys" },
+  { name: "gpu", description: "GPU jobs and cluster status" },
+  { name: "models", description: "Hosted model inference" },
+  { name: "databases", description: "On-demand PostgreSQL databases" },
+  { name: "reference", description: "This reference" },
+];
+
+export function buildOpenApi(routes: LiveRoute[], opts: { version: string; catalogue?: Record<string, Operation> }): OpenApiDocument {
+  const catalogue = opts.catalogue ?? OPERATIONS;
+  const paths: Record<string, Record<string, OperationObject>> = {};
+  const order = (r: LiveRoute) => `${toOpenApiPath(r.path)} ${METHOD_ORDER.indexOf(r.method.toUpperCase())}`;
+  const sorted = [...routes].sort((a, b) => order(a).localeCompare(order(b)));
+  for (const route of sorted) {
+    const method = route.method.toUpperCase();
+    const path = toOpenApiPath(route.path);
+    const op = catalogue[`${method} ${path}`];
+    if (op?.hidden) continue;
+    (paths[path] ??= {})[method.toLowerCase()] = operationOf({ ...route, method }, path, op);
+  }
+  return {
+    openapi: "3.1.0",
+    info: {
+      title: "ci-platform API",
+      version: opts.version,
+      description:
+        "Accounts, GPU jobs, LLM inference and on-demand PostgreSQL databases behind one HTTP API. " +
+        'Every error is `{"error": {"code", "message", "details"}}`; every response carries X-Request-Id.',
+    },
+    servers: [{ url: "/" }],
+    tags: TAGS,
+    paths,
+    components: {
+      schemas: SCHEMAS,
+      securitySchemes: {
+        bearerAuth: {
+          type: "http",
+          scheme: "bearer",
+          bearerFormat: "JWT",
+          description: "`Authorization: Bearer <accessToken>` (from register or login), or `Bearer ci_…` (an API key)",
+        },
+        apiKey: { type: "apiKey", in: "header", name: "X-API-Key", description: "An API key `ci_…` (from POST /api/auth/api-keys)" },
+      },
+      headers: {
+        XRequestId: { description: "The request id (yours, echoed, when well-formed)", schema: { type: "string" } },
+        RetryAfter: { description: "Seconds to wait before retrying", schema: { type: "integer", minimum: 1 } },
+      },
+    },
+  };
+}
+
+export type { JsonSchema };

@@ -1,0 +1,163 @@
+/** SQL for the dbaas schema of the platform's own database; the only place that knows its tables. */
+import type { Pool } from "pg";
+import { transaction } from "../../lib/db";
+
+export type DatabaseStatus = "provisioning" | "active" | "destroying";
+
+export type DatabaseRow = {
+  id: string;
+  client_id: string;
+  database_name: string;
+  username: string;
+  status: DatabaseStatus;
+  storage_bytes: string | null;
+  measured_at: Date | null;
+  max_storage_mb: number;
+  read_only: boolean;
+  created_at: Date;
+  updated_at: Date;
+};
+
+export type NewDatabase = { id: string; clientId: string; databaseName: string; username: string; maxStorageMb: number };
+
+export type DatabaseStats = {
+  databasesByState: { active: number; provisioning: number; destroying: number; readOnly: number };
+  storageMbByState: { active: number; readOnly: number };
+};
+
+const COLUMNS = `id, client_id, database_name, username, status, storage_bytes, measured_at, max_storage_mb, read_only, created_at, updated_at`;
+
+export class DatabasesRepository {
+  constructor(private readonly db: Pool) {}
+
+  async instanceId(): Promise<string> {
+    const { rows } = await this.db.query<{ id: string }>("SELECT id FROM dbaas.instance");
+    return rows[0].id;
+  }
+
+  /**
+   * Records the intent to provision, unless the account already has `limit` databases
+   * (provisioning or active). A per-account lock makes count-then-insert safe under concurrency.
+   */
+  async insertProvisioning(row: NewDatabase, limit: number): Promise<boolean> {
+    return transaction(this.db, async (client) => {
+      await client.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`ci-platform:dbaas:account:${row.clientId}`]);
+      const { rows } = await client.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM dbaas.databases WHERE client_id = $1 AND status IN ('provisioning', 'active')",
+        [row.clientId],
+      );
+      if (rows[0].n >= limit) return false;
+      await client.query(
+        `INSERT INTO dbaas.databases (id, client_id, database_name, username, status, max_storage_mb)
+         VALUES ($1, $2, $3, $4, 'provisioning', $5)`,
+        [row.id, row.clientId, row.databaseName, row.username, row.maxStorageMb],
+      );
+      return true;
+    });
+  }
+
+  async activate(id: string, storageBytes: number): Promise<DatabaseRow | undefined> {
+    const { rows } = await this.db.query<DatabaseRow>(
+      `UPDATE dbaas.databases SET status = 'active', storage_bytes = $2, measured_at = now(), updated_at = now()
+        WHERE id = $1 AND status = 'provisioning' RETURNING ${COLUMNS}`,
+      [id, storageBytes],
+    );
+    return rows[0];
+  }
+
+  async delete(id: string): Promise<void> {
+    await this.db.query("DELETE FROM dbaas.databases WHERE id = $1", [id]);
+  }
+
+  async findActive(id: string, clientId: string): Promise<DatabaseRow | undefined> {
+    const { rows } = await this.db.query<DatabaseRow>(
+      `SELECT ${COLUMNS} FROM dbaas.databases WHERE id = $1 AND client_id = $2 AND status = 'active'`,
+      [id, clientId],
+    );
+    return rows[0];
+  }
+
+  async find(id: string): Promise<DatabaseRow | undefined> {
+    const { rows } = await this.db.query<DatabaseRow>(`SELECT ${COLUMNS} FROM dbaas.databases WHERE id = $1`, [id]);
+    return rows[0];
+  }
+
+  async listActive(clientId: string): Promise<DatabaseRow[]> {
+    const { rows } = await this.db.query<DatabaseRow>(
+      `SELECT ${COLUMNS} FROM dbaas.databases WHERE client_id = $1 AND status = 'active' ORDER BY created_at DESC, id`,
+      [clientId],
+    );
+    return rows;
+  }
+
+  async listAll(): Promise<DatabaseRow[]> {
+    const { rows } = await this.db.query<DatabaseRow>(`SELECT ${COLUMNS} FROM dbaas.databases`);
+    return rows;
+  }
+
+  async listByStatus(status: DatabaseStatus): Promise<DatabaseRow[]> {
+    const { rows } = await this.db.query<DatabaseRow>(`SELECT ${COLUMNS} FROM dbaas.databases WHERE status = $1`, [status]);
+    return rows;
+  }
+
+  /** Active (or already destroying: a retried destroy finishes the job) → destroying. */
+  async claimForDestroy(id: string, clientId: string): Promise<DatabaseRow | undefined> {
+    const { rows } = await this.db.query<DatabaseRow>(
+      `UPDATE dbaas.databases SET status = 'destroying', updated_at = now()
+        WHERE id = $1 AND client_id = $2 AND status IN ('active', 'destroying') RETURNING ${COLUMNS}`,
+      [id, clientId],
+    );
+    return rows[0];
+  }
+
+  async setStatus(id: string, status: DatabaseStatus): Promise<void> {
+    await this.db.query("UPDATE dbaas.databases SET status = $2, updated_at = now() WHERE id = $1", [id, status]);
+  }
+
+  async recordSizes(sizes: Array<{ id: string; bytes: number }>): Promise<void> {
+    if (!sizes.length) return;
+    await this.db.query(
+      `UPDATE dbaas.databases d SET storage_bytes = s.bytes, measured_at = now()
+         FROM unnest($1::uuid[], $2::bigint[]) AS s(id, bytes) WHERE d.id = s.id`,
+      [sizes.map((s) => s.id), sizes.map((s) => s.bytes)],
+    );
+  }
+
+  async setReadOnly(id: string, readOnly: boolean): Promise<void> {
+    await this.db.query("UPDATE dbaas.databases SET read_only = $2, updated_at = now() WHERE id = $1", [id, readOnly]);
+  }
+
+  async setMaxStorage(id: string, maxStorageMb: number): Promise<boolean> {
+    const { rowCount } = await this.db.query("UPDATE dbaas.databases SET max_storage_mb = $2 WHERE id = $1 AND status = 'active'", [
+      id,
+      maxStorageMb,
+    ]);
+    return (rowCount ?? 0) > 0;
+  }
+
+  async stats(): Promise<DatabaseStats> {
+    const { rows } = await this.db.query<{ status: DatabaseStatus; read_only: boolean; n: number; bytes: string | null }>(
+      `SELECT status, read_only, count(*)::int AS n, sum(storage_bytes)::text AS bytes
+         FROM dbaas.databases GROUP BY status, read_only`,
+    );
+    const stats: DatabaseStats = {
+      databasesByState: { active: 0, provisioning: 0, destroying: 0, readOnly: 0 },
+      storageMbByState: { active: 0, readOnly: 0 },
+    };
+    for (const row of rows) {
+      stats.databasesByState[row.status] += row.n;
+      if (row.status !== "active") continue;
+      const mb = Number(row.bytes ?? 0) / 1048576;
+      stats.storageMbByState.active += mb;
+      if (row.read_only) {
+        stats.databasesByState.readOnly += row.n;
+        stats.storageMbByState.readOnly += mb;
+      }
+    }
+    stats.storageMbByState.active = roundMb(stats.storageMbByState.active);
+    stats.storageMbByState.readOnly = roundMb(stats.storageMbByState.readOnly);
+    return stats;
+  }
+}
+
+export const roundMb = (mb: number): number => Math.round(mb * 100) / 100;

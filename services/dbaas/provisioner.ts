@@ -1,0 +1,154 @@
+/**
+ * Provisioning and destroying, step by step. The intent is recorded before anything exists on
+ * the tenant server, so a crash at any point leaves a record the reconciler can act on; a failure
+ * at any step is compensated here (database, then role, then record), so nothing is left behind.
+ */
+import { randomUUID } from "crypto";
+import type { LoggerInstance } from "moleculer";
+import { apiError } from "../../lib/errors";
+import { generatePassword, scramVerifier } from "./credentials";
+import type { DatabaseRow, DatabasesRepository } from "./databases.repository";
+import { isDuplicate, isUnavailable, retryTransient } from "./faults";
+import { generateNames, holdRoleOf, RandomHex, defaultRandomHex, TenantNames } from "./naming";
+import type { TenantServer } from "./tenant-server";
+
+export const PROVISION_STEPS = ["record", "role", "database", "grants", "schema", "activate"] as const;
+export type ProvisionStep = (typeof PROVISION_STEPS)[number];
+
+export type ProvisionLimits = { maxPerAccount: number; maxStorageMb: number; connectionLimit: number };
+export type Provisioned = { row: DatabaseRow; password: string };
+
+export type ProvisionerDeps = {
+  repo: DatabasesRepository;
+  tenant: TenantServer;
+  marker: string;
+  limits: () => ProvisionLimits;
+  logger: LoggerInstance;
+  randomHex?: RandomHex;
+  newId?: () => string;
+};
+
+/** Errors raised before a connection existed: the statement never reached the server. */
+const NEVER_SENT = new Set(["ECONNREFUSED", "ENOTFOUND", "EHOSTUNREACH", "EAI_AGAIN"]);
+export function neverSent(err: unknown): boolean {
+  const { code, message } = (err ?? {}) as { code?: unknown; message?: unknown };
+  return (typeof code === "string" && NEVER_SENT.has(code)) || (typeof message === "string" && /timeout exceeded when trying to connect/i.test(message));
+}
+
+export class Provisioner {
+  /** Test hook: runs after each step; a throw there is handled like a failure of that step. */
+  faultAfter?: (step: ProvisionStep, names: TenantNames) => void | Promise<void>;
+
+  constructor(private readonly deps: ProvisionerDeps) {}
+
+  async provision(clientId: string): Promise<Provisioned> {
+    const { repo, tenant, marker } = this.deps;
+    const limits = this.deps.limits();
+    const names = generateNames(clientId, this.deps.randomHex ?? defaultRandomHex);
+    const id = (this.deps.newId ?? randomUUID)();
+    const recorded = await repo.insertProvisioning({ id, clientId, ...names, maxStorageMb: limits.maxStorageMb }, limits.maxPerAccount);
+    if (!recorded)
+      throw apiError("QUOTA_EXCEEDED", `An account may have at most ${limits.maxPerAccount} active databases`, {
+        limit: limits.maxPerAccount,
+      });
+
+    // Tenant-side steps whose statement may have reached the server, hence may need undoing.
+    const reached = new Set<ProvisionStep>();
+    const password = generatePassword();
+    try {
+      await this.fault("record", names);
+      const verifier = await scramVerifier(password);
+      await this.step("role", names, reached, (attempt) =>
+        tenant.createRole(names, verifier, limits.connectionLimit, marker).catch((err) => {
+          // A retry after a lost answer finds the role our first attempt created.
+          if (attempt > 1 && isDuplicate(err)) return;
+          throw err;
+        }),
+      );
+      await this.step("database", names, reached, (attempt) =>
+        tenant.createDatabase(names).catch((err) => {
+          if (attempt > 1 && isDuplicate(err)) return;
+          throw err;
+        }),
+      );
+      const bytes = await this.step("grants", names, reached, () => tenant.secureDatabase(names, marker));
+      await this.step("schema", names, reached, () => tenant.prepareSchema(names));
+      const row = await repo.activate(id, bytes);
+      if (!row) throw new Error(`Database record ${id} vanished while provisioning`);
+      await this.fault("activate", names);
+      return { row, password };
+    } catch (err) {
+      await this.compensate(id, names, reached, err);
+      throw err;
+    }
+  }
+
+  /**
+   * Ends open sessions, drops the database and the roles, then the record. Throws
+   * DestroyNotStarted when the server could not be reached before anything was dropped.
+   */
+  async destroy(row: DatabaseRow): Promise<void> {
+    const { tenant, repo } = this.deps;
+    let dropped = false;
+    try {
+      await tenant.withDatabaseLock(row.database_name, async (admin) => {
+        await tenant.dropDatabase(row.database_name, admin);
+        dropped = true;
+        await tenant.dropRoles([row.username, holdRoleOf(row.username)], admin);
+      });
+    } catch (err) {
+      if (!dropped && neverSent(err)) throw new DestroyNotStarted(err);
+      throw err;
+    }
+    await repo.delete(row.id);
+  }
+
+  private async step<T>(
+    step: ProvisionStep,
+    names: TenantNames,
+    reached: Set<ProvisionStep>,
+    work: (attempt: number) => Promise<T>,
+  ): Promise<T> {
+    const result = await retryTransient(async (attempt) => {
+      try {
+        return await work(attempt);
+      } catch (err) {
+        if (!neverSent(err)) reached.add(step);
+        throw err;
+      }
+    });
+    reached.add(step);
+    await this.fault(step, names);
+    return result;
+  }
+
+  private async fault(step: ProvisionStep, names: TenantNames): Promise<void> {
+    if (this.faultAfter) await this.faultAfter(step, names);
+  }
+
+  private async compensate(id: string, names: TenantNames, reached: Set<ProvisionStep>, cause: unknown): Promise<void> {
+    const { tenant, repo, logger } = this.deps;
+    try {
+      if (reached.has("database") || reached.has("grants") || reached.has("schema")) await tenant.dropDatabase(names.databaseName);
+      if (reached.size) await tenant.dropRoles([names.username]);
+      await repo.delete(id);
+      logger.warn(`Provisioning ${id} failed and was undone: ${describe(cause)}`);
+    } catch (err) {
+      // The record stays "provisioning": the reconciler removes what is left once the server answers.
+      logger.error(`Provisioning ${id} failed (${describe(cause)}) and could not be undone yet: ${describe(err)}`);
+    }
+  }
+}
+
+/** Destroy could not reach the tenant server before changing anything. */
+export class DestroyNotStarted extends Error {
+  constructor(readonly reason: unknown) {
+    super("Tenant server unreachable before destroy started");
+  }
+}
+
+function describe(err: unknown): string {
+  const e = err as { code?: unknown; message?: unknown };
+  const unavailable = isUnavailable(err) ? " (server unavailable)" : "";
+  return `${typeof e?.code === "string" ? `${e.code} ` : ""}${String(e?.message ?? err)}${unavailable}`;
+}

@@ -1,0 +1,271 @@
+/**
+ * The Docker executor (default): each job runs as untrusted code in its own container. The card
+ * is handed over by UUID through a device request (never privileged, never all GPUs); the
+ * container runs as nobody with every capability dropped, no new privileges, a read-only root,
+ * pids/memory/CPU limits, no host mounts and no network unless the operator allows one.
+ * Containers carry labels so a restarted node finds the jobs it left running.
+ */
+import type Docker from "dockerode";
+import type { NodeCard } from "./discovery";
+import { JobError, JobExecutor, JobLimits, JobOps, JobSpec, RunningJob } from "./job";
+import { DockerFrameDemuxer, OutputCapture } from "./output";
+
+export const LABEL_JOB = "ci-platform.job-id";
+export const LABEL_NODE = "ci-platform.node";
+export const LABEL_GPU = "ci-platform.gpu-uuid";
+export const LABEL_NAMESPACE = "ci-platform.namespace";
+
+/** `sh -c JOIN_STDERR ci-job <command>`: stderr into stdout, then exec the job's own `sh -c`. */
+export const JOIN_STDERR = 'exec 2>&1; exec sh -c "$1"';
+
+/** Writable scratch space of a job (counts against its memory limit). */
+const TMPFS_MB = 1024;
+
+export type ContainerLimits = {
+  memoryMb: number;
+  cpus: number;
+  pids: number;
+  network: string;
+};
+
+export type ContainerContext = {
+  nodeId: string;
+  namespace: string;
+  defaultImage: string;
+  limits: ContainerLimits;
+};
+
+/** The create request of a job container (pure: tested field by field). */
+export function containerSpec(spec: JobSpec, ctx: ContainerContext): Docker.ContainerCreateOptions {
+  const env = ["HOME=/tmp", "TMPDIR=/tmp"];
+  // Pin the card for images whose own ENV says NVIDIA_VISIBLE_DEVICES=all (nvidia/cuda does).
+  if (!spec.card.simulated) env.push(`NVIDIA_VISIBLE_DEVICES=${spec.card.uuid}`);
+  const memoryBytes = ctx.limits.memoryMb * 1024 * 1024;
+  return {
+    Image: imageOf(spec, ctx.defaultImage),
+    // sh -c runs the command whatever the image's own entrypoint would do with it; the outer
+    // shell joins stderr into stdout so the log keeps the order the job wrote in.
+    Entrypoint: ["sh", "-c", JOIN_STDERR, "ci-job"],
+    Cmd: [spec.command],
+    User: "65534:65534",
+    WorkingDir: "/tmp",
+    Env: env,
+    Labels: {
+      [LABEL_JOB]: spec.jobId,
+      [LABEL_NODE]: ctx.nodeId,
+      [LABEL_GPU]: spec.card.uuid,
+      [LABEL_NAMESPACE]: ctx.namespace,
+    },
+    NetworkDisabled: ctx.limits.network === "none",
+    AttachStdin: false,
+    AttachStdout: false,
+    AttachStderr: false,
+    Tty: false,
+    OpenStdin: false,
+    HostConfig: {
+      NetworkMode: ctx.limits.network,
+      Privileged: false,
+      CapDrop: ["ALL"],
+      SecurityOpt: ["no-new-privileges"],
+      ReadonlyRootfs: true,
+      Tmpfs: { "/tmp": `rw,nosuid,nodev,size=${TMPFS_MB}m,mode=1777` },
+      Binds: [],
+      Mounts: [],
+      PidsLimit: ctx.limits.pids,
+      Memory: memoryBytes,
+      MemorySwap: memoryBytes, // no swap beyond the memory limit
+      NanoCpus: Math.round(ctx.limits.cpus * 1e9),
+      IpcMode: "private",
+      AutoRemove: false, // the exit code and logs are read first, then the node removes it
+      LogConfig: { Type: "json-file", Config: { "max-size": "64m", "max-file": "1" } },
+      // A simulated card has no device: asking for one would fail without the NVIDIA runtime.
+      DeviceRequests: spec.card.simulated ? [] : [{ Driver: "nvidia", DeviceIDs: [spec.card.uuid], Capabilities: [["gpu"]] }],
+    },
+  };
+}
+
+export function imageOf(spec: JobSpec, defaultImage: string): string {
+  return spec.containerImage?.trim() || defaultImage;
+}
+
+type DockerError = Error & { statusCode?: number; code?: string; json?: { message?: string } | null };
+
+const ADDRESS = /\b\d{1,3}(\.\d{1,3}){3}(:\d+)?\b/g;
+
+/**
+ * The engine's own explanation, on one line and bounded, without what describes the host: IP
+ * addresses are masked, and a socket-level failure only says the engine did not answer.
+ */
+export function dockerMessage(err: unknown): string {
+  const e = err as DockerError;
+  if (e?.statusCode === undefined && typeof e?.code === "string") return "the container engine did not answer";
+  const raw = (typeof e?.json?.message === "string" && e.json.message) || e?.message || String(err);
+  const line = raw
+    .replace(/^\(HTTP code \d+\)\s*[a-z ]*-\s*/i, "")
+    .replace(ADDRESS, "<address>")
+    .replace(/\s+/g, " ")
+    .trim();
+  return line.length > 300 ? `${line.slice(0, 297)}...` : line;
+}
+
+/** Why a pull failed, in the words a client can act on. */
+export function pullFailureReason(err: unknown): string {
+  const message = dockerMessage(err);
+  if (/manifest unknown|not found|does not exist|pull access denied|unauthorized|authentication required|denied/i.test(message))
+    return "the image does not exist in its registry, or the registry requires credentials";
+  if (/no such host|dial tcp|connection refused|timeout|unreachable|TLS|x509|did not answer/i.test(message)) return "its registry could not be reached";
+  return message;
+}
+
+const statusOf = (err: unknown) => (err as DockerError)?.statusCode;
+
+function ignoreStatus(...codes: number[]) {
+  return (err: unknown) => {
+    if (!codes.includes(statusOf(err) ?? 0)) throw err;
+  };
+}
+
+function followLogs(stream: NodeJS.ReadableStream, output: OutputCapture): Promise<void> {
+  const demux = new DockerFrameDemuxer((payload) => output.append(payload));
+  return new Promise((resolve) => {
+    stream.on("data", (chunk: Buffer) => demux.push(chunk));
+    stream.once("end", () => resolve());
+    stream.once("close", () => resolve());
+    stream.once("error", () => resolve());
+  });
+}
+
+export class DockerExecutor implements JobExecutor {
+  readonly kind = "docker" as const;
+  readonly jobsOutliveNode = true;
+  /** One pull per image however many jobs wait for it. */
+  private readonly pulls = new Map<string, Promise<void>>();
+
+  constructor(
+    private readonly docker: Docker,
+    private readonly context: () => ContainerContext,
+    private readonly limits: () => JobLimits,
+  ) {}
+
+  /** Throws when no engine answers; caps the CPU limit at what the engine has. */
+  static async engineCpus(docker: Docker): Promise<number> {
+    await docker.ping();
+    const info = (await docker.info()) as { NCPU?: number };
+    return info.NCPU ?? 1;
+  }
+
+  run(spec: JobSpec): RunningJob {
+    return new RunningJob(spec.jobId, spec.card.uuid, this.jobOps(spec), this.limits());
+  }
+
+  /** Containers of this namespace that this node (same node id, or one of its cards) left behind. */
+  async adopt(cardUuids: string[]): Promise<RunningJob[]> {
+    const { nodeId, namespace } = this.context();
+    const listed = await this.docker.listContainers({ all: true, filters: { label: [LABEL_JOB] } });
+    const mine = listed.filter(
+      (c) => c.Labels[LABEL_NAMESPACE] === namespace && (c.Labels[LABEL_NODE] === nodeId || cardUuids.includes(c.Labels[LABEL_GPU])),
+    );
+    const jobs: RunningJob[] = [];
+    for (const summary of mine) {
+      const container = this.docker.getContainer(summary.Id);
+      const info = await container.inspect().catch(() => null);
+      if (!info) continue;
+      const jobId = summary.Labels[LABEL_JOB];
+      const neverStarted = info.State.Status === "created";
+      const startedAt = Date.parse(info.State.StartedAt);
+      const elapsedMs = Number.isFinite(startedAt) && startedAt > 0 ? Date.now() - startedAt : 0;
+      const ops = this.containerOps(container, neverStarted);
+      jobs.push(new RunningJob(jobId, summary.Labels[LABEL_GPU] ?? "", ops, { ...this.limits(), elapsedMs }));
+    }
+    return jobs;
+  }
+
+  private async ensureImage(image: string): Promise<void> {
+    let pull = this.pulls.get(image);
+    if (!pull) {
+      pull = this.pull(image).finally(() => this.pulls.delete(image));
+      this.pulls.set(image, pull);
+    }
+    await pull;
+  }
+
+  private async pull(image: string): Promise<void> {
+    try {
+      const stream = await this.docker.pull(image);
+      await new Promise<void>((resolve, reject) => this.docker.modem.followProgress(stream, (err) => (err ? reject(err) : resolve())));
+    } catch (err) {
+      throw new JobError(`Container image '${image}' could not be pulled: ${pullFailureReason(err)}`);
+    }
+  }
+
+  private async create(spec: JobSpec): Promise<Docker.Container> {
+    const request = containerSpec(spec, this.context());
+    try {
+      return await this.docker.createContainer(request);
+    } catch (err) {
+      if (statusOf(err) !== 404) throw new JobError(`The job's container could not be created: ${dockerMessage(err)}`);
+    }
+    // Missing image: pull it (once, shared by concurrent jobs) and create again.
+    await this.ensureImage(request.Image!);
+    try {
+      return await this.docker.createContainer(request);
+    } catch (err) {
+      throw new JobError(`The job's container could not be created: ${dockerMessage(err)}`);
+    }
+  }
+
+  private jobOps(spec: JobSpec): JobOps {
+    let inner: JobOps | undefined;
+    let created: Docker.Container | undefined;
+    return {
+      launch: async (output) => {
+        created = await this.create(spec);
+        try {
+          await created.start();
+        } catch (err) {
+          throw new JobError(`The job's container could not be started: ${dockerMessage(err)}`);
+        }
+        inner = this.containerOps(created, false);
+        await inner.launch(output);
+      },
+      exited: () => inner!.exited(),
+      kill: (graceS) => inner!.kill(graceS),
+      cleanup: async () => {
+        if (inner) return inner.cleanup();
+        // Created but never started: remove what is left.
+        await created?.remove({ force: true }).catch(ignoreStatus(404, 409));
+      },
+      detach: () => inner?.detach(),
+    };
+  }
+
+  /** Watching an existing container: its logs from the start, its exit, stop and removal. */
+  private containerOps(container: Docker.Container, neverStarted: boolean): JobOps {
+    let stream: NodeJS.ReadableStream | undefined;
+    let logsDone: Promise<void> = Promise.resolve();
+    return {
+      async launch(output) {
+        if (neverStarted) throw new JobError("The GPU node stopped before the job's container started");
+        stream = await container.logs({ follow: true, stdout: true, stderr: true });
+        logsDone = followLogs(stream, output);
+      },
+      async exited() {
+        const result = (await container.wait()) as { StatusCode: number };
+        return result.StatusCode;
+      },
+      async kill(graceS: number) {
+        // 304: already stopped; 404: already gone.
+        await container.stop({ t: Math.ceil(graceS) }).catch(ignoreStatus(304, 404));
+      },
+      async cleanup() {
+        const bounded = new Promise<void>((resolve) => setTimeout(resolve, 5000).unref());
+        await Promise.race([logsDone, bounded]);
+        (stream as { destroy?: () => void } | undefined)?.destroy?.();
+        await container.remove({ force: true }).catch(ignoreStatus(404, 409));
+      },
+      detach() {
+        (stream as { destroy?: () => void } | undefined)?.destroy?.();
+      },
+    };
+  }
+}

@@ -1,0 +1,273 @@
+/**
+ * gpu-node: one per GPU host. Announces its cards (nvidia-smi, or GPU_SIMULATE) with live
+ * telemetry in a heartbeat, runs the jobs the scheduler places on them (Docker by default, plain
+ * processes on bare hosts) and reports each job's life on the durable job-events channel.
+ * Internal only: the scheduler calls `run`, `cancel` and `logs` on the node that holds the card.
+ *
+ * On SIGTERM it refuses new work and publishes what it still has to report. Docker jobs keep
+ * running and are re-adopted when the node comes back; process jobs are stopped and failed.
+ */
+import Docker from "dockerode";
+import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
+import { ensureChannelStreams, sendToChannel } from "../../lib/channels";
+import { config, isProduction } from "../../lib/config";
+import { apiError } from "../../lib/errors";
+import { HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL, JobEvent, NodeHeartbeat, RunJobParams } from "../../lib/gpu-protocol";
+import { addReadinessCheck } from "../../lib/health";
+import { discoverCards, NodeCard, queryNvidiaSmi, simulatedTelemetry } from "./discovery";
+import { ContainerContext, DockerExecutor } from "./docker-executor";
+import type { JobExecutor, JobLimits, JobOutcome, RunningJob } from "./job";
+import { LOGS_PAGE_BYTES, LogsPage, pruneLogs, readLogPage } from "./output";
+import { EventOutbox } from "./outbox";
+import { ProcessExecutor } from "./process-executor";
+
+export type CancelParams = { jobId: string };
+export type LogsParams = { jobId: string; offset?: number; limit?: number };
+
+const JOB_ID = { type: "string", pattern: /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/ } as const;
+const LOG_RETENTION_MS = 7 * 24 * 3600 * 1000;
+/** How long a stopping node waits for events to reach JetStream before it gives up on them. */
+const FLUSH_ON_STOP_MS = 10_000;
+
+/** Waits for `work`, but no longer than `ms`. */
+function within(work: Promise<unknown>, ms: number): Promise<unknown> {
+  return Promise.race([work, new Promise((resolve) => setTimeout(resolve, ms).unref())]);
+}
+
+type GpuNodeThis = Service & {
+  cards: NodeCard[];
+  executor: JobExecutor;
+  jobs: Map<string, RunningJob>;
+  tracking: Set<Promise<void>>;
+  outbox: EventOutbox<JobEvent>;
+  accepting: boolean;
+  heartbeats: number;
+  timers: NodeJS.Timeout[];
+  chooseExecutor(): Promise<JobExecutor>;
+  jobLimits(): JobLimits;
+  track(job: RunningJob): void;
+  event(job: RunningJob, extra: { type: "started" } | JobOutcome): JobEvent;
+  heartbeat(): NodeHeartbeat;
+  sendHeartbeat(): void;
+  refreshTelemetry(): Promise<void>;
+};
+
+const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
+  name: "gpu-node",
+
+  settings: {},
+
+  actions: {
+    /** Starts a job on one of this node's cards; answers once the executor has it. */
+    run: {
+      visibility: "public",
+      params: {
+        $$strict: "remove",
+        jobId: JOB_ID,
+        gpuUuid: { type: "string", min: 1, max: 128 },
+        command: { type: "string", min: 1, max: 1024 * 1024 },
+        containerImage: { type: "string", optional: true, nullable: true, max: 255, pattern: /^[A-Za-z0-9][A-Za-z0-9._\-/:@]*$/ },
+      },
+      async handler(this: GpuNodeThis, ctx: Context<RunJobParams>): Promise<{ accepted: true }> {
+        const { jobId, gpuUuid, command, containerImage } = ctx.params;
+        if (!this.accepting) throw apiError("SERVICE_UNAVAILABLE", "This GPU node is shutting down");
+        const card = this.cards.find((c) => c.uuid === gpuUuid);
+        if (!card) throw apiError("NOT_FOUND", `GPU ${gpuUuid} is not a card of this node`);
+        const existing = this.jobs.get(jobId);
+        if (existing?.gpuUuid === gpuUuid) return { accepted: true }; // a repeated call: already running
+        if (existing) throw apiError("INVALID_STATE", `Job ${jobId} already runs on another card of this node`);
+        const busy = [...this.jobs.values()].find((j) => j.gpuUuid === gpuUuid);
+        if (busy) throw apiError("INVALID_STATE", `GPU ${gpuUuid} is busy with another job`);
+        const job = this.executor.run({ jobId, card, command, containerImage });
+        this.jobs.set(jobId, job);
+        this.track(job);
+        return { accepted: true };
+      },
+    },
+
+    /** Stops a job this node runs (also one it adopted after a restart). */
+    cancel: {
+      visibility: "public",
+      params: { $$strict: "remove", jobId: JOB_ID },
+      async handler(this: GpuNodeThis, ctx: Context<CancelParams>): Promise<{ stopped: boolean }> {
+        const job = this.jobs.get(ctx.params.jobId);
+        return { stopped: job ? await job.stop("cancel") : false };
+      },
+    },
+
+    /** A page of a job's whole output (a bus message must stay small): follow `nextOffset` until null. */
+    logs: {
+      visibility: "public",
+      params: {
+        $$strict: "remove",
+        jobId: JOB_ID,
+        offset: { type: "number", integer: true, min: 0, optional: true, convert: true },
+        limit: { type: "number", integer: true, min: 4, max: LOGS_PAGE_BYTES, optional: true, convert: true },
+      },
+      async handler(this: GpuNodeThis, ctx: Context<LogsParams>): Promise<LogsPage> {
+        const page = await readLogPage(config.gpuJobLogDir(), ctx.params.jobId, ctx.params.offset, ctx.params.limit);
+        if (!page) throw apiError("NOT_FOUND", `No output of job ${ctx.params.jobId} on this node`);
+        return page;
+      },
+    },
+  },
+
+  events: {
+    /** A scheduler that just joined hears about this node at once, not a heartbeat later. */
+    "$node.connected"(this: GpuNodeThis) {
+      if (this.accepting) this.sendHeartbeat();
+    },
+  },
+
+  methods: {
+    async chooseExecutor(this: GpuNodeThis): Promise<JobExecutor> {
+      const wanted = config.gpuExecutor();
+      const limits = () => this.jobLimits();
+      if (wanted === "process") {
+        if (isProduction()) this.logger.warn("GPU_EXECUTOR=process: jobs run as plain processes on this host, without container isolation");
+        return new ProcessExecutor(limits);
+      }
+      const docker = new Docker(); // DOCKER_HOST and friends, as the docker CLI reads them
+      let engineCpus: number;
+      try {
+        engineCpus = await Promise.race([
+          DockerExecutor.engineCpus(docker),
+          new Promise<never>((_, reject) => setTimeout(() => reject(new Error("no answer within 5 s")), 5000).unref()),
+        ]);
+      } catch (err) {
+        const why = `No Docker engine answers (${(err as Error).message})`;
+        if (wanted === "docker" || isProduction()) throw new Error(`${why}: gpu-node cannot run jobs (GPU_EXECUTOR=docker)`);
+        this.logger.warn(`${why}: running jobs as plain processes, without isolation (set GPU_EXECUTOR to choose)`);
+        return new ProcessExecutor(limits);
+      }
+      addReadinessCheck(this, "docker", () => docker.ping());
+      const context = (): ContainerContext => ({
+        nodeId: this.broker.nodeID,
+        namespace: this.broker.namespace,
+        defaultImage: config.gpuDefaultImage(),
+        limits: {
+          memoryMb: config.gpuJobMemoryMb(),
+          cpus: Math.min(config.gpuJobCpus(), engineCpus),
+          pids: config.gpuJobPids(),
+          network: config.gpuJobNetwork(),
+        },
+      });
+      return new DockerExecutor(docker, context, limits);
+    },
+
+    jobLimits(this: GpuNodeThis): JobLimits {
+      return {
+        timeoutS: config.jobTimeoutS(),
+        graceS: config.gpuStopGraceS(),
+        logDir: config.gpuJobLogDir(),
+        log: (message, err) => this.logger.error(message, err),
+      };
+    },
+
+    /** Reports the job's start and its one outcome, in that order, through the outbox. */
+    track(this: GpuNodeThis, job: RunningJob) {
+      const done = (async () => {
+        if (await job.started) this.outbox.push(this.event(job, { type: "started" }));
+        const outcome = await job.outcome;
+        if (this.jobs.get(job.jobId) === job) this.jobs.delete(job.jobId);
+        if (outcome) this.outbox.push(this.event(job, outcome));
+      })().catch((err) => this.logger.error(`Reporting job ${job.jobId} failed`, err));
+      this.tracking.add(done);
+      void done.finally(() => this.tracking.delete(done));
+    },
+
+    event(this: GpuNodeThis, job: RunningJob, extra: { type: "started" } | JobOutcome): JobEvent {
+      const base = { jobId: job.jobId, nodeId: this.broker.nodeID, gpuUuid: job.gpuUuid, at: new Date().toISOString() };
+      return { ...extra, ...base } as JobEvent;
+    },
+
+    heartbeat(this: GpuNodeThis): NodeHeartbeat {
+      const busy = new Set([...this.jobs.values()].map((j) => j.gpuUuid));
+      const cards = this.cards.map(({ simulated, ...card }) =>
+        simulated ? { ...card, ...simulatedTelemetry(card.memoryTotal, busy.has(card.uuid), this.heartbeats) } : card,
+      );
+      return { nodeId: this.broker.nodeID, cards, runningJobIds: [...this.jobs.keys()], executor: this.executor.kind, at: new Date().toISOString() };
+    },
+
+    sendHeartbeat(this: GpuNodeThis) {
+      this.heartbeats++;
+      this.broker.broadcast(HEARTBEAT_EVENT, this.heartbeat()).catch((err) => this.logger.warn("Heartbeat not sent", err));
+    },
+
+    /** Live values for real cards; a failing nvidia-smi keeps the last ones (and says so). */
+    async refreshTelemetry(this: GpuNodeThis) {
+      if (this.cards.every((c) => c.simulated)) return;
+      const result = await queryNvidiaSmi();
+      if (result.kind !== "cards") {
+        this.logger.warn(`GPU telemetry not refreshed: ${result.kind === "error" ? result.message : "nvidia-smi is gone"}`);
+        return;
+      }
+      for (const fresh of result.cards) {
+        const card = this.cards.find((c) => c.uuid === fresh.uuid);
+        if (card) Object.assign(card, { memoryUsed: fresh.memoryUsed, utilization: fresh.utilization, temperature: fresh.temperature });
+      }
+    },
+  },
+
+  created(this: GpuNodeThis) {
+    this.jobs = new Map();
+    this.tracking = new Set();
+    this.timers = [];
+    this.heartbeats = 0;
+    this.accepting = false;
+    this.outbox = new EventOutbox<JobEvent>({
+      publish: (event) => sendToChannel(this.broker, JOB_EVENTS_CHANNEL, event),
+      // Until the channel adapter connects (just after start) publishing fails: quiet retries.
+      onRetry: (err, attempt, event) => {
+        if (attempt === 5 || attempt % 50 === 0)
+          this.logger.warn(`Job event ${event.type} of ${event.jobId} not delivered yet (attempt ${attempt}): ${(err as Error).message}`);
+      },
+    });
+  },
+
+  async started(this: GpuNodeThis) {
+    this.cards = await discoverCards({
+      nodeId: this.broker.nodeID,
+      simulate: config.gpuSimulate(),
+      production: isProduction(),
+      warn: (message) => this.logger.warn(message),
+    });
+    this.executor = await this.chooseExecutor();
+    await ensureChannelStreams(this.broker.namespace, [JOB_EVENTS_CHANNEL]);
+    for (const job of await this.executor.adopt(this.cards.map((c) => c.uuid))) {
+      this.logger.info(`Adopted job ${job.jobId} left behind by an earlier run of this node`);
+      this.jobs.set(job.jobId, job);
+      this.track(job);
+    }
+    const logDir = config.gpuJobLogDir();
+    void pruneLogs(logDir, LOG_RETENTION_MS);
+    this.accepting = true;
+    this.sendHeartbeat();
+    this.timers.push(
+      setInterval(() => this.sendHeartbeat(), config.gpuHeartbeatS() * 1000),
+      setInterval(() => void this.refreshTelemetry(), config.gpuTelemetryS() * 1000),
+      setInterval(() => void pruneLogs(logDir, LOG_RETENTION_MS), 3600_000),
+    );
+    const names = this.cards.map((c) => `${c.name}${c.simulated ? " (simulated)" : ""}`).join(", ");
+    this.logger.info(`gpu-node ready: ${this.cards.length} card(s) [${names}], ${this.executor.kind} executor`);
+  },
+
+  async stopped(this: GpuNodeThis) {
+    this.accepting = false;
+    this.timers.forEach(clearInterval);
+    const jobs = [...this.jobs.values()];
+    if (this.executor?.jobsOutliveNode) {
+      // Let launches in progress settle, so each container is either running (adopted later) or reported.
+      await within(Promise.all(jobs.map((j) => j.started)), FLUSH_ON_STOP_MS);
+      for (const job of jobs) job.detach();
+    } else {
+      await Promise.all(jobs.map((j) => j.stop("shutdown")));
+    }
+    await within(Promise.all([...this.tracking]), FLUSH_ON_STOP_MS);
+    if (!(await this.outbox.flush(FLUSH_ON_STOP_MS))) this.logger.error("Some job events could not be delivered before the node stopped");
+    const lost = this.outbox.close();
+    if (lost.length) this.logger.error(`Undelivered job events: ${JSON.stringify(lost.map(({ type, jobId }) => ({ type, jobId })))}`);
+  },
+};
+
+export default GpuNodeService;

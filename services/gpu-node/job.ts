@@ -1,0 +1,170 @@
+/**
+ * What every executor shares: one running job's life from launch to its single outcome, the time
+ * limit, and stop requests (cancel, time limit, node shutdown). An executor only supplies JobOps:
+ * how to launch, wait for the exit, kill and clean up its kind of job.
+ */
+import type { NodeCard } from "./discovery";
+import { OutputCapture } from "./output";
+
+export type JobSpec = { jobId: string; card: NodeCard; command: string; containerImage?: string | null };
+
+export type StopReason = "cancel" | "timeout" | "shutdown";
+
+export type JobOutcome =
+  | { type: "finished"; exitCode: number; output: string }
+  | { type: "failed"; errorMessage: string; exitCode: number | null; output: string }
+  | { type: "cancelled"; exitCode: number | null; output: string };
+
+/** A failure whose message a client may read (as the job's errorMessage). */
+export class JobError extends Error {}
+
+export interface JobOps {
+  /** Starts the job, sending its output to `output`; throws JobError with a readable reason. */
+  launch(output: OutputCapture): Promise<void>;
+  /** Resolves with the exit code once the job has ended. */
+  exited(): Promise<number>;
+  /** SIGTERM, then SIGKILL after `graceS`. */
+  kill(graceS: number): Promise<void>;
+  /** After the exit: wait for the last output, release what the job held (container, folder). */
+  cleanup(): Promise<void>;
+  /** The node stops but the job goes on (re-adopted on restart): let go of streams only. */
+  detach(): void;
+}
+
+export type JobLimits = {
+  timeoutS: number;
+  graceS: number;
+  logDir: string;
+  /** How long the job has already run (adopted jobs), so the time limit counts from its start. */
+  elapsedMs?: number;
+  log?: (message: string, err: unknown) => void;
+};
+
+export interface JobExecutor {
+  readonly kind: "docker" | "process";
+  /** Docker jobs outlive the node process and are re-adopted; process jobs die with it. */
+  readonly jobsOutliveNode: boolean;
+  run(spec: JobSpec): RunningJob;
+  /** Jobs this node left running (or finished unseen) before a restart. */
+  adopt(cardUuids: string[]): Promise<RunningJob[]>;
+}
+
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+export class RunningJob {
+  /** true once the job runs; false when it could not be launched. */
+  readonly started: Promise<boolean>;
+  /** The one terminal outcome; null when the node let go of the job (it keeps running). */
+  readonly outcome: Promise<JobOutcome | null>;
+  private stopReason?: StopReason;
+  private launched = false;
+  private ended = false;
+  private detached = false;
+  private launchError = "";
+  private capture?: OutputCapture;
+  private timer?: NodeJS.Timeout;
+  private letGo!: () => void;
+
+  constructor(
+    readonly jobId: string,
+    readonly gpuUuid: string,
+    private readonly ops: JobOps,
+    private readonly limits: JobLimits,
+  ) {
+    this.started = this.launch();
+    this.outcome = this.supervise();
+  }
+
+  get stopping(): StopReason | undefined {
+    return this.stopReason;
+  }
+
+  private async launch(): Promise<boolean> {
+    try {
+      this.capture = await OutputCapture.open(this.limits.logDir, this.jobId);
+      await this.ops.launch(this.capture);
+      this.launched = true;
+      return true;
+    } catch (err) {
+      if (!(err instanceof JobError)) this.limits.log?.(`Job ${this.jobId} could not be launched`, err);
+      this.launchError = err instanceof JobError ? err.message : "The job could not be started on its GPU node";
+      return false;
+    }
+  }
+
+  private async supervise(): Promise<JobOutcome | null> {
+    const letGo = new Promise<"detached">((resolve) => (this.letGo = () => resolve("detached")));
+    if (!(await this.started)) {
+      this.ended = true;
+      await this.ops.cleanup().catch((err) => this.limits.log?.(`Cleanup of job ${this.jobId} failed`, err));
+      const output = await this.finishOutput();
+      if (this.stopReason === "cancel") return { type: "cancelled", exitCode: null, output };
+      return { type: "failed", errorMessage: this.launchError, exitCode: null, output };
+    }
+    if (this.detached) return null;
+    if (this.stopReason) void this.kill(); // stopped while it was being launched
+    const remainingMs = this.limits.timeoutS * 1000 - (this.limits.elapsedMs ?? 0);
+    this.timer = setTimeout(() => void this.stop("timeout"), Math.min(Math.max(remainingMs, 0), MAX_TIMER_MS));
+    let exitCode: number | null = null;
+    let watchError: unknown;
+    try {
+      const result = await Promise.race([this.ops.exited(), letGo]);
+      if (result === "detached") return null;
+      exitCode = result;
+    } catch (err) {
+      watchError = err;
+    } finally {
+      clearTimeout(this.timer);
+    }
+    if (this.detached) return null;
+    this.ended = true;
+    await this.ops.cleanup().catch((err) => this.limits.log?.(`Cleanup of job ${this.jobId} failed`, err));
+    const output = await this.finishOutput();
+    switch (this.stopReason) {
+      case "cancel":
+        return { type: "cancelled", exitCode, output };
+      case "timeout":
+        return { type: "failed", errorMessage: `Job exceeded the time limit of ${this.limits.timeoutS} s`, exitCode, output };
+      case "shutdown":
+        return { type: "failed", errorMessage: "The GPU node stopped while the job was running", exitCode, output };
+    }
+    if (exitCode === null) {
+      this.limits.log?.(`Lost track of job ${this.jobId}`, watchError);
+      return { type: "failed", errorMessage: "The GPU node lost track of the job", exitCode: null, output };
+    }
+    return { type: "finished", exitCode, output };
+  }
+
+  private async finishOutput(): Promise<string> {
+    if (!this.capture) return "";
+    await this.capture.close();
+    return this.capture.tailText();
+  }
+
+  private async kill(): Promise<void> {
+    try {
+      await this.ops.kill(this.limits.graceS);
+    } catch (err) {
+      this.limits.log?.(`Stopping job ${this.jobId} failed`, err);
+    }
+  }
+
+  /** Stops the job; false when it had already ended (or was let go). The first reason wins. */
+  async stop(reason: StopReason): Promise<boolean> {
+    if (this.ended || this.detached) return false;
+    this.stopReason ??= reason;
+    // Still launching: supervise() kills it as soon as it runs.
+    if (this.launched) await this.kill();
+    return true;
+  }
+
+  /** The node stops: leave the job running, stop watching it. */
+  detach(): void {
+    if (this.ended || this.detached) return;
+    this.detached = true;
+    clearTimeout(this.timer);
+    this.ops.detach();
+    void this.capture?.close();
+    this.letGo?.();
+  }
+}

@@ -1,0 +1,101 @@
+/**
+ * The cluster as this replica knows it, from gpu-node heartbeats: nodes, their cards with live
+ * telemetry, and when each was last heard. Every replica receives every heartbeat and keeps its
+ * own view (nothing about nodes is stored in the database); the time is passed in, never read.
+ */
+import type { GpuCard, NodeHeartbeat } from "../../lib/gpu-protocol";
+
+export type NodeEntry = {
+  nodeId: string;
+  cards: GpuCard[];
+  runningJobIds: Set<string>;
+  executor: NodeHeartbeat["executor"];
+  lastSeenMs: number;
+  /** A call to this node failed: no placements on it until it is heard from again. */
+  suspended: boolean;
+};
+
+export type ViewCard = GpuCard & { nodeId: string };
+
+export class ClusterView {
+  private readonly nodes = new Map<string, NodeEntry>();
+
+  constructor(
+    /** When this replica started watching: a node holding jobs but never heard is lost after the timeout. */
+    readonly sinceMs: number,
+  ) {}
+
+  /** Records a heartbeat; says whether the node (or its set of cards) is new to this view. */
+  heard(hb: NodeHeartbeat, nowMs: number): { changed: boolean } {
+    const prev = this.nodes.get(hb.nodeId);
+    const cardsKey = (cards: GpuCard[]) => cards.map((c) => c.uuid).sort().join(",");
+    const changed = !prev || prev.suspended || cardsKey(prev.cards) !== cardsKey(hb.cards);
+    this.nodes.set(hb.nodeId, {
+      nodeId: hb.nodeId,
+      cards: hb.cards,
+      runningJobIds: new Set(hb.runningJobIds),
+      executor: hb.executor,
+      lastSeenMs: nowMs,
+      suspended: false,
+    });
+    return { changed };
+  }
+
+  suspend(nodeId: string): void {
+    const node = this.nodes.get(nodeId);
+    if (node) node.suspended = true;
+  }
+
+  remove(nodeId: string): void {
+    this.nodes.delete(nodeId);
+  }
+
+  has(nodeId: string): boolean {
+    return this.nodes.has(nodeId);
+  }
+
+  node(nodeId: string): NodeEntry | undefined {
+    return this.nodes.get(nodeId);
+  }
+
+  /** Nodes silent for longer than `timeoutMs`. */
+  silent(nowMs: number, timeoutMs: number): string[] {
+    return [...this.nodes.values()].filter((n) => nowMs - n.lastSeenMs > timeoutMs).map((n) => n.nodeId);
+  }
+
+  /**
+   * Nodes the database says hold cards that this view has not heard from since it started watching
+   * longer ago than the timeout: they are gone.
+   */
+  unheard(holdingNodeIds: string[], nowMs: number, timeoutMs: number): string[] {
+    if (nowMs - this.sinceMs <= timeoutMs) return [];
+    return holdingNodeIds.filter((id) => !this.nodes.has(id));
+  }
+
+  /** Every card of every node, in a stable order. */
+  cards(): ViewCard[] {
+    const out: ViewCard[] = [];
+    for (const node of [...this.nodes.values()].sort((a, b) => (a.nodeId < b.nodeId ? -1 : a.nodeId > b.nodeId ? 1 : 0)))
+      for (const card of [...node.cards].sort((a, b) => a.index - b.index)) out.push({ ...card, nodeId: node.nodeId });
+    return out;
+  }
+
+  /** Cards placements may go to (their node is not suspended). */
+  schedulableCards(): ViewCard[] {
+    return this.cards().filter((c) => !this.nodes.get(c.nodeId)!.suspended);
+  }
+
+  cardName(uuid: string): string | undefined {
+    for (const node of this.nodes.values()) for (const c of node.cards) if (c.uuid === uuid) return c.name;
+    return undefined;
+  }
+
+  /** Distinct card names, for validating a requested gpuType. */
+  cardNames(): string[] {
+    return [...new Set(this.cards().map((c) => c.name))].sort();
+  }
+
+  get size(): number {
+    return this.nodes.size;
+  }
+}

@@ -1,0 +1,236 @@
+/**
+ * gpu-scheduler: the GPU job API, the durable queue (PostgreSQL) and placement of queued jobs on
+ * free cards of the gpu-nodes that announce themselves by heartbeat. Job events come back over the
+ * durable JetStream channel, so a report sent while the scheduler restarts is applied later.
+ * Several replicas may run: placement is serialised by a PostgreSQL advisory lock and a card
+ * can hold one job (unique index); events are applied with compare-and-set.
+ */
+import { randomUUID } from "crypto";
+import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
+import { ensureChannelStreams } from "../../lib/channels";
+import { config } from "../../lib/config";
+import { apiError, notFound, validationFailed } from "../../lib/errors";
+import { HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL } from "../../lib/gpu-protocol";
+import type { CallerMeta } from "../../lib/identity";
+import { DbMixin, DbThis } from "../../mixins/db.mixin";
+import { Batcher } from "./batcher";
+import { ClusterStatus, JobDetail, toClusterStatus, toJobDetail } from "./job-view";
+import { JobRow, JobsRepository, NewJob } from "./jobs.repository";
+import { migrations } from "./migrations";
+import { BrokerNodeClient } from "./node-client";
+import { matchingNames } from "./placement";
+import { asHeartbeat, asJobEvent, UUID } from "./protocol-guards";
+import { Clock, Scheduler } from "./scheduler";
+
+export interface CreateJobParams {
+  command: string;
+  gpuType?: string | null;
+  containerImage?: string | null;
+}
+export type JobIdParams = { id: string };
+export type CreatedJob = { id: string; status: "queued"; queuePosition: number };
+export type SchedulerStats = {
+  queueDepth: number;
+  jobsByStatus: { queued: number; running: number; completed: number; failed: number; cancelled: number };
+};
+
+const LIST_LIMIT = 50;
+const IMAGE_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._\-/:@]*$/;
+const JOB_ID_PARAMS = { id: { type: "string", max: 64 } };
+
+type SchedulerThis = Service &
+  DbThis & {
+    clock: Clock;
+    repo: JobsRepository;
+    scheduler: Scheduler;
+    inserts: Batcher<NewJob, number>;
+    tickTimer?: NodeJS.Timeout;
+    ownJob(ctx: Context<JobIdParams, CallerMeta>): Promise<JobRow>;
+    checkGpuType(gpuType: string): void;
+  };
+
+type ChannelDef = { group: string; maxInFlight: number; handler(this: SchedulerThis, payload: unknown): Promise<void> };
+
+const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & { channels: Record<string, ChannelDef> } = {
+  name: "gpu-scheduler",
+  mixins: [DbMixin({ schema: "gpu_scheduler", migrations, poolSize: 20 })],
+
+  settings: {
+    rest: "/gpu",
+  },
+
+  actions: {
+    create: {
+      rest: "POST /jobs",
+      auth: "required",
+      params: {
+        $$strict: "remove",
+        command: { type: "string", min: 1, max: 64 * 1024 },
+        gpuType: { type: "string", optional: true, trim: true, min: 1, max: 200 },
+        containerImage: { type: "string", optional: true, min: 1, max: 255, pattern: IMAGE_PATTERN },
+      },
+      async handler(this: SchedulerThis, ctx: Context<CreateJobParams, CallerMeta>): Promise<CreatedJob> {
+        const { command, containerImage } = ctx.params;
+        if (!/\S/.test(command)) throw validationFailed([{ field: "command", message: "The 'command' field must not be blank." }]);
+        const gpuType = ctx.params.gpuType && ctx.params.gpuType.toLowerCase() !== "any" ? ctx.params.gpuType : null;
+        if (gpuType) this.checkGpuType(gpuType);
+        const id = randomUUID();
+        const position = await this.inserts.push({
+          id,
+          clientId: ctx.meta.caller!.clientId,
+          command,
+          containerImage: containerImage ?? null,
+          gpuType,
+        });
+        void this.scheduler.schedule();
+        ctx.meta.$statusCode = 201;
+        (ctx.meta as CallerMeta & { $location?: string }).$location = `/api/gpu/jobs/${id}`;
+        return { id, status: "queued", queuePosition: position };
+      },
+    },
+
+    list: {
+      rest: "GET /jobs",
+      auth: "required",
+      async handler(this: SchedulerThis, ctx: Context<unknown, CallerMeta>): Promise<{ jobs: JobDetail[] }> {
+        const rows = await this.repo.listForClient(ctx.meta.caller!.clientId, LIST_LIMIT);
+        const now = this.clock.now();
+        return { jobs: rows.map((r) => toJobDetail(r, now)) };
+      },
+    },
+
+    get: {
+      rest: "GET /jobs/:id",
+      auth: "required",
+      params: JOB_ID_PARAMS,
+      async handler(this: SchedulerThis, ctx: Context<JobIdParams, CallerMeta>): Promise<JobDetail> {
+        return toJobDetail(await this.ownJob(ctx), this.clock.now());
+      },
+    },
+
+    /** Queued and running jobs are cancelled at once; a running one is stopped on its node first. */
+    cancel: {
+      rest: "POST /jobs/:id/cancel",
+      auth: "required",
+      params: JOB_ID_PARAMS,
+      async handler(this: SchedulerThis, ctx: Context<JobIdParams, CallerMeta>): Promise<JobDetail> {
+        const row = await this.ownJob(ctx);
+        if (!(await this.scheduler.cancel(row)))
+          throw apiError("INVALID_STATE", `GPU job already finished (${row.status}); it cannot be cancelled`);
+        return toJobDetail((await this.repo.find(row.id))!, this.clock.now());
+      },
+    },
+
+    logs: {
+      rest: "GET /jobs/:id/logs",
+      auth: "required",
+      params: JOB_ID_PARAMS,
+      async handler(this: SchedulerThis, ctx: Context<JobIdParams, CallerMeta>): Promise<string> {
+        const text = await this.scheduler.logs(await this.ownJob(ctx));
+        ctx.meta.$responseType = "text/plain; charset=utf-8";
+        return text;
+      },
+    },
+
+    status: {
+      rest: "GET /status",
+      auth: "required",
+      async handler(this: SchedulerThis): Promise<ClusterStatus> {
+        const [held, depth] = await Promise.all([this.repo.heldCards(), this.repo.queueDepth()]);
+        return toClusterStatus(this.scheduler.view.cards(), held, depth);
+      },
+    },
+
+    /** Internal: figures for the metrics service. */
+    stats: {
+      visibility: "public",
+      async handler(this: SchedulerThis): Promise<SchedulerStats> {
+        const c = await this.repo.countByStatus();
+        const queued = c.queued + c.assigned;
+        return {
+          queueDepth: queued,
+          jobsByStatus: { queued, running: c.running, completed: c.completed, failed: c.failed, cancelled: c.cancelled },
+        };
+      },
+    },
+  },
+
+  events: {
+    [HEARTBEAT_EVENT]: {
+      async handler(this: SchedulerThis, ctx: Context<unknown>) {
+        const hb = asHeartbeat(ctx.params);
+        if (!hb) return void this.logger.warn("Ignored a malformed gpu-node heartbeat");
+        await this.scheduler.heartbeat(hb).catch((err) => this.logger.warn(`Heartbeat of ${hb.nodeId} not fully applied: ${err.message}`));
+      },
+    },
+  },
+
+  channels: {
+    [JOB_EVENTS_CHANNEL]: {
+      group: "gpu-scheduler",
+      maxInFlight: 64,
+      /** Throws only on database errors, so JetStream redelivers the event later. */
+      async handler(this: SchedulerThis, payload: unknown) {
+        const event = asJobEvent(payload);
+        if (!event) return void this.logger.warn(`Dropped a malformed job event: ${JSON.stringify(payload).slice(0, 200)}`);
+        await this.scheduler.applyEvent(event);
+      },
+    },
+  },
+
+  methods: {
+    /** The caller's job; another account's, or a malformed id, is the same 404. */
+    async ownJob(this: SchedulerThis, ctx: Context<JobIdParams, CallerMeta>): Promise<JobRow> {
+      const row = UUID.test(ctx.params.id) ? await this.repo.findForClient(ctx.params.id, ctx.meta.caller!.clientId) : undefined;
+      if (!row) throw notFound("GPU job");
+      return row;
+    },
+
+    checkGpuType(this: SchedulerThis, gpuType: string) {
+      const names = this.scheduler.view.cardNames();
+      // An empty or just-restarted view does not know every card yet: the job waits for one.
+      if (!names.length || this.scheduler.warmingUp() || matchingNames(names, gpuType).length) return;
+      throw validationFailed([
+        {
+          field: "gpuType",
+          message: `No GPU in the cluster matches "${gpuType}". Known types: ${names.join(", ")}`,
+          knownTypes: names,
+        } as { field: string; message: string },
+      ]);
+    },
+  },
+
+  created(this: SchedulerThis) {
+    this.clock = { now: () => new Date() };
+    this.repo = new JobsRepository(this.db);
+    const timeoutMs = config.gpuDispatchTimeoutS() * 1000;
+    this.scheduler = new Scheduler(this.repo, new BrokerNodeClient(this.broker, timeoutMs), this.clock, this.logger, {
+      nodeTimeoutMs: config.gpuNodeTimeoutS() * 1000,
+      dispatchTimeoutMs: timeoutMs,
+      warmUpMs: config.gpuHeartbeatS() * 1500,
+    });
+    this.inserts = new Batcher(
+      async (jobs) => {
+        const rows = await this.repo.insert(jobs, this.clock.now());
+        const positions = new Map(rows.map((r) => [r.id, r.position]));
+        return jobs.map((j) => positions.get(j.id)!);
+      },
+      { maxBatch: 200, maxInFlight: 2 },
+    );
+  },
+
+  async started(this: SchedulerThis) {
+    await ensureChannelStreams(this.broker.namespace, [JOB_EVENTS_CHANNEL]);
+    const tick = () =>
+      this.scheduler.tick().catch((err) => this.logger.warn(`Scheduler housekeeping failed: ${(err as Error).message}`));
+    this.tickTimer = setInterval(tick, config.gpuScheduleTickMs());
+    void this.scheduler.schedule();
+  },
+
+  async stopped(this: SchedulerThis) {
+    clearInterval(this.tickTimer);
+    await this.scheduler.stop();
+  },
+};
+
+export default GpuSchedulerService;

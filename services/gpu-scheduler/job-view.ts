@@ -1,0 +1,75 @@
+/** The public shapes of spec 2.4 and 2.5, built from stored rows and the cluster view. */
+import type { JobRow } from "./jobs.repository";
+import type { ViewCard } from "./cluster-view";
+import { gpuSecondsUsed, PublicStatus, publicStatus } from "./transitions";
+
+export type JobDetail = {
+  id: string;
+  status: PublicStatus;
+  gpuType: string;
+  gpuSecondsUsed: number;
+  createdAt: string;
+  startedAt: string | null;
+  completedAt: string | null;
+  result: { exitCode: number | null; output: string } | null;
+  errorMessage: string | null;
+  command: string;
+  containerImage: string | null;
+};
+
+export function toJobDetail(row: JobRow, now: Date): JobDetail {
+  const hasResult = row.exit_code !== null || row.output !== null;
+  return {
+    id: row.id,
+    status: publicStatus(row.status),
+    // The requested type until a card is assigned, that card's name from then on.
+    gpuType: row.gpu_name ?? row.gpu_type ?? "any",
+    gpuSecondsUsed: gpuSecondsUsed(
+      { status: row.status, startedAt: row.started_at, completedAt: row.completed_at },
+      now,
+    ),
+    createdAt: row.created_at.toISOString(),
+    startedAt: row.started_at?.toISOString() ?? null,
+    completedAt: row.completed_at?.toISOString() ?? null,
+    result: hasResult ? { exitCode: row.exit_code, output: row.output ?? "" } : null,
+    errorMessage: row.error_message,
+    command: row.command,
+    containerImage: row.container_image,
+  };
+}
+
+export type ClusterGpu = {
+  name: string;
+  available: boolean;
+  utilization: number;
+  memoryUsed: number;
+  memoryTotal: number;
+  temperature: number;
+  uuid: string;
+  index: number;
+  nodeId: string;
+};
+
+export type ClusterStatus = {
+  cluster: { totalGpus: number; availableGpus: number; busyGpus: number; gpus: ClusterGpu[] };
+  queueDepth: number;
+};
+
+export function toClusterStatus(cards: ViewCard[], held: Set<string>, queueDepth: number): ClusterStatus {
+  const gpus = cards.map((c) => ({
+    name: c.name,
+    available: !held.has(c.uuid),
+    utilization: c.utilization,
+    memoryUsed: c.memoryUsed,
+    memoryTotal: c.memoryTotal,
+    temperature: c.temperature,
+    uuid: c.uuid,
+    index: c.index,
+    nodeId: c.nodeId,
+  }));
+  const availableGpus = gpus.filter((g) => g.available).length;
+  return {
+    cluster: { totalGpus: gpus.length, availableGpus, busyGpus: gpus.length - availableGpus, gpus },
+    queueDepth,
+  };
+}

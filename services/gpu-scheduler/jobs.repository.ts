@@ -1,0 +1,312 @@
+/** SQL for the gpu_scheduler schema; the only place that knows its tables. */
+import type { Pool, PoolClient } from "pg";
+import { transaction } from "../../lib/db";
+import type { JobPatch, JobState, StoredStatus } from "./transitions";
+
+type Queryable = Pool | PoolClient;
+
+export type JobRow = {
+  id: string;
+  client_id: string;
+  command: string;
+  container_image: string | null;
+  gpu_type: string | null;
+  status: StoredStatus;
+  node_id: string | null;
+  gpu_uuid: string | null;
+  gpu_name: string | null;
+  holding: boolean;
+  created_at: Date;
+  started_at: Date | null;
+  completed_at: Date | null;
+  exit_code: number | null;
+  output: string | null;
+  error_message: string | null;
+};
+
+export type NewJob = {
+  id: string;
+  clientId: string;
+  command: string;
+  containerImage: string | null;
+  gpuType: string | null;
+};
+
+export type AssignedJob = { id: string; node_id: string; gpu_uuid: string; command: string; container_image: string | null };
+export type PlacementRow = { jobId: string; nodeId: string; gpuUuid: string; gpuName: string };
+
+const COLUMNS = `id, client_id, command, container_image, gpu_type, status, node_id, gpu_uuid, gpu_name, holding,
+  created_at, started_at, completed_at, exit_code, output, error_message`;
+const TERMINAL_SQL = `('completed', 'failed', 'cancelled')`;
+
+/** Columns a JobPatch may set, by field. */
+const PATCH_COLUMNS: Record<keyof JobPatch, string> = {
+  status: "status",
+  holding: "holding",
+  startedAt: "started_at",
+  completedAt: "completed_at",
+  exitCode: "exit_code",
+  output: "output",
+  errorMessage: "error_message",
+};
+
+export const normalizeGpuType = (t: string | null) => (t === null ? null : t.trim().replace(/\s+/g, " ").toLowerCase());
+
+export const toState = (r: JobRow): JobState => ({
+  status: r.status,
+  nodeId: r.node_id,
+  gpuUuid: r.gpu_uuid,
+  holding: r.holding,
+  startedAt: r.started_at,
+  completedAt: r.completed_at,
+  exitCode: r.exit_code,
+  output: r.output,
+  errorMessage: r.error_message,
+});
+
+export class JobsRepository {
+  constructor(private readonly db: Pool) {}
+
+  /** Inserts queued jobs; positions are 1-based among queued jobs in FIFO order. */
+  async insert(jobs: NewJob[], now: Date): Promise<Array<{ id: string; position: number }>> {
+    const { rows } = await this.db.query<{ id: string; position: number }>(
+      `WITH depth AS (SELECT count(*)::int AS n FROM gpu_scheduler.jobs WHERE status = 'queued'),
+       ins AS (
+         INSERT INTO gpu_scheduler.jobs (id, client_id, command, container_image, gpu_type, gpu_match, status, created_at)
+         SELECT u.id, u.client_id, u.command, u.image, u.gpu_type, u.gpu_match, 'queued', $7
+         FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[])
+           AS u(id, client_id, command, image, gpu_type, gpu_match)
+         RETURNING id, seq)
+       SELECT ins.id, (depth.n + row_number() OVER (ORDER BY ins.seq))::int AS position FROM ins, depth`,
+      [
+        jobs.map((j) => j.id),
+        jobs.map((j) => j.clientId),
+        jobs.map((j) => j.command),
+        jobs.map((j) => j.containerImage),
+        jobs.map((j) => j.gpuType),
+        jobs.map((j) => normalizeGpuType(j.gpuType)),
+        now,
+      ],
+    );
+    return rows;
+  }
+
+  async findForClient(id: string, clientId: string): Promise<JobRow | undefined> {
+    const { rows } = await this.db.query<JobRow>(
+      `SELECT ${COLUMNS} FROM gpu_scheduler.jobs WHERE id = $1 AND client_id = $2`,
+      [id, clientId],
+    );
+    return rows[0];
+  }
+
+  async find(id: string): Promise<JobRow | undefined> {
+    const { rows } = await this.db.query<JobRow>(`SELECT ${COLUMNS} FROM gpu_scheduler.jobs WHERE id = $1`, [id]);
+    return rows[0];
+  }
+
+  async listForClient(clientId: string, limit: number): Promise<JobRow[]> {
+    const { rows } = await this.db.query<JobRow>(
+      `SELECT ${COLUMNS} FROM gpu_scheduler.jobs WHERE client_id = $1 ORDER BY seq DESC LIMIT $2`,
+      [clientId, limit],
+    );
+    return rows;
+  }
+
+  // --- placement (inside the placement transaction) ---
+
+  /** Runs `work` in a transaction holding the placement lock: one replica decides at a time. */
+  inPlacementLock<T>(work: (tx: PoolClient) => Promise<T>): Promise<T> {
+    return transaction(this.db, async (tx) => {
+      await tx.query(`SELECT pg_advisory_xact_lock(hashtext('ci-platform:gpu-scheduler:placement'))`);
+      return work(tx);
+    });
+  }
+
+  async heldCards(db: Queryable = this.db): Promise<Set<string>> {
+    const { rows } = await db.query<{ gpu_uuid: string }>(`SELECT gpu_uuid FROM gpu_scheduler.jobs WHERE holding`);
+    return new Set(rows.map((r) => r.gpu_uuid));
+  }
+
+  /** The oldest `perType` queued jobs of each requested type: no more of a type can be placed in one pass. */
+  async queueWindow(tx: PoolClient, perType: number): Promise<Array<{ jobId: string; gpuType: string | null; seq: number }>> {
+    const { rows } = await tx.query<{ id: string; gpu_type: string | null; seq: string }>(
+      `SELECT id, gpu_type, seq FROM (
+         SELECT id, gpu_type, seq, row_number() OVER (PARTITION BY gpu_match ORDER BY seq) AS rn
+         FROM gpu_scheduler.jobs WHERE status = 'queued') q
+       WHERE rn <= $1 ORDER BY seq`,
+      [perType],
+    );
+    return rows.map((r) => ({ jobId: r.id, gpuType: r.gpu_type, seq: Number(r.seq) }));
+  }
+
+  /** Commits placements of jobs still queued; returns those placed, with what the node needs. */
+  async assign(tx: PoolClient, placements: PlacementRow[], now: Date): Promise<AssignedJob[]> {
+    const { rows } = await tx.query<AssignedJob>(
+      `UPDATE gpu_scheduler.jobs j
+       SET status = 'assigned', node_id = p.node_id, gpu_uuid = p.gpu_uuid, gpu_name = p.gpu_name, holding = true, assigned_at = $5
+       FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) AS p(id, node_id, gpu_uuid, gpu_name)
+       WHERE j.id = p.id AND j.status = 'queued'
+       RETURNING j.id, j.node_id, j.gpu_uuid, j.command, j.container_image`,
+      [placements.map((p) => p.jobId), placements.map((p) => p.nodeId), placements.map((p) => p.gpuUuid), placements.map((p) => p.gpuName), now],
+    );
+    return rows;
+  }
+
+  // --- dispatch results ---
+
+  /** The node accepted these jobs: assigned → running. Returns the ids that moved. */
+  async markRunning(ids: string[], now: Date): Promise<Set<string>> {
+    const { rows } = await this.db.query<{ id: string }>(
+      `UPDATE gpu_scheduler.jobs SET status = 'running', started_at = COALESCE(started_at, $2)
+       WHERE id = ANY($1::uuid[]) AND status = 'assigned' RETURNING id`,
+      [ids, now],
+    );
+    return new Set(rows.map((r) => r.id));
+  }
+
+  /** Jobs among `ids` cancelled while their placement was on its way to the node. */
+  async cancelled(ids: string[]): Promise<Array<{ id: string; node_id: string }>> {
+    const { rows } = await this.db.query<{ id: string; node_id: string }>(
+      `SELECT id, node_id FROM gpu_scheduler.jobs WHERE id = ANY($1::uuid[]) AND status = 'cancelled' AND node_id IS NOT NULL`,
+      [ids],
+    );
+    return rows;
+  }
+
+  /**
+   * The node did not take these jobs (unreachable): placed ones go back to the queue at their
+   * original position; ones cancelled meanwhile just free the card.
+   */
+  async unplace(ids: string[], nodeId: string): Promise<number> {
+    const { rowCount } = await this.db.query(
+      `UPDATE gpu_scheduler.jobs SET
+         node_id = CASE WHEN status = 'assigned' THEN NULL ELSE node_id END,
+         gpu_uuid = CASE WHEN status = 'assigned' THEN NULL ELSE gpu_uuid END,
+         gpu_name = CASE WHEN status = 'assigned' THEN NULL ELSE gpu_name END,
+         assigned_at = CASE WHEN status = 'assigned' THEN NULL ELSE assigned_at END,
+         status = CASE WHEN status = 'assigned' THEN 'queued' ELSE status END,
+         holding = false
+       WHERE id = ANY($1::uuid[]) AND node_id = $2 AND holding AND status IN ('assigned', 'cancelled')`,
+      [ids, nodeId],
+    );
+    return rowCount ?? 0;
+  }
+
+  /** The node refused the job for good (bad request): it fails with the node's reason. */
+  async failPlacement(id: string, nodeId: string, message: string, now: Date): Promise<void> {
+    await this.db.query(
+      `UPDATE gpu_scheduler.jobs SET
+         status = CASE WHEN status = 'assigned' THEN 'failed' ELSE status END,
+         error_message = CASE WHEN status = 'assigned' THEN $3 ELSE error_message END,
+         completed_at = CASE WHEN status = 'assigned' THEN $4 ELSE completed_at END,
+         holding = false
+       WHERE id = $1 AND node_id = $2 AND holding AND status IN ('assigned', 'cancelled')`,
+      [id, nodeId, message, now],
+    );
+  }
+
+  // --- events and cancels: read, decide (transitions.ts), compare-and-set ---
+
+  /** Writes `patch` only if status and holding are still what the decision saw. */
+  async compareAndSet(id: string, seen: Pick<JobState, "status" | "holding">, patch: JobPatch): Promise<boolean> {
+    const sets: string[] = [];
+    const values: unknown[] = [id, seen.status, seen.holding];
+    for (const [field, value] of Object.entries(patch)) {
+      values.push(value);
+      sets.push(`${PATCH_COLUMNS[field as keyof JobPatch]} = $${values.length}`);
+    }
+    if (!sets.length) return true;
+    const { rowCount } = await this.db.query(
+      `UPDATE gpu_scheduler.jobs SET ${sets.join(", ")} WHERE id = $1 AND status = $2 AND holding = $3`,
+      values,
+    );
+    return rowCount === 1;
+  }
+
+  /** The node confirmed the job is gone from the card. */
+  async release(id: string, nodeId: string): Promise<boolean> {
+    const { rowCount } = await this.db.query(
+      `UPDATE gpu_scheduler.jobs SET holding = false
+       WHERE id = $1 AND node_id = $2 AND holding AND status IN ${TERMINAL_SQL}`,
+      [id, nodeId],
+    );
+    return rowCount === 1;
+  }
+
+  // --- node loss and housekeeping ---
+
+  /**
+   * A node left the cluster: its running jobs fail, its placed-but-unconfirmed jobs go back to
+   * the queue (keeping their FIFO position), its cards are free. Idempotent.
+   */
+  async nodeLost(nodeId: string, message: string, now: Date): Promise<{ failed: number; requeued: number; released: number }> {
+    const { rows } = await this.db.query<{ failed: number; requeued: number; released: number }>(
+      `WITH failed AS (
+         UPDATE gpu_scheduler.jobs SET status = 'failed', error_message = $2, completed_at = $3, holding = false
+         WHERE node_id = $1 AND holding AND status = 'running' RETURNING 1),
+       requeued AS (
+         UPDATE gpu_scheduler.jobs SET status = 'queued', node_id = NULL, gpu_uuid = NULL, gpu_name = NULL,
+           assigned_at = NULL, holding = false
+         WHERE node_id = $1 AND holding AND status = 'assigned' RETURNING 1),
+       released AS (
+         UPDATE gpu_scheduler.jobs SET holding = false
+         WHERE node_id = $1 AND holding AND status IN ${TERMINAL_SQL} RETURNING 1)
+       SELECT (SELECT count(*) FROM failed)::int AS failed, (SELECT count(*) FROM requeued)::int AS requeued,
+              (SELECT count(*) FROM released)::int AS released`,
+      [nodeId, message, now],
+    );
+    return rows[0];
+  }
+
+  /** Nodes that hold a card in the database (to notice a node lost while no replica watched). */
+  async nodesHoldingCards(): Promise<string[]> {
+    const { rows } = await this.db.query<{ node_id: string }>(
+      `SELECT DISTINCT node_id FROM gpu_scheduler.jobs WHERE holding`,
+    );
+    return rows.map((r) => r.node_id);
+  }
+
+  /** Placements unconfirmed since before `before`. */
+  async staleAssigned(before: Date): Promise<Array<{ id: string; node_id: string }>> {
+    const { rows } = await this.db.query<{ id: string; node_id: string }>(
+      `SELECT id, node_id FROM gpu_scheduler.jobs WHERE status = 'assigned' AND assigned_at < $1`,
+      [before],
+    );
+    return rows;
+  }
+
+  /** Ended jobs whose node has not confirmed the card free since before `before`. */
+  async staleHolding(before: Date): Promise<Array<{ id: string; node_id: string }>> {
+    const { rows } = await this.db.query<{ id: string; node_id: string }>(
+      `SELECT id, node_id FROM gpu_scheduler.jobs WHERE holding AND status IN ${TERMINAL_SQL} AND completed_at < $1`,
+      [before],
+    );
+    return rows;
+  }
+
+  /** Status and placement of the given ids (heartbeat reconciliation); unknown ids are absent. */
+  async placements(ids: string[]): Promise<Array<{ id: string; status: StoredStatus; node_id: string | null; exit_code: number | null }>> {
+    const { rows } = await this.db.query<{ id: string; status: StoredStatus; node_id: string | null; exit_code: number | null }>(
+      `SELECT id, status, node_id, exit_code FROM gpu_scheduler.jobs WHERE id = ANY($1::uuid[])`,
+      [ids],
+    );
+    return rows;
+  }
+
+  /** Jobs waiting, as clients see them (placed-but-unconfirmed counts as queued). */
+  async queueDepth(): Promise<number> {
+    const { rows } = await this.db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM gpu_scheduler.jobs WHERE status IN ('queued', 'assigned')`,
+    );
+    return rows[0].n;
+  }
+
+  async countByStatus(): Promise<Record<StoredStatus, number>> {
+    const { rows } = await this.db.query<{ status: StoredStatus; n: number }>(
+      `SELECT status, count(*)::int AS n FROM gpu_scheduler.jobs GROUP BY status`,
+    );
+    const counts = { queued: 0, assigned: 0, running: 0, completed: 0, failed: 0, cancelled: 0 };
+    for (const r of rows) counts[r.status] = r.n;
+    return counts;
+  }
+}

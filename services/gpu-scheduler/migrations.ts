@@ -1,0 +1,41 @@
+import type { Migration } from "../../lib/db";
+
+export const migrations: Migration[] = [
+  {
+    version: 1,
+    name: "gpu jobs queue",
+    sql: `
+      CREATE TABLE jobs (
+        id uuid PRIMARY KEY,
+        -- FIFO order: a global sequence, so replicas with skewed clocks still agree.
+        seq bigserial NOT NULL UNIQUE,
+        client_id uuid NOT NULL,
+        command text NOT NULL,
+        container_image text,
+        gpu_type text,              -- as requested; null: any card
+        gpu_match text,             -- gpu_type normalised (lower case, single spaces): the queue partition
+        status text NOT NULL CHECK (status IN ('queued', 'assigned', 'running', 'completed', 'failed', 'cancelled')),
+        node_id text,
+        gpu_uuid text,
+        gpu_name text,
+        -- The job occupies its card: from placement until the node confirms it is gone.
+        holding boolean NOT NULL DEFAULT false,
+        created_at timestamptz NOT NULL,
+        assigned_at timestamptz,
+        started_at timestamptz,
+        completed_at timestamptz,
+        exit_code integer,
+        output text,
+        error_message text,
+        CHECK (NOT holding OR gpu_uuid IS NOT NULL),
+        CHECK (status NOT IN ('assigned', 'running') OR holding)
+      );
+      -- A card holds one job at a time, whichever replica placed it.
+      CREATE UNIQUE INDEX jobs_one_per_card ON jobs (gpu_uuid) WHERE holding;
+      CREATE INDEX jobs_queue ON jobs (seq) WHERE status = 'queued';
+      CREATE INDEX jobs_assigned ON jobs (assigned_at) WHERE status = 'assigned';
+      CREATE INDEX jobs_by_client ON jobs (client_id, seq DESC);
+      CREATE INDEX jobs_holding_by_node ON jobs (node_id) WHERE holding;
+    `,
+  },
+];

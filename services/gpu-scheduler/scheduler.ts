@@ -1,0 +1,288 @@
+/**
+ * The shell around the pure parts: reads a snapshot, asks `plan`, commits it, dispatches to
+ * gpu-nodes, applies their events and heartbeats, and handles node loss. Its I/O sits behind
+ * three narrow dependencies (the repository, a node client, a clock) so the service file only
+ * wires broker events to it.
+ */
+import type { LoggerInstance } from "moleculer";
+import type { JobEvent, NodeHeartbeat, RunJobParams } from "../../lib/gpu-protocol";
+import { Batcher, Coalescer } from "./batcher";
+import { ClusterView } from "./cluster-view";
+import { AssignedJob, JobRow, JobsRepository, toState } from "./jobs.repository";
+import { plan } from "./placement";
+import { UUID } from "./protocol-guards";
+import { applyJobEvent, cancelJob, isTerminal, StoredStatus } from "./transitions";
+
+/** The calls the scheduler makes on one gpu-node (services/gpu-node), by its broker node id. */
+export interface NodeClient {
+  run(nodeId: string, params: RunJobParams): Promise<void>;
+  cancel(nodeId: string, jobId: string): Promise<{ stopped: boolean }>;
+  logs(nodeId: string, jobId: string): Promise<string>;
+}
+
+export type Clock = { now(): Date };
+
+export type SchedulerSettings = {
+  nodeTimeoutMs: number;
+  dispatchTimeoutMs: number;
+  /** Until this long after start, not every live node has announced itself yet. */
+  warmUpMs: number;
+};
+
+const UNIQUE_VIOLATION = "23505";
+const CAS_ATTEMPTS = 5;
+
+/** A refusal by the node that retrying elsewhere would not fix (the request itself is bad). */
+function isPermanentRejection(err: unknown): boolean {
+  const e = err as { code?: unknown; name?: string };
+  return (e.code === 400 || e.code === 422) && e.name !== "ServiceNotFoundError";
+}
+
+export class Scheduler {
+  readonly view: ClusterView;
+  private readonly placement: Coalescer;
+  /** Placements whose `gpu-node.run` call this replica is making now. */
+  private readonly dispatching = new Set<string>();
+  private readonly acks: Batcher<string, boolean>;
+  private stopped = false;
+  private ticking = false;
+
+  constructor(
+    private readonly repo: JobsRepository,
+    private readonly nodes: NodeClient,
+    private readonly clock: Clock,
+    private readonly logger: LoggerInstance,
+    private readonly settings: SchedulerSettings,
+  ) {
+    this.view = new ClusterView(clock.now().getTime());
+    this.placement = new Coalescer(
+      () => this.placeOnce(),
+      (err) => this.logger.warn(`Placement pass failed (retried on the next trigger): ${(err as Error).message}`),
+    );
+    this.acks = new Batcher((ids) => this.confirmStarted(ids), { maxBatch: 500, maxInFlight: 2 });
+  }
+
+  /** Requests a placement pass; resolves once a pass that saw this request has finished. */
+  schedule(): Promise<void> {
+    if (this.stopped) return Promise.resolve();
+    return this.placement.request();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await this.placement.idle();
+  }
+
+  /** Whether a job may ask for `gpuType`: some card matches, or the cluster is not fully known yet. */
+  warmingUp(): boolean {
+    return this.clock.now().getTime() - this.view.sinceMs < this.settings.warmUpMs;
+  }
+
+  // --- placement ---
+
+  private async placeOnce(): Promise<void> {
+    const cards = this.view.schedulableCards();
+    if (!cards.length) return;
+    let planned = 0;
+    let assigned: AssignedJob[];
+    try {
+      assigned = await this.repo.inPlacementLock(async (tx) => {
+        const held = await this.repo.heldCards(tx);
+        const snapshot = cards.map((c) => ({ nodeId: c.nodeId, uuid: c.uuid, name: c.name, busy: held.has(c.uuid) }));
+        const free = snapshot.filter((c) => !c.busy).length;
+        if (!free) return [];
+        const queue = await this.repo.queueWindow(tx, free);
+        if (!queue.length) return [];
+        const decided = plan({ cards: snapshot, queue });
+        planned = decided.placements.length;
+        if (!planned) return [];
+        const names = new Map(cards.map((c) => [c.uuid, c.name]));
+        const rows = decided.placements.map((p) => ({ ...p, gpuName: names.get(p.gpuUuid)! }));
+        return this.repo.assign(tx, rows, this.clock.now());
+      });
+    } catch (err) {
+      // A card taken outside the lock (should not happen): re-read and decide again.
+      if ((err as { code?: string }).code === UNIQUE_VIOLATION) {
+        void this.schedule();
+        return;
+      }
+      throw err;
+    }
+    // Some planned jobs were cancelled meanwhile: their cards are still free.
+    if (assigned.length < planned) void this.schedule();
+    for (const job of assigned) this.dispatch(job);
+  }
+
+  private dispatch(job: AssignedJob): void {
+    this.dispatching.add(job.id);
+    const params: RunJobParams = { jobId: job.id, gpuUuid: job.gpu_uuid, command: job.command, containerImage: job.container_image };
+    this.nodes
+      .run(job.node_id, params)
+      .then(
+        () => this.acks.push(job.id),
+        (err) => this.dispatchFailed(job, err),
+      )
+      .catch((err) => this.logger.warn(`Dispatch of job ${job.id} not recorded: ${(err as Error).message}`))
+      .finally(() => this.dispatching.delete(job.id));
+  }
+
+  /** The nodes accepted these jobs: they run now. One cancelled meanwhile is stopped on its node. */
+  private async confirmStarted(ids: string[]): Promise<boolean[]> {
+    const moved = await this.repo.markRunning(ids, this.clock.now());
+    const late = ids.filter((id) => !moved.has(id));
+    if (late.length) {
+      for (const job of await this.repo.cancelled(late)) void this.stopOnNode(job.id, job.node_id);
+    }
+    return ids.map((id) => moved.has(id));
+  }
+
+  private async dispatchFailed(job: AssignedJob, err: unknown): Promise<boolean> {
+    const message = (err as Error).message;
+    if (isPermanentRejection(err)) {
+      this.logger.warn(`GPU node ${job.node_id} refused job ${job.id}: ${message}`);
+      await this.repo.failPlacement(job.id, job.node_id, `The GPU node refused the job: ${message}`, this.clock.now());
+    } else {
+      // Unreachable or busy: no more placements there until it is heard from again.
+      this.logger.warn(`Could not hand job ${job.id} to GPU node ${job.node_id} (${message}); it goes back to the queue`);
+      this.view.suspend(job.node_id);
+      await this.repo.unplace([job.id], job.node_id);
+    }
+    void this.schedule();
+    return false;
+  }
+
+  // --- what nodes tell us ---
+
+  async heartbeat(hb: NodeHeartbeat): Promise<void> {
+    const { changed } = this.view.heard(hb, this.clock.now().getTime());
+    if (changed) void this.schedule();
+    if (hb.runningJobIds.length) await this.reconcile(hb);
+  }
+
+  /** The node runs jobs we consider ended, unknown or placed elsewhere: stop them there. */
+  private async reconcile(hb: NodeHeartbeat): Promise<void> {
+    const rows = await this.repo.placements(hb.runningJobIds.filter((id) => UUID.test(id)));
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    const confirmed: string[] = [];
+    for (const jobId of hb.runningJobIds) {
+      const row = byId.get(jobId);
+      if (row && row.node_id === hb.nodeId && row.status === "assigned") confirmed.push(jobId);
+      else if (!row || row.node_id !== hb.nodeId || isTerminal(row.status)) void this.stopOnNode(jobId, hb.nodeId);
+    }
+    if (confirmed.length) await this.repo.markRunning(confirmed, this.clock.now());
+  }
+
+  /** Applies one job event; repeated, late and stale events change nothing. */
+  async applyEvent(event: JobEvent): Promise<void> {
+    for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
+      const row = await this.repo.find(event.jobId);
+      if (!row) {
+        if (event.type === "started") void this.stopOnNode(event.jobId, event.nodeId);
+        return;
+      }
+      const state = toState(row);
+      const outcome = applyJobEvent(state, event);
+      if (outcome.cancelOnNode) void this.stopOnNode(event.jobId, event.nodeId);
+      if (!outcome.patch) return;
+      if (await this.repo.compareAndSet(row.id, state, outcome.patch)) {
+        if (outcome.patch.holding === false) void this.schedule();
+        return;
+      }
+    }
+    throw new Error(`Job ${event.jobId} kept changing while applying its ${event.type} event`);
+  }
+
+  /** Asks the node to stop a job; once it answers, the card is free (if the job has ended). Never throws. */
+  private async stopOnNode(jobId: string, nodeId: string, releaseIfNotStopped = true): Promise<void> {
+    let stopped: boolean;
+    try {
+      ({ stopped } = await this.nodes.cancel(nodeId, jobId));
+    } catch (err) {
+      // Unreachable: node loss or the housekeeping sweep frees the card later.
+      this.logger.debug(`Could not stop job ${jobId} on ${nodeId}: ${(err as Error).message}`);
+      return;
+    }
+    if (!(stopped || releaseIfNotStopped) || !UUID.test(jobId)) return;
+    try {
+      if (await this.repo.release(jobId, nodeId)) void this.schedule();
+    } catch (err) {
+      this.logger.warn(`Card of job ${jobId} not freed yet (the sweep retries): ${(err as Error).message}`);
+    }
+  }
+
+  // --- clients ---
+
+  /** Cancels a queued, placed or running job; returns false when it had already finished. */
+  async cancel(row: JobRow): Promise<boolean> {
+    for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
+      const state = toState(row);
+      const outcome = cancelJob(state, this.clock.now());
+      if (!outcome.ok) return false;
+      if (await this.repo.compareAndSet(row.id, state, outcome.patch)) {
+        if (outcome.stopOnNode) {
+          // A placed job whose node has not got it yet keeps its card until the run call settles.
+          await this.stopOnNode(row.id, row.node_id!, state.status === "running");
+        }
+        return true;
+      }
+      row = (await this.repo.find(row.id))!;
+    }
+    throw new Error(`Job ${row.id} kept changing while being cancelled`);
+  }
+
+  /** The whole output from the node that ran it, else what the scheduler kept (its last 64 KiB). */
+  async logs(row: JobRow): Promise<string> {
+    const onNode: StoredStatus[] = ["running", "completed", "failed", "cancelled"];
+    if (row.node_id && onNode.includes(row.status) && this.view.has(row.node_id)) {
+      try {
+        return await this.nodes.logs(row.node_id, row.id);
+      } catch (err) {
+        this.logger.debug(`Logs of job ${row.id} unavailable on ${row.node_id}: ${(err as Error).message}`);
+      }
+    }
+    return row.output ?? "";
+  }
+
+  // --- housekeeping (every tick, on every replica; every step is idempotent) ---
+
+  async tick(): Promise<void> {
+    if (this.ticking || this.stopped) return;
+    this.ticking = true;
+    try {
+      await this.housekeeping();
+    } finally {
+      this.ticking = false;
+    }
+  }
+
+  private async housekeeping(): Promise<void> {
+    const now = this.clock.now();
+    const nowMs = now.getTime();
+    const lost = new Set(this.view.silent(nowMs, this.settings.nodeTimeoutMs));
+    for (const id of this.view.unheard(await this.repo.nodesHoldingCards(), nowMs, this.settings.nodeTimeoutMs)) lost.add(id);
+    for (const nodeId of lost) await this.nodeLost(nodeId, now);
+
+    // Placements the node never confirmed (this replica or another one died while handing them over).
+    for (const job of await this.repo.staleAssigned(new Date(nowMs - 2 * this.settings.dispatchTimeoutMs))) {
+      if (this.dispatching.has(job.id)) continue;
+      if (this.view.node(job.node_id)?.runningJobIds.has(job.id)) await this.repo.markRunning([job.id], now);
+      else if (await this.repo.unplace([job.id], job.node_id)) this.logger.warn(`Job ${job.id} was never confirmed by ${job.node_id}; back to the queue`);
+    }
+    // Ended jobs whose node never confirmed the card free.
+    for (const job of await this.repo.staleHolding(new Date(nowMs - this.settings.dispatchTimeoutMs))) {
+      if (this.view.has(job.node_id)) void this.stopOnNode(job.id, job.node_id);
+    }
+    await this.schedule();
+  }
+
+  private async nodeLost(nodeId: string, now: Date): Promise<void> {
+    this.view.remove(nodeId);
+    const seconds = this.settings.nodeTimeoutMs / 1000;
+    const outcome = await this.repo.nodeLost(nodeId, `GPU node ${nodeId} was lost (no heartbeat for ${seconds} s)`, now);
+    if (outcome.failed || outcome.requeued || outcome.released)
+      this.logger.warn(
+        `GPU node ${nodeId} lost: ${outcome.failed} running job(s) failed, ${outcome.requeued} placement(s) back in the queue`,
+      );
+    else this.logger.info(`GPU node ${nodeId} left the cluster`);
+  }
+}

@@ -1,0 +1,140 @@
+/**
+ * Hosted model inference: the model list merged from every configured provider (Ollama, and
+ * OpenAI-compatible servers), inference with or without streaming, provider health, and usage
+ * accounting. The work happens in engine.ts; the actions only hand over.
+ */
+import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
+import { config } from "../../lib/config";
+import type { CallerMeta } from "../../lib/identity";
+import { acquireRedis, releaseRedis } from "../../lib/redis";
+import { DbMixin, DbThis } from "../../mixins/db.mixin";
+import type { StreamAbortHook } from "../api-gateway/streaming";
+import { ModelCatalogue, RedisSnapshotStore } from "./catalogue";
+import { InferenceEngine, InferenceRecord, InferenceResult, InferParams, PublicModel } from "./engine";
+import { migrations } from "./migrations";
+import { createProviders } from "./providers";
+import { InferencesRepository, UsageRecorder } from "./usage.repository";
+
+export interface InferActionParams extends InferParams {
+  stream: boolean;
+}
+
+type InferenceMeta = CallerMeta & { $streamAbort?: StreamAbortHook };
+
+type InferenceThis = Service &
+  DbThis & {
+    engine: InferenceEngine;
+    recorder: UsageRecorder;
+    redisUrl?: string;
+    recordFinished(record: InferenceRecord): void;
+  };
+
+const HEALTH_TIMEOUT_MS = 2_000;
+const LIST_TIMEOUT_MS = 3_000;
+const PARTIAL_LIST_TTL_MS = 5_000;
+const MIN_REFRESH_MS = 1_000;
+
+const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
+  name: "inference",
+  mixins: [DbMixin({ schema: "inference", migrations })],
+
+  settings: {
+    rest: "/models",
+  },
+
+  actions: {
+    list: {
+      rest: "GET /",
+      auth: "public",
+      async handler(this: InferenceThis): Promise<{ models: PublicModel[] }> {
+        return { models: await this.engine.listModels() };
+      },
+    },
+
+    infer: {
+      rest: "POST /infer",
+      auth: "required",
+      params: {
+        $$strict: "remove",
+        model: { type: "string", trim: true, empty: false, max: 256 },
+        prompt: { type: "string", empty: false },
+        systemPrompt: { type: "string", optional: true },
+        temperature: { type: "number", min: 0, max: 2, optional: true, default: 0.7 },
+        maxTokens: { type: "number", integer: true, min: 1, max: 8192, optional: true, default: 1024 },
+        stream: { type: "boolean", optional: true, default: false },
+      },
+      async handler(this: InferenceThis, ctx: Context<InferActionParams, InferenceMeta>) {
+        const clientId = ctx.meta.caller!.clientId;
+        if (!ctx.params.stream) return this.engine.infer(clientId, ctx.params) as Promise<InferenceResult>;
+        const { id, stream } = await this.engine.openStream(clientId, ctx.params);
+        ctx.meta.$responseType = "text/event-stream";
+        ctx.meta.$responseHeaders = { "Cache-Control": "no-cache", "X-Accel-Buffering": "no", "X-Inference-Id": id };
+        // Over NATS the gateway holds only a copy of the stream: it calls this when its client leaves.
+        ctx.meta.$streamAbort = { action: "inference.abort", params: { id }, nodeID: this.broker.nodeID };
+        return stream;
+      },
+    },
+
+    health: {
+      rest: "GET /health",
+      auth: "public",
+      handler(this: InferenceThis): Promise<Record<string, boolean>> {
+        return this.engine.health();
+      },
+    },
+
+    /** Internal (no route): cancels a running stream whose HTTP client went away. */
+    abort: {
+      visibility: "public",
+      params: { id: { type: "string", max: 64 } },
+      handler(this: InferenceThis, ctx: Context<{ id: string }, CallerMeta>): { aborted: boolean } {
+        return { aborted: this.engine.abort(ctx.params.id, ctx.meta.caller?.clientId) };
+      },
+    },
+  },
+
+  methods: {
+    /** Off the response path: a batched row for accounting, an event for metrics. */
+    recordFinished(this: InferenceThis, record: InferenceRecord) {
+      this.recorder.add(record);
+      const { model, provider, tokensUsed, durationMs, outcome } = record;
+      this.broker.emit("inference.completed", { model, provider, tokensUsed, durationMs, outcome }).catch(() => undefined);
+    },
+  },
+
+  created(this: InferenceThis) {
+    const providers = createProviders({ ollamaUrl: config.ollamaUrl(), openai: config.openaiProviders() });
+    this.redisUrl = config.redisUrl();
+    const store = this.redisUrl
+      ? new RedisSnapshotStore(acquireRedis(this.redisUrl), `${config.namespace() || "ci"}:inference:models`, (err) =>
+          this.logger.warn(`Model list cache (Redis) failed: ${(err as Error).message}`),
+        )
+      : undefined;
+    const catalogue = new ModelCatalogue({
+      providers,
+      ttlMs: config.modelsCacheS() * 1000,
+      partialTtlMs: PARTIAL_LIST_TTL_MS,
+      fetchTimeoutMs: LIST_TIMEOUT_MS,
+      minRefreshMs: MIN_REFRESH_MS,
+      store,
+    });
+    this.recorder = new UsageRecorder(new InferencesRepository(this.db), (err, lost) =>
+      this.logger.error(`Could not record ${lost} inference(s) for usage accounting: ${(err as Error).message}`),
+    );
+    this.engine = new InferenceEngine({
+      catalogue,
+      providers,
+      timeoutMs: config.inferenceTimeoutMs(),
+      healthTimeoutMs: HEALTH_TIMEOUT_MS,
+      onFinished: (record) => this.recordFinished(record),
+    });
+  },
+
+  async stopped(this: InferenceThis) {
+    this.engine.abortAll();
+    await this.recorder.flush();
+    if (this.redisUrl) await releaseRedis(this.redisUrl);
+  },
+};
+
+export default InferenceService;

@@ -1,0 +1,136 @@
+/**
+ * The OpenAI-compatible API (vLLM, llama.cpp's server, LM Studio, hosted services): GET
+ * /v1/models, POST /v1/chat/completions; streamed answers are server-sent events ending with
+ * `data: [DONE]`, token counts in `usage` (asked for with stream_options.include_usage).
+ */
+import { describeModel, estimateTokens, parameterSizeOf } from "../model-info";
+import { HttpEndpoint, httpFailure, readJson, readLines, readText } from "./http";
+import { ChatRequest, Completion, Provider, ProviderFailure, ProviderModel, StreamChunk, Usage } from "./types";
+
+type OpenAiModel = { id?: unknown; owned_by?: unknown; meta?: { n_params?: unknown } };
+type OpenAiUsage = { prompt_tokens?: unknown; completion_tokens?: unknown };
+type OpenAiAnswer = {
+  choices?: Array<{ message?: { content?: unknown }; delta?: { content?: unknown } }>;
+  usage?: OpenAiUsage | null;
+  error?: unknown;
+};
+
+const str = (v: unknown): string | undefined => (typeof v === "string" && v ? v : undefined);
+const malformed = () => new ProviderFailure("error", "Model provider returned malformed output");
+
+function messageOf(body: unknown): string | undefined {
+  const b = body as { error?: unknown; message?: unknown; detail?: unknown };
+  if (typeof b?.error === "object" && b.error !== null) return str((b.error as { message?: unknown }).message);
+  return str(b?.error) ?? str(b?.message) ?? str(b?.detail);
+}
+
+/** The provider's counts; where a server leaves `usage` out, an estimate (about 4 characters a token). */
+function usageOf(usage: OpenAiUsage | null | undefined, request: ChatRequest, text: string): Usage {
+  const valid = (v: unknown) => Number.isInteger(v) && (v as number) >= 0;
+  if (usage && valid(usage.prompt_tokens) && valid(usage.completion_tokens))
+    return { promptTokens: usage.prompt_tokens as number, completionTokens: usage.completion_tokens as number };
+  return { promptTokens: estimateTokens(`${request.systemPrompt ?? ""}${request.prompt}`), completionTokens: estimateTokens(text) };
+}
+
+export class OpenAiProvider implements Provider {
+  private readonly http: HttpEndpoint;
+
+  constructor(
+    readonly name: string,
+    url: string,
+    apiKey?: string,
+  ) {
+    // Accept both "http://host:8000" and the SDKs' "http://host:8000/v1".
+    const base = url.replace(/\/+$/, "");
+    this.http = new HttpEndpoint(/\/v1$/.test(base) ? base : `${base}/v1`, apiKey ? { authorization: `Bearer ${apiKey}` } : {});
+  }
+
+  async listModels(signal: AbortSignal): Promise<ProviderModel[]> {
+    const res = await this.http.send("GET", "/models", undefined, signal);
+    if (res.statusCode !== 200) throw await httpFailure(res, signal, messageOf);
+    const body = (await readJson(res, signal)) as { data?: unknown };
+    if (!Array.isArray(body?.data)) throw malformed();
+    return (body.data as OpenAiModel[]).flatMap((model) => {
+      const id = str(model?.id);
+      if (!id) return [];
+      // llama.cpp's server reports the parameter count in meta.n_params.
+      const params = typeof model.meta?.n_params === "number" ? model.meta.n_params : undefined;
+      const parameterSize = parameterSizeOf({ name: id, params });
+      return [{ id, parameterSize, description: describeModel({ provider: this.name, parameterSize, owner: str(model.owned_by) }) }];
+    });
+  }
+
+  async ping(signal: AbortSignal): Promise<void> {
+    const res = await this.http.send("GET", "/models", undefined, signal);
+    if (res.statusCode !== 200) throw await httpFailure(res, signal, messageOf);
+    await readText(res, signal);
+  }
+
+  async complete(request: ChatRequest, signal: AbortSignal): Promise<Completion> {
+    const res = await this.http.send("POST", "/chat/completions", this.chatBody(request, false), signal);
+    if (res.statusCode !== 200) throw await httpFailure(res, signal, messageOf);
+    const body = (await readJson(res, signal)) as OpenAiAnswer;
+    const choice = Array.isArray(body?.choices) ? body.choices[0] : undefined;
+    const content = choice?.message?.content;
+    // null content is a valid answer (nothing generated); anything else but a string is not.
+    if (!choice || (content !== null && typeof content !== "string")) throw malformed();
+    const text = content ?? "";
+    return { text, ...usageOf(body.usage, request, text) };
+  }
+
+  async stream(request: ChatRequest, signal: AbortSignal): Promise<AsyncIterable<StreamChunk>> {
+    const res = await this.http.send("POST", "/chat/completions", this.chatBody(request, true), signal);
+    if (res.statusCode !== 200) throw await httpFailure(res, signal, messageOf);
+    return this.chunks(readLines(res, signal), request);
+  }
+
+  private async *chunks(lines: AsyncIterable<string>, request: ChatRequest): AsyncGenerator<StreamChunk> {
+    let text = "";
+    let usage: OpenAiUsage | undefined;
+    let data: string[] = [];
+    let finished = false;
+    for await (const line of lines) {
+      if (finished) continue; // drain, so the connection is reused
+      if (line.startsWith("data:")) {
+        data.push(line.slice(line.charCodeAt(5) === 32 ? 6 : 5));
+        continue;
+      }
+      if (line !== "" || data.length === 0) continue; // comments, event:/id: fields, keep-alives
+      const payload = data.join("\n");
+      data = [];
+      if (payload === "[DONE]") {
+        finished = true;
+        yield { type: "usage", ...usageOf(usage, request, text) };
+        continue;
+      }
+      let event: OpenAiAnswer;
+      try {
+        event = JSON.parse(payload);
+      } catch {
+        throw malformed();
+      }
+      if (event === null || typeof event !== "object") throw malformed();
+      if (event.error !== undefined) throw new ProviderFailure("error", `Model provider failed: ${messageOf(event) ?? "unknown error"}`);
+      if (event.usage) usage = event.usage;
+      const delta = Array.isArray(event.choices) ? event.choices[0]?.delta?.content : undefined;
+      if (typeof delta === "string" && delta) {
+        text += delta;
+        yield { type: "delta", text: delta };
+      }
+    }
+    if (!finished) throw new ProviderFailure("error", "Model provider ended the stream before finishing");
+  }
+
+  private chatBody(request: ChatRequest, stream: boolean) {
+    const messages = request.systemPrompt ? [{ role: "system", content: request.systemPrompt }] : [];
+    messages.push({ role: "user", content: request.prompt });
+    return {
+      model: request.model,
+      messages,
+      temperature: request.temperature,
+      max_tokens: request.maxTokens,
+      stream,
+      ...(stream ? { stream_options: { include_usage: true } } : {}),
+    };
+  }
+}

@@ -1,0 +1,86 @@
+/**
+ * Usage accounting: every inference becomes a row of inference.inferences. Rows are buffered and
+ * written in batches off the response path, so recording adds no latency to an answer.
+ */
+import type { Pool } from "pg";
+import type { InferenceRecord } from "./engine";
+
+export type InferenceRow = {
+  id: string;
+  client_id: string;
+  model: string;
+  provider: string | null;
+  prompt_tokens: number;
+  completion_tokens: number;
+  tokens_used: number;
+  duration_ms: number;
+  outcome: string;
+  error_code: string | null;
+  stream: boolean;
+  created_at: Date;
+};
+
+export class InferencesRepository {
+  constructor(private readonly db: Pool) {}
+
+  async insertMany(records: InferenceRecord[]): Promise<void> {
+    if (!records.length) return;
+    const column = <K extends keyof InferenceRecord>(key: K) => records.map((r) => r[key]);
+    await this.db.query(
+      `INSERT INTO inference.inferences
+         (id, client_id, model, provider, prompt_tokens, completion_tokens, tokens_used, duration_ms, outcome, error_code, stream)
+       SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::int[], $6::int[], $7::int[], $8::int[], $9::text[], $10::text[], $11::bool[])
+       ON CONFLICT (id) DO NOTHING`,
+      [
+        column("id"),
+        column("clientId"),
+        column("model"),
+        column("provider"),
+        column("promptTokens"),
+        column("completionTokens"),
+        column("tokensUsed"),
+        column("durationMs"),
+        column("outcome"),
+        column("errorCode"),
+        column("stream"),
+      ],
+    );
+  }
+
+  async findById(id: string): Promise<InferenceRow | undefined> {
+    const { rows } = await this.db.query<InferenceRow>("SELECT * FROM inference.inferences WHERE id = $1", [id]);
+    return rows[0];
+  }
+}
+
+/** Collects records and writes them in batches: at `maxBatch` rows or `flushMs` after the first. */
+export class UsageRecorder {
+  private buffer: InferenceRecord[] = [];
+  private timer?: NodeJS.Timeout;
+  private writing: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly repository: Pick<InferencesRepository, "insertMany">,
+    private readonly onError: (err: unknown, lost: number) => void,
+    private readonly opts = { maxBatch: 200, flushMs: 50 },
+  ) {}
+
+  add(record: InferenceRecord): void {
+    this.buffer.push(record);
+    if (this.buffer.length >= this.opts.maxBatch) void this.flush();
+    else this.timer ??= setTimeout(() => void this.flush(), this.opts.flushMs);
+  }
+
+  /** Writes what is buffered; resolves when every write started so far has finished. */
+  flush(): Promise<void> {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    const batch = this.buffer;
+    this.buffer = [];
+    if (batch.length) {
+      // One write at a time keeps the order and the pool small under load.
+      this.writing = this.writing.then(() => this.repository.insertMany(batch).catch((err) => this.onError(err, batch.length)));
+    }
+    return this.writing;
+  }
+}

@@ -1,0 +1,137 @@
+/**
+ * Collects the platform's own figures into Prometheus metrics (lib/metrics.ts) of the process it
+ * runs in: GPU telemetry per card from gpu-node heartbeats, inference tokens/latency per model from
+ * `inference.completed`, and queue/jobs/databases from the `gpu-scheduler.stats` and `dbaas.stats`
+ * actions every METRICS_COLLECT_INTERVAL_S. A service that is not running simply leaves its
+ * metrics unset. Run one replica: counters from events are counted where they arrive.
+ */
+import type { Context, Service, ServiceBroker, ServiceSchema, ServiceSettingSchema } from "moleculer";
+import { config } from "../../lib/config";
+import { HEARTBEAT_EVENT } from "../../lib/gpu-protocol";
+import { clearMetric, incrementCounter, metricsEnabled, observe, registerPlatformMetrics, setGauge } from "../../lib/metrics";
+import { dbaasStatsOf, GpuTelemetry, inferenceLabels, isHeartbeat, isInferenceCompleted, schedulerStatsOf } from "./telemetry";
+
+const JOB_STATUSES = ["queued", "running", "completed", "failed", "cancelled"];
+
+type MetricsThis = Service & {
+  telemetry: GpuTelemetry;
+  timer?: NodeJS.Timeout;
+  enabled: boolean;
+  publishGpus(): void;
+  collect(): Promise<void>;
+  collectOnce(): Promise<void>;
+  collecting: boolean;
+  ask(action: string): Promise<unknown | undefined>;
+};
+
+function setCounts(broker: ServiceBroker, which: "gpuJobs" | "databases" | "databaseStorage", label: string, counts: Record<string, number>, always: string[] = []) {
+  clearMetric(broker, which); // a state that disappeared must not keep its last value
+  for (const key of always) setGauge(broker, which, counts[key] ?? 0, { [label]: key });
+  for (const [key, value] of Object.entries(counts)) if (!always.includes(key)) setGauge(broker, which, value, { [label]: key });
+}
+
+const MetricsService: ServiceSchema<ServiceSettingSchema, MetricsThis> = {
+  name: "metrics",
+
+  events: {
+    // First figures as soon as a service appears, rather than at the next tick.
+    "$services.changed"(this: MetricsThis) {
+      if (this.timer) return this.collect();
+    },
+
+    [HEARTBEAT_EVENT](this: MetricsThis, ctx: Context<unknown>) {
+      if (!this.enabled) return;
+      if (!isHeartbeat(ctx.params)) {
+        this.logger.warn("Ignoring a malformed gpu-node heartbeat");
+        return;
+      }
+      this.telemetry.record(ctx.params, Date.now());
+      this.publishGpus();
+    },
+
+    "inference.completed"(this: MetricsThis, ctx: Context<unknown>) {
+      if (!this.enabled) return;
+      const e = ctx.params;
+      if (!isInferenceCompleted(e)) {
+        this.logger.warn("Ignoring a malformed inference.completed event");
+        return;
+      }
+      const labels = inferenceLabels(e);
+      incrementCounter(this.broker, "inferenceRequests", { ...labels, outcome: e.outcome });
+      if (e.tokensUsed) incrementCounter(this.broker, "inferenceTokens", labels, e.tokensUsed);
+      observe(this.broker, "inferenceDuration", e.durationMs, labels);
+    },
+  },
+
+  methods: {
+    publishGpus(this: MetricsThis) {
+      const cards = this.telemetry.current(Date.now());
+      for (const which of ["gpuUtilization", "gpuMemoryUsed", "gpuMemoryTotal", "gpuTemperature"] as const) clearMetric(this.broker, which);
+      for (const card of cards) {
+        const labels = { node: card.nodeId, gpu: card.uuid, index: card.index, card: card.name };
+        setGauge(this.broker, "gpuUtilization", card.utilization, labels);
+        setGauge(this.broker, "gpuMemoryUsed", card.memoryUsed, labels);
+        setGauge(this.broker, "gpuMemoryTotal", card.memoryTotal, labels);
+        setGauge(this.broker, "gpuTemperature", card.temperature, labels);
+      }
+    },
+
+    /** The action's answer, or undefined when its service is not running or failed. */
+    async ask(this: MetricsThis, action: string) {
+      if (!this.broker.registry.actions.isAvailable(action)) return undefined;
+      try {
+        return await this.broker.call(action, {}, { timeout: 5000 });
+      } catch (err) {
+        this.logger.warn(`Metrics: ${action} failed: ${(err as Error).message}`);
+        return undefined;
+      }
+    },
+
+    async collect(this: MetricsThis) {
+      if (this.collecting) return;
+      this.collecting = true;
+      try {
+        await this.collectOnce();
+      } catch (err) {
+        this.logger.warn(`Metrics collection failed: ${(err as Error).message}`);
+      } finally {
+        this.collecting = false;
+      }
+    },
+
+    async collectOnce(this: MetricsThis) {
+      const [scheduler, dbaas] = await Promise.all([this.ask("gpu-scheduler.stats"), this.ask("dbaas.stats")]);
+      if (scheduler !== undefined) {
+        const stats = schedulerStatsOf(scheduler);
+        if (stats.queueDepth !== null) setGauge(this.broker, "gpuQueueDepth", stats.queueDepth);
+        setCounts(this.broker, "gpuJobs", "status", stats.jobsByStatus, JOB_STATUSES);
+      }
+      if (dbaas !== undefined) {
+        const stats = dbaasStatsOf(dbaas);
+        setCounts(this.broker, "databases", "state", stats.databasesByState);
+        setCounts(this.broker, "databaseStorage", "state", stats.storageMbByState);
+      }
+      this.publishGpus(); // drops cards of nodes gone silent
+    },
+  },
+
+  created(this: MetricsThis) {
+    this.telemetry = new GpuTelemetry();
+    this.enabled = metricsEnabled(this.broker);
+  },
+
+  started(this: MetricsThis) {
+    if (!this.enabled) return;
+    registerPlatformMetrics(this.broker);
+    this.timer = setInterval(() => this.collect(), config.metricsCollectIntervalS() * 1000);
+    this.timer.unref();
+    return this.collect();
+  },
+
+  stopped(this: MetricsThis) {
+    clearInterval(this.timer);
+    this.timer = undefined;
+  },
+};
+
+export default MetricsService;

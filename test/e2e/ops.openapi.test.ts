@@ -1,0 +1,182 @@
+/**
+ * OpenAPI drift test, with every service of the platform running: the document at
+ * /api/openapi.json lists exactly the routes the services declare and the gateway serves, each
+ * with its catalogue entry (success and error responses), and real responses match the schemas
+ * the document gives for their status.
+ */
+import Ajv2020 from "ajv/dist/2020";
+import addFormats from "ajv-formats";
+import { randomUUID } from "crypto";
+import type { ValidateFunction } from "ajv";
+import { SERVICE_REGISTRY } from "../../lib/runner";
+import { OPERATIONS } from "../../services/api-gateway/openapi/responses";
+import { http, HttpResult, startTestPlatform, TestPlatform, waitFor, waitForRoute } from "../support/platform";
+
+type Doc = { openapi: string; paths: Record<string, Record<string, any>>; components: any };
+
+const DOCS_ROUTES = ["GET /api/openapi.json", "GET /api/docs", "GET /api/docs/{file}"];
+const toKey = (method: string, path: string) => `${method.toUpperCase()} ${path.replace(/:([A-Za-z0-9_]+)\??/g, "{$1}")}`;
+
+describe("ops - OpenAPI document against the live routes", () => {
+  let platform: TestPlatform;
+  let doc: Doc;
+  let ajv: Ajv2020;
+  const validators = new Map<string, ValidateFunction>();
+
+  /** Routes as the services declare them (settings.rest + each action's rest), read from the registry. */
+  function declaredRoutes(): Set<string> {
+    const keys = new Set<string>(DOCS_ROUTES);
+    const services = platform.broker.registry.getServiceList({ withActions: true }) as any[];
+    for (const svc of services) {
+      const base = svc.settings?.rest;
+      if (typeof base !== "string") continue;
+      for (const action of Object.values(svc.actions ?? {}) as any[]) {
+        if (!action.rest || (action.visibility && action.visibility !== "published")) continue;
+        for (const rest of [].concat(action.rest)) {
+          const [method, path] = String(rest).split(/\s+/);
+          keys.add(toKey(method, `/api${base}${path}`.replace(/\/+$/, "")));
+        }
+      }
+    }
+    return keys;
+  }
+
+  function documented(): Map<string, any> {
+    const ops = new Map<string, any>();
+    for (const [path, methods] of Object.entries(doc.paths)) for (const [m, op] of Object.entries(methods)) ops.set(`${m.toUpperCase()} ${path}`, op);
+    return ops;
+  }
+
+  /** Checks a real response against the document: its status is listed, its body fits. */
+  function expectDocumented(key: string, res: HttpResult): void {
+    const [method, path] = key.split(" ");
+    const op = doc.paths[path]?.[method.toLowerCase()];
+    expect(op).toBeDefined();
+    const response = op.responses[String(res.status)];
+    if (!response) throw new Error(`${key} answered ${res.status}, which the document does not list (${Object.keys(op.responses)}): ${res.text}`);
+    const type = (res.headers.get("content-type") ?? "").split(";")[0];
+    const media = response.content?.[type];
+    if (!media) throw new Error(`${key} ${res.status} answered ${type}, not documented`);
+    if (type !== "application/json") return;
+    const pointer = `openapi.json#/paths/${path.replace(/~/g, "~0").replace(/\//g, "~1")}/${method.toLowerCase()}/responses/${res.status}/content/application~1json/schema`;
+    let validate = validators.get(pointer);
+    if (!validate) {
+      validate = ajv.compile({ $ref: pointer });
+      validators.set(pointer, validate);
+    }
+    if (!validate(res.body)) throw new Error(`${key} ${res.status} body does not match the document: ${ajv.errorsText(validate.errors)}\n${res.text}`);
+    expect(res.headers.get("x-request-id")).toBeTruthy();
+  }
+
+  beforeAll(async () => {
+    platform = await startTestPlatform({ env: { OLLAMA_URL: "off", GPU_EXECUTOR: "process" } });
+    for (const [method, path] of [["POST", "/api/auth/login"], ["GET", "/api/gpu/status"], ["GET", "/api/models"], ["GET", "/api/databases"]])
+      await waitForRoute(platform.baseUrl, method, path);
+    const res = await http<Doc>(platform.baseUrl, "GET", "/api/openapi.json");
+    expect(res.status).toBe(200);
+    doc = res.body;
+    ajv = new Ajv2020({ strict: false, allErrors: true });
+    addFormats(ajv);
+    ajv.addSchema(doc, "openapi.json");
+  });
+
+  afterAll(() => platform?.stop());
+
+  it("ops - every service of the registry is running", () => {
+    const local = platform.broker.services.map((s) => s.name).sort();
+    expect(local).toEqual(expect.arrayContaining(Object.keys(SERVICE_REGISTRY)));
+  });
+
+  it("ops - the document lists exactly the routes the services declare (none missing, none extra)", () => {
+    const declared = declaredRoutes();
+    const inDoc = new Set([...documented().keys(), ...Object.entries(OPERATIONS).filter(([, o]) => o.hidden).map(([k]) => k)]);
+    expect([...inDoc].filter((k) => !declared.has(k)).sort()).toEqual([]);
+    expect([...declared].filter((k) => !inDoc.has(k)).sort()).toEqual([]);
+  });
+
+  it("ops - every route has its catalogue entry, and no catalogue entry outlives its route", () => {
+    const undocumented = [...documented()].filter(([, op]) => op["x-undocumented"]).map(([k]) => k);
+    expect(undocumented).toEqual([]); // a new route: add it to services/api-gateway/openapi/responses.ts
+    const declared = declaredRoutes();
+    expect(Object.keys(OPERATIONS).filter((k) => !declared.has(k))).toEqual([]);
+  });
+
+  it("ops - every operation documents a success and its errors in the shared error shape", () => {
+    expect(doc.openapi).toBe("3.1.0");
+    for (const [key, op] of documented()) {
+      const statuses = Object.keys(op.responses).map(Number);
+      expect(statuses.some((s) => s >= 200 && s < 300)).toBe(true);
+      const errors = statuses.filter((s) => s >= 400);
+      expect(errors.length).toBeGreaterThan(0);
+      for (const s of errors) expect(JSON.stringify(op.responses[s].content["application/json"].schema)).toContain("#/components/schemas/Error");
+      if (op.security.length > 0) expect(statuses).toContain(401);
+      for (const p of op.parameters ?? []) if (p.in === "path") expect(key).toContain(`{${p.name}}`);
+    }
+    // Every schema in the document compiles.
+    for (const name of Object.keys(doc.components.schemas)) ajv.getSchema(`openapi.json#/components/schemas/${name}`);
+  });
+
+  it("ops - every documented route is served: an anonymous request gets a documented answer", async () => {
+    for (const key of documented().keys()) {
+      const [method, path] = key.split(" ");
+      const url = path.replace(/\{[^}]+\}/g, randomUUID());
+      const res = await http(platform.baseUrl, method, url, method === "POST" ? { body: {} } : {});
+      expect(`${key} → ${res.status} ${res.body?.error?.message ?? ""}`).not.toMatch(/Route not found/);
+      if (res.headers.get("content-type")?.startsWith("application/json")) expectDocumented(key, res);
+    }
+    const unknown = await http(platform.baseUrl, "GET", "/api/no-such-route");
+    expect(unknown.status).toBe(404);
+  });
+
+  it("ops - real responses of an account's journey match the documented schemas", async () => {
+    const base = platform.baseUrl;
+    const email = `openapi-${randomUUID()}@example.com`;
+    const calls: Array<[string, HttpResult]> = [];
+    const call = async (key: string, opts: Parameters<typeof http>[3] = {}, url?: string) => {
+      const [method, path] = key.split(" ");
+      const res = await http(base, method, url ?? path, opts);
+      calls.push([key, res]);
+      return res;
+    };
+
+    const reg = await call("POST /api/auth/register", { body: { email, name: "Doc Reader", password: "a long password" } });
+    expect(reg.status).toBe(201);
+    const token = reg.body.accessToken;
+    expect((await call("POST /api/auth/register", { body: { email, name: "Again", password: "a long password" } })).status).toBe(409);
+    expect((await call("POST /api/auth/register", { body: { email: "not-an-email", name: "", password: "short" } })).status).toBe(400);
+    expect((await call("POST /api/auth/login", { rawBody: "{not json", headers: { "content-type": "application/json" } })).status).toBe(400);
+    expect((await call("POST /api/auth/login", { rawBody: "email=a", headers: { "content-type": "text/plain" } })).status).toBe(415);
+    expect((await call("POST /api/auth/login", { body: { email, password: "a long password" } })).status).toBe(200);
+    expect((await call("GET /api/auth/me", { token })).status).toBe(200);
+    const key = await call("POST /api/auth/api-keys", { token });
+    expect(key.status).toBe(201);
+    expect((await call("POST /api/auth/api-keys", { headers: { "x-api-key": key.body.apiKey } })).status).toBe(403);
+
+    expect((await call("GET /api/gpu/status", { token })).status).toBe(200);
+    expect((await call("POST /api/gpu/jobs", { token, body: { command: 42 } })).status).toBe(400);
+    const job = await call("POST /api/gpu/jobs", { token, body: { command: "echo documented" } });
+    expect(job.status).toBe(201);
+    expect((await call("GET /api/gpu/jobs/{id}", { token }, `/api/gpu/jobs/${job.body.id}`)).status).toBe(200);
+    expect((await call("GET /api/gpu/jobs", { token })).status).toBe(200);
+    expect((await call("GET /api/gpu/jobs/{id}", { token }, `/api/gpu/jobs/${randomUUID()}`)).status).toBe(404);
+
+    expect((await call("GET /api/models")).status).toBe(200);
+    expect((await call("GET /api/models/health")).status).toBe(200);
+    expect((await call("POST /api/models/infer", { token, body: { model: "no-such-model", prompt: "hi" } })).status).toBe(404);
+    expect((await call("POST /api/models/infer", { token, body: { model: "m", prompt: "hi", temperature: 9 } })).status).toBe(400);
+
+    const db = await call("POST /api/databases", { token });
+    expect(db.status).toBe(201);
+    expect((await call("GET /api/databases/{id}", { token }, `/api/databases/${db.body.id}`)).status).toBe(200);
+    expect((await call("GET /api/databases", { token })).status).toBe(200);
+    expect((await call("DELETE /api/databases/{id}", { token }, `/api/databases/${db.body.id}`)).status).toBe(200);
+    expect((await call("DELETE /api/databases/{id}", { token }, `/api/databases/${db.body.id}`)).status).toBe(404);
+
+    for (const [k, res] of calls) expectDocumented(k, res);
+    // The job may still run on the simulated card: wait until it is done so nothing outlives the test.
+    await waitFor(async () => {
+      const res = await http(base, "GET", `/api/gpu/jobs/${job.body.id}`, { token });
+      return ["completed", "failed", "cancelled"].includes(res.body.status);
+    }, { timeoutMs: 20_000, message: "job finished" });
+  });
+});

@@ -1,0 +1,111 @@
+/**
+ * Shared by the dbaas tests: the tenant PostgreSQL cluster (.ci/setup.d/30-tenant-postgres.sh),
+ * a platform running dbaas against it, tenant connections, and removal of everything a test
+ * platform created there (only objects carrying that platform's marker).
+ */
+import { randomUUID } from "crypto";
+import { Client } from "pg";
+import type { Caller } from "../../lib/identity";
+import { startTestPlatform, TestPlatform } from "../support/platform";
+
+export const TENANT_ADMIN_URL = process.env.TEST_TENANT_ADMIN_URL || "postgresql://ci_admin:ci-tenant-admin@127.0.0.1:5433/postgres";
+
+const tenantUrl = new URL(TENANT_ADMIN_URL);
+
+/** dbaas pointed at the tenant cluster, answering with host/port that really reach it. */
+export function tenantEnv(extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    DBAAS_ADMIN_URL: TENANT_ADMIN_URL,
+    DBAAS_PUBLIC_HOST: tenantUrl.hostname,
+    DBAAS_PUBLIC_PORT: tenantUrl.port || "5432",
+    DBAAS_QUOTA_CHECK_S: "3600", // tests trigger checks themselves
+    DBAAS_RECONCILE_S: "3600",
+    ...extra,
+  };
+}
+
+export async function startDbaasPlatform(opts: { services?: string[]; env?: Record<string, string>; transporter?: string } = {}): Promise<TestPlatform> {
+  return startTestPlatform({ services: opts.services ?? ["dbaas"], env: tenantEnv(opts.env), transporter: opts.transporter });
+}
+
+export const callerMeta = (clientId: string = randomUUID()): { caller: Caller } => ({ caller: { clientId, role: "client", via: "jwt" } });
+
+/** Runs `work` on a fresh connection as the tenant admin (to `database`, default postgres). */
+export async function asAdmin<T>(work: (client: Client) => Promise<T>, database = "postgres"): Promise<T> {
+  const url = new URL(TENANT_ADMIN_URL);
+  url.pathname = `/${database}`;
+  return withClient(url.toString(), work);
+}
+
+export async function withClient<T>(connectionString: string, work: (client: Client) => Promise<T>): Promise<T> {
+  const client = new Client({ connectionString });
+  client.on("error", () => undefined); // a terminated session must fail its queries, not the process
+  await client.connect();
+  try {
+    return await work(client);
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+/** Resolves with the SQLSTATE (or message) the statement fails with; rejects if it succeeds. */
+export async function refusal(client: Client, sql: string): Promise<string> {
+  try {
+    await client.query(sql);
+  } catch (err) {
+    return String((err as { code?: string }).code ?? (err as Error).message);
+  }
+  throw new Error(`Expected a refusal, but this succeeded: ${sql}`);
+}
+
+/** The SQLSTATE connecting fails with; rejects if it connects. */
+export async function connectRefusal(connectionString: string): Promise<string> {
+  try {
+    await withClient(connectionString, async () => undefined);
+  } catch (err) {
+    return String((err as { code?: string }).code ?? (err as Error).message);
+  }
+  throw new Error("Expected the connection to be refused");
+}
+
+export async function existing(names: { databases?: string[]; roles?: string[] }): Promise<string[]> {
+  return asAdmin(async (client) => {
+    const { rows } = await client.query<{ name: string }>(
+      `SELECT datname AS name FROM pg_database WHERE datname = ANY($1::text[])
+       UNION ALL SELECT rolname FROM pg_roles WHERE rolname = ANY($2::text[])`,
+      [names.databases ?? [], names.roles ?? []],
+    );
+    return rows.map((r) => r.name).sort();
+  });
+}
+
+export async function markerOf(platform: TestPlatform): Promise<string> {
+  return withClient(platform.databaseUrl, async (client) => {
+    const { rows } = await client.query<{ id: string }>("SELECT id FROM dbaas.instance");
+    return `ci-platform:dbaas:${rows[0].id}`;
+  });
+}
+
+/** Drops every database and role on the tenant cluster that carries `marker`. */
+export async function purgeMarked(marker: string): Promise<void> {
+  await asAdmin(async (client) => {
+    const { rows } = await client.query<{ kind: string; name: string }>(
+      `SELECT 'database' AS kind, d.datname AS name FROM pg_database d
+         JOIN pg_shdescription s ON s.objoid = d.oid AND s.classoid = 'pg_database'::regclass WHERE s.description = $1
+       UNION ALL
+       SELECT 'role', r.rolname FROM pg_roles r
+         JOIN pg_shdescription s ON s.objoid = r.oid AND s.classoid = 'pg_authid'::regclass WHERE s.description = $1`,
+      [marker],
+    );
+    for (const row of rows.filter((r) => r.kind === "database")) await client.query(`DROP DATABASE IF EXISTS "${row.name}" WITH (FORCE)`);
+    for (const row of rows.filter((r) => r.kind === "role")) await client.query(`DROP ROLE IF EXISTS "${row.name}"`);
+  });
+}
+
+/** Stops a dbaas platform after removing what it created on the tenant cluster. */
+export async function stopDbaasPlatform(platform: TestPlatform | undefined): Promise<void> {
+  if (!platform) return;
+  const marker = await markerOf(platform).catch(() => undefined);
+  await platform.stop();
+  if (marker) await purgeMarked(marker);
+}

@@ -1,0 +1,300 @@
+/**
+ * The scheduler shell (services/gpu-scheduler/scheduler.ts) against the real PostgreSQL: the
+ * queue, placement commits with two replicas, events, cancel, node loss and dispatch failures.
+ * gpu-node is replaced by a small in-memory NodeClient (the scheduler's narrow interface to it)
+ * so the test controls exactly when each node answers; the real gpu-node is in the e2e tests.
+ */
+import { randomUUID } from "crypto";
+import type { LoggerInstance } from "moleculer";
+import { Pool } from "pg";
+import { ensureDatabase, migrate } from "../../lib/db";
+import type { JobEvent, NodeHeartbeat, RunJobParams } from "../../lib/gpu-protocol";
+import { JobsRepository } from "../../services/gpu-scheduler/jobs.repository";
+import { migrations } from "../../services/gpu-scheduler/migrations";
+import { Clock, NodeClient, Scheduler } from "../../services/gpu-scheduler/scheduler";
+import { dropDatabase, testDatabaseUrl, waitFor } from "../support/platform";
+
+const quiet = { trace() {}, debug() {}, info() {}, warn() {}, error() {}, fatal() {} } as unknown as LoggerInstance;
+const CLIENT = randomUUID();
+const SETTINGS = { nodeTimeoutMs: 3000, dispatchTimeoutMs: 1000, warmUpMs: 0 };
+
+/** A clock the test moves by hand. */
+class ManualClock implements Clock {
+  constructor(public ms = Date.parse("2026-01-01T00:00:00Z")) {}
+  now = () => new Date(this.ms);
+  advance(ms: number) {
+    this.ms += ms;
+  }
+}
+
+/** In-memory gpu-nodes: records every call; `onRun` decides how each run call answers. */
+class FakeNodes implements NodeClient {
+  runs: Array<RunJobParams & { nodeId: string }> = [];
+  cancels: Array<{ nodeId: string; jobId: string }> = [];
+  onCard = new Map<string, string>();
+  doubleBookings = 0;
+  onRun: (nodeId: string, params: RunJobParams) => Promise<void> = async () => undefined;
+
+  async run(nodeId: string, params: RunJobParams) {
+    this.runs.push({ ...params, nodeId });
+    await this.onRun(nodeId, params);
+    if (this.onCard.has(params.gpuUuid)) this.doubleBookings++;
+    this.onCard.set(params.gpuUuid, params.jobId);
+  }
+  async cancel(nodeId: string, jobId: string) {
+    this.cancels.push({ nodeId, jobId });
+    const card = [...this.onCard].find(([, j]) => j === jobId)?.[0];
+    if (card) this.onCard.delete(card);
+    return { stopped: card !== undefined };
+  }
+  async logs(_nodeId: string, jobId: string) {
+    return `whole output of ${jobId}`;
+  }
+  /** The job ends on its card (the card is free on the node before the event is sent). */
+  finish(gpuUuid: string) {
+    this.onCard.delete(gpuUuid);
+  }
+}
+
+const heartbeat = (nodeId: string, cards: string[], runningJobIds: string[] = []): NodeHeartbeat => ({
+  nodeId,
+  cards: cards.map((uuid, index) => ({ uuid, index, name: "NVIDIA GeForce RTX 3060", memoryTotal: 12288, memoryUsed: 0, utilization: 0, temperature: 40 })),
+  runningJobIds,
+  executor: "process",
+  at: new Date().toISOString(),
+});
+
+const event = (type: "started" | "finished", run: RunJobParams & { nodeId: string }, at: Date): JobEvent =>
+  type === "started"
+    ? { type, jobId: run.jobId, nodeId: run.nodeId, gpuUuid: run.gpuUuid, at: at.toISOString() }
+    : { type, jobId: run.jobId, nodeId: run.nodeId, gpuUuid: run.gpuUuid, at: at.toISOString(), exitCode: 0, output: `out ${run.jobId}` };
+
+describe("gpu-scheduler queue - against PostgreSQL", () => {
+  const url = testDatabaseUrl();
+  let pools: Pool[] = [];
+  let repo: JobsRepository;
+
+  const newJob = async (gpuType: string | null = null, now = new Date()) => {
+    const [row] = await repo.insert([{ id: randomUUID(), clientId: CLIENT, command: "true", containerImage: null, gpuType }], now);
+    return row;
+  };
+  const statusOf = async (id: string) => (await repo.find(id))!.status;
+  const replica = (nodes: NodeClient, clock: Clock = { now: () => new Date() }, pool = pools[0]) =>
+    new Scheduler(new JobsRepository(pool), nodes, clock, quiet, SETTINGS);
+
+  beforeAll(async () => {
+    await ensureDatabase(url);
+    pools = [new Pool({ connectionString: url, max: 8 }), new Pool({ connectionString: url, max: 8 })];
+    await migrate(pools[0], "gpu_scheduler", migrations);
+    repo = new JobsRepository(pools[0]);
+  });
+  beforeEach(async () => {
+    await pools[0].query("TRUNCATE gpu_scheduler.jobs");
+  });
+  afterAll(async () => {
+    await Promise.all(pools.map((p) => p.end()));
+    await dropDatabase(url);
+  });
+
+  test("gpu-scheduler queue - positions are 1-based in FIFO order and survive a new connection", async () => {
+    const a = await newJob();
+    const b = await newJob("RTX");
+    const c = await newJob();
+    expect([a.position, b.position, c.position]).toEqual([1, 2, 3]);
+    const other = new JobsRepository(pools[1]);
+    expect((await other.queueDepth())).toBe(3);
+    const batch = await other.insert(
+      [1, 2].map(() => ({ id: randomUUID(), clientId: CLIENT, command: "x", containerImage: null, gpuType: null })),
+      new Date(),
+    );
+    expect(batch.map((r) => r.position).sort()).toEqual([4, 5]);
+  });
+
+  test("gpu-scheduler queue - two replicas racing place every job once and never two on a card", async () => {
+    const nodes = new FakeNodes();
+    const replicas = [replica(nodes, undefined, pools[0]), replica(nodes, undefined, pools[1])];
+    const hbs = [heartbeat("n1", ["a0", "a1", "a2"]), heartbeat("n2", ["b0", "b1", "b2"])];
+    for (const r of replicas) for (const hb of hbs) await r.heartbeat(hb);
+    // The node finishes each job soon after accepting it, reporting to either replica.
+    nodes.onRun = async (_nodeId, params) => {
+      setTimeout(async () => {
+        const run = nodes.runs.find((r) => r.jobId === params.jobId)!;
+        const target = replicas[Math.floor(Math.random() * 2)];
+        await target.applyEvent(event("started", run, new Date()));
+        nodes.finish(params.gpuUuid);
+        await replicas[Math.floor(Math.random() * 2)].applyEvent(event("finished", run, new Date()));
+      }, Math.random() * 5);
+    };
+    const ids: string[] = [];
+    for (let i = 0; i < 60; i++) {
+      ids.push((await newJob()).id);
+      void replicas[i % 2].schedule();
+      void replicas[(i + 1) % 2].schedule();
+    }
+    await waitFor(async () => (await repo.countByStatus()).completed === 60, {
+      timeoutMs: 20_000,
+      message: "all 60 jobs completed",
+      intervalMs: 50,
+    }).catch(async (err) => {
+      // Completions free cards; a pass per completion keeps the queue moving.
+      throw new Error(`${err.message}: ${JSON.stringify(await repo.countByStatus())}`);
+    });
+    expect(nodes.runs).toHaveLength(60);
+    expect(new Set(nodes.runs.map((r) => r.jobId))).toEqual(new Set(ids));
+    expect(nodes.doubleBookings).toBe(0);
+    await Promise.all(replicas.map((r) => r.stop()));
+  });
+
+  test("gpu-scheduler queue - events apply once: duplicates and late events change nothing", async () => {
+    const nodes = new FakeNodes();
+    const s = replica(nodes);
+    await s.heartbeat(heartbeat("n1", ["a0"]));
+    const { id } = await newJob();
+    await s.schedule();
+    await waitFor(async () => (await statusOf(id)) === "running", { message: "job running" });
+    const run = nodes.runs[0];
+    const done = event("finished", run, new Date());
+    await s.applyEvent(done);
+    const after = await repo.find(id);
+    expect(after).toMatchObject({ status: "completed", exit_code: 0, output: `out ${id}`, holding: false });
+    await s.applyEvent(done);
+    await s.applyEvent(event("started", run, new Date(Date.now() + 60_000)));
+    await s.applyEvent({ ...done, type: "failed", errorMessage: "late", exitCode: null } as JobEvent);
+    expect(await repo.find(id)).toEqual(after);
+    await s.stop();
+  });
+
+  test("gpu-scheduler queue - cancel: queued at once, running stopped on its node and its card freed", async () => {
+    const nodes = new FakeNodes();
+    const s = replica(nodes);
+    await s.heartbeat(heartbeat("n1", ["a0"]));
+    const running = await newJob();
+    await s.schedule();
+    await waitFor(async () => (await statusOf(running.id)) === "running", { message: "job running" });
+    const queued = await newJob();
+    await s.schedule();
+    expect(await statusOf(queued.id)).toBe("queued");
+
+    expect(await s.cancel((await repo.find(queued.id))!)).toBe(true);
+    expect(await repo.find(queued.id)).toMatchObject({ status: "cancelled", holding: false });
+    expect(nodes.cancels).toEqual([]);
+
+    expect(await s.cancel((await repo.find(running.id))!)).toBe(true);
+    expect(nodes.cancels).toEqual([{ nodeId: "n1", jobId: running.id }]);
+    expect(await repo.find(running.id)).toMatchObject({ status: "cancelled", holding: false });
+    expect(await s.cancel((await repo.find(running.id))!)).toBe(false);
+
+    // The card is free again: the next job runs on it.
+    const next = await newJob();
+    await s.schedule();
+    await waitFor(async () => (await statusOf(next.id)) === "running", { message: "next job running on the freed card" });
+    await s.stop();
+  });
+
+  test("gpu-scheduler queue - node lost: running jobs fail, placements go back to the queue in their place", async () => {
+    const clock = new ManualClock();
+    const nodes = new FakeNodes();
+    let hang!: (err: Error) => void;
+    nodes.onRun = (_n, params) =>
+      params.command === "hang" ? new Promise((_, reject) => (hang = reject)) : Promise.resolve();
+    const s = replica(nodes, clock);
+    await s.heartbeat(heartbeat("n1", ["a0", "a1"]));
+    const first = await newJob(null, clock.now());
+    await s.schedule();
+    await waitFor(async () => (await statusOf(first.id)) === "running", { message: "first running" });
+    // The second placement is never confirmed by the node.
+    const [second] = await repo.insert([{ id: randomUUID(), clientId: CLIENT, command: "hang", containerImage: null, gpuType: null }], clock.now());
+    const third = await newJob(null, clock.now());
+    await s.schedule();
+    expect(await statusOf(second.id)).toBe("assigned");
+    expect(await statusOf(third.id)).toBe("queued");
+
+    clock.advance(SETTINGS.nodeTimeoutMs + 1);
+    await s.tick();
+    expect(await repo.find(first.id)).toMatchObject({ status: "failed", holding: false, error_message: expect.stringMatching(/GPU node n1 was lost/) });
+    expect(await repo.find(second.id)).toMatchObject({ status: "queued", node_id: null, holding: false });
+    expect(s.view.cards()).toEqual([]);
+    hang(Object.assign(new Error("gone"), { name: "RequestTimeoutError", code: 504 }));
+
+    // A new one-card node: the re-queued job goes first, as it arrived first.
+    await s.heartbeat(heartbeat("n2", ["b0"]));
+    await waitFor(async () => (await repo.find(second.id))!.node_id === "n2", { message: "second placed on n2" });
+    expect(await statusOf(third.id)).toBe("queued");
+
+    // Node loss by another replica, or twice, changes nothing more.
+    clock.advance(SETTINGS.nodeTimeoutMs + 1);
+    await s.tick();
+    const failed = await repo.find(first.id);
+    await s.tick();
+    expect(await repo.find(first.id)).toEqual(failed);
+    await s.stop();
+  });
+
+  test("gpu-scheduler queue - a node that returns and still runs a failed job is told to stop it", async () => {
+    const clock = new ManualClock();
+    const nodes = new FakeNodes();
+    const s = replica(nodes, clock);
+    await s.heartbeat(heartbeat("n1", ["a0"]));
+    const job = await newJob(null, clock.now());
+    await s.schedule();
+    await waitFor(async () => (await statusOf(job.id)) === "running", { message: "running" });
+    clock.advance(SETTINGS.nodeTimeoutMs + 1);
+    await s.tick();
+    expect(await statusOf(job.id)).toBe("failed");
+    await s.heartbeat(heartbeat("n1", ["a0"], [job.id, "not-a-uuid"]));
+    await waitFor(() => nodes.cancels.length === 2, { message: "two cancels" });
+    expect(nodes.cancels.map((c) => c.jobId).sort()).toEqual([job.id, "not-a-uuid"].sort());
+    await s.stop();
+  });
+
+  test("gpu-scheduler queue - an unreachable node gets the job back in the queue; a refusing node fails it", async () => {
+    const nodes = new FakeNodes();
+    let mode: "unreachable" | "refuse" | "ok" = "unreachable";
+    nodes.onRun = async () => {
+      if (mode === "unreachable") throw Object.assign(new Error("Service 'gpu-node.run' is not found"), { name: "ServiceNotFoundError", code: 404 });
+      if (mode === "refuse") throw Object.assign(new Error("Parameters validation error!"), { name: "ValidationError", code: 422 });
+    };
+    const s = replica(nodes);
+    await s.heartbeat(heartbeat("n1", ["a0"]));
+    const job = await newJob();
+    await s.schedule();
+    await waitFor(async () => (await repo.find(job.id))!.status === "queued" && nodes.runs.length === 1, { message: "back in queue" });
+    // Suspended until heard again: another pass places nothing.
+    await s.schedule();
+    expect(nodes.runs).toHaveLength(1);
+    mode = "refuse";
+    await s.heartbeat(heartbeat("n1", ["a0"]));
+    await waitFor(async () => (await statusOf(job.id)) === "failed", { message: "refused job failed" });
+    expect((await repo.find(job.id))!.error_message).toMatch(/refused/);
+    mode = "ok";
+    const next = await newJob();
+    await s.schedule();
+    await waitFor(async () => (await statusOf(next.id)) === "running", { message: "next job runs on the card" });
+    await s.stop();
+  });
+
+  test("gpu-scheduler queue - a placement never confirmed (its replica died) is confirmed by heartbeat or re-queued", async () => {
+    const clock = new ManualClock();
+    const nodes = new FakeNodes();
+    nodes.onRun = () => new Promise(() => undefined); // the dispatching replica "dies" mid-call
+    const dying = replica(nodes, clock, pools[0]);
+    const survivor = replica(new FakeNodes(), clock, pools[1]);
+    for (const r of [dying, survivor]) await r.heartbeat(heartbeat("n1", ["a0", "a1"]));
+    const a = await newJob(null, clock.now());
+    const b = await newJob(null, clock.now());
+    await dying.schedule();
+    expect([await statusOf(a.id), await statusOf(b.id)]).toEqual(["assigned", "assigned"]);
+
+    clock.advance(2 * SETTINGS.dispatchTimeoutMs + 1);
+    // The node reports it runs `a` (it got the call); it never got `b`.
+    await survivor.heartbeat(heartbeat("n1", ["a0", "a1"], [a.id]));
+    await survivor.tick();
+    expect(await statusOf(a.id)).toBe("running");
+    const bRow = await repo.find(b.id);
+    // Re-queued, then placed again at once by the survivor's pass.
+    expect(["queued", "assigned", "running"]).toContain(bRow!.status);
+    await waitFor(async () => (await statusOf(b.id)) === "running", { message: "b running via the survivor" });
+    await survivor.stop();
+    await dying.stop();
+  });
+});
