@@ -11,7 +11,7 @@
  */
 import { Middleware as ChannelsMiddleware } from "@moleculer/channels";
 import type { Middleware, ServiceBroker } from "moleculer";
-import { connect, RetentionPolicy, StorageType } from "nats";
+import { connect, ConnectionOptions, RetentionPolicy, StorageType } from "nats";
 import { config } from "./config";
 
 export const DEAD_LETTER_CHANNEL = "dead-letter";
@@ -30,6 +30,23 @@ export function channelsNatsUrl(): string | undefined {
   return transporter?.startsWith("nats://") ? transporter : undefined;
 }
 
+/**
+ * nats.js takes bare host:port servers; credentials in the URL (`nats://user:pass@host:4222`
+ * or `nats://token@host:4222`) become its user/pass or token options instead of being dropped.
+ */
+export function natsConnectionOptions(urls: string): ConnectionOptions {
+  const parsed = urls.split(",").map((u) => new URL(u.trim()));
+  const options: ConnectionOptions = { servers: parsed.map((u) => u.host) };
+  const first = parsed[0];
+  if (first.username && first.password) {
+    options.user = decodeURIComponent(first.username);
+    options.pass = decodeURIComponent(first.password);
+  } else if (first.username) {
+    options.token = decodeURIComponent(first.username);
+  }
+  return options;
+}
+
 export function createChannelsMiddleware(): Middleware {
   const url = channelsNatsUrl();
   const common = {
@@ -43,8 +60,7 @@ export function createChannelsMiddleware(): Middleware {
         options: {
           ...common,
           nats: {
-            url,
-            connectionOptions: {},
+            connectionOptions: natsConnectionOptions(url),
             streamConfig: STREAM_CONFIG,
             consumerOptions: { config: { deliver_policy: "all" } },
           },
@@ -66,7 +82,7 @@ function prefixed(namespace: string, channel: string): string {
 export async function ensureChannelStreams(namespace: string, channels: string[]): Promise<void> {
   const url = channelsNatsUrl();
   if (!url) return;
-  const nc = await connect({ servers: url.split(",").map((s) => new URL(s).host) });
+  const nc = await connect(natsConnectionOptions(url));
   try {
     const jsm = await nc.jetstreamManager();
     for (const channel of [...channels, DEAD_LETTER_CHANNEL]) {

@@ -53,7 +53,8 @@ export async function ensureDatabase(url: string): Promise<void> {
   const client = new Client({ connectionString: admin.toString() });
   await client.connect();
   try {
-    await client.query(`CREATE DATABASE "${name}"`);
+    // template0: nobody connects to it, so a session held on template1 cannot block us (55006).
+    await client.query(`CREATE DATABASE "${name}" TEMPLATE template0`);
   } catch (err) {
     const code = (err as { code?: string }).code;
     // Another replica created it first.

@@ -6,7 +6,9 @@
  *   jobs it is running. A node silent for GPU_NODE_TIMEOUT_S is lost.
  * - scheduler → node, actions called on that node (`{ nodeID }` call option):
  *   `gpu-node.run` (RunJobParams → { accepted: true }, returns as soon as the job is handed to the
- *   executor), `gpu-node.cancel` ({ jobId } → { stopped }), `gpu-node.logs` ({ jobId } → { text }).
+ *   executor), `gpu-node.cancel` ({ jobId } → { stopped }), `gpu-node.logs` (LogsParams →
+ *   LogsPage: one page of the job's whole output, since a bus message must stay small; follow
+ *   `nextOffset` until it is null).
  * - node → scheduler, durable channel JOB_EVENTS_CHANNEL (JobEvent): what happened to each job.
  *   Sent over JetStream so nothing is lost while the scheduler restarts; the scheduler applies
  *   each event idempotently and never changes a terminal state.
@@ -77,6 +79,10 @@ export type JobEvent =
       exitCode: number | null;
       output: string;
     };
+
+export type LogsParams = { jobId: string; offset?: number; limit?: number };
+/** Byte offsets into the node's log file; `text` is cut on UTF-8 character boundaries. */
+export type LogsPage = { text: string; offset: number; nextOffset: number | null; totalBytes: number };
 
 /** Bytes of output kept in a job's `result.output`. */
 export const OUTPUT_TAIL_BYTES = 64 * 1024;

@@ -132,6 +132,9 @@ function createHealthServer(broker: ServiceBroker): http.Server {
 export function HealthMiddleware(): Middleware {
   return {
     created(broker: ServiceBroker) {
+      // Like the health server, the metrics endpoint must not keep a finished process alive.
+      const reporters = (broker.metrics as unknown as { reporter?: Array<{ server?: { unref?(): void } }> }).reporter;
+      for (const r of reporters ?? []) r.server?.unref?.();
       const port = config.healthPort();
       if (port === null) return;
       const server = createHealthServer(broker);

@@ -22,3 +22,9 @@ export type CallerMeta = {
  * - "jwt": a JWT only (an API key gets 403).
  */
 export type AuthPolicy = "public" | "required" | "jwt";
+
+/** Marks the response 201 Created with the new resource's address (moleculer-web sets Location). */
+export function respondCreated(meta: CallerMeta & { $location?: string }, location: string): void {
+  meta.$statusCode = 201;
+  meta.$location = location;
+}

@@ -24,11 +24,12 @@ if ! engine_answers; then
   # setsid + nohup: the engine outlives this script (and the CI step that ran it).
   setsid nohup dockerd --bridge=none --iptables=false --ip-masq=false --ip6tables=false \
     >>"$LOG" 2>&1 < /dev/null &
+  dockerd_pid=$!
   if ! wait_for_engine; then
     # Nested in a container the overlay2 driver may be refused; vfs always works (slower copies).
     if grep -qiE 'overlay|storage.driver|driver not supported' "$LOG"; then
-      pkill -x dockerd 2>/dev/null || true
-      sleep 1
+      kill "$dockerd_pid" 2>/dev/null || true
+      wait "$dockerd_pid" 2>/dev/null || true
       setsid nohup dockerd --bridge=none --iptables=false --ip-masq=false --ip6tables=false \
         --storage-driver=vfs >>"$LOG" 2>&1 < /dev/null &
       wait_for_engine || { echo "Docker engine did not start; see $LOG" >&2; tail -n 30 "$LOG" >&2; exit 1; }
@@ -48,7 +49,7 @@ if ! docker image inspect "$IMAGE" >/dev/null 2>&1; then
   mkdir -p "$rootfs/bin" "$rootfs/tmp" "$rootfs/etc"
   chmod 1777 "$rootfs/tmp"
   cp /bin/busybox "$rootfs/bin/busybox"
-  for applet in sh echo sleep cat yes head tail true false id env printf ls kill wc seq dd date; do
+  for applet in sh echo sleep cat yes head tail true false id env printf ls kill wc seq dd date grep touch mkdir rm; do
     ln -sf busybox "$rootfs/bin/$applet"
   done
   printf 'root:x:0:0:root:/tmp:/bin/sh\nnobody:x:65534:65534:nobody:/tmp:/bin/sh\n' >"$rootfs/etc/passwd"

@@ -20,7 +20,8 @@ if [ -z "$ver" ]; then
 fi
 conf_dir="/etc/postgresql/$ver/$CLUSTER"
 
-if [ ! -d "$conf_dir" ]; then
+if [ ! -f "$conf_dir/postgresql.conf" ]; then
+  rm -rf "$conf_dir" # what a dropped cluster may leave behind (conf.d)
   if answers 127.0.0.1 "$PORT"; then
     echo "Port $PORT is taken by another server; set TENANT_PG_PORT or free it" >&2
     exit 1

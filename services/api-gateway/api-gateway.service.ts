@@ -10,10 +10,12 @@ import ApiGateway from "moleculer-web";
 import { config } from "../../lib/config";
 import { apiError } from "../../lib/errors";
 import type { Caller, CallerMeta } from "../../lib/identity";
+import { addReadinessCheck } from "../../lib/health";
 import { verifyAccessToken } from "../../lib/jwt";
 import { logAccess } from "../../lib/logging";
 import { readCredentials } from "./credentials";
 import { docsRoute } from "./docs";
+import { routesReadiness } from "./readiness";
 import { toPublicError } from "./error-mapper";
 import { watchStream } from "./streaming";
 
@@ -142,6 +144,7 @@ const GatewayService: ServiceSchema = {
 
   created(this: Service) {
     this.settings.port = config.port();
+    addReadinessCheck(this, "routes", routesReadiness(this as never));
   },
 };
 

@@ -7,7 +7,7 @@ import { randomUUID } from "crypto";
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import { config } from "../../lib/config";
 import { apiError, rateLimited, unauthorized } from "../../lib/errors";
-import type { Caller, CallerMeta } from "../../lib/identity";
+import { Caller, CallerMeta, respondCreated } from "../../lib/identity";
 import { signAccessToken } from "../../lib/jwt";
 import { MemoryRateLimiter, RateLimiter, RedisRateLimiter } from "../../lib/rate-limiter";
 import { acquireRedis, releaseRedis } from "../../lib/redis";
@@ -67,7 +67,7 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
           password_hash: await hashPassword(password, config.scryptLogN()),
         });
         if (!client) throw apiError("EMAIL_TAKEN", "An account with this e-mail already exists");
-        ctx.meta.$statusCode = 201;
+        respondCreated(ctx.meta, "/api/auth/me");
         return this.issue(client);
       },
     },
@@ -108,7 +108,7 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
       async handler(this: AuthThis, ctx: Context<unknown, CallerMeta>): Promise<{ apiKey: string }> {
         const apiKey = generateApiKey();
         await this.clients.setApiKey(ctx.meta.caller!.clientId, hashApiKey(apiKey));
-        ctx.meta.$statusCode = 201;
+        respondCreated(ctx.meta, "/api/auth/me");
         return { apiKey };
       },
     },

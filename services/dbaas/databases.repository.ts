@@ -1,6 +1,5 @@
 /** SQL for the dbaas schema of the platform's own database; the only place that knows its tables. */
 import type { Pool } from "pg";
-import { transaction } from "../../lib/db";
 
 export type DatabaseStatus = "provisioning" | "active" | "destroying";
 
@@ -37,23 +36,18 @@ export class DatabasesRepository {
 
   /**
    * Records the intent to provision, unless the account already has `limit` databases
-   * (provisioning or active). A per-account lock makes count-then-insert safe under concurrency.
+   * (provisioning or active); safe under concurrency (see record_intent in migrations.ts).
    */
   async insertProvisioning(row: NewDatabase, limit: number): Promise<boolean> {
-    return transaction(this.db, async (client) => {
-      await client.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`ci-platform:dbaas:account:${row.clientId}`]);
-      const { rows } = await client.query<{ n: number }>(
-        "SELECT count(*)::int AS n FROM dbaas.databases WHERE client_id = $1 AND status IN ('provisioning', 'active')",
-        [row.clientId],
-      );
-      if (rows[0].n >= limit) return false;
-      await client.query(
-        `INSERT INTO dbaas.databases (id, client_id, database_name, username, status, max_storage_mb)
-         VALUES ($1, $2, $3, $4, 'provisioning', $5)`,
-        [row.id, row.clientId, row.databaseName, row.username, row.maxStorageMb],
-      );
-      return true;
-    });
+    const { rows } = await this.db.query<{ recorded: boolean }>("SELECT dbaas.record_intent($1, $2, $3, $4, $5, $6) AS recorded", [
+      row.id,
+      row.clientId,
+      row.databaseName,
+      row.username,
+      row.maxStorageMb,
+      limit,
+    ]);
+    return rows[0].recorded;
   }
 
   async activate(id: string, storageBytes: number): Promise<DatabaseRow | undefined> {

@@ -66,28 +66,34 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
     rest: "/databases",
   },
 
+  // One place turns a tenant server that is down into 503 (faults.ts); everything else passes as is.
+  hooks: {
+    error: {
+      "*"(this: DbaasThis, _ctx: Context, err: unknown) {
+        throw toClientError(err);
+      },
+    },
+  },
+
   actions: {
     create: {
       rest: "POST /",
       auth: "required",
       params: { $$strict: "remove" }, // no body: anything sent is ignored
       async handler(this: DbaasThis, ctx: Context<unknown, CallerMeta>): Promise<DatabaseCreated> {
-        try {
-          const { row, password } = await this.provisioner.provision(ctx.meta.caller!.clientId);
-          const { host, port } = this.detail(row);
-          ctx.meta.$statusCode = 201;
-          return {
-            id: row.id,
-            databaseName: row.database_name,
-            host,
-            port,
-            username: row.username,
-            password,
-            connectionString: `postgresql://${row.username}:${password}@${host}:${port}/${row.database_name}`,
-          };
-        } catch (err) {
-          throw toClientError(err);
-        }
+        const { row, password } = await this.provisioner.provision(ctx.meta.caller!.clientId);
+        const { host, port } = this.detail(row);
+        ctx.meta.$statusCode = 201;
+        (ctx.meta as CallerMeta & { $location?: string }).$location = `/api/databases/${row.id}`;
+        return {
+          id: row.id,
+          databaseName: row.database_name,
+          host,
+          port,
+          username: row.username,
+          password,
+          connectionString: `postgresql://${row.username}:${password}@${host}:${port}/${row.database_name}`,
+        };
       },
     },
 
@@ -96,7 +102,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       auth: "required",
       params: { $$strict: "remove" },
       async handler(this: DbaasThis, ctx: Context<unknown, CallerMeta>): Promise<{ databases: DatabaseDetail[] }> {
-        const rows = await this.repo.listActive(ctx.meta.caller!.clientId).catch((err) => Promise.reject(toClientError(err)));
+        const rows = await this.repo.listActive(ctx.meta.caller!.clientId);
         return { databases: rows.map((row) => this.detail(row)) };
       },
     },
@@ -117,20 +123,16 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       async handler(this: DbaasThis, ctx: Context<{ id: string }, CallerMeta>): Promise<{ message: string }> {
         const { id } = ctx.params;
         if (!isUuid(id)) throw notFound("Database");
+        const row = await this.repo.claimForDestroy(id, ctx.meta.caller!.clientId);
+        if (!row) throw notFound("Database");
         try {
-          const row = await this.repo.claimForDestroy(id, ctx.meta.caller!.clientId);
-          if (!row) throw notFound("Database");
-          try {
-            await this.provisioner.destroy(row);
-          } catch (err) {
-            if (!(err instanceof DestroyNotStarted)) throw err;
-            await this.repo.setStatus(row.id, "active"); // nothing was dropped: it stays usable
-            throw unavailable();
-          }
-          return { message: `Database ${row.database_name} destroyed` };
+          await this.provisioner.destroy(row);
         } catch (err) {
-          throw toClientError(err);
+          if (!(err instanceof DestroyNotStarted)) throw err;
+          await this.repo.setStatus(row.id, "active"); // nothing was dropped: it stays usable
+          throw unavailable();
         }
+        return { message: `Database ${row.database_name} destroyed` };
       },
     },
 
@@ -190,7 +192,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
     /** The caller's active database; anything else (malformed id, another account's) is 404. */
     async findOwn(this: DbaasThis, ctx: Context<{ id: string }, CallerMeta>): Promise<DatabaseRow> {
       if (!isUuid(ctx.params.id)) throw notFound("Database");
-      const row = await this.repo.findActive(ctx.params.id, ctx.meta.caller!.clientId).catch((err) => Promise.reject(toClientError(err)));
+      const row = await this.repo.findActive(ctx.params.id, ctx.meta.caller!.clientId);
       if (!row) throw notFound("Database");
       return row;
     },

@@ -29,6 +29,24 @@ export const migrations: Migration[] = [
       );
       CREATE INDEX databases_client_idx ON databases (client_id, created_at DESC);
       CREATE INDEX databases_status_idx ON databases (status, updated_at);
+
+      -- Records the intent to provision unless the account is at its limit, in one round trip.
+      -- A per-account lock serialises count-then-insert; being VOLATILE, the count after the lock
+      -- sees every insert committed before it.
+      CREATE FUNCTION record_intent(p_id uuid, p_client_id text, p_database_name text, p_username text,
+                                    p_max_storage_mb integer, p_limit integer) RETURNS boolean
+      LANGUAGE plpgsql VOLATILE AS $fn$
+      BEGIN
+        PERFORM pg_advisory_xact_lock(hashtext('ci-platform:dbaas:account:' || p_client_id));
+        IF (SELECT count(*) FROM dbaas.databases
+             WHERE client_id = p_client_id AND status IN ('provisioning', 'active')) >= p_limit THEN
+          RETURN false;
+        END IF;
+        INSERT INTO dbaas.databases (id, client_id, database_name, username, status, max_storage_mb)
+        VALUES (p_id, p_client_id, p_database_name, p_username, 'provisioning', p_max_storage_mb);
+        RETURN true;
+      END
+      $fn$;
     `,
   },
 ];

@@ -46,6 +46,10 @@ export class Provisioner {
     const limits = this.deps.limits();
     const names = generateNames(clientId, this.deps.randomHex ?? defaultRandomHex);
     const id = (this.deps.newId ?? randomUUID)();
+    const password = generatePassword();
+    // PBKDF2 runs on the thread pool while the intent is recorded.
+    const verifier = scramVerifier(password);
+    verifier.catch(() => undefined); // awaited below; must not go unhandled if the record is refused
     const recorded = await repo.insertProvisioning({ id, clientId, ...names, maxStorageMb: limits.maxStorageMb }, limits.maxPerAccount);
     if (!recorded)
       throw apiError("QUOTA_EXCEEDED", `An account may have at most ${limits.maxPerAccount} active databases`, {
@@ -54,12 +58,11 @@ export class Provisioner {
 
     // Tenant-side steps whose statement may have reached the server, hence may need undoing.
     const reached = new Set<ProvisionStep>();
-    const password = generatePassword();
     try {
       await this.fault("record", names);
-      const verifier = await scramVerifier(password);
+      const secret = await verifier;
       await this.step("role", names, reached, (attempt) =>
-        tenant.createRole(names, verifier, limits.connectionLimit, marker).catch((err) => {
+        tenant.createRole(names, secret, limits.connectionLimit, marker).catch((err) => {
           // A retry after a lost answer finds the role our first attempt created.
           if (attempt > 1 && isDuplicate(err)) return;
           throw err;
@@ -132,10 +135,10 @@ export class Provisioner {
       if (reached.has("database") || reached.has("grants") || reached.has("schema")) await tenant.dropDatabase(names.databaseName);
       if (reached.size) await tenant.dropRoles([names.username]);
       await repo.delete(id);
-      logger.warn(`Provisioning ${id} failed and was undone: ${describe(cause)}`);
+      logger.warn(`Provisioning ${id} failed and was undone: ${explain(cause)}`);
     } catch (err) {
       // The record stays "provisioning": the reconciler removes what is left once the server answers.
-      logger.error(`Provisioning ${id} failed (${describe(cause)}) and could not be undone yet: ${describe(err)}`);
+      logger.error(`Provisioning ${id} failed (${explain(cause)}) and could not be undone yet: ${explain(err)}`);
     }
   }
 }
@@ -147,7 +150,7 @@ export class DestroyNotStarted extends Error {
   }
 }
 
-function describe(err: unknown): string {
+function explain(err: unknown): string {
   const e = err as { code?: unknown; message?: unknown };
   const unavailable = isUnavailable(err) ? " (server unavailable)" : "";
   return `${typeof e?.code === "string" ? `${e.code} ` : ""}${String(e?.message ?? err)}${unavailable}`;

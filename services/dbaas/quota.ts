@@ -26,49 +26,57 @@ export class QuotaEnforcer {
     private readonly deps: { repo: DatabasesRepository; tenant: TenantServer; marker: string; logger: LoggerInstance },
   ) {}
 
-  /** Measures `rows` (default: every active database) and applies the quota to each. */
+  /**
+   * Measures `rows` (default: every active database) and applies the quota to each. Whether a
+   * database is read-only is read from the server, not the record, so a crash between changing
+   * the server and the record heals at the next check.
+   */
   async check(rows?: DatabaseRow[]): Promise<QuotaReport> {
     const { repo, tenant, logger } = this.deps;
     const active = (rows ?? (await repo.listByStatus("active"))).filter((r) => r.status === "active");
     const report: QuotaReport = { measured: 0, frozen: [], thawed: [], failed: [] };
     if (!active.length) return report;
-    const sizes = await tenant.databaseSizes(active.map((r) => r.database_name));
-    const measured = active.filter((r) => sizes.has(r.database_name)).map((r) => ({ id: r.id, bytes: sizes.get(r.database_name)! }));
-    await repo.recordSizes(measured);
-    report.measured = measured.length;
-    for (const { id, bytes } of measured) {
+    const measured = await tenant.measure(active.map(refOf));
+    const found = active.filter((r) => measured.has(r.database_name));
+    await repo.recordSizes(found.map((r) => ({ id: r.id, bytes: measured.get(r.database_name)!.bytes })));
+    report.measured = found.length;
+    for (const row of found) {
+      const { bytes, writable } = measured.get(row.database_name)!;
       try {
-        const action = await this.enforce(id, bytes);
-        if (action === "freeze") report.frozen.push(id);
-        if (action === "thaw") report.thawed.push(id);
+        const action = await this.enforce(row, bytes, writable);
+        if (action === "freeze") report.frozen.push(row.id);
+        if (action === "thaw") report.thawed.push(row.id);
       } catch (err) {
-        report.failed.push(id);
-        logger.warn(`Quota of database ${id} not enforced this round: ${(err as Error).message}`);
+        report.failed.push(row.id);
+        logger.warn(`Quota of database ${row.id} not enforced this round: ${(err as Error).message}`);
       }
     }
     return report;
   }
 
-  /** Decides again under the database's lock, on the record as it is now. */
-  private async enforce(id: string, bytes: number): Promise<QuotaAction> {
+  /** Decides again under the database's lock, on the record and the server as they are now. */
+  private async enforce(seen: DatabaseRow, bytes: number, writable: boolean): Promise<QuotaAction> {
     const { repo, tenant, marker, logger } = this.deps;
-    const first = await repo.find(id);
-    if (!first || decideQuota({ storageBytes: bytes, maxStorageMb: first.max_storage_mb, readOnly: first.read_only }) === "none") return "none";
-    return tenant.withDatabaseLock(first.database_name, async (admin) => {
-      const row = await repo.find(id);
+    const state = (row: DatabaseRow, canWrite: boolean) => ({ storageBytes: bytes, maxStorageMb: row.max_storage_mb, readOnly: !canWrite });
+    if (decideQuota(state(seen, writable)) === "none" && seen.read_only === !writable) return "none";
+    return tenant.withDatabaseLock(seen.database_name, async (admin) => {
+      const row = await repo.find(seen.id);
       if (!row || row.status !== "active") return "none";
-      const action = decideQuota({ storageBytes: bytes, maxStorageMb: row.max_storage_mb, readOnly: row.read_only });
-      const ref = { databaseName: row.database_name, username: row.username };
+      const ref = refOf(row);
+      const canWrite = await tenant.isWritable(ref, admin);
+      const action = decideQuota(state(row, canWrite));
       if (action === "freeze") {
         await tenant.freeze(ref, marker, admin);
-        await repo.setReadOnly(id, true);
         logger.info(`Database ${row.database_name} is over its quota (${(bytes / MIB).toFixed(2)} > ${row.max_storage_mb} MiB): read-only`);
       } else if (action === "thaw") {
         await tenant.thaw(ref, admin);
-        await repo.setReadOnly(id, false);
         logger.info(`Database ${row.database_name} is back under its quota: writable again`);
       }
+      const readOnly = action === "freeze" || (action === "none" && !canWrite);
+      if (row.read_only !== readOnly) await repo.setReadOnly(row.id, readOnly);
       return action;
     });
   }
 }
+
+const refOf = (row: DatabaseRow) => ({ databaseName: row.database_name, username: row.username });

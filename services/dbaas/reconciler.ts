@@ -44,10 +44,12 @@ export class Reconciler {
 
   async reconcile(graceMs: number): Promise<ReconcileReport> {
     const { repo, tenant, marker, logger } = this.deps;
+    // Marked objects first: a provisioning that marks one after this still has its record read below.
+    const marked = await tenant.listMarked(marker);
     const rows = await repo.listAll();
     const plan = planReconcile({
       records: rows.map((r) => ({ id: r.id, databaseName: r.database_name, username: r.username, status: r.status, updatedAt: r.updated_at })),
-      marked: await tenant.listMarked(marker),
+      marked,
       now: (this.deps.now ?? (() => new Date()))(),
       graceMs,
     });

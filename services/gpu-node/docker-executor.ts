@@ -7,7 +7,7 @@
  */
 import type Docker from "dockerode";
 import type { NodeCard } from "./discovery";
-import { JobError, JobExecutor, JobLimits, JobOps, JobSpec, RunningJob } from "./job";
+import { JOB_ID_PATTERN, JobError, JobExecutor, JobLimits, JobOps, JobSpec, RunningJob } from "./job";
 import { DockerFrameDemuxer, OutputCapture } from "./output";
 
 export const LABEL_JOB = "ci-platform.job-id";
@@ -163,7 +163,10 @@ export class DockerExecutor implements JobExecutor {
     const { nodeId, namespace } = this.context();
     const listed = await this.docker.listContainers({ all: true, filters: { label: [LABEL_JOB] } });
     const mine = listed.filter(
-      (c) => c.Labels[LABEL_NAMESPACE] === namespace && (c.Labels[LABEL_NODE] === nodeId || cardUuids.includes(c.Labels[LABEL_GPU])),
+      (c) =>
+        c.Labels[LABEL_NAMESPACE] === namespace &&
+        (c.Labels[LABEL_NODE] === nodeId || cardUuids.includes(c.Labels[LABEL_GPU])) &&
+        JOB_ID_PATTERN.test(c.Labels[LABEL_JOB]),
     );
     const jobs: RunningJob[] = [];
     for (const summary of mine) {

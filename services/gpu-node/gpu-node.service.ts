@@ -12,19 +12,18 @@ import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "mole
 import { ensureChannelStreams, sendToChannel } from "../../lib/channels";
 import { config, isProduction } from "../../lib/config";
 import { apiError } from "../../lib/errors";
-import { HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL, JobEvent, NodeHeartbeat, RunJobParams } from "../../lib/gpu-protocol";
+import { HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL, JobEvent, LogsPage, LogsParams, NodeHeartbeat, RunJobParams } from "../../lib/gpu-protocol";
 import { addReadinessCheck } from "../../lib/health";
 import { discoverCards, NodeCard, queryNvidiaSmi, simulatedTelemetry } from "./discovery";
 import { ContainerContext, DockerExecutor } from "./docker-executor";
-import type { JobExecutor, JobLimits, JobOutcome, RunningJob } from "./job";
-import { LOGS_PAGE_BYTES, LogsPage, pruneLogs, readLogPage } from "./output";
+import { JOB_ID_PATTERN, JobExecutor, JobLimits, JobOutcome, RunningJob } from "./job";
+import { LOGS_PAGE_BYTES, pruneLogs, readLogPage } from "./output";
 import { EventOutbox } from "./outbox";
 import { ProcessExecutor } from "./process-executor";
 
 export type CancelParams = { jobId: string };
-export type LogsParams = { jobId: string; offset?: number; limit?: number };
 
-const JOB_ID = { type: "string", pattern: /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/ } as const;
+const JOB_ID = { type: "string", pattern: JOB_ID_PATTERN } as const;
 const LOG_RETENTION_MS = 7 * 24 * 3600 * 1000;
 /** How long a stopping node waits for events to reach JetStream before it gives up on them. */
 const FLUSH_ON_STOP_MS = 10_000;
@@ -43,11 +42,13 @@ type GpuNodeThis = Service & {
   accepting: boolean;
   heartbeats: number;
   timers: NodeJS.Timeout[];
+  heartbeatTimer?: NodeJS.Timeout;
   chooseExecutor(): Promise<JobExecutor>;
   jobLimits(): JobLimits;
   track(job: RunningJob): void;
   event(job: RunningJob, extra: { type: "started" } | JobOutcome): JobEvent;
   heartbeat(): NodeHeartbeat;
+  beginHeartbeats(): void;
   sendHeartbeat(): void;
   refreshTelemetry(): Promise<void>;
 };
@@ -113,9 +114,18 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
   },
 
   events: {
+    /**
+     * Moleculer tells other nodes about this node's actions up to 1 s after start (a debounced
+     * INFO): tell them now, then begin heartbeats, so a scheduler can call the node it hears from.
+     */
+    async "$broker.started"(this: GpuNodeThis) {
+      const registry = this.broker.registry as unknown as { discoverer: { sendLocalNodeInfo(): Promise<void> } };
+      await registry.discoverer.sendLocalNodeInfo().catch((err) => this.logger.warn("Node info not sent", err));
+      this.beginHeartbeats();
+    },
     /** A scheduler that just joined hears about this node at once, not a heartbeat later. */
     "$node.connected"(this: GpuNodeThis) {
-      if (this.accepting) this.sendHeartbeat();
+      if (this.accepting && this.heartbeatTimer) setTimeout(() => this.sendHeartbeat(), 0);
     },
   },
 
@@ -189,6 +199,12 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
       return { nodeId: this.broker.nodeID, cards, runningJobIds: [...this.jobs.keys()], executor: this.executor.kind, at: new Date().toISOString() };
     },
 
+    beginHeartbeats(this: GpuNodeThis) {
+      if (!this.accepting || this.heartbeatTimer) return;
+      this.sendHeartbeat();
+      this.heartbeatTimer = setInterval(() => this.sendHeartbeat(), config.gpuHeartbeatS() * 1000);
+    },
+
     sendHeartbeat(this: GpuNodeThis) {
       this.heartbeats++;
       this.broker.broadcast(HEARTBEAT_EVENT, this.heartbeat()).catch((err) => this.logger.warn("Heartbeat not sent", err));
@@ -242,12 +258,11 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
     const logDir = config.gpuJobLogDir();
     void pruneLogs(logDir, LOG_RETENTION_MS);
     this.accepting = true;
-    this.sendHeartbeat();
     this.timers.push(
-      setInterval(() => this.sendHeartbeat(), config.gpuHeartbeatS() * 1000),
       setInterval(() => void this.refreshTelemetry(), config.gpuTelemetryS() * 1000),
       setInterval(() => void pruneLogs(logDir, LOG_RETENTION_MS), 3600_000),
     );
+    if (this.broker.started) this.beginHeartbeats(); // created on a running broker: no $broker.started
     const names = this.cards.map((c) => `${c.name}${c.simulated ? " (simulated)" : ""}`).join(", ");
     this.logger.info(`gpu-node ready: ${this.cards.length} card(s) [${names}], ${this.executor.kind} executor`);
   },
@@ -255,6 +270,7 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
   async stopped(this: GpuNodeThis) {
     this.accepting = false;
     this.timers.forEach(clearInterval);
+    clearInterval(this.heartbeatTimer);
     const jobs = [...this.jobs.values()];
     if (this.executor?.jobsOutliveNode) {
       // Let launches in progress settle, so each container is either running (adopted later) or reported.

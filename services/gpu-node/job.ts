@@ -6,6 +6,9 @@
 import type { NodeCard } from "./discovery";
 import { OutputCapture } from "./output";
 
+/** Job ids also name log files: no path separators, bounded. */
+export const JOB_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
+
 export type JobSpec = { jobId: string; card: NodeCard; command: string; containerImage?: string | null };
 
 export type StopReason = "cancel" | "timeout" | "shutdown";

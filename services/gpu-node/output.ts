@@ -5,7 +5,7 @@
  */
 import { createWriteStream, promises as fs, WriteStream } from "fs";
 import path from "path";
-import { OUTPUT_TAIL_BYTES } from "../../lib/gpu-protocol";
+import { LogsPage, OUTPUT_TAIL_BYTES } from "../../lib/gpu-protocol";
 
 /** A log file stops growing here; the tail in the job result still shows how the job ended. */
 export const LOG_FILE_MAX_BYTES = 64 * 1024 * 1024;
@@ -117,8 +117,6 @@ export class OutputCapture {
     return this.closed;
   }
 }
-
-export type LogsPage = { text: string; offset: number; nextOffset: number | null; totalBytes: number };
 
 /** Reads a page of a job's log file, cut on UTF-8 character boundaries. null when there is none. */
 export async function readLogPage(dir: string, jobId: string, offset = 0, limit = LOGS_PAGE_BYTES): Promise<LogsPage | null> {

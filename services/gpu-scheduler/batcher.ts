@@ -52,7 +52,12 @@ export class Coalescer {
   private running: Promise<void> | null = null;
   private again = false;
 
-  constructor(private readonly work: () => Promise<void>, private readonly onError: (err: unknown) => void) {}
+  constructor(
+    private readonly work: () => Promise<void>,
+    private readonly onError: (err: unknown) => void,
+    /** Under load, runs start at most this often, so each one takes more of the waiting work. */
+    private readonly minIntervalMs = 0,
+  ) {}
 
   request(): Promise<void> {
     if (this.running) {
@@ -62,11 +67,14 @@ export class Coalescer {
     this.running = (async () => {
       do {
         this.again = false;
+        const startedAt = Date.now();
         try {
           await this.work();
         } catch (err) {
           this.onError(err);
         }
+        const wait = startedAt + this.minIntervalMs - Date.now();
+        if (this.again && wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
       } while (this.again);
       this.running = null;
     })();

@@ -37,6 +37,8 @@ export type SchedulerStats = {
 const LIST_LIMIT = 50;
 const IMAGE_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._\-/:@]*$/;
 const JOB_ID_PARAMS = { id: { type: "string", max: 64 } };
+/** Applying an event takes milliseconds; one unacknowledged this long went to a replica that died. */
+const EVENT_ACK_WAIT_NS = 5e9;
 
 type SchedulerThis = Service &
   DbThis & {
@@ -49,7 +51,11 @@ type SchedulerThis = Service &
     checkGpuType(gpuType: string): void;
   };
 
-type ChannelDef = { group: string; maxInFlight: number; handler(this: SchedulerThis, payload: unknown): Promise<void> };
+type ChannelDef = {
+  group: string;
+  maxInFlight: number;
+  nats?: { consumerOptions: { config: Record<string, unknown> } };
+  handler(this: SchedulerThis, payload: unknown): Promise<void> };
 
 const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & { channels: Record<string, ChannelDef> } = {
   name: "gpu-scheduler",
@@ -169,6 +175,8 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
     [JOB_EVENTS_CHANNEL]: {
       group: "gpu-scheduler",
       maxInFlight: 64,
+      // Events handed to a replica that died unacknowledged go to another one after 5 s, not 30 s.
+      nats: { consumerOptions: { config: { ack_wait: EVENT_ACK_WAIT_NS } } },
       /** Throws only on database errors, so JetStream redelivers the event later. */
       async handler(this: SchedulerThis, payload: unknown) {
         const event = asJobEvent(payload);

@@ -1,6 +1,5 @@
 /** SQL for the gpu_scheduler schema; the only place that knows its tables. */
 import type { Pool, PoolClient } from "pg";
-import { transaction } from "../../lib/db";
 import type { JobPatch, JobState, StoredStatus } from "./transitions";
 
 type Queryable = Pool | PoolClient;
@@ -39,18 +38,7 @@ const COLUMNS = `id, client_id, command, container_image, gpu_type, status, node
   created_at, started_at, completed_at, exit_code, output, error_message`;
 const TERMINAL_SQL = `('completed', 'failed', 'cancelled')`;
 
-/** Columns a JobPatch may set, by field. */
-const PATCH_COLUMNS: Record<keyof JobPatch, string> = {
-  status: "status",
-  holding: "holding",
-  startedAt: "started_at",
-  completedAt: "completed_at",
-  exitCode: "exit_code",
-  output: "output",
-  errorMessage: "error_message",
-};
-
-export const normalizeGpuType = (t: string | null) => (t === null ? null : t.trim().replace(/\s+/g, " ").toLowerCase());
+export const normalizeGpuType = (t: string | null) => (t === null ? "" : t.trim().replace(/\s+/g, " ").toLowerCase());
 
 export const toState = (r: JobRow): JobState => ({
   status: r.status,
@@ -115,25 +103,54 @@ export class JobsRepository {
   // --- placement (inside the placement transaction) ---
 
   /** Runs `work` in a transaction holding the placement lock: one replica decides at a time. */
-  inPlacementLock<T>(work: (tx: PoolClient) => Promise<T>): Promise<T> {
-    return transaction(this.db, async (tx) => {
-      await tx.query(`SELECT pg_advisory_xact_lock(hashtext('ci-platform:gpu-scheduler:placement'))`);
-      return work(tx);
-    });
+  async inPlacementLock<T>(work: (tx: PoolClient) => Promise<T>): Promise<T> {
+    const tx = await this.db.connect();
+    try {
+      // One round trip for both (no parameters, so a multi-statement query is allowed).
+      await tx.query(`BEGIN; SELECT pg_advisory_xact_lock(hashtext('ci-platform:gpu-scheduler:placement'))`);
+      const result = await work(tx);
+      await tx.query("COMMIT");
+      return result;
+    } catch (err) {
+      await tx.query("ROLLBACK").catch(() => undefined);
+      throw err;
+    } finally {
+      tx.release();
+    }
   }
 
+  /** Whether any job waits (checked before taking the placement lock). */
+  async anyQueued(): Promise<boolean> {
+    const { rows } = await this.db.query<{ queued: boolean }>(
+      `SELECT EXISTS (SELECT 1 FROM gpu_scheduler.jobs WHERE status = 'queued') AS queued`,
+    );
+    return rows[0].queued;
+  }
+
+  /** Cards holding a job, as one value (a row per card costs more to decode than to read). */
   async heldCards(db: Queryable = this.db): Promise<Set<string>> {
-    const { rows } = await db.query<{ gpu_uuid: string }>(`SELECT gpu_uuid FROM gpu_scheduler.jobs WHERE holding`);
-    return new Set(rows.map((r) => r.gpu_uuid));
+    const { rows } = await db.query<{ held: string[] | null }>(`SELECT array_agg(gpu_uuid) AS held FROM gpu_scheduler.jobs WHERE holding`);
+    return new Set(rows[0].held ?? []);
   }
 
-  /** The oldest `perType` queued jobs of each requested type: no more of a type can be placed in one pass. */
+  /**
+   * The oldest `perType` queued jobs of each requested type: no more of a type can be placed in one
+   * pass. The distinct types come from skipping through an index (one probe per type), so the cost
+   * does not grow with the backlog.
+   */
   async queueWindow(tx: PoolClient, perType: number): Promise<Array<{ jobId: string; gpuType: string | null; seq: number }>> {
     const { rows } = await tx.query<{ id: string; gpu_type: string | null; seq: string }>(
-      `SELECT id, gpu_type, seq FROM (
-         SELECT id, gpu_type, seq, row_number() OVER (PARTITION BY gpu_match ORDER BY seq) AS rn
-         FROM gpu_scheduler.jobs WHERE status = 'queued') q
-       WHERE rn <= $1 ORDER BY seq`,
+      `WITH RECURSIVE types(m) AS (
+         (SELECT gpu_match FROM gpu_scheduler.jobs WHERE status = 'queued' ORDER BY gpu_match LIMIT 1)
+         UNION ALL
+         SELECT (SELECT j.gpu_match FROM gpu_scheduler.jobs j
+                 WHERE j.status = 'queued' AND j.gpu_match > types.m ORDER BY j.gpu_match LIMIT 1)
+         FROM types WHERE types.m IS NOT NULL)
+       SELECT q.id, q.gpu_type, q.seq FROM types,
+         LATERAL (SELECT id, gpu_type, seq FROM gpu_scheduler.jobs j
+                  WHERE j.status = 'queued' AND j.gpu_match = types.m ORDER BY j.seq LIMIT $1) q
+       WHERE types.m IS NOT NULL
+       ORDER BY q.seq`,
       [perType],
     );
     return rows.map((r) => ({ jobId: r.id, gpuType: r.gpu_type, seq: Number(r.seq) }));
@@ -207,20 +224,39 @@ export class JobsRepository {
 
   // --- events and cancels: read, decide (transitions.ts), compare-and-set ---
 
-  /** Writes `patch` only if status and holding are still what the decision saw. */
-  async compareAndSet(id: string, seen: Pick<JobState, "status" | "holding">, patch: JobPatch): Promise<boolean> {
-    const sets: string[] = [];
-    const values: unknown[] = [id, seen.status, seen.holding];
-    for (const [field, value] of Object.entries(patch)) {
-      values.push(value);
-      sets.push(`${PATCH_COLUMNS[field as keyof JobPatch]} = $${values.length}`);
-    }
-    if (!sets.length) return true;
-    const { rowCount } = await this.db.query(
-      `UPDATE gpu_scheduler.jobs SET ${sets.join(", ")} WHERE id = $1 AND status = $2 AND holding = $3`,
-      values,
+  /**
+   * The decision inputs of these jobs. `output` is only a presence mark ("" when there is some):
+   * the decisions test it for null, and a patch never writes back a column it did not set.
+   */
+  async states(ids: string[]): Promise<Map<string, JobState>> {
+    const { rows } = await this.db.query<JobRow>(
+      `SELECT id, status, node_id, gpu_uuid, holding, started_at, completed_at, exit_code, error_message,
+              CASE WHEN output IS NULL THEN NULL ELSE '' END AS output
+       FROM gpu_scheduler.jobs WHERE id = ANY($1::uuid[])`,
+      [ids],
     );
-    return rowCount === 1;
+    return new Map(rows.map((r) => [r.id, toState(r)]));
+  }
+
+  /**
+   * Writes each patch only if the job's status and holding are still what its decision saw
+   * (compare-and-set); returns the ids written. One statement for the whole batch.
+   */
+  async compareAndSet(updates: Array<{ id: string; seen: Pick<JobState, "status" | "holding">; patch: JobPatch }>): Promise<Set<string>> {
+    if (!updates.length) return new Set();
+    const set = (field: keyof JobPatch, column: string, cast: string) =>
+      `${column} = CASE WHEN p.patch ? '${field}' THEN (p.patch->>'${field}')${cast} ELSE j.${column} END`;
+    const { rows } = await this.db.query<{ id: string }>(
+      `UPDATE gpu_scheduler.jobs j SET
+         ${set("status", "status", "")}, ${set("holding", "holding", "::boolean")},
+         ${set("startedAt", "started_at", "::timestamptz")}, ${set("completedAt", "completed_at", "::timestamptz")},
+         ${set("exitCode", "exit_code", "::int")}, ${set("output", "output", "")}, ${set("errorMessage", "error_message", "")}
+       FROM jsonb_to_recordset($1::jsonb) AS p(id uuid, seen_status text, seen_holding boolean, patch jsonb)
+       WHERE j.id = p.id AND j.status = p.seen_status AND j.holding = p.seen_holding
+       RETURNING j.id`,
+      [JSON.stringify(updates.map((u) => ({ id: u.id, seen_status: u.seen.status, seen_holding: u.seen.holding, patch: u.patch })))],
+    );
+    return new Set(rows.map((r) => r.id));
   }
 
   /** The node confirmed the job is gone from the card. */
@@ -264,6 +300,24 @@ export class JobsRepository {
       `SELECT DISTINCT node_id FROM gpu_scheduler.jobs WHERE holding`,
     );
     return rows.map((r) => r.node_id);
+  }
+
+  /** Jobs running now, with their node. */
+  async running(): Promise<Array<{ id: string; node_id: string }>> {
+    const { rows } = await this.db.query<{ id: string; node_id: string }>(
+      `SELECT id, node_id FROM gpu_scheduler.jobs WHERE holding AND status = 'running'`,
+    );
+    return rows;
+  }
+
+  /** A running job its node no longer has: it failed there without a report. */
+  async failRunning(id: string, nodeId: string, message: string, now: Date): Promise<boolean> {
+    const { rowCount } = await this.db.query(
+      `UPDATE gpu_scheduler.jobs SET status = 'failed', error_message = $3, completed_at = $4, holding = false
+       WHERE id = $1 AND node_id = $2 AND status = 'running'`,
+      [id, nodeId, message, now],
+    );
+    return rowCount === 1;
   }
 
   /** Placements unconfirmed since before `before`. */

@@ -13,7 +13,7 @@ export const migrations: Migration[] = [
         command text NOT NULL,
         container_image text,
         gpu_type text,              -- as requested; null: any card
-        gpu_match text,             -- gpu_type normalised (lower case, single spaces): the queue partition
+        gpu_match text NOT NULL,    -- gpu_type normalised (lower case, single spaces; '' for any): the queue partition
         status text NOT NULL CHECK (status IN ('queued', 'assigned', 'running', 'completed', 'failed', 'cancelled')),
         node_id text,
         gpu_uuid text,
@@ -33,6 +33,8 @@ export const migrations: Migration[] = [
       -- A card holds one job at a time, whichever replica placed it.
       CREATE UNIQUE INDEX jobs_one_per_card ON jobs (gpu_uuid) WHERE holding;
       CREATE INDEX jobs_queue ON jobs (seq) WHERE status = 'queued';
+      -- Per requested type, oldest first: placement reads the distinct types by skipping through it.
+      CREATE INDEX jobs_queue_by_type ON jobs (gpu_match, seq) WHERE status = 'queued';
       CREATE INDEX jobs_assigned ON jobs (assigned_at) WHERE status = 'assigned';
       CREATE INDEX jobs_by_client ON jobs (client_id, seq DESC);
       CREATE INDEX jobs_holding_by_node ON jobs (node_id) WHERE holding;

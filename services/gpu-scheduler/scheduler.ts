@@ -8,10 +8,10 @@ import type { LoggerInstance } from "moleculer";
 import type { JobEvent, NodeHeartbeat, RunJobParams } from "../../lib/gpu-protocol";
 import { Batcher, Coalescer } from "./batcher";
 import { ClusterView } from "./cluster-view";
-import { AssignedJob, JobRow, JobsRepository, toState } from "./jobs.repository";
+import { AssignedJob, JobRow, JobsRepository } from "./jobs.repository";
 import { plan } from "./placement";
 import { UUID } from "./protocol-guards";
-import { applyJobEvent, cancelJob, isTerminal, StoredStatus } from "./transitions";
+import { applyJobEvent, cancelJob, isTerminal, JobPatch, JobState, StoredStatus } from "./transitions";
 
 /** The calls the scheduler makes on one gpu-node (services/gpu-node), by its broker node id. */
 export interface NodeClient {
@@ -31,6 +31,10 @@ export type SchedulerSettings = {
 
 const UNIQUE_VIOLATION = "23505";
 const CAS_ATTEMPTS = 5;
+/** Back-to-back placement passes start at most this often: a busy queue is placed in batches. */
+const PASS_INTERVAL_MS = 3;
+/** A running job missing from its node's heartbeats this many node timeouts is failed. */
+const UNREPORTED_FACTOR = 3;
 
 /** A refusal by the node that retrying elsewhere would not fix (the request itself is bad). */
 function isPermanentRejection(err: unknown): boolean {
@@ -44,8 +48,11 @@ export class Scheduler {
   /** Placements whose `gpu-node.run` call this replica is making now. */
   private readonly dispatching = new Set<string>();
   private readonly acks: Batcher<string, boolean>;
+  private readonly events: Batcher<JobEvent, void>;
   private stopped = false;
   private ticking = false;
+  /** Running jobs missing from their node's heartbeats, since when (this replica's view). */
+  private unreported = new Map<string, number>();
 
   constructor(
     private readonly repo: JobsRepository,
@@ -58,8 +65,10 @@ export class Scheduler {
     this.placement = new Coalescer(
       () => this.placeOnce(),
       (err) => this.logger.warn(`Placement pass failed (retried on the next trigger): ${(err as Error).message}`),
+      PASS_INTERVAL_MS,
     );
     this.acks = new Batcher((ids) => this.confirmStarted(ids), { maxBatch: 500, maxInFlight: 2 });
+    this.events = new Batcher((events) => this.applyEvents(events), { maxBatch: 200, maxInFlight: 2 });
   }
 
   /** Requests a placement pass; resolves once a pass that saw this request has finished. */
@@ -82,7 +91,7 @@ export class Scheduler {
 
   private async placeOnce(): Promise<void> {
     const cards = this.view.schedulableCards();
-    if (!cards.length) return;
+    if (!cards.length || !(await this.repo.anyQueued())) return;
     let planned = 0;
     let assigned: AssignedJob[];
     try {
@@ -172,24 +181,45 @@ export class Scheduler {
     if (confirmed.length) await this.repo.markRunning(confirmed, this.clock.now());
   }
 
-  /** Applies one job event; repeated, late and stale events change nothing. */
-  async applyEvent(event: JobEvent): Promise<void> {
-    for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
-      const row = await this.repo.find(event.jobId);
-      if (!row) {
-        if (event.type === "started") void this.stopOnNode(event.jobId, event.nodeId);
-        return;
+  /** Applies one job event (batched with others); repeated, late and stale events change nothing. */
+  applyEvent(event: JobEvent): Promise<void> {
+    return this.events.push(event);
+  }
+
+  /**
+   * Applies a batch of events: one read, the pure decisions (a job's events in arrival order),
+   * one compare-and-set write; jobs that changed meanwhile are decided again.
+   */
+  private async applyEvents(batch: JobEvent[]): Promise<void[]> {
+    let pending = batch;
+    let freed = false;
+    for (let attempt = 0; attempt < CAS_ATTEMPTS && pending.length; attempt++) {
+      const states = await this.repo.states([...new Set(pending.map((e) => e.jobId))]);
+      const decided = new Map<string, { seen: JobState; now: JobState; patch: JobPatch }>();
+      for (const event of pending) {
+        const entry = decided.get(event.jobId);
+        const current = entry?.now ?? states.get(event.jobId);
+        if (!current) {
+          if (event.type === "started") void this.stopOnNode(event.jobId, event.nodeId); // a job this cluster does not know
+          continue;
+        }
+        const outcome = applyJobEvent(current, event);
+        if (outcome.cancelOnNode) void this.stopOnNode(event.jobId, event.nodeId);
+        if (!outcome.patch) continue;
+        decided.set(event.jobId, {
+          seen: entry?.seen ?? current,
+          now: { ...current, ...outcome.patch },
+          patch: { ...entry?.patch, ...outcome.patch },
+        });
       }
-      const state = toState(row);
-      const outcome = applyJobEvent(state, event);
-      if (outcome.cancelOnNode) void this.stopOnNode(event.jobId, event.nodeId);
-      if (!outcome.patch) return;
-      if (await this.repo.compareAndSet(row.id, state, outcome.patch)) {
-        if (outcome.patch.holding === false) void this.schedule();
-        return;
-      }
+      const updates = [...decided].map(([id, d]) => ({ id, seen: d.seen, patch: d.patch }));
+      const written = await this.repo.compareAndSet(updates);
+      for (const u of updates) if (written.has(u.id) && u.patch.holding === false) freed = true;
+      pending = pending.filter((e) => decided.has(e.jobId) && !written.has(e.jobId));
     }
-    throw new Error(`Job ${event.jobId} kept changing while applying its ${event.type} event`);
+    if (freed) void this.schedule();
+    if (pending.length) throw new Error(`Jobs kept changing while applying their events: ${[...new Set(pending.map((e) => e.jobId))].join(", ")}`);
+    return batch.map(() => undefined);
   }
 
   /** Asks the node to stop a job; once it answers, the card is free (if the job has ended). Never throws. */
@@ -215,17 +245,16 @@ export class Scheduler {
   /** Cancels a queued, placed or running job; returns false when it had already finished. */
   async cancel(row: JobRow): Promise<boolean> {
     for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
-      const state = toState(row);
+      const state = (await this.repo.states([row.id])).get(row.id)!;
       const outcome = cancelJob(state, this.clock.now());
       if (!outcome.ok) return false;
-      if (await this.repo.compareAndSet(row.id, state, outcome.patch)) {
+      if ((await this.repo.compareAndSet([{ id: row.id, seen: state, patch: outcome.patch }])).has(row.id)) {
         if (outcome.stopOnNode) {
           // A placed job whose node has not got it yet keeps its card until the run call settles.
-          await this.stopOnNode(row.id, row.node_id!, state.status === "running");
+          await this.stopOnNode(row.id, state.nodeId!, state.status === "running");
         }
         return true;
       }
-      row = (await this.repo.find(row.id))!;
     }
     throw new Error(`Job ${row.id} kept changing while being cancelled`);
   }
@@ -268,6 +297,19 @@ export class Scheduler {
       if (this.view.node(job.node_id)?.runningJobIds.has(job.id)) await this.repo.markRunning([job.id], now);
       else if (await this.repo.unplace([job.id], job.node_id)) this.logger.warn(`Job ${job.id} was never confirmed by ${job.node_id}; back to the queue`);
     }
+    // Running jobs their live node stopped listing, with no report for a long while: the node
+    // restarted and lost them (a report still on its way gets plenty of time first).
+    const unreported = new Map<string, number>();
+    for (const job of await this.repo.running()) {
+      const node = this.view.node(job.node_id);
+      if (!node || node.runningJobIds.has(job.id) || this.dispatching.has(job.id)) continue;
+      const since = this.unreported.get(job.id) ?? nowMs;
+      unreported.set(job.id, since);
+      if (nowMs - since < UNREPORTED_FACTOR * this.settings.nodeTimeoutMs) continue;
+      const message = `GPU node ${job.node_id} no longer runs the job and never reported its end (the node restarted?)`;
+      if (await this.repo.failRunning(job.id, job.node_id, message, now)) this.logger.warn(`Job ${job.id}: ${message}`);
+    }
+    this.unreported = unreported;
     // Ended jobs whose node never confirmed the card free.
     for (const job of await this.repo.staleHolding(new Date(nowMs - this.settings.dispatchTimeoutMs))) {
       if (this.view.has(job.node_id)) void this.stopOnNode(job.id, job.node_id);

@@ -130,7 +130,8 @@ export class ModelCatalogue {
       }
       if (this.now() - snapshot.fetchedAt < this.opts.minRefreshMs) return { snapshot };
     }
-    const fresh = await this.refresh(false);
+    // A first lookup may adopt another replica's list; a miss asks the providers themselves.
+    const fresh = await this.refresh(!snapshot);
     return { entry: this.index.get(name), snapshot: fresh };
   }
 

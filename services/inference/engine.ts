@@ -85,6 +85,7 @@ export class InferenceEngine {
   private readonly providers: Map<string, Provider>;
   private readonly active = new Map<string, { clientId: string; control: CallControl }>();
   private readonly newId: () => string;
+  private healthCheck?: Promise<Record<string, boolean>>;
 
   constructor(private readonly opts: EngineOptions) {
     this.providers = new Map(opts.providers.map((p) => [p.name, p]));
@@ -96,8 +97,16 @@ export class InferenceEngine {
     return entries.map(({ name, provider, parameterSize, description }) => ({ name, provider, parameterSize, description }));
   }
 
-  /** One boolean per configured provider, checked in parallel under a short deadline. */
-  async health(): Promise<Record<string, boolean>> {
+  /**
+   * One boolean per configured provider, checked in parallel under a short deadline. Concurrent
+   * callers share one check: a public endpoint must not multiply requests to the providers.
+   */
+  health(): Promise<Record<string, boolean>> {
+    this.healthCheck ??= this.checkHealth().finally(() => (this.healthCheck = undefined));
+    return this.healthCheck;
+  }
+
+  private async checkHealth(): Promise<Record<string, boolean>> {
     const checks = await Promise.all(
       this.opts.providers.map(async (provider) => {
         const control = new CallControl(this.opts.healthTimeoutMs);

@@ -8,7 +8,8 @@ import { ProviderFailure } from "./providers";
 
 export type Outcome = "ok" | "error" | "aborted" | "timeout";
 
-const URL_LIKE = /\b[a-z][a-z0-9+.-]*:\/\/[^\s"'<>]+/gi;
+// A URL ends before trailing punctuation ("…/api/chat": refused).
+const URL_LIKE = /\b[a-z][a-z0-9+.-]*:\/\/[^\s"'<>]*[^\s"'<>.,:;)]/gi;
 const IPV4 = /\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b/g;
 const IPV6 = /\[[0-9a-f:]+\](?::\d+)?/gi;
 const HOST_PORT = /\b[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9-]+)*:\d{2,5}\b/gi;

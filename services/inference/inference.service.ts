@@ -104,6 +104,7 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
 
   created(this: InferenceThis) {
     const providers = createProviders({ ollamaUrl: config.ollamaUrl(), openai: config.openaiProviders() });
+    this.logger.info(`Model providers: ${providers.map((p) => p.name).join(", ") || "none configured"}`);
     this.redisUrl = config.redisUrl();
     const store = this.redisUrl
       ? new RedisSnapshotStore(acquireRedis(this.redisUrl), `${config.namespace() || "ci"}:inference:models`, (err) =>

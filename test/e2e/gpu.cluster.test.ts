@@ -10,6 +10,7 @@ import path from "path";
 import { Client } from "pg";
 import {
   ChildService,
+  freePort,
   http,
   NATS_URL,
   spawnServices,
@@ -48,7 +49,12 @@ describe("gpu cluster - scheduler and three gpu-nodes over NATS", () => {
 
   // A restarted scheduler keeps its node id, as a process restarted in place does.
   const schedulerId = `${namespace}-scheduler`;
-  const startScheduler = () => spawnServices(["gpu-scheduler"], { ...env, NODE_ID: schedulerId });
+  let schedulerHealth = "";
+  const startScheduler = async () => {
+    const port = await freePort();
+    schedulerHealth = `http://127.0.0.1:${port}/ready`;
+    return spawnServices(["gpu-scheduler"], { ...env, NODE_ID: schedulerId, HEALTH_PORT: String(port) });
+  };
   const startNode = (i: number) =>
     spawnServices(["gpu-node"], {
       ...env,
@@ -78,7 +84,7 @@ describe("gpu cluster - scheduler and three gpu-nodes over NATS", () => {
   };
 
   beforeAll(async () => {
-    scheduler = startScheduler();
+    scheduler = await startScheduler();
     nodes = [0, 1, 2].map(startNode);
     platform = await startTestPlatform({ services: ["api-gateway", "auth"], transporter: NATS_URL, namespace, databaseUrl });
     await waitForRoute(platform.baseUrl, "GET", "/api/gpu/status", 60_000);
@@ -141,7 +147,12 @@ describe("gpu cluster - scheduler and three gpu-nodes over NATS", () => {
     const atKill = lines("end").length;
     // Jobs already handed to nodes keep running and report while no scheduler listens.
     await waitFor(() => lines("end").length > atKill, { timeoutMs: 5000, message: "jobs finishing while the scheduler is down" });
-    scheduler = startScheduler();
+    // No API call while it is down: the gateway would wait for the dead process (no call timeout).
+    scheduler = await startScheduler();
+    await waitFor(async () => (await fetch(schedulerHealth).catch(() => undefined))?.status === 200, {
+      timeoutMs: 30_000,
+      message: "the restarted scheduler ready",
+    });
 
     await waitFor(async () => (await jobsOf(ids)).every((j) => j && TERMINAL.includes(j.status)), {
       timeoutMs: 40_000,

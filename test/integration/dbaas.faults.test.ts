@@ -6,13 +6,13 @@
 import { randomUUID } from "crypto";
 import net from "net";
 import { Client } from "pg";
-import type { TestPlatform } from "../support/platform";
+import { startTestPlatform, TestPlatform, waitFor } from "../support/platform";
 import type { DatabasesRepository } from "../../services/dbaas/databases.repository";
 import { Provisioner, PROVISION_STEPS } from "../../services/dbaas/provisioner";
 import type { TenantNames } from "../../services/dbaas/naming";
 import { generateNames } from "../../services/dbaas/naming";
 import type { TenantServer } from "../../services/dbaas/tenant-server";
-import { asAdmin, callerMeta, existing, markerOf, startDbaasPlatform, stopDbaasPlatform, withClient } from "./dbaas.helpers";
+import { asAdmin, callerMeta, existing, markerOf, startDbaasPlatform, stopDbaasPlatform, tenantEnv, withClient } from "./dbaas.helpers";
 
 type DbaasInternals = { provisioner: Provisioner; tenant: TenantServer; repo: DatabasesRepository };
 
@@ -102,6 +102,27 @@ describe("dbaas faults", () => {
           await admin.query(`DROP ROLE IF EXISTS "${n.username}"`);
         }
       });
+    }
+  });
+
+  it("dbaas faults - after a crash, the reconciler of the next start removes what was left", async () => {
+    const first = await startTestPlatform({ services: ["dbaas"], env: tenantEnv(), dropDatabase: false });
+    const leftover = generateNames(randomUUID());
+    try {
+      const firstMarker = await markerOf(first);
+      const { tenant } = internals(first);
+      await tenant.createRole(leftover, "SCRAM-SHA-256$4096:c2FsdA==$c3RvcmVk:c2VydmVy", 5, firstMarker);
+      await tenant.createDatabase(leftover);
+      await tenant.secureDatabase(leftover, firstMarker);
+    } finally {
+      await first.stop(); // the process is gone; nothing cleaned up after it
+    }
+    expect(await existing(namesOf(leftover))).toHaveLength(2);
+    const second = await startTestPlatform({ services: ["dbaas"], env: tenantEnv(), databaseUrl: first.databaseUrl });
+    try {
+      await waitFor(async () => (await existing(namesOf(leftover))).length === 0, { timeoutMs: 15_000, message: "the leftovers to be removed" });
+    } finally {
+      await stopDbaasPlatform(second);
     }
   });
 

@@ -7,7 +7,8 @@ import { Client } from "pg";
 import type { TestPlatform } from "../support/platform";
 import type { DatabaseCreated, DatabaseDetail } from "../../services/dbaas/dbaas.service";
 import type { QuotaReport } from "../../services/dbaas/quota";
-import { callerMeta, refusal, startDbaasPlatform, stopDbaasPlatform, withClient } from "./dbaas.helpers";
+import type { TenantServer } from "../../services/dbaas/tenant-server";
+import { callerMeta, markerOf, refusal, startDbaasPlatform, stopDbaasPlatform, withClient } from "./dbaas.helpers";
 
 // An empty database from template0 is about 7.2 MiB; 3,500 rows of 1 kB take it past 9 MiB.
 const QUOTA_MB = 9;
@@ -103,6 +104,16 @@ describe("dbaas quota", () => {
       await c.query("CREATE TABLE more (x int); CREATE TEMP TABLE t (x int); SELECT lo_from_bytea(0, 'data')");
       expect((await c.query("SELECT count(*)::int AS n FROM big")).rows[0].n).toBe(2);
     });
+  });
+
+  it("dbaas quota - a crash between freezing and recording it heals at the next check", async () => {
+    const server = (platform.broker.getLocalService("dbaas") as unknown as { tenant: TenantServer }).tenant;
+    // Frozen on the server, "writable" in the record, and under the quota: the check must thaw it.
+    await server.freeze({ databaseName: db.databaseName, username: db.username }, await markerOf(platform));
+    expect(await tenant(async (c) => refusal(c, "INSERT INTO big (payload) VALUES ('x')"))).toBe("42501");
+    expect((await detail()).readOnly).toBe(false);
+    expect((await checkNow()).thawed).toEqual([db.id]);
+    await tenant((c) => c.query("INSERT INTO big (payload) VALUES ('healed')"));
   });
 
   it("dbaas quota - an operator raising the quota makes an over-quota database writable", async () => {

@@ -197,6 +197,7 @@ describe("gpu-node docker executor", () => {
       GPU_STOP_GRACE_S: "1",
       GPU_JOB_LOG_DIR: logDir,
       GPU_JOB_MEMORY_MB: "256",
+      GPU_SIMULATE: "Docker Test GPU:1024",
     };
     const first = await startTestPlatform({ services: ["gpu-node"], transporter: NATS_URL, nodeID, env });
     const events: JobEvent[] = [];

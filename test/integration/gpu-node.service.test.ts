@@ -33,11 +33,12 @@ describe("gpu-node service over NATS", () => {
   let logDir: string;
   const sinks: Sink[] = [];
 
-  async function startNode(): Promise<TestPlatform> {
+  async function startNode(namespace?: string): Promise<TestPlatform> {
     logDir = mkdtempSync(path.join(os.tmpdir(), "gpu-node-svc-"));
     return startTestPlatform({
       services: ["gpu-node"],
       transporter: NATS_URL,
+      namespace,
       env: {
         TRANSPORTER: NATS_URL, // durable channels on JetStream, as in production
         GPU_EXECUTOR: "process",
@@ -77,6 +78,20 @@ describe("gpu-node service over NATS", () => {
     ]);
     expect(hb.cards.every((c) => c.uuid.startsWith("GPU-sim-") && c.utilization === 0)).toBe(true);
     expect(Date.parse(hb.at)).toBeGreaterThan(Date.now() - 60_000);
+  });
+
+  test("gpu-node service - a scheduler can call the node from the first heartbeat it hears", async () => {
+    const namespace = uniqueName("t");
+    const heartbeats: NodeHeartbeat[] = [];
+    const scheduler = new ServiceBroker({ ...brokerConfig(), transporter: NATS_URL, namespace, nodeID: uniqueName("sched") });
+    scheduler.createService({ name: "hb-sink", events: { [HEARTBEAT_EVENT]: (hb: NodeHeartbeat) => void heartbeats.push(hb) } });
+    await scheduler.start();
+    sinks.push({ broker: scheduler, events: [], heartbeats });
+    platform = await startNode(namespace); // the node joins a running cluster
+    const first = await waitFor(() => heartbeats[0], { message: "the first heartbeat" });
+    const jobId = uniqueName("job");
+    // No retry: the node's actions are known wherever its heartbeat is heard.
+    expect(await scheduler.call("gpu-node.run", { jobId, gpuUuid: first.cards[0].uuid, command: "true" }, { nodeID: first.nodeId })).toEqual({ accepted: true });
   });
 
   test("gpu-node service - run reports started, then finished with exit code and output; logs serve it all", async () => {

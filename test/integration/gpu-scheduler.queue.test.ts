@@ -110,6 +110,17 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     expect(batch.map((r) => r.position).sort()).toEqual([4, 5]);
   });
 
+  test("gpu-scheduler queue - placement reads the oldest N queued jobs of each requested type, in FIFO order", async () => {
+    const types = [null, "RTX 3060", null, "rtx  3060", "A100", null, "A100", "RTX 3060"];
+    const ids: string[] = [];
+    for (const t of types) ids.push((await newJob(t)).id);
+    const window = await repo.inPlacementLock((tx) => repo.queueWindow(tx, 2));
+    // any: jobs 0 and 2; "rtx 3060" (same type written twice): 1 and 3; A100: 4 and 6.
+    expect(window.map((j) => ids.indexOf(j.jobId))).toEqual([0, 1, 2, 3, 4, 6]);
+    expect(window.map((j) => j.gpuType)).toEqual([null, "RTX 3060", null, "rtx  3060", "A100", "A100"]);
+    expect(await repo.inPlacementLock((tx) => repo.queueWindow(tx, 100))).toHaveLength(types.length);
+  });
+
   test("gpu-scheduler queue - two replicas racing place every job once and never two on a card", async () => {
     const nodes = new FakeNodes();
     const replicas = [replica(nodes, undefined, pools[0]), replica(nodes, undefined, pools[1])];
@@ -244,6 +255,28 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     await s.heartbeat(heartbeat("n1", ["a0"], [job.id, "not-a-uuid"]));
     await waitFor(() => nodes.cancels.length === 2, { message: "two cancels" });
     expect(nodes.cancels.map((c) => c.jobId).sort()).toEqual([job.id, "not-a-uuid"].sort());
+    await s.stop();
+  });
+
+  test("gpu-scheduler queue - a running job its live node stopped listing (node restarted) fails after 3 node timeouts", async () => {
+    const clock = new ManualClock();
+    const nodes = new FakeNodes();
+    const s = replica(nodes, clock);
+    await s.heartbeat(heartbeat("n1", ["a0", "a1"]));
+    const [lost, kept] = [await newJob(null, clock.now()), await newJob(null, clock.now())];
+    await s.schedule();
+    await waitFor(async () => (await statusOf(lost.id)) === "running" && (await statusOf(kept.id)) === "running", { message: "both running" });
+    // The node keeps beating but lists only one of them.
+    for (let elapsed = 0; elapsed < 3 * SETTINGS.nodeTimeoutMs; elapsed += 1000) {
+      await s.heartbeat(heartbeat("n1", ["a0", "a1"], [kept.id]));
+      await s.tick();
+      expect(await statusOf(lost.id)).toBe("running");
+      clock.advance(1000);
+    }
+    await s.heartbeat(heartbeat("n1", ["a0", "a1"], [kept.id]));
+    await s.tick();
+    expect(await repo.find(lost.id)).toMatchObject({ status: "failed", holding: false, error_message: expect.stringMatching(/no longer runs the job/) });
+    expect(await statusOf(kept.id)).toBe("running");
     await s.stop();
   });
 

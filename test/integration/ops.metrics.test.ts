@@ -169,3 +169,29 @@ describe("ops - queue, jobs and databases metrics from the real services", () =>
     await scrapeUntil("database gone", (s) => value(s, "platform_databases", { state: "active" }) === 0);
   });
 });
+
+describe("ops - GPU metrics from a real gpu-node", () => {
+  let platform: TestPlatform;
+
+  beforeAll(async () => {
+    platform = await startTestPlatform({
+      services: ["metrics", "gpu-node"],
+      env: { GPU_EXECUTOR: "process", GPU_SIMULATE: "Ops Test Card:8192,Ops Test Card:8192", GPU_HEARTBEAT_S: "0.2" },
+    });
+  });
+
+  afterAll(() => platform?.stop());
+
+  it("ops - the node's heartbeats become one series per card", async () => {
+    const port = await waitFor(() => metricsPortOf(platform.broker), { message: "metrics port" });
+    const samples = await waitFor(async () => {
+      const s = parsePrometheus(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text());
+      return find(s, "platform_gpu_memory_total_mib", { card: "Ops Test Card" }).length === 2 ? s : false;
+    }, { message: "simulated cards in the metrics" });
+    const cards = find(samples, "platform_gpu_memory_total_mib", { card: "Ops Test Card" });
+    expect(cards.map((c) => c.value)).toEqual([8192, 8192]);
+    expect(cards.map((c) => c.labels.index).sort()).toEqual(["0", "1"]);
+    expect(new Set(cards.map((c) => c.labels.gpu)).size).toBe(2);
+    expect(cards.every((c) => c.labels.node === platform.broker.nodeID)).toBe(true);
+  });
+});

@@ -112,6 +112,7 @@ export async function startTestPlatform(
     LOG_LEVEL: process.env.TEST_LOG_LEVEL || "warn",
     HEALTH_PORT: "0", // any free port: parallel platforms never collide
     METRICS_PORT: "0",
+    SHUTDOWN_TIMEOUT_S: "5", // stop() waits for running actions at most this long
     ...opts.env,
   };
   const saved: Record<string, string | undefined> = {};
@@ -162,7 +163,7 @@ export type ChildService = { proc: ChildProcess; output: () => string; stop(sign
 export function spawnServices(services: string[], env: Record<string, string>): ChildService {
   const proc = spawn(process.execPath, ["--import", "tsx", path.join(ROOT, "index.ts")], {
     cwd: ROOT,
-    env: { ...process.env, LOG_LEVEL: "warn", SCRYPT_LOG_N: "14", HEALTH_PORT: "0", METRICS_PORT: "0", ...env, SERVICES: services.join(",") },
+    env: { ...process.env, LOG_LEVEL: "warn", SCRYPT_LOG_N: "14", HEALTH_PORT: "0", METRICS_PORT: "0", SHUTDOWN_TIMEOUT_S: "5", ...env, SERVICES: services.join(",") },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";

@@ -25,6 +25,8 @@ export type Script = {
   dropAfter?: number;
   /** Send output that is not JSON (a streamed answer: after its first chunk). */
   malformed?: boolean;
+  /** A streamed answer reports this error in-band after its first chunk, then ends. */
+  errorMidStream?: string;
   /** Each streamed chunk waits for `release()`. */
   gated?: boolean;
 };
@@ -41,13 +43,16 @@ export const DEFAULT_SCRIPT: Script = {
 
 export type RecordedRequest = { method: string; path: string; headers: IncomingHttpHeaders; body: any; closedEarly: boolean };
 
-const sleep = (ms: number): Promise<void> => (ms > 0 ? new Promise((r) => setTimeout(r, ms)) : Promise.resolve());
+// Unref'd: a scripted delay still running must not hold a finished test process open.
+const sleep = (ms: number): Promise<void> => (ms > 0 ? new Promise((r) => setTimeout(r, ms).unref()) : Promise.resolve());
 
 abstract class Standin extends EventEmitter {
   script: Script = { ...DEFAULT_SCRIPT };
   readonly requests: RecordedRequest[] = [];
   /** Requests whose connection the client closed before the answer was complete. */
   closedEarly = 0;
+  /** TCP connections accepted (keep-alive reuse shows as fewer connections than requests). */
+  connections = 0;
   private server?: http.Server;
   private port = 0;
   private credits = 0;
@@ -60,6 +65,7 @@ abstract class Standin extends EventEmitter {
   /** Starts listening (again on the same port after stop(), unless one is given). */
   async start(port = this.port): Promise<this> {
     const server = http.createServer({ noDelay: true, keepAliveTimeout: 60_000 }, (req, res) => void this.dispatch(req, res));
+    server.on("connection", () => (this.connections += 1));
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
       server.listen(port, "127.0.0.1", () => resolve());
@@ -78,10 +84,12 @@ abstract class Standin extends EventEmitter {
     await closed;
   }
 
-  /** Replaces the script (fields not given take their defaults) and forgets the gate's credits. */
+  /** Replaces the script (fields not given take their defaults) and resets the gate. */
   set(script: Partial<Script>): this {
     this.script = { ...DEFAULT_SCRIPT, ...script };
     this.credits = 0;
+    // Answers still held at the gate go on (an abandoned one sees its closed connection and stops).
+    for (const waiter of this.waiters.splice(0)) waiter();
     return this;
   }
 
@@ -165,17 +173,30 @@ abstract class Standin extends EventEmitter {
   }
 
   /** A streamed answer: `line(piece)` per chunk, then `finish()`'s lines; honours the script. */
-  protected async streamLines(res: ServerResponse, delayMs: number, contentType: string, line: (piece: string) => string, finish: () => string[]): Promise<void> {
+  protected async streamLines(
+    res: ServerResponse,
+    delayMs: number,
+    contentType: string,
+    line: (piece: string) => string,
+    finish: () => string[],
+    malformedLine: string,
+    errorLine: (message: string) => string,
+  ): Promise<void> {
     await sleep(delayMs);
     if (res.destroyed) return;
     res.writeHead(200, { "content-type": contentType, "cache-control": "no-cache" });
     const { chunks, dropAfter, malformed } = this.script;
+    let flushed: Promise<void> = Promise.resolve();
     for (let i = 0; i < chunks.length; i++) {
       if (i > 0) await this.gate();
       if (res.destroyed) return;
-      if (dropAfter !== undefined && i >= dropAfter) return void res.destroy();
-      if (malformed && i === 1) return void res.end("{this is not json\n\n");
-      res.write(line(chunks[i]));
+      if (dropAfter !== undefined && i >= dropAfter) {
+        await flushed; // what was written reaches the client before the connection drops
+        return void res.destroy();
+      }
+      if (malformed && i === 1) return void res.end(malformedLine);
+      if (this.script.errorMidStream && i === 1) return void res.end(errorLine(this.script.errorMidStream));
+      flushed = new Promise((resolve) => res.write(line(chunks[i]), () => resolve()));
     }
     if (chunks.length) await this.gate();
     if (res.destroyed) return;
@@ -231,6 +252,8 @@ export class OllamaStandin extends Standin {
       "application/x-ndjson",
       (piece) => `${JSON.stringify({ ...base, message: { role: "assistant", content: piece }, done: false })}\n`,
       () => [`${JSON.stringify({ ...final, message: { role: "assistant", content: "" } })}\n`],
+      "{this is not json\n",
+      (error) => `${JSON.stringify({ error })}\n`,
     );
   }
 }
@@ -292,6 +315,8 @@ export class OpenAiStandin extends Standin {
           : []),
         "data: [DONE]\n\n",
       ],
+      "data: {this is not json\n\n",
+      (message) => `data: ${JSON.stringify({ error: { message, type: "server_error", param: null, code: null } })}\n\n`,
     );
   }
 }

@@ -34,6 +34,8 @@ export function abortReason(signal: AbortSignal): ProviderFailure {
 
 export class HttpEndpoint {
   private readonly base: URL;
+  /** Request targets by path, resolved once: the hot path does not parse URLs. */
+  private readonly targets = new Map<string, http.RequestOptions>();
 
   constructor(
     baseUrl: string,
@@ -55,17 +57,34 @@ export class HttpEndpoint {
     }
   }
 
+  private target(path: string): http.RequestOptions {
+    let target = this.targets.get(path);
+    if (!target) {
+      const url = new URL(path.replace(/^\//, ""), this.base);
+      target = {
+        protocol: url.protocol,
+        hostname: url.hostname.replace(/^\[|\]$/g, ""),
+        port: url.port || undefined,
+        path: `${url.pathname}${url.search}`,
+        agent: agents[url.protocol as "http:" | "https:"],
+        ...(url.username ? { auth: `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}` } : {}),
+      };
+      this.targets.set(path, target);
+    }
+    return target;
+  }
+
   private attempt(method: string, path: string, payload: string | undefined, signal: AbortSignal): Promise<IncomingMessage> {
     return new Promise((resolve, reject) => {
       if (signal.aborted) return reject(abortReason(signal));
-      const url = new URL(path.replace(/^\//, ""), this.base);
+      const target = this.target(path);
       const headers: Record<string, string | number> = { accept: "application/json, text/event-stream, application/x-ndjson", ...this.headers };
       if (payload !== undefined) {
         headers["content-type"] = "application/json";
         headers["content-length"] = Buffer.byteLength(payload);
       }
-      const transport = url.protocol === "https:" ? https : http;
-      const req = transport.request(url, { method, headers, agent: agents[url.protocol as "http:" | "https:"] });
+      const transport = target.protocol === "https:" ? https : http;
+      const req = transport.request({ ...target, method, headers });
       const onAbort = () => req.destroy(abortReason(signal));
       signal.addEventListener("abort", onAbort, { once: true });
       req.once("response", (res) => {

@@ -13,6 +13,7 @@ type OpenAiAnswer = {
   choices?: Array<{ message?: { content?: unknown }; delta?: { content?: unknown } }>;
   usage?: OpenAiUsage | null;
   error?: unknown;
+  object?: unknown;
 };
 
 const str = (v: unknown): string | undefined => (typeof v === "string" && v ? v : undefined);
@@ -110,7 +111,9 @@ export class OpenAiProvider implements Provider {
         throw malformed();
       }
       if (event === null || typeof event !== "object") throw malformed();
-      if (event.error !== undefined) throw new ProviderFailure("error", `Model provider failed: ${messageOf(event) ?? "unknown error"}`);
+      // OpenAI sends {"error": {…}}; some vLLM versions {"object": "error", "message": …}.
+      if (event.error !== undefined || event.object === "error")
+        throw new ProviderFailure("error", `Model provider failed: ${messageOf(event) ?? "unknown error"}`);
       if (event.usage) usage = event.usage;
       const delta = Array.isArray(event.choices) ? event.choices[0]?.delta?.content : undefined;
       if (typeof delta === "string" && delta) {

@@ -1,0 +1,163 @@
+/**
+ * bench:databases — provisioning latency (POST /api/databases, p50/p99) sequentially and at 10
+ * concurrent, beside a bare script sending the same CREATE ROLE + CREATE DATABASE + REVOKE/GRANT
+ * statements to the same tenant server over a plain pg Pool, in the same run (alternating, so
+ * other load on the machine falls on both alike); and the ratio.
+ * Goal: platform ≤ 1.3× the bare script. Needs the tenant cluster (.ci/setup.d/30-tenant-postgres.sh).
+ */
+import { randomBytes, randomUUID } from "crypto";
+import { Client, Pool } from "pg";
+import { ChildService, dropDatabase, freePort, http, spawnServices, testDatabaseUrl, waitFor } from "../test/support/platform";
+import { purgeMarked, TENANT_ADMIN_URL, tenantEnv, withClient } from "../test/integration/dbaas.helpers";
+
+const SEQUENTIAL = Number(process.env.BENCH_SEQUENTIAL || 20);
+const CONCURRENCY = 10;
+const ROUNDS = Number(process.env.BENCH_ROUNDS || 4);
+
+type Figures = { n: number; p50: number; p99: number; mean: number; wallMs: number };
+
+function figures(samples: number[], wallMs: number): Figures {
+  const sorted = [...samples].sort((a, b) => a - b);
+  const rank = (p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
+  return { n: sorted.length, p50: rank(50), p99: rank(99), mean: sorted.reduce((a, b) => a + b, 0) / sorted.length, wallMs };
+}
+
+async function timed(work: () => Promise<void>): Promise<[number]> {
+  const start = performance.now();
+  await work();
+  return [performance.now() - start];
+}
+
+/**
+ * Both sides in alternation — one operation (or one round of `concurrency`) of each in turn —
+ * so load from anything else on the machine falls on both alike.
+ */
+async function runAlternating(
+  sides: Array<() => Promise<void>>,
+  count: number,
+  concurrency: number,
+): Promise<Figures[]> {
+  const samples: number[][] = sides.map(() => []);
+  const wall = sides.map(() => 0);
+  for (let done = 0; done < count; done += concurrency) {
+    for (const [i, op] of sides.entries()) {
+      const start = performance.now();
+      const batch = await Promise.all(Array.from({ length: Math.min(concurrency, count - done) }, () => timed(op)));
+      wall[i] += performance.now() - start;
+      samples[i].push(...batch.map(([ms]) => ms));
+    }
+  }
+  return samples.map((s, i) => figures(s, wall[i]));
+}
+
+/** The bare baseline: the same tenant-side statements, no platform around them. */
+class Bare {
+  private readonly pool = new Pool({ connectionString: TENANT_ADMIN_URL, max: 10 });
+  readonly made: Array<{ db: string; user: string }> = [];
+
+  async provision(): Promise<void> {
+    const hex = randomBytes(6).toString("hex");
+    const user = `user_${hex}`;
+    const db = `client_benchbar_${randomBytes(4).toString("hex")}`;
+    const password = randomBytes(24).toString("base64url");
+    this.made.push({ db, user });
+    await this.pool.query(
+      `CREATE ROLE "${user}" LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT NOREPLICATION NOBYPASSRLS CONNECTION LIMIT 20 PASSWORD '${password}'`,
+    );
+    await this.pool.query(`CREATE DATABASE "${db}" TEMPLATE template0`);
+    await this.pool.query(
+      `REVOKE CONNECT, TEMPORARY ON DATABASE "${db}" FROM PUBLIC; GRANT CONNECT, TEMPORARY, CREATE ON DATABASE "${db}" TO "${user}"`,
+    );
+    const url = new URL(TENANT_ADMIN_URL);
+    url.pathname = `/${db}`;
+    await withClient(url.toString(), (c: Client) =>
+      c.query(`REVOKE ALL ON SCHEMA public FROM PUBLIC; GRANT USAGE, CREATE ON SCHEMA public TO "${user}";
+               REVOKE EXECUTE ON FUNCTION lo_creat(integer), lo_create(oid), lo_from_bytea(oid, bytea) FROM PUBLIC;
+               GRANT EXECUTE ON FUNCTION lo_creat(integer), lo_create(oid), lo_from_bytea(oid, bytea) TO "${user}"`),
+    );
+  }
+
+  async cleanup(): Promise<void> {
+    for (const { db, user } of this.made.splice(0)) {
+      await this.pool.query(`DROP DATABASE IF EXISTS "${db}" WITH (FORCE)`);
+      await this.pool.query(`DROP ROLE IF EXISTS "${user}"`);
+    }
+  }
+
+  end = () => this.pool.end();
+}
+
+const fmt = (ms: number) => `${ms.toFixed(1)} ms`.padStart(10);
+
+async function main() {
+  const databaseUrl = testDatabaseUrl();
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  const env = { ...tenantEnv({ DBAAS_MAX_PER_ACCOUNT: "1000" }), DATABASE_URL: databaseUrl, PORT: String(port), TRANSPORTER: "", LOG_LEVEL: "error" };
+  const platform: ChildService = spawnServices(["api-gateway", "auth", "dbaas"], env);
+  const bare = new Bare();
+  let marker: string | undefined;
+  try {
+    await waitFor(
+      async () => {
+        if (platform.proc.exitCode !== null) throw new Error(platform.output());
+        return (await http(base, "GET", "/api/databases").catch(() => undefined))?.status === 401;
+      },
+      { timeoutMs: 30_000, message: "the platform to answer" },
+    );
+    const reg = await http(base, "POST", "/api/auth/register", { body: { email: `bench-${randomUUID()}@example.com`, name: "Bench", password: "password-123" } });
+    const token = reg.body.accessToken as string;
+    marker = await withClient(databaseUrl, async (c) => `ci-platform:dbaas:${(await c.query("SELECT id FROM dbaas.instance")).rows[0].id}`);
+
+    const platformIds: string[] = [];
+    const provision = async () => {
+      const res = await http(base, "POST", "/api/databases", { token });
+      if (res.status !== 201) throw new Error(`POST /api/databases: ${res.status} ${res.text}`);
+      platformIds.push(res.body.id);
+    };
+    const destroyAll = async () => {
+      for (const id of platformIds.splice(0)) await http(base, "DELETE", `/api/databases/${id}`, { token });
+    };
+
+    // Warm-up: connections, JIT, the first CREATE DATABASE.
+    await provision();
+    await bare.provision();
+    await destroyAll();
+    await bare.cleanup();
+
+    const rows: Array<[string, Figures]> = [];
+    for (const [mode, count, concurrency] of [
+      ["sequential", SEQUENTIAL, 1],
+      [`${CONCURRENCY} concurrent`, CONCURRENCY * ROUNDS, CONCURRENCY],
+    ] as const) {
+      const [b, p] = await runAlternating([() => bare.provision(), provision], count, concurrency);
+      rows.push([`bare, ${mode}`, b], [`platform, ${mode}`, p]);
+      await bare.cleanup();
+      await destroyAll();
+    }
+
+    console.log(`\nbench:databases — provisioning on ${new URL(TENANT_ADMIN_URL).host} (DBAAS_CREATE_CONCURRENCY=${process.env.DBAAS_CREATE_CONCURRENCY || "2"})\n`);
+    console.log(`${"".padEnd(26)}${"n".padStart(4)}${"p50".padStart(10)}${"p99".padStart(10)}${"mean".padStart(10)}${"wall".padStart(12)}`);
+    for (const [label, f] of rows) console.log(`${label.padEnd(26)}${String(f.n).padStart(4)}${fmt(f.p50)}${fmt(f.p99)}${fmt(f.mean)}${fmt(f.wallMs).padStart(12)}`);
+    const by = Object.fromEntries(rows);
+    console.log("");
+    for (const mode of ["sequential", `${CONCURRENCY} concurrent`]) {
+      const p = by[`platform, ${mode}`];
+      const b = by[`bare, ${mode}`];
+      const r50 = p.p50 / b.p50;
+      const r99 = p.p99 / b.p99;
+      console.log(`platform / bare, ${mode.padEnd(14)} p50 ${r50.toFixed(2)}×   p99 ${r99.toFixed(2)}×   (goal ≤ 1.3×: ${r50 <= 1.3 ? "met" : "missed"})`);
+    }
+  } finally {
+    await bare.cleanup().catch(() => undefined);
+    await bare.end();
+    await platform.stop();
+    if (marker) await purgeMarked(marker).catch(() => undefined);
+    await dropDatabase(databaseUrl).catch(() => undefined);
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

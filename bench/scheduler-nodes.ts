@@ -1,0 +1,74 @@
+/**
+ * A host process for bench:scheduler: NODES_COUNT gpu-node brokers, each its own Moleculer node
+ * (own nodeID, own NATS connections), each announcing GPU_SIMULATE's cards. They run the real
+ * gpu-node service (run/cancel/logs actions, heartbeats, job events over JetStream, a log file per
+ * job) with a no-op executor: a job "runs" by ending at once with exit code 0, so the benchmark
+ * measures the scheduler and the protocol, not process creation. BENCH_EXECUTOR=process keeps the
+ * real process executor instead.
+ */
+import { ServiceBroker, ServiceSchema } from "moleculer";
+import { brokerConfig } from "../moleculer.config";
+import GpuNodeService from "../services/gpu-node/gpu-node.service";
+import { JobExecutor, JobLimits, JobOps, JobSpec, RunningJob } from "../services/gpu-node/job";
+
+const noopOps = (): JobOps => ({
+  async launch(output) {
+    output.append(Buffer.from("ok\n"));
+  },
+  exited: async () => 0,
+  kill: async () => undefined,
+  cleanup: async () => undefined,
+  detach: () => undefined,
+});
+
+class NoopExecutor implements JobExecutor {
+  readonly kind = "process" as const;
+  readonly jobsOutliveNode = false;
+  constructor(private readonly limits: () => JobLimits) {}
+  run(spec: JobSpec): RunningJob {
+    return new RunningJob(spec.jobId, spec.card.uuid, noopOps(), this.limits());
+  }
+  async adopt(): Promise<RunningJob[]> {
+    return [];
+  }
+}
+
+const real = GpuNodeService as unknown as ServiceSchema; // its `this` type is the node's own
+const schema: ServiceSchema =
+  process.env.BENCH_EXECUTOR === "process"
+    ? real
+    : {
+        mixins: [real],
+        name: "gpu-node",
+        methods: {
+          async chooseExecutor(this: { jobLimits(): JobLimits }) {
+            return new NoopExecutor(() => this.jobLimits());
+          },
+        },
+      };
+
+async function main() {
+  const prefix = process.env.NODES_PREFIX || "bench-node";
+  const from = Number(process.env.NODES_FROM || 0);
+  const count = Number(process.env.NODES_COUNT || 1);
+  const brokers: ServiceBroker[] = [];
+  for (let i = from; i < from + count; i++) {
+    const broker = new ServiceBroker({ ...brokerConfig(), nodeID: `${prefix}-${String(i).padStart(3, "0")}` });
+    broker.createService(schema);
+    brokers.push(broker);
+  }
+  // A few at a time: a hundred brokers connecting at once would starve the machine's two cores.
+  for (let i = 0; i < brokers.length; i += 10) await Promise.all(brokers.slice(i, i + 10).map((b) => b.start()));
+  process.stdout.write(`ready ${count}\n`);
+  const stop = async () => {
+    await Promise.all(brokers.map((b) => b.stop().catch(() => undefined)));
+    process.exit(0);
+  };
+  process.once("SIGTERM", stop);
+  process.once("SIGINT", stop);
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

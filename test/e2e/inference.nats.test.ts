@@ -1,0 +1,72 @@
+/**
+ * Streaming across processes: the gateway here, the inference service in a child process, over
+ * real NATS. Deltas must still be flushed one by one, and a client going away must still abort the
+ * provider request (the gateway calls inference.abort on the serving node).
+ */
+import { Client } from "pg";
+import { randomUUID } from "crypto";
+import { signAccessToken } from "../../lib/jwt";
+import { ChildService, http, NATS_URL, spawnServices, startTestPlatform, testDatabaseUrl, TestPlatform, uniqueName, waitFor, waitForRoute } from "../support/platform";
+import { OllamaStandin } from "../support/provider-standins";
+import { openSse } from "../support/sse";
+
+describe("inference - streaming over NATS", () => {
+  let ollama: OllamaStandin;
+  let child: ChildService;
+  let platform: TestPlatform;
+  let db: Client;
+  const token = signAccessToken(randomUUID(), "client");
+  const sse = () => openSse(`${platform.baseUrl}/api/models/infer`, { token, body: { model: "llama3.2:1b", prompt: "hi", stream: true } });
+
+  beforeAll(async () => {
+    ollama = await new OllamaStandin().start();
+    const namespace = uniqueName("t");
+    const databaseUrl = testDatabaseUrl();
+    child = spawnServices(["inference"], { TRANSPORTER: NATS_URL, NAMESPACE: namespace, DATABASE_URL: databaseUrl, OLLAMA_URL: ollama.url });
+    platform = await startTestPlatform({ services: ["api-gateway"], transporter: NATS_URL, namespace, databaseUrl });
+    await waitForRoute(platform.baseUrl, "GET", "/api/models/health", 30_000).catch((err) => {
+      throw new Error(`${err.message}\n${child.output()}`);
+    });
+    db = new Client({ connectionString: databaseUrl });
+    await db.connect();
+  });
+
+  afterAll(async () => {
+    await db?.end();
+    await child?.stop();
+    await platform?.stop();
+    await ollama?.stop();
+  });
+
+  beforeEach(() => ollama.set({}));
+
+  test("inference - over NATS: a non-streamed answer and the health answer", async () => {
+    expect((await http(platform.baseUrl, "GET", "/api/models/health")).body).toEqual({ ollama: true });
+    const res = await http(platform.baseUrl, "POST", "/api/models/infer", { token, body: { model: "llama3.2:1b", prompt: "hi" } });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ model: "llama3.2:1b", response: "Hello, world!", tokensUsed: 16 });
+  });
+
+  test("inference - over NATS: each delta reaches the client before the provider sends the next", async () => {
+    ollama.set({ gated: true, chunks: ["a", "b", "c"] });
+    const stream = await sse();
+    expect(stream.response.headers.get("content-type")).toBe("text/event-stream");
+    for (const expected of ["a", "b", "c"]) {
+      expect((await stream.next()).delta).toBe(expected);
+      ollama.release();
+    }
+    expect(await stream.next()).toMatchObject({ response: "abc", tokensUsed: 16, done: true });
+    expect(await stream.next()).toBeUndefined();
+  });
+
+  test("inference - over NATS: a client that goes away aborts the provider request on the serving node", async () => {
+    ollama.set({ gated: true });
+    const closedBefore = ollama.closedEarly;
+    const stream = await sse();
+    const first = await stream.next();
+    stream.close();
+    await waitFor(() => ollama.closedEarly > closedBefore, { message: "the stand-in to see its connection close" });
+    const row = await waitFor(async () => (await db.query("SELECT outcome FROM inference.inferences WHERE id = $1", [first.id])).rows[0], { message: "the aborted inference to be recorded" });
+    expect(row.outcome).toBe("aborted");
+  });
+});

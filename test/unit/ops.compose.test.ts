@@ -1,0 +1,116 @@
+/**
+ * docker-compose.yml: valid for Compose itself (Debian's docker-compose, `config -q`, offline,
+ * in a copy of the project with .env made from .env.example, as an operator does), and complete:
+ * every service in its own container with health check and restart policy, NATS with JetStream
+ * flushing every write, gpu-node with the NVIDIA reservation, secrets only from the env file.
+ */
+import { execFileSync, spawnSync } from "child_process";
+import fs from "fs";
+import os from "os";
+import path from "path";
+import { parse } from "yaml";
+import { SERVICE_REGISTRY } from "../../lib/runner";
+
+const ROOT = path.resolve(__dirname, "../..");
+const COMPOSE = path.join(ROOT, "docker-compose.yml");
+const compose = parse(fs.readFileSync(COMPOSE, "utf8"), { merge: true });
+const envExample = fs.readFileSync(path.join(ROOT, ".env.example"), "utf8");
+
+function composeBinary(): string {
+  const found = spawnSync("sh", ["-c", "command -v docker-compose"], { encoding: "utf8" }).stdout.trim();
+  if (!found) throw new Error("docker-compose is missing: run .ci/setup.d/41-docker-compose.sh");
+  return found;
+}
+
+/** A copy of what compose reads, so the check runs as the operator's `cp .env.example .env` would. */
+function project(env: string): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ops-compose-"));
+  fs.copyFileSync(COMPOSE, path.join(dir, "docker-compose.yml"));
+  fs.cpSync(path.join(ROOT, "docker"), path.join(dir, "docker"), { recursive: true });
+  fs.writeFileSync(path.join(dir, ".env"), env);
+  return dir;
+}
+
+function config(env: string): { status: number | null; stdout: string; stderr: string } {
+  const dir = project(env);
+  try {
+    // A clean environment: only .env may supply the variables.
+    const res = spawnSync(composeBinary(), ["-f", "docker-compose.yml", "config"], { cwd: dir, encoding: "utf8", env: { PATH: process.env.PATH ?? "" } });
+    return { status: res.status, stdout: res.stdout, stderr: res.stderr };
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const platformServices = () => Object.entries<any>(compose.services).filter(([, s]) => s.environment?.SERVICES);
+
+describe("ops - docker-compose.yml", () => {
+  it("ops - Compose accepts it with the example env file, and resolves every variable", () => {
+    const res = config(envExample);
+    expect(res.stderr).not.toMatch(/ERROR|WARNING/);
+    expect(res.status).toBe(0);
+    const resolved = parse(res.stdout);
+    expect(resolved.services["api-gateway"].environment.DATABASE_URL).toBe("postgresql://ci:CHANGE-ME-postgres@postgres:5432/ci_platform");
+    expect(execFileSync(composeBinary(), ["version", "--short"], { encoding: "utf8" })).toMatch(/^\d+\.\d+/);
+  });
+
+  it("ops - a missing secret stops Compose with a message naming it", () => {
+    const res = config(envExample.replace(/^POSTGRES_PASSWORD=.*$/m, ""));
+    expect(res.status).not.toBe(0);
+    expect(res.stderr).toMatch(/POSTGRES_PASSWORD/);
+  });
+
+  it("ops - every service of the platform runs in its own container of the one image", () => {
+    const names = platformServices().map(([, s]) => s.environment.SERVICES).sort();
+    expect(names).toEqual(Object.keys(SERVICE_REGISTRY).sort());
+    for (const [name, s] of platformServices()) {
+      expect([name, s.environment.SERVICES]).toEqual([name, name]);
+      expect(s.image).toBe("${CI_PLATFORM_IMAGE:-ci-platform:0.1.0}");
+      expect(s.env_file).toBe(".env");
+      expect(s.environment.TRANSPORTER).toBe("nats://nats:4222");
+    }
+  });
+
+  it("ops - every container has a health check and a restart policy; platform ones probe /ready", () => {
+    for (const [name, s] of Object.entries<any>(compose.services)) {
+      expect([name, s.restart]).toEqual([name, "unless-stopped"]);
+      expect([name, Array.isArray(s.healthcheck?.test)]).toEqual([name, true]);
+      if (s.environment?.SERVICES) {
+        expect(s.healthcheck.test.join(" ")).toContain("http://127.0.0.1:3001/ready");
+        expect(s.read_only).toBe(true);
+        expect(s.cap_drop).toEqual(["ALL"]);
+        expect(s.depends_on.nats.condition).toBe("service_healthy");
+      }
+    }
+  });
+
+  it("ops - NATS runs JetStream on a volume, flushing every write", () => {
+    const nats = compose.services.nats;
+    expect(nats.command).toEqual(["-c", "/etc/nats/nats-server.conf"]);
+    expect(nats.volumes).toContain("nats-data:/data");
+    const conf = fs.readFileSync(path.join(ROOT, "docker/nats-server.conf"), "utf8");
+    expect(conf).toMatch(/jetstream\s*\{[^}]*store_dir:\s*\/data[^}]*\}/);
+    expect(conf).toMatch(/^\s*sync_interval:\s*always\s*$/m);
+  });
+
+  it("ops - gpu-node reserves the NVIDIA cards and reaches the host's Docker engine", () => {
+    const node = compose.services["gpu-node"];
+    expect(node.deploy.resources.reservations.devices).toEqual([{ driver: "nvidia", count: "all", capabilities: ["gpu"] }]);
+    expect(node.volumes).toContain("/var/run/docker.sock:/var/run/docker.sock");
+    expect(node.environment.GPU_EXECUTOR).toBe("docker");
+  });
+
+  it("ops - secrets come only from .env, and .env.example names every variable the file uses", () => {
+    const text = fs.readFileSync(COMPOSE, "utf8");
+    const used = new Set([...text.matchAll(/\$\{([A-Z0-9_]+)/g)].map((m) => m[1]));
+    const defined = new Set([...envExample.matchAll(/^([A-Z0-9_]+)=/gm)].map((m) => m[1]));
+    expect([...used].filter((v) => !defined.has(v))).toEqual([]);
+    for (const secret of ["JWT_SECRET", "POSTGRES_PASSWORD", "TENANT_PG_PASSWORD"]) expect(envExample).toMatch(new RegExp(`^${secret}=CHANGE-ME`, "m"));
+    // No literal password or secret value in the compose file itself.
+    for (const [name, svc] of Object.entries<any>(compose.services))
+      for (const [key, value] of Object.entries<string>(svc.environment ?? {}))
+        if (/PASSWORD|SECRET|_URL$/.test(key) && /:\/\/[^/]*@|PASSWORD|SECRET/.test(key + String(value)))
+          expect([name, key, String(value)]).toEqual([name, key, expect.stringMatching(/\$\{[A-Z_]+(PASSWORD|SECRET)[:?}]/)]);
+    expect(fs.readFileSync(path.join(ROOT, ".gitignore"), "utf8")).toMatch(/^\.env$/m);
+  });
+});

@@ -1,0 +1,235 @@
+/**
+ * k8s/: every document is valid against the Kubernetes schemas (kubernetes-models), references
+ * only what exists, and follows the operating rules: probes on the health port, requests and
+ * limits, the "restricted" Pod Security Standard (gpu-node's Docker socket being the one
+ * documented exception), a workload for every service of the platform.
+ */
+import fs from "fs";
+import path from "path";
+import { parseAllDocuments } from "yaml";
+import { Deployment } from "kubernetes-models/apps/v1/Deployment";
+import { DaemonSet } from "kubernetes-models/apps/v1/DaemonSet";
+import { StatefulSet } from "kubernetes-models/apps/v1/StatefulSet";
+import { HorizontalPodAutoscaler } from "kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler";
+import { Ingress } from "kubernetes-models/networking.k8s.io/v1/Ingress";
+import { NetworkPolicy } from "kubernetes-models/networking.k8s.io/v1/NetworkPolicy";
+import { PodDisruptionBudget } from "kubernetes-models/policy/v1/PodDisruptionBudget";
+import { ConfigMap } from "kubernetes-models/v1/ConfigMap";
+import { Namespace } from "kubernetes-models/v1/Namespace";
+import { Secret } from "kubernetes-models/v1/Secret";
+import { Service } from "kubernetes-models/v1/Service";
+import { SERVICE_REGISTRY } from "../../lib/runner";
+
+type Obj = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; labels?: Record<string, string> }; spec?: any; data?: any; stringData?: any; file: string };
+
+const MODELS: Record<string, new (data: any) => { validate(): void }> = {
+  "v1/Namespace": Namespace,
+  "v1/ConfigMap": ConfigMap,
+  "v1/Secret": Secret,
+  "v1/Service": Service,
+  "apps/v1/Deployment": Deployment,
+  "apps/v1/StatefulSet": StatefulSet,
+  "apps/v1/DaemonSet": DaemonSet,
+  "autoscaling/v2/HorizontalPodAutoscaler": HorizontalPodAutoscaler,
+  "policy/v1/PodDisruptionBudget": PodDisruptionBudget,
+  "networking.k8s.io/v1/Ingress": Ingress,
+  "networking.k8s.io/v1/NetworkPolicy": NetworkPolicy,
+};
+
+const DIR = path.resolve(__dirname, "../../k8s");
+const WORKLOADS = new Set(["Deployment", "StatefulSet", "DaemonSet"]);
+/** Volume types a "restricted" pod may use. */
+const RESTRICTED_VOLUMES = new Set(["configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"]);
+/** The documented exception: gpu-node mounts the host's Docker socket (README "Operations"). */
+const EXCEPTIONS: Record<string, string[]> = { "ci-platform-gpu/gpu-node": ["hostPath volume docker-socket", "hostPath volume jobs"] };
+
+function load(): Obj[] {
+  const objects: Obj[] = [];
+  for (const file of fs.readdirSync(DIR).filter((f) => /\.ya?ml$/.test(f)).sort()) {
+    for (const doc of parseAllDocuments(fs.readFileSync(path.join(DIR, file), "utf8"))) {
+      if (doc.errors.length) throw new Error(`${file}: ${doc.errors.map((e) => e.message).join("; ")}`);
+      const value = doc.toJS();
+      if (value) objects.push({ ...value, file });
+    }
+  }
+  return objects;
+}
+
+const objects = load();
+const ofKind = (kind: string) => objects.filter((o) => o.kind === kind);
+const workloads = () => objects.filter((o) => WORKLOADS.has(o.kind));
+const id = (o: Obj) => `${o.metadata.namespace}/${o.metadata.name}`;
+const env = (c: any, name: string) => c.env?.find((e: any) => e.name === name)?.value;
+const matches = (selector: Record<string, string>, labels: Record<string, string> = {}) =>
+  Object.entries(selector).every(([k, v]) => labels[k] === v);
+
+/** Violations of the "restricted" Pod Security Standard in a pod spec. */
+function restrictedViolations(pod: any): string[] {
+  const v: string[] = [];
+  const psc = pod.securityContext ?? {};
+  if (pod.hostNetwork || pod.hostPID || pod.hostIPC) v.push("host namespaces");
+  for (const vol of pod.volumes ?? []) {
+    const type = Object.keys(vol).find((k) => k !== "name")!;
+    if (!RESTRICTED_VOLUMES.has(type)) v.push(`${type} volume ${vol.name}`);
+  }
+  for (const c of [...(pod.initContainers ?? []), ...pod.containers]) {
+    const sc = c.securityContext ?? {};
+    if (sc.privileged) v.push(`${c.name}: privileged`);
+    if (sc.allowPrivilegeEscalation !== false) v.push(`${c.name}: allowPrivilegeEscalation not false`);
+    if (!(sc.runAsNonRoot ?? psc.runAsNonRoot)) v.push(`${c.name}: runAsNonRoot not true`);
+    if ((sc.runAsUser ?? psc.runAsUser) === 0) v.push(`${c.name}: runAsUser 0`);
+    const seccomp = (sc.seccompProfile ?? psc.seccompProfile)?.type;
+    if (seccomp !== "RuntimeDefault" && seccomp !== "Localhost") v.push(`${c.name}: seccompProfile`);
+    if (!sc.capabilities?.drop?.includes("ALL")) v.push(`${c.name}: capabilities not dropped`);
+    for (const cap of sc.capabilities?.add ?? []) if (cap !== "NET_BIND_SERVICE") v.push(`${c.name}: adds ${cap}`);
+    for (const p of c.ports ?? []) if (p.hostPort) v.push(`${c.name}: hostPort`);
+  }
+  return v;
+}
+
+describe("ops - Kubernetes manifests", () => {
+  it("ops - every document is valid against the Kubernetes schemas", () => {
+    expect(objects.length).toBeGreaterThan(20);
+    for (const o of objects) {
+      const Model = MODELS[`${o.apiVersion}/${o.kind}`];
+      if (!Model) throw new Error(`${o.file}: no schema check for ${o.apiVersion} ${o.kind}`);
+      const { file, ...data } = o;
+      try {
+        new Model(data).validate();
+      } catch (err) {
+        throw new Error(`${file} ${o.kind} ${o.metadata?.name}: ${(err as Error).message}`);
+      }
+    }
+  });
+
+  it("ops - the schema check rejects a broken manifest (the validator is live)", () => {
+    const broken = JSON.parse(JSON.stringify(ofKind("Deployment")[0]));
+    delete broken.file;
+    broken.spec.replicas = "two";
+    expect(() => new Deployment(broken).validate()).toThrow(/replicas/);
+  });
+
+  it("ops - pod and container fields are spelled as Kubernetes knows them (the schemas accept unknown ones)", () => {
+    const known = {
+      pod: ["automountServiceAccountToken", "containers", "initContainers", "nodeSelector", "securityContext", "terminationGracePeriodSeconds", "tolerations", "volumes", "affinity", "serviceAccountName", "priorityClassName", "runtimeClassName"],
+      container: ["name", "image", "args", "command", "env", "envFrom", "ports", "resources", "livenessProbe", "readinessProbe", "startupProbe", "securityContext", "volumeMounts", "imagePullPolicy", "lifecycle"],
+      containerSecurity: ["allowPrivilegeEscalation", "readOnlyRootFilesystem", "runAsNonRoot", "runAsUser", "runAsGroup", "capabilities", "seccompProfile", "privileged"],
+      podSecurity: ["runAsNonRoot", "runAsUser", "runAsGroup", "fsGroup", "supplementalGroups", "seccompProfile"],
+      probe: ["httpGet", "exec", "tcpSocket", "periodSeconds", "timeoutSeconds", "failureThreshold", "successThreshold", "initialDelaySeconds"],
+    };
+    const unknown = (where: string, obj: object | undefined, allowed: string[]) =>
+      Object.keys(obj ?? {}).filter((k) => !allowed.includes(k)).map((k) => `${where}.${k}`);
+    const found: string[] = [];
+    for (const w of workloads()) {
+      const pod = w.spec.template.spec;
+      found.push(...unknown(id(w), pod, known.pod), ...unknown(`${id(w)}.securityContext`, pod.securityContext, known.podSecurity));
+      for (const c of pod.containers) {
+        const where = `${id(w)}/${c.name}`;
+        found.push(...unknown(where, c, known.container), ...unknown(`${where}.securityContext`, c.securityContext, known.containerSecurity));
+        for (const probe of ["livenessProbe", "readinessProbe", "startupProbe"]) found.push(...unknown(`${where}.${probe}`, c[probe], known.probe));
+      }
+    }
+    expect(found).toEqual([]);
+  });
+
+  it("ops - everything lives in a namespace the manifests create, and names are unique", () => {
+    const namespaces = new Set(ofKind("Namespace").map((n) => n.metadata.name));
+    const seen = new Set<string>();
+    for (const o of objects.filter((x) => x.kind !== "Namespace")) {
+      expect(namespaces.has(o.metadata.namespace!)).toBe(true);
+      const key = `${o.kind}/${id(o)}`;
+      expect(seen.has(key)).toBe(false);
+      seen.add(key);
+    }
+  });
+
+  it("ops - every service of the platform has a workload running it from the one image", () => {
+    const byService = new Map<string, Obj>();
+    for (const w of workloads()) {
+      for (const c of w.spec.template.spec.containers) {
+        const services = env(c, "SERVICES") ?? objects.find((o) => o.kind === "ConfigMap" && o.metadata.namespace === w.metadata.namespace && o.data?.SERVICES)?.data.SERVICES;
+        if (c.image.includes("/ci-platform:")) byService.set(services, w);
+      }
+    }
+    for (const name of Object.keys(SERVICE_REGISTRY)) expect([name, byService.has(name)]).toEqual([name, true]);
+    expect(byService.get("gpu-node")?.kind).toBe("DaemonSet");
+  });
+
+  it("ops - every container has requests, limits and probes; platform ones probe /live and /ready on the health port", () => {
+    for (const w of workloads()) {
+      const pod = w.spec.template.spec;
+      for (const c of pod.containers) {
+        const where = `${id(w)}/${c.name}`;
+        for (const kind of ["requests", "limits"]) for (const r of ["cpu", "memory"]) expect([where, kind, r, c.resources?.[kind]?.[r]]).not.toContainEqual(undefined);
+        expect([where, !!c.livenessProbe, !!c.readinessProbe]).toEqual([where, true, true]);
+        if (!c.image.includes("/ci-platform:")) continue;
+        expect(c.livenessProbe.httpGet).toEqual({ path: "/live", port: "health" });
+        expect(c.readinessProbe.httpGet).toEqual({ path: "/ready", port: "health" });
+        expect(c.ports.find((p: any) => p.name === "health").containerPort).toBe(3001);
+        expect(c.ports.find((p: any) => p.name === "metrics").containerPort).toBe(3030);
+      }
+      expect(matches(w.spec.selector.matchLabels, w.spec.template.metadata.labels)).toBe(true);
+    }
+  });
+
+  it("ops - pods meet the restricted Pod Security Standard, except gpu-node's documented host mounts", () => {
+    const restricted = new Set(ofKind("Namespace").filter((n) => n.metadata.labels?.["pod-security.kubernetes.io/enforce"] === "restricted").map((n) => n.metadata.name));
+    expect(restricted.has("ci-platform")).toBe(true);
+    for (const w of workloads()) {
+      const violations = restrictedViolations(w.spec.template.spec);
+      expect([id(w), violations]).toEqual([id(w), EXCEPTIONS[id(w)] ?? []]);
+      if (violations.length) expect(restricted.has(w.metadata.namespace!)).toBe(false);
+      for (const c of w.spec.template.spec.containers) expect([id(w), c.securityContext.readOnlyRootFilesystem]).toEqual([id(w), true]);
+      expect(w.spec.template.spec.automountServiceAccountToken).toBe(false);
+    }
+    // The exception's namespace still warns about and audits it.
+    const gpuNs = ofKind("Namespace").find((n) => n.metadata.name === "ci-platform-gpu")!;
+    expect(gpuNs.metadata.labels!["pod-security.kubernetes.io/warn"]).toBe("restricted");
+  });
+
+  it("ops - gpu-node runs on GPU-labelled nodes and requests nvidia.com/gpu", () => {
+    const ds = ofKind("DaemonSet").find((d) => d.metadata.name === "gpu-node")!;
+    const pod = ds.spec.template.spec;
+    expect(pod.nodeSelector).toEqual({ "nvidia.com/gpu.present": "true" });
+    expect(pod.containers[0].resources.limits["nvidia.com/gpu"]).toBeGreaterThanOrEqual(1);
+    expect(pod.tolerations).toContainEqual(expect.objectContaining({ key: "nvidia.com/gpu" }));
+  });
+
+  it("ops - references resolve: HPAs, PDBs, Services, Ingress, ConfigMaps and Secrets", () => {
+    const find = (kind: string, ns: string | undefined, name: string) => objects.find((o) => o.kind === kind && o.metadata.namespace === ns && o.metadata.name === name);
+    for (const hpa of ofKind("HorizontalPodAutoscaler")) {
+      expect(find(hpa.spec.scaleTargetRef.kind, hpa.metadata.namespace, hpa.spec.scaleTargetRef.name)).toBeDefined();
+      expect(hpa.spec.maxReplicas).toBeGreaterThan(hpa.spec.minReplicas);
+    }
+    expect(ofKind("HorizontalPodAutoscaler").map((h) => h.metadata.name).sort()).toEqual(["api-gateway", "auth", "inference"]);
+    const podsOf = (ns?: string) => workloads().filter((w) => w.metadata.namespace === ns).map((w) => w.spec.template.metadata.labels);
+    for (const pdb of ofKind("PodDisruptionBudget")) expect(podsOf(pdb.metadata.namespace).some((l) => matches(pdb.spec.selector.matchLabels, l))).toBe(true);
+    for (const svc of ofKind("Service")) expect([svc.metadata.name, podsOf(svc.metadata.namespace).some((l) => matches(svc.spec.selector, l))]).toEqual([svc.metadata.name, true]);
+    for (const ing of ofKind("Ingress"))
+      for (const rule of ing.spec.rules) for (const p of rule.http.paths) expect(find("Service", ing.metadata.namespace, p.backend.service.name)).toBeDefined();
+    for (const w of workloads()) {
+      for (const c of w.spec.template.spec.containers) {
+        for (const from of c.envFrom ?? []) {
+          if (from.configMapRef) expect(find("ConfigMap", w.metadata.namespace, from.configMapRef.name)).toBeDefined();
+          if (from.secretRef) expect(find("Secret", w.metadata.namespace, from.secretRef.name)).toBeDefined();
+        }
+        for (const e of c.env ?? []) {
+          const ref = e.valueFrom?.secretKeyRef;
+          if (ref) expect(find("Secret", w.metadata.namespace, ref.name)?.stringData?.[ref.key]).toBeDefined();
+        }
+      }
+      for (const v of w.spec.template.spec.volumes ?? []) if (v.configMap) expect(find("ConfigMap", w.metadata.namespace, v.configMap.name)).toBeDefined();
+    }
+  });
+
+  it("ops - secrets are placeholders, NATS flushes every write, and pods get time to drain", () => {
+    for (const s of ofKind("Secret")) for (const [k, v] of Object.entries<string>(s.stringData ?? {})) expect([k, v]).toEqual([k, expect.stringContaining("CHANGE-ME")]);
+    expect(ofKind("Secret").every((s) => !s.data)).toBe(true);
+    const nats = ofKind("ConfigMap").find((c) => c.metadata.name === "nats-config")!;
+    expect(nats.data["nats-server.conf"]).toMatch(/^\s*sync_interval:\s*always\s*$/m);
+    expect(ofKind("StatefulSet").find((s) => s.metadata.name === "nats")!.spec.volumeClaimTemplates).toHaveLength(1);
+    const config = ofKind("ConfigMap").find((c) => c.metadata.name === "ci-platform-config")!.data;
+    for (const d of ofKind("Deployment"))
+      expect(d.spec.template.spec.terminationGracePeriodSeconds).toBeGreaterThan(Number(config.SHUTDOWN_DELAY_S) + Number(config.SHUTDOWN_TIMEOUT_S));
+  });
+});
