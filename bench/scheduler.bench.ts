@@ -163,9 +163,9 @@ async function main() {
       );
     const times = async (ids: string[]) =>
       (
-        await db.query<{ id: string; created: number; started: number; completed: number }>(
-          `SELECT id, extract(epoch FROM created_at) * 1000 AS created, extract(epoch FROM started_at) * 1000 AS started,
-                  extract(epoch FROM completed_at) * 1000 AS completed
+        await db.query<{ id: string; created: number; assigned: number; started: number; completed: number }>(
+          `SELECT id, extract(epoch FROM created_at) * 1000 AS created, extract(epoch FROM assigned_at) * 1000 AS assigned,
+                  extract(epoch FROM started_at) * 1000 AS started, extract(epoch FROM completed_at) * 1000 AS completed
            FROM gpu_scheduler.jobs WHERE id = ANY($1::uuid[])`,
           [ids],
         )
@@ -181,7 +181,14 @@ async function main() {
     const postMs: number[] = [];
     for (let i = 0; i < LATENCY_JOBS; i++) postMs.push(await submit(lat));
     await completed([...lat.keys()]);
-    const toRunning = (await times([...lat.keys()])).map((r) => r.started - lat.get(r.id)!).sort((a, b) => a - b);
+    const latRows = await times([...lat.keys()]);
+    const toRunning = latRows.map((r) => r.started - lat.get(r.id)!).sort((a, b) => a - b);
+    const median = (f: (r: (typeof latRows)[number]) => number) => quantile(latRows.map(f).sort((a, b) => a - b), 0.5);
+    const stages = {
+      insert: median((r) => r.created - lat.get(r.id)!),
+      place: median((r) => r.assigned - r.created),
+      dispatch: median((r) => r.started - r.assigned),
+    };
     postMs.sort((a, b) => a - b);
 
     // 2. Throughput: CONCURRENCY clients submitting THROUGHPUT_JOBS no-op jobs.
@@ -217,7 +224,10 @@ async function main() {
     console.log(`POST → running on an idle card (${LATENCY_JOBS} jobs, one at a time)`);
     console.log(`  p50 ${fmt(p50)} ms (goal ≤ ${GOALS.p50Ms}: ${verdict(p50 <= GOALS.p50Ms)}, ${fmt(p50 / GOALS.p50Ms, 2)}× the goal)`);
     console.log(`  p99 ${fmt(p99)} ms (goal ≤ ${GOALS.p99Ms}: ${verdict(p99 <= GOALS.p99Ms)}, ${fmt(p99 / GOALS.p99Ms, 2)}× the goal)`);
-    console.log(`  HTTP answer to the POST: p50 ${fmt(quantile(postMs, 0.5))} ms, p99 ${fmt(quantile(postMs, 0.99))} ms\n`);
+    console.log(`  HTTP answer to the POST: p50 ${fmt(quantile(postMs, 0.5))} ms, p99 ${fmt(quantile(postMs, 0.99))} ms`);
+    console.log(
+      `  medians by stage: POST sent → stored ${fmt(stages.insert)} ms, stored → placed ${fmt(stages.place)} ms, placed → running (gpu-node.run and back) ${fmt(stages.dispatch)} ms\n`,
+    );
     console.log(`Throughput (${THROUGHPUT_JOBS} no-op jobs, ${CONCURRENCY} concurrent clients)`);
     console.log(`  ${fmt(jobsPerS, 0)} jobs/s from first submit to last completed (goal ≥ ${GOALS.jobsPerS}: ${verdict(jobsPerS >= GOALS.jobsPerS)}; ${fmt(jobsPerS / 500, 2)}× Slurm's 500/s)`);
     console.log(`  submitting alone: ${fmt(THROUGHPUT_JOBS / (submittedMs / 1000), 0)} jobs/s; created → completed per job: p50 ${fmt(quantile(lifetime, 0.5))} ms, p99 ${fmt(quantile(lifetime, 0.99))} ms`);

@@ -1,12 +1,13 @@
 /**
  * On-demand PostgreSQL databases per account (spec 4.11–4.14), hosted on the tenant server
- * (DBAAS_ADMIN_URL). The steps live in provisioner.ts, the SQL in tenant-server.ts, the quota in
- * quota.ts and crash clean-up in reconciler.ts; this file maps requests onto them.
+ * (DBAAS_ADMIN_URL). The steps live in provisioner.ts, the server side in tenant-server.ts and
+ * tenant-sql.ts, the quota in quota.ts, crash clean-up in reconciler.ts; this file maps requests
+ * onto them.
  */
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import { config } from "../../lib/config";
 import { notFound } from "../../lib/errors";
-import type { CallerMeta } from "../../lib/identity";
+import { CallerMeta, respondCreated } from "../../lib/identity";
 import { DbMixin, DbThis } from "../../mixins/db.mixin";
 import { DatabaseRow, DatabasesRepository, DatabaseStats, roundMb } from "./databases.repository";
 import { toClientError, unavailable } from "./faults";
@@ -83,8 +84,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       async handler(this: DbaasThis, ctx: Context<unknown, CallerMeta>): Promise<DatabaseCreated> {
         const { row, password } = await this.provisioner.provision(ctx.meta.caller!.clientId);
         const { host, port } = this.detail(row);
-        ctx.meta.$statusCode = 201;
-        (ctx.meta as CallerMeta & { $location?: string }).$location = `/api/databases/${row.id}`;
+        respondCreated(ctx.meta, `/api/databases/${row.id}`);
         return {
           id: row.id,
           databaseName: row.database_name,
@@ -160,7 +160,8 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       params: { id: { type: "uuid" }, maxStorageMb: { type: "number", integer: true, positive: true } },
       async handler(this: DbaasThis, ctx: Context<{ id: string; maxStorageMb: number }>): Promise<DatabaseDetail> {
         if (!(await this.repo.setMaxStorage(ctx.params.id, ctx.params.maxStorageMb))) throw notFound("Database");
-        await this.quotaLoop.runNow();
+        const row = (await this.repo.find(ctx.params.id))!;
+        await this.quotaLoop.exclusive(() => this.quota.check([row]));
         return this.detail((await this.repo.find(ctx.params.id))!);
       },
     },

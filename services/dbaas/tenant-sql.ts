@@ -122,7 +122,9 @@ export function dropRolesSql(names: string[]): string {
 export const HARDEN_SQL = `DO $harden$
   DECLARE d text;
   BEGIN
-    FOR d IN SELECT datname FROM pg_database WHERE datname IN ('postgres', 'template1') LOOP
+    -- Only when needed: concurrent GRANT/REVOKE on one database can fail ("tuple concurrently updated").
+    FOR d IN SELECT datname FROM pg_database WHERE datname IN ('postgres', 'template1')
+               AND (has_database_privilege('public', oid, 'CONNECT') OR has_database_privilege('public', oid, 'TEMPORARY')) LOOP
       EXECUTE format('REVOKE CONNECT, TEMPORARY ON DATABASE %I FROM PUBLIC', d);
     END LOOP;
   END

@@ -90,19 +90,27 @@ export class Scheduler {
   // --- placement ---
 
   private async placeOnce(): Promise<void> {
+    const T: number[] = [performance.now()];
     const cards = this.view.schedulableCards();
+    T.push(performance.now());
     if (!cards.length || !(await this.repo.anyQueued())) return;
+    T.push(performance.now());
+    (globalThis as any).__T = T;
     let planned = 0;
     let assigned: AssignedJob[];
     try {
       assigned = await this.repo.inPlacementLock(async (tx) => {
+        T.push(performance.now());
         const held = await this.repo.heldCards(tx);
+        T.push(performance.now());
         const snapshot = cards.map((c) => ({ nodeId: c.nodeId, uuid: c.uuid, name: c.name, busy: held.has(c.uuid) }));
         const free = snapshot.filter((c) => !c.busy).length;
         if (!free) return [];
         const queue = await this.repo.queueWindow(tx, free);
+        T.push(performance.now());
         if (!queue.length) return [];
         const decided = plan({ cards: snapshot, queue });
+        T.push(performance.now());
         planned = decided.placements.length;
         if (!planned) return [];
         const names = new Map(cards.map((c) => [c.uuid, c.name]));
@@ -118,6 +126,8 @@ export class Scheduler {
       throw err;
     }
     // Some planned jobs were cancelled meanwhile: their cards are still free.
+    T.push(performance.now());
+    if (assigned.length) require("fs").appendFileSync("/tmp/pass.log", "PASS " + assigned.length, assigned.length + " " + T.slice(1).map((t, i) => (t - T[i]).toFixed(2)).join(" ") + "\n");
     if (assigned.length < planned) void this.schedule();
     for (const job of assigned) this.dispatch(job);
   }

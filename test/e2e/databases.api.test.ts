@@ -46,6 +46,7 @@ describe("databases api", () => {
     expect(created.status).toBe(201);
     const db = created.body;
     expect(Object.keys(db).sort()).toEqual(CREATED_KEYS);
+    expect(created.headers.get("location")).toBe(`/api/databases/${db.id}`);
     expect(db.id).toMatch(/^[0-9a-f-]{36}$/);
     expect(db.databaseName).toMatch(new RegExp(`^client_${owner.clientId.slice(0, 8)}_[0-9a-f]{8}$`));
     expect(db.username).toMatch(/^user_[0-9a-f]{12}$/);

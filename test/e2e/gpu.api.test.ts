@@ -157,6 +157,19 @@ describe("gpu api - through the gateway", () => {
       for (const f of ["utilization", "memoryUsed", "memoryTotal", "temperature"]) expect(typeof g[f]).toBe("number");
     }
     expect(cluster.gpus.find((g: any) => g.name === A100).memoryTotal).toBe(81920);
+
+    // The internal figures for the metrics service agree with what clients see.
+    const stats = await platform.broker.call<any>("gpu-scheduler.stats");
+    expect(stats.queueDepth).toBe(queueDepth);
+    expect(stats.jobsByStatus).toEqual({
+      queued: expect.any(Number),
+      running: expect.any(Number),
+      completed: expect.any(Number),
+      failed: expect.any(Number),
+      cancelled: expect.any(Number),
+    });
+    expect(stats.jobsByStatus.failed).toBeGreaterThanOrEqual(1);
+    expect(stats.jobsByStatus.cancelled).toBeGreaterThanOrEqual(2);
   });
 
   test("gpu api - list: the caller's own jobs only, newest first, at most 50", async () => {

@@ -24,6 +24,8 @@ describe("dbaas isolation", () => {
   const accountB = callerMeta();
 
   beforeAll(async () => {
+    // As on a fresh server: PUBLIC may connect to postgres and template1 until dbaas starts.
+    await asAdmin((admin) => admin.query("GRANT CONNECT, TEMPORARY ON DATABASE postgres, template1 TO PUBLIC"));
     platform = await startDbaasPlatform({ env: { DBAAS_CONNECTION_LIMIT: "7" } });
     [a, b] = await Promise.all([
       platform.broker.call<DatabaseCreated, object>("dbaas.create", {}, { meta: accountA }),
@@ -52,7 +54,7 @@ describe("dbaas isolation", () => {
     // B's role and password, A's database: no CONNECT right.
     const crossed = `postgresql://${b.username}:${b.password}@${b.host}:${b.port}/${a.databaseName}`;
     expect(await connectRefusal(crossed)).toBe("42501");
-    // Neither reaches the admin database or a template.
+    // Neither reaches the admin database or a template (dbaas closed them to PUBLIC at start).
     expect(await connectRefusal(`postgresql://${a.username}:${a.password}@${a.host}:${a.port}/postgres`)).toBe("42501");
     expect(await connectRefusal(`postgresql://${a.username}:${a.password}@${a.host}:${a.port}/template1`)).toBe("42501");
   });

@@ -8,7 +8,26 @@ const REQUIRED: Array<[string, string, number]> = [
   ["PostgreSQL", "127.0.0.1", 5432],
   ["Redis", "127.0.0.1", 6379],
   ["NATS", "127.0.0.1", 4222],
+  ["the tenant PostgreSQL cluster (.ci/setup.d/30-tenant-postgres.sh)", "127.0.0.1", 5433],
 ];
+
+const DOCKER_SOCKET = process.env.DOCKER_SOCKET || "/var/run/docker.sock";
+
+function dockerAnswers(): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect(DOCKER_SOCKET);
+    socket.setTimeout(3000, () => {
+      socket.destroy();
+      resolve(false);
+    });
+    socket.once("connect", () => socket.write("GET /_ping HTTP/1.0\r\n\r\n"));
+    socket.once("data", (d) => {
+      socket.destroy();
+      resolve(/^HTTP\/1\.[01] 200/.test(d.toString()));
+    });
+    socket.once("error", () => resolve(false));
+  });
+}
 
 function reachable(host: string, port: number, timeoutMs = 3000): Promise<boolean> {
   return new Promise((resolve) => {
@@ -26,5 +45,6 @@ function reachable(host: string, port: number, timeoutMs = 3000): Promise<boolea
 export default async function globalSetup(): Promise<void> {
   const missing: string[] = [];
   for (const [name, host, port] of REQUIRED) if (!(await reachable(host, port))) missing.push(`${name} (${host}:${port})`);
+  if (!(await dockerAnswers())) missing.push(`the Docker engine (${DOCKER_SOCKET}, .ci/setup.d/20-docker.sh)`);
   if (missing.length) throw new Error(`Servers the tests need are not answering: ${missing.join(", ")}. Run .ci/run or start them.`);
 }
