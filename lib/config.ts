@@ -143,6 +143,8 @@ export const config = {
   dbaasCreateConcurrency: () => int("DBAAS_CREATE_CONCURRENCY", 2),
   /** Trust X-Forwarded-For for the client address (behind an ingress). */
   trustProxy: () => process.env.TRUST_PROXY === "true",
+  /** Longest a gateway request may wait for a service (above INFERENCE_TIMEOUT_MS). */
+  gatewayTimeoutMs: () => int("GATEWAY_TIMEOUT_MS", 150_000),
   logLevel: () => process.env.LOG_LEVEL || "info",
   logFormat: () => process.env.LOG_FORMAT || (isProduction() ? "json" : "short"),
   /** Liveness/readiness HTTP port of every process (0: any free port; "off": none). */

@@ -65,7 +65,8 @@ const GatewayService: ServiceSchema = {
         authorization: false,
         logging: false,
         bodyParsers: { json: { limit: "1mb", strict: true }, urlencoded: false },
-        callOptions: { timeout: 0 },
+        // A call to a process that died without saying so must not hang: GATEWAY_TIMEOUT_MS (503).
+        callOptions: { timeout: config.gatewayTimeoutMs() },
 
         onBeforeCall(this: Service, ctx: Context<unknown, GatewayMeta>, _route: unknown, req: Req) {
           if (BODY_METHODS.has(req.method ?? "") && hasBody(req)) {

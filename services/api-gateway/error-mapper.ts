@@ -75,6 +75,7 @@ export function toPublicError(raw: unknown, requestId: string): PublicError {
     err.name === "ServiceNotAvailableError" ||
     err.name === "ServiceUnavailableError" ||
     err.name === "RequestTimeoutError" ||
+    err.name === "RequestRejectedError" ||
     err.name === "BrokerDisconnectedError"
   ) {
     return make("SERVICE_UNAVAILABLE", "Service temporarily unavailable, retry later");

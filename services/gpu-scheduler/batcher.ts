@@ -13,6 +13,11 @@ export class Batcher<In, Out> {
     private readonly opts: { maxBatch: number; maxInFlight: number } = { maxBatch: 500, maxInFlight: 2 },
   ) {}
 
+  /** Resolves once nothing is pending or in flight. */
+  async idle(): Promise<void> {
+    while (this.pending.length || this.inFlight) await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+
   push(item: In): Promise<Out> {
     return new Promise<Out>((resolve, reject) => {
       this.pending.push({ item, resolve, reject });

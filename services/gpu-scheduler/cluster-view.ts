@@ -19,6 +19,8 @@ export type ViewCard = GpuCard & { nodeId: string };
 
 export class ClusterView {
   private readonly nodes = new Map<string, NodeEntry>();
+  /** schedulableCards(), until a node comes, goes, is suspended or changes its cards. */
+  private schedulable?: ViewCard[];
 
   constructor(
     /** When this replica started watching: a node holding jobs but never heard is lost after the timeout. */
@@ -30,6 +32,7 @@ export class ClusterView {
     const prev = this.nodes.get(hb.nodeId);
     const cardsKey = (cards: GpuCard[]) => cards.map((c) => c.uuid).sort().join(",");
     const changed = !prev || prev.suspended || cardsKey(prev.cards) !== cardsKey(hb.cards);
+    if (changed) this.schedulable = undefined;
     this.nodes.set(hb.nodeId, {
       nodeId: hb.nodeId,
       cards: hb.cards,
@@ -44,10 +47,12 @@ export class ClusterView {
   suspend(nodeId: string): void {
     const node = this.nodes.get(nodeId);
     if (node) node.suspended = true;
+    this.schedulable = undefined;
   }
 
   remove(nodeId: string): void {
     this.nodes.delete(nodeId);
+    this.schedulable = undefined;
   }
 
   has(nodeId: string): boolean {
@@ -80,9 +85,10 @@ export class ClusterView {
     return out;
   }
 
-  /** Cards placements may go to (their node is not suspended). */
+  /** Cards placements may go to (their node is not suspended); rebuilt only when nodes change. */
   schedulableCards(): ViewCard[] {
-    return this.cards().filter((c) => !this.nodes.get(c.nodeId)!.suspended);
+    this.schedulable ??= this.cards().filter((c) => !this.nodes.get(c.nodeId)!.suspended);
+    return this.schedulable;
   }
 
   cardName(uuid: string): string | undefined {

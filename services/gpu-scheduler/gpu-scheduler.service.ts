@@ -16,6 +16,7 @@ import { DbMixin, DbThis } from "../../mixins/db.mixin";
 import { Batcher } from "./batcher";
 import { ClusterStatus, JobDetail, toClusterStatus, toJobDetail } from "./job-view";
 import { JobRow, JobsRepository, NewJob } from "./jobs.repository";
+import { PlacementRepository } from "./placement.repository";
 import { migrations } from "./migrations";
 import { BrokerNodeClient } from "./node-client";
 import { matchingNames } from "./placement";
@@ -39,11 +40,14 @@ const IMAGE_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._\-/:@]*$/;
 const JOB_ID_PARAMS = { id: { type: "string", max: 64 } };
 /** Applying an event takes milliseconds; one unacknowledged this long went to a replica that died. */
 const EVENT_ACK_WAIT_NS = 5e9;
+/** A shorter housekeeping period would only load the database. */
+const MIN_TICK_MS = 50;
 
 type SchedulerThis = Service &
   DbThis & {
     clock: Clock;
     repo: JobsRepository;
+    places: PlacementRepository;
     scheduler: Scheduler;
     inserts: Batcher<NewJob, number>;
     tickTimer?: NodeJS.Timeout;
@@ -51,11 +55,13 @@ type SchedulerThis = Service &
     checkGpuType(gpuType: string): void;
   };
 
+/** A durable channel subscription (@moleculer/channels reads `channels` from the schema). */
 type ChannelDef = {
   group: string;
   maxInFlight: number;
   nats?: { consumerOptions: { config: Record<string, unknown> } };
-  handler(this: SchedulerThis, payload: unknown): Promise<void> };
+  handler(this: SchedulerThis, payload: unknown): Promise<void>;
+};
 
 const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & { channels: Record<string, ChannelDef> } = {
   name: "gpu-scheduler",
@@ -88,7 +94,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
           containerImage: containerImage ?? null,
           gpuType,
         });
-        void this.scheduler.schedule();
+        void this.scheduler.schedule({ newJob: true });
         ctx.meta.$statusCode = 201;
         (ctx.meta as CallerMeta & { $location?: string }).$location = `/api/gpu/jobs/${id}`;
         return { id, status: "queued", queuePosition: position };
@@ -142,7 +148,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       rest: "GET /status",
       auth: "required",
       async handler(this: SchedulerThis): Promise<ClusterStatus> {
-        const [held, depth] = await Promise.all([this.repo.heldCards(), this.repo.queueDepth()]);
+        const [held, depth] = await Promise.all([this.places.heldCards(), this.repo.queueDepth()]);
         return toClusterStatus(this.scheduler.view.cards(), held, depth);
       },
     },
@@ -211,8 +217,9 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
   created(this: SchedulerThis) {
     this.clock = { now: () => new Date() };
     this.repo = new JobsRepository(this.db);
+    this.places = new PlacementRepository(this.db);
     const timeoutMs = config.gpuDispatchTimeoutS() * 1000;
-    this.scheduler = new Scheduler(this.repo, new BrokerNodeClient(this.broker, timeoutMs), this.clock, this.logger, {
+    this.scheduler = new Scheduler(this.repo, this.places, new BrokerNodeClient(this.broker, timeoutMs), this.clock, this.logger, {
       nodeTimeoutMs: config.gpuNodeTimeoutS() * 1000,
       dispatchTimeoutMs: timeoutMs,
       warmUpMs: config.gpuHeartbeatS() * 1500,
@@ -231,7 +238,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
     await ensureChannelStreams(this.broker.namespace, [JOB_EVENTS_CHANNEL]);
     const tick = () =>
       this.scheduler.tick().catch((err) => this.logger.warn(`Scheduler housekeeping failed: ${(err as Error).message}`));
-    this.tickTimer = setInterval(tick, config.gpuScheduleTickMs());
+    this.tickTimer = setInterval(tick, Math.max(MIN_TICK_MS, config.gpuScheduleTickMs()));
     void this.scheduler.schedule();
   },
 

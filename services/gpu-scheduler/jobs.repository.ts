@@ -1,8 +1,6 @@
 /** SQL for the gpu_scheduler schema; the only place that knows its tables. */
-import type { Pool, PoolClient } from "pg";
+import type { Pool } from "pg";
 import type { JobPatch, JobState, StoredStatus } from "./transitions";
-
-type Queryable = Pool | PoolClient;
 
 export type JobRow = {
   id: string;
@@ -31,8 +29,6 @@ export type NewJob = {
   gpuType: string | null;
 };
 
-export type AssignedJob = { id: string; node_id: string; gpu_uuid: string; command: string; container_image: string | null };
-export type PlacementRow = { jobId: string; nodeId: string; gpuUuid: string; gpuName: string };
 
 const COLUMNS = `id, client_id, command, container_image, gpu_type, status, node_id, gpu_uuid, gpu_name, holding,
   created_at, started_at, completed_at, exit_code, output, error_message`;
@@ -101,73 +97,6 @@ export class JobsRepository {
   }
 
   // --- placement (inside the placement transaction) ---
-
-  /** Runs `work` in a transaction holding the placement lock: one replica decides at a time. */
-  async inPlacementLock<T>(work: (tx: PoolClient) => Promise<T>): Promise<T> {
-    const tx = await this.db.connect();
-    try {
-      // One round trip for both (no parameters, so a multi-statement query is allowed).
-      await tx.query(`BEGIN; SELECT pg_advisory_xact_lock(hashtext('ci-platform:gpu-scheduler:placement'))`);
-      const result = await work(tx);
-      await tx.query("COMMIT");
-      return result;
-    } catch (err) {
-      await tx.query("ROLLBACK").catch(() => undefined);
-      throw err;
-    } finally {
-      tx.release();
-    }
-  }
-
-  /** Whether any job waits (checked before taking the placement lock). */
-  async anyQueued(): Promise<boolean> {
-    const { rows } = await this.db.query<{ queued: boolean }>(
-      `SELECT EXISTS (SELECT 1 FROM gpu_scheduler.jobs WHERE status = 'queued') AS queued`,
-    );
-    return rows[0].queued;
-  }
-
-  /** Cards holding a job, as one value (a row per card costs more to decode than to read). */
-  async heldCards(db: Queryable = this.db): Promise<Set<string>> {
-    const { rows } = await db.query<{ held: string[] | null }>(`SELECT array_agg(gpu_uuid) AS held FROM gpu_scheduler.jobs WHERE holding`);
-    return new Set(rows[0].held ?? []);
-  }
-
-  /**
-   * The oldest `perType` queued jobs of each requested type: no more of a type can be placed in one
-   * pass. The distinct types come from skipping through an index (one probe per type), so the cost
-   * does not grow with the backlog.
-   */
-  async queueWindow(tx: PoolClient, perType: number): Promise<Array<{ jobId: string; gpuType: string | null; seq: number }>> {
-    const { rows } = await tx.query<{ id: string; gpu_type: string | null; seq: string }>(
-      `WITH RECURSIVE types(m) AS (
-         (SELECT gpu_match FROM gpu_scheduler.jobs WHERE status = 'queued' ORDER BY gpu_match LIMIT 1)
-         UNION ALL
-         SELECT (SELECT j.gpu_match FROM gpu_scheduler.jobs j
-                 WHERE j.status = 'queued' AND j.gpu_match > types.m ORDER BY j.gpu_match LIMIT 1)
-         FROM types WHERE types.m IS NOT NULL)
-       SELECT q.id, q.gpu_type, q.seq FROM types,
-         LATERAL (SELECT id, gpu_type, seq FROM gpu_scheduler.jobs j
-                  WHERE j.status = 'queued' AND j.gpu_match = types.m ORDER BY j.seq LIMIT $1) q
-       WHERE types.m IS NOT NULL
-       ORDER BY q.seq`,
-      [perType],
-    );
-    return rows.map((r) => ({ jobId: r.id, gpuType: r.gpu_type, seq: Number(r.seq) }));
-  }
-
-  /** Commits placements of jobs still queued; returns those placed, with what the node needs. */
-  async assign(tx: PoolClient, placements: PlacementRow[], now: Date): Promise<AssignedJob[]> {
-    const { rows } = await tx.query<AssignedJob>(
-      `UPDATE gpu_scheduler.jobs j
-       SET status = 'assigned', node_id = p.node_id, gpu_uuid = p.gpu_uuid, gpu_name = p.gpu_name, holding = true, assigned_at = $5
-       FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) AS p(id, node_id, gpu_uuid, gpu_name)
-       WHERE j.id = p.id AND j.status = 'queued'
-       RETURNING j.id, j.node_id, j.gpu_uuid, j.command, j.container_image`,
-      [placements.map((p) => p.jobId), placements.map((p) => p.nodeId), placements.map((p) => p.gpuUuid), placements.map((p) => p.gpuName), now],
-    );
-    return rows;
-  }
 
   // --- dispatch results ---
 

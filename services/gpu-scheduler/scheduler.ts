@@ -1,14 +1,15 @@
 /**
  * The shell around the pure parts: reads a snapshot, asks `plan`, commits it, dispatches to
  * gpu-nodes, applies their events and heartbeats, and handles node loss. Its I/O sits behind
- * three narrow dependencies (the repository, a node client, a clock) so the service file only
+ * narrow dependencies (the two repositories, a node client, a clock) so the service file only
  * wires broker events to it.
  */
 import type { LoggerInstance } from "moleculer";
 import type { JobEvent, NodeHeartbeat, RunJobParams } from "../../lib/gpu-protocol";
 import { Batcher, Coalescer } from "./batcher";
 import { ClusterView } from "./cluster-view";
-import { AssignedJob, JobRow, JobsRepository } from "./jobs.repository";
+import { JobRow, JobsRepository } from "./jobs.repository";
+import { AssignedJob, PlacementRepository } from "./placement.repository";
 import { plan } from "./placement";
 import { UUID } from "./protocol-guards";
 import { applyJobEvent, cancelJob, isTerminal, JobPatch, JobState, StoredStatus } from "./transitions";
@@ -51,11 +52,16 @@ export class Scheduler {
   private readonly events: Batcher<JobEvent, void>;
   private stopped = false;
   private ticking = false;
+  /** A job was queued since the last pass started. */
+  private newJobs = false;
+  /** Cards holding a job outside the schedulable ones (suspended or vanished nodes), at the last pass. */
+  private heldElsewhere = 0;
   /** Running jobs missing from their node's heartbeats, since when (this replica's view). */
   private unreported = new Map<string, number>();
 
   constructor(
     private readonly repo: JobsRepository,
+    private readonly places: PlacementRepository,
     private readonly nodes: NodeClient,
     private readonly clock: Clock,
     private readonly logger: LoggerInstance,
@@ -71,15 +77,20 @@ export class Scheduler {
     this.events = new Batcher((events) => this.applyEvents(events), { maxBatch: 200, maxInFlight: 2 });
   }
 
-  /** Requests a placement pass; resolves once a pass that saw this request has finished. */
-  schedule(): Promise<void> {
+  /**
+   * Requests a placement pass; resolves once a pass that saw this request has finished.
+   * `newJob`: the caller just queued a job (the pass need not check that one waits).
+   */
+  schedule(opts: { newJob?: boolean } = {}): Promise<void> {
     if (this.stopped) return Promise.resolve();
+    if (opts.newJob) this.newJobs = true;
     return this.placement.request();
   }
 
+  /** No new passes; waits for the pass, event and confirmation batches under way. */
   async stop(): Promise<void> {
     this.stopped = true;
-    await this.placement.idle();
+    await Promise.all([this.placement.idle(), this.acks.idle(), this.events.idle()]);
   }
 
   /** Whether a job may ask for `gpuType`: some card matches, or the cluster is not fully known yet. */
@@ -90,33 +101,27 @@ export class Scheduler {
   // --- placement ---
 
   private async placeOnce(): Promise<void> {
-    const T: number[] = [performance.now()];
+    const sure = this.newJobs;
+    this.newJobs = false;
     const cards = this.view.schedulableCards();
-    T.push(performance.now());
-    if (!cards.length || !(await this.repo.anyQueued())) return;
-    T.push(performance.now());
-    (globalThis as any).__T = T;
-    let planned = 0;
-    let assigned: AssignedJob[];
+    if (!cards.length || (!sure && !(await this.places.anyQueued()))) return;
+    const schedulable = new Set(cards.map((c) => c.uuid));
+    let again = false;
+    let outcome: { planned: number; assigned: AssignedJob[] };
     try {
-      assigned = await this.repo.inPlacementLock(async (tx) => {
-        T.push(performance.now());
-        const held = await this.repo.heldCards(tx);
-        T.push(performance.now());
-        const snapshot = cards.map((c) => ({ nodeId: c.nodeId, uuid: c.uuid, name: c.name, busy: held.has(c.uuid) }));
-        const free = snapshot.filter((c) => !c.busy).length;
-        if (!free) return [];
-        const queue = await this.repo.queueWindow(tx, free);
-        T.push(performance.now());
-        if (!queue.length) return [];
-        const decided = plan({ cards: snapshot, queue });
-        T.push(performance.now());
-        planned = decided.placements.length;
-        if (!planned) return [];
-        const names = new Map(cards.map((c) => [c.uuid, c.name]));
-        const rows = decided.placements.map((p) => ({ ...p, gpuName: names.get(p.gpuUuid)! }));
-        return this.repo.assign(tx, rows, this.clock.now());
-      });
+      // The snapshot reads at most as many jobs per type as there may be free cards.
+      outcome = await this.places.placeUnderLock(
+        cards.length + this.heldElsewhere,
+        ({ held, queue }) => {
+          const elsewhere = [...held].filter((uuid) => !schedulable.has(uuid)).length;
+          if (elsewhere > this.heldElsewhere) again = true; // the bound was too small: read again
+          this.heldElsewhere = elsewhere;
+          const snapshot = cards.map((c) => ({ nodeId: c.nodeId, uuid: c.uuid, name: c.name, busy: held.has(c.uuid) }));
+          const names = new Map(cards.map((c) => [c.uuid, c.name]));
+          return plan({ cards: snapshot, queue }).placements.map((p) => ({ ...p, gpuName: names.get(p.gpuUuid)! }));
+        },
+        this.clock.now(),
+      );
     } catch (err) {
       // A card taken outside the lock (should not happen): re-read and decide again.
       if ((err as { code?: string }).code === UNIQUE_VIOLATION) {
@@ -125,11 +130,9 @@ export class Scheduler {
       }
       throw err;
     }
-    // Some planned jobs were cancelled meanwhile: their cards are still free.
-    T.push(performance.now());
-    if (assigned.length) require("fs").appendFileSync("/tmp/pass.log", "PASS " + assigned.length, assigned.length + " " + T.slice(1).map((t, i) => (t - T[i]).toFixed(2)).join(" ") + "\n");
-    if (assigned.length < planned) void this.schedule();
-    for (const job of assigned) this.dispatch(job);
+    // Some planned jobs were cancelled meanwhile (their cards are still free), or the read was short.
+    if (again || outcome.assigned.length < outcome.planned) void this.schedule();
+    for (const job of outcome.assigned) this.dispatch(job);
   }
 
   private dispatch(job: AssignedJob): void {

@@ -10,6 +10,7 @@ import { Pool } from "pg";
 import { ensureDatabase, migrate } from "../../lib/db";
 import type { JobEvent, NodeHeartbeat, RunJobParams } from "../../lib/gpu-protocol";
 import { JobsRepository } from "../../services/gpu-scheduler/jobs.repository";
+import { PlacementRepository, QueuedRow } from "../../services/gpu-scheduler/placement.repository";
 import { migrations } from "../../services/gpu-scheduler/migrations";
 import { Clock, NodeClient, Scheduler } from "../../services/gpu-scheduler/scheduler";
 import { dropDatabase, testDatabaseUrl, waitFor } from "../support/platform";
@@ -73,6 +74,7 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
   const url = testDatabaseUrl();
   let pools: Pool[] = [];
   let repo: JobsRepository;
+  let places: PlacementRepository;
 
   const newJob = async (gpuType: string | null = null, now = new Date()) => {
     const [row] = await repo.insert([{ id: randomUUID(), clientId: CLIENT, command: "true", containerImage: null, gpuType }], now);
@@ -80,13 +82,16 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
   };
   const statusOf = async (id: string) => (await repo.find(id))!.status;
   const replica = (nodes: NodeClient, clock: Clock = { now: () => new Date() }, pool = pools[0]) =>
-    new Scheduler(new JobsRepository(pool), nodes, clock, quiet, SETTINGS);
+    new Scheduler(new JobsRepository(pool), new PlacementRepository(pool), nodes, clock, quiet, SETTINGS);
 
   beforeAll(async () => {
     await ensureDatabase(url);
     pools = [new Pool({ connectionString: url, max: 8 }), new Pool({ connectionString: url, max: 8 })];
+    // An idle connection closed by the server (the database dropped at the end) is not a failure.
+    for (const pool of pools) pool.on("error", () => undefined);
     await migrate(pools[0], "gpu_scheduler", migrations);
     repo = new JobsRepository(pools[0]);
+    places = new PlacementRepository(pools[0]);
   });
   beforeEach(async () => {
     await pools[0].query("TRUNCATE gpu_scheduler.jobs");
@@ -114,11 +119,27 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     const types = [null, "RTX 3060", null, "rtx  3060", "A100", null, "A100", "RTX 3060"];
     const ids: string[] = [];
     for (const t of types) ids.push((await newJob(t)).id);
-    const window = await repo.inPlacementLock((tx) => repo.queueWindow(tx, 2));
+    const snapshot = async (cardCount: number) => {
+      let seen: QueuedRow[] = [];
+      const outcome = await places.placeUnderLock(cardCount, ({ queue }) => ((seen = queue), []), new Date());
+      expect(outcome).toEqual({ planned: 0, assigned: [] });
+      return seen;
+    };
+    // Two cards, none busy: at most two jobs of each type can be placed.
+    const window = await snapshot(2);
     // any: jobs 0 and 2; "rtx 3060" (same type written twice): 1 and 3; A100: 4 and 6.
     expect(window.map((j) => ids.indexOf(j.jobId))).toEqual([0, 1, 2, 3, 4, 6]);
     expect(window.map((j) => j.gpuType)).toEqual([null, "RTX 3060", null, "rtx  3060", "A100", "A100"]);
-    expect(await repo.inPlacementLock((tx) => repo.queueWindow(tx, 100))).toHaveLength(types.length);
+    expect(await snapshot(100)).toHaveLength(types.length);
+    expect(await snapshot(0)).toEqual([]);
+  });
+
+  test("gpu-scheduler queue - a placement commit writes names and ids as literals safely", async () => {
+    const { id } = await newJob();
+    const odd = "node'); DROP TABLE gpu_scheduler.jobs; --";
+    const outcome = await places.placeUnderLock(1, () => [{ jobId: id, nodeId: odd, gpuUuid: "g'1", gpuName: "Card \\ 'quoted'" }], new Date());
+    expect(outcome.assigned).toEqual([{ id, node_id: odd, gpu_uuid: "g'1", command: "true", container_image: null }]);
+    expect(await repo.find(id)).toMatchObject({ status: "assigned", gpu_name: "Card \\ 'quoted'", holding: true });
   });
 
   test("gpu-scheduler queue - two replicas racing place every job once and never two on a card", async () => {
