@@ -1,29 +1,30 @@
 /**
  * bench:inference — what the platform adds over calling the model provider directly, against the
- * Ollama stand-in in its own process, direct vs through the gateway and the inference service
- * (one process, as `npm start` runs them), in one run:
- *  1. non-streamed answers at 50 concurrent requests, the stand-in taking 100–300 ms per answer
- *     (p50, p99 of the whole answer);
- *  2. streamed answers' time to first byte, the first token after 100–300 ms;
- *  3. capacity: the stand-in answering at once, 50 concurrent (requests/s, and latency when the
- *     machine is the bottleneck).
- * Goals (1): overhead p50 ≤ +1 ms, p99 ≤ +5 ms.
+ * Ollama stand-in in its own process. Three paths, in one run, passes alternated so drift on a
+ * shared machine hits them alike:
+ *  - direct: the client calls the stand-in;
+ *  - bare proxy: a node:http process that only forwards (bench/inference-bare-proxy.ts): what any
+ *    extra process hop costs on this machine, the floor for a gateway;
+ *  - platform: gateway + inference service in one process (as `npm start` runs them), JWT auth.
+ * Cases: (1) non-streamed answers at 50 concurrent requests, the stand-in taking 100–300 ms;
+ * (2) streamed answers' time to first byte, first token after 100–300 ms; (3) capacity: instant
+ * answers at 50 concurrent. Goals for (1): platform over direct p50 ≤ +1 ms, p99 ≤ +5 ms.
  */
-import { spawn } from "child_process";
+import { ChildProcess, spawn } from "child_process";
+import { randomUUID } from "crypto";
 import http from "http";
 import os from "os";
 import path from "path";
 import readline from "readline";
-import { randomUUID } from "crypto";
-import { ChildService, dropDatabase, freePort, spawnServices, testDatabaseUrl, uniqueName, waitFor } from "../test/support/platform";
 import { signAccessToken } from "../lib/jwt";
+import { ChildService, dropDatabase, freePort, spawnServices, testDatabaseUrl, uniqueName, waitFor } from "../test/support/platform";
 
-// The stand-in "thinks" 100 to 300 ms per answer (the same times on both paths): varied like a
+// The stand-in "thinks" 100 to 300 ms per answer (the same times on every path): varied like a
 // model's, which also keeps 50 closed-loop clients from marching in lock-step bursts.
 const MODEL_MS = Number(process.env.BENCH_MODEL_MS || 100);
 const JITTER_MS = Number(process.env.BENCH_JITTER_MS || 200);
-const REQUESTS = Number(process.env.BENCH_REQUESTS || 1500); // non-streamed, per path
-const STREAMS = Number(process.env.BENCH_STREAMS || 300); // streamed, per path
+const REQUESTS = Number(process.env.BENCH_REQUESTS || 1200); // non-streamed, per path
+const STREAMS = Number(process.env.BENCH_STREAMS || 240); // streamed, per path
 const CAPACITY_REQUESTS = Number(process.env.BENCH_CAPACITY_REQUESTS || 3000); // per path
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY || 50);
 const STREAM_CONCURRENCY = 10;
@@ -31,11 +32,11 @@ const SECRET = "bench-secret";
 const MODEL = "llama3.2:1b";
 
 /** `body(i)` is the i-th request of a pass: its prompt's `#i` fixes the stand-in's answer time, so
- * both paths see exactly the same times and their percentiles differ only by the platform. */
+ * every path sees exactly the same times and their percentiles differ only by what is in between. */
 type Target = { port: number; path: string; headers: Record<string, string>; body: (i: number) => string };
 type Figures = { p50: number; p99: number; rps: number };
 
-const agent = new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
+const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
 
 /** One request; resolves with ms until the whole body (or, with `firstByte`, its first byte). */
 function once(t: Target, firstByte: boolean, i = 0): Promise<number> {
@@ -74,47 +75,49 @@ async function run(t: Target, total: number, concurrency: number, firstByte = fa
   return { p50: at(0.5), p99: at(0.99), rps: Math.round(total / seconds) };
 }
 
-type StandinProcess = { url: string; script(script: Record<string, unknown>): Promise<void>; stop(): void };
-
-function startStandin(): Promise<StandinProcess> {
-  const proc = spawn(process.execPath, ["--import", "tsx", path.join(__dirname, "inference-standin.ts")], { stdio: ["pipe", "pipe", "inherit"] });
+/** A helper process that prints one JSON line with its URL and exits when its stdin closes. */
+function startHelper(file: string, env: Record<string, string> = {}): Promise<{ url: string; proc: ChildProcess; lines: readline.Interface }> {
+  const proc = spawn(process.execPath, ["--import", "tsx", path.join(__dirname, file)], { env: { ...process.env, ...env }, stdio: ["pipe", "pipe", "inherit"] });
   const lines = readline.createInterface({ input: proc.stdout! });
-  const nextLine = () => new Promise<string>((resolve) => lines.once("line", resolve));
   return new Promise((resolve, reject) => {
-    proc.once("exit", (code) => reject(new Error(`stand-in exited (${code})`)));
-    void nextLine().then((line) =>
-      resolve({
-        url: JSON.parse(line).url,
-        async script(script) {
-          const answered = nextLine();
-          proc.stdin!.write(`${JSON.stringify(script)}\n`);
-          await answered;
-        },
-        stop: () => proc.stdin!.end(),
-      }),
-    );
+    proc.once("exit", (code) => reject(new Error(`${file} exited (${code})`)));
+    lines.once("line", (line) => resolve({ url: JSON.parse(line).url, proc, lines }));
   });
+}
+
+async function startStandin() {
+  const { url, proc, lines } = await startHelper("inference-standin.ts");
+  return {
+    url,
+    /** Replaces the stand-in's script; resolves once it answered. */
+    async script(script: Record<string, unknown>) {
+      const answered = new Promise((resolve) => lines.once("line", resolve));
+      proc.stdin!.write(`${JSON.stringify(script)}\n`);
+      await answered;
+    },
+    stop: () => proc.stdin!.end(),
+  };
 }
 
 const ms = (v: number) => `${v.toFixed(2)} ms`;
 const plus = (v: number) => `${v >= 0 ? "+" : ""}${v.toFixed(2)} ms`;
 const mean = (a: Figures, b: Figures): Figures => ({ p50: (a.p50 + b.p50) / 2, p99: (a.p99 + b.p99) / 2, rps: Math.round((a.rps + b.rps) / 2) });
 
-/** Direct and platform passes, alternated (two halves each) so drift on a shared machine hits both. */
-async function compare(direct: Target, platform: Target, total: number, concurrency: number, firstByte = false): Promise<[Figures, Figures]> {
-  await run(direct, Math.min(200, total), concurrency, firstByte); // warm-up: JIT, connection pools, model list cache
-  await run(platform, Math.min(200, total), concurrency, firstByte);
+/** Every path warmed up, then two alternated halves each. */
+async function compare(targets: Target[], total: number, concurrency: number, firstByte = false): Promise<Figures[]> {
+  for (const t of targets) await run(t, Math.min(200, total), concurrency, firstByte); // JIT, pools, model list cache
   const half = Math.ceil(total / 2);
-  const d1 = await run(direct, half, concurrency, firstByte);
-  const p1 = await run(platform, half, concurrency, firstByte);
-  const d2 = await run(direct, half, concurrency, firstByte);
-  const p2 = await run(platform, half, concurrency, firstByte);
-  return [mean(d1, d2), mean(p1, p2)];
+  const first: Figures[] = [];
+  for (const t of targets) first.push(await run(t, half, concurrency, firstByte));
+  const second: Figures[] = [];
+  for (const t of targets) second.push(await run(t, half, concurrency, firstByte));
+  return first.map((f, i) => mean(f, second[i]));
 }
 
 async function main() {
   const databaseUrl = testDatabaseUrl();
   const standin = await startStandin();
+  const proxy = await startHelper("inference-bare-proxy.ts", { PROVIDER_URL: standin.url });
   const port = await freePort();
   let platform: ChildService | undefined;
   try {
@@ -127,10 +130,9 @@ async function main() {
       OLLAMA_URL: standin.url,
       LOG_LEVEL: "warn",
     });
-    const standinPort = Number(new URL(standin.url).port);
     const prompt = (i: number) => `Why is the sky blue? Answer in one sentence. #${i}`;
-    const direct = (stream: boolean): Target => ({
-      port: standinPort,
+    const ollamaChat = (port: number, stream: boolean): Target => ({
+      port,
       path: "/api/chat",
       headers: {},
       body: (i) => JSON.stringify({ model: MODEL, messages: [{ role: "user", content: prompt(i) }], stream, options: { temperature: 0.7, num_predict: 1024 } }),
@@ -142,25 +144,32 @@ async function main() {
       headers: { authorization: `Bearer ${token}` },
       body: (i) => JSON.stringify({ model: MODEL, prompt: prompt(i), stream }),
     });
+    const paths = (stream: boolean) => [ollamaChat(Number(new URL(standin.url).port), stream), ollamaChat(Number(new URL(proxy.url).port), stream), viaPlatform(stream)];
     await waitFor(() => once(viaPlatform(false), false).catch(() => false), { timeoutMs: 30_000, intervalMs: 200, message: "the platform to answer" });
 
-    const rows: Array<[string, Figures, Figures]> = [];
+    const cases: Array<[string, Figures[]]> = [];
     await standin.script({ delayMs: MODEL_MS, jitterMs: JITTER_MS, chunkDelayMs: 5 });
-    const nonStreamed = await compare(direct(false), viaPlatform(false), REQUESTS, CONCURRENCY);
-    rows.push([`non-streamed, ${CONCURRENCY} concurrent, answers in ${MODEL_MS}–${MODEL_MS + JITTER_MS} ms`, ...nonStreamed]);
-    rows.push([`streamed TTFB, ${STREAM_CONCURRENCY} concurrent, first token in ${MODEL_MS}–${MODEL_MS + JITTER_MS} ms`, ...(await compare(direct(true), viaPlatform(true), STREAMS, STREAM_CONCURRENCY, true))]);
+    const nonStreamed = await compare(paths(false), REQUESTS, CONCURRENCY);
+    cases.push([`non-streamed, ${CONCURRENCY} concurrent, answers in ${MODEL_MS}–${MODEL_MS + JITTER_MS} ms`, nonStreamed]);
+    cases.push([`streamed TTFB, ${STREAM_CONCURRENCY} concurrent, first token in ${MODEL_MS}–${MODEL_MS + JITTER_MS} ms`, await compare(paths(true), STREAMS, STREAM_CONCURRENCY, true)]);
     await standin.script({ delayMs: 0 });
-    rows.push([`capacity: non-streamed, ${CONCURRENCY} concurrent, instant answers`, ...(await compare(direct(false), viaPlatform(false), CAPACITY_REQUESTS, CONCURRENCY))]);
+    cases.push([`capacity: non-streamed, ${CONCURRENCY} concurrent, instant answers`, await compare(paths(false), CAPACITY_REQUESTS, CONCURRENCY)]);
 
-    console.log(`\nbench:inference — Ollama stand-in (own process), platform = gateway + inference in one process (${os.cpus().length} CPUs)`);
-    console.log("| case | direct p50 | platform p50 | overhead p50 | direct p99 | platform p99 | overhead p99 | direct req/s | platform req/s |");
-    console.log("|---|---|---|---|---|---|---|---|---|");
-    for (const [label, d, p] of rows)
-      console.log(`| ${label} | ${ms(d.p50)} | ${ms(p.p50)} | ${plus(p.p50 - d.p50)} | ${ms(d.p99)} | ${ms(p.p99)} | ${plus(p.p99 - d.p99)} | ${d.rps} | ${p.rps} |`);
-    const [d, p] = nonStreamed;
-    console.log(`\nGoals (non-streamed, ${CONCURRENCY} concurrent): overhead p50 ≤ +1 ms: ${p.p50 - d.p50 <= 1 ? "met" : "NOT met"}; p99 ≤ +5 ms: ${p.p99 - d.p99 <= 5 ? "met" : "NOT met"}`);
+    console.log(`\nbench:inference — Ollama stand-in, bare proxy and platform each in its own process; ${os.cpus().length} CPUs, load average ${os.loadavg()[0].toFixed(2)} at the end`);
+    console.log("| case | path | p50 | p99 | req/s | p50 over direct | p99 over direct |");
+    console.log("|---|---|---|---|---|---|---|");
+    for (const [label, [direct, ...others]] of cases) {
+      console.log(`| ${label} | direct | ${ms(direct.p50)} | ${ms(direct.p99)} | ${direct.rps} | | |`);
+      others.forEach((f, i) =>
+        console.log(`| | ${i === 0 ? "bare proxy" : "platform"} | ${ms(f.p50)} | ${ms(f.p99)} | ${f.rps} | ${plus(f.p50 - direct.p50)} | ${plus(f.p99 - direct.p99)} |`),
+      );
+    }
+    const [d, bare, p] = nonStreamed;
+    console.log(`\nPlatform over the bare proxy (non-streamed): p50 ${plus(p.p50 - bare.p50)}, p99 ${plus(p.p99 - bare.p99)}`);
+    console.log(`Goals (non-streamed, platform over direct): p50 ≤ +1 ms: ${p.p50 - d.p50 <= 1 ? "met" : "NOT met"}; p99 ≤ +5 ms: ${p.p99 - d.p99 <= 5 ? "met" : "NOT met"}`);
   } finally {
     await platform?.stop();
+    proxy.proc.stdin!.end();
     standin.stop();
     agent.destroy();
     await dropDatabase(databaseUrl).catch(() => undefined);

@@ -5,7 +5,7 @@
 import { mkdtempSync, readFileSync, rmSync } from "fs";
 import os from "os";
 import path from "path";
-import { http, startTestPlatform, TestPlatform, waitFor, waitForRoute } from "../support/platform";
+import { http, startTestPlatform, TestPlatform, waitFor, waitForRoute, processAlive } from "../support/platform";
 
 const RTX = "NVIDIA GeForce RTX 3060";
 const A100 = "NVIDIA A100-SXM4-80GB";
@@ -32,14 +32,6 @@ describe("gpu api - through the gateway", () => {
     });
     expect(res.status).toBe(201);
     return res.body.accessToken as string;
-  };
-  const alive = (pid: number) => {
-    try {
-      process.kill(pid, 0);
-      return true;
-    } catch {
-      return false;
-    }
   };
 
   beforeAll(async () => {
@@ -124,12 +116,12 @@ describe("gpu api - through the gateway", () => {
         return false;
       }
     }, { message: "pid file" });
-    expect(alive(pid)).toBe(true);
+    expect(processAlive(pid)).toBe(true);
     const cancelRunning = await http(base, "POST", `/api/gpu/jobs/${holders[0].body.id}/cancel`, { token: alice });
     expect(cancelRunning.status).toBe(200);
     expect(cancelRunning.body).toMatchObject({ status: "cancelled", errorMessage: null });
     expect(cancelRunning.body.gpuSecondsUsed).toBeGreaterThan(0);
-    await waitFor(() => !alive(pid), { message: "the cancelled job's process is gone" });
+    await waitFor(() => !processAlive(pid), { message: "the cancelled job's process is gone" });
     // Its card is free again.
     await waitFor(async () => (await http(base, "GET", "/api/gpu/status", { token: alice })).body.cluster.availableGpus === 1, {
       message: "card freed",

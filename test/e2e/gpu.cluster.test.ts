@@ -20,6 +20,7 @@ import {
   uniqueName,
   waitFor,
   waitForRoute,
+  processAlive,
 } from "../support/platform";
 
 const NODE_TIMEOUT_S = 3;
@@ -74,14 +75,6 @@ describe("gpu cluster - scheduler and three gpu-nodes over NATS", () => {
     (await db.query<{ id: string }>("SELECT id FROM gpu_scheduler.jobs WHERE node_id = $1 AND id = ANY($2::uuid[])", [nodeId, ids])).rows.map(
       (r) => r.id,
     );
-  const alive = (pid: number) => {
-    try {
-      process.kill(pid, 0);
-      return true;
-    } catch {
-      return false;
-    }
-  };
 
   beforeAll(async () => {
     scheduler = await startScheduler();
@@ -189,12 +182,12 @@ describe("gpu cluster - scheduler and three gpu-nodes over NATS", () => {
         message: "the frozen node's jobs failed",
       });
       expect((await clusterStatus()).cluster.totalGpus).toBe(2);
-      for (const p of pids) expect(alive(p)).toBe(true);
+      for (const p of pids) expect(processAlive(p)).toBe(true);
     } finally {
       nodes[1].proc.kill("SIGCONT");
     }
     await waitFor(async () => (await clusterStatus()).cluster.totalGpus === 4, { message: "the node re-announced its cards" });
-    await waitFor(() => pids.every((p) => !alive(p)), { timeoutMs: 8000, message: "the failed jobs stopped on the returning node" });
+    await waitFor(() => pids.every((p) => !processAlive(p)), { timeoutMs: 8000, message: "the failed jobs stopped on the returning node" });
     for (const job of await jobsOf(onFrozen)) expect(job.status).toBe("failed");
 
     for (const id of ids.filter((id) => !onFrozen.includes(id))) expect((await api("POST", `/api/gpu/jobs/${id}/cancel`)).status).toBe(200);

@@ -5,20 +5,9 @@
  */
 import { ChildProcess, spawn, spawnSync } from "child_process";
 import fs from "fs";
-import net from "net";
 import path from "path";
-import { dropDatabase, http, ROOT, testDatabaseUrl, uniqueName, waitFor } from "../support/platform";
+import { dropDatabase, http, ROOT, testDatabaseUrl, uniqueName, waitFor, freePort } from "../support/platform";
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 describe("ops - the compiled entry point the image runs", () => {
   // Inside dist/ (ignored), so the compiled files resolve node_modules and package.json as in /app.

@@ -3,20 +3,9 @@
  * request is in flight; it turns unready, stops accepting connections, still answers the request
  * in flight with 200, and exits 0.
  */
-import net from "net";
 import { Context, ServiceBroker } from "moleculer";
-import { http, NATS_URL, spawnServices, uniqueName, waitFor, waitForRoute, ChildService } from "../support/platform";
+import { http, NATS_URL, spawnServices, uniqueName, waitFor, waitForRoute, ChildService, freePort } from "../support/platform";
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 describe("ops - graceful shutdown", () => {
   const namespace = uniqueName("t");

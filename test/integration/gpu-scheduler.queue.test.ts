@@ -334,6 +334,9 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     const dying = replica(nodes, clock, pools[0]);
     const survivor = replica(new FakeNodes(), clock, pools[1]);
     for (const r of [dying, survivor]) await r.heartbeat(heartbeat("n1", ["a0", "a1"]));
+    // The heartbeats started passes of their own: let them finish on the empty queue first,
+    // so only `dying` places the jobs below.
+    await Promise.all([dying.schedule(), survivor.schedule()]);
     const a = await newJob(null, clock.now());
     const b = await newJob(null, clock.now());
     await dying.schedule();

@@ -191,3 +191,13 @@ export function freePort(): Promise<number> {
     srv.once("error", reject);
   });
 }
+
+/** Whether a process with this pid still exists (signal 0 only checks). */
+export function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
