@@ -11,7 +11,7 @@ import { ensureChannelStreams } from "../../lib/channels";
 import { config } from "../../lib/config";
 import { apiError, notFound, validationFailed } from "../../lib/errors";
 import { HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL } from "../../lib/gpu-protocol";
-import type { CallerMeta } from "../../lib/identity";
+import { CallerMeta, respondCreated } from "../../lib/identity";
 import { DbMixin, DbThis } from "../../mixins/db.mixin";
 import { Batcher } from "./batcher";
 import { ClusterStatus, JobDetail, toClusterStatus, toJobDetail } from "./job-view";
@@ -95,8 +95,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
           gpuType,
         });
         void this.scheduler.schedule({ newJob: true });
-        ctx.meta.$statusCode = 201;
-        (ctx.meta as CallerMeta & { $location?: string }).$location = `/api/gpu/jobs/${id}`;
+        respondCreated(ctx.meta, `/api/gpu/jobs/${id}`);
         return { id, status: "queued", queuePosition: position };
       },
     },
