@@ -6,4 +6,5 @@ module.exports = {
   transform: { "^.+\\.ts$": ["ts-jest", { tsconfig: "tsconfig.json", diagnostics: false }] },
   testTimeout: 60000,
   globalSetup: "<rootDir>/test/support/global-setup.ts",
+  reporters: ["default", "<rootDir>/test/support/summary-reporter.js"],
 };
