@@ -12,11 +12,13 @@ const REQUIRED: Array<[string, string, number]> = [
 ];
 
 const DOCKER_SOCKET = process.env.DOCKER_SOCKET || "/var/run/docker.sock";
+/** How long a server may take to accept a connection before it counts as missing. */
+const CONNECT_DEADLINE_MS = 3000;
 
 function dockerAnswers(): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = net.connect(DOCKER_SOCKET);
-    socket.setTimeout(3000, () => {
+    socket.setTimeout(CONNECT_DEADLINE_MS, () => {
       socket.destroy();
       resolve(false);
     });
@@ -29,7 +31,7 @@ function dockerAnswers(): Promise<boolean> {
   });
 }
 
-function reachable(host: string, port: number, timeoutMs = 3000): Promise<boolean> {
+function reachable(host: string, port: number, timeoutMs = CONNECT_DEADLINE_MS): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = net.connect({ host, port });
     const done = (ok: boolean) => {
