@@ -9,12 +9,14 @@ import { AuthMiddleware } from "./middlewares/auth.middleware";
 import { HealthMiddleware } from "./lib/health";
 import { jsonLineFormatter, RequestScopeMiddleware } from "./lib/logging";
 import { metricsOptions } from "./lib/metrics";
+import { transporterOption } from "./lib/nats-transporter";
 
 export function brokerConfig(): BrokerOptions {
   return {
     namespace: config.namespace(),
     nodeID: process.env.NODE_ID || undefined,
-    transporter: config.transporter(),
+    // NATS packets sent in one event-loop turn share one socket write (lib/nats-transporter.ts).
+    transporter: transporterOption(config.transporter()),
     logger: {
       type: "Console",
       options: {
@@ -36,7 +38,13 @@ export function brokerConfig(): BrokerOptions {
     circuitBreaker: { enabled: false },
     validator: true,
     errorHandler: undefined,
-    middlewares: [RequestScopeMiddleware, AuthMiddleware, createChannelsMiddleware(), HealthMiddleware()],
+    middlewares: [
+      // The request scope only feeds JSON lines' requestId; other formats skip its async-hooks cost.
+      ...(config.logFormat() === "json" ? [RequestScopeMiddleware] : []),
+      AuthMiddleware,
+      createChannelsMiddleware(),
+      HealthMiddleware(),
+    ],
     metrics: metricsOptions(),
     // Stopping waits for running actions (in-flight HTTP requests included); index.ts handles signals.
     tracking: { enabled: true, shutdownTimeout: config.shutdownTimeoutS() * 1000 },

@@ -67,6 +67,9 @@ export function jsonLineFormatter(
 
 type Logger = { info(...args: unknown[]): void };
 
+/** Whether LOG_LEVEL lets info lines through (moleculer's levels, matched exactly as moleculer does). */
+export const logsInfo = (level: string): boolean => level === "info" || level === "debug" || level === "trace";
+
 /** One access-log line per HTTP request once its response is sent. */
 export function logAccess(logger: Logger, req: IncomingMessage, res: ServerResponse, requestId: string): void {
   const started = process.hrtime.bigint();

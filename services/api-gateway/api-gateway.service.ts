@@ -12,7 +12,7 @@ import { apiError } from "../../lib/errors";
 import type { Caller, CallerMeta } from "../../lib/identity";
 import { addReadinessCheck } from "../../lib/health";
 import { verifyAccessToken } from "../../lib/jwt";
-import { logAccess } from "../../lib/logging";
+import { logAccess, logsInfo } from "../../lib/logging";
 import { readCredentials } from "./credentials";
 import { docsRoute } from "./docs";
 import { routesReadiness } from "./readiness";
@@ -52,7 +52,7 @@ const GatewayService: ServiceSchema = {
       options.requestID = id;
       req.requestId = id;
       res.setHeader("X-Request-Id", id);
-      logAccess(this.logger, req, res, id);
+      if (this.settings.accessLog) logAccess(this.logger, req, res, id);
     },
     routes: [
       {
@@ -145,6 +145,8 @@ const GatewayService: ServiceSchema = {
 
   created(this: Service) {
     this.settings.port = config.port();
+    // Below info level the access line would be dropped: skip its timer and listener per request.
+    this.settings.accessLog = logsInfo(config.logLevel());
     addReadinessCheck(this, "routes", routesReadiness(this as never));
   },
 };
