@@ -9,6 +9,7 @@ import type { Context, Service, ServiceSchema } from "moleculer";
 import ApiGateway from "moleculer-web";
 import { config } from "../../lib/config";
 import { apiError } from "../../lib/errors";
+import { serviceOwning } from "../../lib/service-routes";
 import type { Caller, CallerMeta } from "../../lib/identity";
 import { addReadinessCheck } from "../../lib/health";
 import { verifyAccessToken } from "../../lib/jwt";
@@ -36,6 +37,18 @@ function clientAddress(req: IncomingMessage): string {
     if (typeof forwarded === "string" && forwarded) return forwarded.split(",")[0].trim();
   }
   return req.socket.remoteAddress ?? "unknown";
+}
+
+type Unrouted = { name?: string; type?: string };
+
+/** An unrouted path under a platform service that has no instance now (stopped, restarting). */
+function ownerDown(gateway: Service, req: Req & { originalUrl?: string }, err: unknown): boolean {
+  const e = err as Unrouted;
+  if (e?.name !== "NotFoundError" || e.type !== "NOT_FOUND") return false;
+  const owner = serviceOwning((req.originalUrl ?? req.url ?? "").split("?")[0]);
+  // hasService exists on moleculer's registry but is missing from its type declarations.
+  const registry = gateway.broker.registry as unknown as { hasService(name: string): boolean };
+  return owner !== undefined && !registry.hasService(owner);
 }
 
 const GatewayService: ServiceSchema = {
@@ -95,7 +108,7 @@ const GatewayService: ServiceSchema = {
 
     onError(this: Service, req: Req, res: ServerResponse, err: unknown) {
       const requestId = req.requestId ?? randomUUID();
-      const pub = toPublicError(err, requestId);
+      const pub = toPublicError(ownerDown(this, req, err) ? apiError("SERVICE_UNAVAILABLE", "Service temporarily unavailable, retry later") : err, requestId);
       if (pub.internal) {
         const e = err as Error;
         this.logger.error({ requestId }, `Request ${requestId} failed: ${e?.name}: ${e?.message}`, e?.stack);

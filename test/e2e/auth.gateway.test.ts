@@ -234,6 +234,14 @@ describe("gateway - error contract", () => {
     expectError(await http(base, "GET", "/elsewhere"), 404, "NOT_FOUND");
   });
 
+  it("gateway - a platform service that is not running answers 503, an unknown path 404", async () => {
+    // this platform runs gateway and auth only: gpu-scheduler's and dbaas' paths have no instance
+    expectError(await http(base, "GET", "/api/gpu/jobs"), 503, "SERVICE_UNAVAILABLE");
+    expectError(await http(base, "POST", "/api/databases", { body: {} }), 503, "SERVICE_UNAVAILABLE");
+    expectError(await http(base, "GET", "/api/gpus"), 404, "NOT_FOUND");
+    expectError(await http(base, "GET", "/api/auth/nope"), 404, "NOT_FOUND");
+  });
+
   it("gateway - the gateway's own actions are not routed", async () => {
     expectError(await http(base, "GET", "/api/api-gateway/list-aliases"), 404, "NOT_FOUND");
   });

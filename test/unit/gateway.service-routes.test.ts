@@ -1,0 +1,23 @@
+import { REST_BASES, serviceOwning } from "../../lib/service-routes";
+import { SERVICE_REGISTRY } from "../../lib/runner";
+
+describe("gateway - which service owns a path", () => {
+  it("gateway - the table matches every routed service's settings.rest", () => {
+    const routed = Object.entries(SERVICE_REGISTRY)
+      .map(([name, load]) => [load().settings?.rest, name] as const)
+      .filter(([base, name]) => typeof base === "string" && name !== "api-gateway");
+    expect([...REST_BASES].sort()).toEqual([...routed].sort());
+  });
+
+  const cases: Array<[string, string | undefined]> = [
+    ["/api/gpu/jobs", "gpu-scheduler"],
+    ["/api/gpu", "gpu-scheduler"],
+    ["/api/models/infer", "inference"],
+    ["/api/databases/1234", "dbaas"],
+    ["/api/auth/login", "auth"],
+    ["/api/gpus", undefined],
+    ["/api/nothing", undefined],
+    ["/gpu/jobs", undefined],
+  ];
+  it.each(cases)("%s", (path, owner) => expect(serviceOwning(path)).toBe(owner));
+});
