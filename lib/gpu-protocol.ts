@@ -28,6 +28,15 @@ export type GpuCard = {
   temperature: number;
 };
 
+/** Shape check of a card as nodes send it (messages from the bus are untrusted). */
+export function isGpuCard(v: unknown): v is GpuCard {
+  if (typeof v !== "object" || v === null || Array.isArray(v)) return false;
+  const c = v as Record<string, unknown>;
+  const num = (x: unknown) => typeof x === "number" && Number.isFinite(x);
+  const str = (x: unknown) => typeof x === "string" && x.length > 0;
+  return str(c.uuid) && num(c.index) && str(c.name) && num(c.memoryTotal) && num(c.memoryUsed) && num(c.utilization) && num(c.temperature);
+}
+
 export type NodeHeartbeat = {
   /** The broker nodeID of the gpu-node process: the target of `gpu-node.*` calls. */
   nodeId: string;

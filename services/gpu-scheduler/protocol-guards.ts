@@ -2,7 +2,7 @@
  * Shape checks for what gpu-nodes send (lib/gpu-protocol.ts). A malformed message is logged and
  * dropped: retrying it would never help.
  */
-import type { GpuCard, JobEvent, NodeHeartbeat } from "../../lib/gpu-protocol";
+import { isGpuCard, JobEvent, NodeHeartbeat } from "../../lib/gpu-protocol";
 
 const isObj = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 const isStr = (v: unknown): v is string => typeof v === "string" && v.length > 0;
@@ -12,22 +12,10 @@ const isIntOrNull = (v: unknown) => v === null || (isNum(v) && Number.isInteger(
 
 export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-function isCard(v: unknown): v is GpuCard {
-  return (
-    isObj(v) &&
-    isStr(v.uuid) &&
-    isNum(v.index) &&
-    isStr(v.name) &&
-    isNum(v.memoryTotal) &&
-    isNum(v.memoryUsed) &&
-    isNum(v.utilization) &&
-    isNum(v.temperature)
-  );
-}
 
 export function asHeartbeat(v: unknown): NodeHeartbeat | null {
   if (!isObj(v) || !isStr(v.nodeId) || !Array.isArray(v.cards) || !Array.isArray(v.runningJobIds)) return null;
-  if (!v.cards.every(isCard) || !v.runningJobIds.every(isStr)) return null;
+  if (!v.cards.every(isGpuCard) || !v.runningJobIds.every(isStr)) return null;
   if (v.executor !== "docker" && v.executor !== "process") return null;
   return v as NodeHeartbeat;
 }

@@ -3,7 +3,7 @@
  * silent for STALE_AFTER_MS drops out, so a removed host stops being reported), and checks on the
  * shapes other services send, since an event handler must never throw on a bad payload.
  */
-import type { GpuCard, NodeHeartbeat } from "../../lib/gpu-protocol";
+import { GpuCard, isGpuCard, NodeHeartbeat } from "../../lib/gpu-protocol";
 
 /** Several missed heartbeats (sent every few seconds) before a node's cards stop being reported. */
 export const STALE_AFTER_MS = 30_000;
@@ -32,21 +32,9 @@ const isNumber = (v: unknown): v is number => typeof v === "number" && Number.is
 const isString = (v: unknown): v is string => typeof v === "string" && v.length > 0;
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
-function isCard(v: unknown): v is GpuCard {
-  return (
-    isObject(v) &&
-    isString(v.uuid) &&
-    isNumber(v.index) &&
-    isString(v.name) &&
-    isNumber(v.memoryTotal) &&
-    isNumber(v.memoryUsed) &&
-    isNumber(v.utilization) &&
-    isNumber(v.temperature)
-  );
-}
 
 export function isHeartbeat(v: unknown): v is NodeHeartbeat {
-  return isObject(v) && isString(v.nodeId) && Array.isArray(v.cards) && v.cards.every(isCard);
+  return isObject(v) && isString(v.nodeId) && Array.isArray(v.cards) && v.cards.every(isGpuCard);
 }
 
 /** `inference.completed`, as the inference service emits it (no provider: the model was not found). */

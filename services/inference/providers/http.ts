@@ -46,6 +46,19 @@ export class HttpEndpoint {
   }
 
   /** Sends a request; resolves with the response as soon as its headers arrived. */
+  /** send(), and a non-200 answer becomes the provider's failure (its error text via messageOf). */
+  async sendOk(
+    method: "GET" | "POST",
+    path: string,
+    body: unknown,
+    signal: AbortSignal,
+    messageOf: (body: unknown) => string | undefined,
+  ): Promise<IncomingMessage> {
+    const res = await this.send(method, path, body, signal);
+    if (res.statusCode !== 200) throw await httpFailure(res, signal, messageOf);
+    return res;
+  }
+
   async send(method: "GET" | "POST", path: string, body: unknown, signal: AbortSignal): Promise<IncomingMessage> {
     const payload = body === undefined ? undefined : JSON.stringify(body);
     try {

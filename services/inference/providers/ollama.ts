@@ -4,7 +4,7 @@
  * last with done: true and the token counts (prompt_eval_count, eval_count).
  */
 import { describeModel, parameterSizeOf } from "../model-info";
-import { HttpEndpoint, httpFailure, readJson, readLines, readText } from "./http";
+import { HttpEndpoint, readJson, readLines, readText } from "./http";
 import { ChatRequest, Completion, Provider, ProviderFailure, ProviderModel, StreamChunk } from "./types";
 
 type OllamaTag = {
@@ -38,8 +38,7 @@ export class OllamaProvider implements Provider {
   }
 
   async listModels(signal: AbortSignal): Promise<ProviderModel[]> {
-    const res = await this.http.send("GET", "/api/tags", undefined, signal);
-    if (res.statusCode !== 200) throw await httpFailure(res, signal, messageOf);
+    const res = await this.http.sendOk("GET", "/api/tags", undefined, signal, messageOf);
     const body = (await readJson(res, signal)) as { models?: unknown };
     if (!Array.isArray(body?.models)) throw malformed();
     return (body.models as OllamaTag[]).flatMap((tag) => {
@@ -64,22 +63,19 @@ export class OllamaProvider implements Provider {
   }
 
   async ping(signal: AbortSignal): Promise<void> {
-    const res = await this.http.send("GET", "/api/version", undefined, signal);
-    if (res.statusCode !== 200) throw await httpFailure(res, signal, messageOf);
+    const res = await this.http.sendOk("GET", "/api/version", undefined, signal, messageOf);
     await readText(res, signal);
   }
 
   async complete(request: ChatRequest, signal: AbortSignal): Promise<Completion> {
-    const res = await this.http.send("POST", "/api/chat", this.chatBody(request, false), signal);
-    if (res.statusCode !== 200) throw await httpFailure(res, signal, messageOf);
+    const res = await this.http.sendOk("POST", "/api/chat", this.chatBody(request, false), signal, messageOf);
     const body = (await readJson(res, signal)) as OllamaChat;
     if (typeof body?.message?.content !== "string") throw malformed();
     return { text: body.message.content, promptTokens: count(body.prompt_eval_count), completionTokens: count(body.eval_count) };
   }
 
   async stream(request: ChatRequest, signal: AbortSignal): Promise<AsyncIterable<StreamChunk>> {
-    const res = await this.http.send("POST", "/api/chat", this.chatBody(request, true), signal);
-    if (res.statusCode !== 200) throw await httpFailure(res, signal, messageOf);
+    const res = await this.http.sendOk("POST", "/api/chat", this.chatBody(request, true), signal, messageOf);
     return this.chunks(readLines(res, signal));
   }
 

@@ -4,7 +4,7 @@
  * `data: [DONE]`, token counts in `usage` (asked for with stream_options.include_usage).
  */
 import { describeModel, estimateTokens, parameterSizeOf } from "../model-info";
-import { HttpEndpoint, httpFailure, readJson, readLines, readText } from "./http";
+import { HttpEndpoint, readJson, readLines, readText } from "./http";
 import { ChatRequest, Completion, Provider, ProviderFailure, ProviderModel, StreamChunk, Usage } from "./types";
 
 type OpenAiModel = { id?: unknown; owned_by?: unknown; meta?: { n_params?: unknown } };
@@ -47,8 +47,7 @@ export class OpenAiProvider implements Provider {
   }
 
   async listModels(signal: AbortSignal): Promise<ProviderModel[]> {
-    const res = await this.http.send("GET", "/models", undefined, signal);
-    if (res.statusCode !== 200) throw await httpFailure(res, signal, messageOf);
+    const res = await this.http.sendOk("GET", "/models", undefined, signal, messageOf);
     const body = (await readJson(res, signal)) as { data?: unknown };
     if (!Array.isArray(body?.data)) throw malformed();
     return (body.data as OpenAiModel[]).flatMap((model) => {
@@ -62,14 +61,12 @@ export class OpenAiProvider implements Provider {
   }
 
   async ping(signal: AbortSignal): Promise<void> {
-    const res = await this.http.send("GET", "/models", undefined, signal);
-    if (res.statusCode !== 200) throw await httpFailure(res, signal, messageOf);
+    const res = await this.http.sendOk("GET", "/models", undefined, signal, messageOf);
     await readText(res, signal);
   }
 
   async complete(request: ChatRequest, signal: AbortSignal): Promise<Completion> {
-    const res = await this.http.send("POST", "/chat/completions", this.chatBody(request, false), signal);
-    if (res.statusCode !== 200) throw await httpFailure(res, signal, messageOf);
+    const res = await this.http.sendOk("POST", "/chat/completions", this.chatBody(request, false), signal, messageOf);
     const body = (await readJson(res, signal)) as OpenAiAnswer;
     const choice = Array.isArray(body?.choices) ? body.choices[0] : undefined;
     const content = choice?.message?.content;
@@ -80,8 +77,7 @@ export class OpenAiProvider implements Provider {
   }
 
   async stream(request: ChatRequest, signal: AbortSignal): Promise<AsyncIterable<StreamChunk>> {
-    const res = await this.http.send("POST", "/chat/completions", this.chatBody(request, true), signal);
-    if (res.statusCode !== 200) throw await httpFailure(res, signal, messageOf);
+    const res = await this.http.sendOk("POST", "/chat/completions", this.chatBody(request, true), signal, messageOf);
     return this.chunks(readLines(res, signal), request);
   }
 
