@@ -6,17 +6,24 @@ import type { BrokerOptions } from "moleculer";
 import { config } from "./lib/config";
 import { createChannelsMiddleware } from "./lib/channels";
 import { AuthMiddleware } from "./middlewares/auth.middleware";
+import { InputMiddleware } from "./middlewares/input.middleware";
 import { HealthMiddleware } from "./lib/health";
 import { jsonLineFormatter, RequestScopeMiddleware } from "./lib/logging";
 import { metricsOptions } from "./lib/metrics";
-import { transporterOption } from "./lib/nats-transporter";
+import { busSetup } from "./lib/bus-connection";
+import { SERVICE_ROLES } from "./lib/bus-identity";
+import { BusTransporter } from "./lib/nats-transporter";
 
-export function brokerConfig(): BrokerOptions {
+/** `services`: what this process runs (default SERVICES, empty = all); it decides the bus role and node id. */
+export function brokerConfig(services: readonly string[] = config.services()): BrokerOptions {
+  const bus = busSetup(services, SERVICE_ROLES);
+  const url = config.transporter();
   return {
     namespace: config.namespace(),
-    nodeID: process.env.NODE_ID || undefined,
-    // NATS packets sent in one event-loop turn share one socket write (lib/nats-transporter.ts).
-    transporter: transporterOption(config.transporter()),
+    // `<role>.<instance>`; on an authenticated bus the NATS user may publish only under it (lib/bus-subjects.ts).
+    nodeID: bus.nodeID,
+    // NATS: packets of one event-loop turn share one socket write; sender-bound subjects when authenticated.
+    transporter: bus.connection ? new BusTransporter({ ...bus.connection, senderBound: bus.senderBound }) : url,
     logger: {
       type: "Console",
       options: {
@@ -42,7 +49,9 @@ export function brokerConfig(): BrokerOptions {
       // The request scope only feeds JSON lines' requestId; other formats skip its async-hooks cost.
       ...(config.logFormat() === "json" ? [RequestScopeMiddleware] : []),
       AuthMiddleware,
-      createChannelsMiddleware(),
+      // NUL bytes and unpaired surrogates in any string param: 400 before a handler or a batch sees them.
+      InputMiddleware,
+      createChannelsMiddleware(bus),
       HealthMiddleware(),
     ],
     metrics: metricsOptions(),
@@ -53,4 +62,4 @@ export function brokerConfig(): BrokerOptions {
   };
 }
 
-export default brokerConfig();
+

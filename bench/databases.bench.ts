@@ -62,7 +62,7 @@ class Bare {
     const password = randomBytes(24).toString("base64url");
     this.made.push({ db, user });
     await this.pool.query(
-      `CREATE ROLE "${user}" LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT NOREPLICATION NOBYPASSRLS CONNECTION LIMIT 20 PASSWORD '${password}'`,
+      `CREATE ROLE "${user}" LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT NOREPLICATION NOBYPASSRLS CONNECTION LIMIT 1 PASSWORD '${password}'`,
     );
     await this.pool.query(`CREATE DATABASE "${db}" TEMPLATE template0`);
     await this.pool.query(
@@ -93,7 +93,9 @@ async function main() {
   const databaseUrl = testDatabaseUrl();
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
-  const env = { ...tenantEnv({ DBAAS_MAX_PER_ACCOUNT: "1000" }), DATABASE_URL: databaseUrl, PORT: String(port), TRANSPORTER: "", LOG_LEVEL: "error" };
+  // One account holds every database here: one connection each keeps its budget within the server's room.
+  const limits = { DBAAS_MAX_PER_ACCOUNT: "1000", DBAAS_CONNECTIONS_PER_ACCOUNT: "60", DBAAS_CONNECTION_LIMIT: "1" };
+  const env = { ...tenantEnv(limits), DATABASE_URL: databaseUrl, PORT: String(port), TRANSPORTER: "", LOG_LEVEL: "error" };
   const platform: ChildService = spawnServices(["api-gateway", "auth", "dbaas"], env);
   const bare = new Bare();
   let marker: string | undefined;

@@ -42,7 +42,7 @@ export async function benchDockerExecutor(opts: { runs?: number; image?: string 
   const logDir = mkdtempSync(path.join(os.tmpdir(), "bench-docker-"));
   const executor = new DockerExecutor(
     docker,
-    () => ({ nodeId: "bench", namespace, defaultImage: image, limits: { memoryMb: 256, cpus: 1, pids: 64, network: "none" } }),
+    () => ({ nodeId: "bench", namespace, defaultImage: image, limits: { memoryMb: 256, cpus: 1, pids: 64, network: "none" }, allowedRegistries: ["docker.io"] }),
     () => ({ timeoutS: 60, graceS: 0, logDir }), // stop = SIGKILL at once: the stop is not measured
   );
   const card: NodeCard = { uuid: "GPU-sim-bench", index: 0, name: "Bench GPU", memoryTotal: 1024, memoryUsed: 0, utilization: 0, temperature: 30, simulated: true };

@@ -11,12 +11,10 @@
  * answers at 50 concurrent. Goals for (1): platform over direct p50 ≤ +1 ms, p99 ≤ +5 ms.
  */
 import { ChildProcess, spawn } from "child_process";
-import { randomUUID } from "crypto";
 import http from "http";
 import os from "os";
 import path from "path";
 import readline from "readline";
-import { signAccessToken } from "../lib/jwt";
 import { ChildService, dropDatabase, freePort, spawnServices, testDatabaseUrl, uniqueName, waitFor } from "../test/support/platform";
 
 // The stand-in "thinks" 100 to 300 ms per answer (the same times on every path): varied like a
@@ -121,7 +119,7 @@ async function main() {
   const port = await freePort();
   let platform: ChildService | undefined;
   try {
-    platform = spawnServices(["api-gateway", "inference"], {
+    platform = spawnServices(["api-gateway", "auth", "inference"], {
       PORT: String(port),
       TRANSPORTER: "",
       NAMESPACE: uniqueName("bench"),
@@ -137,7 +135,15 @@ async function main() {
       headers: {},
       body: (i) => JSON.stringify({ model: MODEL, messages: [{ role: "user", content: prompt(i) }], stream, options: { temperature: 0.7, num_predict: 1024 } }),
     });
-    const token = signAccessToken(randomUUID(), "client", SECRET);
+    // A JWT of a registered account: tokens of accounts that do not exist are refused.
+    const token = await waitFor(
+      async () => {
+        const body = JSON.stringify({ email: `${uniqueName("bench")}@example.com`, name: "Bench", password: "password-123" });
+        const res = await fetch(`http://127.0.0.1:${port}/api/auth/register`, { method: "POST", headers: { "content-type": "application/json" }, body }).catch(() => undefined);
+        return res?.status === 201 ? ((await res.json()) as { accessToken: string }).accessToken : undefined;
+      },
+      { timeoutMs: 30_000, intervalMs: 200, message: "a registered account" },
+    );
     const viaPlatform = (stream: boolean): Target => ({
       port,
       path: "/api/models/infer",

@@ -4,7 +4,8 @@
  * gpu-node service (run/cancel/logs actions, heartbeats, job events over JetStream, a log file per
  * job) with a no-op executor: a job "runs" by ending at once with exit code 0, so the benchmark
  * measures the scheduler and the protocol, not process creation. BENCH_EXECUTOR=process keeps the
- * real process executor instead.
+ * real process executor instead. On the authenticated bus (BENCH_NODE_PASSWORDS: JSON user →
+ * password, from bench/scheduler.bench.ts) each broker connects as its own gpu-node user.
  */
 import { ServiceBroker, ServiceSchema } from "moleculer";
 import { brokerConfig } from "../moleculer.config";
@@ -51,9 +52,17 @@ async function main() {
   const prefix = process.env.NODES_PREFIX || "bench-node";
   const from = Number(process.env.NODES_FROM || 0);
   const count = Number(process.env.NODES_COUNT || 1);
+  const passwords = process.env.BENCH_NODE_PASSWORDS ? (JSON.parse(process.env.BENCH_NODE_PASSWORDS) as Record<string, string>) : undefined;
   const brokers: ServiceBroker[] = [];
   for (let i = from; i < from + count; i++) {
-    const broker = new ServiceBroker({ ...brokerConfig(), nodeID: `${prefix}-${String(i).padStart(3, "0")}` });
+    const name = `${prefix}-${String(i).padStart(3, "0")}`;
+    let options;
+    if (passwords) {
+      // brokerConfig reads its credential and node name from the environment, one broker at a time.
+      Object.assign(process.env, { NATS_USER: `gpu-node.${name}`, NATS_PASSWORD: passwords[`gpu-node.${name}`], GPU_NODE_NAME: name });
+      options = brokerConfig(["gpu-node"]);
+    } else options = { ...brokerConfig(), nodeID: name };
+    const broker = new ServiceBroker(options);
     broker.createService(schema);
     brokers.push(broker);
   }

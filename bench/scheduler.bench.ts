@@ -6,8 +6,11 @@
  *   ≥ 1,000 jobs/s (Slurm publishes 500/s).
  * Processes: gateway + auth + gpu-scheduler in one, the gpu-node brokers spread over
  * BENCH_NODE_PROCESSES hosts (bench/scheduler-nodes.ts: real gpu-node service, no-op executor),
- * this one drives HTTP and reads the job timestamps from PostgreSQL. Then, if present, the Docker
- * executor's start overhead against a bare `docker run` (bench/docker-executor.bench.ts).
+ * this one drives HTTP and reads the job timestamps from PostgreSQL. BENCH_BUS=both (default)
+ * runs it on the shared plain NATS and then on the authenticated, permissioned TLS bus (its own
+ * nats-server, a user per gpu-node) and prints the cost of bus security (goal: ≤ 10 % loss);
+ * `plain` or `secure` runs one. Then, if present, the Docker executor's start overhead against a
+ * bare `docker run` (bench/docker-executor.bench.ts).
  */
 import { ChildProcess, spawn } from "child_process";
 import { existsSync, mkdtempSync, rmSync } from "fs";
@@ -16,13 +19,18 @@ import { connect } from "nats";
 import os from "os";
 import path from "path";
 import { Client } from "pg";
+import { BusServer, startBusServer } from "../test/support/bus-server";
 import { dropDatabase, freePort, NATS_URL, ROOT, testDatabaseUrl, uniqueName, waitFor } from "../test/support/platform";
 
+type BusMode = "plain" | "secure";
+const BUS_MODES: BusMode[] = process.env.BENCH_BUS === "plain" ? ["plain"] : process.env.BENCH_BUS === "secure" ? ["secure"] : ["plain", "secure"];
+// Two runs in one: half the jobs each by default, so the whole stays about a minute.
+const SCALE = BUS_MODES.length === 2 ? 0.5 : 1;
 const NODES = Number(process.env.BENCH_NODES || 100);
 const CARDS_PER_NODE = 8;
 const NODE_PROCESSES = Number(process.env.BENCH_NODE_PROCESSES || 2);
-const LATENCY_JOBS = Number(process.env.BENCH_LATENCY_JOBS || 300);
-const THROUGHPUT_JOBS = Number(process.env.BENCH_JOBS || 10_000);
+const LATENCY_JOBS = Number(process.env.BENCH_LATENCY_JOBS || 300 * SCALE);
+const THROUGHPUT_JOBS = Number(process.env.BENCH_JOBS || 10_000 * SCALE);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY || 64);
 const GOALS = { jobsPerS: 1000, p50Ms: 15, p99Ms: 50 };
 
@@ -80,15 +88,25 @@ function spawnTs(script: string, env: Record<string, string>, readyLine?: string
   return proc;
 }
 
-async function main() {
+type Figures = { p50: number; p99: number; jobsPerS: number };
+
+async function runCluster(mode: BusMode): Promise<Figures> {
   const started = Date.now();
   const databaseUrl = testDatabaseUrl();
   const namespace = uniqueName("bsched");
   const logDir = mkdtempSync(path.join(os.tmpdir(), "bench-sched-"));
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
+  const perHost = Math.ceil(NODES / NODE_PROCESSES);
+  const nodeNames = Array.from({ length: NODES }, (_, i) => `${namespace}-node-${String(i).padStart(3, "0")}`);
+  let bus: BusServer | undefined;
+  if (mode === "secure") bus = await startBusServer({ namespace, gpuNodes: nodeNames, tls: true, maxPayload: "8MB" });
+  // Secure: the platform process (several services) is the "core" user; each gpu-node its own.
+  const busEnv: Record<string, string> = bus ? { TRANSPORTER: bus.urlFor("core"), NATS_TLS_CA: bus.certificates!.caFile } : { TRANSPORTER: NATS_URL };
+  const nodeBusEnv: Record<string, string> = bus ? { TRANSPORTER: bus.url, NATS_TLS_CA: bus.certificates!.caFile, BENCH_NODE_PASSWORDS: JSON.stringify(bus.passwords) } : {};
+  let figures: Figures | undefined;
   const common = {
-    TRANSPORTER: NATS_URL,
+    ...busEnv,
     NAMESPACE: namespace,
     DATABASE_URL: databaseUrl,
     LOG_LEVEL: "warn",
@@ -102,7 +120,8 @@ async function main() {
   const db = new Client({ connectionString: databaseUrl });
 
   try {
-    console.log(`bench:scheduler — ${NODES} gpu-nodes × ${CARDS_PER_NODE} cards in ${NODE_PROCESSES} processes, over NATS; ${os.cpus().length} CPU cores`);
+    const busName = mode === "secure" ? "the authenticated, permissioned TLS bus" : "plain NATS";
+    console.log(`bench:scheduler — ${NODES} gpu-nodes × ${CARDS_PER_NODE} cards in ${NODE_PROCESSES} processes, over ${busName}; ${os.cpus().length} CPU cores`);
     const platform = spawnTs("index.ts", {
       ...common,
       SERVICES: "api-gateway,auth,gpu-scheduler",
@@ -110,10 +129,10 @@ async function main() {
       NODE_ID: `${namespace}-platform`,
     });
     children.push(platform);
-    const perHost = Math.ceil(NODES / NODE_PROCESSES);
     const hosts = Array.from({ length: NODE_PROCESSES }, (_, h) =>
       spawnTs("bench/scheduler-nodes.ts", {
         ...common,
+        ...nodeBusEnv,
         NODES_PREFIX: `${namespace}-node`,
         NODES_FROM: String(h * perHost),
         NODES_COUNT: String(Math.max(0, Math.min(perHost, NODES - h * perHost))),
@@ -234,6 +253,7 @@ async function main() {
     console.log(`  every job completed exactly once: ${rows.length === THROUGHPUT_JOBS ? "yes" : "NO"}`);
     const perJob = (a: string, b: string) => fmt((Number(b) - Number(a)) / THROUGHPUT_JOBS, 1);
     console.log(`  PostgreSQL per job (all processes): ${perJob(pgBefore.xacts, pgAfter.xacts)} transactions, ${perJob(pgBefore.rows, pgAfter.rows)} rows read\n`);
+    figures = { p50, p99, jobsPerS };
   } finally {
     await db.end().catch(() => undefined);
     // SIGTERM first (a clean exit), SIGKILL for what is still there after 5 s.
@@ -247,11 +267,29 @@ async function main() {
       }),
     );
     await dropDatabase(databaseUrl).catch(() => undefined);
-    const nc = await connect({ servers: new URL(NATS_URL).host });
-    const jsm = await nc.jetstreamManager();
-    for (const stream of [`${namespace}_gpu_job-events`, `${namespace}_dead-letter`]) await jsm.streams.delete(stream).catch(() => undefined);
-    await nc.close();
+    if (bus) await bus.stop();
+    else {
+      const nc = await connect({ servers: new URL(NATS_URL).host });
+      const jsm = await nc.jetstreamManager();
+      for (const stream of [`${namespace}_gpu_job-events`, `${namespace}_dead-letter`]) await jsm.streams.delete(stream).catch(() => undefined);
+      await nc.close();
+    }
     rmSync(logDir, { recursive: true, force: true });
+  }
+  return figures!;
+}
+
+async function main() {
+  const started = Date.now();
+  const results = new Map<BusMode, Figures>();
+  for (const mode of BUS_MODES) results.set(mode, await runCluster(mode));
+  const plain = results.get("plain");
+  const secure = results.get("secure");
+  if (plain && secure) {
+    const pct = (a: number, b: number) => `${((a / b) * 100).toFixed(0)} %`;
+    console.log("Cost of bus security (authenticated, permissioned, TLS / plain NATS)");
+    console.log(`  throughput ${fmt(secure.jobsPerS, 0)} / ${fmt(plain.jobsPerS, 0)} jobs/s = ${pct(secure.jobsPerS, plain.jobsPerS)} (goal ≥ 90 %)`);
+    console.log(`  POST → running p50 ${fmt(secure.p50)} / ${fmt(plain.p50)} ms, p99 ${fmt(secure.p99)} / ${fmt(plain.p99)} ms\n`);
   }
 
   const dockerBench = path.join(__dirname, "docker-executor.bench.ts");

@@ -4,14 +4,19 @@
  * retention: a message stays until a consumer acknowledged it); with no NATS (one process, the
  * in-process bus) they are in-memory.
  *
- * Pitfalls handled here (see TOOLCHAIN.md): the stream is created up front so publishing before
- * the first consumer exists works; consumers start at `deliver_policy: all` so a new durable
- * consumer also gets what was published before it; failed messages are retried and then
- * dead-lettered instead of dropped.
+ * Pitfalls handled here (see TOOLCHAIN.md): the stream is created up front (by the consumer's
+ * process: publishers need no JetStream admin rights) so publishing before the first consumer
+ * exists works; consumers start at `deliver_policy: all` so a new durable consumer also gets what
+ * was published before it; failed messages are retried and then dead-lettered instead of dropped.
+ *
+ * Per-sender channels: a publisher sends on `<channel>.<its node id>` and the consumer takes
+ * `<channel>.>`; NATS permissions let a gpu-node publish only on its own subject, so the subject
+ * tells the consumer who really sent a message (`channelSender`).
  */
 import { Middleware as ChannelsMiddleware } from "@moleculer/channels";
-import type { Middleware, ServiceBroker } from "moleculer";
+import type { Middleware, Service, ServiceBroker } from "moleculer";
 import { connect, ConnectionOptions, RetentionPolicy, StorageType } from "nats";
+import { BusSetup, BusSettings, busSettings, hasCredentials, isNatsUrl, natsConnectionOptions as connectionOptions } from "./bus-connection";
 import { config } from "./config";
 
 export const DEAD_LETTER_CHANNEL = "dead-letter";
@@ -25,29 +30,69 @@ const STREAM_CONFIG = {
 /** NATS URL for channels: CHANNELS_URL, else the transporter when it is NATS, else none. */
 export function channelsNatsUrl(): string | undefined {
   const explicit = process.env.CHANNELS_URL;
-  if (explicit) return explicit.startsWith("nats://") ? explicit : undefined;
+  if (explicit) return isNatsUrl(explicit) ? explicit : undefined;
   const transporter = config.transporter();
-  return transporter?.startsWith("nats://") ? transporter : undefined;
+  return isNatsUrl(transporter) ? transporter : undefined;
+}
+
+/** nats.js options for a channels URL (credentials in the URL, else NATS_USER/NATS_PASSWORD; TLS). */
+export function natsConnectionOptions(urls: string, settings: BusSettings = {}): ConnectionOptions {
+  return connectionOptions(urls, settings);
+}
+
+/** Channels' connection: the same user, TLS and private inbox (`_INBOX.<node id>`, when authenticated) as the transporter's. */
+function channelsConnection(url: string, nodeID?: string): ConnectionOptions {
+  const own = natsConnectionOptions(url, busSettings());
+  return nodeID && hasCredentials(own) ? { ...own, inboxPrefix: `_INBOX.${nodeID}` } : own;
+}
+
+function prefixed(namespace: string, channel: string): string {
+  return namespace ? `${namespace}.${channel}` : channel;
+}
+
+const streamName = (namespace: string, channel: string) => prefixed(namespace, channel).split(".").join("_");
+
+/** The channel key a consumer of a per-sender channel declares. */
+export const perSenderChannel = (channel: string): string => `${channel}.>`;
+
+/** Publishes on `channel` under this node's own subject. */
+export const ownChannel = (channel: string, nodeID: string): string => `${channel}.${nodeID}`;
+
+/** The node id a per-sender channel message was published under, from its NATS subject. */
+export function channelSender(namespace: string, channel: string, subject: string | undefined): string | undefined {
+  const base = prefixed(namespace, channel) + ".";
+  return subject?.startsWith(base) ? subject.slice(base.length) : undefined;
 }
 
 /**
- * nats.js takes bare host:port servers; credentials in the URL (`nats://user:pass@host:4222`
- * or `nats://token@host:4222`) become its user/pass or token options instead of being dropped.
+ * Per-sender channel keys end in `.>`, which a JetStream stream name cannot hold: name their
+ * stream explicitly (per namespace) before @moleculer/channels reads the service's channels.
+ * In-memory channels are Moleculer events, whose wildcard is `**`.
  */
-export function natsConnectionOptions(urls: string): ConnectionOptions {
-  const parsed = urls.split(",").map((u) => new URL(u.trim()));
-  const options: ConnectionOptions = { servers: parsed.map((u) => u.host) };
-  const first = parsed[0];
-  if (first.username && first.password) {
-    options.user = decodeURIComponent(first.username);
-    options.pass = decodeURIComponent(first.password);
-  } else if (first.username) {
-    options.token = decodeURIComponent(first.username);
+function adaptPerSenderChannels(svc: Service, onNats: boolean): void {
+  const channels = (svc.schema as { channels?: Record<string, unknown> }).channels;
+  if (!channels) return;
+  const namespace = svc.broker.namespace;
+  const renamed: Record<string, unknown> = {};
+  for (const [key, def] of Object.entries(channels)) {
+    if (!key.endsWith(".>") || typeof def !== "object" || def === null) {
+      renamed[key] = def;
+      continue;
+    }
+    const channel = key.slice(0, -2);
+    if (!onNats) {
+      renamed[`${channel}.**`] = def;
+      continue;
+    }
+    const d = def as { nats?: { streamConfig?: Record<string, unknown> } };
+    const streamConfig = { ...STREAM_CONFIG, ...d.nats?.streamConfig, name: streamName(namespace, channel), subjects: [prefixed(namespace, key)] };
+    renamed[key] = { ...d, nats: { ...d.nats, streamConfig } };
   }
-  return options;
+  // A copy per service instance: several brokers (namespaces) may share one schema object.
+  (svc as { schema: unknown }).schema = { ...svc.schema, channels: renamed };
 }
 
-export function createChannelsMiddleware(): Middleware {
+export function createChannelsMiddleware(bus?: Pick<BusSetup, "nodeID">): Middleware {
   const url = channelsNatsUrl();
   const common = {
     maxRetries: 5,
@@ -60,7 +105,7 @@ export function createChannelsMiddleware(): Middleware {
         options: {
           ...common,
           nats: {
-            connectionOptions: natsConnectionOptions(url),
+            connectionOptions: channelsConnection(url, bus?.nodeID),
             streamConfig: STREAM_CONFIG,
             consumerOptions: { config: { deliver_policy: "all" } },
           },
@@ -68,34 +113,46 @@ export function createChannelsMiddleware(): Middleware {
       }
     : { type: "Fake", options: common };
   // The package's types are loose about adapter options.
-  return ChannelsMiddleware({ adapter } as never) as unknown as Middleware;
-}
-
-function prefixed(namespace: string, channel: string): string {
-  return namespace ? `${namespace}.${channel}` : channel;
+  const inner = ChannelsMiddleware({ adapter } as never) as unknown as Middleware & { serviceCreated?(svc: Service): unknown };
+  return {
+    ...inner,
+    serviceCreated(svc: Service) {
+      adaptPerSenderChannels(svc, Boolean(url));
+      return inner.serviceCreated?.call(this, svc);
+    },
+  } as Middleware;
 }
 
 /**
- * Creates the JetStream stream behind `channel` (and the dead-letter stream) if missing, so a
- * publisher can send before any consumer has subscribed. No-op without NATS.
+ * Creates the JetStream streams behind `channels` (and the dead-letter stream) if missing, so a
+ * publisher can send before any consumer has subscribed. A channel's stream takes its subject
+ * and every per-sender subject under it. No-op without NATS.
  */
-export async function ensureChannelStreams(namespace: string, channels: string[]): Promise<void> {
+export async function ensureChannelStreams(broker: Pick<ServiceBroker, "namespace" | "nodeID">, channels: string[]): Promise<void> {
   const url = channelsNatsUrl();
   if (!url) return;
-  const nc = await connect(natsConnectionOptions(url));
+  const namespace = broker.namespace;
+  const nc = await connect(channelsConnection(url, broker.nodeID));
   try {
     const jsm = await nc.jetstreamManager();
-    for (const channel of [...channels, DEAD_LETTER_CHANNEL]) {
-      const subject = prefixed(namespace, channel);
-      const name = subject.split(".").join("_");
-      try {
-        await jsm.streams.add({ name, subjects: [subject], ...STREAM_CONFIG });
-      } catch (err) {
-        if (!/already in use/.test((err as Error).message)) throw err;
-      }
-    }
+    for (const channel of channels) await addStream(jsm, streamName(namespace, channel), [prefixed(namespace, perSenderChannel(channel))]);
+    await addStream(jsm, streamName(namespace, DEAD_LETTER_CHANNEL), [prefixed(namespace, DEAD_LETTER_CHANNEL)]);
   } finally {
     await nc.close();
+  }
+}
+
+type StreamManager = Awaited<ReturnType<Awaited<ReturnType<typeof connect>>["jetstreamManager"]>>;
+
+async function addStream(jsm: StreamManager, name: string, subjects: string[]): Promise<void> {
+  try {
+    await jsm.streams.add({ name, subjects, ...STREAM_CONFIG });
+  } catch (err) {
+    if (!/already in use/.test((err as Error).message)) throw err;
+    // A stream from before per-sender subjects: keep its old subjects (undelivered events) and add the new ones.
+    const { config: current } = await jsm.streams.info(name);
+    const missing = subjects.filter((s) => !current.subjects?.includes(s));
+    if (missing.length) await jsm.streams.update(name, { ...current, subjects: [...(current.subjects ?? []), ...missing] });
   }
 }
 

@@ -42,6 +42,7 @@ export async function ensureDatabase(url: string): Promise<void> {
   const probe = new Client({ connectionString: url });
   try {
     await probe.connect();
+    await closeToPublic(probe);
     return;
   } catch (err) {
     if ((err as { code?: string }).code !== "3D000") throw err; // 3D000: database does not exist
@@ -62,6 +63,27 @@ export async function ensureDatabase(url: string): Promise<void> {
   } finally {
     await client.end();
   }
+  const created = new Client({ connectionString: url });
+  await created.connect();
+  try {
+    await closeToPublic(created);
+  } finally {
+    await created.end().catch(() => undefined);
+  }
+}
+
+/**
+ * The platform's state is for its own roles: PUBLIC (any role on that server, a tenant's say)
+ * may not connect to it. Only when needed, and one at a time: concurrent REVOKEs on one database fail.
+ */
+async function closeToPublic(client: Client): Promise<void> {
+  await client.query(`DO $close$ BEGIN
+      -- Services of one process start together: one REVOKE at a time, each checking after the lock.
+      PERFORM pg_advisory_xact_lock(hashtext('ci-platform:close-to-public'));
+      IF has_database_privilege('public', current_database(), 'CONNECT') OR has_database_privilege('public', current_database(), 'TEMPORARY') THEN
+        EXECUTE format('REVOKE CONNECT, TEMPORARY ON DATABASE %I FROM PUBLIC', current_database());
+      END IF;
+    END $close$`);
 }
 
 /** Applies the pending migrations of `schema`, in version order, each in its own transaction. */

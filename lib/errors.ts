@@ -11,6 +11,8 @@ export type FieldError = { field: string; message: string };
 export const ErrorCodes = {
   VALIDATION_FAILED: 400,
   INVALID_JSON: 400,
+  /** Not HTTP the server can parse (answered on the connection, before any route). */
+  MALFORMED_REQUEST: 400,
   UNAUTHORIZED: 401,
   FORBIDDEN: 403,
   QUOTA_EXCEEDED: 403,
@@ -18,9 +20,15 @@ export const ErrorCodes = {
   MODEL_NOT_FOUND: 404,
   EMAIL_TAKEN: 409,
   INVALID_STATE: 409,
+  /** Headers or body not received within the gateway's time limits (slow or stalled client). */
+  REQUEST_TIMEOUT: 408,
   PAYLOAD_TOO_LARGE: 413,
   UNSUPPORTED_MEDIA_TYPE: 415,
+  /** An `Expect` header other than 100-continue. */
+  EXPECTATION_FAILED: 417,
   RATE_LIMITED: 429,
+  /** Request headers over the server's limit (Node's 16 KiB by default). */
+  HEADERS_TOO_LARGE: 431,
   INTERNAL: 500,
   PROVIDER_ERROR: 502,
   SERVICE_UNAVAILABLE: 503,
@@ -44,3 +52,19 @@ export const unauthorized = (message = "Missing or invalid credentials") => apiE
 export const forbidden = (message: string) => apiError("FORBIDDEN", message);
 export const rateLimited = (retryAfterS: number) =>
   apiError("RATE_LIMITED", "Too many requests, retry later", { retryAfter: retryAfterS });
+
+/** Whether PostgreSQL refused the data itself (SQLSTATE class 22), not the request or the server. */
+export function isDataError(err: unknown): boolean {
+  const sqlState = (err as { code?: unknown } | null)?.code;
+  return typeof sqlState === "string" && /^22[0-9A-Z]{3}$/.test(sqlState);
+}
+
+/**
+ * A PostgreSQL error caused by the data itself (SQLSTATE class 22: a NUL byte, a bad encoding,
+ * a value out of range) becomes 400 naming nothing internal; any other error is returned as is.
+ */
+export function fromDataError(err: unknown): unknown {
+  if (isDataError(err))
+    return validationFailed([{ field: "(request)", message: "The request holds a value that cannot be stored." }]);
+  return err;
+}

@@ -64,8 +64,9 @@ export type JobEvent =
       gpuUuid: string;
       at: string;
       exitCode: number;
-      /** Last 64 KiB of stdout+stderr. */
+      /** Last 64 KiB of stdout+stderr, readable (see JobOutput). */
       output: string;
+      outputBase64?: string;
     }
   | {
       /** The job could not run or was stopped by the node (image missing, time limit, executor error). */
@@ -77,6 +78,7 @@ export type JobEvent =
       errorMessage: string;
       exitCode: number | null;
       output: string;
+      outputBase64?: string;
     }
   | {
       /** The node stopped the job after `gpu-node.cancel`. */
@@ -87,11 +89,17 @@ export type JobEvent =
       at: string;
       exitCode: number | null;
       output: string;
+      outputBase64?: string;
     };
 
 export type LogsParams = { jobId: string; offset?: number; limit?: number };
-/** Byte offsets into the node's log file; `text` is cut on UTF-8 character boundaries. */
-export type LogsPage = { text: string; offset: number; nextOffset: number | null; totalBytes: number };
+/** Byte offsets into the node's log file; `data` is the page's raw bytes in base64 (output is bytes). */
+export type LogsPage = { data: string; offset: number; nextOffset: number | null; totalBytes: number };
 
-/** Bytes of output kept in a job's `result.output`. */
+/**
+ * Bytes of output kept in a job's `result.output` (the true tail of everything it printed; when
+ * the node's log cap cut the output, a truncation note heads it). `output` is always readable
+ * text: bytes that are not UTF-8, and NUL, show as U+FFFD; `outputBase64`, present only when
+ * `output` is not exactly the job's bytes, holds them losslessly (lib/output-encoding.ts).
+ */
 export const OUTPUT_TAIL_BYTES = 64 * 1024;

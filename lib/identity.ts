@@ -1,4 +1,8 @@
-/** The caller of a request, resolved once by the gateway and read by every service from ctx.meta. */
+/**
+ * The caller of a request, resolved once by the gateway and read by every service from ctx.meta.
+ * It travels signed (`callerToken`, lib/caller-token.ts); the Auth middleware sets `caller` from
+ * the verified token only.
+ */
 export type Caller = {
   clientId: string;
   role: string;
@@ -8,6 +12,8 @@ export type Caller = {
 
 export type CallerMeta = {
   caller?: Caller;
+  /** The gateway's signed, short-lived form of `caller`: the only source the services trust. */
+  callerToken?: string;
   clientIp?: string;
   /** Response headers for moleculer-web. */
   $responseHeaders?: Record<string, string>;

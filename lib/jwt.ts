@@ -1,9 +1,15 @@
-/** Access tokens: HS256 only (algorithm pinned on verify), 24 h, with a jti. */
+/**
+ * Access tokens: HS256 only (algorithm pinned on verify), 24 h, with a jti. A token is accepted
+ * only with an `exp` at most 24 h after its `iat`, an `iat` not in the future (60 s of clock
+ * skew) and a UUID `sub`; that the account still exists is the gateway's check (caller-resolver).
+ */
 import { createSecretKey, KeyObject, randomUUID } from "crypto";
 import jwt from "jsonwebtoken";
 import { config } from "./config";
 
 export const ACCESS_TOKEN_TTL_S = 24 * 60 * 60;
+const CLOCK_SKEW_S = 60;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const ALGORITHM = "HS256";
 
 // jsonwebtoken imports a string secret on every call (~0.3 ms); a KeyObject made once is ~50x cheaper.
@@ -28,13 +34,23 @@ export function signAccessToken(clientId: string, role: string, secret = config.
   });
 }
 
+/** Why signed claims are still refused, or undefined when they are fine. */
+export function claimsProblem(claims: Partial<AccessClaims>, nowS: number): string | undefined {
+  if (typeof claims.sub !== "string" || typeof claims.role !== "string" || typeof claims.jti !== "string")
+    return "Access token is malformed";
+  if (!UUID.test(claims.sub)) return "Access token is malformed";
+  if (typeof claims.exp !== "number" || typeof claims.iat !== "number") return "Access token must carry exp and iat";
+  if (claims.iat > nowS + CLOCK_SKEW_S) return "Access token is issued in the future";
+  if (claims.exp - claims.iat > ACCESS_TOKEN_TTL_S) return "Access token lifetime exceeds 24 hours";
+  return undefined;
+}
+
 /** Returns the claims, or a reason the token is refused. */
-export function verifyAccessToken(token: string, secret = config.jwtSecret()): AccessClaims | { error: string } {
+export function verifyAccessToken(token: string, secret = config.jwtSecret(), nowMs = Date.now()): AccessClaims | { error: string } {
   try {
-    const claims = jwt.verify(token, keyOf(secret), { algorithms: [ALGORITHM] }) as Partial<AccessClaims>;
-    if (typeof claims.sub !== "string" || typeof claims.role !== "string" || typeof claims.jti !== "string")
-      return { error: "Access token is malformed" };
-    return claims as AccessClaims;
+    const claims = jwt.verify(token, keyOf(secret), { algorithms: [ALGORITHM], clockTimestamp: Math.floor(nowMs / 1000) }) as Partial<AccessClaims>;
+    const problem = claimsProblem(claims, Math.floor(nowMs / 1000));
+    return problem ? { error: problem } : (claims as AccessClaims);
   } catch (err) {
     return { error: (err as Error).name === "TokenExpiredError" ? "Access token expired" : "Access token is invalid" };
   }

@@ -1,22 +1,166 @@
 /**
- * Moleculer's NATS transporter, with the packets sent during one event-loop turn written to the
- * socket together. nats.js flushes its buffer at the end of each microtask run, i.e. once per
- * incoming HTTP request or NATS message under load: one write (and one wake-up of the NATS
- * server and of the receiving process) per packet. Deferring the publishes to setImmediate lets
- * every request handled in the same turn share one write. Order is kept: every packet goes
- * through the same queue, and the queue is emptied before disconnecting.
+ * Moleculer's NATS transporter, with:
+ * - batching: packets sent during one event-loop turn are written to the socket together.
+ *   nats.js flushes its buffer at the end of each microtask run, i.e. once per incoming HTTP
+ *   request or NATS message under load; deferring publishes to setImmediate lets every request
+ *   handled in the same turn share one write. Order is kept (one queue, emptied before disconnect).
+ * - sender binding (authenticated bus): every subject ends with this node's id, subscriptions
+ *   take any sender (`.*.*`), and a packet whose payload `sender` differs from its subject's is
+ *   dropped (lib/bus-subjects.ts). NATS permissions decide who may publish under which id.
+ * - robustness: a packet over the server's max_payload is refused before publishing (a caller
+ *   gets a clean 413; a too-large answer becomes an error answer), publish failures are logged,
+ *   never thrown from setImmediate, and malformed or forged packets (e.g. an INFO with this
+ *   node's id, which makes Moleculer stop the process) are dropped with a rate-limited warning.
  */
-import { Transporters } from "moleculer";
+import { Errors, Transporters } from "moleculer";
+import type { ConnectionOptions, Msg, NatsConnection, NatsError, Subscription } from "nats";
+import { isNatsUrl, natsConnectionOptions } from "./bus-connection";
+import { anySender, OWN_ECHO, rejectPacket, senderOfSubject, withSender } from "./bus-subjects";
 
-type NatsClient = { publish(topic: string, data: Buffer): void };
+type Packet = { type: string; target?: string | null; payload: Record<string, any> };
+type SendMeta = { packet?: Packet };
+type Logger = { warn(...args: unknown[]): void; error(...args: unknown[]): void };
 
-export class BatchingNatsTransporter extends Transporters.NATS {
+/** Base-class members this subclass uses (moleculer's typings do not declare them). */
+type NatsInternals = {
+  client: NatsConnection | null;
+  prefix: string;
+  nodeID: string;
+  logger: Logger;
+  subscriptions: Subscription[];
+  messageHandler(cmd: string, packet: Packet): unknown;
+  serialize(packet: Packet): Buffer;
+  deserialize(cmd: string, data: Buffer): Packet;
+  broker: { serializer: { serialize(payload: unknown, type: string): Buffer } };
+  transit?: { removePendingRequest(id: string): void; instanceID: string };
+};
+
+/** One warning per kind per 10 s, with how many were suppressed in between. */
+class RateLimitedLog {
+  private last = new Map<string, { at: number; suppressed: number }>();
+  constructor(private readonly log: (message: string) => void, private readonly everyMs = 10_000) {}
+  note(kind: string, message: string): void {
+    const now = Date.now();
+    const entry = this.last.get(kind);
+    if (entry && now - entry.at < this.everyMs) {
+      entry.suppressed++;
+      return;
+    }
+    const more = entry?.suppressed ? ` (${entry.suppressed} more since the last warning)` : "";
+    this.last.set(kind, { at: now, suppressed: 0 });
+    this.log(message + more);
+  }
+}
+
+export type BusTransporterOptions = ConnectionOptions & {
+  /** Subjects carry the sender's node id (needs `<role>.<instance>` node ids and a permissioned server). */
+  senderBound?: boolean;
+};
+
+export class BusTransporter extends Transporters.NATS {
   private pending: Array<[string, Buffer]> = [];
+  private readonly senderBound: boolean;
+  get isSenderBound(): boolean {
+    return this.senderBound;
+  }
+  /** The subject each received buffer came on (the receive hook only passes the buffer on). */
+  private readonly subjects = new WeakMap<Buffer, string>();
+  private warnings?: RateLimitedLog;
 
-  override send(topic: string, data: Buffer): Promise<void> {
+  constructor(options: BusTransporterOptions) {
+    const { senderBound, ...connection } = options;
+    super(connection as never);
+    this.senderBound = Boolean(senderBound);
+  }
+
+  private get self(): NatsInternals {
+    return this as unknown as NatsInternals;
+  }
+
+  private warn(kind: string, message: string): void {
+    this.warnings ??= new RateLimitedLog((m) => this.self.logger.warn(m));
+    this.warnings.note(kind, message);
+  }
+
+  override connect(): Promise<unknown> {
+    return super.connect().then((result) => {
+      void this.reportViolations();
+      return result;
+    });
+  }
+
+  /** The server refuses what a credential may not do without closing the connection: say so. */
+  private async reportViolations(): Promise<void> {
+    const client = this.self.client;
+    if (!client) return;
+    for await (const s of client.status()) {
+      const ctx = (s as { permissionContext?: { operation: string; subject: string } }).permissionContext;
+      if (s.type === "error" && ctx) this.warn(`denied-${ctx.operation}`, `NATS refused ${ctx.operation} on ${ctx.subject}: this credential's permissions do not allow it`);
+    }
+  }
+
+  // ---- publishing ----
+
+  override publish(packet: Packet): Promise<void> {
+    const self = this.self;
+    let topic = self.prefix + "." + packet.type + (packet.target ? "." + packet.target : "");
+    // Calls and events to one node name the action or event, so permissions can allow each one.
+    if (this.senderBound && packet.target && packet.type === "REQ") topic += "." + packet.payload.action;
+    if (this.senderBound && packet.target && packet.type === "EVENT") topic += "." + packet.payload.event;
+    return this.sendBound(topic, self.serialize(packet), packet);
+  }
+
+  override publishBalancedEvent(packet: Packet, group: string): Promise<void> {
+    const topic = `${this.self.prefix}.EVENTB.${group}.${packet.payload.event}`;
+    return this.sendBound(topic, this.self.serialize(packet), packet);
+  }
+
+  override publishBalancedRequest(packet: Packet): Promise<void> {
+    const topic = `${this.self.prefix}.REQB.${packet.payload.action}`;
+    return this.sendBound(topic, this.self.serialize(packet), packet);
+  }
+
+  private sendBound(topic: string, data: Buffer, packet: Packet): Promise<void> {
+    const subject = this.senderBound ? withSender(topic, this.self.nodeID) : topic;
+    // `send` is what Moleculer's transporterSend hooks wrap (metrics count bytes there).
+    return (this as unknown as { send(t: string, d: Buffer, m: SendMeta): Promise<void> }).send(subject, data, { packet });
+  }
+
+  override send(topic: string, data: Buffer, meta?: SendMeta): Promise<void> {
+    const limit = this.self.client?.info?.max_payload;
+    if (limit && data.length > limit) return this.refuseOversized(topic, data.length, limit, meta?.packet);
     if (this.pending.length === 0) setImmediate(() => this.flushPending());
     this.pending.push([topic, data]);
     return Promise.resolve();
+  }
+
+  /** An answer too large becomes an error answer (the caller gets it at once); anything else is refused. */
+  private refuseOversized(topic: string, size: number, limit: number, packet?: Packet): Promise<void> {
+    const what = packet ? `${packet.type} packet${packet.payload.action ? ` for ${packet.payload.action}` : ""}` : "packet";
+    this.warn(`oversized-${packet?.type}`, `Refused a ${size}-byte ${what}: the NATS server's max_payload is ${limit} bytes`);
+    if (packet?.type === "RES") {
+      const answer = {
+        ...packet.payload,
+        success: false,
+        data: null,
+        meta: {},
+        stream: false,
+        error: {
+          name: "MoleculerClientError",
+          message: `The answer is too large to send (${size} bytes; the bus allows ${limit})`,
+          code: 413,
+          type: "PAYLOAD_TOO_LARGE",
+          data: { size, limit },
+          nodeID: this.self.nodeID,
+        },
+      };
+      return this.send(topic, this.self.broker.serializer.serialize(answer, "RES"));
+    }
+    // A refused request would otherwise wait in transit's pending list until its timeout.
+    if (packet?.type === "REQ" && typeof packet.payload.id === "string") this.self.transit?.removePendingRequest(packet.payload.id);
+    return Promise.reject(
+      new Errors.MoleculerClientError(`Message too large for the bus (${size} bytes; the limit is ${limit})`, 413, "PAYLOAD_TOO_LARGE", { size, limit }),
+    );
   }
 
   override disconnect(): Promise<unknown> {
@@ -27,13 +171,93 @@ export class BatchingNatsTransporter extends Transporters.NATS {
   private flushPending(): void {
     const batch = this.pending;
     this.pending = [];
-    const client = (this as unknown as { client: NatsClient | null }).client;
+    const client = this.self.client;
     if (!client) return; // like the stock send(): nothing to send on without a connection
-    for (const [topic, data] of batch) client.publish(topic, data);
+    for (const [topic, data] of batch) {
+      try {
+        client.publish(topic, data);
+      } catch (err) {
+        // Closed or draining connection, or a limit the server lowered: the packet is lost, the process stays up.
+        this.warn(`publish-${(err as NatsError).code}`, `NATS publish to ${topic} failed: ${(err as Error).message}`);
+      }
+    }
+  }
+
+  // ---- subscribing and receiving ----
+
+  override subscribe(cmd: string, nodeID?: string): Promise<void> {
+    const self = this.self;
+    const topic = self.prefix + "." + cmd + (nodeID ? "." + nodeID : "");
+    const named = nodeID && (cmd === "REQ" || cmd === "EVENT"); // `.<action or event>.<sender>`
+    this.listen(!this.senderBound ? topic : named ? `${topic}.>` : anySender(topic), cmd);
+    return Promise.resolve();
+  }
+
+  override subscribeBalancedRequest(action: string): Promise<void> {
+    // Moleculer's own `$node.*` actions are never called over an authenticated bus (no permission covers them).
+    if (this.senderBound && action.startsWith("$")) return Promise.resolve();
+    const topic = `${this.self.prefix}.REQB.${action}`;
+    this.self.subscriptions.push(this.listen(this.senderBound ? anySender(topic) : topic, "REQ", action));
+    return Promise.resolve();
+  }
+
+  override subscribeBalancedEvent(event: string, group: string): Promise<void> {
+    const topic = `${this.self.prefix}.EVENTB.${group}.${event}`.replace(/\*\*.*$/g, ">");
+    this.self.subscriptions.push(this.listen(this.senderBound ? anySender(topic) : topic, "EVENT", group));
+    return Promise.resolve();
+  }
+
+  private listen(subject: string, cmd: string, queue?: string): Subscription {
+    const client = this.self.client!;
+    return client.subscribe(subject, {
+      ...(queue ? { queue } : {}),
+      callback: (err: NatsError | null, msg: Msg) => {
+        if (err) return this.warn(`subscription-${subject}`, `NATS subscription ${subject} failed: ${err.message}`);
+        const data = Buffer.from(msg.data);
+        if (this.senderBound) this.subjects.set(data, msg.subject);
+        try {
+          (this as unknown as { receive(cmd: string, data: Buffer): unknown }).receive(cmd, data);
+        } catch (e) {
+          this.warn("receive", `Dropped a ${cmd} packet that failed to process: ${(e as Error).message}`);
+        }
+      },
+    });
+  }
+
+  override incomingMessage(cmd: string, msg: Buffer): Promise<void> {
+    if (!msg) return Promise.resolve();
+    const self = this.self;
+    let packet: Packet;
+    try {
+      packet = self.deserialize(cmd, msg);
+    } catch (err) {
+      this.warn(`malformed-${cmd}`, `Dropped a ${cmd} packet that is not valid: ${(err as Error).message}`);
+      return Promise.resolve();
+    }
+    const subject = this.subjects.get(msg);
+    const subjectSender = subject ? senderOfSubject(subject) : undefined;
+    const reason = rejectPacket(cmd, packet.payload, self.nodeID, subjectSender, this.senderBound);
+    if (reason === OWN_ECHO) {
+      // Its own broadcasts come back (NATS echoes them): quiet. Another process's INFO with this id is not.
+      if (cmd === "INFO" && packet.payload.instanceID !== self.transit?.instanceID)
+        this.warn("drop-INFO-own-id", `Dropped an INFO packet${subject ? ` on ${subject}` : ""} from another process using this node's id ${self.nodeID}`);
+      return Promise.resolve();
+    }
+    if (reason) {
+      this.warn(`drop-${cmd}`, `Dropped a ${cmd} packet${subject ? ` on ${subject}` : ""}: ${reason}`);
+      return Promise.resolve();
+    }
+    return self.messageHandler(cmd, packet) as Promise<void>;
   }
 }
 
-/** The broker's `transporter` option: NATS URLs get the batching transporter, others stay as given. */
-export function transporterOption(url: string | undefined): string | BatchingNatsTransporter | undefined {
-  return url?.startsWith("nats://") ? new BatchingNatsTransporter({ url }) : url;
+/** Whether the broker is on an authenticated, sender-bound bus. */
+export function onAuthenticatedBus(broker: { transit?: { tx?: unknown } }): boolean {
+  const tx = broker.transit?.tx;
+  return tx instanceof BusTransporter && tx.isSenderBound;
+}
+
+/** A broker `transporter` option for a NATS URL (credentials, TLS from the URL and configuration); other values stay as given. */
+export function transporterOption(url: string | undefined, senderBound = false): string | BusTransporter | undefined {
+  return isNatsUrl(url) ? new BusTransporter({ ...natsConnectionOptions(url), senderBound }) : url;
 }

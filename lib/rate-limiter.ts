@@ -8,6 +8,8 @@ export type RateDecision = { allowed: boolean; retryAfterS: number };
 
 export interface RateLimiter {
   hit(key: string, limit: number, windowS: number): Promise<RateDecision>;
+  /** Whether one more would be allowed, without counting it (e.g. failures counted only when they happen). */
+  peek(key: string, limit: number): Promise<RateDecision>;
 }
 
 export type Clock = () => number;
@@ -29,6 +31,13 @@ export class MemoryRateLimiter implements RateLimiter {
     return { allowed: w.count <= limit, retryAfterS: Math.ceil((w.resetAt - now) / 1000) };
   }
 
+  async peek(key: string, limit: number): Promise<RateDecision> {
+    const now = this.now();
+    const w = this.windows.get(key);
+    if (!w || w.resetAt <= now) return { allowed: true, retryAfterS: 0 };
+    return { allowed: w.count < limit, retryAfterS: Math.ceil((w.resetAt - now) / 1000) };
+  }
+
   private sweep(now: number) {
     for (const [key, w] of this.windows) if (w.resetAt <= now) this.windows.delete(key);
   }
@@ -45,5 +54,11 @@ export class RedisRateLimiter implements RateLimiter {
   async hit(key: string, limit: number, windowS: number): Promise<RateDecision> {
     const [count, ttlMs] = (await this.redis.eval(HIT_SCRIPT, 1, `${this.prefix}:${key}`, windowS * 1000)) as [number, number];
     return { allowed: count <= limit, retryAfterS: Math.max(1, Math.ceil(ttlMs / 1000)) };
+  }
+
+  async peek(key: string, limit: number): Promise<RateDecision> {
+    const full = `${this.prefix}:${key}`;
+    const [[, count], [, ttlMs]] = (await this.redis.multi().get(full).pttl(full).exec()) as [[unknown, string | null], [unknown, number]];
+    return { allowed: Number(count ?? 0) < limit, retryAfterS: Math.max(1, Math.ceil(Number(ttlMs) / 1000)) };
   }
 }

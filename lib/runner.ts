@@ -29,7 +29,7 @@ export function resolveServices(names: string[]): ServiceSchema[] {
 }
 
 export function createBroker(services: string[] = config.services(), overrides: Partial<BrokerOptions> = {}): ServiceBroker {
-  const broker = new ServiceBroker({ ...brokerConfig(), ...overrides });
+  const broker = new ServiceBroker({ ...brokerConfig(services), ...overrides });
   for (const schema of resolveServices(services)) broker.createService(schema);
   return broker;
 }

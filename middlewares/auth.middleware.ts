@@ -1,10 +1,19 @@
 /**
- * Enforces the `auth` policy declared on each action, so no handler has to remember to check.
- * An action reachable over REST without an explicit `auth` is treated as "required".
+ * Enforces, for every action, who may call it and for whom, so no handler has to remember to check:
+ * - the sender's role (remote calls, role-form node ids) must be among the action's `callers`
+ *   (lib/bus-identity.ts);
+ * - `ctx.meta.caller` comes only from the signed caller token the gateway put in
+ *   `ctx.meta.callerToken` (lib/caller-token.ts); whatever caller arrives beside it is replaced;
+ * - the action's `auth` policy: an action reachable over REST without an explicit `auth` is
+ *   treated as "required".
  */
-import type { ActionSchema, Context, Middleware } from "moleculer";
+import type { ActionSchema, Context, Middleware, Service, ServiceBroker } from "moleculer";
+import { callersOf, senderMayCall } from "../lib/bus-identity";
+import { callerVerifier, checkCallerKeys } from "../lib/caller-keys";
 import { forbidden, unauthorized } from "../lib/errors";
 import type { AuthPolicy, CallerMeta } from "../lib/identity";
+
+type AuthMeta = CallerMeta & { authError?: string };
 
 export function policyOf(action: ActionSchema): AuthPolicy | undefined {
   const declared = (action as { auth?: AuthPolicy }).auth;
@@ -12,16 +21,82 @@ export function policyOf(action: ActionSchema): AuthPolicy | undefined {
   return action.rest ? "required" : undefined;
 }
 
+/** Sets (or clears) ctx.meta.caller from the token alone; says why there is none. */
+function resolveCaller(meta: AuthMeta): string | undefined {
+  if (meta.callerToken === undefined) {
+    delete meta.caller;
+    return meta.authError;
+  }
+  const checked = callerVerifier().check(meta.callerToken);
+  if ("caller" in checked) {
+    meta.caller = checked.caller;
+    return undefined;
+  }
+  delete meta.caller;
+  return checked.error;
+}
+
+function keysNeeded(broker: ServiceBroker): { sign: boolean; verify: boolean } {
+  const services = broker.services as Service[];
+  const sign = services.some((s) => s.name === "api-gateway");
+  const verify = services.some((s) =>
+    Object.values((s.schema.actions ?? {}) as Record<string, ActionSchema>).some((a) => {
+      const policy = typeof a === "object" && a ? policyOf(a) : undefined;
+      return policy === "required" || policy === "jwt";
+    }),
+  );
+  return { sign, verify };
+}
+
+let warnedDevelopmentKeys = false;
+
 export const AuthMiddleware: Middleware = {
+  // Production without the keys a process needs refuses to start, before serving anything.
+  starting(broker: ServiceBroker) {
+    const warning = checkCallerKeys(keysNeeded(broker));
+    if (warning && !warnedDevelopmentKeys) {
+      warnedDevelopmentKeys = true;
+      broker.logger.warn(warning);
+    }
+  },
+
   localAction(handler: (ctx: Context) => Promise<unknown>, action: ActionSchema) {
     const policy = policyOf(action);
-    if (!policy || policy === "public") return handler;
-    return function authGuard(ctx: Context<unknown, CallerMeta & { authError?: string }>) {
+    const callers = callersOf(action);
+    const name = action.name;
+    return function authGuard(ctx: Context<unknown, AuthMeta>) {
+      if (ctx.nodeID !== ctx.broker.nodeID && !senderMayCall(ctx.nodeID ?? "", callers))
+        return Promise.reject(forbidden(`Node ${ctx.nodeID} may not call ${name}`));
+      const reason = resolveCaller(ctx.meta);
+      if (!policy || policy === "public") return handler(ctx);
       const caller = ctx.meta.caller;
-      if (!caller) return Promise.reject(unauthorized(ctx.meta.authError));
+      if (!caller) return Promise.reject(unauthorized(reason));
       if (policy === "jwt" && caller.via !== "jwt")
         return Promise.reject(forbidden("This endpoint requires a JWT access token, not an API key"));
       return handler(ctx);
+    } as typeof handler;
+  },
+
+  // A remote answer's meta is merged into the caller's context: it must not bring another caller.
+  remoteAction(handler: (ctx: Context) => Promise<unknown>) {
+    return function keepCaller(ctx: Context<unknown, AuthMeta>) {
+      const { caller, callerToken } = ctx.meta;
+      const restore = () => {
+        if (callerToken === undefined) delete ctx.meta.callerToken;
+        else ctx.meta.callerToken = callerToken;
+        if (caller === undefined) delete ctx.meta.caller;
+        else ctx.meta.caller = caller;
+      };
+      return handler(ctx).then(
+        (res) => {
+          restore();
+          return res;
+        },
+        (err) => {
+          restore();
+          throw err;
+        },
+      );
     } as typeof handler;
   },
 };

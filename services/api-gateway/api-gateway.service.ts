@@ -3,25 +3,30 @@
  * so a service adds its endpoints by existing. The gateway resolves the caller once per request
  * (JWT or API key) into ctx.meta.caller; the Auth middleware enforces each action's policy.
  */
+import { isUtf8 } from "buffer";
 import { randomUUID } from "crypto";
 import type { IncomingMessage, ServerResponse } from "http";
 import type { Context, Service, ServiceSchema } from "moleculer";
 import ApiGateway from "moleculer-web";
 import { config } from "../../lib/config";
-import { apiError } from "../../lib/errors";
+import { apiError, validationFailed } from "../../lib/errors";
+import { findUnstorable, jsonSize } from "../../lib/input-guard";
 import { serviceOwning } from "../../lib/service-routes";
-import type { Caller, CallerMeta } from "../../lib/identity";
+import type { CallerMeta } from "../../lib/identity";
+import { callerSigner } from "../../lib/caller-keys";
 import { addReadinessCheck } from "../../lib/health";
-import { verifyAccessToken } from "../../lib/jwt";
 import { logAccess, logsInfo } from "../../lib/logging";
+import { gatewayCallerResolver } from "./caller-resolver";
 import { readCredentials } from "./credentials";
 import { docsRoute } from "./docs";
+import { createHardenedServer } from "./http-server";
 import { routesReadiness } from "./readiness";
 import { toPublicError } from "./error-mapper";
 import { watchStream } from "./streaming";
+import { pagedBody } from "../../lib/paged-body";
 
 type GatewayMeta = CallerMeta & { authError?: string };
-type Req = IncomingMessage & { $ctx?: Context; body?: unknown; requestId?: string };
+type Req = IncomingMessage & { $ctx?: Context; $params?: unknown; body?: unknown; requestId?: string };
 
 const REQUEST_ID = /^[A-Za-z0-9._:@-]{1,128}$/;
 const BODY_METHODS = new Set(["POST", "PUT", "PATCH"]);
@@ -37,6 +42,23 @@ function clientAddress(req: IncomingMessage): string {
     if (typeof forwarded === "string" && forwarded) return forwarded.split(",")[0].trim();
   }
   return req.socket.remoteAddress ?? "unknown";
+}
+
+/**
+ * body-parser decodes invalid UTF-8 as U+FFFD (three bytes each on the bus): such a body is
+ * refused instead. Its `type` is mapped to 400 INVALID_JSON by the error mapper.
+ */
+function requireUtf8(_req: IncomingMessage, _res: ServerResponse, buf: Buffer): void {
+  if (!isUtf8(buf)) throw Object.assign(new Error("Request body is not valid UTF-8"), { status: 400, type: "entity.invalid.utf8" });
+}
+
+/** What the gateway forwards must be storable text and fit a bus message: refused here, before any call. */
+function checkForwarded(params: unknown): void {
+  const problems = findUnstorable(params);
+  if (problems.length) throw validationFailed(problems, "Request contains text that cannot be accepted");
+  const size = jsonSize(params);
+  if (size > config.gatewayMaxParamsBytes())
+    throw apiError("PAYLOAD_TOO_LARGE", `Request parameters are larger than ${config.gatewayMaxParamsBytes()} bytes`);
 }
 
 type Unrouted = { name?: string; type?: string };
@@ -77,7 +99,7 @@ const GatewayService: ServiceSchema = {
         authentication: true,
         authorization: false,
         logging: false,
-        bodyParsers: { json: { limit: "1mb", strict: true }, urlencoded: false },
+        bodyParsers: { json: { limit: "1mb", strict: true, verify: requireUtf8 }, urlencoded: false },
         // A call to a process that died without saying so must not hang: GATEWAY_TIMEOUT_MS (503).
         callOptions: { timeout: config.gatewayTimeoutMs() },
 
@@ -89,12 +111,19 @@ const GatewayService: ServiceSchema = {
             if (req.body === null || typeof req.body !== "object" || Array.isArray(req.body))
               throw apiError("INVALID_JSON", "Request body must be a JSON object");
           }
+          checkForwarded(req.$params);
           ctx.meta.clientIp = clientAddress(req);
         },
         // Streamed answers (SSE): cancel the producer when the client goes away (streaming.ts).
         onAfterCall(this: Service, ctx: Context, _route: unknown, _req: Req, res: ServerResponse, data: unknown) {
-          watchStream(ctx, res, data, this.logger);
-          return data;
+          // A paged answer (job logs) becomes a stream that fetches each page as the client reads;
+          // a slow reader outlives the signed caller token, so each page call carries a fresh one.
+          const meta = ctx.meta as GatewayMeta;
+          const body = pagedBody(ctx, data, () => {
+            if (meta.caller) meta.callerToken = callerSigner().tokenFor(meta.caller);
+          });
+          watchStream(ctx, res, body, this.logger);
+          return body;
         },
       },
       // GET /api/openapi.json and the reference page /api/docs (docs.ts).
@@ -112,6 +141,9 @@ const GatewayService: ServiceSchema = {
       if (pub.internal) {
         const e = err as Error;
         this.logger.error({ requestId }, `Request ${requestId} failed: ${e?.name}: ${e?.message}`, e?.stack);
+      } else if (pub.status >= 500) {
+        // Expected server-side failures (a service down, a provider timing out): one line, no stack.
+        this.logger.warn({ requestId }, `Request ${requestId}: ${pub.status} ${pub.body.error.code} (${(err as Error)?.message})`);
       }
       if (res.headersSent) {
         res.end();
@@ -126,32 +158,34 @@ const GatewayService: ServiceSchema = {
   },
 
   methods: {
+    /** moleculer-web logs every non-4xx error with its stack here; onError logs the unexpected ones, once. */
+    errorHandler(this: Service & { sendError(req: Req, res: ServerResponse, err: unknown): void }, req: Req, res: ServerResponse, err: unknown) {
+      this.sendError(req, res, err);
+    },
+
+    /** Replaces moleculer-web's server (called from its created()): timeouts, connection cap, JSON errors. */
+    createServer(this: Service & { server?: unknown; httpHandler(req: IncomingMessage, res: ServerResponse): void }) {
+      if (this.server) return;
+      const limits = {
+        headersTimeoutMs: config.gatewayHeadersTimeoutMs(),
+        requestTimeoutMs: config.gatewayRequestTimeoutMs(),
+        keepAliveTimeoutMs: config.gatewayKeepAliveTimeoutMs(),
+        maxConnections: config.gatewayMaxConnections(),
+      };
+      this.server = createHardenedServer(limits, (req, res) => this.httpHandler(req, res), this.logger);
+    },
+
     /**
      * Resolves the caller, or records why the credentials were refused: a public action still
      * answers, a protected one gets 401 from the Auth middleware with that reason.
      */
     async authenticate(ctx: Context<unknown, GatewayMeta>, _route: unknown, req: Req): Promise<null> {
-      const credentials = readCredentials(req.headers);
-      let caller: Caller | null = null;
-      switch (credentials.kind) {
-        case "none":
-          break;
-        case "malformed":
-          ctx.meta.authError = "Malformed credentials";
-          break;
-        case "jwt": {
-          const claims = verifyAccessToken(credentials.token);
-          if ("error" in claims) ctx.meta.authError = claims.error;
-          else caller = { clientId: claims.sub, role: claims.role, via: "jwt" };
-          break;
-        }
-        case "apiKey": {
-          caller = await ctx.call<Caller | null, { key: string }>("auth.resolveApiKey", { key: credentials.key });
-          if (!caller) ctx.meta.authError = "API key is invalid or was revoked";
-          break;
-        }
-      }
-      if (caller) ctx.meta.caller = caller;
+      const resolved = await gatewayCallerResolver.resolve(readCredentials(req.headers), ctx);
+      if ("caller" in resolved) {
+        // Services trust only the signed token (middlewares/auth.middleware.ts); caller is for the gateway itself.
+        ctx.meta.caller = resolved.caller;
+        ctx.meta.callerToken = callerSigner().tokenFor(resolved.caller);
+      } else if (resolved.error) ctx.meta.authError = resolved.error;
       return null;
     },
   },

@@ -40,6 +40,7 @@ const BODY_PARSER_ERRORS: Record<string, [ErrorCode, string]> = {
   "charset.unsupported": ["UNSUPPORTED_MEDIA_TYPE", "Unsupported charset"],
   "request.aborted": ["INVALID_JSON", "Request body was aborted"],
   "request.size.invalid": ["INVALID_JSON", "Request body size does not match Content-Length"],
+  "entity.invalid.utf8": ["INVALID_JSON", "Request body is not valid UTF-8"],
 };
 
 function make(code: ErrorCode, message: string, details: unknown = null, internal = false): PublicError {
@@ -63,6 +64,10 @@ export function toPublicError(raw: unknown, requestId: string): PublicError {
   if (BODY_PARSER_ERRORS[type]) {
     const [code, message] = BODY_PARSER_ERRORS[type];
     return make(code, message);
+  }
+  // zlib's errors (a Content-Encoding the body does not match), which moleculer-web re-wraps as 500s.
+  if (typeof err.code === "string" && /^Z_[A-Z_]+$/.test(err.code)) {
+    return make("INVALID_JSON", "Request body does not match its Content-Encoding");
   }
   if (err.name === "ValidationError" && type === "VALIDATION_ERROR") {
     return make("VALIDATION_FAILED", "Request validation failed", validationDetails(err.data));

@@ -13,3 +13,6 @@ export function generateApiKey(): string {
 export function hashApiKey(key: string): string {
   return createHash("sha256").update(key).digest("hex");
 }
+
+/** What the gateway sends auth for a key: its SHA-256, lowercase hex. */
+export const KEY_HASH_PATTERN = /^[0-9a-f]{64}$/;

@@ -1,7 +1,11 @@
 /**
  * Client accounts: register, login, API keys, and resolving an API key into a caller for the
  * gateway. Passwords are scrypt hashes; API keys are stored as SHA-256 and looked up on every
- * request, so a rotated key stops working at once on every replica (nothing caches them).
+ * request, so a rotated key stops working at once on every replica (nothing caches them). The
+ * gateway sends only a key's SHA-256: the key itself never crosses the bus.
+ *
+ * Login limits (throttle.ts): every attempt counts per client address; failures count per
+ * (e-mail, address) pair, so a third party failing from elsewhere cannot lock the owner out.
  */
 import { randomUUID } from "crypto";
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
@@ -9,13 +13,14 @@ import { config } from "../../lib/config";
 import { apiError, rateLimited, unauthorized } from "../../lib/errors";
 import { Caller, CallerMeta, respondCreated } from "../../lib/identity";
 import { signAccessToken } from "../../lib/jwt";
-import { MemoryRateLimiter, RateLimiter, RedisRateLimiter } from "../../lib/rate-limiter";
+import { MemoryRateLimiter, RedisRateLimiter } from "../../lib/rate-limiter";
 import { acquireRedis, releaseRedis } from "../../lib/redis";
 import { DbMixin, DbThis } from "../../mixins/db.mixin";
-import { API_KEY_PATTERN, generateApiKey, hashApiKey } from "./api-keys";
+import { generateApiKey, hashApiKey, KEY_HASH_PATTERN } from "./api-keys";
 import { ClientsRepository, PublicClient, toPublicClient } from "./clients.repository";
 import { migrations } from "./migrations";
 import { hashPassword, verifyPassword } from "./passwords";
+import { LoginThrottle } from "./throttle";
 
 export interface RegisterParams {
   email: string;
@@ -31,9 +36,9 @@ export type AuthResult = { accessToken: string; client: PublicClient };
 type AuthThis = Service &
   DbThis & {
     clients: ClientsRepository;
-    limiter: RateLimiter;
+    throttle: LoginThrottle;
     dummyHash: Promise<string>;
-    throttle(ctx: Context<unknown, CallerMeta>, email: string): Promise<void>;
+    refuseIfLimited(decision: { allowed: boolean; retryAfterS: number }): void;
     issue(client: PublicClient): AuthResult;
   };
 
@@ -59,7 +64,7 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
       },
       async handler(this: AuthThis, ctx: Context<RegisterParams, CallerMeta>): Promise<AuthResult> {
         const { email, name, password } = ctx.params;
-        await this.throttle(ctx, email);
+        this.refuseIfLimited(await this.throttle.register(email, ctx.meta.clientIp));
         const client = await this.clients.insert({
           id: randomUUID(),
           email,
@@ -82,11 +87,15 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
       },
       async handler(this: AuthThis, ctx: Context<LoginParams, CallerMeta>): Promise<AuthResult> {
         const email = ctx.params.email.toLowerCase();
-        await this.throttle(ctx, email);
+        const address = ctx.meta.clientIp;
+        this.refuseIfLimited(await this.throttle.beforeLogin(email, address));
         const row = await this.clients.findByEmail(email);
         // Hash even for an unknown e-mail, so the answer and its timing say nothing about it.
         const ok = await verifyPassword(ctx.params.password, row?.password_hash ?? (await this.dummyHash));
-        if (!row || !ok) throw unauthorized(INVALID_LOGIN);
+        if (!row || !ok) {
+          await this.throttle.loginFailed(email, address);
+          throw unauthorized(INVALID_LOGIN);
+        }
         return this.issue(toPublicClient(row));
       },
     },
@@ -113,28 +122,32 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
       },
     },
 
-    /** Internal: the gateway's API key check. Returns null for an unknown or revoked key. */
+    /** Internal: the gateway's API key check, by the key's SHA-256. Null for an unknown or revoked key. */
     resolveApiKey: {
       visibility: "public",
-      params: { key: { type: "string", max: 64 } },
-      async handler(this: AuthThis, ctx: Context<{ key: string }>): Promise<Caller | null> {
-        if (!API_KEY_PATTERN.test(ctx.params.key)) return null;
-        const found = await this.clients.findByApiKeyHash(hashApiKey(ctx.params.key));
+      callers: ["api-gateway"],
+      params: { keyHash: { type: "string", length: 64, pattern: KEY_HASH_PATTERN } },
+      async handler(this: AuthThis, ctx: Context<{ keyHash: string }>): Promise<Caller | null> {
+        const found = await this.clients.findByApiKeyHash(ctx.params.keyHash);
         return found ? { clientId: found.id, role: found.role, via: "apiKey" } : null;
+      },
+    },
+
+    /** Internal: whether a JWT's account exists (the gateway caches positive answers). */
+    resolveAccount: {
+      visibility: "public",
+      callers: ["api-gateway"],
+      params: { id: { type: "uuid" } },
+      async handler(this: AuthThis, ctx: Context<{ id: string }>): Promise<{ id: string; role: string } | null> {
+        const found = await this.clients.findById(ctx.params.id);
+        return found ? { id: found.id, role: found.role } : null;
       },
     },
   },
 
   methods: {
-    /** Register and login: limited per client address and per e-mail. */
-    async throttle(this: AuthThis, ctx: Context<unknown, CallerMeta>, email: string) {
-      const windowS = config.authRateWindowS();
-      const checks = await Promise.all([
-        this.limiter.hit(`ip:${ctx.meta.clientIp ?? "internal"}`, config.authRateLimitPerIp(), windowS),
-        this.limiter.hit(`email:${email.toLowerCase()}`, config.authRateLimitPerEmail(), windowS),
-      ]);
-      const refused = checks.filter((c) => !c.allowed);
-      if (refused.length) throw rateLimited(Math.max(...refused.map((c) => c.retryAfterS)));
+    refuseIfLimited(this: AuthThis, decision: { allowed: boolean; retryAfterS: number }) {
+      if (!decision.allowed) throw rateLimited(decision.retryAfterS);
     },
 
     issue(this: AuthThis, client: PublicClient): AuthResult {
@@ -145,9 +158,14 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
   created(this: AuthThis) {
     this.clients = new ClientsRepository(this.db);
     const redisUrl = config.redisUrl();
-    this.limiter = redisUrl
+    const limiter = redisUrl
       ? new RedisRateLimiter(acquireRedis(redisUrl), `${config.namespace() || "ci"}:auth-rate`)
       : new MemoryRateLimiter();
+    this.throttle = new LoginThrottle(limiter, {
+      perAddress: config.authRateLimitPerIp(),
+      perEmail: config.authRateLimitPerEmail(),
+      windowS: config.authRateWindowS(),
+    });
     this.dummyHash = hashPassword(randomUUID(), config.scryptLogN());
   },
 

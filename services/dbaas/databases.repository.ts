@@ -15,16 +15,24 @@ export type DatabaseRow = {
   read_only: boolean;
   created_at: Date;
   updated_at: Date;
+  /** The process working on a provisioning or destroying record (owner-lease.ts). */
+  owner: string | null;
+  catalog_hidden: boolean;
 };
 
-export type NewDatabase = { id: string; clientId: string; databaseName: string; username: string; maxStorageMb: number };
+/** A record with whether the process that owns it still lives (for the reconciler). */
+export type OwnedRow = DatabaseRow & { owner_alive: boolean };
+
+export type NewDatabase = { id: string; clientId: string; databaseName: string; username: string; maxStorageMb: number; owner?: string };
 
 export type DatabaseStats = {
   databasesByState: { active: number; provisioning: number; destroying: number; readOnly: number };
   storageMbByState: { active: number; readOnly: number };
 };
 
-const COLUMNS = `id, client_id, database_name, username, status, storage_bytes, measured_at, max_storage_mb, read_only, created_at, updated_at`;
+const COLUMNS = `id, client_id, database_name, username, status, storage_bytes, measured_at, max_storage_mb, read_only, created_at, updated_at, owner, catalog_hidden`;
+/** Records that hold a place in the account: active, or being provisioned by a live process. */
+const LIVE = `(status = 'active' OR (status = 'provisioning' AND (owner IS NULL OR dbaas.owner_alive(owner))))`;
 
 export class DatabasesRepository {
   constructor(private readonly db: Pool) {}
@@ -39,22 +47,23 @@ export class DatabasesRepository {
    * (provisioning or active); safe under concurrency (see record_intent in migrations.ts).
    */
   async insertProvisioning(row: NewDatabase, limit: number): Promise<boolean> {
-    const { rows } = await this.db.query<{ recorded: boolean }>("SELECT dbaas.record_intent($1, $2, $3, $4, $5, $6) AS recorded", [
+    const { rows } = await this.db.query<{ recorded: boolean }>("SELECT dbaas.record_intent($1, $2, $3, $4, $5, $6, $7) AS recorded", [
       row.id,
       row.clientId,
       row.databaseName,
       row.username,
       row.maxStorageMb,
       limit,
+      row.owner ?? null,
     ]);
     return rows[0].recorded;
   }
 
-  async activate(id: string, storageBytes: number): Promise<DatabaseRow | undefined> {
+  async activate(id: string, storageBytes: number, catalogHidden = false): Promise<DatabaseRow | undefined> {
     const { rows } = await this.db.query<DatabaseRow>(
-      `UPDATE dbaas.databases SET status = 'active', storage_bytes = $2, measured_at = now(), updated_at = now()
+      `UPDATE dbaas.databases SET status = 'active', storage_bytes = $2, measured_at = now(), updated_at = now(), catalog_hidden = $3
         WHERE id = $1 AND status = 'provisioning' RETURNING ${COLUMNS}`,
-      [id, storageBytes],
+      [id, storageBytes, catalogHidden],
     );
     return rows[0];
   }
@@ -84,8 +93,39 @@ export class DatabasesRepository {
     return rows;
   }
 
-  async listAll(): Promise<DatabaseRow[]> {
-    const { rows } = await this.db.query<DatabaseRow>(`SELECT ${COLUMNS} FROM dbaas.databases`);
+  async listAll(): Promise<OwnedRow[]> {
+    const { rows } = await this.db.query<OwnedRow>(`SELECT ${COLUMNS}, dbaas.owner_alive(owner) AS owner_alive FROM dbaas.databases`);
+    return rows;
+  }
+
+  /** The account's records that hold a place (see LIVE), oldest first. */
+  async listLive(clientId: string): Promise<DatabaseRow[]> {
+    const { rows } = await this.db.query<DatabaseRow>(
+      `SELECT ${COLUMNS} FROM dbaas.databases WHERE client_id = $1 AND ${LIVE} ORDER BY created_at, id`,
+      [clientId],
+    );
+    return rows;
+  }
+
+  /** Active databases whose catalog is still open to their tenant (provisioned before it was hidden). */
+  async listCatalogOpen(): Promise<DatabaseRow[]> {
+    const { rows } = await this.db.query<DatabaseRow>(`SELECT ${COLUMNS} FROM dbaas.databases WHERE status = 'active' AND NOT catalog_hidden`);
+    return rows;
+  }
+
+  async markCatalogHidden(id: string): Promise<void> {
+    await this.db.query("UPDATE dbaas.databases SET catalog_hidden = true WHERE id = $1", [id]);
+  }
+
+  /** Hands a record to nobody: it no longer counts towards its account, and the reconciler removes what it left. */
+  async abandon(id: string): Promise<void> {
+    await this.db.query("UPDATE dbaas.databases SET owner = gen_random_uuid() WHERE id = $1", [id]);
+  }
+
+  /** Active records of these ids (the quota's close watch). */
+  async findActiveByIds(ids: string[]): Promise<DatabaseRow[]> {
+    if (!ids.length) return [];
+    const { rows } = await this.db.query<DatabaseRow>(`SELECT ${COLUMNS} FROM dbaas.databases WHERE id = ANY($1::uuid[]) AND status = 'active'`, [ids]);
     return rows;
   }
 
@@ -95,11 +135,11 @@ export class DatabasesRepository {
   }
 
   /** Active (or already destroying: a retried destroy finishes the job) → destroying. */
-  async claimForDestroy(id: string, clientId: string): Promise<DatabaseRow | undefined> {
+  async claimForDestroy(id: string, clientId: string, owner?: string): Promise<DatabaseRow | undefined> {
     const { rows } = await this.db.query<DatabaseRow>(
-      `UPDATE dbaas.databases SET status = 'destroying', updated_at = now()
+      `UPDATE dbaas.databases SET status = 'destroying', updated_at = now(), owner = $3
         WHERE id = $1 AND client_id = $2 AND status IN ('active', 'destroying') RETURNING ${COLUMNS}`,
-      [id, clientId],
+      [id, clientId, owner ?? null],
     );
     return rows[0];
   }

@@ -14,7 +14,9 @@ import { toClientError, unavailable } from "./faults";
 import { migrations } from "./migrations";
 import { isUuid } from "./naming";
 import { DestroyNotStarted, Provisioner } from "./provisioner";
-import { MIB, QuotaEnforcer, QuotaReport } from "./quota";
+import { MIB, QuotaEnforcer, QuotaReport, QuotaWatch } from "./quota";
+import { OwnerLease } from "./owner-lease";
+import { guardIo, MISSING_ADMIN_URL, TenantServerRefused, verifyTenantServer } from "./server-guard";
 import { Reconciler, ReconcileReport } from "./reconciler";
 import { Periodic } from "./periodic";
 import { TenantServer } from "./tenant-server";
@@ -41,7 +43,7 @@ export type DatabaseCreated = {
   connectionString: string;
 };
 
-/** Records stuck in provisioning or destroying this long belong to a crashed process. */
+/** Records stuck this long count as abandoned even while their owner lives (a hung process); a dead owner's go at once. */
 const RECONCILE_GRACE_S = 300;
 
 type DbaasThis = Service &
@@ -50,6 +52,12 @@ type DbaasThis = Service &
     tenant: TenantServer;
     provisioner: Provisioner;
     quota: QuotaEnforcer;
+    quotaWatch: QuotaWatch;
+    lease: OwnerLease;
+    /** The tenant server passed server-guard.ts (false while it could not be reached). */
+    serverVerified: boolean;
+    verifyServer(): Promise<boolean>;
+    hideOpenCatalogs(): Promise<void>;
     reconciler: Reconciler;
     quotaLoop: Periodic<QuotaReport>;
     reconcileLoop: Periodic<ReconcileReport>;
@@ -82,6 +90,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       auth: "required",
       params: { $$strict: "remove" }, // no body: anything sent is ignored
       async handler(this: DbaasThis, ctx: Context<unknown, CallerMeta>): Promise<DatabaseCreated> {
+        if (!(await this.verifyServer())) throw unavailable();
         const { row, password } = await this.provisioner.provision(ctx.meta.caller!.clientId);
         const { host, port } = this.detail(row);
         respondCreated(ctx.meta, `/api/databases/${row.id}`);
@@ -123,7 +132,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       async handler(this: DbaasThis, ctx: Context<{ id: string }, CallerMeta>): Promise<{ message: string }> {
         const { id } = ctx.params;
         if (!isUuid(id)) throw notFound("Database");
-        const row = await this.repo.claimForDestroy(id, ctx.meta.caller!.clientId);
+        const row = await this.repo.claimForDestroy(id, ctx.meta.caller!.clientId, this.lease.id);
         if (!row) throw notFound("Database");
         try {
           await this.provisioner.destroy(row);
@@ -139,28 +148,38 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
     /** Internal: removes what crashed provisionings left behind (also runs periodically). */
     reconcile: {
       visibility: "public",
+      callers: [], // operators, in-process only
       params: { graceS: { type: "number", min: 0, optional: true } },
       async handler(this: DbaasThis, ctx: Context<{ graceS?: number }>): Promise<ReconcileReport> {
         const graceMs = (ctx.params.graceS ?? RECONCILE_GRACE_S) * 1000;
-        return this.reconcileLoop.exclusive(() => this.reconciler.reconcile(graceMs));
+        return this.reconcileLoop.exclusive(async () => {
+          const report = await this.reconciler.reconcile(graceMs);
+          if (config.dbaasHideCatalog()) await this.hideOpenCatalogs();
+          return report;
+        });
       },
     },
 
     /** Internal: measures and enforces the quota now (also runs every DBAAS_QUOTA_CHECK_S). */
     checkQuota: {
       visibility: "public",
+      callers: [], // operators, in-process only
       async handler(this: DbaasThis): Promise<QuotaReport> {
-        return this.quotaLoop.runNow();
+        const report = await this.quotaLoop.exclusive(() => this.quotaWatch.full());
+        this.quotaLoop.runWithin(this.quotaWatch.intervalS() * 1000); // a database near its quota is watched from now on
+        return report;
       },
     },
 
     /** Internal (operators): changes one database's quota and applies it at once. */
     setMaxStorage: {
       visibility: "public",
+      callers: [], // operators, in-process only
       params: { id: { type: "uuid" }, maxStorageMb: { type: "number", integer: true, positive: true } },
       async handler(this: DbaasThis, ctx: Context<{ id: string; maxStorageMb: number }>): Promise<DatabaseDetail> {
         if (!(await this.repo.setMaxStorage(ctx.params.id, ctx.params.maxStorageMb))) throw notFound("Database");
         const row = (await this.repo.find(ctx.params.id))!;
+        await this.tenant.setTempFileLimit(row.username, ctx.params.maxStorageMb);
         await this.quotaLoop.exclusive(() => this.quota.check([row]));
         return this.detail((await this.repo.find(ctx.params.id))!);
       },
@@ -169,6 +188,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
     /** Internal: figures for the metrics service. */
     stats: {
       visibility: "public",
+      callers: ["metrics"],
       async handler(this: DbaasThis): Promise<DatabaseStats> {
         return this.repo.stats();
       },
@@ -190,6 +210,30 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       };
     },
 
+    /** Runs the server checks again while they could not be made; a refused server stays refused (503). */
+    async verifyServer(this: DbaasThis): Promise<boolean> {
+      if (this.serverVerified) return true;
+      try {
+        this.serverVerified = await verifyTenantServer(guardIo(this.tenant, this.db), config.dbaasAllowStateServer());
+      } catch (err) {
+        this.logger.error((err as Error).message);
+        if (!(err instanceof TenantServerRefused)) throw err;
+      }
+      return this.serverVerified;
+    },
+
+    /** Hides the catalog in databases provisioned before it was hidden (one failure stops no other). */
+    async hideOpenCatalogs(this: DbaasThis): Promise<void> {
+      for (const row of await this.repo.listCatalogOpen()) {
+        try {
+          await this.tenant.hideCatalog(row.database_name);
+          await this.repo.markCatalogHidden(row.id);
+        } catch (err) {
+          this.logger.warn(`Catalog of database ${row.database_name} not hidden yet: ${(err as Error).message}`);
+        }
+      }
+    },
+
     /** The caller's active database; anything else (malformed id, another account's) is 404. */
     async findOwn(this: DbaasThis, ctx: Context<{ id: string }, CallerMeta>): Promise<DatabaseRow> {
       if (!isUuid(ctx.params.id)) throw notFound("Database");
@@ -201,23 +245,43 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
 
   created(this: DbaasThis) {
     this.repo = new DatabasesRepository(this.db);
-    this.tenant = new TenantServer(config.dbaasAdminUrl(), { createConcurrency: config.dbaasCreateConcurrency() });
   },
 
   async started(this: DbaasThis) {
+    const adminUrl = config.dbaasAdminUrl();
+    if (!adminUrl) throw new Error(MISSING_ADMIN_URL);
+    this.tenant = new TenantServer(adminUrl, { createConcurrency: config.dbaasCreateConcurrency() });
+    // A server that checks no passwords, or the state server without opt-in, stops the start here;
+    // one that cannot be reached now is checked again before the first provisioning.
+    this.serverVerified = await verifyTenantServer(guardIo(this.tenant, this.db), config.dbaasAllowStateServer());
+    if (!this.serverVerified) this.logger.warn("Tenant server unreachable: its checks run again before the first provisioning");
+    this.lease = new OwnerLease(this.dbUrl, this.logger);
+    await this.lease.start();
     const marker = `ci-platform:dbaas:${await this.repo.instanceId()}`;
     const deps = { repo: this.repo, tenant: this.tenant, marker, logger: this.logger };
     this.provisioner = new Provisioner({
       ...deps,
+      owner: this.lease.id,
       limits: () => ({
         maxPerAccount: config.dbaasMaxPerAccount(),
         maxStorageMb: config.dbaasMaxStorageMb(),
-        connectionLimit: config.dbaasConnectionLimit(),
+        connections: {
+          perAccount: config.dbaasConnectionsPerAccount(),
+          perDatabase: config.dbaasConnectionLimit(),
+          reserved: config.dbaasReservedConnections(),
+        },
+        hideCatalog: config.dbaasHideCatalog(),
       }),
     });
     this.quota = new QuotaEnforcer(deps);
+    this.quotaWatch = new QuotaWatch({
+      enforcer: this.quota,
+      repo: this.repo,
+      fullS: () => config.dbaasQuotaCheckS(),
+      nearS: () => config.dbaasQuotaNearCheckS(),
+    });
     this.reconciler = new Reconciler(deps);
-    this.quotaLoop = new Periodic("Quota check", () => this.quota.check(), () => config.dbaasQuotaCheckS(), this.logger);
+    this.quotaLoop = new Periodic("Quota check", () => this.quotaWatch.round(), () => this.quotaWatch.intervalS(), this.logger);
     // Before any credential exists; retried by the reconciler if the server is down now.
     let hardened = await this.tenant.hardenServer().then(
       () => true,
@@ -227,7 +291,9 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       "Reconciler",
       async () => {
         if (!hardened) await this.tenant.hardenServer().then(() => (hardened = true));
-        return this.reconciler.reconcile(RECONCILE_GRACE_S * 1000);
+        const report = await this.reconciler.reconcile(RECONCILE_GRACE_S * 1000);
+        if (config.dbaasHideCatalog()) await this.hideOpenCatalogs();
+        return report;
       },
       () => config.dbaasReconcileS(),
       this.logger,
@@ -239,7 +305,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
 
   async stopped(this: DbaasThis) {
     await Promise.all([this.quotaLoop?.stop(), this.reconcileLoop?.stop()]);
-    await this.tenant.close();
+    await Promise.all([this.tenant?.close(), this.lease?.stop()]);
   },
 };
 

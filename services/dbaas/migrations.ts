@@ -49,4 +49,49 @@ export const migrations: Migration[] = [
       $fn$;
     `,
   },
+  {
+    version: 2,
+    name: "records owned by a live process",
+    sql: `
+      -- The process working on a provisioning or destroying record (owner-lease.ts). It holds a
+      -- session advisory lock keyed by this id while it lives; PostgreSQL frees the lock the moment
+      -- its connection dies, so a record whose lock is free belongs to a crashed process.
+      ALTER TABLE databases ADD COLUMN owner uuid;
+
+      CREATE FUNCTION owner_alive(p_owner uuid) RETURNS boolean LANGUAGE sql STABLE AS $fn$
+        SELECT p_owner IS NOT NULL AND EXISTS (
+          SELECT 1 FROM pg_catalog.pg_locks
+           WHERE locktype = 'advisory' AND granted AND objsubid = 2
+             AND database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())
+             AND classid = hashtext('ci-platform:dbaas:owner')::oid AND objid = hashtext(p_owner::text)::oid)
+      $fn$;
+
+      -- As version 1, but a provisioning whose process died no longer counts towards the limit
+      -- (records without an owner predate this version and count as before).
+      DROP FUNCTION record_intent(uuid, text, text, text, integer, integer);
+      CREATE FUNCTION record_intent(p_id uuid, p_client_id text, p_database_name text, p_username text,
+                                    p_max_storage_mb integer, p_limit integer, p_owner uuid) RETURNS boolean
+      LANGUAGE plpgsql VOLATILE AS $fn$
+      BEGIN
+        PERFORM pg_advisory_xact_lock(hashtext('ci-platform:dbaas:account:' || p_client_id));
+        IF (SELECT count(*) FROM dbaas.databases
+             WHERE client_id = p_client_id
+               AND (status = 'active' OR (status = 'provisioning' AND (owner IS NULL OR dbaas.owner_alive(owner))))) >= p_limit THEN
+          RETURN false;
+        END IF;
+        INSERT INTO dbaas.databases (id, client_id, database_name, username, status, max_storage_mb, owner)
+        VALUES (p_id, p_client_id, p_database_name, p_username, 'provisioning', p_max_storage_mb, p_owner);
+        RETURN true;
+      END
+      $fn$;
+    `,
+  },
+  {
+    version: 3,
+    name: "catalog hidden per database",
+    sql: `
+      -- Databases provisioned before the catalog was hidden get it hidden by the reconciler.
+      ALTER TABLE databases ADD COLUMN catalog_hidden boolean NOT NULL DEFAULT false;
+    `,
+  },
 ];

@@ -9,6 +9,7 @@ export class Periodic<T> {
   /** Every run chains on the previous one, so runs never overlap. */
   private tail: Promise<unknown> = Promise.resolve();
   private stopped = false;
+  private dueAt = Infinity;
 
   constructor(
     private readonly name: string,
@@ -34,6 +35,13 @@ export class Periodic<T> {
     return run;
   }
 
+  /** Brings the next run forward to within `delayMs` (never later than already planned). */
+  runWithin(delayMs: number): void {
+    if (this.stopped || !this.timer || this.dueAt <= Date.now() + delayMs) return;
+    clearTimeout(this.timer);
+    this.schedule(delayMs);
+  }
+
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
@@ -42,6 +50,7 @@ export class Periodic<T> {
 
   private schedule(delayMs: number): void {
     if (this.stopped) return;
+    this.dueAt = Date.now() + delayMs;
     this.timer = setTimeout(async () => {
       try {
         await this.runNow();

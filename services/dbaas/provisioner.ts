@@ -11,11 +11,18 @@ import type { DatabaseRow, DatabasesRepository } from "./databases.repository";
 import { isDuplicate, isUnavailable, retryTransient } from "./faults";
 import { generateNames, holdRoleOf, RandomHex, defaultRandomHex, TenantNames } from "./naming";
 import type { TenantServer } from "./tenant-server";
+import { ConnectionPolicy, connectionRoom, splitConnections, tooManyDatabases } from "./connections";
 
 export const PROVISION_STEPS = ["record", "role", "database", "grants", "schema", "activate"] as const;
 export type ProvisionStep = (typeof PROVISION_STEPS)[number];
 
-export type ProvisionLimits = { maxPerAccount: number; maxStorageMb: number; connectionLimit: number };
+export type ProvisionLimits = {
+  maxPerAccount: number;
+  maxStorageMb: number;
+  connections: ConnectionPolicy;
+  /** Close the catalog views that list other tenants (tenant-sql.ts HIDDEN_RELATIONS). */
+  hideCatalog: boolean;
+};
 export type Provisioned = { row: DatabaseRow; password: string };
 
 export type ProvisionerDeps = {
@@ -23,6 +30,8 @@ export type ProvisionerDeps = {
   tenant: TenantServer;
   marker: string;
   limits: () => ProvisionLimits;
+  /** This process's owner id (owner-lease.ts): its records count as live while it lives. */
+  owner?: string;
   logger: LoggerInstance;
   randomHex?: RandomHex;
   newId?: () => string;
@@ -50,7 +59,10 @@ export class Provisioner {
     // PBKDF2 runs on the thread pool while the intent is recorded.
     const verifier = scramVerifier(password);
     verifier.catch(() => undefined); // awaited below; must not go unhandled if the record is refused
-    const recorded = await repo.insertProvisioning({ id, clientId, ...names, maxStorageMb: limits.maxStorageMb }, limits.maxPerAccount);
+    const recorded = await repo.insertProvisioning(
+      { id, clientId, ...names, maxStorageMb: limits.maxStorageMb, owner: this.deps.owner },
+      limits.maxPerAccount,
+    );
     if (!recorded)
       throw apiError("QUOTA_EXCEEDED", `An account may have at most ${limits.maxPerAccount} active databases`, {
         limit: limits.maxPerAccount,
@@ -61,13 +73,35 @@ export class Provisioner {
     try {
       await this.fault("record", names);
       const secret = await verifier;
-      await this.step("role", names, reached, (attempt) =>
-        tenant.createRole(names, secret, limits.connectionLimit, marker).catch((err) => {
-          // A retry after a lost answer finds the role our first attempt created.
-          if (attempt > 1 && isDuplicate(err)) return;
-          throw err;
-        }),
-      );
+      // The account's budget of connections, split again over its databases with the new one last.
+      const live = await repo.listLive(clientId);
+      const policy = limits.connections;
+      if (tooManyDatabases(policy, live.length))
+        throw apiError("QUOTA_EXCEEDED", `An account's ${policy.perAccount} connections allow at most ${policy.perAccount} databases`, {
+          resource: "connections",
+          limit: policy.perAccount,
+          used: live.length - 1,
+        });
+      const shares = splitConnections(policy, live.length);
+      const others = live.map((row, i) => ({ username: row.username, limit: shares[i] })).filter((o) => o.username !== names.username);
+      const share = shares[live.findIndex((row) => row.id === id)] ?? shares[shares.length - 1];
+      await this.step("role", names, reached, async (attempt) => {
+        const refused = await tenant
+          .createRoleWithin(
+            names,
+            { verifier: secret, connectionLimit: share, marker, tempFileLimitMb: limits.maxStorageMb, others },
+            (capacity) => connectionRoom(policy, capacity, live.length),
+          )
+          .catch((err) => {
+            // A retry after a lost answer finds the role our first attempt created.
+            if (attempt > 1 && isDuplicate(err)) return undefined;
+            throw err;
+          });
+        if (refused) {
+          this.deps.logger.warn(`Provisioning refused: ${refused}`);
+          throw apiError("SERVICE_UNAVAILABLE", "The database server has no room for more connections; retry later", null);
+        }
+      });
       await this.step("database", names, reached, (attempt) =>
         tenant.createDatabase(names).catch((err) => {
           if (attempt > 1 && isDuplicate(err)) return;
@@ -75,13 +109,13 @@ export class Provisioner {
         }),
       );
       const bytes = await this.step("grants", names, reached, () => tenant.secureDatabase(names, marker));
-      await this.step("schema", names, reached, () => tenant.prepareSchema(names));
-      const row = await repo.activate(id, bytes);
+      await this.step("schema", names, reached, () => tenant.prepareSchema(names, limits.hideCatalog));
+      const row = await repo.activate(id, bytes, limits.hideCatalog);
       if (!row) throw new Error(`Database record ${id} vanished while provisioning`);
       await this.fault("activate", names);
       return { row, password };
     } catch (err) {
-      await this.compensate(id, names, reached, err);
+      await this.compensate(id, clientId, names, reached, err);
       throw err;
     }
   }
@@ -104,6 +138,18 @@ export class Provisioner {
       throw err;
     }
     await repo.delete(row.id);
+    await this.rebalance(row.client_id);
+  }
+
+  /** Splits the account's connections again over the databases it has now (best effort: logged). */
+  async rebalance(clientId: string): Promise<void> {
+    try {
+      const live = await this.deps.repo.listLive(clientId);
+      const shares = splitConnections(this.deps.limits().connections, live.length);
+      await this.deps.tenant.setConnectionLimits(live.map((row, i) => ({ username: row.username, limit: shares[i] })));
+    } catch (err) {
+      this.deps.logger.warn(`Connection limits of account ${clientId} not rebalanced: ${explain(err)}`);
+    }
   }
 
   private async step<T>(
@@ -129,7 +175,7 @@ export class Provisioner {
     if (this.faultAfter) await this.faultAfter(step, names);
   }
 
-  private async compensate(id: string, names: TenantNames, reached: Set<ProvisionStep>, cause: unknown): Promise<void> {
+  private async compensate(id: string, clientId: string, names: TenantNames, reached: Set<ProvisionStep>, cause: unknown): Promise<void> {
     const { tenant, repo, logger } = this.deps;
     try {
       if (reached.has("database") || reached.has("grants") || reached.has("schema")) await tenant.dropDatabase(names.databaseName);
@@ -137,9 +183,12 @@ export class Provisioner {
       await repo.delete(id);
       logger.warn(`Provisioning ${id} failed and was undone: ${explain(cause)}`);
     } catch (err) {
-      // The record stays "provisioning": the reconciler removes what is left once the server answers.
+      // The record stays "provisioning" but owned by nobody: it stops counting towards the account,
+      // and the reconciler removes what is left once the server answers.
+      await repo.abandon(id).catch(() => undefined);
       logger.error(`Provisioning ${id} failed (${explain(cause)}) and could not be undone yet: ${explain(err)}`);
     }
+    if (reached.has("role")) await this.rebalance(clientId);
   }
 }
 

@@ -19,7 +19,14 @@ export function decideQuota({ storageBytes, maxStorageMb, readOnly }: QuotaState
   return "none";
 }
 
-export type QuotaReport = { measured: number; frozen: string[]; thawed: string[]; failed: string[] };
+/** Above this share of its quota a writable database is measured every DBAAS_QUOTA_NEAR_CHECK_S. */
+export const NEAR_RATIO = 0.8;
+
+export const isNearQuota = ({ storageBytes, maxStorageMb, readOnly }: QuotaState): boolean =>
+  !readOnly && storageBytes > NEAR_RATIO * maxStorageMb * MIB;
+
+/** `near`: databases measured above NEAR_RATIO of their quota and still writable. */
+export type QuotaReport = { measured: number; frozen: string[]; thawed: string[]; failed: string[]; near: string[] };
 
 export class QuotaEnforcer {
   constructor(
@@ -34,7 +41,7 @@ export class QuotaEnforcer {
   async check(rows?: DatabaseRow[]): Promise<QuotaReport> {
     const { repo, tenant, logger } = this.deps;
     const active = (rows ?? (await repo.listByStatus("active"))).filter((r) => r.status === "active");
-    const report: QuotaReport = { measured: 0, frozen: [], thawed: [], failed: [] };
+    const report: QuotaReport = { measured: 0, frozen: [], thawed: [], failed: [], near: [] };
     if (!active.length) return report;
     const measured = await tenant.measure(active.map(refOf));
     const found = active.filter((r) => measured.has(r.database_name));
@@ -46,6 +53,8 @@ export class QuotaEnforcer {
         const action = await this.enforce(row, bytes, writable);
         if (action === "freeze") report.frozen.push(row.id);
         if (action === "thaw") report.thawed.push(row.id);
+        const readOnly = action === "freeze" || (action === "none" && !writable);
+        if (isNearQuota({ storageBytes: bytes, maxStorageMb: row.max_storage_mb, readOnly })) report.near.push(row.id);
       } catch (err) {
         report.failed.push(row.id);
         logger.warn(`Quota of database ${row.id} not enforced this round: ${(err as Error).message}`);
@@ -80,3 +89,39 @@ export class QuotaEnforcer {
 }
 
 const refOf = (row: DatabaseRow) => ({ databaseName: row.database_name, username: row.username });
+
+/**
+ * When to measure what: every active database each `fullS`, and in between, every `nearS`, the
+ * ones last seen near their quota (one statement can write tens of MB a second).
+ */
+export class QuotaWatch {
+  private near = new Set<string>();
+  private lastFullMs = -Infinity;
+
+  constructor(
+    private readonly deps: { enforcer: QuotaEnforcer; repo: DatabasesRepository; fullS: () => number; nearS: () => number; now?: () => number },
+  ) {}
+
+  /** The periodic round: a full check when due (or nothing is near), else only the near ones. */
+  async round(): Promise<QuotaReport> {
+    const now = (this.deps.now ?? Date.now)();
+    if (!this.near.size || now - this.lastFullMs >= this.deps.fullS() * 1000) return this.full();
+    const watched = [...this.near];
+    const report = await this.deps.enforcer.check(await this.deps.repo.findActiveByIds(watched));
+    for (const id of watched) this.near.delete(id);
+    for (const id of report.near) this.near.add(id);
+    return report;
+  }
+
+  async full(): Promise<QuotaReport> {
+    this.lastFullMs = (this.deps.now ?? Date.now)();
+    const report = await this.deps.enforcer.check();
+    this.near = new Set(report.near);
+    return report;
+  }
+
+  /** Seconds until the next round. */
+  intervalS(): number {
+    return this.near.size ? Math.min(this.deps.nearS(), this.deps.fullS()) : this.deps.fullS();
+  }
+}

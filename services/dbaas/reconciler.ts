@@ -1,6 +1,6 @@
 /**
  * Removes what a crash left behind on the tenant server: databases and roles of records stuck in
- * provisioning or destroying past a grace period, and objects carrying this instance's marker
+ * provisioning or destroying whose process died (or past a grace period), and objects carrying this instance's marker
  * that no record knows. Objects of other platforms (other markers, or none) are never touched.
  */
 import type { LoggerInstance } from "moleculer";
@@ -8,7 +8,8 @@ import type { DatabaseStatus, DatabasesRepository } from "./databases.repository
 import { holdRoleOf } from "./naming";
 import type { TenantServer } from "./tenant-server";
 
-export type ReconcileRecord = { id: string; databaseName: string; username: string; status: DatabaseStatus; updatedAt: Date };
+/** `ownerAlive`: false when the process that owned the record died; absent for records without an owner. */
+export type ReconcileRecord = { id: string; databaseName: string; username: string; status: DatabaseStatus; updatedAt: Date; ownerAlive?: boolean };
 
 export type ReconcileSnapshot = {
   records: ReconcileRecord[];
@@ -21,7 +22,8 @@ export type ReconcilePlan = { dropDatabases: string[]; dropRoles: string[]; dele
 
 /** Pure: what to remove, given the records and the marked objects. */
 export function planReconcile({ records, marked, now, graceMs }: ReconcileSnapshot): ReconcilePlan {
-  const stale = records.filter((r) => r.status !== "active" && now.getTime() - r.updatedAt.getTime() >= graceMs);
+  // A dead owner's record is stale at once; the grace period covers records without one (and hung owners).
+  const stale = records.filter((r) => r.status !== "active" && (r.ownerAlive === false || now.getTime() - r.updatedAt.getTime() >= graceMs));
   const live = records.filter((r) => !stale.includes(r));
   const liveNames = new Set(live.flatMap((r) => [r.databaseName, r.username, holdRoleOf(r.username)]));
   const dropDatabases = new Set(stale.map((r) => r.databaseName));
@@ -48,7 +50,14 @@ export class Reconciler {
     const marked = await tenant.listMarked(marker);
     const rows = await repo.listAll();
     const plan = planReconcile({
-      records: rows.map((r) => ({ id: r.id, databaseName: r.database_name, username: r.username, status: r.status, updatedAt: r.updated_at })),
+      records: rows.map((r) => ({
+        id: r.id,
+        databaseName: r.database_name,
+        username: r.username,
+        status: r.status,
+        updatedAt: r.updated_at,
+        ...(r.owner ? { ownerAlive: r.owner_alive } : {}),
+      })),
       marked,
       now: (this.deps.now ?? (() => new Date()))(),
       graceMs,

@@ -7,6 +7,8 @@ import { isDuplicate, isUnavailable, retryTransient } from "./faults";
 import { checkIdentifier, holdRoleOf, kindOf } from "./naming";
 import * as sql from "./tenant-sql";
 import type { TenantRef } from "./tenant-sql";
+import { probeWrongPassword } from "./password-probe";
+import type { ProbeOutcome } from "./server-guard";
 
 export type { TenantRef } from "./tenant-sql";
 export type Measured = { bytes: number; writable: boolean };
@@ -15,6 +17,10 @@ export type Measured = { bytes: number; writable: boolean };
 export type Queryable = { query: Pool["query"] };
 
 const CREATE_LOCK = "ci-platform:dbaas:create";
+const CONNECTIONS_LOCK = "ci-platform:dbaas:connections";
+
+/** Connection figures of the tenant server (tenant-sql.ts CONNECTION_CAPACITY_SQL). */
+export type ConnectionCapacity = { max_connections: number; superuser_reserved: number; allotted: number; own: number };
 
 export class TenantServer {
   private readonly pool: Pool;
@@ -45,6 +51,49 @@ export class TenantServer {
     await this.run(sql.createRoleSql(ref, verifier, connectionLimit, marker));
   }
 
+  /**
+   * Lowers the account's other roles to their new shares (`others`), then creates the role with
+   * its own once the server has room (`room` decides, given the figures). Limit changes and role
+   * creation run one at a time across replicas: two accounts never take the same room, and two
+   * ALTER ROLEs never race on one role. Returns the refusal when there is no room.
+   */
+  async createRoleWithin(
+    ref: TenantRef,
+    role: { verifier: string; connectionLimit: number; marker: string; tempFileLimitMb?: number; others: Array<{ username: string; limit: number }> },
+    room: (capacity: ConnectionCapacity) => string | undefined,
+  ): Promise<string | undefined> {
+    const statement = sql.createRoleSql(ref, role.verifier, role.connectionLimit, role.marker, role.tempFileLimitMb);
+    return this.withConnectionsLock(async (client) => {
+      const { rows } = await client.query<ConnectionCapacity>(sql.CONNECTION_CAPACITY_SQL, [role.others.map((o) => o.username)]);
+      const refused = room(rows[0]);
+      if (refused) return refused;
+      if (role.others.length) await this.run(sql.setConnectionLimitsSql(role.others), client);
+      await this.run(statement, client);
+      return undefined;
+    });
+  }
+
+  /** The role's temporary files per session follow its database's storage quota. */
+  async setTempFileLimit(username: string, limitMb: number): Promise<void> {
+    await this.run(sql.tempFileLimitSql(username, limitMb));
+  }
+
+  /** New connection limits of existing tenant roles (missing ones are skipped). */
+  async setConnectionLimits(limits: Array<{ username: string; limit: number }>): Promise<void> {
+    if (limits.length) await this.withConnectionsLock((client) => this.run(sql.setConnectionLimitsSql(limits), client));
+  }
+
+  private async withConnectionsLock<T>(work: (client: PoolClient) => Promise<T>): Promise<T> {
+    return this.withClient(this.pool, async (client) => {
+      await client.query("SELECT pg_advisory_lock(hashtext($1))", [CONNECTIONS_LOCK]);
+      try {
+        return await work(client);
+      } finally {
+        await client.query("SELECT pg_advisory_unlock(hashtext($1))", [CONNECTIONS_LOCK]);
+      }
+    });
+  }
+
   /** Owned by the admin (the tenant cannot alter it); at most `createConcurrency` at once, across replicas. */
   async createDatabase(ref: TenantRef): Promise<void> {
     const statement = sql.createDatabaseSql(ref);
@@ -72,8 +121,12 @@ export class TenantServer {
     return Number(results[results.length - 1].rows[0].bytes);
   }
 
-  async prepareSchema(ref: TenantRef): Promise<void> {
-    await this.inDatabase(ref.databaseName, (client) => client.query(sql.prepareSchemaSql(ref)));
+  async hideCatalog(databaseName: string): Promise<void> {
+    await this.inDatabase(databaseName, (client) => client.query(sql.hideCatalogSql()));
+  }
+
+  async prepareSchema(ref: TenantRef, hideCatalog = false): Promise<void> {
+    await this.inDatabase(ref.databaseName, (client) => client.query(sql.prepareSchemaSql(ref, hideCatalog)));
   }
 
   /**
@@ -87,7 +140,15 @@ export class TenantServer {
       if (!isDuplicate(err)) throw err;
     }
     await this.terminateSessions(ref.username, via);
-    await this.inDatabase(ref.databaseName, (client) => this.lockedTransaction(client, sql.freezeSql(ref)));
+    try {
+      await this.inDatabase(ref.databaseName, (client) => this.lockedTransaction(client, sql.freezeSql(ref)));
+    } catch (err) {
+      if (isUnavailable(err)) throw err;
+      // A freeze that cannot be completed (or verified) must still stop the writes.
+      await this.run(sql.lockOutSql(ref), via);
+      await this.terminateSessions(ref.username, via);
+      throw new Error(`Freeze of ${ref.databaseName} failed (${(err as Error).message}): its tenant is locked out until it is back under quota`);
+    }
     // Sessions that connected while the rights were changing.
     await this.terminateSessions(ref.username, via);
   }
@@ -185,6 +246,17 @@ export class TenantServer {
 
   async hardenServer(): Promise<void> {
     await this.pool.query(sql.HARDEN_SQL);
+  }
+
+  /** Identifies the cluster (the same for every database of one server, and its replicas). */
+  async systemId(): Promise<string> {
+    const { rows } = await this.pool.query<{ id: string }>("SELECT system_identifier::text AS id FROM pg_control_system()");
+    return rows[0].id;
+  }
+
+  /** See password-probe.ts. */
+  async probeWrongPassword(): Promise<ProbeOutcome> {
+    return probeWrongPassword(this.adminUrl, this.pool);
   }
 
   private async terminateSessions(username: string, via: Queryable): Promise<void> {

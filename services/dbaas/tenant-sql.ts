@@ -20,13 +20,13 @@ export function checkMarker(marker: string): string {
 }
 
 /** LOGIN and nothing more, a connection limit, the password as a verifier, and the marker. */
-export function createRoleSql(ref: TenantRef, verifier: string, connectionLimit: number, marker: string): string {
+export function createRoleSql(ref: TenantRef, verifier: string, connectionLimit: number, marker: string, tempFileLimitMb?: number): string {
   if (!VERIFIER_PATTERN.test(verifier)) throw new Error("Refusing a password that is not a SCRAM verifier");
   if (!Number.isInteger(connectionLimit) || connectionLimit < 1) throw new Error(`Invalid connection limit ${connectionLimit}`);
   const user = ident("user", ref.username);
   return `CREATE ROLE ${user} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT NOREPLICATION NOBYPASSRLS
             CONNECTION LIMIT ${connectionLimit} PASSWORD ${literal(verifier)};
-          COMMENT ON ROLE ${user} IS ${literal(checkMarker(marker))}`;
+          COMMENT ON ROLE ${user} IS ${literal(checkMarker(marker))}${tempFileLimitMb ? `;\n${tempFileLimitSql(ref.username, tempFileLimitMb)}` : ""}`;
 }
 
 /** template0: nobody can be connected to it (unlike template1), so it is never "in use". */
@@ -42,13 +42,80 @@ export function secureDatabaseSql(ref: TenantRef, marker: string): string {
           SELECT pg_database_size(${literal(ref.databaseName)}) AS bytes`;
 }
 
-/** Inside the new database: only the tenant may use (and create in) schema public. */
-export function prepareSchemaSql(ref: TenantRef): string {
+/**
+ * Inside the new database: only the tenant may use (and create in) schema public; with
+ * `hideCatalog`, the catalog views and functions that list other databases, roles and sessions
+ * are closed to it too (catalog rights are per database, so this holds where the tenant connects).
+ */
+export function prepareSchemaSql(ref: TenantRef, hideCatalog = false): string {
   const user = ident("user", ref.username);
   return `REVOKE ALL ON SCHEMA public FROM PUBLIC;
           GRANT USAGE, CREATE ON SCHEMA public TO ${user};
           REVOKE EXECUTE ON FUNCTION ${LO_CREATORS} FROM PUBLIC;
-          GRANT EXECUTE ON FUNCTION ${LO_CREATORS} TO ${user}`;
+          GRANT EXECUTE ON FUNCTION ${LO_CREATORS} TO ${user}${hideCatalog ? `;\n${HIDE_CATALOG_SQL}` : ""}`;
+}
+
+/** For a database provisioned before the catalog was hidden (run inside it). */
+export const hideCatalogSql = () => HIDE_CATALOG_SQL;
+
+/** Catalog relations that name other databases, roles or sessions (shared catalogs and views on them). */
+export const HIDDEN_RELATIONS = [
+  "pg_database", "pg_stat_database", "pg_stat_database_conflicts", "pg_shdescription", "pg_shseclabel", "pg_seclabels",
+  "pg_roles", "pg_user", "pg_group", "pg_auth_members", "pg_db_role_setting", "pg_shdepend",
+  "pg_stat_activity", "pg_prepared_xacts", "pg_stat_replication", "pg_stat_subscription", "pg_stat_ssl", "pg_stat_gssapi",
+  "pg_replication_slots", "pg_stat_replication_slots", "pg_stat_wal_receiver", "pg_stat_progress_vacuum", "pg_stat_progress_analyze",
+  "pg_stat_progress_create_index", "pg_stat_progress_cluster", "pg_stat_progress_basebackup", "pg_stat_progress_copy",
+];
+/** Functions behind those views, callable directly otherwise. */
+export const HIDDEN_FUNCTIONS = [
+  "pg_stat_get_activity(integer)", "pg_stat_get_progress_info(text)", "pg_stat_get_backend_idset()",
+  "pg_stat_get_backend_pid(integer)", "pg_stat_get_backend_dbid(integer)", "pg_stat_get_backend_userid(integer)",
+  "pg_stat_get_backend_activity(integer)", "pg_stat_get_backend_client_addr(integer)", "pg_stat_get_backend_client_port(integer)",
+  "pg_stat_get_backend_start(integer)", "pg_stat_get_backend_xact_start(integer)", "pg_stat_get_backend_activity_start(integer)",
+  "pg_stat_get_backend_wait_event(integer)", "pg_stat_get_backend_wait_event_type(integer)", "shobj_description(oid, name)",
+];
+
+/** Objects a server version lacks are skipped, so one list serves several versions. */
+const HIDE_CATALOG_SQL = `DO $hide$
+  DECLARE n text;
+  BEGIN
+    FOREACH n IN ARRAY ARRAY[${HIDDEN_RELATIONS.map((r) => literal(r)).join(", ")}] LOOP
+      IF to_regclass('pg_catalog.' || n) IS NOT NULL THEN EXECUTE format('REVOKE ALL ON pg_catalog.%I FROM PUBLIC', n); END IF;
+    END LOOP;
+    FOREACH n IN ARRAY ARRAY[${HIDDEN_FUNCTIONS.map((f) => literal(f)).join(", ")}] LOOP
+      IF to_regprocedure('pg_catalog.' || n) IS NOT NULL THEN EXECUTE format('REVOKE ALL ON FUNCTION pg_catalog.%s FROM PUBLIC', n); END IF;
+    END LOOP;
+  END
+  $hide$`;
+
+/** New connection limits for tenant roles; roles that do not exist (yet, or any more) are skipped. */
+export function setConnectionLimitsSql(limits: Array<{ username: string; limit: number }>): string {
+  const pairs = limits.map(({ username, limit }) => {
+    if (!Number.isInteger(limit) || limit < 1) throw new Error(`Invalid connection limit ${limit}`);
+    return `(${literal(checkIdentifier("user", username))}, ${limit})`;
+  });
+  if (!pairs.length) return "SELECT 1";
+  return `DO $limits$
+    DECLARE r record;
+    BEGIN
+      FOR r IN SELECT l.name, l.n FROM (VALUES ${pairs.join(", ")}) AS l(name, n) JOIN pg_roles ON rolname = l.name WHERE rolconnlimit <> l.n LOOP
+        EXECUTE format('ALTER ROLE %I CONNECTION LIMIT %s', r.name, r.n);
+      END LOOP;
+    END
+    $limits$`;
+}
+
+/** The server's connection figures, and the limits already handed to tenant roles (all accounts, and `own`). */
+export const CONNECTION_CAPACITY_SQL = `SELECT current_setting('max_connections')::int AS max_connections,
+         current_setting('superuser_reserved_connections')::int AS superuser_reserved,
+         coalesce(sum(rolconnlimit) FILTER (WHERE rolconnlimit > 0), 0)::int AS allotted,
+         coalesce(sum(rolconnlimit) FILTER (WHERE rolconnlimit > 0 AND rolname = ANY($1::text[])), 0)::int AS own
+    FROM pg_roles WHERE rolname ~ '^user_[0-9a-f]{12}$' AND NOT rolsuper`;
+
+/** Tenant temporary files count against nothing else: cap them per session at the storage quota. */
+export function tempFileLimitSql(username: string, limitMb: number): string {
+  if (!Number.isInteger(limitMb) || limitMb < 1) throw new Error(`Invalid temp_file_limit ${limitMb}`);
+  return `ALTER ROLE ${ident("user", username)} SET temp_file_limit = '${limitMb}MB'`;
 }
 
 export function holdRoleSql(ref: TenantRef, marker: string): string {
@@ -58,9 +125,11 @@ export function holdRoleSql(ref: TenantRef, marker: string): string {
 
 /**
  * Inside the tenant's database, in one transaction: everything the tenant owns passes to its hold
- * role; it gets back SELECT (and TRUNCATE to free space, unless a TRUNCATE trigger would run with
- * the owner's rights), loses CREATE, TEMPORARY, large-object creation and the EXECUTE of
- * SECURITY DEFINER routines (which would write with the owner's rights).
+ * role, and every right that lets anyone write is taken from everyone but the owner, whatever the
+ * tenant prepared before (grants to PUBLIC on tables, views, sequences, schemas and large objects,
+ * grant options, SECURITY DEFINER routines). The tenant gets back SELECT and USAGE (and TRUNCATE to
+ * free space, unless a TRUNCATE trigger would run with the owner's rights). The last step verifies
+ * the result and aborts the whole transaction if any way to write is left.
  */
 export function freezeSql(ref: TenantRef): string {
   const user = ident("user", ref.username);
@@ -68,28 +137,110 @@ export function freezeSql(ref: TenantRef): string {
   const holdName = holdRoleOf(ref.username);
   const hold = literal(holdName);
   return `REASSIGN OWNED BY ${user} TO ${ident("hold", holdName)};
-    REVOKE CREATE ON SCHEMA public FROM ${user};
-    REVOKE CREATE, TEMPORARY ON DATABASE ${ident("database", ref.databaseName)} FROM ${user};
-    REVOKE EXECUTE ON FUNCTION ${LO_CREATORS} FROM ${user};
+    REVOKE CREATE, TEMPORARY ON DATABASE ${ident("database", ref.databaseName)} FROM PUBLIC, ${user};
+    REVOKE EXECUTE ON FUNCTION ${LO_CREATORS} FROM PUBLIC, ${user};
     DO $freeze$
-    DECLARE r record;
+    DECLARE r record; grantees text;
     BEGIN
-      FOR r IN SELECT nspname FROM pg_namespace WHERE nspowner = ${hold}::regrole OR nspname = 'public' LOOP
-        EXECUTE format('GRANT USAGE ON SCHEMA %I TO %I', r.nspname, ${userLit});
+      ${revokeEveryGrantLoops()}
+      FOR r IN SELECT oid::regnamespace AS nsp FROM pg_namespace WHERE nspowner = ${hold}::regrole OR nspname = 'public' LOOP
+        EXECUTE format('GRANT USAGE ON SCHEMA %s TO %I', r.nsp, ${userLit});
       END LOOP;
-      FOR r IN SELECT oid::regclass AS rel FROM pg_class WHERE relowner = ${hold}::regrole AND relkind IN ('r', 'p', 'v', 'm', 'S') LOOP
-        EXECUTE format('GRANT SELECT ON %s TO %I', r.rel, ${userLit});
+      FOR r IN SELECT oid::regclass AS rel, relkind FROM pg_class WHERE relowner = ${hold}::regrole AND relkind IN ('r', 'p', 'v', 'm', 'f', 'S') LOOP
+        EXECUTE format('GRANT SELECT ON %s %s TO %I', CASE r.relkind WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END, r.rel, ${userLit});
+      END LOOP;
+      FOR r IN SELECT oid FROM pg_largeobject_metadata WHERE lomowner = ${hold}::regrole LOOP
+        EXECUTE format('GRANT SELECT ON LARGE OBJECT %s TO %I', r.oid, ${userLit});
       END LOOP;
       IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE NOT tgisinternal AND (tgtype & 32) <> 0) THEN
         FOR r IN SELECT oid::regclass AS rel FROM pg_class WHERE relowner = ${hold}::regrole AND relkind IN ('r', 'p') LOOP
           EXECUTE format('GRANT TRUNCATE ON %s TO %I', r.rel, ${userLit});
         END LOOP;
       END IF;
-      FOR r IN SELECT oid::regprocedure AS fn FROM pg_proc WHERE proowner = ${hold}::regrole AND prosecdef LOOP
-        EXECUTE format('REVOKE EXECUTE ON ROUTINE %s FROM PUBLIC, %I', r.fn, ${userLit});
-      END LOOP;
+      ${verifyFrozenBlock(userLit)}
     END
     $freeze$`;
+}
+
+/** Schemas of the server itself, whose rights are PostgreSQL's defaults and never the tenant's doing. */
+const TENANT_NAMESPACES = `nspname NOT IN ('pg_catalog', 'information_schema') AND nspname !~ '^pg_(toast|temp_|toast_temp_)'`;
+
+/** Every grantee but the owner, PUBLIC included (as 0), from an ACL or its default when unset. */
+const granteesOf = (acl: string, kind: string, owner: string) =>
+  `SELECT string_agg(DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END, ', ')
+     FROM aclexplode(coalesce(${acl}, acldefault('${kind}'::"char", ${owner}))) a WHERE a.grantee <> ${owner}`;
+
+/**
+ * PL/pgSQL loops taking every right from everyone but the owner on the tenant's schemas, tables,
+ * views, sequences (with their column rights), SECURITY DEFINER routines and large objects.
+ * CASCADE also takes what was granted on through a grant option.
+ */
+function revokeEveryGrantLoops(): string {
+  return `FOR r IN SELECT n.oid::regnamespace AS obj, (${granteesOf("n.nspacl", "n", "n.nspowner")}) AS who
+                 FROM pg_namespace n WHERE ${TENANT_NAMESPACES} LOOP
+        IF r.who IS NOT NULL THEN EXECUTE format('REVOKE ALL ON SCHEMA %s FROM %s CASCADE', r.obj, r.who); END IF;
+      END LOOP;
+      FOR r IN SELECT c.oid::regclass AS obj, c.relkind,
+                      (SELECT string_agg(DISTINCT g, ', ') FROM (
+                         SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END AS g
+                           FROM aclexplode(coalesce(c.relacl, acldefault((CASE c.relkind WHEN 'S' THEN 's' ELSE 'r' END)::"char", c.relowner))) a
+                          WHERE a.grantee <> c.relowner
+                         UNION
+                         SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END
+                           FROM pg_attribute t, aclexplode(t.attacl) a
+                          WHERE t.attrelid = c.oid AND t.attacl IS NOT NULL AND a.grantee <> c.relowner) gs) AS who
+                 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                WHERE ${TENANT_NAMESPACES} AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S') LOOP
+        IF r.who IS NOT NULL THEN
+          EXECUTE format('REVOKE ALL ON %s %s FROM %s CASCADE', CASE r.relkind WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END, r.obj, r.who);
+        END IF;
+      END LOOP;
+      FOR r IN SELECT p.oid::regprocedure AS obj, (${granteesOf("p.proacl", "f", "p.proowner")}) AS who
+                 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE ${TENANT_NAMESPACES} AND p.prosecdef LOOP
+        IF r.who IS NOT NULL THEN EXECUTE format('REVOKE ALL ON ROUTINE %s FROM %s CASCADE', r.obj, r.who); END IF;
+      END LOOP;
+      FOR r IN SELECT l.oid AS obj, (${granteesOf("l.lomacl", "L", "l.lomowner")}) AS who FROM pg_largeobject_metadata l LOOP
+        IF r.who IS NOT NULL THEN EXECUTE format('REVOKE ALL ON LARGE OBJECT %s FROM %s CASCADE', r.obj, r.who); END IF;
+      END LOOP;
+      -- Default privileges only touch objects their role creates (none while frozen); cleared anyway.
+      FOR r IN SELECT d.defaclrole::regrole AS role, d.defaclnamespace, d.defaclnamespace::regnamespace AS nsp,
+                      CASE d.defaclobjtype WHEN 'r' THEN 'TABLES' WHEN 'S' THEN 'SEQUENCES' WHEN 'f' THEN 'FUNCTIONS' WHEN 'T' THEN 'TYPES' ELSE 'SCHEMAS' END AS kind,
+                      (SELECT string_agg(DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END, ', ')
+                         FROM aclexplode(d.defaclacl) a WHERE a.grantee <> d.defaclrole) AS who
+                 FROM pg_default_acl d LOOP
+        IF r.who IS NOT NULL THEN
+          EXECUTE format('ALTER DEFAULT PRIVILEGES FOR ROLE %s %s REVOKE ALL ON %s FROM %s CASCADE',
+                         r.role, CASE WHEN r.defaclnamespace = 0 THEN '' ELSE 'IN SCHEMA ' || r.nsp END, r.kind, r.who);
+        END IF;
+      END LOOP;`;
+}
+
+/** Aborts the freeze if the tenant (directly or as a member of PUBLIC) could still write anywhere. */
+function verifyFrozenBlock(userLit: string): string {
+  return `SELECT string_agg(w, '; ') INTO grantees FROM (
+        SELECT 'owns ' || count(*) AS w FROM pg_shdepend
+         WHERE refobjid = ${userLit}::regrole AND deptype = 'o' AND classid <> 'pg_default_acl'::regclass
+           AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+        HAVING count(*) > 0
+        UNION ALL SELECT 'may create in the database' WHERE has_database_privilege(${userLit}, current_database(), 'CREATE, TEMPORARY')
+        UNION ALL SELECT 'may create in schema ' || nspname FROM pg_namespace WHERE has_schema_privilege(${userLit}, oid, 'CREATE')
+        UNION ALL SELECT 'may write ' || c.oid::regclass FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+         WHERE ${TENANT_NAMESPACES} AND (
+           (c.relkind = 'S' AND has_sequence_privilege(${userLit}, c.oid, 'USAGE, UPDATE'))
+           OR (c.relkind IN ('r', 'p', 'v', 'm', 'f') AND (has_table_privilege(${userLit}, c.oid, 'INSERT, UPDATE, DELETE')
+                                                       OR has_any_column_privilege(${userLit}, c.oid, 'INSERT, UPDATE'))))
+        UNION ALL SELECT 'may run ' || p.oid::regprocedure FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+         WHERE p.prosecdef AND ${TENANT_NAMESPACES} AND has_function_privilege(${userLit}, p.oid, 'EXECUTE')
+        UNION ALL SELECT 'may create large objects' WHERE has_function_privilege(${userLit}, 'pg_catalog.lo_creat(integer)', 'EXECUTE')
+        UNION ALL SELECT 'may write large object ' || l.oid FROM pg_largeobject_metadata l, aclexplode(coalesce(l.lomacl, acldefault('L'::"char", l.lomowner))) a
+         WHERE a.privilege_type = 'UPDATE' AND a.grantee IN (0, ${userLit}::regrole)
+      ) ways;
+      IF grantees IS NOT NULL THEN RAISE EXCEPTION 'freeze incomplete: the tenant still %', grantees; END IF;`;
+}
+
+/** Last resort when a freeze cannot be completed: the tenant cannot connect until it is thawed. */
+export function lockOutSql(ref: TenantRef): string {
+  return `REVOKE CONNECT, TEMPORARY, CREATE ON DATABASE ${ident("database", ref.databaseName)} FROM PUBLIC, ${ident("user", ref.username)}`;
 }
 
 /** Inside the tenant's database: ownership and create rights back (`reassign`: its hold role exists). */

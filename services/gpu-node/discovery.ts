@@ -5,6 +5,7 @@
  */
 import { execFile } from "child_process";
 import { createHash } from "crypto";
+import { promises as fs } from "fs";
 import type { GpuCard } from "../../lib/gpu-protocol";
 
 /** A card as the node keeps it: simulated cards have no device to hand to a container. */
@@ -125,4 +126,26 @@ export async function discoverCards(opts: DiscoveryOptions): Promise<NodeCard[]>
   if (opts.production) throw new Error(`No GPU found (${why}) and GPU_SIMULATE is not set`);
   opts.warn?.(`No GPU found (${why}): simulating one ${DEFAULT_SIMULATED.replace(":", " with ")} MiB (set GPU_SIMULATE to change)`);
   return simulatedCards(opts.nodeId, parseGpuSimulate(DEFAULT_SIMULATED));
+}
+
+/** The driver's per-card files: `GPU UUID: GPU-…` and `Device Minor: N` (its /dev/nvidiaN). */
+export const NVIDIA_PROC_GPUS = "/proc/driver/nvidia/gpus";
+
+/** Parses one `/proc/driver/nvidia/gpus/<bus id>/information` file. */
+export function parseGpuInformation(text: string): { uuid: string; minor: number } | null {
+  const uuid = /^GPU UUID:\s*(\S+)/m.exec(text)?.[1];
+  const minor = Number(/^Device Minor:\s*(\d+)/m.exec(text)?.[1]);
+  return uuid && Number.isInteger(minor) ? { uuid, minor } : null;
+}
+
+/**
+ * The minor number of a card's device node (/dev/nvidia<minor>), read from the driver; nvidia-smi's
+ * index when the driver does not say (the two agree on most hosts, not on all).
+ */
+export async function gpuDeviceMinor(card: GpuCard, root = NVIDIA_PROC_GPUS): Promise<number> {
+  for (const bus of await fs.readdir(root).catch(() => [] as string[])) {
+    const info = parseGpuInformation(await fs.readFile(`${root}/${bus}/information`, "utf8").catch(() => ""));
+    if (info?.uuid === card.uuid) return info.minor;
+  }
+  return card.index;
 }

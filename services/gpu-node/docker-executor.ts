@@ -7,8 +7,9 @@
  */
 import type Docker from "dockerode";
 import type { NodeCard } from "./discovery";
+import { checkImage } from "./registry-policy";
 import { JOB_ID_PATTERN, JobError, JobExecutor, JobLimits, JobOps, JobSpec, RunningJob } from "./job";
-import { DockerFrameDemuxer, OutputCapture } from "./output";
+import { attachOptions, captureStream, recoverGap } from "./docker-output";
 
 export const LABEL_JOB = "ci-platform.job-id";
 export const LABEL_NODE = "ci-platform.node";
@@ -33,6 +34,8 @@ export type ContainerContext = {
   namespace: string;
   defaultImage: string;
   limits: ContainerLimits;
+  /** GPU_ALLOWED_REGISTRIES: an image from any other registry is neither created nor pulled. */
+  allowedRegistries: string[];
 };
 
 /** The create request of a job container (pure: tested field by field). */
@@ -108,13 +111,16 @@ export function dockerMessage(err: unknown): string {
   return line.length > 300 ? `${line.slice(0, 297)}...` : line;
 }
 
-/** Why a pull failed, in the words a client can act on. */
+/**
+ * Why a pull failed, as one of a few fixed sentences: the engine's own text can carry what a
+ * registry host answered (a NATS banner, once) and never reaches a client; the node logs it.
+ */
 export function pullFailureReason(err: unknown): string {
   const message = dockerMessage(err);
   if (/manifest unknown|not found|does not exist|pull access denied|unauthorized|authentication required|denied/i.test(message))
     return "the image does not exist in its registry, or the registry requires credentials";
   if (/no such host|dial tcp|connection refused|timeout|unreachable|TLS|x509|did not answer/i.test(message)) return "its registry could not be reached";
-  return message;
+  return "its registry did not serve it";
 }
 
 const statusOf = (err: unknown) => (err as DockerError)?.statusCode;
@@ -123,16 +129,6 @@ function ignoreStatus(...codes: number[]) {
   return (err: unknown) => {
     if (!codes.includes(statusOf(err) ?? 0)) throw err;
   };
-}
-
-function followLogs(stream: NodeJS.ReadableStream, output: OutputCapture): Promise<void> {
-  const demux = new DockerFrameDemuxer((payload) => output.append(payload));
-  return new Promise((resolve) => {
-    stream.on("data", (chunk: Buffer) => demux.push(chunk));
-    stream.once("end", () => resolve());
-    stream.once("close", () => resolve());
-    stream.once("error", () => resolve());
-  });
 }
 
 export class DockerExecutor implements JobExecutor {
@@ -147,11 +143,11 @@ export class DockerExecutor implements JobExecutor {
     private readonly limits: () => JobLimits,
   ) {}
 
-  /** Throws when no engine answers; caps the CPU limit at what the engine has. */
-  static async engineCpus(docker: Docker): Promise<number> {
+  /** Throws when no engine answers; what the engine's host has, the base of each job's share. */
+  static async engineCapacity(docker: Docker): Promise<{ cpus: number; memoryMb: number }> {
     await docker.ping();
-    const info = (await docker.info()) as { NCPU?: number };
-    return info.NCPU ?? 1;
+    const info = (await docker.info()) as { NCPU?: number; MemTotal?: number };
+    return { cpus: info.NCPU ?? 1, memoryMb: Math.floor((info.MemTotal ?? 0) / (1024 * 1024)) };
   }
 
   run(spec: JobSpec): RunningJob {
@@ -177,8 +173,8 @@ export class DockerExecutor implements JobExecutor {
       const neverStarted = info.State.Status === "created";
       const startedAt = Date.parse(info.State.StartedAt);
       const elapsedMs = Number.isFinite(startedAt) && startedAt > 0 ? Date.now() - startedAt : 0;
-      const ops = this.containerOps(container, neverStarted);
-      jobs.push(new RunningJob(jobId, summary.Labels[LABEL_GPU] ?? "", ops, { ...this.limits(), elapsedMs }));
+      const ops = this.containerOps(container, neverStarted, undefined, info.State.Running);
+      jobs.push(new RunningJob(jobId, summary.Labels[LABEL_GPU] ?? "", ops, { ...this.limits(), elapsedMs, adopted: true }));
     }
     return jobs;
   }
@@ -197,12 +193,17 @@ export class DockerExecutor implements JobExecutor {
       const stream = await this.docker.pull(image);
       await new Promise<void>((resolve, reject) => this.docker.modem.followProgress(stream, (err) => (err ? reject(err) : resolve())));
     } catch (err) {
+      this.limits().log?.(`Pull of image ${image} failed (engine: ${dockerMessage(err)})`, err);
       throw new JobError(`Container image '${image}' could not be pulled: ${pullFailureReason(err)}`);
     }
   }
 
   private async create(spec: JobSpec): Promise<Docker.Container> {
-    const request = containerSpec(spec, this.context());
+    const context = this.context();
+    const request = containerSpec(spec, context);
+    // Checked before the engine sees the name at all: a present image is refused like a pulled one.
+    const allowed = checkImage(request.Image!, context.allowedRegistries);
+    if (!allowed.ok) throw new JobError(`Container image '${request.Image}' is not allowed: ${allowed.reason}`);
     try {
       return await this.docker.createContainer(request);
     } catch (err) {
@@ -223,12 +224,15 @@ export class DockerExecutor implements JobExecutor {
     return {
       launch: async (output) => {
         created = await this.create(spec);
+        // Attached before it starts, so not a byte is missed (Docker's own log is capped and lossy).
+        const attached = await created.attach(attachOptions);
         try {
           await created.start();
         } catch (err) {
+          (attached as { destroy?: () => void }).destroy?.();
           throw new JobError(`The job's container could not be started: ${dockerMessage(err)}`);
         }
-        inner = this.containerOps(created, false);
+        inner = this.containerOps(created, false, attached);
         await inner.launch(output);
       },
       exited: () => inner!.exited(),
@@ -242,15 +246,24 @@ export class DockerExecutor implements JobExecutor {
     };
   }
 
-  /** Watching an existing container: its logs from the start, its exit, stop and removal. */
-  private containerOps(container: Docker.Container, neverStarted: boolean): JobOps {
-    let stream: NodeJS.ReadableStream | undefined;
+  /**
+   * Watching a container: its output (the stream attached before start, or for an adopted one a
+   * new attach plus what the engine logged meanwhile), its exit, stop and removal.
+   */
+  private containerOps(container: Docker.Container, neverStarted: boolean, attached?: NodeJS.ReadableStream, running = true): JobOps {
+    let stream: NodeJS.ReadableStream | undefined = attached;
     let logsDone: Promise<void> = Promise.resolve();
     return {
       async launch(output) {
         if (neverStarted) throw new JobError("The GPU node stopped before the job's container started");
-        stream = await container.logs({ follow: true, stdout: true, stderr: true });
-        logsDone = followLogs(stream, output);
+        if (!stream) {
+          const attachedAt = Date.now();
+          // An exited container has nothing live to attach to (and its attach would not end).
+          if (running) stream = await container.attach(attachOptions).catch(() => undefined);
+          stream?.pause(); // the gap goes first
+          await recoverGap(container, output, output.lastWriteMs, attachedAt).catch(() => output.note("the GPU node was restarting; output printed meanwhile may be missing"));
+        }
+        if (stream) logsDone = captureStream(stream, output);
       },
       async exited() {
         const result = (await container.wait()) as { StatusCode: number };

@@ -1,25 +1,24 @@
 /**
  * gpu-node: one per GPU host. Announces its cards (nvidia-smi, or GPU_SIMULATE) with live
- * telemetry in a heartbeat, runs the jobs the scheduler places on them (Docker by default, plain
- * processes on bare hosts) and reports each job's life on the durable job-events channel.
+ * telemetry in a heartbeat, runs the jobs the scheduler places on them (Docker by default,
+ * bubblewrap-sandboxed processes on hosts without it; executor-setup.ts) and reports each job's life on the durable job-events channel.
  * Internal only: the scheduler calls `run`, `cancel` and `logs` on the node that holds the card.
  *
  * On SIGTERM it refuses new work and publishes what it still has to report. Docker jobs keep
  * running and are re-adopted when the node comes back; process jobs are stopped and failed.
  */
-import Docker from "dockerode";
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
-import { ensureChannelStreams, sendToChannel } from "../../lib/channels";
+import { ensureChannelStreams, ownChannel, sendToChannel } from "../../lib/channels";
+import { onAuthenticatedBus } from "../../lib/nats-transporter";
 import { config, isProduction } from "../../lib/config";
 import { apiError } from "../../lib/errors";
 import { HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL, JobEvent, LogsPage, LogsParams, NodeHeartbeat, RunJobParams } from "../../lib/gpu-protocol";
 import { addReadinessCheck } from "../../lib/health";
 import { discoverCards, NodeCard, queryNvidiaSmi, simulatedTelemetry } from "./discovery";
-import { ContainerContext, DockerExecutor } from "./docker-executor";
 import { JOB_ID_PATTERN, JobExecutor, JobLimits, JobOutcome, RunningJob } from "./job";
-import { LOGS_PAGE_BYTES, pruneLogs, readLogPage } from "./output";
+import { LOGS_PAGE_BYTES, pruneLogs, readLogChunk } from "./log-store";
 import { EventOutbox } from "./outbox";
-import { ProcessExecutor } from "./process-executor";
+import { setUpExecutor } from "./executor-setup";
 
 export type CancelParams = { jobId: string };
 
@@ -43,7 +42,9 @@ type GpuNodeThis = Service & {
   heartbeats: number;
   timers: NodeJS.Timeout[];
   heartbeatTimer?: NodeJS.Timeout;
-  chooseExecutor(): Promise<JobExecutor>;
+  chooseExecutor(): Promise<JobExecutor | undefined>;
+  /** Why this node runs no jobs (it cannot isolate them); unset when it can. */
+  refusal?: string;
   jobLimits(): JobLimits;
   track(job: RunningJob): void;
   event(job: RunningJob, extra: { type: "started" } | JobOutcome): JobEvent;
@@ -51,6 +52,7 @@ type GpuNodeThis = Service & {
   beginHeartbeats(): void;
   sendHeartbeat(): void;
   refreshTelemetry(): Promise<void>;
+  pruneLogs(): Promise<void>;
 };
 
 const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
@@ -62,6 +64,7 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
     /** Starts a job on one of this node's cards; answers once the executor has it. */
     run: {
       visibility: "public",
+      callers: ["gpu-scheduler"],
       params: {
         $$strict: "remove",
         jobId: JOB_ID,
@@ -71,6 +74,7 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
       },
       async handler(this: GpuNodeThis, ctx: Context<RunJobParams>): Promise<{ accepted: true }> {
         const { jobId, gpuUuid, command, containerImage } = ctx.params;
+        if (this.refusal) throw apiError("SERVICE_UNAVAILABLE", this.refusal);
         if (!this.accepting) throw apiError("SERVICE_UNAVAILABLE", "This GPU node is shutting down");
         const card = this.cards.find((c) => c.uuid === gpuUuid);
         if (!card) throw apiError("NOT_FOUND", `GPU ${gpuUuid} is not a card of this node`);
@@ -89,6 +93,7 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
     /** Stops a job this node runs (also one it adopted after a restart). */
     cancel: {
       visibility: "public",
+      callers: ["gpu-scheduler"],
       params: { $$strict: "remove", jobId: JOB_ID },
       async handler(this: GpuNodeThis, ctx: Context<CancelParams>): Promise<{ stopped: boolean }> {
         const job = this.jobs.get(ctx.params.jobId);
@@ -96,9 +101,10 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
       },
     },
 
-    /** A page of a job's whole output (a bus message must stay small): follow `nextOffset` until null. */
+    /** A page of a job's whole output as raw bytes (a bus message must stay small): follow `nextOffset` until null. */
     logs: {
       visibility: "public",
+      callers: ["gpu-scheduler"],
       params: {
         $$strict: "remove",
         jobId: JOB_ID,
@@ -106,7 +112,7 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
         limit: { type: "number", integer: true, min: 4, max: LOGS_PAGE_BYTES, optional: true, convert: true },
       },
       async handler(this: GpuNodeThis, ctx: Context<LogsParams>): Promise<LogsPage> {
-        const page = await readLogPage(config.gpuJobLogDir(), ctx.params.jobId, ctx.params.offset, ctx.params.limit);
+        const page = await readLogChunk(config.gpuJobLogDir(), ctx.params.jobId, ctx.params.offset, ctx.params.limit);
         if (!page) throw apiError("NOT_FOUND", `No output of job ${ctx.params.jobId} on this node`);
         return page;
       },
@@ -130,39 +136,23 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
   },
 
   methods: {
-    async chooseExecutor(this: GpuNodeThis): Promise<JobExecutor> {
-      const wanted = config.gpuExecutor();
-      const limits = () => this.jobLimits();
-      if (wanted === "process") {
-        if (isProduction()) this.logger.warn("GPU_EXECUTOR=process: jobs run as plain processes on this host, without container isolation");
-        return new ProcessExecutor(limits);
-      }
-      const docker = new Docker(); // DOCKER_HOST and friends, as the docker CLI reads them
-      let engineCpus: number;
-      try {
-        engineCpus = await Promise.race([
-          DockerExecutor.engineCpus(docker),
-          new Promise<never>((_, reject) => setTimeout(() => reject(new Error("no answer within 5 s")), 5000).unref()),
-        ]);
-      } catch (err) {
-        const why = `No Docker engine answers (${(err as Error).message})`;
-        if (wanted === "docker" || isProduction()) throw new Error(`${why}: gpu-node cannot run jobs (GPU_EXECUTOR=docker)`);
-        this.logger.warn(`${why}: running jobs as plain processes, without isolation (set GPU_EXECUTOR to choose)`);
-        return new ProcessExecutor(limits);
-      }
-      addReadinessCheck(this, "docker", () => docker.ping());
-      const context = (): ContainerContext => ({
-        nodeId: this.broker.nodeID,
-        namespace: this.broker.namespace,
-        defaultImage: config.gpuDefaultImage(),
-        limits: {
-          memoryMb: config.gpuJobMemoryMb(),
-          cpus: Math.min(config.gpuJobCpus(), engineCpus),
-          pids: config.gpuJobPids(),
-          network: config.gpuJobNetwork(),
-        },
+    /** Docker, sandboxed processes, or (no isolation possible) a refusal that keeps the node unready and card-less. */
+    async chooseExecutor(this: GpuNodeThis): Promise<JobExecutor | undefined> {
+      const setup = await setUpExecutor({
+        cards: this.cards.length,
+        nodeId: () => this.broker.nodeID,
+        namespace: () => this.broker.namespace,
+        jobLimits: () => this.jobLimits(),
+        log: this.logger,
       });
-      return new DockerExecutor(docker, context, limits);
+      if ("refusal" in setup) {
+        this.refusal = setup.refusal;
+        this.logger.error(setup.refusal);
+        addReadinessCheck(this, "job-isolation", async () => Promise.reject(new Error(setup.refusal)));
+        return undefined;
+      }
+      if (setup.ping) addReadinessCheck(this, "docker", setup.ping);
+      return setup.executor;
     },
 
     jobLimits(this: GpuNodeThis): JobLimits {
@@ -170,6 +160,7 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
         timeoutS: config.jobTimeoutS(),
         graceS: config.gpuStopGraceS(),
         logDir: config.gpuJobLogDir(),
+        outputMaxBytes: Math.round(config.gpuJobOutputMaxMb() * 1024 * 1024),
         log: (message, err) => this.logger.error(message, err),
       };
     },
@@ -181,6 +172,7 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
         const outcome = await job.outcome;
         if (this.jobs.get(job.jobId) === job) this.jobs.delete(job.jobId);
         if (outcome) this.outbox.push(this.event(job, outcome));
+        if (outcome) await this.pruneLogs(); // a finished log may take the node over its storage cap
       })().catch((err) => this.logger.error(`Reporting job ${job.jobId} failed`, err));
       this.tracking.add(done);
       void done.finally(() => this.tracking.delete(done));
@@ -210,6 +202,16 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
       this.broker.broadcast(HEARTBEAT_EVENT, this.heartbeat()).catch((err) => this.logger.warn("Heartbeat not sent", err));
     },
 
+    /** Keeps job logs within 7 days and GPU_JOB_LOG_MAX_TOTAL_MB; running jobs' logs stay. */
+    async pruneLogs(this: GpuNodeThis) {
+      const maxTotalBytes = Math.round(config.gpuJobLogMaxTotalMb() * 1024 * 1024);
+      const removed = await pruneLogs(config.gpuJobLogDir(), { maxAgeMs: LOG_RETENTION_MS, maxTotalBytes, active: new Set(this.jobs.keys()) }).catch((err) => {
+        this.logger.warn(`Job logs not pruned: ${(err as Error).message}`);
+        return [];
+      });
+      if (removed.length) this.logger.info(`Removed ${removed.length} old job log(s) (retention or GPU_JOB_LOG_MAX_TOTAL_MB)`);
+    },
+
     /** Live values for real cards; a failing nvidia-smi keeps the last ones (and says so). */
     async refreshTelemetry(this: GpuNodeThis) {
       if (this.cards.every((c) => c.simulated)) return;
@@ -232,7 +234,8 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
     this.heartbeats = 0;
     this.accepting = false;
     this.outbox = new EventOutbox<JobEvent>({
-      publish: (event) => sendToChannel(this.broker, JOB_EVENTS_CHANNEL, event),
+      // On its own subject, the only one its NATS credential may publish job events on (lib/channels.ts).
+      publish: (event) => sendToChannel(this.broker, ownChannel(JOB_EVENTS_CHANNEL, this.broker.nodeID), event),
       // Until the channel adapter connects (just after start) publishing fails: quiet retries.
       onRetry: (err, attempt, event) => {
         if (attempt === 5 || attempt % 50 === 0)
@@ -248,19 +251,22 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
       production: isProduction(),
       warn: (message) => this.logger.warn(message),
     });
-    this.executor = await this.chooseExecutor();
-    await ensureChannelStreams(this.broker.namespace, [JOB_EVENTS_CHANNEL]);
+    const executor = await this.chooseExecutor();
+    if (!executor) return; // refused: never accepting, so no heartbeat ever offers its cards
+    this.executor = executor;
+    // On an authenticated bus the stream is the scheduler's to create (a node has no JetStream
+    // admin rights; the outbox retries until it exists); on an open bus the node may create it.
+    if (!onAuthenticatedBus(this.broker as never)) await ensureChannelStreams(this.broker, [JOB_EVENTS_CHANNEL]);
     for (const job of await this.executor.adopt(this.cards.map((c) => c.uuid))) {
       this.logger.info(`Adopted job ${job.jobId} left behind by an earlier run of this node`);
       this.jobs.set(job.jobId, job);
       this.track(job);
     }
-    const logDir = config.gpuJobLogDir();
-    void pruneLogs(logDir, LOG_RETENTION_MS);
+    void this.pruneLogs();
     this.accepting = true;
     this.timers.push(
       setInterval(() => void this.refreshTelemetry(), config.gpuTelemetryS() * 1000),
-      setInterval(() => void pruneLogs(logDir, LOG_RETENTION_MS), 3600_000),
+      setInterval(() => void this.pruneLogs(), 3600_000),
     );
     if (this.broker.started) this.beginHeartbeats(); // created on a running broker: no $broker.started
     const names = this.cards.map((c) => `${c.name}${c.simulated ? " (simulated)" : ""}`).join(", ");

@@ -4,6 +4,7 @@
  * how to launch, wait for the exit, kill and clean up its kind of job.
  */
 import type { NodeCard } from "./discovery";
+import type { EncodedOutput } from "../../lib/output-encoding";
 import { OutputCapture } from "./output";
 
 /** Job ids also name log files: no path separators, bounded. */
@@ -13,10 +14,11 @@ export type JobSpec = { jobId: string; card: NodeCard; command: string; containe
 
 export type StopReason = "cancel" | "timeout" | "shutdown";
 
+/** `output` (+ `outputBase64` when the bytes are not plain text): lib/output-encoding.ts. */
 export type JobOutcome =
-  | { type: "finished"; exitCode: number; output: string }
-  | { type: "failed"; errorMessage: string; exitCode: number | null; output: string }
-  | { type: "cancelled"; exitCode: number | null; output: string };
+  | ({ type: "finished"; exitCode: number } & EncodedOutput)
+  | ({ type: "failed"; errorMessage: string; exitCode: number | null } & EncodedOutput)
+  | ({ type: "cancelled"; exitCode: number | null } & EncodedOutput);
 
 /** A failure whose message a client may read (as the job's errorMessage). */
 export class JobError extends Error {}
@@ -38,6 +40,10 @@ export type JobLimits = {
   timeoutS: number;
   graceS: number;
   logDir: string;
+  /** Cap of the job's log file (GPU_JOB_OUTPUT_MAX_MB); the result's tail goes on past it. */
+  outputMaxBytes?: number;
+  /** A job adopted after a node restart: its log is continued, not restarted. */
+  adopted?: boolean;
   /** How long the job has already run (adopted jobs), so the time limit counts from its start. */
   elapsedMs?: number;
   log?: (message: string, err: unknown) => void;
@@ -84,7 +90,7 @@ export class RunningJob {
 
   private async launch(): Promise<boolean> {
     try {
-      this.capture = await OutputCapture.open(this.limits.logDir, this.jobId);
+      this.capture = await OutputCapture.open(this.limits.logDir, this.jobId, { maxFileBytes: this.limits.outputMaxBytes, resume: this.limits.adopted });
       await this.ops.launch(this.capture);
       this.launched = true;
       return true;
@@ -101,8 +107,8 @@ export class RunningJob {
       this.ended = true;
       await this.ops.cleanup().catch((err) => this.limits.log?.(`Cleanup of job ${this.jobId} failed`, err));
       const output = await this.finishOutput();
-      if (this.stopReason === "cancel") return { type: "cancelled", exitCode: null, output };
-      return { type: "failed", errorMessage: this.launchError, exitCode: null, output };
+      if (this.stopReason === "cancel") return { type: "cancelled", exitCode: null, ...output };
+      return { type: "failed", errorMessage: this.launchError, exitCode: null, ...output };
     }
     if (this.detached) return null;
     if (this.stopReason) void this.kill(); // stopped while it was being launched
@@ -125,23 +131,23 @@ export class RunningJob {
     const output = await this.finishOutput();
     switch (this.stopReason) {
       case "cancel":
-        return { type: "cancelled", exitCode, output };
+        return { type: "cancelled", exitCode, ...output };
       case "timeout":
-        return { type: "failed", errorMessage: `Job exceeded the time limit of ${this.limits.timeoutS} s`, exitCode, output };
+        return { type: "failed", errorMessage: `Job exceeded the time limit of ${this.limits.timeoutS} s`, exitCode, ...output };
       case "shutdown":
-        return { type: "failed", errorMessage: "The GPU node stopped while the job was running", exitCode, output };
+        return { type: "failed", errorMessage: "The GPU node stopped while the job was running", exitCode, ...output };
     }
     if (exitCode === null) {
       this.limits.log?.(`Lost track of job ${this.jobId}`, watchError);
-      return { type: "failed", errorMessage: "The GPU node lost track of the job", exitCode: null, output };
+      return { type: "failed", errorMessage: "The GPU node lost track of the job", exitCode: null, ...output };
     }
-    return { type: "finished", exitCode, output };
+    return { type: "finished", exitCode, ...output };
   }
 
-  private async finishOutput(): Promise<string> {
-    if (!this.capture) return "";
+  private async finishOutput(): Promise<EncodedOutput> {
+    if (!this.capture) return { output: "" };
     await this.capture.close();
-    return this.capture.tailText();
+    return this.capture.result();
   }
 
   private async kill(): Promise<void> {

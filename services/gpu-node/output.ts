@@ -1,19 +1,18 @@
 /**
  * Output capture: a job's stdout+stderr goes, in arrival order, to a log file on the node (the
- * whole output, up to a cap, served by `gpu-node.logs`) and to an in-memory tail (the last
- * OUTPUT_TAIL_BYTES, sent in the job's terminal event).
+ * whole output up to the operator's cap, served page by page by `gpu-node.logs`) and to a rolling
+ * in-memory tail (the true last OUTPUT_TAIL_BYTES, sent in the job's terminal event).
  */
 import { createWriteStream, promises as fs, WriteStream } from "fs";
 import path from "path";
-import { LogsPage, OUTPUT_TAIL_BYTES } from "../../lib/gpu-protocol";
+import { OUTPUT_TAIL_BYTES } from "../../lib/gpu-protocol";
+import { EncodedOutput, encodeOutput } from "../../lib/output-encoding";
 
-/** A log file stops growing here; the tail in the job result still shows how the job ended. */
+/** Default cap of one job's log file (GPU_JOB_OUTPUT_MAX_MB). */
 export const LOG_FILE_MAX_BYTES = 64 * 1024 * 1024;
-/** `gpu-node.logs` returns at most this much per call (a bus message must stay well under 1 MB). */
-export const LOGS_PAGE_BYTES = 256 * 1024;
 
-/** Drops a partial UTF-8 character at the start of a byte window. */
-function utf8Start(buf: Buffer, start: number): number {
+/** Index of the first byte at or after `start` that does not continue a UTF-8 character. */
+export function utf8Start(buf: Buffer, start: number): number {
   let i = start;
   while (i < buf.length && i - start < 3 && (buf[i] & 0xc0) === 0x80) i++;
   return i;
@@ -29,7 +28,7 @@ export function utf8End(buf: Buffer, end: number): number {
   return lead + size <= end ? end : lead;
 }
 
-/** The last `limit` bytes seen, decoded without a broken leading character. */
+/** The last `limit` bytes seen (a rolling window over everything pushed). */
 export class TailBuffer {
   private chunks: Buffer[] = [];
   private size = 0;
@@ -52,10 +51,15 @@ export class TailBuffer {
     this.size = kept.length;
   }
 
-  text(): string {
+  /** The window's bytes, without a character cut in two at its start. */
+  bytes(): Buffer {
     this.compact();
     const buf = this.chunks[0] ?? Buffer.alloc(0);
-    return buf.subarray(this.dropped ? utf8Start(buf, 0) : 0).toString("utf8");
+    return buf.subarray(this.dropped ? utf8Start(buf, 0) : 0);
+  }
+
+  text(): string {
+    return this.bytes().toString("utf8");
   }
 }
 
@@ -63,102 +67,139 @@ export function logFilePath(dir: string, jobId: string): string {
   return path.join(dir, `${jobId}.log`);
 }
 
+/** The line that ends a capped log and heads a capped result. */
+export function truncationNote(keptBytes: number, omittedBytes: number): string {
+  return `[ci-platform: output truncated: ${omittedBytes} bytes omitted after the first ${keptBytes} bytes (the node's cap, GPU_JOB_OUTPUT_MAX_MB); the job result holds the last ${OUTPUT_TAIL_BYTES} bytes]`;
+}
+
+export type CaptureOptions = { maxFileBytes?: number; tailBytes?: number; resume?: boolean };
+
 /** Where one job's output goes. `append` never throws: a full disk must not kill the job. */
 export class OutputCapture {
   private readonly tail: TailBuffer;
   private written = 0;
-  private capped = false;
+  private omitted = 0;
+  private failed = false;
+  /** When the log was last written before this capture (a resumed log: the node's last write). */
+  lastWriteMs = Date.now();
+  /** When output last arrived (stamped on the file at close: the kernel's mtime is coarser). */
+  private lastAppendMs = Date.now();
   private closed?: Promise<void>;
 
   private constructor(
+    private readonly filePath: string,
     private readonly file: WriteStream,
     private readonly maxFileBytes: number,
     tailBytes: number,
   ) {
     this.tail = new TailBuffer(tailBytes);
-    file.on("error", () => (this.capped = true));
+    file.on("error", () => (this.failed = true));
   }
 
-  /** Opens (truncating) the job's log file. */
-  static async open(dir: string, jobId: string, opts: { maxFileBytes?: number; tailBytes?: number } = {}): Promise<OutputCapture> {
+  /**
+   * Opens the job's log file: truncated for a new job; with `resume` (a job adopted after a node
+   * restart) appended to, its cap and tail carried on from what the file already holds.
+   */
+  static async open(dir: string, jobId: string, opts: CaptureOptions = {}): Promise<OutputCapture> {
     await fs.mkdir(dir, { recursive: true, mode: 0o700 });
-    const file = createWriteStream(logFilePath(dir, jobId), { flags: "w", mode: 0o600 });
-    await new Promise<void>((resolve, reject) => file.once("open", () => resolve()).once("error", reject));
-    return new OutputCapture(file, opts.maxFileBytes ?? LOG_FILE_MAX_BYTES, opts.tailBytes ?? OUTPUT_TAIL_BYTES);
+    const file = logFilePath(dir, jobId);
+    const previous = opts.resume ? await readTail(file, opts.tailBytes ?? OUTPUT_TAIL_BYTES) : null;
+    const stream = createWriteStream(file, { flags: opts.resume ? "a" : "w", mode: 0o600 });
+    await new Promise<void>((resolve, reject) => stream.once("open", () => resolve()).once("error", reject));
+    const capture = new OutputCapture(file, stream, opts.maxFileBytes ?? LOG_FILE_MAX_BYTES, opts.tailBytes ?? OUTPUT_TAIL_BYTES);
+    if (previous) {
+      capture.written = previous.size;
+      capture.tail.push(previous.tail);
+      capture.lastWriteMs = previous.mtimeMs;
+    }
+    return capture;
   }
 
   append(chunk: Buffer): void {
     if (chunk.length === 0 || this.closed) return;
+    this.lastAppendMs = Date.now();
     this.tail.push(chunk);
-    if (this.capped) return;
-    const room = this.maxFileBytes - this.written;
-    if (chunk.length <= room) {
-      this.file.write(chunk);
-      this.written += chunk.length;
-      return;
-    }
-    this.file.write(chunk.subarray(0, room));
-    this.file.write(`\n[ci-platform: the log stops here at ${this.maxFileBytes} bytes; the job result holds the last ${OUTPUT_TAIL_BYTES} bytes]\n`);
-    this.written = this.maxFileBytes;
-    this.capped = true;
+    const room = Math.max(0, this.maxFileBytes - this.written);
+    const kept = Math.min(room, chunk.length);
+    if (kept > 0 && !this.failed) this.file.write(kept === chunk.length ? chunk : chunk.subarray(0, kept));
+    this.written += kept;
+    this.omitted += chunk.length - kept;
+  }
+
+  /**
+   * The log file is behind (a job printing faster than the disk writes): the source should pause
+   * until `whenDrained`, so a node holds a bounded buffer per job and the job waits, as in a pipe.
+   */
+  get congested(): boolean {
+    return !this.failed && !this.file.destroyed && this.file.writableNeedDrain;
+  }
+
+  /** Calls `resume` once the log file has caught up (or can no longer be written). */
+  whenDrained(resume: () => void): void {
+    if (!this.congested) return resume();
+    const done = () => {
+      this.file.off("drain", done);
+      this.file.off("close", done);
+      resume();
+    };
+    this.file.once("drain", done);
+    this.file.once("close", done);
+  }
+
+  /** A line of the platform's own in the log (e.g. a gap after a node restart); not in the tail. */
+  note(text: string): void {
+    if (this.closed || this.failed) return;
+    this.file.write(`\n[ci-platform: ${text}]\n`);
+  }
+
+  /** Bytes the cap kept out of the log file. */
+  get omittedBytes(): number {
+    return this.omitted;
   }
 
   tailText(): string {
     return this.tail.text();
   }
 
-  /** Flushes and closes the file (idempotent). */
+  /** The job result's output: the true tail, headed by the truncation note when the log was capped. */
+  result(): EncodedOutput {
+    const tail = this.tail.bytes();
+    if (!this.omitted) return encodeOutput(tail);
+    return encodeOutput(Buffer.concat([Buffer.from(`${truncationNote(this.written, this.omitted)}\n`), tail]));
+  }
+
+  /**
+   * Ends the log (with the truncation note when capped), flushes and closes it (idempotent). The
+   * file's mtime becomes the exact time of the last output: an adopting node recovers what the
+   * job printed after it from the engine's log (docker-executor.ts).
+   */
   close(): Promise<void> {
     this.closed ??= new Promise<void>((resolve) => {
       if (this.file.destroyed) return resolve();
-      this.file.end(() => resolve());
+      if (this.omitted && !this.failed) this.file.write(`\n${truncationNote(this.written, this.omitted)}\n`);
       this.file.once("error", () => resolve());
-    });
+      this.file.end(() => resolve());
+    }).then(() => fs.utimes(this.filePath, new Date(), new Date(this.lastAppendMs)).catch(() => undefined));
     return this.closed;
   }
 }
 
-/** Reads a page of a job's log file, cut on UTF-8 character boundaries. null when there is none. */
-export async function readLogPage(dir: string, jobId: string, offset = 0, limit = LOGS_PAGE_BYTES): Promise<LogsPage | null> {
-  let handle: fs.FileHandle;
+async function readTail(file: string, limit: number): Promise<{ size: number; mtimeMs: number; tail: Buffer } | null> {
+  const handle = await fs.open(file, "r").catch(() => null);
+  if (!handle) return null;
   try {
-    handle = await fs.open(logFilePath(dir, jobId), "r");
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ENOENT") return null;
-    throw err;
-  }
-  try {
-    const { size } = await handle.stat();
-    const start = Math.min(offset, size);
-    const buf = Buffer.alloc(Math.min(limit, size - start));
-    const { bytesRead } = await handle.read(buf, 0, buf.length, start);
-    const end = start + bytesRead < size ? utf8End(buf, bytesRead) : bytesRead;
-    const next = start + end;
-    return { text: buf.subarray(0, end).toString("utf8"), offset: start, nextOffset: next < size ? next : null, totalBytes: size };
+    const { size, mtimeMs } = await handle.stat();
+    const buf = Buffer.alloc(Math.min(limit, size));
+    const { bytesRead } = await handle.read(buf, 0, buf.length, size - buf.length);
+    return { size, mtimeMs, tail: buf.subarray(0, bytesRead) };
   } finally {
     await handle.close();
   }
 }
 
-/** Removes log files older than `maxAgeMs` (a node keeps logs for a while, not forever). */
-export async function pruneLogs(dir: string, maxAgeMs: number, now = Date.now()): Promise<number> {
-  let removed = 0;
-  const names = await fs.readdir(dir).catch(() => [] as string[]);
-  for (const name of names) {
-    if (!name.endsWith(".log")) continue;
-    const file = path.join(dir, name);
-    const stat = await fs.stat(file).catch(() => null);
-    if (stat && now - stat.mtimeMs > maxAgeMs) {
-      await fs.rm(file, { force: true });
-      removed++;
-    }
-  }
-  return removed;
-}
-
 /**
- * Splits Docker's multiplexed (non-TTY) log stream into payloads in arrival order. Each frame is
- * an 8-byte header (stream type, 3 zero bytes, big-endian length) and its payload; frames may
+ * Splits Docker's multiplexed (non-TTY) stream into payloads in arrival order. Each frame is an
+ * 8-byte header (stream type, 3 zero bytes, big-endian length) and its payload; frames may
  * arrive split across or joined within chunks.
  */
 export class DockerFrameDemuxer {
@@ -177,3 +218,6 @@ export class DockerFrameDemuxer {
     }
   }
 }
+
+// Reading and pruning the files lives beside this module; tests and tools import it from here too.
+export { readLogPage } from "./log-store";

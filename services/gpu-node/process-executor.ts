@@ -1,21 +1,27 @@
 /**
- * The process executor (GPU_EXECUTOR=process), for bare hosts and development: `sh -c <command>`
- * in its own process group, in a fresh temporary folder, with a minimal environment and
- * CUDA_VISIBLE_DEVICES naming the assigned card. It isolates nothing beyond that: production
- * uses it only when an operator asks for it explicitly.
+ * The process executor (GPU_EXECUTOR=process), for hosts without Docker: each job runs in a
+ * bubblewrap sandbox (sandbox.ts) as an unprivileged user, in its own namespaces, with a minimal
+ * environment and CUDA_VISIBLE_DEVICES naming its card. Only GPU_UNSAFE_UNISOLATED_JOBS=true runs
+ * jobs as plain processes of the node's own user (development on a machine without bubblewrap).
  */
-import { ChildProcess, spawn } from "child_process";
-import { promises as fs } from "fs";
+import { ChildProcess, spawn, SpawnOptions } from "child_process";
+import { accessSync, constants as fsConstants, promises as fs } from "fs";
 import os from "os";
 import path from "path";
-import type { NodeCard } from "./discovery";
+import { gpuDeviceMinor, NodeCard } from "./discovery";
 import { JobError, JobExecutor, JobLimits, JobOps, JobSpec, RunningJob } from "./job";
 import type { OutputCapture } from "./output";
+import { gpuDeviceNodes, HostLayout, identityFiles, SAFE_ETC, SANDBOX_HOME, sandboxArgs, SandboxLimits, SYSTEM_PATHS } from "./sandbox";
 
 /** `sh -c JOIN_STDERR ci-job <command>`: stderr into stdout, then exec the job's own `sh -c`. */
 const JOIN_STDERR = 'exec 2>&1; exec /bin/sh -c "$1"';
 
 const SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/** How the executor isolates jobs: a bubblewrap sandbox, or (explicitly unsafe) not at all. */
+export type ProcessIsolation =
+  | { kind: "sandbox"; bwrap: string; uid: number; gid: number; limits: SandboxLimits }
+  | { kind: "unisolated" };
 
 /** Drops NVIDIA_* variables: only the node decides which card a job sees. */
 export function withoutNvidiaVariables(env: Record<string, string>): Record<string, string> {
@@ -34,58 +40,182 @@ export function processJobEnv(card: NodeCard, home: string, extra: Record<string
   });
 }
 
+/** The first executable `bwrap` on `searchPath`, or null. */
+export function findBwrap(searchPath = process.env.PATH ?? ""): string | null {
+  for (const dir of searchPath.split(":").filter(Boolean)) {
+    const candidate = path.join(dir, "bwrap");
+    try {
+      accessSync(candidate, fsConstants.X_OK);
+      return candidate;
+    } catch {
+      // not here
+    }
+  }
+  return null;
+}
+
+/** What of the host's root the sandbox may show, for a job holding `cards`. */
+export async function readHostLayout(cards: NodeCard[]): Promise<HostLayout> {
+  const layout: HostLayout = { symlinks: {}, directories: [], etc: [], devices: [] };
+  for (const dir of SYSTEM_PATHS) {
+    const stat = await fs.lstat(dir).catch(() => null);
+    if (stat?.isSymbolicLink()) layout.symlinks[dir] = await fs.readlink(dir);
+    else if (stat?.isDirectory()) layout.directories.push(dir);
+  }
+  for (const entry of SAFE_ETC) if (await fs.lstat(`/etc/${entry}`).catch(() => null)) layout.etc.push(entry);
+  const real = cards.filter((c) => !c.simulated);
+  if (real.length) {
+    const minors = await Promise.all(real.map((c) => gpuDeviceMinor(c)));
+    for (const device of gpuDeviceNodes(minors)) if (await fs.stat(device).catch(() => null)) layout.devices.push(device);
+  }
+  return layout;
+}
+
+/** Spawn options that drop the node's root to the job's uid/gid before bwrap runs. */
+function asJobUser(isolation: ProcessIsolation & { kind: "sandbox" }): SpawnOptions {
+  return process.getuid?.() === 0 ? { uid: isolation.uid, gid: isolation.gid } : {};
+}
+
+/** The program, arguments and spawn options of one job. */
+async function jobProcess(spec: JobSpec, isolation: ProcessIsolation, workDir: string): Promise<{ file: string; args: string[]; options: SpawnOptions }> {
+  const shell = ["/bin/sh", "-c", JOIN_STDERR, "ci-job", spec.command];
+  if (isolation.kind === "unisolated") {
+    return { file: shell[0], args: shell.slice(1), options: { cwd: workDir, env: processJobEnv(spec.card, workDir) } };
+  }
+  const identity = identityFiles(isolation.uid, isolation.gid);
+  await fs.writeFile(path.join(workDir, "passwd"), identity.passwd, { mode: 0o644 });
+  await fs.writeFile(path.join(workDir, "group"), identity.group, { mode: 0o644 });
+  await fs.chmod(workDir, 0o755); // bwrap runs as the job's user and binds these files
+  const env = processJobEnv(spec.card, SANDBOX_HOME);
+  const args = sandboxArgs({
+    layout: await readHostLayout([spec.card]),
+    uid: isolation.uid,
+    gid: isolation.gid,
+    env,
+    limits: isolation.limits,
+    files: { "/etc/passwd": path.join(workDir, "passwd"), "/etc/group": path.join(workDir, "group") },
+    argv: shell,
+  });
+  // bwrap's own environment is readable inside (/proc/1/environ): give it the job's only.
+  return { file: isolation.bwrap, args, options: { cwd: "/", env, ...asJobUser(isolation) } };
+}
+
+/**
+ * Runs `/bin/true` in the sandbox exactly as a job would run; null when it works, else why not
+ * (bwrap missing, user namespaces disabled, prlimit missing, …).
+ */
+export async function probeSandbox(isolation: ProcessIsolation & { kind: "sandbox" }, timeoutMs = 10_000): Promise<string | null> {
+  const card: NodeCard = { uuid: "probe", index: 0, name: "probe", memoryTotal: 0, memoryUsed: 0, utilization: 0, temperature: 0, simulated: true };
+  const workDir = await fs.mkdtemp(path.join(os.tmpdir(), "ci-job-probe-"));
+  try {
+    const { file, args, options } = await jobProcess({ jobId: "probe", card, command: "exit 0" }, isolation, workDir);
+    return await new Promise<string | null>((resolve) => {
+      const proc = spawn(file, args, { ...options, stdio: ["ignore", "pipe", "pipe"] });
+      let output = "";
+      proc.stdout!.on("data", (c: Buffer) => (output += c.toString()));
+      proc.stderr!.on("data", (c: Buffer) => (output += c.toString()));
+      const timer = setTimeout(() => proc.kill("SIGKILL"), timeoutMs);
+      proc.once("error", (err) => resolve(`${file} could not be started: ${err.message}`));
+      proc.once("close", (code, signal) => {
+        clearTimeout(timer);
+        const detail = output.trim().split("\n").slice(-2).join(" ").slice(0, 300);
+        resolve(code === 0 ? null : `${file} failed (${signal ?? `exit ${code}`})${detail ? `: ${detail}` : ""}`);
+      });
+    });
+  } finally {
+    await fs.rm(workDir, { recursive: true, force: true });
+  }
+}
+
 function signalExitCode(signal: NodeJS.Signals | null): number {
   const number = signal ? os.constants.signals[signal] : undefined;
   return number ? 128 + number : 1;
 }
 
-/** Signals the job's whole process group; a group already gone is not an error. */
-function signalGroup(pid: number, signal: NodeJS.Signals): void {
+/** Signals one process or (negative pid) a process group; one already gone is not an error. */
+function signal(pid: number, sig: NodeJS.Signals): void {
   try {
-    process.kill(-pid, signal);
+    process.kill(pid, sig);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== "ESRCH") throw err;
   }
 }
 
-function processOps(spec: JobSpec): JobOps {
+/** Every process below `root` (by parent pid in /proc), however deep: a sandbox's processes. */
+export async function descendantPids(root: number): Promise<number[]> {
+  const children = new Map<number, number[]>();
+  for (const name of await fs.readdir("/proc").catch(() => [] as string[])) {
+    if (!/^\d+$/.test(name)) continue;
+    const stat = await fs.readFile(`/proc/${name}/stat`, "utf8").catch(() => "");
+    const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+    if (!Number.isInteger(ppid)) continue;
+    children.set(ppid, [...(children.get(ppid) ?? []), Number(name)]);
+  }
+  const found: number[] = [];
+  const queue = [...(children.get(root) ?? [])];
+  while (queue.length) {
+    const pid = queue.shift()!;
+    found.push(pid);
+    queue.push(...(children.get(pid) ?? []));
+  }
+  return found;
+}
+
+/**
+ * SIGTERM to the job's own processes. Outside a sandbox that is its process group. In one, the
+ * job runs in a new session below bwrap's init: signal everything below init (init itself would
+ * take the whole sandbox down at once, with no grace).
+ */
+async function terminate(child: ChildProcess, isolation: ProcessIsolation): Promise<void> {
+  if (isolation.kind === "unisolated") return signal(-child.pid!, "SIGTERM");
+  const [init] = await descendantPids(child.pid!).then((all) => all.slice(0, 1));
+  if (init === undefined) return signal(child.pid!, "SIGTERM");
+  for (const pid of await descendantPids(init)) signal(pid, "SIGTERM");
+}
+
+function processOps(spec: JobSpec, isolation: ProcessIsolation): JobOps {
   let child: ChildProcess | undefined;
-  let home: string | undefined;
+  let workDir: string | undefined;
   let exit: Promise<number> | undefined;
   let outputClosed: Promise<void> = Promise.resolve();
 
   return {
     async launch(output: OutputCapture) {
-      home = await fs.mkdtemp(path.join(os.tmpdir(), "ci-job-"));
+      workDir = await fs.mkdtemp(path.join(os.tmpdir(), "ci-job-"));
+      const { file, args, options } = await jobProcess(spec, isolation, workDir);
       // The outer shell joins stderr into stdout (one pipe keeps their order), then runs the job.
-      const proc = spawn("/bin/sh", ["-c", JOIN_STDERR, "ci-job", spec.command], {
-        detached: true,
-        cwd: home,
-        env: processJobEnv(spec.card, home),
-        stdio: ["ignore", "pipe", "ignore"],
-      });
+      const proc = spawn(file, args, { ...options, detached: true, stdio: ["ignore", "pipe", "ignore"] });
       child = proc;
-      proc.stdout!.on("data", (chunk: Buffer) => output.append(chunk));
+      proc.stdout!.on("data", (chunk: Buffer) => {
+        output.append(chunk);
+        // A log file behind the job: pause the pipe (the job waits) rather than buffer its output.
+        if (output.congested) {
+          proc.stdout!.pause();
+          output.whenDrained(() => proc.stdout!.resume());
+        }
+      });
       outputClosed = new Promise((resolve) => proc.stdout!.once("close", () => resolve()));
-      exit = new Promise((resolve) => proc.once("exit", (code, signal) => resolve(code ?? signalExitCode(signal))));
+      exit = new Promise((resolve) => proc.once("exit", (code, sig) => resolve(code ?? signalExitCode(sig))));
       await new Promise<void>((resolve, reject) => {
         proc.once("spawn", () => resolve());
-        proc.once("error", (err) => reject(new JobError(`The job's shell could not be started: ${err.message}`)));
+        proc.once("error", (err) => reject(new JobError(`The job's process could not be started: ${err.message}`)));
       });
     },
 
     async exited() {
       const code = await exit!;
-      // Whatever the job left running in the background ends with it, as in a container.
-      signalGroup(child!.pid!, "SIGKILL");
+      // Whatever the job left running in the background ends with it, as in a container (a
+      // sandbox's namespace ends with its init already).
+      signal(-child!.pid!, "SIGKILL");
       return code;
     },
 
     async kill(graceS: number) {
       if (!child?.pid || child.exitCode !== null || child.signalCode !== null) return;
       const pid = child.pid;
-      signalGroup(pid, "SIGTERM");
-      const timer = setTimeout(() => signalGroup(pid, "SIGKILL"), graceS * 1000);
+      await terminate(child, isolation);
+      // SIGKILL of the group: bwrap dies, and with it (die-with-parent) the sandbox's init and namespace.
+      const timer = setTimeout(() => signal(-pid, "SIGKILL"), graceS * 1000);
       await exit;
       clearTimeout(timer);
     },
@@ -97,7 +227,7 @@ function processOps(spec: JobSpec): JobOps {
         await Promise.race([outputClosed, bounded]);
         child.stdout?.destroy();
       }
-      if (home) await fs.rm(home, { recursive: true, force: true });
+      if (workDir) await fs.rm(workDir, { recursive: true, force: true });
     },
 
     detach() {
@@ -110,10 +240,13 @@ export class ProcessExecutor implements JobExecutor {
   readonly kind = "process" as const;
   readonly jobsOutliveNode = false;
 
-  constructor(private readonly limits: () => JobLimits) {}
+  constructor(
+    private readonly limits: () => JobLimits,
+    readonly isolation: ProcessIsolation,
+  ) {}
 
   run(spec: JobSpec): RunningJob {
-    return new RunningJob(spec.jobId, spec.card.uuid, processOps(spec), this.limits());
+    return new RunningJob(spec.jobId, spec.card.uuid, processOps(spec, this.isolation), this.limits());
   }
 
   /** Process jobs end with the node (it stops them on the way down): nothing to adopt. */

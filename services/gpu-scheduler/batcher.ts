@@ -1,16 +1,27 @@
+export type BatcherOptions = {
+  maxBatch: number;
+  maxInFlight: number;
+  /** What the pusher of an item that failed on its own gets (e.g. a data error made a 400). */
+  itemError?: (err: unknown) => unknown;
+};
+
+type Pending<In, Out> = { item: In; resolve: (o: Out) => void; reject: (e: unknown) => void };
+
 /**
  * Group commit: items pushed while a batch is in flight go together in the next one, so an idle
- * system pays no delay and a busy one makes one database round trip for many requests.
+ * system pays no delay and a busy one makes one database round trip for many requests. A batch
+ * that fails is retried item by item, so one bad item fails only its own pusher (`run` must be
+ * safe to repeat for the items of a failed batch: one statement, or compare-and-set writes).
  */
 export class Batcher<In, Out> {
-  private pending: Array<{ item: In; resolve: (o: Out) => void; reject: (e: unknown) => void }> = [];
+  private pending: Array<Pending<In, Out>> = [];
   private inFlight = 0;
   private scheduled = false;
 
   constructor(
     /** Handles a batch; returns one result per item, in order. */
     private readonly run: (items: In[]) => Promise<Out[]>,
-    private readonly opts: { maxBatch: number; maxInFlight: number } = { maxBatch: 500, maxInFlight: 2 },
+    private readonly opts: BatcherOptions = { maxBatch: 500, maxInFlight: 2 },
   ) {}
 
   /** Resolves once nothing is pending or in flight. */
@@ -40,12 +51,32 @@ export class Batcher<In, Out> {
     const batch = this.pending.splice(0, this.opts.maxBatch);
     this.inFlight += 1;
     this.run(batch.map((b) => b.item))
-      .then((outs) => batch.forEach((b, i) => b.resolve(outs[i])))
+      .then(
+        (outs) => batch.forEach((b, i) => b.resolve(outs[i])),
+        (err) => (batch.length === 1 ? this.fail(batch[0], err) : this.oneByOne(batch)),
+      )
+      // A broken `run` (no result per item): every pusher still hears back (settled ones ignore it).
       .catch((err) => batch.forEach((b) => b.reject(err)))
       .finally(() => {
         this.inFlight -= 1;
         this.kick();
       });
+  }
+
+  /** After a failed batch: each item alone, so only the ones that fail by themselves get an error. */
+  private async oneByOne(batch: Array<Pending<In, Out>>): Promise<void> {
+    await Promise.all(
+      batch.map((b) =>
+        this.run([b.item]).then(
+          ([out]) => b.resolve(out),
+          (err) => this.fail(b, err),
+        ),
+      ),
+    );
+  }
+
+  private fail(b: Pending<In, Out>, err: unknown): void {
+    b.reject(this.opts.itemError ? this.opts.itemError(err) : err);
   }
 }
 

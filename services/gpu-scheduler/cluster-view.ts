@@ -3,7 +3,16 @@
  * telemetry, and when each was last heard. Every replica receives every heartbeat and keeps its
  * own view (nothing about nodes is stored in the database); the time is passed in, never read.
  */
+import { createHmac } from "crypto";
 import type { GpuCard, NodeHeartbeat } from "../../lib/gpu-protocol";
+
+/**
+ * What clients see instead of a node's id (which names its host): `node-` and 8 hex digits of an
+ * HMAC keyed by a per-install secret, stable for a node and the same on every replica.
+ */
+export function nodeLabel(nodeId: string, secret: string): string {
+  return `node-${createHmac("sha256", secret).update(nodeId).digest("hex").slice(0, 8)}`;
+}
 
 export type NodeEntry = {
   nodeId: string;

@@ -7,20 +7,23 @@
  */
 import { randomUUID } from "crypto";
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
-import { ensureChannelStreams } from "../../lib/channels";
+import { channelSender, ensureChannelStreams, perSenderChannel } from "../../lib/channels";
 import { config } from "../../lib/config";
-import { apiError, notFound, validationFailed } from "../../lib/errors";
+import { apiError, fromDataError, notFound, validationFailed } from "../../lib/errors";
 import { HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL } from "../../lib/gpu-protocol";
 import { CallerMeta, respondCreated } from "../../lib/identity";
+import type { BodyPage, PagedBodyMeta } from "../../lib/paged-body";
 import { DbMixin, DbThis } from "../../mixins/db.mixin";
 import { Batcher } from "./batcher";
 import { ClusterStatus, JobDetail, toClusterStatus, toJobDetail } from "./job-view";
 import { JobRow, JobsRepository, NewJob } from "./jobs.repository";
 import { PlacementRepository } from "./placement.repository";
 import { migrations } from "./migrations";
+import { JobLogs, LogCursor } from "./job-logs";
 import { BrokerNodeClient } from "./node-client";
 import { matchingNames } from "./placement";
 import { asHeartbeat, asJobEvent, UUID } from "./protocol-guards";
+import { checkImage, parseAllowedRegistries } from "../gpu-node/registry-policy";
 import { Clock, Scheduler } from "./scheduler";
 
 export interface CreateJobParams {
@@ -38,6 +41,8 @@ export type SchedulerStats = {
 const LIST_LIMIT = 50;
 const IMAGE_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._\-/:@]*$/;
 const JOB_ID_PARAMS = { id: { type: "string", max: 64 } };
+/** Deliveries of a job event that fails to apply before the scheduler gives up on it (then: dead letter). */
+const EVENT_MAX_RETRIES = 5;
 /** Applying an event takes milliseconds; one unacknowledged this long went to a replica that died. */
 const EVENT_ACK_WAIT_NS = 5e9;
 /** A shorter housekeeping period would only load the database. */
@@ -49,6 +54,7 @@ type SchedulerThis = Service &
     repo: JobsRepository;
     places: PlacementRepository;
     scheduler: Scheduler;
+    jobLogs: JobLogs;
     inserts: Batcher<NewJob, number>;
     tickTimer?: NodeJS.Timeout;
     ownJob(ctx: Context<JobIdParams, CallerMeta>): Promise<JobRow>;
@@ -59,6 +65,7 @@ type SchedulerThis = Service &
 type ChannelDef = {
   group: string;
   maxInFlight: number;
+  maxRetries?: number;
   nats?: { consumerOptions: { config: Record<string, unknown> } };
   handler(this: SchedulerThis, payload: unknown): Promise<void>;
 };
@@ -86,6 +93,9 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
         if (!/\S/.test(command)) throw validationFailed([{ field: "command", message: "The 'command' field must not be blank." }]);
         const gpuType = ctx.params.gpuType && ctx.params.gpuType.toLowerCase() !== "any" ? ctx.params.gpuType : null;
         if (gpuType) this.checkGpuType(gpuType);
+        // Pulling makes a GPU host connect to the image's registry: only the operator's registries (the node checks again).
+        const image = containerImage ? checkImage(containerImage, parseAllowedRegistries(config.gpuAllowedRegistries())) : null;
+        if (image && !image.ok) throw validationFailed([{ field: "containerImage", message: `The 'containerImage' field is not allowed: ${image.reason}.` }]);
         const id = randomUUID();
         const position = await this.inserts.push({
           id,
@@ -132,14 +142,36 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       },
     },
 
+    /**
+     * The job's whole output, exactly the bytes it printed, streamed: this answers the first page
+     * and the gateway asks `logsPage` for the next ones as the client reads (lib/paged-body.ts).
+     */
     logs: {
       rest: "GET /jobs/:id/logs",
       auth: "required",
       params: JOB_ID_PARAMS,
-      async handler(this: SchedulerThis, ctx: Context<JobIdParams, CallerMeta>): Promise<string> {
-        const text = await this.scheduler.logs(await this.ownJob(ctx));
+      async handler(this: SchedulerThis, ctx: Context<JobIdParams, CallerMeta & PagedBodyMeta & { $responseType?: string }>): Promise<BodyPage> {
+        const page = await this.jobLogs.first(await this.ownJob(ctx));
         ctx.meta.$responseType = "text/plain; charset=utf-8";
-        return text;
+        ctx.meta.$pagedBody = { action: "gpu-scheduler.logsPage" };
+        return page;
+      },
+    },
+
+    /** The next page of a `logs` answer; the same caller, so another account's job is the same 404. */
+    logsPage: {
+      visibility: "public",
+      callers: ["api-gateway"], // the gateway fetches the pages as its client reads
+      auth: "required",
+      params: {
+        $$strict: "remove",
+        id: { type: "string", max: 64 },
+        source: { type: "enum", values: ["node", "result"] },
+        offset: { type: "number", integer: true, min: 0 },
+      },
+      async handler(this: SchedulerThis, ctx: Context<LogCursor, CallerMeta>): Promise<BodyPage> {
+        const row = await this.ownJob(ctx);
+        return this.jobLogs.page(row, ctx.params.source, ctx.params.offset);
       },
     },
 
@@ -155,6 +187,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
     /** Internal: figures for the metrics service. */
     stats: {
       visibility: "public",
+      callers: ["metrics"],
       async handler(this: SchedulerThis): Promise<SchedulerStats> {
         const c = await this.repo.countByStatus();
         const queued = c.queued + c.assigned;
@@ -171,22 +204,37 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       async handler(this: SchedulerThis, ctx: Context<unknown>) {
         const hb = asHeartbeat(ctx.params);
         if (!hb) return void this.logger.warn("Ignored a malformed gpu-node heartbeat");
+        // ctx.nodeID is the sender the transporter verified: a node speaks only for itself.
+        if (hb.nodeId !== ctx.nodeID) return void this.logger.warn(`Ignored a heartbeat for ${hb.nodeId} sent by ${ctx.nodeID}`);
         await this.scheduler.heartbeat(hb).catch((err) => this.logger.warn(`Heartbeat of ${hb.nodeId} not fully applied: ${err.message}`));
       },
     },
   },
 
   channels: {
-    [JOB_EVENTS_CHANNEL]: {
+    // Each node publishes on `<channel>.<its node id>` (the only subject its credential allows).
+    [perSenderChannel(JOB_EVENTS_CHANNEL)]: {
       group: "gpu-scheduler",
       maxInFlight: 64,
+      maxRetries: EVENT_MAX_RETRIES,
       // Events handed to a replica that died unacknowledged go to another one after 5 s, not 30 s.
       nats: { consumerOptions: { config: { ack_wait: EVENT_ACK_WAIT_NS } } },
       /** Throws only on database errors, so JetStream redelivers the event later. */
-      async handler(this: SchedulerThis, payload: unknown) {
+      async handler(this: SchedulerThis, payload: unknown, raw?: { subject?: unknown }) {
         const event = asJobEvent(payload);
         if (!event) return void this.logger.warn(`Dropped a malformed job event: ${JSON.stringify(payload).slice(0, 200)}`);
-        await this.scheduler.applyEvent(event);
+        // In-memory channels (one process) carry no subject; on NATS it names the real sender.
+        if (typeof raw?.subject === "string") {
+          const sender = channelSender(this.broker.namespace, JOB_EVENTS_CHANNEL, raw.subject);
+          if (sender !== event.nodeId)
+            return void this.logger.warn(`Dropped a job event for ${event.nodeId} (job ${event.jobId}) published by ${sender ?? raw.subject}`);
+        }
+        await this.scheduler.applyEvent(event).catch(async (err) => {
+          // On the last delivery the event's job is finished anyway, so its card never stays busy.
+          const deliveries = (raw as { info?: { redeliveryCount?: number } } | undefined)?.info?.redeliveryCount ?? 0;
+          if (deliveries < EVENT_MAX_RETRIES) throw err;
+          await this.scheduler.giveUpOnEvent(event, err);
+        });
       },
     },
   },
@@ -218,23 +266,26 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
     this.repo = new JobsRepository(this.db);
     this.places = new PlacementRepository(this.db);
     const timeoutMs = config.gpuDispatchTimeoutS() * 1000;
-    this.scheduler = new Scheduler(this.repo, this.places, new BrokerNodeClient(this.broker, timeoutMs), this.clock, this.logger, {
+    const nodes = new BrokerNodeClient(this.broker, timeoutMs);
+    this.scheduler = new Scheduler(this.repo, this.places, nodes, this.clock, this.logger, {
       nodeTimeoutMs: config.gpuNodeTimeoutS() * 1000,
       dispatchTimeoutMs: timeoutMs,
       warmUpMs: config.gpuHeartbeatS() * 1500,
     });
+    this.jobLogs = new JobLogs(nodes, this.scheduler.view, (message) => this.logger.debug(message));
     this.inserts = new Batcher(
       async (jobs) => {
         const rows = await this.repo.insert(jobs, this.clock.now());
         const positions = new Map(rows.map((r) => [r.id, r.position]));
         return jobs.map((j) => positions.get(j.id)!);
       },
-      { maxBatch: 200, maxInFlight: 2 },
+      // A job PostgreSQL refuses fails alone (400 for a data error), never its batch.
+      { maxBatch: 200, maxInFlight: 2, itemError: fromDataError },
     );
   },
 
   async started(this: SchedulerThis) {
-    await ensureChannelStreams(this.broker.namespace, [JOB_EVENTS_CHANNEL]);
+    await ensureChannelStreams(this.broker, [JOB_EVENTS_CHANNEL]);
     const tick = () =>
       this.scheduler.tick().catch((err) => this.logger.warn(`Scheduler housekeeping failed: ${(err as Error).message}`));
     this.tickTimer = setInterval(tick, Math.max(MIN_TICK_MS, config.gpuScheduleTickMs()));

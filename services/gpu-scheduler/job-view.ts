@@ -1,7 +1,18 @@
 /** The public shapes of spec 2.4 and 2.5, built from stored rows and the cluster view. */
+import { config } from "../../lib/config";
 import type { JobRow } from "./jobs.repository";
-import type { ViewCard } from "./cluster-view";
+import { nodeLabel, type ViewCard } from "./cluster-view";
 import { gpuSecondsUsed, PublicStatus, publicStatus } from "./transitions";
+
+/** Real node id → the opaque label clients get (operators keep the real id in logs and the database). */
+export type NodeLabeler = (nodeId: string) => string;
+export const publicNodeLabel: NodeLabeler = (nodeId) => nodeLabel(nodeId, config.nodeLabelSecret());
+
+/** A message naming the job's node (node lost, restarted) names its label instead. */
+function publicMessage(message: string | null, nodeId: string | null, label: NodeLabeler): string | null {
+  if (!message || !nodeId || !message.includes(nodeId)) return message;
+  return message.split(nodeId).join(label(nodeId));
+}
 
 export type JobDetail = {
   id: string;
@@ -11,13 +22,14 @@ export type JobDetail = {
   createdAt: string;
   startedAt: string | null;
   completedAt: string | null;
-  result: { exitCode: number | null; output: string } | null;
+  /** `outputBase64`: the exact bytes, only when `output` (readable text) is not exactly them. */
+  result: { exitCode: number | null; output: string; outputBase64?: string } | null;
   errorMessage: string | null;
   command: string;
   containerImage: string | null;
 };
 
-export function toJobDetail(row: JobRow, now: Date): JobDetail {
+export function toJobDetail(row: JobRow, now: Date, label: NodeLabeler = publicNodeLabel): JobDetail {
   const hasResult = row.exit_code !== null || row.output !== null;
   return {
     id: row.id,
@@ -31,8 +43,10 @@ export function toJobDetail(row: JobRow, now: Date): JobDetail {
     createdAt: row.created_at.toISOString(),
     startedAt: row.started_at?.toISOString() ?? null,
     completedAt: row.completed_at?.toISOString() ?? null,
-    result: hasResult ? { exitCode: row.exit_code, output: row.output ?? "" } : null,
-    errorMessage: row.error_message,
+    result: hasResult
+      ? { exitCode: row.exit_code, output: row.output ?? "", ...(row.output_base64 !== null && row.output_base64 !== undefined && { outputBase64: row.output_base64 }) }
+      : null,
+    errorMessage: publicMessage(row.error_message, row.node_id, label),
     command: row.command,
     containerImage: row.container_image,
   };
@@ -55,7 +69,7 @@ export type ClusterStatus = {
   queueDepth: number;
 };
 
-export function toClusterStatus(cards: ViewCard[], held: Set<string>, queueDepth: number): ClusterStatus {
+export function toClusterStatus(cards: ViewCard[], held: Set<string>, queueDepth: number, label: NodeLabeler = publicNodeLabel): ClusterStatus {
   const gpus = cards.map((c) => ({
     name: c.name,
     available: !held.has(c.uuid),
@@ -65,7 +79,7 @@ export function toClusterStatus(cards: ViewCard[], held: Set<string>, queueDepth
     temperature: c.temperature,
     uuid: c.uuid,
     index: c.index,
-    nodeId: c.nodeId,
+    nodeId: label(c.nodeId),
   }));
   const availableGpus = gpus.filter((g) => g.available).length;
   return {

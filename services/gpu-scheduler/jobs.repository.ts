@@ -18,6 +18,7 @@ export type JobRow = {
   completed_at: Date | null;
   exit_code: number | null;
   output: string | null;
+  output_base64: string | null;
   error_message: string | null;
 };
 
@@ -31,7 +32,7 @@ export type NewJob = {
 
 
 const COLUMNS = `id, client_id, command, container_image, gpu_type, status, node_id, gpu_uuid, gpu_name, holding,
-  created_at, started_at, completed_at, exit_code, output, error_message`;
+  created_at, started_at, completed_at, exit_code, output, output_base64, error_message`;
 const TERMINAL_SQL = `('completed', 'failed', 'cancelled')`;
 
 export const normalizeGpuType = (t: string | null) => (t === null ? "" : t.trim().replace(/\s+/g, " ").toLowerCase());
@@ -179,13 +180,32 @@ export class JobsRepository {
       `UPDATE gpu_scheduler.jobs j SET
          ${set("status", "status", "")}, ${set("holding", "holding", "::boolean")},
          ${set("startedAt", "started_at", "::timestamptz")}, ${set("completedAt", "completed_at", "::timestamptz")},
-         ${set("exitCode", "exit_code", "::int")}, ${set("output", "output", "")}, ${set("errorMessage", "error_message", "")}
+         ${set("exitCode", "exit_code", "::int")}, ${set("output", "output", "")}, ${set("errorMessage", "error_message", "")},
+         ${set("outputBase64", "output_base64", "")}
        FROM jsonb_to_recordset($1::jsonb) AS p(id uuid, seen_status text, seen_holding boolean, patch jsonb)
        WHERE j.id = p.id AND j.status = p.seen_status AND j.holding = p.seen_holding
        RETURNING j.id`,
       [JSON.stringify(updates.map((u) => ({ id: u.id, seen_status: u.seen.status, seen_holding: u.seen.holding, patch: u.patch })))],
     );
     return new Set(rows.map((r) => r.id));
+  }
+
+  /**
+   * Fallback for a job whose event could not be written (the data was refused, or it kept failing
+   * until its last delivery): a job still on `nodeId`'s card fails with `message`, and the card
+   * is free either way. Returns whether it changed.
+   */
+  async failUnstorable(id: string, nodeId: string, message: string, now: Date): Promise<boolean> {
+    const { rowCount } = await this.db.query(
+      `UPDATE gpu_scheduler.jobs SET
+         error_message = CASE WHEN status IN ('assigned', 'running') THEN $2 ELSE error_message END,
+         status = CASE WHEN status IN ('assigned', 'running') THEN 'failed' ELSE status END,
+         completed_at = COALESCE(completed_at, $3),
+         holding = false
+       WHERE id = $1 AND node_id = $4 AND (holding OR status IN ('assigned', 'running'))`,
+      [id, message, now, nodeId],
+    );
+    return rowCount === 1;
   }
 
   /** The node confirmed the job is gone from the card. */

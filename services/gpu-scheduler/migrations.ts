@@ -40,4 +40,10 @@ export const migrations: Migration[] = [
       CREATE INDEX jobs_holding_by_node ON jobs (node_id) WHERE holding;
     `,
   },
+  {
+    version: 2,
+    name: "job output as bytes",
+    // output stays readable text; the exact bytes, when they are not plain UTF-8 text (NUL, invalid bytes).
+    sql: `ALTER TABLE jobs ADD COLUMN output_base64 text;`,
+  },
 ];

@@ -1,14 +1,10 @@
 /** The scheduler's calls to one gpu-node, over the broker (`{ nodeID }` targets that node). */
 import type { ServiceBroker } from "moleculer";
-import type { RunJobParams } from "../../lib/gpu-protocol";
+import type { LogsPage, RunJobParams } from "../../lib/gpu-protocol";
+import type { NodeLogs } from "./job-logs";
 import type { NodeClient } from "./scheduler";
 
-type LogsPage = { text: string; nextOffset: number | null };
-
-/** The most output one logs request gathers from a node (its log files are capped at 64 MiB too). */
-const MAX_LOG_BYTES = 64 * 1024 * 1024;
-
-export class BrokerNodeClient implements NodeClient {
+export class BrokerNodeClient implements NodeClient, NodeLogs {
   constructor(private readonly broker: ServiceBroker, private readonly timeoutMs: number) {}
 
   async run(nodeId: string, params: RunJobParams): Promise<void> {
@@ -19,17 +15,8 @@ export class BrokerNodeClient implements NodeClient {
     return this.broker.call("gpu-node.cancel", { jobId }, { nodeID: nodeId, timeout: this.timeoutMs });
   }
 
-  /** The node serves output in pages (a bus message stays small): follow them to the end. */
-  async logs(nodeId: string, jobId: string): Promise<string> {
-    const parts: string[] = [];
-    let offset: number | null = 0;
-    let bytes = 0;
-    while (offset !== null && bytes < MAX_LOG_BYTES) {
-      const page: LogsPage = await this.broker.call("gpu-node.logs", { jobId, offset }, { nodeID: nodeId, timeout: this.timeoutMs });
-      parts.push(page.text);
-      bytes += Buffer.byteLength(page.text);
-      offset = page.nextOffset;
-    }
-    return parts.join("");
+  /** One page of the job's log file on its node (raw bytes, base64; a bus message stays small). */
+  logPage(nodeId: string, jobId: string, offset: number): Promise<LogsPage> {
+    return this.broker.call("gpu-node.logs", { jobId, offset }, { nodeID: nodeId, timeout: this.timeoutMs });
   }
 }

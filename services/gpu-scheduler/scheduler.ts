@@ -6,19 +6,19 @@
  */
 import type { LoggerInstance } from "moleculer";
 import type { JobEvent, NodeHeartbeat, RunJobParams } from "../../lib/gpu-protocol";
+import { isDataError } from "../../lib/errors";
 import { Batcher, Coalescer } from "./batcher";
 import { ClusterView } from "./cluster-view";
 import { JobRow, JobsRepository } from "./jobs.repository";
 import { AssignedJob, PlacementRepository } from "./placement.repository";
 import { plan } from "./placement";
 import { UUID } from "./protocol-guards";
-import { applyJobEvent, cancelJob, isTerminal, JobPatch, JobState, StoredStatus } from "./transitions";
+import { applyJobEvent, cancelJob, isTerminal, JobPatch, JobState } from "./transitions";
 
 /** The calls the scheduler makes on one gpu-node (services/gpu-node), by its broker node id. */
 export interface NodeClient {
   run(nodeId: string, params: RunJobParams): Promise<void>;
   cancel(nodeId: string, jobId: string): Promise<{ stopped: boolean }>;
-  logs(nodeId: string, jobId: string): Promise<string>;
 }
 
 export type Clock = { now(): Date };
@@ -31,6 +31,8 @@ export type SchedulerSettings = {
 };
 
 const UNIQUE_VIOLATION = "23505";
+/** PostgreSQL refused the data itself (class 22: bad encoding, out of range…): retrying cannot help. */
+export const UNSTORABLE_EVENT_MESSAGE = "The GPU node's report of this job could not be stored; its output is in the job's logs";
 const CAS_ATTEMPTS = 5;
 /** Back-to-back placement passes start at most this often: a busy queue is placed in batches. */
 const PASS_INTERVAL_MS = 3;
@@ -216,6 +218,8 @@ export class Scheduler {
           if (event.type === "started") void this.stopOnNode(event.jobId, event.nodeId); // a job this cluster does not know
           continue;
         }
+        if (current.nodeId !== event.nodeId)
+          this.logger.warn(`Ignored job event ${event.type} of ${event.jobId} from ${event.nodeId}: the job is not on that node`);
         const outcome = applyJobEvent(current, event);
         if (outcome.cancelOnNode) void this.stopOnNode(event.jobId, event.nodeId);
         if (!outcome.patch) continue;
@@ -226,13 +230,50 @@ export class Scheduler {
         });
       }
       const updates = [...decided].map(([id, d]) => ({ id, seen: d.seen, patch: d.patch }));
-      const written = await this.repo.compareAndSet(updates);
+      const written = await this.writeIsolated(updates);
       for (const u of updates) if (written.has(u.id) && u.patch.holding === false) freed = true;
       pending = pending.filter((e) => decided.has(e.jobId) && !written.has(e.jobId));
     }
     if (freed) void this.schedule();
     if (pending.length) throw new Error(`Jobs kept changing while applying their events: ${[...new Set(pending.map((e) => e.jobId))].join(", ")}`);
     return batch.map(() => undefined);
+  }
+
+  /**
+   * Writes the batch in one statement; if the database refuses its data, each update alone, and
+   * one still refused falls back to failing its job and freeing the card (a report that cannot
+   * be stored must never leave a card busy). Other errors (database down) propagate: redelivery.
+   */
+  private async writeIsolated(updates: Array<{ id: string; seen: JobState; patch: JobPatch }>): Promise<Set<string>> {
+    try {
+      return await this.repo.compareAndSet(updates);
+    } catch (err) {
+      if (!isDataError(err)) throw err;
+      const written = new Set<string>();
+      for (const update of updates) {
+        try {
+          if ((await this.repo.compareAndSet([update])).has(update.id)) written.add(update.id);
+        } catch (single) {
+          if (!isDataError(single)) throw single;
+          this.logger.warn(`Job ${update.id}: event not storable (${(single as Error).message}); failing the job and freeing its card`);
+          await this.repo.failUnstorable(update.id, update.seen.nodeId ?? "", UNSTORABLE_EVENT_MESSAGE, this.clock.now());
+          written.add(update.id);
+          void this.schedule();
+        }
+      }
+      return written;
+    }
+  }
+
+  /**
+   * The last delivery of an event failed too: rather than leave its card busy until node loss,
+   * a terminal event fails its job (if still on that node) and frees the card. Throws only if
+   * even that write fails (the database is down): the event then goes to the dead-letter stream.
+   */
+  async giveUpOnEvent(event: JobEvent, err: unknown): Promise<void> {
+    this.logger.error(`Job event ${event.type} of ${event.jobId} could not be applied after its retries: ${(err as Error).message}`);
+    if (event.type === "started") return; // nothing held on its account beyond what the heartbeat shows
+    if (await this.repo.failUnstorable(event.jobId, event.nodeId, UNSTORABLE_EVENT_MESSAGE, this.clock.now())) void this.schedule();
   }
 
   /** Asks the node to stop a job; once it answers, the card is free (if the job has ended). Never throws. */
@@ -270,19 +311,6 @@ export class Scheduler {
       }
     }
     throw new Error(`Job ${row.id} kept changing while being cancelled`);
-  }
-
-  /** The whole output from the node that ran it, else what the scheduler kept (its last 64 KiB). */
-  async logs(row: JobRow): Promise<string> {
-    const onNode: StoredStatus[] = ["running", "completed", "failed", "cancelled"];
-    if (row.node_id && onNode.includes(row.status) && this.view.has(row.node_id)) {
-      try {
-        return await this.nodes.logs(row.node_id, row.id);
-      } catch (err) {
-        this.logger.debug(`Logs of job ${row.id} unavailable on ${row.node_id}: ${(err as Error).message}`);
-      }
-    }
-    return row.output ?? "";
   }
 
   // --- housekeeping (every tick, on every replica; every step is idempotent) ---

@@ -26,6 +26,8 @@ export type JobState = {
   completedAt: Date | null;
   exitCode: number | null;
   output: string | null;
+  /** The exact bytes of `output` when it is not plain text (lib/output-encoding.ts). */
+  outputBase64?: string | null;
   errorMessage: string | null;
 };
 
@@ -63,6 +65,7 @@ export function applyJobEvent(job: JobState, event: JobEvent): EventOutcome {
       completedAt: later(at, startedAt),
       exitCode: event.exitCode,
       output: event.output,
+      ...(event.outputBase64 !== undefined && { outputBase64: event.outputBase64 }),
       holding: false,
     };
     switch (event.type) {
@@ -86,6 +89,7 @@ export function applyJobEvent(job: JobState, event: JobEvent): EventOutcome {
   if (job.status === "cancelled" && job.exitCode === null && job.output === null) {
     patch.exitCode = event.exitCode;
     patch.output = event.output;
+    if (event.outputBase64 !== undefined) patch.outputBase64 = event.outputBase64;
   }
   return { patch: Object.keys(patch).length ? patch : null, cancelOnNode: false };
 }

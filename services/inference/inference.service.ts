@@ -86,6 +86,7 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
     /** Internal (no route): cancels a running stream whose HTTP client went away. */
     abort: {
       visibility: "public",
+      callers: ["api-gateway"],
       params: { id: { type: "string", max: 64 } },
       handler(this: InferenceThis, ctx: Context<{ id: string }, CallerMeta>): { aborted: boolean } {
         return { aborted: this.engine.abort(ctx.params.id, ctx.meta.caller?.clientId) };

@@ -3,6 +3,7 @@
  * written in batches off the response path, so recording adds no latency to an answer.
  */
 import type { Pool } from "pg";
+import { isDataError } from "../../lib/errors";
 import type { InferenceRecord } from "./engine";
 
 export type InferenceRow = {
@@ -79,8 +80,20 @@ export class UsageRecorder {
     this.buffer = [];
     if (batch.length) {
       // One write at a time keeps the order and the pool small under load.
-      this.writing = this.writing.then(() => this.repository.insertMany(batch).catch((err) => this.onError(err, batch.length)));
+      this.writing = this.writing.then(() => this.write(batch));
     }
     return this.writing;
+  }
+
+  /** A batch PostgreSQL refuses is written record by record: one bad record loses only itself. */
+  private async write(batch: InferenceRecord[]): Promise<void> {
+    try {
+      await this.repository.insertMany(batch);
+    } catch (err) {
+      // Only a record PostgreSQL refuses is worth isolating; an outage loses the batch either way.
+      if (batch.length === 1 || !isDataError(err)) return this.onError(err, batch.length);
+      // ON CONFLICT DO NOTHING makes a record the failed batch did write harmless to write again.
+      for (const record of batch) await this.repository.insertMany([record]).catch((e) => this.onError(e, 1));
+    }
   }
 }

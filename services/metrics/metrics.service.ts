@@ -45,6 +45,8 @@ const MetricsService: ServiceSchema<ServiceSettingSchema, MetricsThis> = {
         this.logger.warn("Ignoring a malformed gpu-node heartbeat");
         return;
       }
+      // ctx.nodeID is the sender the transporter verified: a node reports only its own cards.
+      if (ctx.params.nodeId !== ctx.nodeID) return void this.logger.warn(`Ignoring a heartbeat for ${ctx.params.nodeId} sent by ${ctx.nodeID}`);
       this.telemetry.record(ctx.params, Date.now());
       this.publishGpus();
     },

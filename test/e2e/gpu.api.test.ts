@@ -39,6 +39,9 @@ describe("gpu api - through the gateway", () => {
       services: ["api-gateway", "auth", "gpu-scheduler", "gpu-node"],
       env: {
         GPU_EXECUTOR: "process",
+        // These jobs report their pids through host files, which a sandboxed job cannot reach
+        // (the sandbox itself: test/security/sandbox.test.ts).
+        GPU_UNSAFE_UNISOLATED_JOBS: "true",
         GPU_SIMULATE: `${RTX}:12288,${A100}:81920`,
         GPU_HEARTBEAT_S: "1",
         GPU_SCHEDULE_TICK_MS: "200",
@@ -248,5 +251,30 @@ describe("gpu api - through the gateway", () => {
     expect(res.status).toBe(201);
     const done = await until(alice, res.body.id, (j) => j.status === "completed", "api-key job completed");
     expect(done).toMatchObject({ gpuType: A100, result: { exitCode: 0, output: "key\n" } });
+  });
+
+  test("gpu api - cluster status names each node by an opaque label, never by its node id (a host name)", async () => {
+    const res = await http(base, "GET", "/api/gpu/status", { token: alice });
+    expect(res.status).toBe(200);
+    const labels = new Set(res.body.cluster.gpus.map((g: any) => g.nodeId));
+    expect(labels.size).toBe(1); // both cards sit on the one gpu-node of this platform
+    expect([...labels][0]).toMatch(/^node-[0-9a-f]{8}$/);
+    expect(res.text).not.toContain(platform.broker.nodeID);
+    // Stable: the next answer gives the same label.
+    expect((await http(base, "GET", "/api/gpu/status", { token: alice })).body.cluster.gpus[0].nodeId).toBe([...labels][0]);
+  });
+
+  test("gpu api - a job command \"echo \\u0000\" is 400 for its sender while 19 concurrent submissions beside it are all created", async () => {
+    const bad = submit(bob, { command: "echo \u0000" });
+    const good = Array.from({ length: 19 }, (_, i) => submit(alice, { command: `echo beside ${i}` }));
+    const [badRes, ...goodRes] = await Promise.all([bad, ...good]);
+    expect(badRes.status).toBe(400);
+    expect(badRes.body.error).toMatchObject({ code: "VALIDATION_FAILED", details: [expect.objectContaining({ field: "command" })] });
+    expect(goodRes.map((r) => r.status)).toEqual(Array(19).fill(201));
+    // Let them finish so nothing outlives the test.
+    await waitFor(async () => {
+      for (const r of goodRes) if (!["completed", "failed", "cancelled"].includes((await detail(alice, r.body.id)).body.status)) return false;
+      return true;
+    }, { timeoutMs: 30_000, intervalMs: 200, message: "the 19 jobs finished" });
   });
 });

@@ -8,6 +8,7 @@ import { connect } from "nats";
 import os from "os";
 import path from "path";
 import { Client } from "pg";
+import { nodeLabel } from "../../services/gpu-scheduler/cluster-view";
 import {
   ChildService,
   freePort,
@@ -35,13 +36,19 @@ describe("gpu cluster - scheduler and three gpu-nodes over NATS", () => {
     NAMESPACE: namespace,
     DATABASE_URL: databaseUrl,
     GPU_EXECUTOR: "process",
+    // These jobs report to the test through host files, which a sandboxed job cannot reach
+    // (the sandbox itself: test/security/sandbox.test.ts).
+    GPU_UNSAFE_UNISOLATED_JOBS: "true",
     GPU_HEARTBEAT_S: "1",
     GPU_NODE_TIMEOUT_S: String(NODE_TIMEOUT_S),
     GPU_SCHEDULE_TICK_MS: "250",
     GPU_DISPATCH_TIMEOUT_S: "2",
     GPU_STOP_GRACE_S: "1",
+    NODE_LABEL_SECRET: `labels-${namespace}`,
   };
   const nodeIds = [0, 1, 2].map((i) => `${namespace}-node-${i}`);
+  // Clients see opaque node labels (job-view.ts), never node ids.
+  const labelOf = (nodeId: string) => nodeLabel(nodeId, env.NODE_LABEL_SECRET);
   let nodes: ChildService[] = [];
   let scheduler: ChildService;
   let platform: TestPlatform;
@@ -106,7 +113,8 @@ describe("gpu cluster - scheduler and three gpu-nodes over NATS", () => {
     await waitFor(async () => (await jobsOf(ids)).every((j) => j.status === "running"), { timeoutMs: 10_000, message: "six jobs running" });
     const status = await clusterStatus();
     expect(status.cluster).toMatchObject({ totalGpus: 6, busyGpus: 6, availableGpus: 0 });
-    for (const nodeId of nodeIds) expect(status.cluster.gpus.filter((g: any) => g.nodeId === nodeId && !g.available)).toHaveLength(2);
+    for (const nodeId of nodeIds) expect(status.cluster.gpus.filter((g: any) => g.nodeId === labelOf(nodeId) && !g.available)).toHaveLength(2);
+    expect(JSON.stringify(status)).not.toContain(namespace);
 
     const doomed = await jobsOnNode(nodeIds[0], ids);
     expect(doomed).toHaveLength(2);
@@ -117,14 +125,14 @@ describe("gpu cluster - scheduler and three gpu-nodes over NATS", () => {
       message: "the killed node's jobs failed",
     });
     expect(Date.now() - killedAt).toBeLessThan(NODE_TIMEOUT_S * 1000 + 3000);
-    for (const job of await jobsOf(doomed)) expect(job.errorMessage).toMatch(new RegExp(`GPU node ${nodeIds[0]} was lost`));
+    for (const job of await jobsOf(doomed)) expect(job.errorMessage).toMatch(new RegExp(`GPU node ${labelOf(nodeIds[0])} was lost`));
 
     const survivors = ids.filter((id) => !doomed.includes(id));
     await waitFor(async () => (await jobsOf(survivors)).every((j) => j.status === "completed"), { timeoutMs: 10_000, message: "the others completed" });
     for (const job of await jobsOf(survivors)) expect(job.result).toEqual({ exitCode: 0, output: "done\n" });
     const after = await clusterStatus();
     expect(after.cluster.totalGpus).toBe(4);
-    expect(after.cluster.gpus.some((g: any) => g.nodeId === nodeIds[0])).toBe(false);
+    expect(after.cluster.gpus.some((g: any) => g.nodeId === labelOf(nodeIds[0]))).toBe(false);
   });
 
   test("gpu cluster - scheduler killed mid-burst and restarted: every job ends, none lost, none run twice", async () => {

@@ -4,8 +4,6 @@
  * provider request (the gateway calls inference.abort on the serving node).
  */
 import { Client } from "pg";
-import { randomUUID } from "crypto";
-import { signAccessToken } from "../../lib/jwt";
 import { ChildService, http, NATS_URL, spawnServices, startTestPlatform, testDatabaseUrl, TestPlatform, uniqueName, waitFor, waitForRoute } from "../support/platform";
 import { OllamaStandin } from "../support/provider-standins";
 import { openSse } from "../support/sse";
@@ -15,7 +13,7 @@ describe("inference - streaming over NATS", () => {
   let child: ChildService;
   let platform: TestPlatform;
   let db: Client;
-  const token = signAccessToken(randomUUID(), "client");
+  let token = ""; // a JWT of a registered account: tokens of accounts that do not exist are refused
   const sse = () => openSse(`${platform.baseUrl}/api/models/infer`, { token, body: { model: "llama3.2:1b", prompt: "hi", stream: true } });
 
   beforeAll(async () => {
@@ -23,12 +21,14 @@ describe("inference - streaming over NATS", () => {
     const namespace = uniqueName("t");
     const databaseUrl = testDatabaseUrl();
     child = spawnServices(["inference"], { TRANSPORTER: NATS_URL, NAMESPACE: namespace, DATABASE_URL: databaseUrl, OLLAMA_URL: ollama.url });
-    platform = await startTestPlatform({ services: ["api-gateway"], transporter: NATS_URL, namespace, databaseUrl });
+    platform = await startTestPlatform({ services: ["api-gateway", "auth"], transporter: NATS_URL, namespace, databaseUrl });
     await waitForRoute(platform.baseUrl, "GET", "/api/models/health", 30_000).catch((err) => {
       throw new Error(`${err.message}\n${child.output()}`);
     });
     db = new Client({ connectionString: databaseUrl });
     await db.connect();
+    const reg = await http(platform.baseUrl, "POST", "/api/auth/register", { body: { email: `${uniqueName("nats")}@example.com`, name: "N", password: "password-123" } });
+    token = reg.body.accessToken;
   });
 
   afterAll(async () => {

@@ -6,6 +6,7 @@
 import { ChildProcess, spawn, spawnSync } from "child_process";
 import fs from "fs";
 import path from "path";
+import { generateCallerKeyPair } from "../../lib/caller-token";
 import { dropDatabase, http, ROOT, testDatabaseUrl, uniqueName, waitFor, freePort } from "../support/platform";
 
 
@@ -38,6 +39,8 @@ describe("ops - the compiled entry point the image runs", () => {
         NODE_ENV: "production",
         SERVICES: "api-gateway,auth",
         JWT_SECRET: "image-test-secret",
+        // Production needs the caller-token key (the verify key is derived from it in this process).
+        CALLER_SIGNING_KEY: generateCallerKeyPair().signingKey,
         DATABASE_URL: databaseUrl,
         NAMESPACE: uniqueName("t"),
         SCRYPT_LOG_N: "14",

@@ -3,12 +3,14 @@
  * a platform running dbaas against it, tenant connections, and removal of everything a test
  * platform created there (only objects carrying that platform's marker).
  */
+import { spawnSync } from "child_process";
 import { randomUUID } from "crypto";
 import { Client } from "pg";
 import type { Caller } from "../../lib/identity";
-import { startTestPlatform, TestPlatform } from "../support/platform";
+import { liveCallerMeta } from "../../lib/caller-keys";
+import { startTestPlatform, TENANT_ADMIN_URL, TestPlatform } from "../support/platform";
 
-export const TENANT_ADMIN_URL = process.env.TEST_TENANT_ADMIN_URL || "postgresql://ci_admin:ci-tenant-admin@127.0.0.1:5433/postgres";
+export { TENANT_ADMIN_URL };
 
 const tenantUrl = new URL(TENANT_ADMIN_URL);
 
@@ -20,6 +22,7 @@ export function tenantEnv(extra: Record<string, string> = {}): Record<string, st
     DBAAS_PUBLIC_PORT: tenantUrl.port || "5432",
     DBAAS_QUOTA_CHECK_S: "3600", // tests trigger checks themselves
     DBAAS_RECONCILE_S: "3600",
+    DBAAS_QUOTA_NEAR_CHECK_S: "3600",
     ...extra,
   };
 }
@@ -28,7 +31,8 @@ export async function startDbaasPlatform(opts: { services?: string[]; env?: Reco
   return startTestPlatform({ services: opts.services ?? ["dbaas"], env: tenantEnv(opts.env), transporter: opts.transporter });
 }
 
-export const callerMeta = (clientId: string = randomUUID()): { caller: Caller } => ({ caller: { clientId, role: "client", via: "jwt" } });
+// Signed like the gateway's (and kept fresh): services take the caller from the token only (middlewares/auth.middleware.ts).
+export const callerMeta = (clientId: string = randomUUID()): { caller: Caller; callerToken: string } => liveCallerMeta({ clientId, role: "client", via: "jwt" });
 
 /** Runs `work` on a fresh connection as the tenant admin (to `database`, default postgres). */
 export async function asAdmin<T>(work: (client: Client) => Promise<T>, database = "postgres"): Promise<T> {
@@ -108,4 +112,16 @@ export async function stopDbaasPlatform(platform: TestPlatform | undefined): Pro
   const marker = await markerOf(platform).catch(() => undefined);
   await platform.stop();
   if (marker) await purgeMarked(marker);
+}
+
+/** Runs `sql` with the real psql client (no .psqlrc, stop on the first error): its exit code and output. */
+export function psql(connectionString: string, ...commands: string[]): { status: number; stdout: string; stderr: string } {
+  const args = ["-X", "-v", "ON_ERROR_STOP=1", "-At", connectionString, ...commands.flatMap((c) => ["-c", c])];
+  const run = spawnSync("psql", args, { encoding: "utf8", timeout: 30_000 });
+  return { status: run.status ?? -1, stdout: run.stdout, stderr: run.stderr };
+}
+
+/** The size of a database on the tenant cluster, in bytes. */
+export async function databaseBytes(databaseName: string): Promise<number> {
+  return asAdmin(async (c) => Number((await c.query("SELECT pg_database_size($1) AS bytes", [databaseName])).rows[0].bytes));
 }

@@ -9,6 +9,7 @@ import path from "path";
 import { ServiceBroker } from "moleculer";
 import { HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL, JobEvent, NodeHeartbeat, OUTPUT_TAIL_BYTES } from "../../lib/gpu-protocol";
 import { brokerConfig } from "../../moleculer.config";
+import { perSenderChannel } from "../../lib/channels";
 import type { NodeCard } from "../../services/gpu-node/discovery";
 import { ContainerContext, DockerExecutor, LABEL_JOB, LABEL_NAMESPACE } from "../../services/gpu-node/docker-executor";
 import type { JobLimits, RunningJob } from "../../services/gpu-node/job";
@@ -39,7 +40,8 @@ describe("gpu-node docker executor", () => {
   beforeEach(() => {
     logDir = mkdtempSync(path.join(os.tmpdir(), "gpu-node-docker-"));
     limits = { timeoutS: 30, graceS: 1, logDir };
-    context = { nodeId: "node-a", namespace, defaultImage: TEST_JOB_IMAGE, limits: { memoryMb: 256, cpus: 1, pids: 64, network: "none" } };
+    // The local test image reads as docker.io; 127.0.0.1:9 is a test-only registry (nothing listens there).
+    context = { nodeId: "node-a", namespace, defaultImage: TEST_JOB_IMAGE, limits: { memoryMb: 256, cpus: 1, pids: 64, network: "none" }, allowedRegistries: ["docker.io", "127.0.0.1:9"] };
   });
 
   afterEach(() => rmSync(logDir, { recursive: true, force: true }));
@@ -205,7 +207,7 @@ describe("gpu-node docker executor", () => {
     const sink = new ServiceBroker({ ...brokerConfig(), transporter: NATS_URL, namespace: first.namespace, nodeID: uniqueName("sink") });
     sink.createService({
       name: "sink",
-      channels: { [JOB_EVENTS_CHANNEL]: { group: "sink", handler: (e: JobEvent) => void events.push(e) } },
+      channels: { [perSenderChannel(JOB_EVENTS_CHANNEL)]: { group: "sink", handler: (e: JobEvent) => void events.push(e) } },
       events: { [HEARTBEAT_EVENT]: (hb: NodeHeartbeat) => void heartbeats.push(hb) },
     } as never);
     await sink.start();

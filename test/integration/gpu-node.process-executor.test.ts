@@ -1,26 +1,26 @@
-/** The process executor with real shells and process groups. */
+/**
+ * The process executor with real bubblewrap sandboxes, shells and process groups (and once
+ * unisolated, as GPU_UNSAFE_UNISOLATED_JOBS runs it). Hostile jobs: test/security/sandbox.test.ts.
+ */
 import { mkdtempSync, readFileSync, rmSync } from "fs";
 import os from "os";
 import path from "path";
 import type { NodeCard } from "../../services/gpu-node/discovery";
 import type { JobLimits } from "../../services/gpu-node/job";
 import { readLogPage } from "../../services/gpu-node/output";
-import { ProcessExecutor } from "../../services/gpu-node/process-executor";
+import { ProcessExecutor, ProcessIsolation, probeSandbox } from "../../services/gpu-node/process-executor";
 import { uniqueName, waitFor } from "../support/platform";
+import { hostPidsRunning, testSandbox } from "../support/sandbox";
 
 const card: NodeCard = { uuid: "GPU-sim-test-0", index: 0, name: "Test GPU", memoryTotal: 1024, memoryUsed: 0, utilization: 0, temperature: 30, simulated: true };
 
-/** Running, not a zombie waiting for its reaper (Linux /proc). */
-const alive = (pid: number) => {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
-  } catch {
-    return false;
-  }
-};
+/** A sleep no other process on the machine runs: its host pids are the job's. */
+const uniqueSleep = () => String(300_000 + Math.floor(Math.random() * 600_000));
 
-describe("gpu-node process executor", () => {
+describe.each([
+  ["sandboxed", () => testSandbox()],
+  ["unisolated", (): ProcessIsolation => ({ kind: "unisolated" })],
+])("gpu-node process executor (%s)", (mode, isolation) => {
   let logDir: string;
   let limits: JobLimits;
   let executor: ProcessExecutor;
@@ -29,11 +29,11 @@ describe("gpu-node process executor", () => {
   beforeEach(() => {
     logDir = mkdtempSync(path.join(os.tmpdir(), "gpu-node-proc-"));
     limits = { timeoutS: 30, graceS: 1, logDir };
-    executor = new ProcessExecutor(() => limits);
+    executor = new ProcessExecutor(() => limits, isolation());
   });
   afterEach(() => rmSync(logDir, { recursive: true, force: true }));
 
-  test("gpu-node process executor - stdout and stderr in the order written, exit code 0", async () => {
+  test(`gpu-node process executor (${mode}) - stdout and stderr in the order written, exit code 0`, async () => {
     const job = run("echo one; echo two >&2; echo three");
     expect(await job.started).toBe(true);
     expect(await job.outcome).toEqual({ type: "finished", exitCode: 0, output: "one\ntwo\nthree\n" });
@@ -45,11 +45,11 @@ describe("gpu-node process executor", () => {
     ["false", 1],
     ["kill -9 $$", 137],
     ["no-such-command-here", 127],
-  ])("gpu-node process executor - `%s` ends with exit code %i", async (command, exitCode) => {
+  ])(`gpu-node process executor (${mode}) - \`%s\` ends with exit code %i`, async (command, exitCode) => {
     expect(await run(command).outcome).toMatchObject({ type: "finished", exitCode });
   });
 
-  test("gpu-node process executor - env has CUDA_VISIBLE_DEVICES and nothing of the node's own, no NVIDIA_*", async () => {
+  test(`gpu-node process executor (${mode}) - env has CUDA_VISIBLE_DEVICES and nothing of the node's own, no NVIDIA_*`, async () => {
     process.env.NVIDIA_VISIBLE_DEVICES = "all";
     process.env.GPU_NODE_SECRET_FOR_TEST = "must-not-leak";
     try {
@@ -59,50 +59,119 @@ describe("gpu-node process executor", () => {
       expect(env.CUDA_VISIBLE_DEVICES).toBe(card.uuid);
       expect(Object.keys(env).filter((k) => k.startsWith("NVIDIA_"))).toEqual([]);
       expect(env.GPU_NODE_SECRET_FOR_TEST).toBeUndefined();
-      expect(env.HOME).toMatch(/ci-job-/);
+      // Sandboxed: a private tmpfs at /tmp, as in a container; unisolated: a fresh folder of its own.
+      expect(env.HOME).toMatch(mode === "sandboxed" ? /^\/tmp$/ : /ci-job-/);
     } finally {
       delete process.env.NVIDIA_VISIBLE_DEVICES;
       delete process.env.GPU_NODE_SECRET_FOR_TEST;
     }
   });
 
-  test("gpu-node process executor - cancel kills the whole process group, even children ignoring SIGTERM", async () => {
-    const pidFile = path.join(logDir, "pids");
+  test(`gpu-node process executor (${mode}) - cancel kills every process of the job, even children ignoring SIGTERM`, async () => {
+    const [bg, fg] = [uniqueSleep(), uniqueSleep()];
     // A background child that ignores SIGTERM, and a foreground sleep.
-    const job = run(`(trap '' TERM; sleep 300) & echo $! > ${pidFile}; echo $$ >> ${pidFile}; echo running; sleep 300`);
+    const job = run(`(trap '' TERM; sleep ${bg}) & echo running; sleep ${fg}`);
     expect(await job.started).toBe(true);
-    const pids = await waitFor(
-      () => {
-        try {
-          const list = readFileSync(pidFile, "utf8").trim().split("\n").map(Number);
-          return list.length === 2 ? list : false;
-        } catch {
-          return false;
-        }
-      },
-      { message: "the job's pids" },
-    );
-    expect(pids.every(alive)).toBe(true);
+    const pids = await waitFor(() => {
+      const found = [...hostPidsRunning(["sleep", bg]), ...hostPidsRunning(["sleep", fg])];
+      return found.length === 2 ? found : false;
+    }, { message: "the job's two sleeps on the host" });
     expect(await job.stop("cancel")).toBe(true);
     const outcome = await job.outcome;
     expect(outcome).toMatchObject({ type: "cancelled", output: "running\n" });
-    await waitFor(() => pids.every((pid) => !alive(pid)), { timeoutMs: 5000, message: "every process of the group to be gone" });
+    expect(pids).toHaveLength(2);
+    await waitFor(() => hostPidsRunning(["sleep", bg]).length + hostPidsRunning(["sleep", fg]).length === 0, { timeoutMs: 5000, message: "every process of the job to be gone" });
     expect(await job.stop("cancel")).toBe(false); // already ended
   });
 
-  test("gpu-node process executor - background processes left behind end with the job", async () => {
-    const pidFile = path.join(logDir, "bg");
-    const outcome = await run(`sleep 300 & echo $! > ${pidFile}; echo done`).outcome;
-    expect(outcome).toMatchObject({ type: "finished", exitCode: 0, output: "done\n" });
-    const pid = Number(readFileSync(pidFile, "utf8"));
-    await waitFor(() => !alive(pid), { timeoutMs: 5000, message: "the background sleep to be killed" });
+  test(`gpu-node process executor (${mode}) - SIGTERM reaches the job first: a trap runs within the grace period`, async () => {
+    limits = { ...limits, graceS: 5 };
+    const job = run("trap 'echo got-term; exit 0' TERM; echo ready; while :; do sleep 0.1; done");
+    await waitFor(async () => (await readLogPage(logDir, job.jobId))?.text.includes("ready"), { message: "the job to run" });
+    const stopping = Date.now();
+    await job.stop("cancel");
+    const outcome = await job.outcome;
+    expect(outcome).toMatchObject({ type: "cancelled" });
+    expect(outcome!.output).toMatch(/^ready\n(Terminated\n)?got-term\n$/); // the shell may report its killed sleep
+    expect(Date.now() - stopping).toBeLessThan(4000); // ended by its trap, not by the SIGKILL after 5 s
   });
 
-  test("gpu-node process executor - the time limit stops and fails the job", async () => {
+  test(`gpu-node process executor (${mode}) - background processes left behind end with the job`, async () => {
+    const bg = uniqueSleep();
+    const outcome = await run(`sleep ${bg} & echo done`).outcome;
+    expect(outcome).toMatchObject({ type: "finished", exitCode: 0, output: "done\n" });
+    await waitFor(() => hostPidsRunning(["sleep", bg]).length === 0, { timeoutMs: 5000, message: "the background sleep to be killed" });
+  });
+
+  test(`gpu-node process executor (${mode}) - the time limit stops and fails the job`, async () => {
     limits = { ...limits, timeoutS: 0.5 };
     const started = Date.now();
     const outcome = await run("echo working; sleep 300").outcome;
     expect(outcome).toMatchObject({ type: "failed", errorMessage: "Job exceeded the time limit of 0.5 s", output: "working\n" });
     expect(Date.now() - started).toBeLessThan(5000);
+  });
+});
+
+describe("gpu-node process executor - sandbox probe and limits", () => {
+  test("gpu-node process executor - seen from the host, a sandboxed job runs as uid/gid 65534, not as the node's user", async () => {
+    const logDir = mkdtempSync(path.join(os.tmpdir(), "gpu-node-proc-"));
+    try {
+      const executor = new ProcessExecutor(() => ({ timeoutS: 30, graceS: 1, logDir }), testSandbox());
+      const marker = String(300_000 + Math.floor(Math.random() * 600_000));
+      const job = executor.run({ jobId: uniqueName("job"), card, command: `sleep ${marker}` });
+      const [pid] = await waitFor(() => hostPidsRunning(["sleep", marker]).length > 0 && hostPidsRunning(["sleep", marker]), { message: "the job's sleep" });
+      try {
+        const field = (name: string) => new RegExp(`^${name}:[ \t]*(.*)$`, "m").exec(readFileSync(`/proc/${pid}/status`, "utf8"))![1].trim();
+        expect(field("Uid").split(/\s+/)).toEqual(["65534", "65534", "65534", "65534"]);
+        expect(field("Gid").split(/\s+/)).toEqual(["65534", "65534", "65534", "65534"]);
+        expect(field("Groups")).toBe(""); // the node's supplementary groups are dropped too
+      } finally {
+        await job.stop("cancel");
+      }
+      expect(await job.outcome).toMatchObject({ type: "cancelled" });
+    } finally {
+      rmSync(logDir, { recursive: true, force: true });
+    }
+  });
+
+  test("gpu-node process executor - the probe passes with a working bwrap and names the failure of a broken one", async () => {
+    expect(await probeSandbox(testSandbox())).toBeNull();
+    expect(await probeSandbox(testSandbox({ bwrap: "/bin/false" }))).toMatch(/^\/bin\/false failed \(exit 1\)/);
+    expect(await probeSandbox(testSandbox({ bwrap: "/nonexistent/bwrap" }))).toMatch(/could not be started/);
+  });
+
+  test("gpu-node process executor - inside the sandbox: the job's uid, no capabilities, a bounded private /tmp, process limit", async () => {
+    const logDir = mkdtempSync(path.join(os.tmpdir(), "gpu-node-proc-"));
+    try {
+      const executor = new ProcessExecutor(() => ({ timeoutS: 30, graceS: 1, logDir }), testSandbox({ limits: { processes: 16, memoryBytes: 256 << 20, tmpBytes: 8 << 20 } }));
+      const outcome = await executor.run({
+        jobId: uniqueName("job"),
+        card,
+        command: [
+          "id -u; id -g; pwd; hostname",
+          "grep -E '^(CapEff|NoNewPrivs)' /proc/self/status",
+          "touch /usr/x 2>/dev/null || echo usr-read-only",
+          "dd if=/dev/zero of=/tmp/fill bs=1M count=16 2>/dev/null || echo tmp-full",
+          "prlimit --nproc --data --noheadings --output SOFT",
+          "unshare -U -r true 2>/dev/null || echo no-nested-userns",
+        ].join("; "),
+      }).outcome;
+      expect(outcome).toMatchObject({ type: "finished", exitCode: 0 });
+      expect(outcome!.output.trim().split("\n").map((l) => l.trim())).toEqual([
+        "65534",
+        "65534",
+        "/tmp",
+        "ci-job",
+        "CapEff:\t0000000000000000",
+        "NoNewPrivs:\t1",
+        "usr-read-only",
+        "tmp-full",
+        "16",
+        String(256 << 20),
+        "no-nested-userns",
+      ]);
+    } finally {
+      rmSync(logDir, { recursive: true, force: true });
+    }
   });
 });

@@ -2,12 +2,13 @@
  * The gpu-node service on a broker over real NATS (process executor, simulated cards): heartbeats,
  * job events on the durable JetStream channel, cancel, input checks, durability, shutdown.
  */
-import { mkdtempSync, rmSync } from "fs";
+import { existsSync, mkdtempSync, rmSync } from "fs";
 import os from "os";
 import path from "path";
 import { ServiceBroker } from "moleculer";
-import { HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL, JobEvent, NodeHeartbeat } from "../../lib/gpu-protocol";
+import { HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL, JobEvent, LogsPage, NodeHeartbeat } from "../../lib/gpu-protocol";
 import { brokerConfig } from "../../moleculer.config";
+import { perSenderChannel } from "../../lib/channels";
 import { NATS_URL, startTestPlatform, TestPlatform, uniqueName, waitFor } from "../support/platform";
 
 type Sink = { broker: ServiceBroker; events: JobEvent[]; heartbeats: NodeHeartbeat[] };
@@ -19,7 +20,7 @@ async function startSink(namespace: string): Promise<Sink> {
   const broker = new ServiceBroker({ ...brokerConfig(), transporter: NATS_URL, namespace, nodeID: uniqueName("sink") });
   broker.createService({
     name: "sink",
-    channels: { [JOB_EVENTS_CHANNEL]: { group: "sink", handler: (event: JobEvent) => void events.push(event) } },
+    channels: { [perSenderChannel(JOB_EVENTS_CHANNEL)]: { group: "sink", handler: (event: JobEvent) => void events.push(event) } },
     events: { [HEARTBEAT_EVENT]: (hb: NodeHeartbeat) => void heartbeats.push(hb) },
   } as never);
   await broker.start();
@@ -33,7 +34,7 @@ describe("gpu-node service over NATS", () => {
   let logDir: string;
   const sinks: Sink[] = [];
 
-  async function startNode(namespace?: string): Promise<TestPlatform> {
+  async function startNode(namespace?: string, extraEnv: Record<string, string> = {}): Promise<TestPlatform> {
     logDir = mkdtempSync(path.join(os.tmpdir(), "gpu-node-svc-"));
     return startTestPlatform({
       services: ["gpu-node"],
@@ -46,6 +47,7 @@ describe("gpu-node service over NATS", () => {
         GPU_HEARTBEAT_S: "0.2",
         GPU_STOP_GRACE_S: "1",
         GPU_JOB_LOG_DIR: logDir,
+        ...extraEnv,
       },
     });
   }
@@ -105,7 +107,7 @@ describe("gpu-node service over NATS", () => {
     expect(started).toMatchObject({ type: "started", jobId, nodeId: platform.broker.nodeID, gpuUuid: card.uuid });
     expect(finished).toMatchObject({ type: "finished", jobId, gpuUuid: card.uuid, exitCode: 3, output: "hello\noops\n" });
     expect(Date.parse(finished.at)).toBeGreaterThanOrEqual(Date.parse(started.at));
-    expect(await call("logs", { jobId })).toEqual({ text: "hello\noops\n", offset: 0, nextOffset: null, totalBytes: 11 });
+    expect(await call("logs", { jobId })).toEqual({ data: Buffer.from("hello\noops\n").toString("base64"), offset: 0, nextOffset: null, totalBytes: 11 });
     await expect(call("logs", { jobId: "never-ran-here" })).rejects.toMatchObject({ code: 404, type: "NOT_FOUND" });
   });
 
@@ -185,5 +187,69 @@ describe("gpu-node service over NATS", () => {
     await stopping.stop();
     const failed = await waitFor(() => eventsOf(s, jobId).find((e) => e.type === "failed"), { message: "failed after the node stopped" });
     expect(failed).toMatchObject({ errorMessage: "The GPU node stopped while the job was running", output: "long\n" });
+  });
+
+  /** Reads a job's whole log from the node, page by page, as bytes. */
+  async function wholeLog(jobId: string, limit?: number): Promise<{ bytes: Buffer; pages: number }> {
+    const parts: Buffer[] = [];
+    let offset: number | null = 0;
+    while (offset !== null) {
+      const page: LogsPage = await call("logs", { jobId, offset, limit });
+      parts.push(Buffer.from(page.data, "base64"));
+      offset = page.nextOffset;
+    }
+    return { bytes: Buffer.concat(parts), pages: parts.length };
+  }
+
+  test("gpu-node service - a job printing NUL and invalid UTF-8: readable output, exact bytes in base64 and in the log", async () => {
+    platform = await startNode();
+    const s = await sink();
+    const [card] = await cardsOf(s);
+    const jobId = uniqueName("job");
+    await call("run", { jobId, gpuUuid: card.uuid, command: "printf 'a\\000b\\377c\\n'" });
+    const finished = await waitFor(() => eventsOf(s, jobId).find((e) => e.type === "finished"), { message: "finished" });
+    const bytes = Buffer.from([0x61, 0x00, 0x62, 0xff, 0x63, 0x0a]);
+    expect(finished).toMatchObject({ exitCode: 0, output: "a\ufffdb\ufffdc\n" });
+    expect(finished.type === "finished" && Buffer.from(finished.outputBase64!, "base64").equals(bytes)).toBe(true);
+    expect((await wholeLog(jobId)).bytes.equals(bytes)).toBe(true);
+  });
+
+  test("gpu-node service - output over GPU_JOB_OUTPUT_MAX_MB: log capped with a complete note, the result is the true tail", async () => {
+    platform = await startNode(undefined, { GPU_JOB_OUTPUT_MAX_MB: "1" });
+    const s = await sink();
+    const [card] = await cardsOf(s);
+    const jobId = uniqueName("job");
+    // 3 MiB of lines, then a last line the result must end with.
+    await call("run", { jobId, gpuUuid: card.uuid, command: "yes 0123456789abcdef | head -c 3145728; echo; echo THE-REAL-LAST-LINE" });
+    const finished = await waitFor(() => eventsOf(s, jobId).find((e) => e.type === "finished"), { message: "finished", timeoutMs: 30_000 });
+    const omitted = 3145728 + 1 + "THE-REAL-LAST-LINE\n".length - 1024 * 1024;
+    const note = `[ci-platform: output truncated: ${omitted} bytes omitted after the first 1048576 bytes`;
+    expect(finished.output.startsWith(note)).toBe(true);
+    expect(finished.output.endsWith("\nTHE-REAL-LAST-LINE\n")).toBe(true);
+    const { bytes, pages } = await wholeLog(jobId, 64 * 1024);
+    expect(pages).toBeGreaterThan(16);
+    const text = bytes.toString();
+    expect(bytes.length).toBeLessThan(1024 * 1024 + 1024);
+    expect(text.startsWith("0123456789abcdef\n")).toBe(true);
+    expect(text.endsWith(`${note} (the node's cap, GPU_JOB_OUTPUT_MAX_MB); the job result holds the last 65536 bytes]\n`)).toBe(true);
+    expect(text).not.toContain("THE-REAL-LAST-LINE");
+  });
+
+  test("gpu-node service - logs beyond GPU_JOB_LOG_MAX_TOTAL_MB: the oldest finished job's log goes first", async () => {
+    platform = await startNode(undefined, { GPU_JOB_LOG_MAX_TOTAL_MB: "1.5" });
+    const s = await sink();
+    const [card] = await cardsOf(s);
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const jobId = uniqueName(`job${i}`);
+      ids.push(jobId);
+      await call("run", { jobId, gpuUuid: card.uuid, command: "head -c 700000 /dev/zero | tr '\\0' x" });
+      await waitFor(() => eventsOf(s, jobId).some((e) => e.type === "finished"), { message: `job ${i} finished`, timeoutMs: 20_000 });
+      await waitFor(() => s.heartbeats.at(-1)!.runningJobIds.length === 0, { message: "the card to be free" });
+    }
+    // 3 × 700 kB > 1.5 MiB: after the third, the first log is gone and the last two are kept.
+    await waitFor(() => !existsSync(path.join(logDir, `${ids[0]}.log`)), { message: "the oldest log pruned" });
+    await expect(call("logs", { jobId: ids[0] })).rejects.toMatchObject({ type: "NOT_FOUND" });
+    for (const jobId of ids.slice(1)) expect((await wholeLog(jobId)).bytes.length).toBe(700000);
   });
 });

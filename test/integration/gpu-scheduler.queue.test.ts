@@ -12,7 +12,10 @@ import type { JobEvent, NodeHeartbeat, RunJobParams } from "../../lib/gpu-protoc
 import { JobsRepository } from "../../services/gpu-scheduler/jobs.repository";
 import { PlacementRepository, QueuedRow } from "../../services/gpu-scheduler/placement.repository";
 import { migrations } from "../../services/gpu-scheduler/migrations";
-import { Clock, NodeClient, Scheduler } from "../../services/gpu-scheduler/scheduler";
+import { Clock, NodeClient, Scheduler, UNSTORABLE_EVENT_MESSAGE } from "../../services/gpu-scheduler/scheduler";
+import { JobLogs } from "../../services/gpu-scheduler/job-logs";
+import { asJobEvent } from "../../services/gpu-scheduler/protocol-guards";
+import { encodeOutput } from "../../lib/output-encoding";
 import { dropDatabase, testDatabaseUrl, waitFor } from "../support/platform";
 
 const quiet = { trace() {}, debug() {}, info() {}, warn() {}, error() {}, fatal() {} } as unknown as LoggerInstance;
@@ -47,9 +50,6 @@ class FakeNodes implements NodeClient {
     const card = [...this.onCard].find(([, j]) => j === jobId)?.[0];
     if (card) this.onCard.delete(card);
     return { stopped: card !== undefined };
-  }
-  async logs(_nodeId: string, jobId: string) {
-    return `whole output of ${jobId}`;
   }
   /** The job ends on its card (the card is free on the node before the event is sent). */
   finish(gpuUuid: string) {
@@ -353,5 +353,87 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     await waitFor(async () => (await statusOf(b.id)) === "running", { message: "b running via the survivor" });
     await survivor.stop();
     await dying.stop();
+  });
+
+  /** Places one job per card of node n1 and waits until each runs; returns their runs. */
+  async function runningJobs(s: Scheduler, nodes: FakeNodes, cards: string[]) {
+    await s.heartbeat(heartbeat("n1", cards));
+    const ids = [];
+    for (const _ of cards) ids.push((await newJob()).id);
+    await s.schedule();
+    for (const id of ids) await waitFor(async () => (await statusOf(id)) === "running", { message: `job ${id} running` });
+    return ids.map((id) => nodes.runs.find((r) => r.jobId === id)!);
+  }
+
+  test("gpu-scheduler queue - a job that printed NUL and invalid UTF-8 completes with its bytes kept losslessly", async () => {
+    const nodes = new FakeNodes();
+    const s = replica(nodes);
+    const [run] = await runningJobs(s, nodes, ["a0"]);
+    const bytes = Buffer.from([0x6f, 0x6b, 0x00, 0xff, 0x0a]);
+    const sent = asJobEvent({ ...event("finished", run, new Date()), ...encodeOutput(bytes) })!;
+    await s.applyEvent(sent);
+    const row = await repo.find(run.jobId);
+    expect(row).toMatchObject({ status: "completed", holding: false, output: "ok\ufffd\ufffd\n" });
+    expect(Buffer.from(row!.output_base64!, "base64").equals(bytes)).toBe(true);
+    const page = await new JobLogs({ logPage: () => Promise.reject(new Error("node gone")) }, { has: () => true }).first(row!);
+    expect(Buffer.from(page.data, "base64").equals(bytes)).toBe(true); // the logs fallback returns the raw bytes
+    await s.stop();
+  });
+
+  test("gpu-scheduler queue - an event the database refuses fails its job and frees its card; the rest of the batch applies", async () => {
+    const nodes = new FakeNodes();
+    const s = replica(nodes);
+    const [bad, good] = await runningJobs(s, nodes, ["a0", "a1"]);
+    // A raw NUL straight past the shape check: jsonb refuses it, as it did before the guard.
+    const unstorable = { ...event("finished", bad, new Date()), output: "x\u0000y" } as JobEvent;
+    await Promise.all([s.applyEvent(unstorable), s.applyEvent(event("finished", good, new Date()))]);
+    expect(await repo.find(bad.jobId)).toMatchObject({ status: "failed", holding: false, error_message: UNSTORABLE_EVENT_MESSAGE });
+    expect(await repo.find(good.jobId)).toMatchObject({ status: "completed", holding: false, output: `out ${good.jobId}` });
+    // The freed card takes the next job at once.
+    const next = await newJob();
+    await s.schedule();
+    await waitFor(async () => (await statusOf(next.id)) === "running", { message: "the next job on the freed card" });
+    await s.stop();
+  });
+
+  test("gpu-scheduler queue - an event given up after its last delivery fails its job and frees its card; one for another node changes nothing", async () => {
+    const nodes = new FakeNodes();
+    const s = replica(nodes);
+    const [run] = await runningJobs(s, nodes, ["a0"]);
+    const finished = event("finished", run, new Date());
+    await s.giveUpOnEvent({ ...finished, nodeId: "n-other" }, new Error("boom"));
+    expect(await repo.find(run.jobId)).toMatchObject({ status: "running", holding: true });
+    await s.giveUpOnEvent(finished, new Error("boom"));
+    expect(await repo.find(run.jobId)).toMatchObject({ status: "failed", holding: false, error_message: UNSTORABLE_EVENT_MESSAGE });
+    await s.stop();
+  });
+
+  test("gpu-scheduler queue - logs come page by page from the node, and from the kept result once the node is gone", async () => {
+    const nodes = new FakeNodes();
+    const s = replica(nodes);
+    const [run] = await runningJobs(s, nodes, ["a0"]);
+    await s.applyEvent(event("finished", run, new Date()));
+    const row = (await repo.find(run.jobId))!;
+    const file = Buffer.from("0123456789");
+    const asked: number[] = [];
+    const logPage = async (_node: string, _job: string, offset: number) => {
+      asked.push(offset);
+      const end = Math.min(file.length, offset + 4);
+      return { data: file.subarray(offset, end).toString("base64"), offset, nextOffset: end < file.length ? end : null, totalBytes: file.length };
+    };
+    let live = true;
+    const logs = new JobLogs({ logPage }, { has: () => live });
+    let page = await logs.first(row);
+    let text = Buffer.from(page.data, "base64").toString();
+    while (page.next) {
+      page = await logs.page(row, page.next.source as "node", page.next.offset as number);
+      text += Buffer.from(page.data, "base64").toString();
+    }
+    expect(text).toBe("0123456789");
+    expect(asked).toEqual([0, 4, 8]);
+    live = false;
+    const kept = await logs.first(row);
+    expect(kept).toEqual({ data: Buffer.from(`out ${run.jobId}`).toString("base64"), next: null });
+    await s.stop();
   });
 });

@@ -7,6 +7,7 @@ import { randomUUID } from "crypto";
 import { Client } from "pg";
 import type { ServiceBroker } from "moleculer";
 import { createBroker } from "../../lib/runner";
+import { signedCallerMeta } from "../../lib/caller-keys";
 import { REDIS_URL, startTestPlatform, TestPlatform, uniqueName, waitFor } from "../support/platform";
 import { OllamaStandin, OpenAiStandin } from "../support/provider-standins";
 import { acquireRedis, releaseRedis } from "../../lib/redis";
@@ -20,7 +21,7 @@ describe("inference - service with two providers", () => {
   let db: Client;
   const completed: Array<Record<string, unknown>> = [];
   const caller = { clientId: randomUUID(), role: "client", via: "jwt" as const };
-  const call = <T = any>(action: string, params: Record<string, unknown> = {}) => platform.broker.call<T, Record<string, unknown>>(action, params, { meta: { caller } });
+  const call = <T = any>(action: string, params: Record<string, unknown> = {}) => platform.broker.call<T, Record<string, unknown>>(action, params, { meta: signedCallerMeta(caller) });
   const row = (id: string) => waitFor(async () => (await db.query<Row>("SELECT * FROM inference.inferences WHERE id = $1", [id])).rows[0], { message: `inference ${id} to be recorded` });
   const failureOf = async (work: Promise<unknown>) => {
     try {

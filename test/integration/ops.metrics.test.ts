@@ -69,8 +69,9 @@ describe("ops - Prometheus metrics after real traffic", () => {
   });
 
   it("ops - a gpu-node heartbeat becomes per-card GPU metrics", async () => {
+    // A node reports only its own cards: the heartbeat's nodeId is its sender's (here, this broker).
     const heartbeat: NodeHeartbeat = {
-      nodeId: "gpu-host-1",
+      nodeId: platform.broker.nodeID,
       executor: "process",
       runningJobIds: [],
       at: new Date().toISOString(),
@@ -81,11 +82,13 @@ describe("ops - Prometheus metrics after real traffic", () => {
     };
     await platform.broker.emit(HEARTBEAT_EVENT, heartbeat);
     await platform.broker.emit(HEARTBEAT_EVENT, { nodeId: "broken", cards: [{ uuid: 1 }] }); // ignored, never thrown
+    await platform.broker.emit(HEARTBEAT_EVENT, { ...heartbeat, nodeId: "gpu-host-forged" }); // another node's id: ignored
     const samples = await waitFor(async () => {
       const s = await scrape();
       return find(s, "platform_gpu_utilization_percent").length === 2 ? s : false;
     }, { message: "GPU metrics" });
-    const card0 = { node: "gpu-host-1", gpu: "GPU-aaaa", index: "0", card: "NVIDIA GeForce RTX 3060" };
+    const card0 = { node: platform.broker.nodeID, gpu: "GPU-aaaa", index: "0", card: "NVIDIA GeForce RTX 3060" };
+    expect(samples.filter((x) => x.labels.node === "gpu-host-forged")).toEqual([]);
     expect(find(samples, "platform_gpu_utilization_percent", card0)[0].value).toBe(37);
     expect(find(samples, "platform_gpu_memory_used_mib", card0)[0].value).toBe(2048);
     expect(find(samples, "platform_gpu_memory_total_mib", card0)[0].value).toBe(12288);

@@ -15,6 +15,20 @@ export const ADMIN_PG_URL = process.env.TEST_PG_ADMIN_URL || "postgresql://postg
 export const NATS_URL = process.env.TEST_NATS_URL || "nats://127.0.0.1:4222";
 export const REDIS_URL = process.env.TEST_REDIS_URL || "redis://127.0.0.1:6379";
 export const ROOT = path.resolve(__dirname, "../..");
+/** The tenant cluster (.ci/setup.d/30-tenant-postgres.sh, scram): dbaas refuses the trust-auth main server. */
+export const TENANT_ADMIN_URL = process.env.TEST_TENANT_ADMIN_URL || "postgresql://ci_admin:ci-tenant-admin@127.0.0.1:5433/postgres";
+
+/** Where every test platform's dbaas provisions (a test may override any of these). */
+export function dbaasDefaults(): Record<string, string> {
+  const tenant = new URL(TENANT_ADMIN_URL);
+  return {
+    DBAAS_ADMIN_URL: TENANT_ADMIN_URL,
+    DBAAS_PUBLIC_HOST: tenant.hostname,
+    DBAAS_PUBLIC_PORT: tenant.port || "5432",
+    // Test files share the cluster's 200 connections: a smaller budget per account fits more at once.
+    DBAAS_CONNECTIONS_PER_ACCOUNT: "10",
+  };
+}
 
 export const uniqueName = (prefix: string) => `${prefix}_${randomBytes(5).toString("hex")}`;
 
@@ -113,6 +127,7 @@ export async function startTestPlatform(
     HEALTH_PORT: "0", // any free port: parallel platforms never collide
     METRICS_PORT: "0",
     SHUTDOWN_TIMEOUT_S: "5", // stop() waits for running actions at most this long
+    ...dbaasDefaults(),
     ...opts.env,
   };
   const saved: Record<string, string | undefined> = {};
@@ -163,7 +178,7 @@ export type ChildService = { proc: ChildProcess; output: () => string; stop(sign
 export function spawnServices(services: string[], env: Record<string, string>): ChildService {
   const proc = spawn(process.execPath, ["--import", "tsx", path.join(ROOT, "index.ts")], {
     cwd: ROOT,
-    env: { ...process.env, LOG_LEVEL: "warn", SCRYPT_LOG_N: "14", HEALTH_PORT: "0", METRICS_PORT: "0", SHUTDOWN_TIMEOUT_S: "5", ...env, SERVICES: services.join(",") },
+    env: { ...process.env, LOG_LEVEL: "warn", SCRYPT_LOG_N: "14", HEALTH_PORT: "0", METRICS_PORT: "0", SHUTDOWN_TIMEOUT_S: "5", ...dbaasDefaults(), ...env, SERVICES: services.join(",") },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";

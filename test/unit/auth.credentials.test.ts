@@ -34,10 +34,11 @@ describe("auth - API keys", () => {
 
 describe("auth - access tokens", () => {
   const secret = "unit-secret";
+  const id = "4b6f1c2e-0000-4000-8000-000000000001";
   it("auth - a signed token verifies, with sub, role, jti and a 24 h lifetime", () => {
-    const claims = verifyAccessToken(signAccessToken("c-1", "client", secret), secret);
+    const claims = verifyAccessToken(signAccessToken(id, "client", secret), secret);
     if ("error" in claims) throw new Error(claims.error);
-    expect(claims.sub).toBe("c-1");
+    expect(claims.sub).toBe(id);
     expect(claims.role).toBe("client");
     expect(claims.jti).toMatch(/^[0-9a-f-]{36}$/);
     expect(claims.exp - claims.iat).toBe(24 * 3600);
@@ -49,6 +50,24 @@ describe("auth - access tokens", () => {
   it("auth - another algorithm with the same secret is refused", () => {
     const hs512 = jwt.sign({ role: "client", jti: "x" }, secret, { algorithm: "HS512", subject: "c-1" });
     expect("error" in verifyAccessToken(hs512, secret)).toBe(true);
+  });
+  const now = Math.floor(Date.now() / 1000);
+  const rules: Array<[string, object, string]> = [
+    ["no exp", { iat: now }, "Access token must carry exp and iat"],
+    ["no iat", { exp: now + 60, noTimestamp: true }, "Access token must carry exp and iat"],
+    ["a 100-year exp", { iat: now, exp: now + 100 * 365 * 86_400 }, "Access token lifetime exceeds 24 hours"],
+    ["exp 24 h + 1 s after iat", { iat: now - 10, exp: now - 10 + 86_401 }, "Access token lifetime exceeds 24 hours"],
+    ["iat 2 minutes ahead", { iat: now + 120, exp: now + 3600 }, "Access token is issued in the future"],
+    ["a non-UUID sub", { iat: now, exp: now + 60, sub: "not-a-uuid" }, "Access token is malformed"],
+  ];
+  it.each(rules)("auth - %s is refused", (_name, claims, error) => {
+    const { noTimestamp, sub, ...rest } = claims as { noTimestamp?: boolean; sub?: string };
+    const token = jwt.sign({ role: "client", jti: "j", sub: sub ?? id, ...rest }, secret, { algorithm: "HS256", noTimestamp: noTimestamp ?? false });
+    expect(verifyAccessToken(token, secret)).toEqual({ error });
+  });
+  it("auth - iat within the 60 s clock skew and exactly 24 h of lifetime are accepted", () => {
+    const token = jwt.sign({ role: "client", jti: "j", sub: id, iat: now + 30, exp: now + 30 + 86_400 }, secret, { algorithm: "HS256" });
+    expect(verifyAccessToken(token, secret)).toMatchObject({ sub: id });
   });
   it("auth - an expired token says so", () => {
     const old = jwt.sign({ role: "client", jti: "x", exp: Math.floor(Date.now() / 1000) - 10 }, secret, { subject: "c-1" });

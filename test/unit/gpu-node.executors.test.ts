@@ -3,6 +3,10 @@ import type { NodeCard } from "../../services/gpu-node/discovery";
 import { containerSpec, ContainerContext, dockerMessage, pullFailureReason, LABEL_GPU, LABEL_JOB, LABEL_NAMESPACE, LABEL_NODE } from "../../services/gpu-node/docker-executor";
 import { EventOutbox } from "../../services/gpu-node/outbox";
 import { processJobEnv, withoutNvidiaVariables } from "../../services/gpu-node/process-executor";
+import { checkImage, DEFAULT_ALLOWED_REGISTRIES, isInternalAddress, parseAllowedRegistries, registryOf } from "../../services/gpu-node/registry-policy";
+import { planJobResources } from "../../services/gpu-node/resources";
+import { gpuDeviceNodes, HostLayout, identityFiles, PRLIMIT, sandboxArgs, SandboxOptions } from "../../services/gpu-node/sandbox";
+import { parseGpuInformation } from "../../services/gpu-node/discovery";
 
 const simulated: NodeCard = { uuid: "GPU-sim-1", index: 0, name: "RTX", memoryTotal: 12288, memoryUsed: 0, utilization: 0, temperature: 30, simulated: true };
 const real: NodeCard = { ...simulated, uuid: "GPU-2b9e4c7d-81a6-3f05-c7d2-5e0a91b4f368", simulated: false };
@@ -11,6 +15,7 @@ const context: ContainerContext = {
   namespace: "prod",
   defaultImage: "nvidia/cuda:12.4.1-base-ubuntu22.04",
   limits: { memoryMb: 2048, cpus: 1.5, pids: 256, network: "none" },
+  allowedRegistries: ["docker.io"],
 };
 
 describe("gpu-node executors - container request", () => {
@@ -82,7 +87,8 @@ describe("gpu-node executors - container request", () => {
     ["unknown tag", engine("manifest for busybox:nope not found: manifest unknown: manifest unknown"), "the image does not exist in its registry, or the registry requires credentials"],
     ["registry down", engine('Get "http://127.0.0.1:9/v2/": dial tcp 127.0.0.1:9: connect: connection refused'), "its registry could not be reached"],
     ["no DNS", engine('Get "https://registry-1.docker.io/v2/": dial tcp: lookup registry-1.docker.io on 10.0.0.2:53: no such host'), "its registry could not be reached"],
-    ["anything else, masked", engine("unexpected EOF from 192.168.1.9:443"), "unexpected EOF from <address>"],
+    ["anything else: a fixed sentence", engine("unexpected EOF from 192.168.1.9:443"), "its registry did not serve it"],
+    ["what a non-registry answered never shows", engine('Get "http://127.0.0.1:4222/v2/": net/http: HTTP/1.x transport connection broken: malformed HTTP response "INFO {\\"server_id\\":\\"N\\"}"'), "its registry did not serve it"],
   ])("gpu-node executors - pull failure reason: %s", (_name, err, expected) => {
     expect(pullFailureReason(err)).toBe(expected);
   });
@@ -133,5 +139,199 @@ describe("gpu-node executors - event outbox", () => {
     expect(await outbox.flush(30)).toBe(false);
     expect(outbox.close()).toEqual(["started", "finished"]);
     expect(() => outbox.push("late")).toThrow(/closed/);
+  });
+});
+
+describe("gpu-node executors - bubblewrap sandbox argv", () => {
+  const layout: HostLayout = {
+    symlinks: { "/bin": "usr/bin", "/lib": "usr/lib", "/lib64": "usr/lib64", "/sbin": "usr/sbin" },
+    directories: ["/usr"],
+    etc: ["ld.so.cache", "ssl"],
+    devices: ["/dev/nvidia3", "/dev/nvidiactl"],
+  };
+  const options: SandboxOptions = {
+    layout,
+    uid: 65534,
+    gid: 65534,
+    env: { PATH: "/usr/bin:/bin", CUDA_VISIBLE_DEVICES: "GPU-x" },
+    limits: { processes: 64, memoryBytes: 1 << 30, tmpBytes: 1 << 26 },
+    files: { "/etc/passwd": "/tmp/ci-job-1/passwd" },
+    argv: ["/bin/sh", "-c", "exec 2>&1; exec /bin/sh -c \"$1\"", "ci-job", "echo hi; cat /etc/shadow"],
+  };
+  const args = sandboxArgs(options);
+  /** Each `--flag a b` triple as "--flag a b", so a table can ask for it. */
+  const has = (...parts: string[]) => args.some((_, i) => parts.every((p, j) => args[i + j] === p));
+
+  test.each([
+    ["every namespace is new (user, PID, mount, network, IPC, UTS, cgroup)", ["--unshare-all"]],
+    ["a user namespace for certain, and none nested inside it", ["--unshare-user", "--disable-userns"]],
+    ["the sandbox dies with the node", ["--die-with-parent"]],
+    ["a new session: no terminal to inject keystrokes into", ["--new-session"]],
+    ["no capabilities", ["--cap-drop", "ALL"]],
+    ["the job's own uid and gid", ["--uid", "65534", "--gid", "65534"]],
+    ["/usr read-only", ["--ro-bind", "/usr", "/usr"]],
+    ["merged-/usr symlinks mirrored", ["--symlink", "usr/bin", "/bin"]],
+    ["a fresh /proc of its own PID namespace", ["--proc", "/proc"]],
+    ["a minimal /dev", ["--dev", "/dev"]],
+    ["its card's device node", ["--dev-bind", "/dev/nvidia3", "/dev/nvidia3"]],
+    ["the driver's control node", ["--dev-bind", "/dev/nvidiactl", "/dev/nvidiactl"]],
+    ["a bounded, world-writable tmpfs as /tmp", ["--perms", "1777", "--size", String(1 << 26), "--tmpfs", "/tmp"]],
+    ["safe /etc entries only, read-only", ["--ro-bind", "/etc/ssl", "/etc/ssl"]],
+    ["the node's minimal passwd", ["--ro-bind", "/tmp/ci-job-1/passwd", "/etc/passwd"]],
+    ["cwd /tmp", ["--chdir", "/tmp"]],
+    ["an empty environment, then the job's", ["--clearenv", "--setenv", "PATH", "/usr/bin:/bin"]],
+    ["its card named", ["--setenv", "CUDA_VISIBLE_DEVICES", "GPU-x"]],
+    ["process and memory limits inside", [PRLIMIT, "--nproc=64", `--data=${1 << 30}`, "--core=0", "--"]],
+  ])("gpu-node executors - sandbox: %s", (_name, parts) => {
+    expect(has(...parts)).toBe(true);
+  });
+
+  test.each([
+    ["network", "--share-net"],
+    ["the host's root", "/"],
+    ["the whole /etc", "/etc"],
+    ["/run (the Docker socket)", "/run"],
+    ["/var", "/var"],
+    ["/home", "/home"],
+    ["/sys", "/sys"],
+    ["the host's /dev", "--dev-bind /dev"],
+  ])("gpu-node executors - sandbox: never %s", (_name, forbidden) => {
+    const [flagOrPath, path] = forbidden.split(" ");
+    if (path) expect(has(flagOrPath, path)).toBe(false);
+    else if (flagOrPath.startsWith("--")) expect(args).not.toContain(flagOrPath);
+    else for (const flag of ["--bind", "--ro-bind", "--dev-bind"]) expect(has(flag, flagOrPath)).toBe(false);
+  });
+
+  test("gpu-node executors - sandbox: the job's argv comes last and untouched, after every option", () => {
+    expect(args.slice(-options.argv.length)).toEqual(options.argv);
+    expect(args.indexOf(PRLIMIT)).toBeGreaterThan(args.lastIndexOf("--setenv"));
+  });
+
+  test("gpu-node executors - sandbox: real directories are bound where the host has no symlink", () => {
+    const plain = sandboxArgs({ ...options, layout: { ...layout, symlinks: {}, directories: ["/usr", "/bin", "/lib"] } });
+    expect(plain.join(" ")).toContain("--ro-bind /bin /bin");
+    expect(plain.join(" ")).not.toContain("/lib64");
+  });
+
+  test("gpu-node executors - device nodes of a card: its minor plus the driver's shared nodes", () => {
+    expect(gpuDeviceNodes([2])).toEqual(["/dev/nvidia2", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"]);
+    expect(parseGpuInformation("Model: \t NVIDIA H100\nGPU UUID: \t GPU-abc\nDevice Minor: \t 5\n")).toEqual({ uuid: "GPU-abc", minor: 5 });
+    expect(parseGpuInformation("Model: x\n")).toBeNull();
+  });
+
+  test("gpu-node executors - the sandbox's passwd names root and the job's user only", () => {
+    expect(identityFiles(65534, 65534)).toEqual({
+      passwd: "root:x:0:0:root:/root:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/tmp:/bin/sh\n",
+      group: "root:x:0:\nnogroup:x:65534:\n",
+    });
+  });
+});
+
+describe("gpu-node executors - image registry allow-list", () => {
+  test.each([
+    ["busybox", "docker.io"],
+    ["library/busybox:1.36", "docker.io"],
+    ["nvidia/cuda:12.4.1-base-ubuntu22.04", "docker.io"],
+    ["ci-platform/test-busybox:latest", "docker.io"],
+    ["docker.io/library/busybox", "docker.io"],
+    ["index.docker.io/library/busybox", "docker.io"],
+    ["nvcr.io/nvidia/pytorch:24.01-py3", "nvcr.io"],
+    ["GHCR.IO/owner/image", "ghcr.io"],
+    ["localhost/x", "localhost"],
+    ["localhost:5000/x", "localhost:5000"],
+    ["127.0.0.1:3811/probe:latest", "127.0.0.1:3811"],
+    ["[::1]:5000/x", "[::1]:5000"],
+    ["Intranet/x", "intranet"],
+    ["busybox@sha256:abc", "docker.io"],
+  ])("gpu-node executors - registry of %s is %s", (reference, registry) => {
+    expect(registryOf(reference)).toBe(registry);
+  });
+
+  test.each([
+    "127.0.0.1:3811/probe:latest",
+    "127.0.0.1:4222/x:1",
+    "localhost:5000/x",
+    "localhost/x",
+    "10.0.0.5/x",
+    "172.16.3.4:5000/x",
+    "192.168.1.10/x",
+    "169.254.169.254/latest",
+    "[::1]:5000/x",
+    "[fd00::1]/x",
+    "[fe80::1]:443/x",
+    "0.0.0.0:80/x",
+  ])("gpu-node executors - %s is refused as a loopback or private registry", (reference) => {
+    const check = checkImage(reference, DEFAULT_ALLOWED_REGISTRIES);
+    expect(check.ok).toBe(false);
+    expect(!check.ok && check.reason).toMatch(/is a loopback or private address/);
+  });
+
+  test.each(["registry.example.com/x", "8.8.8.8/x", "docker.io.evil.com/x", "nvcr.io:444/x"])("gpu-node executors - %s (not listed) is refused", (reference) => {
+    const check = checkImage(reference, DEFAULT_ALLOWED_REGISTRIES);
+    expect(check).toMatchObject({ ok: false, reason: expect.stringMatching(/is not one of the operator's allowed registries/) });
+  });
+
+  test.each(["busybox", "nvidia/cuda:12.4.1-base-ubuntu22.04", "nvcr.io/nvidia/pytorch:24.01-py3", "ghcr.io/a/b:1", "quay.io/a/b"])(
+    "gpu-node executors - %s from a default public registry is allowed",
+    (reference) => {
+      expect(checkImage(reference, DEFAULT_ALLOWED_REGISTRIES).ok).toBe(true);
+    },
+  );
+
+  test("gpu-node executors - an operator may list a private registry, host and port exactly", () => {
+    const allowed = parseAllowedRegistries(" registry.internal:5000 , 127.0.0.1:5001,Index.Docker.io ");
+    expect(allowed).toEqual(["registry.internal:5000", "127.0.0.1:5001", "docker.io"]);
+    expect(checkImage("registry.internal:5000/team/x:1", allowed).ok).toBe(true);
+    expect(checkImage("127.0.0.1:5001/x", allowed).ok).toBe(true);
+    expect(checkImage("127.0.0.1:5002/x", allowed).ok).toBe(false);
+    expect(checkImage("registry.internal/x", allowed).ok).toBe(false);
+    expect(checkImage("nvcr.io/x", allowed).ok).toBe(false); // the list replaces the defaults
+    expect(parseAllowedRegistries(undefined)).toEqual(DEFAULT_ALLOWED_REGISTRIES);
+  });
+
+  test.each([
+    ["127.0.0.1", true],
+    ["10.255.0.1", true],
+    ["172.31.255.255", true],
+    ["172.32.0.1", false],
+    ["192.168.0.1", true],
+    ["169.254.1.1", true],
+    ["100.64.0.1", true],
+    ["8.8.8.8", false],
+    ["::1", true],
+    ["fc00::1", true],
+    ["fe80::1", true],
+    ["::ffff:127.0.0.1", true],
+    ["2001:db8::1", false],
+    ["example.com", false],
+  ])("gpu-node executors - %s internal: %s", (address, internal) => {
+    expect(isInternalAddress(address)).toBe(internal);
+  });
+});
+
+describe("gpu-node executors - job resources from the host", () => {
+  const host = { memoryMb: 23 * 1024, cpus: 16 };
+  test.each([
+    ["1 card: the default 8 GiB fits", 1, {}, { memoryMb: 8192, cpus: 16 }],
+    ["4 cards on 23 GiB: a fair share of 75 %", 4, {}, { memoryMb: Math.floor((23 * 1024 * 0.75) / 4), cpus: 4 }],
+    ["3 cards: CPUs split, two decimals", 3, {}, { memoryMb: Math.floor((23 * 1024 * 0.75) / 3), cpus: 5.33 }],
+    ["explicit limits within the host are kept", 2, { memoryMb: 10_000, cpus: 8 }, { memoryMb: 10_000, cpus: 8 }],
+  ])("gpu-node executors - %s", (_name, cards, configured, limits) => {
+    expect(planJobResources(host, cards, configured, false)).toEqual({ ok: true, limits, warnings: [] });
+  });
+
+  test("gpu-node executors - 4 cards × 8 GiB on a 23 GiB host is refused, with numbers and the way out", () => {
+    const plan = planJobResources(host, 4, { memoryMb: 8192 }, false);
+    expect(plan).toEqual({
+      ok: false,
+      error: "Job limits overcommit this host: 4 card(s) × GPU_JOB_MEMORY_MB=8192 = 32768 MiB exceeds the host's 23552 MiB. Lower them, or set GPU_ALLOW_OVERCOMMIT=true",
+    });
+  });
+
+  test("gpu-node executors - too many CPUs is refused; the operator may allow overcommit (with a warning)", () => {
+    expect(planJobResources(host, 4, { cpus: 8 }, false)).toMatchObject({ ok: false, error: expect.stringContaining("4 card(s) × GPU_JOB_CPUS=8 = 32 CPUs exceeds the host's 16") });
+    const allowed = planJobResources(host, 4, { cpus: 8, memoryMb: 8192 }, true);
+    expect(allowed).toMatchObject({ ok: true, limits: { memoryMb: 8192, cpus: 8 } });
+    expect(allowed.ok && allowed.warnings).toHaveLength(2);
   });
 });

@@ -2,7 +2,9 @@ import { mkdtempSync, rmSync } from "fs";
 import os from "os";
 import path from "path";
 import { OUTPUT_TAIL_BYTES } from "../../lib/gpu-protocol";
-import { DockerFrameDemuxer, OutputCapture, readLogPage, TailBuffer, utf8End } from "../../services/gpu-node/output";
+import { decodeOutput, encodeOutput, storableText } from "../../lib/output-encoding";
+import { logsToPrune, readLogChunk } from "../../services/gpu-node/log-store";
+import { DockerFrameDemuxer, OutputCapture, readLogPage, TailBuffer, truncationNote, utf8End } from "../../services/gpu-node/output";
 
 function frame(stream: 1 | 2, text: string): Buffer {
   const payload = Buffer.from(text);
@@ -86,15 +88,33 @@ describe("gpu-node output - log file", () => {
     expect(await readLogPage(dir, "job-1")).toEqual({ text: "first\nsecond\n", offset: 0, nextOffset: null, totalBytes: 13 });
   });
 
-  test("gpu-node output - the file stops at its cap with a note, the tail goes on", async () => {
+  test("gpu-node output - the file stops at its cap with a complete note, the tail goes on", async () => {
     const capture = await OutputCapture.open(dir, "job-2", { maxFileBytes: 10, tailBytes: 8 });
     capture.append(Buffer.from("0123456789abcdef"));
     capture.append(Buffer.from("-end"));
     await capture.close();
     const page = await readLogPage(dir, "job-2");
-    expect(page!.text.startsWith("0123456789\n[ci-platform: the log stops here at 10 bytes")).toBe(true);
-    expect(page!.text).not.toContain("abcdef");
+    const note = truncationNote(10, 10);
+    expect(note).toMatch(/^\[ci-platform: output truncated: 10 bytes omitted after the first 10 bytes .*\]$/);
+    expect(page!.text).toBe(`0123456789\n${note}\n`);
     expect(capture.tailText()).toBe("cdef-end");
+    // The result is the true tail, headed by the same note.
+    expect(capture.result()).toEqual({ output: `${note}\ncdef-end` });
+  });
+
+  test("gpu-node output - a resumed log (adopted job) keeps its bytes, its cap and its tail", async () => {
+    const first = await OutputCapture.open(dir, "job-r", { maxFileBytes: 12, tailBytes: 6 });
+    first.append(Buffer.from("before\n"));
+    await first.close();
+    const again = await OutputCapture.open(dir, "job-r", { maxFileBytes: 12, tailBytes: 6, resume: true });
+    expect(again.tailText()).toBe("efore\n".slice(-6));
+    again.note("gap");
+    again.append(Buffer.from("after-after\n"));
+    await again.close();
+    const text = (await readLogPage(dir, "job-r"))!.text;
+    expect(text.startsWith("before\n\n[ci-platform: gap]\nafter")).toBe(true); // 7 + 5 bytes of the job's own output
+    expect(text).toContain("output truncated: 7 bytes omitted after the first 12 bytes");
+    expect(again.tailText()).toBe("after\n");
   });
 
   test("gpu-node output - pages follow nextOffset and cut on character boundaries", async () => {
@@ -116,7 +136,73 @@ describe("gpu-node output - log file", () => {
     expect(pages).toBeGreaterThan(5);
   });
 
+  test("gpu-node output - a log file behind the job says so, and says when it caught up", async () => {
+    const capture = await OutputCapture.open(dir, "job-slow");
+    capture.append(Buffer.alloc(1024 * 1024, 0x61)); // far over the file stream's buffer
+    expect(capture.congested).toBe(true);
+    await new Promise<void>((resolve) => capture.whenDrained(resolve));
+    expect(capture.congested).toBe(false);
+    await capture.close();
+    let resumed = false;
+    capture.whenDrained(() => (resumed = true)); // a closed log never holds a source paused
+    expect(resumed).toBe(true);
+  });
+
   test("gpu-node output - an unknown job has no log", async () => {
     expect(await readLogPage(dir, "nope")).toBeNull();
+  });
+});
+
+describe("gpu-node output - bytes", () => {
+  const cases: Array<{ name: string; bytes: Buffer; output: string; base64: boolean }> = [
+    { name: "plain UTF-8 text stays as it is", bytes: Buffer.from("héllo €\n"), output: "héllo €\n", base64: false },
+    { name: "a NUL byte shows as U+FFFD, the bytes go in base64", bytes: Buffer.from([0x61, 0x00, 0x62]), output: "a\ufffdb", base64: true },
+    { name: "invalid UTF-8 shows as U+FFFD, the bytes go in base64", bytes: Buffer.from([0x61, 0xff, 0xfe, 0x62]), output: "a\ufffd\ufffdb", base64: true },
+    { name: "a lone surrogate encoded in UTF-8 (CESU) is not text", bytes: Buffer.from([0xed, 0xa0, 0x80]), output: "\ufffd\ufffd\ufffd", base64: true },
+  ];
+  test.each(cases)("gpu-node output - $name", ({ bytes, output, base64 }) => {
+    const encoded = encodeOutput(bytes);
+    expect(encoded.output).toBe(output);
+    expect(encoded.outputBase64 !== undefined).toBe(base64);
+    expect(encoded.output).not.toContain("\u0000");
+    expect(decodeOutput(encoded).equals(bytes)).toBe(true); // lossless either way
+  });
+
+  test("gpu-node output - storableText removes what PostgreSQL refuses (NUL, lone surrogates)", () => {
+    expect(storableText("a\u0000b\ud800c")).toBe("a\ufffdb\ufffdc");
+    expect(storableText("fine €")).toBe("fine €");
+  });
+
+  test("gpu-node output - the capture's result of a NUL-printing job is lossless", async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "gpu-node-output-"));
+    try {
+      const capture = await OutputCapture.open(dir, "nul");
+      const bytes = Buffer.from([0x41, 0x00, 0x42, 0xff, 0x0a]);
+      capture.append(bytes);
+      await capture.close();
+      const result = capture.result();
+      expect(result.output).toBe("A\ufffdB\ufffd\n");
+      expect(Buffer.from(result.outputBase64!, "base64").equals(bytes)).toBe(true);
+      const page = await readLogChunk(dir, "nul");
+      expect(Buffer.from(page!.data, "base64").equals(bytes)).toBe(true); // the log keeps the raw bytes
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("gpu-node output - log storage", () => {
+  const MB = 1024 * 1024;
+  const now = 10 * 24 * 3600 * 1000;
+  const day = 24 * 3600 * 1000;
+  const file = (jobId: string, mb: number, ageDays: number) => ({ jobId, bytes: mb * MB, mtimeMs: now - ageDays * day });
+  const cases = [
+    { name: "under both limits nothing goes", files: [file("a", 1, 1), file("b", 1, 2)], active: [], expected: [] },
+    { name: "older than 7 days goes", files: [file("old", 1, 8), file("new", 1, 1)], active: [], expected: ["old"] },
+    { name: "over the total the oldest go first, until it fits", files: [file("n", 4, 1), file("o", 4, 3), file("m", 4, 2)], active: [], expected: ["o", "m"] },
+    { name: "a running job's log is never removed", files: [file("run", 6, 3), file("done", 4, 1)], active: ["run"], expected: ["done"] },
+  ];
+  test.each(cases)("gpu-node output - prune: $name", ({ files, active, expected }) => {
+    expect(logsToPrune(files, { maxAgeMs: 7 * day, maxTotalBytes: 5 * MB, now, active: new Set(active) })).toEqual(expected);
   });
 });

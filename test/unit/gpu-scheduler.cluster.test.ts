@@ -62,13 +62,14 @@ describe("gpu-scheduler cluster view - heartbeats and loss", () => {
     const view = new ClusterView(0);
     view.heard(hb("n2", ["b0", "b1"]), 0);
     view.heard(hb("n1", ["a0"]), 0);
-    const status = toClusterStatus(view.cards(), new Set(["b1"]), 4);
+    // Clients see the labeler's opaque label, never the node id (job-view.ts).
+    const status = toClusterStatus(view.cards(), new Set(["b1"]), 4, (id) => `label-of-${id}`);
     expect(status.queueDepth).toBe(4);
     expect(status.cluster).toMatchObject({ totalGpus: 3, availableGpus: 2, busyGpus: 1 });
     expect(status.cluster.gpus.map((g) => [g.nodeId, g.uuid, g.available])).toEqual([
-      ["n1", "a0", true],
-      ["n2", "b0", true],
-      ["n2", "b1", false],
+      ["label-of-n1", "a0", true],
+      ["label-of-n2", "b0", true],
+      ["label-of-n2", "b1", false],
     ]);
     expect(status.cluster.gpus[0]).toMatchObject({ name: "NVIDIA GeForce RTX 3060", utilization: 7, memoryUsed: 300, memoryTotal: 12288, temperature: 41 });
   });

@@ -28,6 +28,7 @@ function project(env: string): string {
   fs.copyFileSync(COMPOSE, path.join(dir, "docker-compose.yml"));
   fs.cpSync(path.join(ROOT, "docker"), path.join(dir, "docker"), { recursive: true });
   fs.writeFileSync(path.join(dir, ".env"), env);
+  fs.copyFileSync(path.join(ROOT, ".env.gateway.example"), path.join(dir, ".env.gateway"));
   return dir;
 }
 
@@ -66,8 +67,13 @@ describe("ops - docker-compose.yml", () => {
     for (const [name, s] of platformServices()) {
       expect([name, s.environment.SERVICES]).toEqual([name, name]);
       expect(s.image).toBe("${CI_PLATFORM_IMAGE:-ci-platform:0.1.0}");
-      expect(s.env_file).toBe(".env");
-      expect(s.environment.TRANSPORTER).toBe("nats://nats:4222");
+      // Only the gateway reads the caller-token signing key (.env.gateway); every service reads .env.
+      expect(s.env_file).toEqual(name === "api-gateway" ? [".env", ".env.gateway"] : ".env");
+      expect(s.environment.TRANSPORTER).toBe("tls://nats:4222");
+      // Its own NATS user (gpu-node: the node's), the password only from .env.
+      expect(s.environment.NATS_USER).toBe(name === "gpu-node" ? `gpu-node.${s.environment.GPU_NODE_NAME}` : name);
+      expect(s.environment.NATS_PASSWORD).toMatch(/^\$\{NATS_PASSWORD_[A-Z0-9_]+:\?/);
+      expect(s.volumes).toContain("./docker/nats-tls/ca.pem:/etc/ci-platform/nats-ca.pem:ro");
     }
   });
 
@@ -89,8 +95,22 @@ describe("ops - docker-compose.yml", () => {
     expect(nats.command).toEqual(["-c", "/etc/nats/nats-server.conf"]);
     expect(nats.volumes).toContain("nats-data:/data");
     const conf = fs.readFileSync(path.join(ROOT, "docker/nats-server.conf"), "utf8");
-    expect(conf).toMatch(/jetstream\s*\{[^}]*store_dir:\s*\/data[^}]*\}/);
+    expect(conf).toMatch(/jetstream\s*\{[^}]*store_dir:\s*"?\/data"?[^}]*\}/);
     expect(conf).toMatch(/^\s*sync_interval:\s*always\s*$/m);
+  });
+
+  it("ops - NATS is not published, requires a user per role and per gpu-node, and speaks only TLS", () => {
+    const nats = compose.services.nats;
+    expect(nats.ports).toBeUndefined();
+    const conf = fs.readFileSync(path.join(ROOT, "docker/nats-server.conf"), "utf8");
+    expect(conf).toMatch(/^authorization\s*\{/m);
+    expect(conf).not.toMatch(/^\s*(no_auth_user|authorization\s*\{\s*\})/m);
+    expect(conf).toMatch(/tls\s*\{[^}]*cert_file:\s*"\/etc\/nats\/tls\/server.pem"/);
+    const users = [...conf.matchAll(/user:\s*"([^"]+)"\s*\n\s*password:\s*\$([A-Z0-9_]+)/g)].map((m) => [m[1], m[2]]);
+    for (const [, s] of platformServices()) expect(users.map(([u]) => u)).toContain(s.environment.NATS_USER);
+    // The server reads each password from its environment, which compose fills from .env only.
+    for (const [, variable] of users) expect(nats.environment[variable]).toMatch(new RegExp(`^\\$\\{${variable}:\\?`));
+    expect(nats.volumes).toEqual(expect.arrayContaining(["./docker/nats-tls/server.pem:/etc/nats/tls/server.pem:ro", "./docker/nats-tls/server-key.pem:/etc/nats/tls/server-key.pem:ro"]));
   });
 
   it("ops - gpu-node reserves the NVIDIA cards and reaches the host's Docker engine", () => {
@@ -110,7 +130,7 @@ describe("ops - docker-compose.yml", () => {
     for (const [name, svc] of Object.entries<any>(compose.services))
       for (const [key, value] of Object.entries<string>(svc.environment ?? {}))
         if (/PASSWORD|SECRET|_URL$/.test(key) && /:\/\/[^/]*@|PASSWORD|SECRET/.test(key + String(value)))
-          expect([name, key, String(value)]).toEqual([name, key, expect.stringMatching(/\$\{[A-Z_]+(PASSWORD|SECRET)[:?}]/)]);
+          expect([name, key, String(value)]).toEqual([name, key, expect.stringMatching(/\$\{[A-Z0-9_]*(PASSWORD|SECRET)[A-Z0-9_]*[:?}]/)]);
     expect(fs.readFileSync(path.join(ROOT, ".gitignore"), "utf8")).toMatch(/^\.env$/m);
   });
 });

@@ -222,6 +222,32 @@ describe("ops - Kubernetes manifests", () => {
     }
   });
 
+  it("ops - NATS requires TLS and a user per role and per GPU host; each pod gets only its own password", () => {
+    const conf: string = ofKind("ConfigMap").find((c) => c.metadata.name === "nats-config")!.data["nats-server.conf"];
+    expect(conf).toMatch(/^authorization\s*\{/m);
+    expect(conf).toMatch(/^tls\s*\{/m);
+    const nats = ofKind("StatefulSet").find((s) => s.metadata.name === "nats")!.spec.template.spec.containers[0];
+    const serverEnv = new Set((nats.env ?? []).map((e: any) => e.name));
+    for (const m of conf.matchAll(/password:\s*\$([A-Z0-9_]+)/g)) expect([m[1], serverEnv.has(m[1])]).toEqual([m[1], true]);
+    for (const svc of ofKind("Service").filter((x) => x.metadata.name === "nats")) expect(svc.spec.type ?? "ClusterIP").toBe("ClusterIP");
+    for (const w of workloads()) {
+      for (const c of w.spec.template.spec.containers) {
+        if (!c.image.includes("/ci-platform:")) continue;
+        const user = env(c, "NATS_USER");
+        if (w.kind === "DaemonSet") {
+          expect(user).toBe("gpu-node.$(GPU_NODE_NAME)");
+          expect(env(c, "NATS_PASSWORD_FILE")).toBe("/etc/ci-platform/nats-gpu-nodes/$(GPU_NODE_NAME)");
+          continue;
+        }
+        const role = env(c, "SERVICES");
+        expect([id(w), user]).toEqual([id(w), role]);
+        expect(c.env.find((e: any) => e.name === "NATS_PASSWORD").valueFrom.secretKeyRef.name).toBe(`nats-${role}`);
+        expect(conf).toContain(`user: "${role}"`);
+      }
+    }
+    for (const cm of ofKind("ConfigMap").filter((c) => c.data?.TRANSPORTER)) expect(cm.data.TRANSPORTER).toMatch(/^tls:\/\//);
+  });
+
   it("ops - secrets are placeholders, NATS flushes every write, and pods get time to drain", () => {
     for (const s of ofKind("Secret")) for (const [k, v] of Object.entries<string>(s.stringData ?? {})) expect([k, v]).toEqual([k, expect.stringContaining("CHANGE-ME")]);
     expect(ofKind("Secret").every((s) => !s.data)).toBe(true);

@@ -7,7 +7,7 @@ import type { ActionSchema } from "moleculer";
 import { ErrorCode, ErrorCodes } from "../../../lib/errors";
 import type { AuthPolicy } from "../../../lib/identity";
 import { policyOf } from "../../../middlewares/auth.middleware";
-import { Operation, OPERATIONS, SCHEMAS } from "./responses";
+import { ANY_REQUEST_ERRORS, Operation, OPERATIONS, SCHEMAS } from "./responses";
 import { isRequired, JsonSchema, normalizeRule, paramsSchema, toJsonSchema } from "./schema";
 
 export type LiveRoute = {
@@ -84,6 +84,17 @@ function errorResponses(codes: ErrorCode[]): Record<string, unknown> {
     };
   }
   return responses;
+}
+
+/** `components.responses`: the errors of ANY_REQUEST_ERRORS, which any route may answer. */
+function anyRequestResponses(): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [name, entry] of Object.entries(ANY_REQUEST_ERRORS)) {
+    const [status, response] = Object.entries(errorResponses([entry.code]))[0] as [string, Record<string, any>];
+    const headers = entry.retryAfter ? { ...response.headers, "Retry-After": { $ref: "#/components/headers/RetryAfter" } } : response.headers;
+    out[name] = { ...response, headers, description: `${status} ${entry.code}: ${entry.description}` };
+  }
+  return out;
 }
 
 function successResponse(op: Operation): Record<string, unknown> {
@@ -163,13 +174,16 @@ export function buildOpenApi(routes: LiveRoute[], opts: { version: string; catal
       version: opts.version,
       description:
         "Accounts, GPU jobs, LLM inference and on-demand PostgreSQL databases behind one HTTP API. " +
-        'Every error is `{"error": {"code", "message", "details"}}`; every response carries X-Request-Id.',
+        'Every error is `{"error": {"code", "message", "details"}}`; every response carries X-Request-Id. ' +
+        "Besides each operation's own errors, any request may get those under `components.responses` " +
+        "(malformed HTTP, timeouts, oversized headers or parameters, NUL or unpaired surrogates in any string, the connection cap).",
     },
     servers: [{ url: "/" }],
     tags: TAGS,
     paths,
     components: {
       schemas: SCHEMAS,
+      responses: anyRequestResponses(),
       securitySchemes: {
         bearerAuth: {
           type: "http",

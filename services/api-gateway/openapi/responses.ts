@@ -103,7 +103,16 @@ export const SCHEMAS: Record<string, JsonSchema> = {
             required: ["exitCode", "output"],
             properties: {
               exitCode: { type: ["integer", "null"] },
-              output: { type: "string", description: "Last 64 KiB of stdout+stderr" },
+              output: {
+                type: "string",
+                description:
+                  "The true last 64 KiB of stdout+stderr, as readable text (bytes that are not UTF-8, and NUL, show as U+FFFD); headed by a truncation note when the node's log cap cut the output",
+              },
+              outputBase64: {
+                type: "string",
+                format: "byte",
+                description: "Present only when `output` is not exactly the job's bytes (NUL, invalid UTF-8): those bytes, losslessly",
+              },
             },
           },
         ],
@@ -213,6 +222,24 @@ export const SCHEMAS: Record<string, JsonSchema> = {
   Message: { type: "object", required: ["message"], properties: { message: { type: "string" } } },
 };
 
+/**
+ * Errors any request can get whatever its route: answered on the connection before routing
+ * (services/api-gateway/http-server.ts), or by the input checks every action shares
+ * (middlewares/input.middleware.ts). Published once as `components.responses`, not per operation.
+ */
+export const ANY_REQUEST_ERRORS: Record<string, { code: ErrorCode; description: string; retryAfter?: true }> = {
+  MalformedRequest: { code: "MALFORMED_REQUEST", description: "Not HTTP the server can parse (answered before routing; the connection is closed)" },
+  UnstorableText: {
+    code: "VALIDATION_FAILED",
+    description: "A NUL character or an unpaired UTF-16 surrogate in any string (body, query, path, nested fields and field names); `details` names the fields",
+  },
+  RequestTimeout: { code: "REQUEST_TIMEOUT", description: "Headers (GATEWAY_HEADERS_TIMEOUT_MS) or the whole request (GATEWAY_REQUEST_TIMEOUT_MS) not received in time" },
+  ParamsTooLarge: { code: "PAYLOAD_TOO_LARGE", description: "Body over 1 MiB (after decoding Content-Encoding), or parameters over GATEWAY_MAX_PARAMS_BYTES" },
+  HeadersTooLarge: { code: "HEADERS_TOO_LARGE", description: "Request headers over the server's limit (16 KiB)" },
+  ExpectationFailed: { code: "EXPECTATION_FAILED", description: "An `Expect` header other than `100-continue`" },
+  TooManyConnections: { code: "SERVICE_UNAVAILABLE", description: "Open connections at GATEWAY_MAX_CONNECTIONS (answered before routing)", retryAfter: true },
+};
+
 const SSE_DESCRIPTION =
   'With "stream": true: server-sent events. Each chunk is `data: {"id","model","delta"}`; the last is ' +
   '`data: {…Inference result, "done": true}`; a provider failure mid-stream ends it with `data: {"error": {…}}`.';
@@ -259,7 +286,7 @@ export const OPERATIONS: Record<string, Operation> = {
   },
   "GET /api/gpu/jobs/{id}/logs": {
     tag: "gpu",
-    summary: "The job's whole captured output",
+    summary: "The job's whole captured output: the exact bytes it printed, streamed (chunked)",
     status: 200,
     response: { type: "string" },
     contentType: "text/plain",

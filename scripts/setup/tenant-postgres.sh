@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The tenant PostgreSQL cluster that hosts client databases (DBAAS_ADMIN_URL): a second cluster
+# on 127.0.0.1:TENANT_PG_PORT (5433) that checks passwords (scram-sha-256 over TCP, peer on the
+# socket), with a superuser TENANT_PG_ADMIN_USER whose password is TENANT_PG_ADMIN_PASSWORD.
+# Used by the quick start (generated password) and CI (a known test password).
+# Idempotent: creates, configures and starts only what is missing; resets the admin's password.
+set -euo pipefail
+. "$(dirname "$0")/common.sh"
+
+PORT="${TENANT_PG_PORT:-5433}"
+CLUSTER="${TENANT_PG_CLUSTER:-tenant}"
+ADMIN_USER="${TENANT_PG_ADMIN_USER:-ci_admin}"
+: "${TENANT_PG_ADMIN_PASSWORD:?TENANT_PG_ADMIN_PASSWORD must be set}"
+
+command -v pg_createcluster >/dev/null 2>&1 || apt_install postgresql
+ver="$(pg_version)"
+conf_dir="/etc/postgresql/$ver/$CLUSTER"
+
+if [ ! -f "$conf_dir/postgresql.conf" ]; then
+  rm -rf "$conf_dir" # what a dropped cluster may leave behind (conf.d)
+  if answers 127.0.0.1 "$PORT"; then
+    echo "Port $PORT is taken by another server; set TENANT_PG_PORT or free it" >&2
+    exit 1
+  fi
+  pg_createcluster "$ver" "$CLUSTER" -p "$PORT" -- --auth-local=peer --auth-host=scram-sha-256 >/dev/null
+  cat >"$conf_dir/conf.d/ci-tenant.conf" <<CONF
+listen_addresses = '127.0.0.1'
+port = $PORT
+password_encryption = 'scram-sha-256'
+max_connections = 200
+CONF
+  echo "Created PostgreSQL $ver cluster '$CLUSTER' on port $PORT"
+fi
+
+if ! answers 127.0.0.1 "$PORT"; then
+  pg_ctlcluster --skip-systemctl-redirect "$ver" "$CLUSTER" start
+  wait_answer 127.0.0.1 "$PORT" 10 || { echo "Tenant cluster did not start on $PORT" >&2; exit 1; }
+fi
+
+runuser -u postgres -- psql -X -q -p "$PORT" -d postgres -v ON_ERROR_STOP=1 \
+  -v user="$ADMIN_USER" -v password="$TENANT_PG_ADMIN_PASSWORD" <<'SQL'
+SELECT format('CREATE ROLE %I SUPERUSER LOGIN', :'user') WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'user') \gexec
+SELECT format('ALTER ROLE %I SUPERUSER LOGIN PASSWORD %L', :'user', :'password') \gexec
+SQL
+echo "Tenant PostgreSQL: postgresql://$ADMIN_USER:***@127.0.0.1:$PORT/postgres (scram-sha-256)"

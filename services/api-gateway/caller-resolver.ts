@@ -1,0 +1,71 @@
+/**
+ * Turns a request's credentials into the caller, or the reason there is none.
+ * - JWT: verified here (lib/jwt.ts rules), then its account must exist: positive answers are
+ *   cached per process (bounded, ACCOUNT_CACHE_MS), so the hot path reads no database.
+ * - API key: its shape is checked here (anything else, an overlong key included, is 401), and only
+ *   its SHA-256 goes to auth over the bus. Keys are not cached: a rotated key stops at once.
+ * The lookups are injected, so the decisions are tested without a broker.
+ */
+import type { Caller } from "../../lib/identity";
+import { verifyAccessToken } from "../../lib/jwt";
+import { LruCache } from "../../lib/lru-cache";
+import { API_KEY_PATTERN, hashApiKey } from "../auth/api-keys";
+import type { Credentials } from "./credentials";
+
+export const ACCOUNT_CACHE_MS = 30_000;
+const ACCOUNT_CACHE_ENTRIES = 10_000;
+
+export type Resolution = { caller: Caller } | { error?: string };
+
+export type CallerLookups<T> = {
+  /** The caller owning the key with this SHA-256, or null. */
+  apiKey(via: T, keyHash: string): Promise<Caller | null>;
+  /** Whether an account with this id exists. */
+  accountExists(via: T, id: string): Promise<boolean>;
+};
+
+export class CallerResolver<T> {
+  private readonly accounts = new LruCache<string, number>(ACCOUNT_CACHE_ENTRIES); // id → valid until (ms)
+
+  constructor(
+    private readonly lookups: CallerLookups<T>,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  async resolve(credentials: Credentials, via: T): Promise<Resolution> {
+    switch (credentials.kind) {
+      case "none":
+        return {};
+      case "malformed":
+        return { error: "Malformed credentials" };
+      case "jwt":
+        return this.fromJwt(credentials.token, via);
+      case "apiKey": {
+        if (!API_KEY_PATTERN.test(credentials.key)) return { error: "API key is invalid or was revoked" };
+        const caller = await this.lookups.apiKey(via, hashApiKey(credentials.key));
+        return caller ? { caller } : { error: "API key is invalid or was revoked" };
+      }
+    }
+  }
+
+  private async fromJwt(token: string, via: T): Promise<Resolution> {
+    const now = this.now();
+    const claims = verifyAccessToken(token, undefined, now);
+    if ("error" in claims) return { error: claims.error };
+    const caller: Caller = { clientId: claims.sub, role: claims.role, via: "jwt" };
+    const validUntil = this.accounts.get(claims.sub);
+    if (validUntil !== undefined && validUntil > now) return { caller };
+    if (!(await this.lookups.accountExists(via, claims.sub)))
+      return { error: "The account of these credentials no longer exists" };
+    this.accounts.set(claims.sub, now + ACCOUNT_CACHE_MS);
+    return { caller };
+  }
+}
+
+type CallingContext = { call<R, P>(action: string, params: P): Promise<R> };
+
+/** The gateway's resolver: lookups are calls to auth made on the request's context. */
+export const gatewayCallerResolver = new CallerResolver<CallingContext>({
+  apiKey: (ctx, keyHash) => ctx.call<Caller | null, { keyHash: string }>("auth.resolveApiKey", { keyHash }),
+  accountExists: async (ctx, id) => (await ctx.call<{ id: string } | null, { id: string }>("auth.resolveAccount", { id })) !== null,
+});

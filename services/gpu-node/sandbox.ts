@@ -1,0 +1,120 @@
+/**
+ * The bubblewrap sandbox of a process job, as a pure argv builder: new user, PID, mount,
+ * network, IPC and UTS namespaces; a read-only view of the system's programs and libraries only;
+ * a minimal /etc; a fresh /proc (the host's processes are invisible), a minimal /dev plus the job's
+ * own GPU device nodes; a size-bounded tmpfs as HOME and cwd; nothing of the platform (its
+ * checkout, its environment, job logs, the Docker socket, /run) and no route to the host's
+ * loopback services. Process limits are applied inside with prlimit. What exists on the host
+ * (HostLayout) is read by the caller (readHostLayout in process-executor.ts).
+ */
+
+/** What the builder needs to know about the host's root: which top-level paths exist, and how. */
+export type HostLayout = {
+  /** Top-level system paths (`/bin`, `/lib64`, …) that are symlinks on the host (merged /usr), with their target. */
+  symlinks: Record<string, string>;
+  /** Top-level system directories that are real directories on the host (bound read-only). */
+  directories: string[];
+  /** Entries of /etc that exist on the host and are safe to show (see SAFE_ETC). */
+  etc: string[];
+  /** GPU device nodes that exist on the host, for this job's cards (see gpuDeviceNodes). */
+  devices: string[];
+};
+
+export type SandboxLimits = {
+  /** RLIMIT_NPROC inside the job's own user namespace. */
+  processes: number;
+  /** RLIMIT_DATA: private writable memory of each process (heap, anonymous mappings). */
+  memoryBytes: number;
+  /** Size of the job's writable /tmp (tmpfs). */
+  tmpBytes: number;
+};
+
+export type SandboxOptions = {
+  layout: HostLayout;
+  uid: number;
+  gid: number;
+  env: Record<string, string>;
+  limits: SandboxLimits;
+  /** Files written by the node for the job, bound read-only: `{ "/etc/passwd": "/tmp/ci-job-x/passwd" }`. */
+  files: Record<string, string>;
+  /** The program and arguments run inside (after prlimit). */
+  argv: string[];
+};
+
+/** Where programs and libraries live; nothing else of the host's root is shown. */
+export const SYSTEM_PATHS = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
+
+/**
+ * /etc entries a program commonly needs (dynamic linker, TLS roots, time zone, alternatives
+ * symlinks) and that hold no secrets. Not passwd/group: the node writes minimal ones.
+ */
+export const SAFE_ETC = [
+  "alternatives",
+  "ca-certificates",
+  "ca-certificates.conf",
+  "debian_version",
+  "host.conf",
+  "ld.so.cache",
+  "ld.so.conf",
+  "ld.so.conf.d",
+  "localtime",
+  "mime.types",
+  "nsswitch.conf",
+  "os-release",
+  "protocols",
+  "services",
+  "ssl",
+  "timezone",
+];
+
+export const PRLIMIT = "/usr/bin/prlimit";
+export const SANDBOX_HOSTNAME = "ci-job";
+export const SANDBOX_HOME = "/tmp";
+
+/**
+ * The device nodes of the given GPU minor numbers plus the driver's shared nodes, in the order
+ * they are bound; the caller keeps only those that exist on the host.
+ */
+export function gpuDeviceNodes(minors: number[]): string[] {
+  return [...minors.map((m) => `/dev/nvidia${m}`), "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"];
+}
+
+/** The whole bwrap argv (without the bwrap binary itself). */
+export function sandboxArgs(opts: SandboxOptions): string[] {
+  // --unshare-user explicitly (--unshare-all only tries): --disable-userns needs it, and a job
+  // that can make nested user namespaces reaches kernel code an unprivileged user should not.
+  const args = ["--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session", "--cap-drop", "ALL"];
+  args.push("--uid", String(opts.uid), "--gid", String(opts.gid), "--hostname", SANDBOX_HOSTNAME);
+  for (const dir of SYSTEM_PATHS) {
+    const target = opts.layout.symlinks[dir];
+    if (target !== undefined) args.push("--symlink", target, dir);
+    else if (opts.layout.directories.includes(dir)) args.push("--ro-bind", dir, dir);
+  }
+  args.push("--proc", "/proc", "--dev", "/dev");
+  for (const device of opts.layout.devices) args.push("--dev-bind", device, device);
+  args.push("--perms", "1777", "--size", String(opts.limits.tmpBytes), "--tmpfs", SANDBOX_HOME);
+  args.push("--dir", "/etc");
+  for (const entry of opts.layout.etc) args.push("--ro-bind", `/etc/${entry}`, `/etc/${entry}`);
+  for (const [inside, host] of Object.entries(opts.files)) args.push("--ro-bind", host, inside);
+  args.push("--chdir", SANDBOX_HOME, "--clearenv");
+  for (const [name, value] of Object.entries(opts.env)) args.push("--setenv", name, value);
+  args.push(
+    PRLIMIT,
+    `--nproc=${opts.limits.processes}`,
+    `--data=${opts.limits.memoryBytes}`,
+    "--core=0",
+    "--",
+    ...opts.argv,
+  );
+  return args;
+}
+
+/** /etc/passwd and /etc/group of the sandbox: root and the job's own user only. */
+export function identityFiles(uid: number, gid: number): { passwd: string; group: string } {
+  const user = uid === 65534 ? "nobody" : "job";
+  const group = gid === 65534 ? "nogroup" : "job";
+  return {
+    passwd: `root:x:0:0:root:/root:/usr/sbin/nologin\n${user}:x:${uid}:${gid}:${user}:${SANDBOX_HOME}:/bin/sh\n`,
+    group: `root:x:0:\n${group}:x:${gid}:\n`,
+  };
+}

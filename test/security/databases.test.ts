@@ -1,0 +1,385 @@
+/**
+ * Attacks on client databases (dbaas), replayed against the real servers: the trust-auth main
+ * PostgreSQL (5432), the scram tenant cluster (5433), NATS for the crash case, and psql as the
+ * tenant's client. Each `it` names the attack it defends against.
+ */
+import { ServiceBroker } from "moleculer";
+import { Client } from "pg";
+import type { DatabaseCreated } from "../../services/dbaas/dbaas.service";
+import type { QuotaReport } from "../../services/dbaas/quota";
+import {
+  ADMIN_PG_URL,
+  ChildService,
+  dropDatabase,
+  NATS_URL,
+  spawnServices,
+  startTestPlatform,
+  TENANT_ADMIN_URL,
+  TestPlatform,
+  testDatabaseUrl,
+  uniqueName,
+  waitFor,
+} from "../support/platform";
+import {
+  asAdmin,
+  callerMeta,
+  connectRefusal,
+  databaseBytes,
+  existing,
+  markerOf,
+  psql,
+  refusal,
+  startDbaasPlatform,
+  stopDbaasPlatform,
+  tenantEnv,
+  withClient,
+} from "../integration/dbaas.helpers";
+
+const MIB = 1048576;
+const fill = (rows: number) => `INSERT INTO big (payload) SELECT md5(random()::text) || repeat('x', 968) FROM generate_series(1, ${rows})`;
+const create = (platform: TestPlatform, meta = callerMeta()) => platform.broker.call<DatabaseCreated, object>("dbaas.create", {}, { meta });
+
+/** Starts dbaas alone in a child process and resolves with its exit code and output once it exits. */
+async function startExpectingExit(env: Record<string, string>): Promise<{ code: number | null; output: string }> {
+  const child = spawnServices(["dbaas"], { TRANSPORTER: "", HEALTH_PORT: "off", METRICS_PORT: "off", ...env });
+  const exited = new Promise<number | null>((resolve) => child.proc.once("exit", (code) => resolve(code)));
+  const code = await Promise.race([exited, new Promise<"running">((r) => setTimeout(() => r("running"), 45_000).unref())]);
+  if (code === "running") await child.stop("SIGKILL");
+  return { code: code === "running" ? null : code, output: child.output() };
+}
+
+describe("databases - where client databases may live", () => {
+  it("dbaas - a tenant server that lets a wrong password in (trust auth) is refused: the process exits non-zero", async () => {
+    const databaseUrl = testDatabaseUrl();
+    try {
+      const run = await startExpectingExit({ DATABASE_URL: databaseUrl, DBAAS_ADMIN_URL: ADMIN_PG_URL });
+      expect(run.code).not.toBe(0);
+      expect(run.code).not.toBeNull();
+      expect(run.output).toMatch(/refuses to start.*accepted a login with a wrong password/);
+      // The throw-away probe role is gone again.
+      const probes = await withClient(ADMIN_PG_URL, (c) => c.query("SELECT 1 FROM pg_roles WHERE rolname ~ '^ci_probe_' AND rolvaliduntil > now()"));
+      expect(probes.rows).toEqual([]);
+    } finally {
+      await dropDatabase(databaseUrl);
+    }
+  });
+
+  it("dbaas - with DBAAS_ADMIN_URL unset, client databases do not fall back to the state server: the process exits non-zero", async () => {
+    const databaseUrl = testDatabaseUrl();
+    try {
+      const run = await startExpectingExit({ DATABASE_URL: databaseUrl, DBAAS_ADMIN_URL: "" });
+      expect(run.code).not.toBe(0);
+      expect(run.output).toMatch(/DBAAS_ADMIN_URL is not set/);
+    } finally {
+      await dropDatabase(databaseUrl);
+    }
+  });
+
+  it("dbaas - the platform's own state server is refused as the tenant server unless the operator opts in", async () => {
+    const stateUrl = new URL(TENANT_ADMIN_URL);
+    stateUrl.pathname = `/${uniqueName("ci_test")}`;
+    try {
+      const run = await startExpectingExit({ DATABASE_URL: stateUrl.toString(), DBAAS_ADMIN_URL: TENANT_ADMIN_URL });
+      expect(run.code).not.toBe(0);
+      expect(run.output).toMatch(/refuses to start.*state server/);
+      // Opted in, on a server that checks passwords: it starts and provisions.
+      const platform = await startTestPlatform({
+        services: ["dbaas"],
+        databaseUrl: stateUrl.toString(),
+        dropDatabase: false,
+        env: tenantEnv({ DBAAS_ALLOW_STATE_SERVER: "true" }),
+      });
+      try {
+        const db = await create(platform);
+        await withClient(db.connectionString, (c) => c.query("SELECT 1"));
+        // A tenant of that server cannot reach the platform's state on it.
+        expect(await connectRefusal(`postgresql://${db.username}:${db.password}@${db.host}:${db.port}${stateUrl.pathname}`)).toBe("42501");
+      } finally {
+        await stopDbaasPlatform(platform);
+      }
+    } finally {
+      await asAdmin((c) => c.query(`DROP DATABASE IF EXISTS "${stateUrl.pathname.slice(1)}" WITH (FORCE)`));
+    }
+  });
+
+  it("dbaas - another role on the state server cannot connect to the platform's database (CONNECT revoked from PUBLIC)", async () => {
+    const platform = await startDbaasPlatform();
+    const role = uniqueName("intruder");
+    try {
+      const stateDb = new URL(platform.databaseUrl).pathname.slice(1);
+      await withClient(ADMIN_PG_URL, (c) => c.query(`CREATE ROLE ${role} LOGIN`));
+      const url = new URL(platform.databaseUrl);
+      url.username = role;
+      expect(await connectRefusal(url.toString())).toBe("42501");
+      const open = await withClient(ADMIN_PG_URL, (c) => c.query("SELECT has_database_privilege('public', $1, 'CONNECT') AS ok", [stateDb]));
+      expect(open.rows[0].ok).toBe(false);
+    } finally {
+      await stopDbaasPlatform(platform);
+      await withClient(ADMIN_PG_URL, (c) => c.query(`DROP ROLE IF EXISTS ${role}`));
+    }
+  });
+});
+
+describe("databases - read-only over quota cannot be escaped", () => {
+  const QUOTA_MB = 20;
+  let platform: TestPlatform;
+  let db: DatabaseCreated;
+  let other: DatabaseCreated;
+  const meta = callerMeta();
+
+  beforeAll(async () => {
+    // Measured every 0.2 s once near the quota; the full round never comes during the test.
+    platform = await startDbaasPlatform({ env: { DBAAS_MAX_STORAGE_MB: String(QUOTA_MB), DBAAS_QUOTA_NEAR_CHECK_S: "0.2" } });
+    [db, other] = await Promise.all([create(platform, meta), create(platform)]);
+  });
+  afterAll(() => stopDbaasPlatform(platform));
+
+  it("dbaas - grants to PUBLIC and other roles (tables, columns, views, sequences, schemas, SECURITY DEFINER, large objects) prepared before the quota give no write after the freeze", async () => {
+    await withClient(db.connectionString, async (c) => {
+      // Temporary files (outside the database's size) are capped at the quota, and the tenant cannot lift that.
+      expect((await c.query("SHOW temp_file_limit")).rows[0].temp_file_limit).toBe(`${QUOTA_MB}MB`);
+      expect(await refusal(c, "SET temp_file_limit = -1")).toBe("42501");
+      await c.query("CREATE TABLE big (id serial PRIMARY KEY, payload text NOT NULL)");
+      await c.query(`GRANT ALL ON big TO PUBLIC; GRANT ALL ON big TO ${other.username} WITH GRANT OPTION; GRANT ALL ON SEQUENCE big_id_seq TO PUBLIC`);
+      await c.query("CREATE TABLE cols (a int, b text); GRANT INSERT (a, b), UPDATE (b) ON cols TO PUBLIC");
+      await c.query("CREATE VIEW v AS SELECT id, payload FROM big; GRANT ALL ON v TO PUBLIC");
+      await c.query("CREATE SCHEMA s2; GRANT ALL ON SCHEMA s2 TO PUBLIC; GRANT ALL ON SCHEMA public TO PUBLIC");
+      await c.query(`CREATE FUNCTION s2.w(n int) RETURNS void LANGUAGE sql SECURITY DEFINER AS $$ INSERT INTO public.big (payload) SELECT repeat('y', 1000) FROM generate_series(1, n) $$;
+                     GRANT EXECUTE ON FUNCTION s2.w(int) TO PUBLIC`);
+      await c.query("SELECT lo_create(4242); GRANT UPDATE ON LARGE OBJECT 4242 TO PUBLIC");
+      await c.query("ALTER DEFAULT PRIVILEGES GRANT ALL ON TABLES TO PUBLIC; ALTER DEFAULT PRIVILEGES GRANT ALL ON SCHEMAS TO PUBLIC");
+      await c.query(fill(8800)); // past 80 % of the quota: watched closely from the next check on
+    });
+    const first = await platform.broker.call<QuotaReport>("dbaas.checkQuota");
+    expect(first).toMatchObject({ frozen: [], near: [db.id] });
+
+    // Past the quota: frozen by the close watch alone, within about a second.
+    // (The close watch may end this very session once the size crosses the quota mid-statement.)
+    await withClient(db.connectionString, (c) => c.query(fill(3500))).catch(() => undefined);
+    await waitFor(async () => (await platform.broker.call<{ readOnly: boolean }, object>("dbaas.get", { id: db.id }, { meta })).readOnly, {
+      timeoutMs: 5000,
+      message: "the close watch to freeze the database",
+    });
+    const frozenBytes = await databaseBytes(db.databaseName);
+
+    await withClient(db.connectionString, async (c) => {
+      await c.query("SET default_transaction_read_only = off");
+      const attempts = {
+        tableGrantedToPublic: await refusal(c, "INSERT INTO big (payload) VALUES ('escape')"),
+        columnGrant: await refusal(c, "INSERT INTO cols (a, b) VALUES (1, 'escape')"),
+        viewGrant: await refusal(c, "INSERT INTO v (payload) SELECT repeat('z', 1000) FROM generate_series(1, 1000)"),
+        schemaGrant: await refusal(c, "CREATE TABLE s2.big AS SELECT repeat('z', 1000) AS payload FROM generate_series(1, 100000)"),
+        publicSchema: await refusal(c, "CREATE TABLE public.more (x int)"),
+        securityDefiner: await refusal(c, "SELECT s2.w(10000)"),
+        largeObject: await refusal(c, "SELECT lo_put(4242, 0, decode(repeat('00', 100000), 'hex'))"),
+        newLargeObject: await refusal(c, "SELECT lo_from_bytea(0, 'x')"),
+        sequence: await refusal(c, "SELECT nextval('big_id_seq')"),
+        temporaryTable: await refusal(c, "CREATE TEMP TABLE t AS SELECT 1"),
+      };
+      for (const [path, code] of Object.entries(attempts)) expect([path, code]).toEqual([path, "42501"]);
+      // Granting the rights again grants nothing: it owns nothing any more.
+      await c.query("GRANT CREATE ON SCHEMA s2 TO PUBLIC; GRANT INSERT ON big TO PUBLIC");
+      expect(await refusal(c, "CREATE TABLE s2.again (x int)")).toBe("42501");
+      expect(await refusal(c, "INSERT INTO big (payload) VALUES ('again')")).toBe("42501");
+      // Reads still work.
+      expect((await c.query("SELECT count(*)::int AS n FROM v")).rows[0].n).toBeGreaterThanOrEqual(8800);
+    });
+    // The real client: psql fails the same way.
+    const viaPsql = psql(db.connectionString, "INSERT INTO big (payload) VALUES ('psql')");
+    expect(viaPsql.status).not.toBe(0);
+    expect(viaPsql.stderr).toMatch(/permission denied/);
+    // The other tenant's role keeps nothing it was given.
+    const granted = await asAdmin(
+      (c) => c.query("SELECT has_table_privilege($1, 'public.big', 'INSERT') AS insert, has_schema_privilege($1, 's2', 'CREATE') AS create", [other.username]),
+      db.databaseName,
+    );
+    expect(granted.rows[0]).toEqual({ insert: false, create: false });
+    expect(await databaseBytes(db.databaseName)).toBeLessThan(frozenBytes + MIB);
+    expect(frozenBytes).toBeLessThan((QUOTA_MB + 8) * MIB); // crossing it overshot by one fill, not by a multiple
+  });
+});
+
+describe("databases - one account's connections are capped across its databases", () => {
+  let platform: TestPlatform;
+  const meta = callerMeta();
+  const open: Client[] = [];
+
+  /** Opens connections to `db` until the server refuses one; returns how many it accepted and why it stopped. */
+  async function flood(db: DatabaseCreated, max = 12): Promise<{ opened: number; refusedWith?: string }> {
+    for (let opened = 0; opened < max; opened++) {
+      const client = new Client({ connectionString: db.connectionString });
+      client.on("error", () => undefined);
+      try {
+        await client.connect();
+      } catch (err) {
+        return { opened, refusedWith: (err as { code?: string }).code };
+      }
+      open.push(client);
+    }
+    return { opened: max };
+  }
+  const closeAll = async () => Promise.all(open.splice(0).map((c) => c.end().catch(() => undefined)));
+
+  beforeAll(async () => {
+    platform = await startDbaasPlatform({ env: { DBAAS_CONNECTIONS_PER_ACCOUNT: "6", DBAAS_MAX_PER_ACCOUNT: "5" } });
+  });
+  afterEach(closeAll);
+  afterAll(() => stopDbaasPlatform(platform));
+
+  it("dbaas - a connection flood across 5 databases of one account stops at the account's limit, not 5 × the per-database limit", async () => {
+    const dbs: DatabaseCreated[] = [];
+    for (let i = 0; i < 5; i++) dbs.push(await create(platform, meta)); // in order: the split favours the oldest
+    const floods = [];
+    for (const db of dbs) floods.push(await flood(db));
+    expect(floods.map((f) => f.opened)).toEqual([2, 1, 1, 1, 1]);
+    for (const f of floods) expect(f.refusedWith).toBe("53300"); // PostgreSQL's "too many connections for role"
+    await closeAll();
+
+    // Destroying three hands their share to the two left.
+    for (const db of dbs.slice(0, 3)) await platform.broker.call("dbaas.destroy", { id: db.id }, { meta });
+    const after = [await flood(dbs[3]), await flood(dbs[4])];
+    expect(after.map((f) => f.opened)).toEqual([3, 3]);
+  });
+
+  it("dbaas - provisioning is refused (503, nothing left behind) when the server could not give a new account its connections", async () => {
+    const saved = process.env.DBAAS_RESERVED_CONNECTIONS;
+    process.env.DBAAS_RESERVED_CONNECTIONS = "100000"; // read at each provisioning: a server with no room left
+    const newcomer = callerMeta();
+    try {
+      const err = await create(platform, newcomer).catch((e) => e);
+      expect(err).toMatchObject({ code: 503, type: "SERVICE_UNAVAILABLE" });
+      expect(err.message).not.toMatch(/max_connections|127\.0\.0\.1/);
+      const rows = await withClient(platform.databaseUrl, (c) => c.query("SELECT 1 FROM dbaas.databases WHERE client_id = $1", [newcomer.caller.clientId]));
+      expect(rows.rows).toEqual([]);
+    } finally {
+      if (saved === undefined) delete process.env.DBAAS_RESERVED_CONNECTIONS;
+      else process.env.DBAAS_RESERVED_CONNECTIONS = saved;
+    }
+    // No role without its database: this platform's marked roles are exactly those of its active records.
+    const marker = await markerOf(platform);
+    const marked = await asAdmin((c) =>
+      c.query("SELECT r.rolname FROM pg_roles r JOIN pg_shdescription s ON s.objoid = r.oid WHERE s.description = $1 ORDER BY 1", [marker]),
+    );
+    const active = await withClient(platform.databaseUrl, (c) => c.query("SELECT username AS rolname FROM dbaas.databases WHERE status = 'active' ORDER BY 1"));
+    expect(marked.rows).toEqual(active.rows);
+  });
+});
+
+describe("databases - a crash mid-provision does not block the account", () => {
+  let platform: TestPlatform;
+  let client: ServiceBroker;
+  let child: ChildService | undefined;
+
+  beforeAll(async () => {
+    platform = await startDbaasPlatform({ services: ["auth"], transporter: NATS_URL }); // a broker to call dbaas from
+    client = platform.broker;
+  });
+  afterAll(async () => {
+    await child?.stop("SIGKILL");
+    await stopDbaasPlatform(platform);
+  });
+
+  /** Calls go to this node only: the killed one stays in the caller's registry until its heartbeats time out. */
+  let nodeID = "";
+  const spawnDbaas = async () => {
+    nodeID = uniqueName("dbaas");
+    const proc = spawnServices(["dbaas"], {
+      ...tenantEnv({ DBAAS_MAX_PER_ACCOUNT: "1", DBAAS_CREATE_CONCURRENCY: "1" }),
+      TRANSPORTER: NATS_URL,
+      NAMESPACE: platform.namespace,
+      DATABASE_URL: platform.databaseUrl,
+      NODE_ID: nodeID,
+    });
+    await waitFor(
+      () => {
+        if (proc.proc.exitCode !== null) throw new Error(`dbaas exited:\n${proc.output()}`);
+        return client.registry.getServiceList({ onlyAvailable: true }).some((s) => s.name === "dbaas" && s.nodeID === nodeID);
+      },
+      { timeoutMs: 30_000, message: "dbaas in its own process" },
+    );
+    return proc;
+  };
+
+  it("dbaas - SIGKILL of dbaas mid-provision, then an immediate create for the same account at its limit of 1 succeeds", async () => {
+    const meta = callerMeta();
+    child = await spawnDbaas();
+    const rows = () =>
+      withClient(platform.databaseUrl, async (c) => (await c.query("SELECT username, status FROM dbaas.databases WHERE client_id = $1", [meta.caller.clientId])).rows);
+    // Hold the only CREATE DATABASE slot: the provisioning stops after its record and role.
+    const crashed = await asAdmin(async (slot) => {
+      await slot.query("SELECT pg_advisory_lock(hashtext('ci-platform:dbaas:create'), 0)");
+      const pending = client.call("dbaas.create", {}, { meta, nodeID, timeout: 2000 }).catch((e) => e);
+      const [row] = await waitFor(async () => {
+        const r = await rows();
+        return r.length === 1 && (await existing({ roles: [r[0].username] })).length === 1 ? r : false;
+      }, { message: "the provisioning to reach CREATE DATABASE" });
+      await child!.stop("SIGKILL");
+      child = undefined;
+      void pending; // fails once the broker notices the node is gone; nothing to wait for
+      return row as { username: string; status: string };
+    });
+    expect(crashed.status).toBe("provisioning");
+
+    child = await spawnDbaas();
+    const db = await client.call<DatabaseCreated, object>("dbaas.create", {}, { meta, nodeID });
+    await withClient(db.connectionString, (c) => c.query("SELECT 1"));
+    // The restarted process's reconciler removed what the crash left, without waiting out a grace period.
+    await waitFor(async () => (await existing({ roles: [crashed.username] })).length === 0, { message: "the crashed role to be removed" });
+    expect((await rows()).map((r) => r.status)).toEqual(["active"]);
+  });
+});
+
+describe("databases - a tenant cannot list other tenants", () => {
+  let platform: TestPlatform;
+  let a: DatabaseCreated;
+  let b: DatabaseCreated;
+
+  beforeAll(async () => {
+    platform = await startDbaasPlatform();
+    [a, b] = await Promise.all([create(platform), create(platform)]);
+  });
+  afterAll(() => stopDbaasPlatform(platform));
+
+  it("dbaas - a tenant cannot list other databases, roles or sessions (psql \\l, pg_database, pg_roles, pg_stat_activity and the functions behind them)", async () => {
+    await withClient(b.connectionString, async (bSession) => {
+      await bSession.query("SELECT 1"); // B is connected while A looks around
+      const looks = {
+        "\\l": psql(a.connectionString, "\\l"),
+        "\\du": psql(a.connectionString, "\\du"),
+        pg_database: psql(a.connectionString, "SELECT datname FROM pg_database"),
+        pg_stat_database: psql(a.connectionString, "SELECT datname FROM pg_stat_database"),
+        pg_roles: psql(a.connectionString, "SELECT rolname FROM pg_roles"),
+        pg_shdescription: psql(a.connectionString, "SELECT description FROM pg_shdescription"),
+        pg_stat_activity: psql(a.connectionString, "SELECT usename, datname FROM pg_stat_activity"),
+        pg_stat_get_activity: psql(a.connectionString, "SELECT usesysid, datid FROM pg_stat_get_activity(NULL)"),
+        backendUser: psql(a.connectionString, "SELECT pg_stat_get_backend_userid(s) FROM pg_stat_get_backend_idset() s"),
+        shobj_description: psql(a.connectionString, "SELECT shobj_description(oid, 'pg_database') FROM generate_series(1, 20000) oid"),
+      };
+      for (const [look, run] of Object.entries(looks)) {
+        expect([look, run.status]).toEqual([look, expect.not.stringMatching(/^0$/)]);
+        expect([look, run.stderr]).toEqual([look, expect.stringMatching(/permission denied/)]);
+        expect([look, run.stdout]).toEqual([look, expect.not.stringContaining(b.databaseName)]);
+      }
+    });
+    // What a tenant needs keeps working: its own tables through psql.
+    const own = psql(a.connectionString, "CREATE TABLE mine (x int)", "\\dt", "SELECT current_user, current_database()");
+    expect(own.status).toBe(0);
+    expect(own.stdout).toContain("mine");
+    expect(own.stdout).toContain(`${a.username}|${a.databaseName}`);
+  });
+
+  it("dbaas - a database provisioned while the catalog was open gets it hidden by the reconciler", async () => {
+    process.env.DBAAS_HIDE_CATALOG = "false"; // read at each provisioning
+    let older: DatabaseCreated;
+    try {
+      older = await create(platform);
+    } finally {
+      delete process.env.DBAAS_HIDE_CATALOG;
+    }
+    expect(psql(older.connectionString, "SELECT count(*) FROM pg_database").status).toBe(0);
+    await platform.broker.call("dbaas.reconcile", {});
+    const after = psql(older.connectionString, "SELECT datname FROM pg_database");
+    expect(after.status).not.toBe(0);
+    expect(after.stderr).toMatch(/permission denied/);
+  });
+});

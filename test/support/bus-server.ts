@@ -1,0 +1,90 @@
+/**
+ * A real nats-server (Debian's /usr/sbin/nats-server) on a free port with the platform's own
+ * generated configuration: users per role and per gpu-node, subject permissions, JetStream,
+ * optionally TLS with a fresh CA. For the bus security tests and the benchmarks.
+ */
+import { ChildProcess, spawn } from "child_process";
+import fs from "fs";
+import net from "net";
+import os from "os";
+import path from "path";
+import { platformCallerTable } from "../../lib/bus-identity";
+import { Certificates, generateBus, makeCertificates } from "../../lib/bus-setup";
+
+export const NATS_SERVER = process.env.NATS_SERVER_BIN || "/usr/sbin/nats-server";
+
+export type BusServer = {
+  port: number;
+  /** nats:// or tls:// URL without credentials. */
+  url: string;
+  passwords: Record<string, string>;
+  /** TRANSPORTER with a user's credentials in it. */
+  urlFor(user: string): string;
+  certificates?: Certificates;
+  dir: string;
+  log(): string;
+  stop(): Promise<void>;
+};
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+    srv.once("error", reject);
+  });
+}
+
+function answers(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect(port, "127.0.0.1");
+    socket.once("connect", () => (socket.destroy(), resolve(true)));
+    socket.once("error", () => resolve(false));
+  });
+}
+
+export async function startBusServer(opts: { namespace?: string; gpuNodes?: string[]; tls?: boolean; maxPayload?: string } = {}): Promise<BusServer> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "bus-nats-"));
+  const port = await freePort();
+  const certificates = opts.tls ? makeCertificates(path.join(dir, "tls"), ["localhost", "127.0.0.1"]) : undefined;
+  const generated = generateBus({
+    namespace: opts.namespace,
+    gpuNodes: opts.gpuNodes ?? [],
+    callers: platformCallerTable(),
+    listen: `127.0.0.1:${port}`,
+    storeDir: path.join(dir, "js"),
+    syncAlways: false, // Debian 12's nats-server 2.9 does not know sync_interval
+    maxPayload: opts.maxPayload ?? "1MB",
+    tls: certificates && { certFile: certificates.certFile, keyFile: certificates.keyFile },
+    literalPasswords: true,
+  });
+  const conf = path.join(dir, "nats-server.conf");
+  fs.writeFileSync(conf, generated.config, { mode: 0o600 });
+  const proc: ChildProcess = spawn(NATS_SERVER, ["-c", conf], { stdio: ["ignore", "pipe", "pipe"] });
+  let log = "";
+  proc.stdout!.on("data", (d) => (log += d));
+  proc.stderr!.on("data", (d) => (log += d));
+  const exited = new Promise<void>((resolve) => proc.once("exit", () => resolve()));
+  const deadline = Date.now() + 10_000;
+  while (!(await answers(port))) {
+    if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`nats-server did not start:\n${log}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  const scheme = opts.tls ? "tls" : "nats";
+  return {
+    port,
+    url: `${scheme}://127.0.0.1:${port}`,
+    passwords: generated.passwords,
+    urlFor: (user) => `${scheme}://${encodeURIComponent(user)}:${encodeURIComponent(generated.passwords[user])}@127.0.0.1:${port}`,
+    certificates,
+    dir,
+    log: () => log,
+    async stop() {
+      if (proc.exitCode === null) proc.kill("SIGTERM");
+      await exited;
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

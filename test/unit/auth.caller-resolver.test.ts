@@ -1,0 +1,70 @@
+import jwt from "jsonwebtoken";
+import { ACCOUNT_CACHE_MS, CallerResolver } from "../../services/api-gateway/caller-resolver";
+import { readCredentials } from "../../services/api-gateway/credentials";
+import { hashApiKey } from "../../services/auth/api-keys";
+import { signAccessToken } from "../../lib/jwt";
+import type { Caller } from "../../lib/identity";
+
+const ID = "4b6f1c2e-0000-4000-8000-000000000001";
+const KEY = "ci_" + "a".repeat(32);
+
+function resolverWith(now: () => number) {
+  const seen = { apiKey: [] as string[], account: [] as string[] };
+  const accounts = new Set([ID]);
+  const resolver = new CallerResolver<null>(
+    {
+      apiKey: async (_ctx, hash) => {
+        seen.apiKey.push(hash);
+        return hash === hashApiKey(KEY) ? ({ clientId: ID, role: "client", via: "apiKey" } as Caller) : null;
+      },
+      accountExists: async (_ctx, id) => {
+        seen.account.push(id);
+        return accounts.has(id);
+      },
+    },
+    now,
+  );
+  return { resolver, seen, accounts };
+}
+
+describe("auth - gateway caller resolution", () => {
+  const secret = process.env.JWT_SECRET ?? "ci-platform-development-secret-change-me";
+
+  it("auth - an API key is sent to auth only as its SHA-256", async () => {
+    const { resolver, seen } = resolverWith(Date.now);
+    expect(await resolver.resolve(readCredentials({ "x-api-key": KEY }), null)).toEqual({ caller: { clientId: ID, role: "client", via: "apiKey" } });
+    expect(seen.apiKey).toEqual([hashApiKey(KEY)]);
+  });
+
+  it("auth - an overlong or ill-formed key is refused without asking auth", async () => {
+    const { resolver, seen } = resolverWith(Date.now);
+    for (const key of [KEY + "x".repeat(100), "ci_SHORT", KEY.toUpperCase().replace("CI_", "ci_")])
+      expect(await resolver.resolve(readCredentials({ authorization: `Bearer ${key}` }), null)).toEqual({ error: "API key is invalid or was revoked" });
+    expect(seen.apiKey).toEqual([]);
+  });
+
+  it("auth - a JWT's account is looked up once, then cached for a short while", async () => {
+    let now = Date.now();
+    const { resolver, seen, accounts } = resolverWith(() => now);
+    const token = signAccessToken(ID, "client", secret);
+    const creds = readCredentials({ authorization: `Bearer ${token}` });
+    for (let i = 0; i < 5; i++) expect(await resolver.resolve(creds, null)).toEqual({ caller: { clientId: ID, role: "client", via: "jwt" } });
+    expect(seen.account).toEqual([ID]);
+    accounts.delete(ID);
+    now += ACCOUNT_CACHE_MS + 1;
+    expect(await resolver.resolve(creds, null)).toEqual({ error: "The account of these credentials no longer exists" });
+  });
+
+  it("auth - a JWT of an account that does not exist is refused", async () => {
+    const { resolver } = resolverWith(Date.now);
+    const token = signAccessToken("4b6f1c2e-0000-4000-8000-00000000dead", "client", secret);
+    expect(await resolver.resolve(readCredentials({ authorization: `Bearer ${token}` }), null)).toEqual({ error: "The account of these credentials no longer exists" });
+  });
+
+  it("auth - a refused JWT costs no lookup", async () => {
+    const { resolver, seen } = resolverWith(Date.now);
+    const noExp = jwt.sign({ role: "client", jti: "j" }, secret, { subject: ID });
+    expect(await resolver.resolve(readCredentials({ authorization: `Bearer ${noExp}` }), null)).toEqual({ error: "Access token must carry exp and iat" });
+    expect(seen.account).toEqual([]);
+  });
+});
