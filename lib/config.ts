@@ -39,6 +39,24 @@ export function parseOpenAiProviders(raw: string | undefined): OpenAiProviderCon
   });
 }
 
+/**
+ * dbaas catalog levels (services/dbaas/tenant-sql.ts hiddenAt): `sessions` hides other tenants'
+ * sessions and activity, `all` also the names of databases and roles (pg_dump and psql's \l then
+ * fail), `off` nothing.
+ */
+export const CATALOG_LEVELS = ["off", "sessions", "all"] as const;
+export type CatalogLevel = (typeof CATALOG_LEVELS)[number];
+
+/** DBAAS_HIDE_CATALOG: a level, `true` (the former default: `all`) or `false` (`off`); unset or empty: `sessions`. */
+export function parseCatalogLevel(raw: string | undefined): CatalogLevel {
+  const value = (raw ?? "").trim().toLowerCase();
+  if (value === "") return "sessions";
+  if (value === "true") return "all";
+  if (value === "false") return "off";
+  if ((CATALOG_LEVELS as readonly string[]).includes(value)) return value as CatalogLevel;
+  throw new Error(`DBAAS_HIDE_CATALOG must be "sessions" (the default), "all" (or "true") or "off" (or "false"), got "${raw}"`);
+}
+
 /** A decimal number (for limits such as CPUs or heartbeat seconds). */
 function num(name: string, fallback: number): number {
   const raw = process.env[name];
@@ -164,8 +182,8 @@ export const config = {
   dbaasReservedConnections: () => int("DBAAS_RESERVED_CONNECTIONS", 20),
   /** dbaas: how often a database above 80 % of its quota is measured (seconds). */
   dbaasQuotaNearCheckS: () => num("DBAAS_QUOTA_NEAR_CHECK_S", 1),
-  /** dbaas: hide other tenants' databases and sessions from the catalog (tenants' own pg_dump then fails). */
-  dbaasHideCatalog: () => process.env.DBAAS_HIDE_CATALOG !== "false",
+  /** dbaas: what of the catalog tenants cannot read (parseCatalogLevel; default `sessions`). */
+  dbaasHideCatalog: (): CatalogLevel => parseCatalogLevel(process.env.DBAAS_HIDE_CATALOG),
   /** dbaas: host and port written into connection strings (what clients reach the server by). */
   dbaasPublicHost: () => process.env.DBAAS_PUBLIC_HOST || "localhost",
   dbaasPublicPort: () => int("DBAAS_PUBLIC_PORT", 5432),

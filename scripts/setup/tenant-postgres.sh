@@ -37,9 +37,10 @@ if ! answers 127.0.0.1 "$PORT"; then
   wait_answer 127.0.0.1 "$PORT" 10 || { echo "Tenant cluster did not start on $PORT" >&2; exit 1; }
 fi
 
-runuser -u postgres -- psql -X -q -p "$PORT" -d postgres -v ON_ERROR_STOP=1 \
+(cd / && runuser -u postgres -- psql -X -q -p "$PORT" -d postgres -v ON_ERROR_STOP=1 \
   -v user="$ADMIN_USER" -v password="$TENANT_PG_ADMIN_PASSWORD" <<'SQL'
 SELECT format('CREATE ROLE %I SUPERUSER LOGIN', :'user') WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'user') \gexec
 SELECT format('ALTER ROLE %I SUPERUSER LOGIN PASSWORD %L', :'user', :'password') \gexec
 SQL
+)
 echo "Tenant PostgreSQL: postgresql://$ADMIN_USER:***@127.0.0.1:$PORT/postgres (scram-sha-256)"

@@ -1,5 +1,6 @@
 /** SQL for the dbaas schema of the platform's own database; the only place that knows its tables. */
 import type { Pool } from "pg";
+import type { CatalogLevel } from "../../lib/config";
 
 export type DatabaseStatus = "provisioning" | "active" | "destroying";
 
@@ -17,7 +18,8 @@ export type DatabaseRow = {
   updated_at: Date;
   /** The process working on a provisioning or destroying record (owner-lease.ts). */
   owner: string | null;
-  catalog_hidden: boolean;
+  /** The catalog level applied in the database (tenant-sql.ts hiddenAt); null: not known (the reconciler applies the configured one). */
+  catalog_level: CatalogLevel | null;
 };
 
 /** A record with whether the process that owns it still lives (for the reconciler). */
@@ -30,7 +32,7 @@ export type DatabaseStats = {
   storageMbByState: { active: number; readOnly: number };
 };
 
-const COLUMNS = `id, client_id, database_name, username, status, storage_bytes, measured_at, max_storage_mb, read_only, created_at, updated_at, owner, catalog_hidden`;
+const COLUMNS = `id, client_id, database_name, username, status, storage_bytes, measured_at, max_storage_mb, read_only, created_at, updated_at, owner, catalog_level`;
 /** Records that hold a place in the account: active, or being provisioned by a live process. */
 const LIVE = `(status = 'active' OR (status = 'provisioning' AND (owner IS NULL OR dbaas.owner_alive(owner))))`;
 
@@ -59,11 +61,13 @@ export class DatabasesRepository {
     return rows[0].recorded;
   }
 
-  async activate(id: string, storageBytes: number, catalogHidden = false): Promise<DatabaseRow | undefined> {
+  /** `catalogLevel`: the level prepareSchema applied (also sets catalog_hidden, see migration 4). */
+  async activate(id: string, storageBytes: number, catalogLevel: CatalogLevel): Promise<DatabaseRow | undefined> {
     const { rows } = await this.db.query<DatabaseRow>(
-      `UPDATE dbaas.databases SET status = 'active', storage_bytes = $2, measured_at = now(), updated_at = now(), catalog_hidden = $3
+      `UPDATE dbaas.databases SET status = 'active', storage_bytes = $2, measured_at = now(), updated_at = now(),
+              catalog_level = $3, catalog_hidden = true
         WHERE id = $1 AND status = 'provisioning' RETURNING ${COLUMNS}`,
-      [id, storageBytes, catalogHidden],
+      [id, storageBytes, catalogLevel],
     );
     return rows[0];
   }
@@ -107,14 +111,21 @@ export class DatabasesRepository {
     return rows;
   }
 
-  /** Active databases whose catalog is still open to their tenant (provisioned before it was hidden). */
-  async listCatalogOpen(): Promise<DatabaseRow[]> {
-    const { rows } = await this.db.query<DatabaseRow>(`SELECT ${COLUMNS} FROM dbaas.databases WHERE status = 'active' AND NOT catalog_hidden`);
+  /** Active databases whose catalog is at another level than `level`, or not known to be at any. */
+  async listCatalogNotAt(level: CatalogLevel): Promise<DatabaseRow[]> {
+    const { rows } = await this.db.query<DatabaseRow>(
+      `SELECT ${COLUMNS} FROM dbaas.databases WHERE status = 'active' AND catalog_level IS DISTINCT FROM $1`,
+      [level],
+    );
     return rows;
   }
 
-  async markCatalogHidden(id: string): Promise<void> {
-    await this.db.query("UPDATE dbaas.databases SET catalog_hidden = true WHERE id = $1", [id]);
+  /**
+   * Records the level now applied. catalog_hidden = true keeps replicas of the version before
+   * migration 4 (during a rolling update), which hid everything where it was false, away from it.
+   */
+  async markCatalogLevel(id: string, level: CatalogLevel): Promise<void> {
+    await this.db.query("UPDATE dbaas.databases SET catalog_level = $2, catalog_hidden = true WHERE id = $1", [id, level]);
   }
 
   /** Hands a record to nobody: it no longer counts towards its account, and the reconciler removes what it left. */

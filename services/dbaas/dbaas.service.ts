@@ -57,7 +57,7 @@ type DbaasThis = Service &
     /** The tenant server passed server-guard.ts (false while it could not be reached). */
     serverVerified: boolean;
     verifyServer(): Promise<boolean>;
-    hideOpenCatalogs(): Promise<void>;
+    applyCatalogLevel(): Promise<void>;
     reconciler: Reconciler;
     quotaLoop: Periodic<QuotaReport>;
     reconcileLoop: Periodic<ReconcileReport>;
@@ -154,7 +154,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
         const graceMs = (ctx.params.graceS ?? RECONCILE_GRACE_S) * 1000;
         return this.reconcileLoop.exclusive(async () => {
           const report = await this.reconciler.reconcile(graceMs);
-          if (config.dbaasHideCatalog()) await this.hideOpenCatalogs();
+          await this.applyCatalogLevel();
           return report;
         });
       },
@@ -222,14 +222,19 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       return this.serverVerified;
     },
 
-    /** Hides the catalog in databases provisioned before it was hidden (one failure stops no other). */
-    async hideOpenCatalogs(this: DbaasThis): Promise<void> {
-      for (const row of await this.repo.listCatalogOpen()) {
+    /**
+     * Brings every active database whose catalog is at another level (provisioned under another
+     * DBAAS_HIDE_CATALOG, or before levels were recorded) to the configured one, hiding or opening
+     * as needed (one failure stops no other; it is tried again at the next round).
+     */
+    async applyCatalogLevel(this: DbaasThis): Promise<void> {
+      const level = config.dbaasHideCatalog();
+      for (const row of await this.repo.listCatalogNotAt(level)) {
         try {
-          await this.tenant.hideCatalog(row.database_name);
-          await this.repo.markCatalogHidden(row.id);
+          await this.tenant.setCatalogLevel(row.database_name, level);
+          await this.repo.markCatalogLevel(row.id, level);
         } catch (err) {
-          this.logger.warn(`Catalog of database ${row.database_name} not hidden yet: ${(err as Error).message}`);
+          this.logger.warn(`Catalog of database ${row.database_name} not at level ${level} yet: ${(err as Error).message}`);
         }
       }
     },
@@ -248,6 +253,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
   },
 
   async started(this: DbaasThis) {
+    config.dbaasHideCatalog(); // an unknown DBAAS_HIDE_CATALOG stops the start here, before anything is touched
     const adminUrl = config.dbaasAdminUrl();
     if (!adminUrl) throw new Error(MISSING_ADMIN_URL);
     this.tenant = new TenantServer(adminUrl, { createConcurrency: config.dbaasCreateConcurrency() });
@@ -270,7 +276,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
           perDatabase: config.dbaasConnectionLimit(),
           reserved: config.dbaasReservedConnections(),
         },
-        hideCatalog: config.dbaasHideCatalog(),
+        catalogLevel: config.dbaasHideCatalog(),
       }),
     });
     this.quota = new QuotaEnforcer(deps);
@@ -292,7 +298,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       async () => {
         if (!hardened) await this.tenant.hardenServer().then(() => (hardened = true));
         const report = await this.reconciler.reconcile(RECONCILE_GRACE_S * 1000);
-        if (config.dbaasHideCatalog()) await this.hideOpenCatalogs();
+        await this.applyCatalogLevel();
         return report;
       },
       () => config.dbaasReconcileS(),

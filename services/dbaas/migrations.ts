@@ -94,4 +94,21 @@ export const migrations: Migration[] = [
       ALTER TABLE databases ADD COLUMN catalog_hidden boolean NOT NULL DEFAULT false;
     `,
   },
+  {
+    version: 4,
+    name: "catalog level per database",
+    sql: `
+      -- The catalog level applied in each database (DBAAS_HIDE_CATALOG: off, sessions or all);
+      -- NULL: not known, and the reconciler applies the configured level (which also converges any
+      -- database whose level differs from the configured one).
+      ALTER TABLE databases ADD COLUMN catalog_level text CHECK (catalog_level IN ('off', 'sessions', 'all'));
+      -- Until now a database was hidden entirely (catalog_hidden) or not at all.
+      UPDATE databases SET catalog_level = CASE WHEN catalog_hidden THEN 'all' ELSE 'off' END, catalog_hidden = true
+       WHERE status = 'active';
+      -- No longer read. The previous version hid everything where it is false: this version sets it
+      -- to true on every database it records a level for, so during a rolling update replicas
+      -- still running the previous version leave those databases alone.
+      COMMENT ON COLUMN databases.catalog_hidden IS 'unused since migration 4 (see catalog_level); true fences off the previous version';
+    `,
+  },
 ];

@@ -5,6 +5,7 @@
  */
 import { randomUUID } from "crypto";
 import type { LoggerInstance } from "moleculer";
+import type { CatalogLevel } from "../../lib/config";
 import { apiError } from "../../lib/errors";
 import { generatePassword, scramVerifier } from "./credentials";
 import type { DatabaseRow, DatabasesRepository } from "./databases.repository";
@@ -20,8 +21,8 @@ export type ProvisionLimits = {
   maxPerAccount: number;
   maxStorageMb: number;
   connections: ConnectionPolicy;
-  /** Close the catalog views that list other tenants (tenant-sql.ts HIDDEN_RELATIONS). */
-  hideCatalog: boolean;
+  /** What of the catalog the tenant cannot read (tenant-sql.ts hiddenAt), recorded with the database. */
+  catalogLevel: CatalogLevel;
 };
 export type Provisioned = { row: DatabaseRow; password: string };
 
@@ -109,8 +110,8 @@ export class Provisioner {
         }),
       );
       const bytes = await this.step("grants", names, reached, () => tenant.secureDatabase(names, marker));
-      await this.step("schema", names, reached, () => tenant.prepareSchema(names, limits.hideCatalog));
-      const row = await repo.activate(id, bytes, limits.hideCatalog);
+      await this.step("schema", names, reached, () => tenant.prepareSchema(names, limits.catalogLevel));
+      const row = await repo.activate(id, bytes, limits.catalogLevel);
       if (!row) throw new Error(`Database record ${id} vanished while provisioning`);
       await this.fault("activate", names);
       return { row, password };

@@ -7,6 +7,7 @@ import { isDuplicate, isUnavailable, retryTransient } from "./faults";
 import { checkIdentifier, holdRoleOf, kindOf } from "./naming";
 import * as sql from "./tenant-sql";
 import type { TenantRef } from "./tenant-sql";
+import type { CatalogLevel } from "../../lib/config";
 import { probeWrongPassword } from "./password-probe";
 import type { ProbeOutcome } from "./server-guard";
 
@@ -121,12 +122,13 @@ export class TenantServer {
     return Number(results[results.length - 1].rows[0].bytes);
   }
 
-  async hideCatalog(databaseName: string): Promise<void> {
-    await this.inDatabase(databaseName, (client) => client.query(sql.hideCatalogSql()));
+  /** Brings the database's catalog to `level` (tenant-sql.ts catalogLevelSql), whatever it was. */
+  async setCatalogLevel(databaseName: string, level: CatalogLevel): Promise<void> {
+    await this.inDatabase(databaseName, (client) => client.query(sql.catalogLevelSql(level)));
   }
 
-  async prepareSchema(ref: TenantRef, hideCatalog = false): Promise<void> {
-    await this.inDatabase(ref.databaseName, (client) => client.query(sql.prepareSchemaSql(ref, hideCatalog)));
+  async prepareSchema(ref: TenantRef, catalogLevel: CatalogLevel = "off"): Promise<void> {
+    await this.inDatabase(ref.databaseName, (client) => client.query(sql.prepareSchemaSql(ref, catalogLevel)));
   }
 
   /**

@@ -1,10 +1,13 @@
 /**
  * dbaas on a broker against the real tenant cluster (scram-sha-256 over TCP): what a tenant's
- * credentials can and cannot do, what the platform keeps, and destroy with a session open.
+ * credentials can and cannot do, what the platform keeps, and destroy with a session open; and
+ * how records kept before catalog levels are read after the upgrade.
  */
-import { Client } from "pg";
-import type { TestPlatform } from "../support/platform";
+import { Client, Pool } from "pg";
+import { ensureDatabase, migrate } from "../../lib/db";
+import { dropDatabase, testDatabaseUrl, TestPlatform } from "../support/platform";
 import type { DatabaseCreated } from "../../services/dbaas/dbaas.service";
+import { migrations } from "../../services/dbaas/migrations";
 import {
   asAdmin,
   callerMeta,
@@ -156,5 +159,38 @@ describe("dbaas isolation", () => {
     expect(await connectRefusal(b.connectionString)).toBe("28P01"); // the role is gone: authentication fails
     await expect(platform.broker.call("dbaas.get", { id: b.id }, { meta: accountB })).rejects.toMatchObject({ code: 404 });
     await expect(platform.broker.call("dbaas.destroy", { id: b.id }, { meta: accountB })).rejects.toMatchObject({ code: 404 });
+  });
+});
+
+describe("dbaas catalog level - upgrade of the platform's records (migration 4)", () => {
+  it("dbaas catalog level - a database hidden entirely before is recorded at `all`, an open one at `off`, one still provisioning as unknown", async () => {
+    const databaseUrl = testDatabaseUrl();
+    await ensureDatabase(databaseUrl);
+    const pool = new Pool({ connectionString: databaseUrl });
+    try {
+      expect(await migrate(pool, "dbaas", migrations.filter((m) => m.version <= 3))).toEqual([1, 2, 3]);
+      const insert = (id: string, status: string, hidden: boolean) =>
+        pool.query(
+          `INSERT INTO dbaas.databases (id, client_id, database_name, username, status, max_storage_mb, catalog_hidden)
+           VALUES ($1, 'c', 'client_aaaaaaaa_' || $2, 'user_' || $2 || '0000', $3, 1, $4)`,
+          [id, id.slice(-8), status, hidden],
+        );
+      await insert("00000000-0000-4000-8000-00000000000a", "active", true);
+      await insert("00000000-0000-4000-8000-00000000000b", "active", false);
+      await insert("00000000-0000-4000-8000-00000000000c", "provisioning", false);
+      expect(await migrate(pool, "dbaas", migrations)).toEqual([4]);
+      const { rows } = await pool.query("SELECT right(id::text, 1) AS id, catalog_level, catalog_hidden FROM dbaas.databases ORDER BY id");
+      expect(rows).toEqual([
+        { id: "a", catalog_level: "all", catalog_hidden: true },
+        // true: a replica of the previous version (rolling update) no longer hides it entirely
+        { id: "b", catalog_level: "off", catalog_hidden: true },
+        // the reconciler applies the configured level once it is active
+        { id: "c", catalog_level: null, catalog_hidden: false },
+      ]);
+      await expect(pool.query("UPDATE dbaas.databases SET catalog_level = 'names'")).rejects.toMatchObject({ code: "23514" });
+    } finally {
+      await pool.end();
+      await dropDatabase(databaseUrl);
+    }
   });
 });

@@ -3,10 +3,13 @@
  * PostgreSQL (5432), the scram tenant cluster (5433), NATS for the crash case, and psql as the
  * tenant's client. Each `it` names the attack it defends against.
  */
+import { spawnSync } from "child_process";
 import { ServiceBroker } from "moleculer";
 import { Client } from "pg";
 import type { DatabaseCreated } from "../../services/dbaas/dbaas.service";
 import type { QuotaReport } from "../../services/dbaas/quota";
+import { hiddenAt, NAME_FUNCTIONS, NAME_RELATIONS, SESSION_FUNCTIONS, SESSION_RELATIONS } from "../../services/dbaas/tenant-sql";
+import type { CatalogLevel } from "../../lib/config";
 import {
   ADMIN_PG_URL,
   ChildService,
@@ -329,13 +332,156 @@ describe("databases - a crash mid-provision does not block the account", () => {
   });
 });
 
-describe("databases - a tenant cannot list other tenants", () => {
+/** Debian's pg_dump (the real client) with the tenant's own connection string: its exit code and output. */
+function pgDump(connectionString: string): { status: number; stdout: string; stderr: string } {
+  const run = spawnSync("/usr/bin/pg_dump", ["--no-password", `--dbname=${connectionString}`], { encoding: "utf8", timeout: 60_000 });
+  return { status: run.status ?? -1, stdout: run.stdout, stderr: run.stderr };
+}
+
+/** The catalog objects of the levels' lists whose PUBLIC right (SELECT, EXECUTE) is revoked in `databaseName`, sorted. */
+async function revokedIn(databaseName: string): Promise<string[]> {
+  const relations = [...SESSION_RELATIONS, ...NAME_RELATIONS];
+  const functions = [...SESSION_FUNCTIONS, ...NAME_FUNCTIONS];
+  const { rows } = await asAdmin(
+    (c) =>
+      c.query<{ name: string }>(
+        `SELECT n AS name FROM unnest($1::text[]) n
+          WHERE to_regclass('pg_catalog.' || n) IS NOT NULL AND NOT has_table_privilege('public', to_regclass('pg_catalog.' || n), 'SELECT')
+         UNION ALL
+         SELECT f FROM unnest($2::text[]) f
+          WHERE to_regprocedure('pg_catalog.' || f) IS NOT NULL AND NOT has_function_privilege('public', to_regprocedure('pg_catalog.' || f), 'EXECUTE')`,
+        [relations, functions],
+      ),
+    databaseName,
+  );
+  return rows.map((r) => r.name).sort();
+}
+
+const hiddenNames = (level: CatalogLevel) => [...hiddenAt(level).relations, ...hiddenAt(level).functions].sort();
+
+/** What a tenant looks at to find other tenants' sessions. */
+const sessionLooks = (connectionString: string) => ({
+  pg_stat_activity: psql(connectionString, "SELECT usename, datname, application_name FROM pg_stat_activity"),
+  pg_stat_get_activity: psql(connectionString, "SELECT usesysid, datid FROM pg_stat_get_activity(NULL)"),
+  backendUser: psql(connectionString, "SELECT pg_stat_get_backend_userid(s) FROM pg_stat_get_backend_idset() s"),
+  pg_stat_database: psql(connectionString, "SELECT datname, numbackends FROM pg_stat_database"),
+  pg_stat_ssl: psql(connectionString, "SELECT pid FROM pg_stat_ssl"),
+  pg_prepared_xacts: psql(connectionString, "SELECT gid, owner, database FROM pg_prepared_xacts"),
+  pg_stat_progress_vacuum: psql(connectionString, "SELECT pid, datname FROM pg_stat_progress_vacuum"),
+});
+
+function expectDenied(looks: Record<string, { status: number; stdout: string; stderr: string }>, secrets: string[]): void {
+  for (const [look, run] of Object.entries(looks)) {
+    expect([look, run.status]).toEqual([look, expect.not.stringMatching(/^0$/)]);
+    expect([look, run.stderr]).toEqual([look, expect.stringMatching(/permission denied/)]);
+    for (const secret of secrets) expect([look, run.stdout]).toEqual([look, expect.not.stringContaining(secret)]);
+  }
+}
+
+describe("databases - default catalog level (sessions): no other tenant's sessions, yet pg_dump and psql work", () => {
   let platform: TestPlatform;
   let a: DatabaseCreated;
   let b: DatabaseCreated;
 
   beforeAll(async () => {
-    platform = await startDbaasPlatform();
+    platform = await startDbaasPlatform(); // DBAAS_HIDE_CATALOG unset
+    [a, b] = await Promise.all([create(platform), create(platform)]);
+  });
+  afterAll(() => stopDbaasPlatform(platform));
+
+  it("dbaas - a tenant cannot see another tenant's session (pg_stat_activity and the views and functions behind it)", async () => {
+    const appName = "tenant_b_busy_with_secrets";
+    await withClient(`${b.connectionString}?application_name=${appName}`, async (bSession) => {
+      await bSession.query("SELECT 1"); // B is connected while A looks around
+      // The admin sees B's session: it is there to be seen.
+      const seen = await asAdmin((c) => c.query("SELECT 1 FROM pg_stat_activity WHERE usename = $1 AND application_name = $2", [b.username, appName]));
+      expect(seen.rowCount).toBe(1);
+      expectDenied(sessionLooks(a.connectionString), [b.username, b.databaseName, appName]);
+    });
+    expect(await revokedIn(a.databaseName)).toEqual(hiddenNames("sessions"));
+  });
+
+  it("dbaas - pg_dump of its own database with its own connection string succeeds; psql \\l, \\du and ::regrole work", async () => {
+    const setup = psql(a.connectionString, "CREATE TABLE mine (id int PRIMARY KEY, note text)", "INSERT INTO mine VALUES (1, 'dumped row')");
+    expect(setup.status).toBe(0);
+    const dump = pgDump(a.connectionString);
+    expect(dump.stderr).toBe("");
+    expect(dump.status).toBe(0);
+    expect(dump.stdout).toContain("CREATE TABLE public.mine");
+    expect(dump.stdout).toContain("dumped row");
+    const looks = psql(a.connectionString, "\\l", "\\du", `SELECT '${a.username}'::regrole`, "SELECT pg_encoding_to_char(encoding) FROM pg_database WHERE datname = current_database()");
+    expect(looks.stderr).toBe("");
+    expect(looks.status).toBe(0);
+    expect(looks.stdout).toContain(a.databaseName);
+    expect(looks.stdout).toContain(a.username);
+    expect(looks.stdout).toContain("UTF8");
+  });
+
+  it("dbaas - the reconciler brings older databases to the configured level, hiding or opening as needed", async () => {
+    const levelOf = async (id: string) =>
+      withClient(platform.databaseUrl, async (c) => (await c.query("SELECT catalog_level FROM dbaas.databases WHERE id = $1", [id])).rows[0].catalog_level);
+    const reconcileAt = async (level: string | undefined) => {
+      if (level === undefined) delete process.env.DBAAS_HIDE_CATALOG;
+      else process.env.DBAAS_HIDE_CATALOG = level; // read at each provisioning and each reconcile
+      await platform.broker.call("dbaas.reconcile", {});
+    };
+    let older: DatabaseCreated;
+    process.env.DBAAS_HIDE_CATALOG = "off";
+    try {
+      older = await create(platform);
+      // off: nothing revoked, a tenant reads pg_stat_activity.
+      expect(await revokedIn(older.databaseName)).toEqual([]);
+      expect(await levelOf(older.id)).toBe("off");
+      expect(psql(older.connectionString, "SELECT count(*) FROM pg_stat_activity").status).toBe(0);
+
+      await reconcileAt(undefined); // the default, sessions
+      expect(await revokedIn(older.databaseName)).toEqual(hiddenNames("sessions"));
+      expect(await levelOf(older.id)).toBe("sessions");
+      expect(psql(older.connectionString, "SELECT count(*) FROM pg_stat_activity").stderr).toMatch(/permission denied/);
+      expect(pgDump(older.connectionString).status).toBe(0);
+
+      await reconcileAt("all");
+      expect(await revokedIn(older.databaseName)).toEqual(hiddenNames("all"));
+      expect(await levelOf(older.id)).toBe("all");
+      expect(psql(older.connectionString, "SELECT datname FROM pg_database").stderr).toMatch(/permission denied/);
+      expect(pgDump(older.connectionString).status).not.toBe(0);
+
+      // Back to sessions (an upgrade from the former default): names readable again, pg_dump works.
+      await reconcileAt("sessions");
+      expect(await revokedIn(older.databaseName)).toEqual(hiddenNames("sessions"));
+      expect(pgDump(older.connectionString).status).toBe(0);
+      expect(psql(older.connectionString, "\\l").status).toBe(0);
+
+      await reconcileAt("false");
+      expect(await revokedIn(older.databaseName)).toEqual([]);
+      expect(await levelOf(older.id)).toBe("off");
+    } finally {
+      await reconcileAt(undefined);
+    }
+    expect(await revokedIn(older.databaseName)).toEqual(hiddenNames("sessions"));
+    expect(await revokedIn(a.databaseName)).toEqual(hiddenNames("sessions"));
+  });
+
+  it("dbaas - an unknown DBAAS_HIDE_CATALOG refuses to start: the process exits non-zero, naming the values", async () => {
+    const databaseUrl = testDatabaseUrl();
+    try {
+      const run = await startExpectingExit({ DATABASE_URL: databaseUrl, DBAAS_ADMIN_URL: TENANT_ADMIN_URL, DBAAS_HIDE_CATALOG: "yes" });
+      expect(run.code).not.toBe(0);
+      expect(run.code).not.toBeNull();
+      expect(run.output).toMatch(/DBAAS_HIDE_CATALOG must be "sessions" \(the default\), "all" \(or "true"\) or "off" \(or "false"\), got "yes"/);
+    } finally {
+      await dropDatabase(databaseUrl);
+    }
+  });
+});
+
+describe("databases - catalog level all: a tenant cannot list other tenants", () => {
+  let platform: TestPlatform;
+  let a: DatabaseCreated;
+  let b: DatabaseCreated;
+
+  beforeAll(async () => {
+    platform = await startDbaasPlatform({ env: { DBAAS_HIDE_CATALOG: "all" } });
     [a, b] = await Promise.all([create(platform), create(platform)]);
   });
   afterAll(() => stopDbaasPlatform(platform));
@@ -366,20 +512,10 @@ describe("databases - a tenant cannot list other tenants", () => {
     expect(own.status).toBe(0);
     expect(own.stdout).toContain("mine");
     expect(own.stdout).toContain(`${a.username}|${a.databaseName}`);
-  });
-
-  it("dbaas - a database provisioned while the catalog was open gets it hidden by the reconciler", async () => {
-    process.env.DBAAS_HIDE_CATALOG = "false"; // read at each provisioning
-    let older: DatabaseCreated;
-    try {
-      older = await create(platform);
-    } finally {
-      delete process.env.DBAAS_HIDE_CATALOG;
-    }
-    expect(psql(older.connectionString, "SELECT count(*) FROM pg_database").status).toBe(0);
-    await platform.broker.call("dbaas.reconcile", {});
-    const after = psql(older.connectionString, "SELECT datname FROM pg_database");
-    expect(after.status).not.toBe(0);
-    expect(after.stderr).toMatch(/permission denied/);
+    // The price of this level: pg_dump reads pg_roles and pg_database, and fails.
+    const dump = pgDump(a.connectionString);
+    expect(dump.status).not.toBe(0);
+    expect(dump.stderr).toMatch(/permission denied/);
+    expect(await revokedIn(a.databaseName)).toEqual(hiddenNames("all"));
   });
 });

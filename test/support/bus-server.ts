@@ -10,6 +10,7 @@ import os from "os";
 import path from "path";
 import { platformCallerTable } from "../../lib/bus-identity";
 import { Certificates, generateBus, makeCertificates } from "../../lib/bus-setup";
+import { freePort } from "./platform";
 
 export const NATS_SERVER = process.env.NATS_SERVER_BIN || "/usr/sbin/nats-server";
 
@@ -26,16 +27,6 @@ export type BusServer = {
   stop(): Promise<void>;
 };
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-    srv.once("error", reject);
-  });
-}
 
 function answers(port: number): Promise<boolean> {
   return new Promise((resolve) => {

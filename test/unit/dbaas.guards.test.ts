@@ -9,7 +9,17 @@ import { isNearQuota, MIB, QuotaEnforcer, QuotaReport, QuotaWatch } from "../../
 import { planReconcile } from "../../services/dbaas/reconciler";
 import { GuardFacts, refusalReason, TenantServerRefused, verifyTenantServer } from "../../services/dbaas/server-guard";
 import { createProbeRoleSql } from "../../services/dbaas/password-probe";
-import { prepareSchemaSql, setConnectionLimitsSql } from "../../services/dbaas/tenant-sql";
+import {
+  catalogLevelSql,
+  hiddenAt,
+  NAME_FUNCTIONS,
+  NAME_RELATIONS,
+  prepareSchemaSql,
+  SESSION_FUNCTIONS,
+  SESSION_RELATIONS,
+  setConnectionLimitsSql,
+} from "../../services/dbaas/tenant-sql";
+import { CATALOG_LEVELS, CatalogLevel, config, parseCatalogLevel } from "../../lib/config";
 
 describe("dbaas server guard", () => {
   const facts = (over: Partial<GuardFacts>): GuardFacts => ({
@@ -143,8 +153,84 @@ describe("dbaas guard SQL", () => {
   });
 
   it("dbaas guard SQL - the catalog is closed only when asked", () => {
-    expect(prepareSchemaSql(ref)).not.toMatch(/pg_database/);
-    expect(prepareSchemaSql(ref, true)).toMatch(/'pg_database'/);
-    expect(prepareSchemaSql(ref, true)).toMatch(/'pg_stat_get_activity\(integer\)'/);
+    expect(prepareSchemaSql(ref)).not.toMatch(/pg_database|pg_stat_activity/);
+    expect(prepareSchemaSql(ref, "off")).not.toMatch(/pg_database|pg_stat_activity/);
+    expect(prepareSchemaSql(ref, "sessions")).toMatch(/'pg_stat_get_activity\(integer\)'/);
+    expect(prepareSchemaSql(ref, "all")).toMatch(/'pg_database'/);
+    expect(prepareSchemaSql(ref, "all")).toMatch(/'pg_stat_get_activity\(integer\)'/);
+  });
+
+  /** The names in the revoking loops (relations, then functions) of catalogLevelSql, and in the granting ones. */
+  const loops = (level: CatalogLevel) => {
+    const arrays = [...catalogLevelSql(level).matchAll(/FOREACH n IN ARRAY ARRAY\[([^\]]*)\]::text\[\]/g)].map((m) =>
+      [...m[1].matchAll(/'([^']+)'/g)].map((q) => q[1]),
+    );
+    expect(arrays).toHaveLength(4);
+    return { revoked: [...arrays[0], ...arrays[2]], granted: [...arrays[1], ...arrays[3]] };
+  };
+
+  it("dbaas guard SQL - sessions hides other tenants' sessions and activity, never the names pg_dump and psql \\l read", () => {
+    const { revoked, granted } = loops("sessions");
+    for (const name of ["pg_stat_activity", "pg_prepared_xacts", "pg_stat_replication", "pg_stat_subscription", "pg_stat_ssl", "pg_stat_gssapi",
+      "pg_replication_slots", "pg_stat_replication_slots", "pg_stat_wal_receiver", "pg_stat_progress_vacuum", "pg_stat_progress_copy",
+      "pg_stat_database", "pg_stat_database_conflicts", "pg_stat_get_activity(integer)", "pg_stat_get_progress_info(text)",
+      "pg_stat_get_backend_idset()", "pg_stat_get_backend_userid(integer)", "pg_stat_get_backend_activity(integer)"]) {
+      expect([name, revoked]).toEqual([name, expect.arrayContaining([name])]);
+    }
+    for (const name of ["pg_database", "pg_roles", "pg_user", "pg_group", "pg_auth_members", "pg_db_role_setting", "pg_shdepend",
+      "pg_shdescription", "pg_shseclabel", "pg_seclabels", "shobj_description(oid, name)"]) {
+      expect([name, revoked]).toEqual([name, expect.not.arrayContaining([name])]);
+      expect([name, granted]).toEqual([name, expect.arrayContaining([name])]); // back to the default where `all` had it hidden
+    }
+  });
+
+  it("dbaas guard SQL - all hides the names too, off hides nothing; each level gives back what it does not hide", () => {
+    const all = loops("all");
+    expect(all.revoked).toEqual(expect.arrayContaining([...SESSION_RELATIONS, ...SESSION_FUNCTIONS, ...NAME_RELATIONS, ...NAME_FUNCTIONS]));
+    expect(all.granted).toEqual([]);
+    const off = loops("off");
+    expect(off.revoked).toEqual([]);
+    expect(off.granted.sort()).toEqual([...SESSION_RELATIONS, ...SESSION_FUNCTIONS, ...NAME_RELATIONS, ...NAME_FUNCTIONS].sort());
+    for (const level of CATALOG_LEVELS) {
+      const { revoked, granted } = loops(level);
+      expect([...revoked, ...granted].sort()).toEqual([...SESSION_RELATIONS, ...SESSION_FUNCTIONS, ...NAME_RELATIONS, ...NAME_FUNCTIONS].sort());
+      expect(hiddenAt(level).relations.length + hiddenAt(level).functions.length).toBe(revoked.length);
+    }
+    expect(() => catalogLevelSql("everything" as CatalogLevel)).toThrow();
+  });
+});
+
+describe("dbaas catalog level (DBAAS_HIDE_CATALOG)", () => {
+  it.each<[string | undefined, CatalogLevel]>([
+    [undefined, "sessions"],
+    ["", "sessions"],
+    ["sessions", "sessions"],
+    ["all", "all"],
+    ["true", "all"], // the former default: everything hidden
+    ["off", "off"],
+    ["false", "off"],
+    [" ALL ", "all"],
+    ["Off", "off"],
+  ])("dbaas catalog level - %j is %s", (raw, level) => {
+    expect(parseCatalogLevel(raw)).toBe(level);
+  });
+
+  it.each(["yes", "1", "0", "none", "session", "names", "all,sessions"])("dbaas catalog level - %j refuses to start with the accepted values named", (raw) => {
+    expect(() => parseCatalogLevel(raw)).toThrow(/DBAAS_HIDE_CATALOG must be "sessions" \(the default\), "all" \(or "true"\) or "off" \(or "false"\)/);
+  });
+
+  it("dbaas catalog level - the config getter reads DBAAS_HIDE_CATALOG each time", () => {
+    const saved = process.env.DBAAS_HIDE_CATALOG;
+    try {
+      delete process.env.DBAAS_HIDE_CATALOG;
+      expect(config.dbaasHideCatalog()).toBe("sessions");
+      process.env.DBAAS_HIDE_CATALOG = "true";
+      expect(config.dbaasHideCatalog()).toBe("all");
+      process.env.DBAAS_HIDE_CATALOG = "bogus";
+      expect(() => config.dbaasHideCatalog()).toThrow(/got "bogus"/);
+    } finally {
+      if (saved === undefined) delete process.env.DBAAS_HIDE_CATALOG;
+      else process.env.DBAAS_HIDE_CATALOG = saved;
+    }
   });
 });

@@ -32,6 +32,8 @@ describe("dbaas sql", () => {
     ["dropping a superuser", () => sql.dropRolesSql(["postgres"])],
     ["dropping template1", () => sql.dropDatabaseSql("template1")],
     ["freezing someone else", () => sql.freezeSql({ ...ref, username: "ci_admin" })],
+    ["an unknown catalog level", () => sql.catalogLevelSql("names" as never)],
+    ["an unknown catalog level in prepareSchema", () => sql.prepareSchemaSql(ref, "everything" as never)],
   ])("dbaas sql - refuses %s", (_name, build) => {
     expect(build).toThrow();
   });
