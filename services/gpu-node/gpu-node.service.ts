@@ -16,7 +16,9 @@ import { HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL, JobEvent, LogsPage, LogsParams, No
 import { addReadinessCheck } from "../../lib/health";
 import { discoverCards, NodeCard, queryNvidiaSmi, simulatedTelemetry } from "./discovery";
 import { JOB_ID_PATTERN, JobExecutor, JobLimits, JobOutcome, RunningJob } from "./job";
-import { LOGS_PAGE_BYTES, pruneLogs, readLogChunk } from "./log-store";
+import { LogBudget, LOGS_PAGE_BYTES, pruneLogs, readLogChunk } from "./log-store";
+import { logFilePath } from "./output";
+import { promises as fsp } from "fs";
 import { EventOutbox } from "./outbox";
 import { setUpExecutor } from "./executor-setup";
 
@@ -53,6 +55,8 @@ type GpuNodeThis = Service & {
   sendHeartbeat(): void;
   refreshTelemetry(): Promise<void>;
   pruneLogs(): Promise<void>;
+  logBudget: LogBudget;
+  noteFinishedLog(jobId: string): Promise<void>;
 };
 
 const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
@@ -172,7 +176,7 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
         const outcome = await job.outcome;
         if (this.jobs.get(job.jobId) === job) this.jobs.delete(job.jobId);
         if (outcome) this.outbox.push(this.event(job, outcome));
-        if (outcome) await this.pruneLogs(); // a finished log may take the node over its storage cap
+        if (outcome) await this.noteFinishedLog(job.jobId); // a finished log may take the node over its storage cap
       })().catch((err) => this.logger.error(`Reporting job ${job.jobId} failed`, err));
       this.tracking.add(done);
       void done.finally(() => this.tracking.delete(done));
@@ -205,11 +209,20 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
     /** Keeps job logs within 7 days and GPU_JOB_LOG_MAX_TOTAL_MB; running jobs' logs stay. */
     async pruneLogs(this: GpuNodeThis) {
       const maxTotalBytes = Math.round(config.gpuJobLogMaxTotalMb() * 1024 * 1024);
-      const removed = await pruneLogs(config.gpuJobLogDir(), { maxAgeMs: LOG_RETENTION_MS, maxTotalBytes, active: new Set(this.jobs.keys()) }).catch((err) => {
+      const result = await pruneLogs(config.gpuJobLogDir(), { maxAgeMs: LOG_RETENTION_MS, maxTotalBytes, active: new Set(this.jobs.keys()) }).catch((err) => {
         this.logger.warn(`Job logs not pruned: ${(err as Error).message}`);
-        return [];
+        return null;
       });
+      if (!result) return;
+      this.logBudget.scanned(result.keptBytes);
+      const removed = result.removed;
       if (removed.length) this.logger.info(`Removed ${removed.length} old job log(s) (retention or GPU_JOB_LOG_MAX_TOTAL_MB)`);
+    },
+
+    /** Counts a finished job's log against the node's cap; scans and prunes only when it is crossed. */
+    async noteFinishedLog(this: GpuNodeThis, jobId: string) {
+      const size = (await fsp.stat(logFilePath(config.gpuJobLogDir(), jobId)).catch(() => null))?.size ?? 0;
+      if (this.logBudget.add(size)) await this.pruneLogs();
     },
 
     /** Live values for real cards; a failing nvidia-smi keeps the last ones (and says so). */
@@ -229,6 +242,7 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
 
   created(this: GpuNodeThis) {
     this.jobs = new Map();
+    this.logBudget = new LogBudget(Math.round(config.gpuJobLogMaxTotalMb() * 1024 * 1024));
     this.tracking = new Set();
     this.timers = [];
     this.heartbeats = 0;

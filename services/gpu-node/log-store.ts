@@ -74,11 +74,11 @@ export function logsToPrune(files: LogFile[], opts: { maxAgeMs: number; maxTotal
   return removed;
 }
 
-/** Removes what `logsToPrune` chooses; returns the job ids whose logs went. */
+/** Removes what `logsToPrune` chooses; returns the job ids whose logs went and the bytes kept. */
 export async function pruneLogs(
   dir: string,
   opts: { maxAgeMs: number; maxTotalBytes: number; active?: Set<string>; now?: number },
-): Promise<string[]> {
+): Promise<{ removed: string[]; keptBytes: number }> {
   const names = await fs.readdir(dir).catch(() => [] as string[]);
   const files: LogFile[] = [];
   for (const name of names) {
@@ -88,5 +88,26 @@ export async function pruneLogs(
   }
   const chosen = logsToPrune(files, { maxAgeMs: opts.maxAgeMs, maxTotalBytes: opts.maxTotalBytes, now: opts.now ?? Date.now(), active: opts.active ?? new Set() });
   for (const jobId of chosen) await fs.rm(logFilePath(dir, jobId), { force: true });
-  return chosen;
+  const gone = new Set(chosen);
+  return { removed: chosen, keptBytes: files.filter((f) => !gone.has(f.jobId)).reduce((sum, f) => sum + f.bytes, 0) };
+}
+
+/**
+ * When a finished job's log calls for a prune. Scanning the folder after every job costs
+ * O(logs kept) per job (quadratic over a week of jobs), so the node keeps a running total from
+ * the last scan and scans again only once it crosses the cap (retention: the hourly prune).
+ */
+export class LogBudget {
+  private total: number | null = null;
+  constructor(private readonly maxTotalBytes: number) {}
+  /** What the last prune kept. */
+  scanned(keptBytes: number): void {
+    this.total = keptBytes;
+  }
+  /** Adds a finished log; true when a prune is due (over the cap, or no scan yet). */
+  add(bytes: number): boolean {
+    if (this.total === null) return true;
+    this.total += bytes;
+    return this.total > this.maxTotalBytes;
+  }
 }

@@ -3,7 +3,7 @@ import os from "os";
 import path from "path";
 import { OUTPUT_TAIL_BYTES } from "../../lib/gpu-protocol";
 import { decodeOutput, encodeOutput, storableText } from "../../lib/output-encoding";
-import { logsToPrune, readLogChunk } from "../../services/gpu-node/log-store";
+import { LogBudget, logsToPrune, readLogChunk } from "../../services/gpu-node/log-store";
 import { DockerFrameDemuxer, OutputCapture, readLogPage, TailBuffer, truncationNote, utf8End } from "../../services/gpu-node/output";
 
 function frame(stream: 1 | 2, text: string): Buffer {
@@ -204,5 +204,18 @@ describe("gpu-node output - log storage", () => {
   ];
   test.each(cases)("gpu-node output - prune: $name", ({ files, active, expected }) => {
     expect(logsToPrune(files, { maxAgeMs: 7 * day, maxTotalBytes: 5 * MB, now, active: new Set(active) })).toEqual(expected);
+  });
+});
+
+describe("gpu-node - log budget", () => {
+  test("gpu-node - a finished log asks for a scan only before the first scan and once the cap is crossed", () => {
+    const budget = new LogBudget(100);
+    expect(budget.add(10)).toBe(true); // nothing scanned yet: the total is unknown
+    budget.scanned(50);
+    expect(budget.add(30)).toBe(false); // 80
+    expect(budget.add(20)).toBe(false); // 100: at the cap, not over
+    expect(budget.add(1)).toBe(true); // 101
+    budget.scanned(40);
+    expect(budget.add(59)).toBe(false);
   });
 });
