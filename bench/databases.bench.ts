@@ -1,7 +1,7 @@
 /**
  * bench:databases — provisioning latency (POST /api/databases, p50/p99) sequentially and at 10
  * concurrent, beside a bare script sending the same CREATE ROLE + CREATE DATABASE + REVOKE/GRANT
- * statements to the same tenant server over a plain pg Pool, in the same run (alternating, so
+ * statements (the schema step, catalog level included, from tenant-sql.ts) to the same tenant server over a plain pg Pool, in the same run (alternating, so
  * other load on the machine falls on both alike); and the ratio.
  * Goal: platform ≤ 1.3× the bare script. Needs the tenant cluster (.ci/setup.d/30-tenant-postgres.sh).
  */
@@ -9,6 +9,8 @@ import { randomBytes, randomUUID } from "crypto";
 import { Client, Pool } from "pg";
 import { ChildService, dropDatabase, freePort, http, spawnServices, testDatabaseUrl, waitFor } from "../test/support/platform";
 import { purgeMarked, TENANT_ADMIN_URL, tenantEnv, withClient } from "../test/integration/dbaas.helpers";
+import { config } from "../lib/config";
+import { prepareSchemaSql, tempFileLimitSql } from "../services/dbaas/tenant-sql";
 
 const SEQUENTIAL = Number(process.env.BENCH_SEQUENTIAL || 20);
 const CONCURRENCY = 10;
@@ -64,17 +66,15 @@ class Bare {
     await this.pool.query(
       `CREATE ROLE "${user}" LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT NOREPLICATION NOBYPASSRLS CONNECTION LIMIT 1 PASSWORD '${password}'`,
     );
+    await this.pool.query(tempFileLimitSql(user, 1024));
     await this.pool.query(`CREATE DATABASE "${db}" TEMPLATE template0`);
     await this.pool.query(
       `REVOKE CONNECT, TEMPORARY ON DATABASE "${db}" FROM PUBLIC; GRANT CONNECT, TEMPORARY, CREATE ON DATABASE "${db}" TO "${user}"`,
     );
     const url = new URL(TENANT_ADMIN_URL);
     url.pathname = `/${db}`;
-    await withClient(url.toString(), (c: Client) =>
-      c.query(`REVOKE ALL ON SCHEMA public FROM PUBLIC; GRANT USAGE, CREATE ON SCHEMA public TO "${user}";
-               REVOKE EXECUTE ON FUNCTION lo_creat(integer), lo_create(oid), lo_from_bytea(oid, bytea) FROM PUBLIC;
-               GRANT EXECUTE ON FUNCTION lo_creat(integer), lo_create(oid), lo_from_bytea(oid, bytea) TO "${user}"`),
-    );
+    // The schema step as the platform sends it (public schema, large objects, the catalog level).
+    await withClient(url.toString(), (c: Client) => c.query(prepareSchemaSql({ databaseName: db, username: user }, config.dbaasHideCatalog())));
   }
 
   async cleanup(): Promise<void> {
