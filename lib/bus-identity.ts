@@ -35,13 +35,9 @@ export function nodeIDFor(role: string, instance: string): string {
   return `${role}.${instance.replace(/[^A-Za-z0-9_-]/g, "-")}`;
 }
 
-type Declared = ActionSchema & { callers?: readonly string[]; rest?: unknown };
-
 /** The roles that may call an action from another process. */
 export function callersOf(action: ActionSchema): readonly string[] {
-  const declared = (action as Declared).callers;
-  if (declared) return declared;
-  return (action as Declared).rest ? ["api-gateway"] : [];
+  return action.callers ?? (action.rest ? ["api-gateway"] : []);
 }
 
 /**
@@ -73,8 +69,8 @@ export function callerTable(schemas: ServiceSchema[]): CallerTableRow[] {
   const rows: CallerTableRow[] = [];
   for (const schema of schemas)
     for (const [name, action] of Object.entries(actionsOf(schema))) {
-      if ((action as { visibility?: string }).visibility === "private") continue; // never on the bus
-      rows.push({ action: `${schema.name}.${name}`, callers: callersOf(action), rest: Boolean((action as Declared).rest) });
+      if (action.visibility === "private") continue; // never on the bus
+      rows.push({ action: `${schema.name}.${name}`, callers: callersOf(action), rest: Boolean(action.rest) });
     }
   return rows.sort((a, b) => a.action.localeCompare(b.action));
 }

@@ -14,7 +14,7 @@
  * tells the consumer who really sent a message (`channelSender`).
  */
 import { Middleware as ChannelsMiddleware } from "@moleculer/channels";
-import type { Middleware, Service, ServiceBroker } from "moleculer";
+import type { ChannelSchema, Middleware, Service, ServiceBroker } from "moleculer";
 import { connect, ConnectionOptions, RetentionPolicy, StorageType } from "nats";
 import { BusSetup, BusSettings, busSettings, hasCredentials, isNatsUrl, natsConnectionOptions as connectionOptions } from "./bus-connection";
 import { config } from "./config";
@@ -70,10 +70,10 @@ export function channelSender(namespace: string, channel: string, subject: strin
  * In-memory channels are Moleculer events, whose wildcard is `**`.
  */
 function adaptPerSenderChannels(svc: Service, onNats: boolean): void {
-  const channels = (svc.schema as { channels?: Record<string, unknown> }).channels;
+  const channels = svc.schema.channels;
   if (!channels) return;
   const namespace = svc.broker.namespace;
-  const renamed: Record<string, unknown> = {};
+  const renamed: Record<string, ChannelSchema> = {};
   for (const [key, def] of Object.entries(channels)) {
     if (!key.endsWith(".>") || typeof def !== "object" || def === null) {
       renamed[key] = def;
@@ -84,12 +84,11 @@ function adaptPerSenderChannels(svc: Service, onNats: boolean): void {
       renamed[`${channel}.**`] = def;
       continue;
     }
-    const d = def as { nats?: { streamConfig?: Record<string, unknown> } };
-    const streamConfig = { ...STREAM_CONFIG, ...d.nats?.streamConfig, name: streamName(namespace, channel), subjects: [prefixed(namespace, key)] };
-    renamed[key] = { ...d, nats: { ...d.nats, streamConfig } };
+    const streamConfig = { ...STREAM_CONFIG, ...def.nats?.streamConfig, name: streamName(namespace, channel), subjects: [prefixed(namespace, key)] };
+    renamed[key] = { ...def, nats: { ...def.nats, streamConfig } };
   }
   // A copy per service instance: several brokers (namespaces) may share one schema object.
-  (svc as { schema: unknown }).schema = { ...svc.schema, channels: renamed };
+  svc.schema = { ...svc.schema, channels: renamed };
 }
 
 export function createChannelsMiddleware(bus?: Pick<BusSetup, "nodeID">): Middleware {
@@ -156,11 +155,7 @@ async function addStream(jsm: StreamManager, name: string, subjects: string[]): 
   }
 }
 
-type ChannelBroker = ServiceBroker & {
-  sendToChannel(channel: string, payload: unknown, opts?: Record<string, unknown>): Promise<void>;
-};
-
 /** Publishes `payload` on a durable channel (resolves once the server has stored it). */
 export function sendToChannel(broker: ServiceBroker, channel: string, payload: unknown): Promise<void> {
-  return (broker as ChannelBroker).sendToChannel(channel, payload);
+  return broker.sendToChannel(channel, payload);
 }

@@ -7,7 +7,7 @@
  * - the action's `auth` policy: an action reachable over REST without an explicit `auth` is
  *   treated as "required".
  */
-import type { ActionSchema, Context, Middleware, Service, ServiceBroker } from "moleculer";
+import type { ActionSchema, Context, Middleware, ServiceBroker } from "moleculer";
 import { callersOf, senderMayCall } from "../lib/bus-identity";
 import { callerVerifier, checkCallerKeys } from "../lib/caller-keys";
 import { forbidden, unauthorized } from "../lib/errors";
@@ -16,9 +16,7 @@ import type { AuthPolicy, CallerMeta } from "../lib/identity";
 type AuthMeta = CallerMeta & { authError?: string };
 
 export function policyOf(action: ActionSchema): AuthPolicy | undefined {
-  const declared = (action as { auth?: AuthPolicy }).auth;
-  if (declared) return declared;
-  return action.rest ? "required" : undefined;
+  return action.auth ?? (action.rest ? "required" : undefined);
 }
 
 /** Sets (or clears) ctx.meta.caller from the token alone; says why there is none. */
@@ -37,10 +35,9 @@ function resolveCaller(meta: AuthMeta): string | undefined {
 }
 
 function keysNeeded(broker: ServiceBroker): { sign: boolean; verify: boolean } {
-  const services = broker.services as Service[];
-  const sign = services.some((s) => s.name === "api-gateway");
-  const verify = services.some((s) =>
-    Object.values((s.schema.actions ?? {}) as Record<string, ActionSchema>).some((a) => {
+  const sign = broker.services.some((s) => s.name === "api-gateway");
+  const verify = broker.services.some((s) =>
+    Object.values(s.schema.actions ?? {}).some((a) => {
       const policy = typeof a === "object" && a ? policyOf(a) : undefined;
       return policy === "required" || policy === "jwt";
     }),

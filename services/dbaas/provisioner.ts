@@ -46,10 +46,7 @@ export function neverSent(err: unknown): boolean {
 }
 
 export class Provisioner {
-  /** Test hook: runs after each step; a throw there is handled like a failure of that step. */
-  faultAfter?: (step: ProvisionStep, names: TenantNames) => void | Promise<void>;
-
-  constructor(private readonly deps: ProvisionerDeps) {}
+  constructor(readonly deps: ProvisionerDeps) {}
 
   async provision(clientId: string): Promise<Provisioned> {
     const { repo, tenant, marker } = this.deps;
@@ -72,7 +69,6 @@ export class Provisioner {
     // Tenant-side steps whose statement may have reached the server, hence may need undoing.
     const reached = new Set<ProvisionStep>();
     try {
-      await this.fault("record", names);
       const secret = await verifier;
       // The account's budget of connections, split again over its databases with the new one last.
       const live = await repo.listLive(clientId);
@@ -86,7 +82,7 @@ export class Provisioner {
       const shares = splitConnections(policy, live.length);
       const others = live.map((row, i) => ({ username: row.username, limit: shares[i] })).filter((o) => o.username !== names.username);
       const share = shares[live.findIndex((row) => row.id === id)] ?? shares[shares.length - 1];
-      await this.step("role", names, reached, async (attempt) => {
+      await this.step("role", reached, async (attempt) => {
         const refused = await tenant
           .createRoleWithin(
             names,
@@ -103,17 +99,16 @@ export class Provisioner {
           throw apiError("SERVICE_UNAVAILABLE", "The database server has no room for more connections; retry later", null);
         }
       });
-      await this.step("database", names, reached, (attempt) =>
+      await this.step("database", reached, (attempt) =>
         tenant.createDatabase(names).catch((err) => {
           if (attempt > 1 && isDuplicate(err)) return;
           throw err;
         }),
       );
-      const bytes = await this.step("grants", names, reached, () => tenant.secureDatabase(names, marker));
-      await this.step("schema", names, reached, () => tenant.prepareSchema(names, limits.catalogLevel));
+      const bytes = await this.step("grants", reached, () => tenant.secureDatabase(names, marker));
+      await this.step("schema", reached, () => tenant.prepareSchema(names, limits.catalogLevel));
       const row = await repo.activate(id, bytes, limits.catalogLevel);
       if (!row) throw new Error(`Database record ${id} vanished while provisioning`);
-      await this.fault("activate", names);
       return { row, password };
     } catch (err) {
       await this.compensate(id, clientId, names, reached, err);
@@ -155,7 +150,6 @@ export class Provisioner {
 
   private async step<T>(
     step: ProvisionStep,
-    names: TenantNames,
     reached: Set<ProvisionStep>,
     work: (attempt: number) => Promise<T>,
   ): Promise<T> {
@@ -168,12 +162,7 @@ export class Provisioner {
       }
     });
     reached.add(step);
-    await this.fault(step, names);
     return result;
-  }
-
-  private async fault(step: ProvisionStep, names: TenantNames): Promise<void> {
-    if (this.faultAfter) await this.faultAfter(step, names);
   }
 
   private async compensate(id: string, clientId: string, names: TenantNames, reached: Set<ProvisionStep>, cause: unknown): Promise<void> {

@@ -33,6 +33,9 @@ export type NewJob = {
 
 const COLUMNS = `id, client_id, command, container_image, gpu_type, status, node_id, gpu_uuid, gpu_name, holding,
   created_at, started_at, completed_at, exit_code, output, output_base64, error_message`;
+/** What a decision reads: `output` only as a presence mark (see `states`). */
+const STATE_COLUMNS = `id, status, node_id, gpu_uuid, holding, started_at, completed_at, exit_code, error_message,
+  CASE WHEN output IS NULL THEN NULL ELSE '' END AS output`;
 const TERMINAL_SQL = `('completed', 'failed', 'cancelled')`;
 
 export const normalizeGpuType = (t: string | null) => (t === null ? "" : t.trim().replace(/\s+/g, " ").toLowerCase());
@@ -97,62 +100,7 @@ export class JobsRepository {
     return rows;
   }
 
-  // --- placement (inside the placement transaction) ---
-
-  // --- dispatch results ---
-
-  /** The node accepted these jobs: assigned → running. Returns the ids that moved. */
-  async markRunning(ids: string[], now: Date): Promise<Set<string>> {
-    const { rows } = await this.db.query<{ id: string }>(
-      `UPDATE gpu_scheduler.jobs SET status = 'running', started_at = COALESCE(started_at, $2)
-       WHERE id = ANY($1::uuid[]) AND status = 'assigned' RETURNING id`,
-      [ids, now],
-    );
-    return new Set(rows.map((r) => r.id));
-  }
-
-  /** Jobs among `ids` cancelled while their placement was on its way to the node. */
-  async cancelled(ids: string[]): Promise<Array<{ id: string; node_id: string }>> {
-    const { rows } = await this.db.query<{ id: string; node_id: string }>(
-      `SELECT id, node_id FROM gpu_scheduler.jobs WHERE id = ANY($1::uuid[]) AND status = 'cancelled' AND node_id IS NOT NULL`,
-      [ids],
-    );
-    return rows;
-  }
-
-  /**
-   * The node did not take these jobs (unreachable): placed ones go back to the queue at their
-   * original position; ones cancelled meanwhile just free the card.
-   */
-  async unplace(ids: string[], nodeId: string): Promise<number> {
-    const { rowCount } = await this.db.query(
-      `UPDATE gpu_scheduler.jobs SET
-         node_id = CASE WHEN status = 'assigned' THEN NULL ELSE node_id END,
-         gpu_uuid = CASE WHEN status = 'assigned' THEN NULL ELSE gpu_uuid END,
-         gpu_name = CASE WHEN status = 'assigned' THEN NULL ELSE gpu_name END,
-         assigned_at = CASE WHEN status = 'assigned' THEN NULL ELSE assigned_at END,
-         status = CASE WHEN status = 'assigned' THEN 'queued' ELSE status END,
-         holding = false
-       WHERE id = ANY($1::uuid[]) AND node_id = $2 AND holding AND status IN ('assigned', 'cancelled')`,
-      [ids, nodeId],
-    );
-    return rowCount ?? 0;
-  }
-
-  /** The node refused the job for good (bad request): it fails with the node's reason. */
-  async failPlacement(id: string, nodeId: string, message: string, now: Date): Promise<void> {
-    await this.db.query(
-      `UPDATE gpu_scheduler.jobs SET
-         status = CASE WHEN status = 'assigned' THEN 'failed' ELSE status END,
-         error_message = CASE WHEN status = 'assigned' THEN $3 ELSE error_message END,
-         completed_at = CASE WHEN status = 'assigned' THEN $4 ELSE completed_at END,
-         holding = false
-       WHERE id = $1 AND node_id = $2 AND holding AND status IN ('assigned', 'cancelled')`,
-      [id, nodeId, message, now],
-    );
-  }
-
-  // --- events and cancels: read, decide (transitions.ts), compare-and-set ---
+  // --- every transition: read, decide (transitions.ts), compare-and-set ---
 
   /**
    * The decision inputs of these jobs. `output` is only a presence mark ("" when there is some):
@@ -160,88 +108,61 @@ export class JobsRepository {
    */
   async states(ids: string[]): Promise<Map<string, JobState>> {
     const { rows } = await this.db.query<JobRow>(
-      `SELECT id, status, node_id, gpu_uuid, holding, started_at, completed_at, exit_code, error_message,
-              CASE WHEN output IS NULL THEN NULL ELSE '' END AS output
-       FROM gpu_scheduler.jobs WHERE id = ANY($1::uuid[])`,
+      `SELECT ${STATE_COLUMNS} FROM gpu_scheduler.jobs WHERE id = ANY($1::uuid[])`,
       [ids],
     );
     return new Map(rows.map((r) => [r.id, toState(r)]));
   }
 
+  /** The decision inputs of the jobs holding a card on `nodeId` (as `states`). */
+  async statesOnNode(nodeId: string): Promise<Map<string, JobState>> {
+    const { rows } = await this.db.query<JobRow>(
+      `SELECT ${STATE_COLUMNS} FROM gpu_scheduler.jobs WHERE node_id = $1 AND holding`,
+      [nodeId],
+    );
+    return new Map(rows.map((r) => [r.id, toState(r)]));
+  }
+
   /**
-   * Writes each patch only if the job's status and holding are still what its decision saw
-   * (compare-and-set); returns the ids written. One statement for the whole batch.
+   * Writes each patch only if the job's status, holding and placement (node, card) are still what
+   * its decision saw (compare-and-set); returns the ids written. One statement for the whole batch.
+   * `nodeId: null` in a patch clears the whole placement (node, card, its name, when it was placed).
    */
-  async compareAndSet(updates: Array<{ id: string; seen: Pick<JobState, "status" | "holding">; patch: JobPatch }>): Promise<Set<string>> {
+  async compareAndSet(
+    updates: Array<{ id: string; seen: Pick<JobState, "status" | "holding" | "nodeId" | "gpuUuid">; patch: JobPatch }>,
+  ): Promise<Set<string>> {
     if (!updates.length) return new Set();
     const set = (field: keyof JobPatch, column: string, cast: string) =>
       `${column} = CASE WHEN p.patch ? '${field}' THEN (p.patch->>'${field}')${cast} ELSE j.${column} END`;
+    const unplaced = (column: string) => `${column} = CASE WHEN p.patch ? 'nodeId' THEN NULL ELSE j.${column} END`;
     const { rows } = await this.db.query<{ id: string }>(
       `UPDATE gpu_scheduler.jobs j SET
          ${set("status", "status", "")}, ${set("holding", "holding", "::boolean")},
          ${set("startedAt", "started_at", "::timestamptz")}, ${set("completedAt", "completed_at", "::timestamptz")},
          ${set("exitCode", "exit_code", "::int")}, ${set("output", "output", "")}, ${set("errorMessage", "error_message", "")},
-         ${set("outputBase64", "output_base64", "")}
-       FROM jsonb_to_recordset($1::jsonb) AS p(id uuid, seen_status text, seen_holding boolean, patch jsonb)
+         ${set("outputBase64", "output_base64", "")},
+         ${unplaced("node_id")}, ${unplaced("gpu_uuid")}, ${unplaced("gpu_name")}, ${unplaced("assigned_at")}
+       FROM jsonb_to_recordset($1::jsonb) AS p(id uuid, seen_status text, seen_holding boolean, seen_node text, seen_gpu text, patch jsonb)
        WHERE j.id = p.id AND j.status = p.seen_status AND j.holding = p.seen_holding
+         AND j.node_id IS NOT DISTINCT FROM p.seen_node AND j.gpu_uuid IS NOT DISTINCT FROM p.seen_gpu
        RETURNING j.id`,
-      [JSON.stringify(updates.map((u) => ({ id: u.id, seen_status: u.seen.status, seen_holding: u.seen.holding, patch: u.patch })))],
+      [
+        JSON.stringify(
+          updates.map((u) => ({
+            id: u.id,
+            seen_status: u.seen.status,
+            seen_holding: u.seen.holding,
+            seen_node: u.seen.nodeId,
+            seen_gpu: u.seen.gpuUuid,
+            patch: u.patch,
+          })),
+        ),
+      ],
     );
     return new Set(rows.map((r) => r.id));
   }
 
-  /**
-   * Fallback for a job whose event could not be written (the data was refused, or it kept failing
-   * until its last delivery): a job still on `nodeId`'s card fails with `message`, and the card
-   * is free either way. Returns whether it changed.
-   */
-  async failUnstorable(id: string, nodeId: string, message: string, now: Date): Promise<boolean> {
-    const { rowCount } = await this.db.query(
-      `UPDATE gpu_scheduler.jobs SET
-         error_message = CASE WHEN status IN ('assigned', 'running') THEN $2 ELSE error_message END,
-         status = CASE WHEN status IN ('assigned', 'running') THEN 'failed' ELSE status END,
-         completed_at = COALESCE(completed_at, $3),
-         holding = false
-       WHERE id = $1 AND node_id = $4 AND (holding OR status IN ('assigned', 'running'))`,
-      [id, message, now, nodeId],
-    );
-    return rowCount === 1;
-  }
-
-  /** The node confirmed the job is gone from the card. */
-  async release(id: string, nodeId: string): Promise<boolean> {
-    const { rowCount } = await this.db.query(
-      `UPDATE gpu_scheduler.jobs SET holding = false
-       WHERE id = $1 AND node_id = $2 AND holding AND status IN ${TERMINAL_SQL}`,
-      [id, nodeId],
-    );
-    return rowCount === 1;
-  }
-
   // --- node loss and housekeeping ---
-
-  /**
-   * A node left the cluster: its running jobs fail, its placed-but-unconfirmed jobs go back to
-   * the queue (keeping their FIFO position), its cards are free. Idempotent.
-   */
-  async nodeLost(nodeId: string, message: string, now: Date): Promise<{ failed: number; requeued: number; released: number }> {
-    const { rows } = await this.db.query<{ failed: number; requeued: number; released: number }>(
-      `WITH failed AS (
-         UPDATE gpu_scheduler.jobs SET status = 'failed', error_message = $2, completed_at = $3, holding = false
-         WHERE node_id = $1 AND holding AND status = 'running' RETURNING 1),
-       requeued AS (
-         UPDATE gpu_scheduler.jobs SET status = 'queued', node_id = NULL, gpu_uuid = NULL, gpu_name = NULL,
-           assigned_at = NULL, holding = false
-         WHERE node_id = $1 AND holding AND status = 'assigned' RETURNING 1),
-       released AS (
-         UPDATE gpu_scheduler.jobs SET holding = false
-         WHERE node_id = $1 AND holding AND status IN ${TERMINAL_SQL} RETURNING 1)
-       SELECT (SELECT count(*) FROM failed)::int AS failed, (SELECT count(*) FROM requeued)::int AS requeued,
-              (SELECT count(*) FROM released)::int AS released`,
-      [nodeId, message, now],
-    );
-    return rows[0];
-  }
 
   /** Nodes that hold a card in the database (to notice a node lost while no replica watched). */
   async nodesHoldingCards(): Promise<string[]> {
@@ -257,16 +178,6 @@ export class JobsRepository {
       `SELECT id, node_id FROM gpu_scheduler.jobs WHERE holding AND status = 'running'`,
     );
     return rows;
-  }
-
-  /** A running job its node no longer has: it failed there without a report. */
-  async failRunning(id: string, nodeId: string, message: string, now: Date): Promise<boolean> {
-    const { rowCount } = await this.db.query(
-      `UPDATE gpu_scheduler.jobs SET status = 'failed', error_message = $3, completed_at = $4, holding = false
-       WHERE id = $1 AND node_id = $2 AND status = 'running'`,
-      [id, nodeId, message, now],
-    );
-    return rowCount === 1;
   }
 
   /** Placements unconfirmed since before `before`. */

@@ -2,7 +2,7 @@
 import type { ServiceBroker } from "moleculer";
 import type { LogsPage, RunJobParams } from "../../lib/gpu-protocol";
 import type { NodeLogs } from "./job-logs";
-import type { NodeClient } from "./scheduler";
+import type { NodeClient } from "./ports";
 
 export class BrokerNodeClient implements NodeClient, NodeLogs {
   constructor(private readonly broker: ServiceBroker, private readonly timeoutMs: number) {}

@@ -1,7 +1,9 @@
 /**
- * What happens to a job, as pure functions of its stored state: the node's events, a client's
- * cancel, and the public view of a row. The repository applies the returned patches with a
- * compare-and-set on (status, holding), so concurrent replicas never overwrite each other.
+ * The job state machine, whole: every change of a stored job is a pure function here of its state
+ * (the node's events, its run call's answer, a client's cancel, node loss, housekeeping) returning
+ * a patch, or null for no change. The scheduler writes the patches through the repository's
+ * compare-and-set on (status, holding, node, card), so concurrent replicas never overwrite each
+ * other. Only placement (queued → assigned) is written elsewhere: by the placement transaction.
  *
  * Stored statuses are the public ones plus `assigned`: placed on a card, not yet confirmed by the
  * node. A client sees `assigned` as `queued` (it has not started; if the node turns it down it goes
@@ -31,7 +33,8 @@ export type JobState = {
   errorMessage: string | null;
 };
 
-export type JobPatch = Partial<Omit<JobState, "nodeId" | "gpuUuid">>;
+/** Columns to change. A placement is only ever cleared here (`nodeId: null` clears the whole placement). */
+export type JobPatch = Partial<Omit<JobState, "nodeId" | "gpuUuid">> & { nodeId?: null; gpuUuid?: null };
 
 export type EventOutcome = {
   /** Columns to change; null when the event changes nothing (duplicate, late or stale). */
@@ -51,7 +54,7 @@ export function applyJobEvent(job: JobState, event: JobEvent): EventOutcome {
   }
 
   if (event.type === "started") {
-    if (job.status === "assigned") return { patch: { status: "running", startedAt: job.startedAt ?? at }, cancelOnNode: false };
+    if (job.status === "assigned") return { patch: confirmStarted(job, event.nodeId, at), cancelOnNode: false };
     if (job.status === "running") return { patch: job.startedAt ? null : { startedAt: at }, cancelOnNode: false };
     // Ended here without the node saying so (cancelled, node lost): the node must stop it.
     const nodeReportedEnd = job.exitCode !== null || job.output !== null;
@@ -108,6 +111,73 @@ export function cancelJob(job: JobState, now: Date): CancelOutcome {
   if (isTerminal(job.status)) return { ok: false, reason: "finished" };
   // The card stays held (holding unchanged) until the node confirms the job is gone.
   return { ok: true, patch: { status: "cancelled", completedAt: now }, stopOnNode: onCard(job.status) };
+}
+
+// --- the other transitions: (job, what happened) → patch | null ---
+
+const onNode = (job: JobState, nodeId: string) => job.nodeId === nodeId;
+/** Back to the queue at its original position (FIFO is by insertion order), card free. */
+const backToQueue: JobPatch = { status: "queued", nodeId: null, gpuUuid: null, holding: false };
+const failOnCard = (message: string, now: Date): JobPatch => ({ status: "failed", errorMessage: message, completedAt: now, holding: false });
+
+/**
+ * `nodeId` took the job (its run call returned, its heartbeat lists it, or its `started` event):
+ * assigned → running. The one path from assigned to running.
+ */
+export function confirmStarted(job: JobState, nodeId: string, at: Date): JobPatch | null {
+  if (!onNode(job, nodeId) || job.status !== "assigned") return null;
+  return { status: "running", startedAt: job.startedAt ?? at };
+}
+
+/**
+ * `nodeId` did not take the job (unreachable, busy, or never confirmed it): a placed job goes back
+ * to the queue; one cancelled meanwhile just frees the card.
+ */
+export function unplace(job: JobState, nodeId: string): JobPatch | null {
+  if (!onNode(job, nodeId) || !job.holding) return null;
+  if (job.status === "assigned") return backToQueue;
+  if (job.status === "cancelled") return { holding: false };
+  return null;
+}
+
+/** `nodeId` refused the job for good (bad request): a placed job fails with the node's reason. */
+export function refusePlacement(job: JobState, nodeId: string, message: string, now: Date): JobPatch | null {
+  if (!onNode(job, nodeId) || !job.holding) return null;
+  if (job.status === "assigned") return failOnCard(message, now);
+  if (job.status === "cancelled") return { holding: false };
+  return null;
+}
+
+/** `nodeId` confirmed an ended job is gone from the card. */
+export function release(job: JobState, nodeId: string): JobPatch | null {
+  return onNode(job, nodeId) && job.holding && isTerminal(job.status) ? { holding: false } : null;
+}
+
+/**
+ * `nodeId` left the cluster: a running job fails, a placed-but-unconfirmed one goes back to the
+ * queue, an ended one frees its card.
+ */
+export function loseNode(job: JobState, nodeId: string, message: string, now: Date): JobPatch | null {
+  if (!onNode(job, nodeId) || !job.holding) return null;
+  if (job.status === "running") return failOnCard(message, now);
+  if (job.status === "assigned") return backToQueue;
+  if (isTerminal(job.status)) return { holding: false };
+  return null;
+}
+
+/** A running job its live node no longer has, with no report: it failed there. */
+export function failUnreported(job: JobState, nodeId: string, message: string, now: Date): JobPatch | null {
+  return onNode(job, nodeId) && job.status === "running" ? failOnCard(message, now) : null;
+}
+
+/**
+ * A report of the job that cannot be stored (refused data, or out of deliveries): a job still on
+ * `nodeId`'s card fails with `message`, and the card is free either way.
+ */
+export function failUnstorable(job: JobState, nodeId: string, message: string, now: Date): JobPatch | null {
+  if (!onNode(job, nodeId) || !(job.holding || onCard(job.status))) return null;
+  const completedAt = job.completedAt ?? now;
+  return onCard(job.status) ? { ...failOnCard(message, now), completedAt } : { holding: false, completedAt };
 }
 
 export const publicStatus = (s: StoredStatus): PublicStatus => (s === "assigned" ? "queued" : s);

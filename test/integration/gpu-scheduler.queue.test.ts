@@ -142,6 +142,22 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     expect(await repo.find(id)).toMatchObject({ status: "assigned", gpu_name: "Card \\ 'quoted'", holding: true });
   });
 
+  test("gpu-scheduler queue - a placement pass keeps why each job it read waits", async () => {
+    const nodes = new FakeNodes();
+    nodes.onRun = () => new Promise(() => undefined); // the node never answers: the cards stay held
+    const scheduler = replica(nodes);
+    await scheduler.heartbeat(heartbeat("n1", ["a0", "a1"]));
+    const placed = [(await newJob()).id, (await newJob()).id];
+    const rtx = (await newJob("RTX")).id;
+    const a100 = (await newJob("A100")).id;
+    await scheduler.schedule({ newJob: true });
+    for (const id of placed) expect(await statusOf(id)).toBe("assigned");
+    expect(scheduler.waiting).toEqual(new Map([[rtx, "MATCHING_GPUS_BUSY"], [a100, "NO_MATCHING_GPU"]]));
+    // Every card held: the next pass reads no job, so it knows no reason.
+    await scheduler.schedule();
+    expect(scheduler.waiting).toEqual(new Map());
+  });
+
   test("gpu-scheduler queue - two replicas racing place every job once and never two on a card", async () => {
     const nodes = new FakeNodes();
     const replicas = [replica(nodes, undefined, pools[0]), replica(nodes, undefined, pools[1])];

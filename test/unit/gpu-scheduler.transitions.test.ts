@@ -2,10 +2,17 @@ import type { JobEvent } from "../../lib/gpu-protocol";
 import {
   applyJobEvent,
   cancelJob,
+  confirmStarted,
+  failUnreported,
+  failUnstorable,
   gpuSecondsUsed,
   JobPatch,
   JobState,
+  loseNode,
   publicStatus,
+  refusePlacement,
+  release,
+  unplace,
 } from "../../services/gpu-scheduler/transitions";
 
 const T0 = new Date("2026-01-01T10:00:00.000Z");
@@ -198,6 +205,85 @@ describe("gpu-scheduler transitions - cancel", () => {
 
   test.each(["completed", "failed", "cancelled"] as const)("gpu-scheduler transitions - a %s job cannot be cancelled", (status) => {
     expect(cancelJob(job({ status, holding: false }), T2)).toEqual({ ok: false, reason: "finished" });
+  });
+});
+
+// Every other transition: (job, what happened on node-a) → patch. Node-a is where `base` is placed.
+type Row = { name: string; job: JobState; patch: JobPatch | null; apply: (job: JobState) => JobPatch | null };
+const MSG = "GPU node node-a was lost";
+const placed = job({ status: "assigned", startedAt: null });
+const queued = job({ status: "queued", nodeId: null, gpuUuid: null, holding: false, startedAt: null });
+const cancelledHolding = job({ status: "cancelled", completedAt: T1 });
+const completedFree = job({ status: "completed", holding: false, completedAt: T2, exitCode: 0, output: "" });
+const completedHolding = job({ status: "completed", completedAt: T2, exitCode: 0, output: "" });
+const backToQueue: JobPatch = { status: "queued", nodeId: null, gpuUuid: null, holding: false };
+const failedOnCard: JobPatch = { status: "failed", errorMessage: MSG, completedAt: T2, holding: false };
+
+const rows: Row[] = [
+  // confirmStarted: the one path from assigned to running (run call answered, heartbeat, started event)
+  { name: "confirmStarted - a placed job runs, from now", apply: (j) => confirmStarted(j, "node-a", T2), job: placed, patch: { status: "running", startedAt: T2 } },
+  { name: "confirmStarted - keeps a start time already known", apply: (j) => confirmStarted(j, "node-a", T2), job: job({ status: "assigned" }), patch: { status: "running", startedAt: T1 } },
+  { name: "confirmStarted - a job already running: nothing", apply: (j) => confirmStarted(j, "node-a", T2), job: job({}), patch: null },
+  { name: "confirmStarted - a job cancelled meanwhile: nothing", apply: (j) => confirmStarted(j, "node-a", T2), job: cancelledHolding, patch: null },
+  { name: "confirmStarted - placed on another node: nothing", apply: (j) => confirmStarted(j, "node-b", T2), job: placed, patch: null },
+  // unplace: the node did not take it
+  { name: "unplace - a placed job goes back to the queue, card free", apply: (j) => unplace(j, "node-a"), job: placed, patch: backToQueue },
+  { name: "unplace - a job cancelled meanwhile only frees its card", apply: (j) => unplace(j, "node-a"), job: cancelledHolding, patch: { holding: false } },
+  { name: "unplace - a running job: nothing", apply: (j) => unplace(j, "node-a"), job: job({}), patch: null },
+  { name: "unplace - placed on another node: nothing", apply: (j) => unplace(j, "node-b"), job: placed, patch: null },
+  { name: "unplace - already back in the queue: nothing", apply: (j) => unplace(j, "node-a"), job: queued, patch: null },
+  // refusePlacement: the node refused it for good
+  { name: "refusePlacement - a placed job fails with the reason", apply: (j) => refusePlacement(j, "node-a", MSG, T2), job: placed, patch: failedOnCard },
+  { name: "refusePlacement - a job cancelled meanwhile only frees its card", apply: (j) => refusePlacement(j, "node-a", MSG, T2), job: cancelledHolding, patch: { holding: false } },
+  { name: "refusePlacement - a running job: nothing", apply: (j) => refusePlacement(j, "node-a", MSG, T2), job: job({}), patch: null },
+  { name: "refusePlacement - placed on another node: nothing", apply: (j) => refusePlacement(j, "node-b", MSG, T2), job: placed, patch: null },
+  // release: the node confirmed the card free
+  { name: "release - an ended job frees its card", apply: (j) => release(j, "node-a"), job: completedHolding, patch: { holding: false } },
+  { name: "release - a cancelled job frees its card", apply: (j) => release(j, "node-a"), job: cancelledHolding, patch: { holding: false } },
+  { name: "release - a running job keeps its card", apply: (j) => release(j, "node-a"), job: job({}), patch: null },
+  { name: "release - card already free: nothing", apply: (j) => release(j, "node-a"), job: completedFree, patch: null },
+  { name: "release - from another node: nothing", apply: (j) => release(j, "node-b"), job: completedHolding, patch: null },
+  // loseNode: the node left the cluster
+  { name: "loseNode - a running job fails", apply: (j) => loseNode(j, "node-a", MSG, T2), job: job({}), patch: failedOnCard },
+  { name: "loseNode - a placed job goes back to the queue", apply: (j) => loseNode(j, "node-a", MSG, T2), job: placed, patch: backToQueue },
+  { name: "loseNode - an ended job frees its card", apply: (j) => loseNode(j, "node-a", MSG, T2), job: completedHolding, patch: { holding: false } },
+  { name: "loseNode - an ended job with its card free: nothing", apply: (j) => loseNode(j, "node-a", MSG, T2), job: completedFree, patch: null },
+  { name: "loseNode - a job on another node: nothing", apply: (j) => loseNode(j, "node-b", MSG, T2), job: job({}), patch: null },
+  // failUnreported: the live node no longer lists a running job
+  { name: "failUnreported - a running job fails", apply: (j) => failUnreported(j, "node-a", MSG, T2), job: job({}), patch: failedOnCard },
+  { name: "failUnreported - a placed job: nothing", apply: (j) => failUnreported(j, "node-a", MSG, T2), job: placed, patch: null },
+  { name: "failUnreported - an ended job: nothing", apply: (j) => failUnreported(j, "node-a", MSG, T2), job: completedHolding, patch: null },
+  { name: "failUnreported - on another node: nothing", apply: (j) => failUnreported(j, "node-b", MSG, T2), job: job({}), patch: null },
+  // failUnstorable: a report that cannot be stored
+  { name: "failUnstorable - a running job fails, card free", apply: (j) => failUnstorable(j, "node-a", MSG, T2), job: job({}), patch: failedOnCard },
+  { name: "failUnstorable - a placed job fails, card free", apply: (j) => failUnstorable(j, "node-a", MSG, T2), job: placed, patch: failedOnCard },
+  {
+    name: "failUnstorable - a cancelled job keeps its status and end time, card free",
+    apply: (j) => failUnstorable(j, "node-a", MSG, T2),
+    job: cancelledHolding,
+    patch: { holding: false, completedAt: T1 },
+  },
+  { name: "failUnstorable - card already free: nothing", apply: (j) => failUnstorable(j, "node-a", MSG, T2), job: completedFree, patch: null },
+  { name: "failUnstorable - on another node: nothing", apply: (j) => failUnstorable(j, "node-b", MSG, T2), job: job({}), patch: null },
+];
+
+describe("gpu-scheduler transitions - placement, node loss and housekeeping", () => {
+  test.each(rows)("gpu-scheduler transitions - $name", ({ job, patch, apply }) => {
+    expect(apply(job)).toEqual(patch);
+  });
+
+  test("gpu-scheduler transitions - each of them applied twice changes nothing the second time", () => {
+    for (const r of rows) {
+      const first = r.apply(r.job);
+      if (!first) continue;
+      expect(r.apply({ ...r.job, ...first } as JobState)).toBeNull();
+    }
+  });
+
+  test("gpu-scheduler transitions - none of them moves a terminal job to another status", () => {
+    for (const r of rows.filter((r) => ["completed", "failed", "cancelled"].includes(r.job.status))) {
+      expect(r.apply(r.job)?.status).toBeUndefined();
+    }
   });
 });
 

@@ -1,0 +1,17 @@
+/** The scheduler's narrow seams to the world outside the database: gpu-nodes and the clock. */
+import type { RunJobParams } from "../../lib/gpu-protocol";
+
+/** The calls the scheduler makes on one gpu-node (services/gpu-node), by its broker node id. */
+export interface NodeClient {
+  run(nodeId: string, params: RunJobParams): Promise<void>;
+  cancel(nodeId: string, jobId: string): Promise<{ stopped: boolean }>;
+}
+
+export type Clock = { now(): Date };
+
+export type SchedulerSettings = {
+  nodeTimeoutMs: number;
+  dispatchTimeoutMs: number;
+  /** Until this long after start, not every live node has announced itself yet. */
+  warmUpMs: number;
+};

@@ -1,0 +1,123 @@
+/** The event applier's pure decisions (tables), and the applier itself on in-memory fakes. */
+import { randomUUID } from "crypto";
+import type { JobEvent } from "../../lib/gpu-protocol";
+import { decideEvents, EventApplier, reconcileHeartbeat } from "../../services/gpu-scheduler/event-applier";
+import { JobWriter } from "../../services/gpu-scheduler/job-writer";
+import { NodeStopper } from "../../services/gpu-scheduler/node-stopper";
+import { JobState } from "../../services/gpu-scheduler/transitions";
+import { FakeJobs, FakeNodes, heartbeat, ManualClock, quiet, until } from "./gpu-scheduler.fakes";
+
+const T1 = new Date("2026-01-01T10:00:05.000Z");
+const T2 = new Date("2026-01-01T10:00:09.000Z");
+const placed: JobState = {
+  status: "assigned",
+  nodeId: "node-a",
+  gpuUuid: "GPU-1",
+  holding: true,
+  startedAt: null,
+  completedAt: null,
+  exitCode: null,
+  output: null,
+  errorMessage: null,
+};
+const started = (jobId: string, nodeId = "node-a"): JobEvent => ({ type: "started", jobId, nodeId, gpuUuid: "GPU-1", at: T1.toISOString() });
+const finished = (jobId: string, nodeId = "node-a"): JobEvent => ({
+  type: "finished",
+  jobId,
+  nodeId,
+  gpuUuid: "GPU-1",
+  at: T2.toISOString(),
+  exitCode: 0,
+  output: "done",
+});
+
+describe("gpu-scheduler event applier - decideEvents", () => {
+  test("gpu-scheduler event applier - a job's events fold in arrival order into one patch from the state first seen", () => {
+    const { decided, stop, misrouted } = decideEvents([started("j1"), finished("j1")], new Map([["j1", placed]]));
+    expect(stop).toEqual([]);
+    expect(misrouted).toEqual([]);
+    expect(decided.get("j1")).toEqual({
+      seen: placed,
+      now: expect.objectContaining({ status: "completed", holding: false }),
+      patch: { status: "completed", startedAt: T1, completedAt: T2, exitCode: 0, output: "done", holding: false, errorMessage: null },
+    });
+  });
+
+  test.each([
+    ["started for a job this cluster does not know: stopped there", [started("ghost")], new Map<string, JobState>(), [{ jobId: "ghost", nodeId: "node-a" }], 0],
+    ["finished for a job this cluster does not know: nothing", [finished("ghost")], new Map<string, JobState>(), [], 0],
+    ["started from a node the job is not on: stopped there, noted", [started("j1", "node-b")], new Map([["j1", placed]]), [{ jobId: "j1", nodeId: "node-b" }], 1],
+    ["finished from a node the job is not on: ignored, noted", [finished("j1", "node-b")], new Map([["j1", placed]]), [], 1],
+  ] as const)("gpu-scheduler event applier - %s", (_name, events, states, stop, misrouted) => {
+    const out = decideEvents([...events], states);
+    expect(out.decided.size).toBe(0);
+    expect(out.stop).toEqual(stop);
+    expect(out.misrouted).toHaveLength(misrouted);
+  });
+});
+
+describe("gpu-scheduler event applier - reconcileHeartbeat", () => {
+  const rows = [
+    { id: "placed-here", status: "assigned" as const, node_id: "node-a" },
+    { id: "running-here", status: "running" as const, node_id: "node-a" },
+    { id: "ended", status: "completed" as const, node_id: "node-a" },
+    { id: "elsewhere", status: "running" as const, node_id: "node-b" },
+    { id: "requeued", status: "queued" as const, node_id: null },
+  ];
+  test("gpu-scheduler event applier - confirms placements the node runs, stops what it should not run", () => {
+    const hb = { nodeId: "node-a", runningJobIds: ["placed-here", "running-here", "ended", "elsewhere", "requeued", "unknown"] };
+    expect(reconcileHeartbeat(hb, rows)).toEqual({ confirm: ["placed-here"], stop: ["ended", "elsewhere", "requeued", "unknown"] });
+  });
+});
+
+describe("gpu-scheduler event applier - on fakes", () => {
+  const setUp = () => {
+    const store = new FakeJobs();
+    const nodes = new FakeNodes();
+    const writer = new JobWriter(store);
+    let freed = 0;
+    const stopper = new NodeStopper(nodes, writer, () => freed++, quiet);
+    const applier = new EventApplier(store, writer, stopper, new ManualClock(T2.getTime()), quiet, () => freed++);
+    return { store, nodes, applier, freed: () => freed };
+  };
+
+  test("gpu-scheduler event applier - started then finished: completed, card free, a placement pass asked for", async () => {
+    const { store, applier, freed } = setUp();
+    const id = store.add(randomUUID(), placed);
+    await Promise.all([applier.apply(started(id)), applier.apply(finished(id))]);
+    expect(store.get(id)).toMatchObject({ status: "completed", holding: false, startedAt: T1, completedAt: T2, exitCode: 0 });
+    expect(freed()).toBe(1);
+  });
+
+  test("gpu-scheduler event applier - a job changed between read and write is read and decided again", async () => {
+    const { store, applier } = setUp();
+    const id = store.add(randomUUID(), placed);
+    let once = true;
+    store.beforeWrite = () => {
+      if (once) Object.assign(store.get(id), { status: "running", startedAt: T1 }); // the run call's answer got there first
+      once = false;
+    };
+    await applier.apply(finished(id));
+    expect(store.get(id)).toMatchObject({ status: "completed", holding: false, startedAt: T1 });
+    expect(store.writes).toBe(2);
+  });
+
+  test("gpu-scheduler event applier - a heartbeat confirms a placement and stops a job this cluster does not know", async () => {
+    const { store, nodes, applier } = setUp();
+    const id = store.add(randomUUID(), placed);
+    const ghost = randomUUID();
+    await applier.reconcile(heartbeat("node-a", ["GPU-1"], [id, ghost]));
+    expect(store.get(id)).toMatchObject({ status: "running", startedAt: T2 });
+    await until(() => nodes.cancels.length === 1, "the stop");
+    expect(nodes.cancels).toEqual([{ nodeId: "node-a", jobId: ghost }]);
+  });
+
+  test("gpu-scheduler event applier - giving up on a terminal event fails the job and frees its card", async () => {
+    const { store, applier, freed } = setUp();
+    const id = store.add(randomUUID(), { ...placed, status: "running", startedAt: T1 });
+    await applier.giveUp(finished(id), new Error("still failing"));
+    expect(store.get(id)).toMatchObject({ status: "failed", holding: false, completedAt: T2 });
+    expect(store.get(id).errorMessage).toMatch(/could not be stored/);
+    expect(freed()).toBe(1);
+  });
+});

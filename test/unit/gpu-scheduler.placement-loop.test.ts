@@ -1,0 +1,111 @@
+/** The placement loop's pure pass decision (table), and the loop on in-memory fakes. */
+import { randomUUID } from "crypto";
+import { ViewCard } from "../../services/gpu-scheduler/cluster-view";
+import { decidePass, isPermanentRejection, PlacementLoop } from "../../services/gpu-scheduler/placement-loop";
+import { fakeCluster, heartbeat, quiet, until } from "./gpu-scheduler.fakes";
+
+const card = (nodeId: string, uuid: string, name = "NVIDIA GeForce RTX 3060"): ViewCard => ({
+  nodeId,
+  uuid,
+  index: 0,
+  name,
+  memoryTotal: 12288,
+  memoryUsed: 0,
+  utilization: 0,
+  temperature: 40,
+});
+
+describe("gpu-scheduler placement loop - decidePass", () => {
+  const queue = [
+    { jobId: "a100-job", gpuType: "A100", seq: 1 },
+    { jobId: "any-1", gpuType: null, seq: 2 },
+    { jobId: "any-2", gpuType: null, seq: 3 },
+  ];
+
+  test("gpu-scheduler placement loop - places on free cards with their name and keeps why the others wait", () => {
+    const pass = decidePass([card("node-a", "GPU-1"), card("node-a", "GPU-2")], { held: new Set(["GPU-2"]), queue }, 0);
+    expect(pass.placements).toEqual([{ jobId: "any-1", nodeId: "node-a", gpuUuid: "GPU-1", gpuName: "NVIDIA GeForce RTX 3060" }]);
+    expect(pass.waiting).toEqual([
+      { jobId: "a100-job", reason: "NO_MATCHING_GPU" },
+      { jobId: "any-2", reason: "MATCHING_GPUS_BUSY" },
+    ]);
+    expect(pass).toMatchObject({ heldElsewhere: 0, readAgain: false });
+  });
+
+  test.each([
+    ["more than before: the queue read may have been short", 0, true],
+    ["as many as before: the read was long enough", 1, false],
+  ])("gpu-scheduler placement loop - cards held outside the schedulable ones, %s", (_name, before, readAgain) => {
+    const pass = decidePass([card("node-a", "GPU-1")], { held: new Set(["GPU-9"]), queue }, before);
+    expect(pass).toMatchObject({ heldElsewhere: 1, readAgain });
+  });
+
+  test.each([
+    [{ code: 422, name: "ValidationError" }, true],
+    [{ code: 400, name: "MoleculerClientError" }, true],
+    [{ code: 404, name: "ServiceNotFoundError" }, false],
+    [{ code: 400, name: "ServiceNotFoundError" }, false],
+    [{ code: "ECONNREFUSED", name: "Error" }, false],
+  ])("gpu-scheduler placement loop - a node's refusal %o is permanent: %s", (err, permanent) => {
+    expect(isPermanentRejection(err)).toBe(permanent);
+  });
+});
+
+describe("gpu-scheduler placement loop - on fakes", () => {
+  const setUp = () => {
+    const { clock, store, nodes, view, writer, stopper } = fakeCluster();
+    const loop = new PlacementLoop(store, writer, view, nodes, stopper, clock, quiet);
+    return { clock, store, nodes, view, loop };
+  };
+
+  test("gpu-scheduler placement loop - a placed job is handed to its node and runs once the node accepts it", async () => {
+    const { clock, store, nodes, view, loop } = setUp();
+    view.heard(heartbeat("node-a", ["GPU-1"]), clock.ms);
+    const first = store.add(randomUUID());
+    const a100 = store.add(randomUUID(), { gpuType: "A100" });
+    await loop.schedule({ newJob: true });
+    await until(() => store.get(first).status === "running", "the first job to run");
+    expect(nodes.runs).toEqual([{ jobId: first, gpuUuid: "GPU-1", command: "true", containerImage: null, nodeId: "node-a" }]);
+    expect(store.get(first)).toMatchObject({ startedAt: clock.now(), holding: true });
+    expect(store.get(a100).status).toBe("queued");
+    expect(loop.waiting).toEqual(new Map([[a100, "NO_MATCHING_GPU"]]));
+    await loop.stop();
+  });
+
+  test("gpu-scheduler placement loop - a node that refuses the request fails the job with its reason", async () => {
+    const { clock, store, nodes, view, loop } = setUp();
+    view.heard(heartbeat("node-a", ["GPU-1"]), clock.ms);
+    nodes.onRun = async () => Promise.reject(Object.assign(new Error("bad image"), { code: 422, name: "ValidationError" }));
+    const id = store.add(randomUUID());
+    await loop.schedule({ newJob: true });
+    await until(() => store.get(id).status === "failed", "the job to fail");
+    expect(store.get(id)).toMatchObject({ holding: false, errorMessage: "The GPU node refused the job: bad image", completedAt: clock.now() });
+    await loop.stop();
+  });
+
+  test("gpu-scheduler placement loop - an unreachable node: the job goes back to the queue and the node gets no more placements", async () => {
+    const { clock, store, nodes, view, loop } = setUp();
+    view.heard(heartbeat("node-a", ["GPU-1"]), clock.ms);
+    nodes.onRun = async () => Promise.reject(Object.assign(new Error("timed out"), { code: 504, name: "RequestTimeoutError" }));
+    const id = store.add(randomUUID());
+    await loop.schedule({ newJob: true });
+    await until(() => nodes.runs.length === 1 && store.get(id).status === "queued" && !loop.isDispatching(id), "the job back in the queue");
+    expect(store.get(id)).toMatchObject({ nodeId: null, gpuUuid: null, holding: false });
+    expect(view.schedulableCards()).toEqual([]);
+    await loop.stop();
+  });
+
+  test("gpu-scheduler placement loop - a job cancelled while its run call was on its way is stopped on the node", async () => {
+    const { clock, store, nodes, view, loop } = setUp();
+    view.heard(heartbeat("node-a", ["GPU-1"]), clock.ms);
+    const id = store.add(randomUUID());
+    nodes.onRun = async () => {
+      Object.assign(store.get(id), { status: "cancelled", completedAt: clock.now() }); // the client's cancel
+    };
+    await loop.schedule({ newJob: true });
+    await until(() => !store.get(id).holding, "the card to be freed");
+    expect(store.get(id).status).toBe("cancelled");
+    expect(nodes.cancels).toEqual([{ nodeId: "node-a", jobId: id }]);
+    await loop.stop();
+  });
+});

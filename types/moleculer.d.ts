@@ -1,0 +1,36 @@
+/**
+ * The platform's keys on Moleculer's schemas, typed where Moleculer would read them as `any`, so a
+ * misspelt policy does not compile. Policy is data on each action, enforced in one place:
+ * `auth` by middlewares/auth.middleware.ts, `callers` by lib/bus-identity.ts (and the NATS
+ * permissions built from it). Also what @moleculer/channels adds: `channels` and sendToChannel.
+ */
+import type { ServiceRole } from "../lib/bus-identity";
+import type { AuthPolicy } from "../lib/identity";
+
+declare module "moleculer" {
+  interface ActionSchema {
+    /** Who may call it: "public", "required" (a JWT or an API key) or "jwt"; REST actions default to "required". */
+    auth?: AuthPolicy;
+    /** The roles whose processes may call it over the bus; REST actions default to the gateway, others to none. */
+    callers?: readonly ServiceRole[];
+  }
+
+  /** A durable channel subscription, read from a service's `channels` by @moleculer/channels (lib/channels.ts). */
+  interface ChannelSchema {
+    group?: string;
+    maxInFlight?: number;
+    maxRetries?: number;
+    nats?: { streamConfig?: Record<string, unknown>; consumerOptions?: { config?: Record<string, unknown> } };
+    /** `raw` is the adapter's message (on NATS, its `subject` names the sender). */
+    handler(payload: unknown, raw?: { subject?: unknown }): Promise<void> | void;
+  }
+
+  interface ServiceSchema<S = ServiceSettingSchema, T = Service<S>> {
+    channels?: Record<string, ChannelSchema>;
+  }
+
+  interface ServiceBroker {
+    /** Added by @moleculer/channels' middleware (lib/channels.ts): publishes on a durable channel. */
+    sendToChannel(channel: string, payload: unknown, opts?: Record<string, unknown>): Promise<void>;
+  }
+}
