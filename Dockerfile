@@ -13,6 +13,7 @@ COPY lib ./lib
 COPY middlewares ./middlewares
 COPY mixins ./mixins
 COPY services ./services
+COPY types ./types
 RUN npm run build
 
 # Production dependencies only.

@@ -22,18 +22,20 @@ async function clientIdOf(req: http.IncomingMessage): Promise<string | null> {
   return "error" in claims ? null : claims.sub;
 }
 
-http
-  .createServer(async (req, res) => {
-    try {
-      const id = await clientIdOf(req);
-      if (!id) {
-        res.writeHead(401).end();
-        return;
-      }
-      const { rows } = await pool.query("SELECT id, email, name, role FROM auth.clients WHERE id = $1", [id]);
-      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(rows[0]));
-    } catch {
-      res.writeHead(500).end();
+async function answer(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  try {
+    const id = await clientIdOf(req);
+    if (!id) {
+      res.writeHead(401).end();
+      return;
     }
-  })
+    const { rows } = await pool.query("SELECT id, email, name, role FROM auth.clients WHERE id = $1", [id]);
+    res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(rows[0]));
+  } catch {
+    res.writeHead(500).end();
+  }
+}
+
+http
+  .createServer((req, res) => void answer(req, res))
   .listen(Number(process.env.PORT), "127.0.0.1", () => console.log("bare server ready"));

@@ -50,7 +50,7 @@ async function main() {
   const rows: Array<[string, string, LoadFigures]> = [];
   const [p1, p2, p3, p4] = [await freePort(), await freePort(), await freePort(), await freePort()];
   let bus: BusServer | undefined;
-  let busRounds: Array<[string, string, LoadFigures]> = [];
+  let busRounds: Array<[string, string, LoadFigures]>;
   try {
     // 1. one process
     const one = spawnServices(["api-gateway", "auth"], { ...common, PORT: String(p1), TRANSPORTER: "" });

@@ -73,8 +73,8 @@ async function main() {
     await Promise.all(brokers.map((b) => b.stop().catch(() => undefined)));
     process.exit(0);
   };
-  process.once("SIGTERM", stop);
-  process.once("SIGINT", stop);
+  process.once("SIGTERM", () => void stop());
+  process.once("SIGINT", () => void stop());
 }
 
 main().catch((err) => {

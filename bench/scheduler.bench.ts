@@ -261,8 +261,7 @@ async function runCluster(mode: BusMode): Promise<Figures> {
     await db.end().catch(() => undefined);
     // SIGTERM first (a clean exit), SIGKILL for what is still there after 5 s.
     await Promise.all(
-      children.map((proc) => {
-        if (proc.exitCode !== null || proc.signalCode !== null) return;
+      children.filter((proc) => proc.exitCode === null && proc.signalCode === null).map((proc) => {
         const exited = new Promise((resolve) => proc.once("exit", resolve));
         proc.kill("SIGTERM");
         const timer = setTimeout(() => proc.kill("SIGKILL"), 5000);

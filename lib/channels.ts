@@ -4,10 +4,11 @@
  * retention: a message stays until a consumer acknowledged it); with no NATS (one process, the
  * in-process bus) they are in-memory.
  *
- * Pitfalls handled here (see TOOLCHAIN.md): the stream is created up front (by the consumer's
- * process: publishers need no JetStream admin rights) so publishing before the first consumer
- * exists works; consumers start at `deliver_policy: all` so a new durable consumer also gets what
- * was published before it; failed messages are retried and then dead-lettered instead of dropped.
+ * Pitfalls of @moleculer/channels on JetStream handled here: the stream is created up front (by
+ * the consumer's process: publishers need no JetStream admin rights), since left to the adapter it
+ * exists only once a consumer subscribed and publishing before that fails (NATS 503); consumers
+ * start at `deliver_policy: all` so a new durable consumer also gets what was published before it;
+ * failed messages are retried and then dead-lettered instead of dropped.
  *
  * Per-sender channels: a publisher sends on `<channel>.<its node id>` and the consumer takes
  * `<channel>.>`; NATS permissions let a gpu-node publish only on its own subject, so the subject

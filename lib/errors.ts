@@ -1,6 +1,6 @@
 /**
- * The error catalogue of API-DECISIONS.md: every error a client can see is built here,
- * so `code` words and statuses stay stable across services.
+ * The error catalogue: every error a client can see is built here, so `code` words (stable
+ * UPPER_SNAKE machine words clients code against) and statuses stay the same across services.
  */
 import { Errors } from "moleculer";
 

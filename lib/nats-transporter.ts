@@ -17,6 +17,7 @@ import type { ConnectionOptions, Msg, NatsConnection, NatsError, Subscription } 
 import { isNatsUrl, natsConnectionOptions } from "./bus-connection";
 import { anySender, OWN_ECHO, rejectPacket, senderOfSubject, withSender } from "./bus-subjects";
 
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a Moleculer seam: its transit builds packet payloads untyped; fields are read by name
 type Packet = { type: string; target?: string | null; payload: Record<string, any> };
 type SendMeta = { packet?: Packet };
 type Logger = { warn(...args: unknown[]): void; error(...args: unknown[]): void };

@@ -13,7 +13,7 @@ export function encodeOutput(bytes: Buffer): EncodedOutput {
   const decoded = bytes.toString("utf8");
   const exact = !decoded.includes("\u0000") && Buffer.byteLength(decoded) === bytes.length && Buffer.from(decoded).equals(bytes);
   if (exact) return { output: decoded };
-  return { output: decoded.replace(/\u0000/g, REPLACEMENT), outputBase64: bytes.toString("base64") };
+  return { output: decoded.replaceAll("\u0000", REPLACEMENT), outputBase64: bytes.toString("base64") };
 }
 
 /** The job's exact bytes from a stored or received result. */
@@ -28,5 +28,5 @@ export function decodeOutput(result: EncodedOutput): Buffer {
 export function storableText(s: string): string {
   // String.prototype.toWellFormed (Node 20) replaces lone surrogates with U+FFFD; lib types lag behind.
   const wellFormed = (s as string & { toWellFormed(): string }).toWellFormed();
-  return wellFormed.includes("\u0000") ? wellFormed.replace(/\u0000/g, REPLACEMENT) : wellFormed;
+  return wellFormed.includes("\u0000") ? wellFormed.replaceAll("\u0000", REPLACEMENT) : wellFormed;
 }

@@ -1,5 +1,5 @@
 /**
- * Starts a broker with the services this process runs (SERVICES, default all). Used by index.ts,
+ * Builds a broker with the services this process runs (SERVICES, default all). Used by index.ts,
  * the tests and the benchmarks, so every mode starts the same way.
  */
 import { BrokerOptions, ServiceBroker, ServiceSchema } from "moleculer";
@@ -31,11 +31,5 @@ export function resolveServices(names: string[]): ServiceSchema[] {
 export function createBroker(services: string[] = config.services(), overrides: Partial<BrokerOptions> = {}): ServiceBroker {
   const broker = new ServiceBroker({ ...brokerConfig(services), ...overrides });
   for (const schema of resolveServices(services)) broker.createService(schema);
-  return broker;
-}
-
-export async function startBroker(services?: string[], overrides?: Partial<BrokerOptions>): Promise<ServiceBroker> {
-  const broker = createBroker(services, overrides);
-  await broker.start();
   return broker;
 }

@@ -1,6 +1,7 @@
 /**
- * Turns any error that reaches the gateway into the one public shape of API-DECISIONS.md:
- * `{ error: { code, message, details } }`. Nothing internal (stack, SQL, node or service names)
+ * Turns any error that reaches the gateway into the one public error shape, whatever service
+ * raised it: `{ error: { code, message, details } }` (details: null or structured, for validation
+ * a list of `{ field, message }`). Nothing internal (stack, SQL, node or service names)
  * passes: unknown errors become 500 INTERNAL carrying only the request id.
  */
 import { ErrorCode, ErrorCodes } from "../../lib/errors";

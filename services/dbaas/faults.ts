@@ -32,7 +32,6 @@ export function isTransient(err: unknown): boolean {
 }
 
 export const isDuplicate = (err: unknown): boolean => ["42710", "42P04", "23505"].includes(codeOf(err));
-export const isMissing = (err: unknown): boolean => ["42704", "3D000"].includes(codeOf(err));
 
 export type Sleep = (ms: number) => Promise<void>;
 export const realSleep: Sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -51,15 +51,17 @@ export class Periodic<T> {
   private schedule(delayMs: number): void {
     if (this.stopped) return;
     this.dueAt = Date.now() + delayMs;
-    this.timer = setTimeout(async () => {
-      try {
-        await this.runNow();
-      } catch (err) {
-        this.logger.warn(`${this.name} failed: ${(err as Error).message}`);
-      } finally {
-        this.schedule(this.intervalS() * 1000);
-      }
-    }, delayMs);
+    this.timer = setTimeout(() => void this.runScheduled(), delayMs);
     this.timer.unref();
+  }
+
+  private async runScheduled(): Promise<void> {
+    try {
+      await this.runNow();
+    } catch (err) {
+      this.logger.warn(`${this.name} failed: ${(err as Error).message}`);
+    } finally {
+      this.schedule(this.intervalS() * 1000);
+    }
   }
 }

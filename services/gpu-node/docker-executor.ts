@@ -6,7 +6,6 @@
  * Containers carry labels so a restarted node finds the jobs it left running.
  */
 import type Docker from "dockerode";
-import type { NodeCard } from "./discovery";
 import { checkImage } from "./registry-policy";
 import { JOB_ID_PATTERN, JobError, JobExecutor, JobLimits, JobOps, JobSpec, RunningJob } from "./job";
 import { attachOptions, captureStream, recoverGap } from "./docker-output";

@@ -90,7 +90,7 @@ export async function setUpExecutor(ctx: SetupContext): Promise<ExecutorSetup> {
     capacity = await dockerCapacity(docker);
   } catch (err) {
     const why = `No Docker engine answers (${(err as Error).message})`;
-    if (wanted === "docker" || isProduction()) throw new Error(`${why}: gpu-node cannot run jobs (GPU_EXECUTOR=docker)`);
+    if (wanted === "docker" || isProduction()) throw new Error(`${why}: gpu-node cannot run jobs (GPU_EXECUTOR=docker)`, { cause: err });
     ctx.log.warn(`${why}: running jobs as sandboxed processes (set GPU_EXECUTOR to choose)`);
     return processSetup(ctx);
   }

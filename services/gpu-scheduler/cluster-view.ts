@@ -18,7 +18,6 @@ export type NodeEntry = {
   nodeId: string;
   cards: GpuCard[];
   runningJobIds: Set<string>;
-  executor: NodeHeartbeat["executor"];
   lastSeenMs: number;
   /** A call to this node failed: no placements on it until it is heard from again. */
   suspended: boolean;
@@ -46,7 +45,6 @@ export class ClusterView {
       nodeId: hb.nodeId,
       cards: hb.cards,
       runningJobIds: new Set(hb.runningJobIds),
-      executor: hb.executor,
       lastSeenMs: nowMs,
       suspended: false,
     });
@@ -100,17 +98,8 @@ export class ClusterView {
     return this.schedulable;
   }
 
-  cardName(uuid: string): string | undefined {
-    for (const node of this.nodes.values()) for (const c of node.cards) if (c.uuid === uuid) return c.name;
-    return undefined;
-  }
-
   /** Distinct card names, for validating a requested gpuType. */
   cardNames(): string[] {
     return [...new Set(this.cards().map((c) => c.name))].sort();
-  }
-
-  get size(): number {
-    return this.nodes.size;
   }
 }

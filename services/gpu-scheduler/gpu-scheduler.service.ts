@@ -288,7 +288,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
     await ensureChannelStreams(this.broker, [JOB_EVENTS_CHANNEL]);
     const tick = () =>
       this.scheduler.tick().catch((err) => this.logger.warn(`Scheduler housekeeping failed: ${(err as Error).message}`));
-    this.tickTimer = setInterval(tick, Math.max(MIN_TICK_MS, config.gpuScheduleTickMs()));
+    this.tickTimer = setInterval(() => void tick(), Math.max(MIN_TICK_MS, config.gpuScheduleTickMs()));
     void this.scheduler.schedule();
   },
 

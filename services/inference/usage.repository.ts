@@ -6,21 +6,6 @@ import type { Pool } from "pg";
 import { isDataError } from "../../lib/errors";
 import type { InferenceRecord } from "./engine";
 
-export type InferenceRow = {
-  id: string;
-  client_id: string;
-  model: string;
-  provider: string | null;
-  prompt_tokens: number;
-  completion_tokens: number;
-  tokens_used: number;
-  duration_ms: number;
-  outcome: string;
-  error_code: string | null;
-  stream: boolean;
-  created_at: Date;
-};
-
 export class InferencesRepository {
   constructor(private readonly db: Pool) {}
 
@@ -46,11 +31,6 @@ export class InferencesRepository {
         column("stream"),
       ],
     );
-  }
-
-  async findById(id: string): Promise<InferenceRow | undefined> {
-    const { rows } = await this.db.query<InferenceRow>("SELECT * FROM inference.inferences WHERE id = $1", [id]);
-    return rows[0];
   }
 }
 

@@ -125,7 +125,7 @@ const MetricsService: ServiceSchema<ServiceSettingSchema, MetricsThis> = {
   started(this: MetricsThis) {
     if (!this.enabled) return;
     registerPlatformMetrics(this.broker);
-    this.timer = setInterval(() => this.collect(), config.metricsCollectIntervalS() * 1000);
+    this.timer = setInterval(() => void this.collect(), config.metricsCollectIntervalS() * 1000);
     this.timer.unref();
     return this.collect();
   },

@@ -164,14 +164,15 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     const hbs = [heartbeat("n1", ["a0", "a1", "a2"]), heartbeat("n2", ["b0", "b1", "b2"])];
     for (const r of replicas) for (const hb of hbs) await r.heartbeat(hb);
     // The node finishes each job soon after accepting it, reporting to either replica.
+    const finish = async (jobId: string, gpuUuid: string) => {
+      const run = nodes.runs.find((r) => r.jobId === jobId)!;
+      const target = replicas[Math.floor(Math.random() * 2)];
+      await target.applyEvent(event("started", run, new Date()));
+      nodes.finish(gpuUuid);
+      await replicas[Math.floor(Math.random() * 2)].applyEvent(event("finished", run, new Date()));
+    };
     nodes.onRun = async (_nodeId, params) => {
-      setTimeout(async () => {
-        const run = nodes.runs.find((r) => r.jobId === params.jobId)!;
-        const target = replicas[Math.floor(Math.random() * 2)];
-        await target.applyEvent(event("started", run, new Date()));
-        nodes.finish(params.gpuUuid);
-        await replicas[Math.floor(Math.random() * 2)].applyEvent(event("finished", run, new Date()));
-      }, Math.random() * 5);
+      setTimeout(() => void finish(params.jobId, params.gpuUuid), Math.random() * 5);
     };
     const ids: string[] = [];
     for (let i = 0; i < 60; i++) {

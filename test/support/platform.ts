@@ -91,7 +91,7 @@ export async function http<T = any>(
   }
   const res = await fetch(`${baseUrl}${urlPath}`, { method, headers, body });
   const text = await res.text();
-  let parsed: unknown = undefined;
+  let parsed: unknown;
   try {
     parsed = text ? JSON.parse(text) : undefined;
   } catch {

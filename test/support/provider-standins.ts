@@ -129,7 +129,7 @@ abstract class Standin extends EventEmitter {
   private async dispatch(req: IncomingMessage, res: ServerResponse): Promise<void> {
     let raw = "";
     for await (const chunk of req) raw += chunk;
-    let body: unknown = undefined;
+    let body: unknown;
     try {
       body = raw ? JSON.parse(raw) : undefined;
     } catch {
@@ -212,7 +212,7 @@ export class OllamaStandin extends Standin {
     { name: "qwen2.5:0.5b", size: 397_821_319, details: { format: "gguf", family: "qwen2", parameter_size: "494.03M", quantization_level: "Q4_K_M" } },
   ];
 
-  protected async route(req: IncomingMessage, res: ServerResponse, record: RecordedRequest): Promise<void> {
+  protected async route(_req: IncomingMessage, res: ServerResponse, record: RecordedRequest): Promise<void> {
     const key = `${record.method} ${record.path}`;
     if (key === "GET /api/version") return this.json(res, 200, { version: "0.6.5" });
     if (key === "GET /api/tags") {

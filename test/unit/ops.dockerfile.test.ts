@@ -78,7 +78,11 @@ describe("ops - Dockerfile", () => {
 
   it("ops - every folder the compiled entry point needs is copied into the build stage", () => {
     const copied = all(stages[0], "COPY").join(" ");
-    for (const dir of ["lib", "middlewares", "mixins", "services"]) expect(copied).toContain(`${dir} ./${dir}`);
+    // Whatever the build compiles (tsconfig.build.json "include") must be in the image's build stage.
+    const include: string[] = JSON.parse(fs.readFileSync(path.join(ROOT, "tsconfig.build.json"), "utf8")).include;
+    const dirs = include.filter((entry) => !entry.endsWith(".ts"));
+    expect(dirs).toEqual(expect.arrayContaining(["lib", "middlewares", "mixins", "services", "types"]));
+    for (const dir of dirs) expect(copied).toContain(`${dir} ./${dir}`);
     for (const file of ["index.ts", "moleculer.config.ts", "tsconfig.json", "tsconfig.build.json"]) expect(copied).toContain(file);
     const topLevel = fs.readdirSync(ROOT).filter((f) => f.endsWith(".ts"));
     expect(topLevel.sort()).toEqual(["index.ts", "moleculer.config.ts"]);

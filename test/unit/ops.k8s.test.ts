@@ -97,7 +97,7 @@ describe("ops - Kubernetes manifests", () => {
       try {
         new Model(data).validate();
       } catch (err) {
-        throw new Error(`${file} ${o.kind} ${o.metadata?.name}: ${(err as Error).message}`);
+        throw new Error(`${file} ${o.kind} ${o.metadata?.name}: ${(err as Error).message}`, { cause: err });
       }
     }
   });

@@ -44,7 +44,6 @@ const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 
 /** `/api/gpu/jobs/:id` → `/api/gpu/jobs/{id}` */
 export const toOpenApiPath = (path: string) => path.replace(/:([A-Za-z0-9_]+)\??/g, "{$1}");
-export const routeKey = (method: string, path: string) => `${method.toUpperCase()} ${toOpenApiPath(path)}`;
 
 function securityOf(policy: AuthPolicy): Array<Record<string, string[]>> {
   if (policy === "public") return [];
@@ -90,7 +89,7 @@ function errorResponses(codes: ErrorCode[]): Record<string, unknown> {
 function anyRequestResponses(): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [name, entry] of Object.entries(ANY_REQUEST_ERRORS)) {
-    const [status, response] = Object.entries(errorResponses([entry.code]))[0] as [string, Record<string, any>];
+    const [status, response] = Object.entries(errorResponses([entry.code]))[0] as [string, { headers: Record<string, unknown> }];
     const headers = entry.retryAfter ? { ...response.headers, "Retry-After": { $ref: "#/components/headers/RetryAfter" } } : response.headers;
     out[name] = { ...response, headers, description: `${status} ${entry.code}: ${entry.description}` };
   }

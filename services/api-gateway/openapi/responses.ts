@@ -1,7 +1,8 @@
 /**
  * What the OpenAPI document says about each route beyond what the live registry knows: summary,
- * success status and response schema (mirroring INTERFACE-SPEC.md and API-DECISIONS.md), and the
- * errors a route can answer besides the ones every route of its kind can (see generator.ts).
+ * success status and response schema (the public contract: fields may be added, never renamed,
+ * retyped or dropped), and the errors a route can answer besides the ones every route of its kind
+ * can (see generator.ts).
  * Keyed by "METHOD /api/path" as the gateway serves it; the drift test fails for a live route
  * missing here and for an entry here that no longer has a route.
  */
