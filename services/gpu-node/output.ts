@@ -147,6 +147,12 @@ export class OutputCapture {
   }
 
   /** A line of the platform's own in the log (e.g. a gap after a node restart); not in the tail. */
+  /** Whether the output captured so far ends with `bytes` (within the kept tail). */
+  endsWith(bytes: Buffer): boolean {
+    const tail = this.tail.bytes();
+    return bytes.length <= tail.length && tail.subarray(tail.length - bytes.length).equals(bytes);
+  }
+
   note(text: string): void {
     if (this.closed || this.failed) return;
     this.file.write(`\n[ci-platform: ${text}]\n`);

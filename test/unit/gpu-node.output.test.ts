@@ -3,6 +3,7 @@ import os from "os";
 import path from "path";
 import { OUTPUT_TAIL_BYTES } from "../../lib/gpu-protocol";
 import { decodeOutput, encodeOutput, storableText } from "../../lib/output-encoding";
+import { recoverGap } from "../../services/gpu-node/docker-output";
 import { LogBudget, logsToPrune, readLogChunk } from "../../services/gpu-node/log-store";
 import { DockerFrameDemuxer, OutputCapture, readLogPage, TailBuffer, truncationNote, utf8End } from "../../services/gpu-node/output";
 
@@ -217,5 +218,40 @@ describe("gpu-node - log budget", () => {
     expect(budget.add(1)).toBe(true); // 101
     budget.scanned(40);
     expect(budget.add(59)).toBe(false);
+  });
+});
+
+describe("gpu-node - output printed while no node watched", () => {
+  const T = Date.parse("2026-11-24T10:00:00.000Z");
+  /** The engine's log as `docker logs --timestamps` frames it: [stream, 0, 0, 0, size] + "<RFC3339Nano> <line>". */
+  const engineLog = (entries: Array<[number, string]>) =>
+    Buffer.concat(
+      entries.map(([ms, line]) => {
+        const payload = Buffer.from(`${new Date(T + ms).toISOString().replace("Z", "123456Z")} ${line}`);
+        const header = Buffer.alloc(8);
+        header[0] = 1;
+        header.writeUInt32BE(payload.length, 4);
+        return Buffer.concat([header, payload]);
+      }),
+    );
+  const container = (entries: Array<[number, string]>) => ({ logs: async () => engineLog(entries) }) as never;
+
+  test.each([
+    ["a line the engine stamped just after the node's last write is not written twice", ["line-0\n"], [[3, "line-0\n"], [1000, "line-1\n"], [2000, "line-2\n"]], "line-0\nline-1\nline-2\n"],
+    ["a line stamped just before the last write is not written twice", ["line-0\n"], [[-3, "line-0\n"], [1000, "line-1\n"]], "line-0\nline-1\n"],
+    ["a line stamped near the last write that was not captured is recovered", ["line-0\n"], [[-300, "line-0\n"], [2, "line-1\n"], [900, "line-2\n"]], "line-0\nline-1\nline-2\n"],
+    ["the same text printed again later is kept", ["x\n"], [[2, "x\n"], [1500, "x\n"]], "x\nx\n"],
+    ["lines printed after the new attach are left to the attached stream", ["a\n"], [[1000, "b\n"], [5000, "c\n"]], "a\nb\n"],
+  ] as Array<[string, string[], Array<[number, string]>, string]>)("gpu-node - %s", async (_name, before, entries, expected) => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "gap-"));
+    try {
+      const capture = await OutputCapture.open(dir, "job-gap");
+      for (const line of before) capture.append(Buffer.from(line));
+      await recoverGap(container(entries), capture, T, T + 3000);
+      expect(capture.result().output).toBe(expected);
+      await capture.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
