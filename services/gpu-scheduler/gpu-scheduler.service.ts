@@ -55,6 +55,8 @@ type SchedulerThis = Service &
     places: PlacementRepository;
     scheduler: Scheduler;
     jobLogs: JobLogs;
+    /** GPU_ALLOWED_REGISTRIES, parsed once at start. */
+    allowedRegistries: string[];
     inserts: Batcher<NewJob, number>;
     tickTimer?: NodeJS.Timeout;
     ownJob(ctx: Context<JobIdParams, CallerMeta>): Promise<JobRow>;
@@ -94,7 +96,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
         const gpuType = ctx.params.gpuType && ctx.params.gpuType.toLowerCase() !== "any" ? ctx.params.gpuType : null;
         if (gpuType) this.checkGpuType(gpuType);
         // Pulling makes a GPU host connect to the image's registry: only the operator's registries (the node checks again).
-        const image = containerImage ? checkImage(containerImage, parseAllowedRegistries(config.gpuAllowedRegistries())) : null;
+        const image = containerImage ? checkImage(containerImage, this.allowedRegistries) : null;
         if (image && !image.ok) throw validationFailed([{ field: "containerImage", message: `The 'containerImage' field is not allowed: ${image.reason}.` }]);
         const id = randomUUID();
         const position = await this.inserts.push({
@@ -262,6 +264,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
   },
 
   created(this: SchedulerThis) {
+    this.allowedRegistries = parseAllowedRegistries(config.gpuAllowedRegistries());
     this.clock = { now: () => new Date() };
     this.repo = new JobsRepository(this.db);
     this.places = new PlacementRepository(this.db);

@@ -45,10 +45,11 @@ const create = (platform: TestPlatform, meta = callerMeta()) => platform.broker.
 /** Starts dbaas alone in a child process and resolves with its exit code and output once it exits. */
 async function startExpectingExit(env: Record<string, string>): Promise<{ code: number | null; output: string }> {
   const child = spawnServices(["dbaas"], { TRANSPORTER: "", HEALTH_PORT: "off", METRICS_PORT: "off", ...env });
-  const exited = new Promise<number | null>((resolve) => child.proc.once("exit", (code) => resolve(code)));
-  const code = await Promise.race([exited, new Promise<"running">((r) => setTimeout(() => r("running"), 45_000).unref())]);
-  if (code === "running") await child.stop("SIGKILL");
-  return { code: code === "running" ? null : code, output: child.output() };
+  const exited = () => child.proc.exitCode !== null || child.proc.signalCode !== null;
+  // Still running at the deadline: it did not refuse to start (code null), and is stopped.
+  const stillRunning = await waitFor(exited, { timeoutMs: 45_000, message: "dbaas to exit" }).then(() => false, () => true);
+  if (stillRunning) await child.stop("SIGKILL");
+  return { code: stillRunning ? null : child.proc.exitCode, output: child.output() };
 }
 
 describe("databases - where client databases may live", () => {

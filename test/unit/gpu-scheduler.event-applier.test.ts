@@ -4,22 +4,14 @@ import type { JobEvent } from "../../lib/gpu-protocol";
 import { decideEvents, EventApplier, reconcileHeartbeat } from "../../services/gpu-scheduler/event-applier";
 import { JobWriter } from "../../services/gpu-scheduler/job-writer";
 import { NodeStopper } from "../../services/gpu-scheduler/node-stopper";
+import type { AssignedJob } from "../../services/gpu-scheduler/placement.repository";
+import { asPlaced } from "../../services/gpu-scheduler/placement-loop";
 import { JobState } from "../../services/gpu-scheduler/transitions";
 import { FakeJobs, FakeNodes, heartbeat, ManualClock, quiet, until } from "./gpu-scheduler.fakes";
 
 const T1 = new Date("2026-01-01T10:00:05.000Z");
 const T2 = new Date("2026-01-01T10:00:09.000Z");
-const placed: JobState = {
-  status: "assigned",
-  nodeId: "node-a",
-  gpuUuid: "GPU-1",
-  holding: true,
-  startedAt: null,
-  completedAt: null,
-  exitCode: null,
-  output: null,
-  errorMessage: null,
-};
+const placed: JobState = asPlaced({ id: "job-1", node_id: "node-a", gpu_uuid: "GPU-1", command: "true", container_image: null } satisfies AssignedJob);
 const started = (jobId: string, nodeId = "node-a"): JobEvent => ({ type: "started", jobId, nodeId, gpuUuid: "GPU-1", at: T1.toISOString() });
 const finished = (jobId: string, nodeId = "node-a"): JobEvent => ({
   type: "finished",
