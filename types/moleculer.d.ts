@@ -2,9 +2,11 @@
  * The platform's keys on Moleculer's schemas, typed where Moleculer would read them as `any`, so a
  * misspelt policy does not compile. Policy is data on each action, enforced in one place:
  * `auth` by middlewares/auth.middleware.ts, `callers` by lib/bus-identity.ts (and the NATS
- * permissions built from it). Also what @moleculer/channels adds: `channels` and sendToChannel.
+ * permissions built from it). `openapi` documents a REST action's route (lib/contract.ts). Also
+ * what @moleculer/channels adds: `channels` and sendToChannel.
  */
 import type { ServiceRole } from "../lib/bus-identity";
+import type { RouteDoc } from "../lib/contract";
 import type { AuthPolicy } from "../lib/identity";
 
 declare module "moleculer" {
@@ -13,6 +15,8 @@ declare module "moleculer" {
     auth?: AuthPolicy;
     /** The roles whose processes may call it over the bus; REST actions default to the gateway, others to none. */
     callers?: readonly ServiceRole[];
+    /** Its route in the OpenAPI document (summary, success status and response schema, extra errors); read by the gateway from the registry. */
+    openapi?: RouteDoc;
   }
 
   /** A durable channel subscription, read from a service's `channels` by @moleculer/channels (lib/channels.ts). */

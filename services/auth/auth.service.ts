@@ -17,7 +17,8 @@ import { MemoryRateLimiter, RedisRateLimiter } from "../../lib/rate-limiter";
 import { acquireRedis, releaseRedis } from "../../lib/redis";
 import { DbMixin, DbThis } from "../../mixins/db.mixin";
 import { generateApiKey, hashApiKey, KEY_HASH_PATTERN } from "./api-keys";
-import { ClientsRepository, PublicClient, toPublicClient } from "./clients.repository";
+import { ClientsRepository, toPublicClient } from "./clients.repository";
+import { ApiKeyResult, AuthResult, Client, PublicClient } from "./contract";
 import { migrations } from "./migrations";
 import { hashPassword, verifyPassword } from "./passwords";
 import { LoginThrottle } from "./throttle";
@@ -31,7 +32,6 @@ export interface LoginParams {
   email: string;
   password: string;
 }
-export type AuthResult = { accessToken: string; client: PublicClient };
 
 type AuthThis = Service &
   DbThis & {
@@ -56,6 +56,7 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
     register: {
       rest: "POST /register",
       auth: "public",
+      openapi: { tag: "auth", summary: "Register a client account", status: 201, response: AuthResult, errors: ["EMAIL_TAKEN", "RATE_LIMITED"] },
       params: {
         $$strict: "remove",
         email: { type: "email", normalize: true, max: 254 },
@@ -80,6 +81,14 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
     login: {
       rest: "POST /login",
       auth: "public",
+      openapi: {
+        tag: "auth",
+        summary: "Log in (a fresh 24-hour JWT)",
+        description: "A wrong e-mail and a wrong password answer the same 401.",
+        status: 200,
+        response: AuthResult,
+        errors: ["UNAUTHORIZED", "RATE_LIMITED"],
+      },
       params: {
         $$strict: "remove",
         email: { type: "string", trim: true, min: 1, max: 254 },
@@ -103,6 +112,7 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
     me: {
       rest: "GET /me",
       auth: "required",
+      openapi: { tag: "auth", summary: "The calling client", status: 200, response: Client },
       async handler(this: AuthThis, ctx: Context<unknown, CallerMeta>): Promise<PublicClient> {
         const client = await this.clients.findById(ctx.meta.caller!.clientId);
         if (!client) throw unauthorized("The account of these credentials no longer exists");
@@ -113,8 +123,15 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
     createApiKey: {
       rest: "POST /api-keys",
       auth: "jwt", // a leaked key must not be able to mint its successor
+      openapi: {
+        tag: "auth",
+        summary: "Create an API key (invalidates the previous one)",
+        description: "Requires a JWT: an API key gets 403. The key is shown once only.",
+        status: 201,
+        response: ApiKeyResult,
+      },
       params: { $$strict: "remove" },
-      async handler(this: AuthThis, ctx: Context<unknown, CallerMeta>): Promise<{ apiKey: string }> {
+      async handler(this: AuthThis, ctx: Context<unknown, CallerMeta>): Promise<ApiKeyResult> {
         const apiKey = generateApiKey();
         await this.clients.setApiKey(ctx.meta.caller!.clientId, hashApiKey(apiKey));
         respondCreated(ctx.meta, "/api/auth/me");

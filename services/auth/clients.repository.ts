@@ -1,8 +1,8 @@
 /** SQL for the auth schema; the only place that knows its tables. */
 import type { Pool } from "pg";
+import type { PublicClient } from "./contract";
 
 export type ClientRow = { id: string; email: string; name: string; role: string; password_hash: string };
-export type PublicClient = { id: string; email: string; name: string; role: string };
 
 export const toPublicClient = (row: ClientRow | PublicClient): PublicClient => ({
   id: row.id,

@@ -9,6 +9,7 @@ import { config } from "../../lib/config";
 import { notFound } from "../../lib/errors";
 import { CallerMeta, respondCreated } from "../../lib/identity";
 import { DbMixin, DbThis } from "../../mixins/db.mixin";
+import { Database, DatabaseCreated, DatabaseDetail, DatabaseList, Message } from "./contract";
 import { DatabaseRow, DatabasesRepository, DatabaseStats, roundMb } from "./databases.repository";
 import { toClientError, unavailable } from "./faults";
 import { migrations } from "./migrations";
@@ -21,27 +22,7 @@ import { Reconciler, ReconcileReport } from "./reconciler";
 import { Periodic } from "./periodic";
 import { TenantServer } from "./tenant-server";
 
-export type DatabaseDetail = {
-  id: string;
-  databaseName: string;
-  host: string;
-  port: number;
-  username: string;
-  storageMb: number;
-  maxStorageMb: number;
-  createdAt: string;
-  readOnly: boolean;
-};
-
-export type DatabaseCreated = {
-  id: string;
-  databaseName: string;
-  host: string;
-  port: number;
-  username: string;
-  password: string;
-  connectionString: string;
-};
+export type { DatabaseCreated, DatabaseDetail } from "./contract";
 
 /** Records stuck this long count as abandoned even while their owner lives (a hung process); a dead owner's go at once. */
 const RECONCILE_GRACE_S = 300;
@@ -88,6 +69,14 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
     create: {
       rest: "POST /",
       auth: "required",
+      openapi: {
+        tag: "databases",
+        summary: "Provision a PostgreSQL database",
+        description: "The password and connection string are shown in this response only.",
+        status: 201,
+        response: DatabaseCreated,
+        errors: ["QUOTA_EXCEEDED"],
+      },
       params: { $$strict: "remove" }, // no body: anything sent is ignored
       async handler(this: DbaasThis, ctx: Context<unknown, CallerMeta>): Promise<DatabaseCreated> {
         if (!(await this.verifyServer())) throw unavailable();
@@ -109,6 +98,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
     list: {
       rest: "GET /",
       auth: "required",
+      openapi: { tag: "databases", summary: "The caller's active databases, newest first", status: 200, response: DatabaseList },
       params: { $$strict: "remove" },
       async handler(this: DbaasThis, ctx: Context<unknown, CallerMeta>): Promise<{ databases: DatabaseDetail[] }> {
         const rows = await this.repo.listActive(ctx.meta.caller!.clientId);
@@ -119,6 +109,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
     get: {
       rest: "GET /:id",
       auth: "required",
+      openapi: { tag: "databases", summary: "One database", status: 200, response: Database, errors: ["NOT_FOUND"] },
       params: { $$strict: "remove", ...idParam },
       async handler(this: DbaasThis, ctx: Context<{ id: string }, CallerMeta>): Promise<DatabaseDetail> {
         return this.detail(await this.findOwn(ctx));
@@ -128,8 +119,9 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
     destroy: {
       rest: "DELETE /:id",
       auth: "required",
+      openapi: { tag: "databases", summary: "Destroy a database and all its data (irreversible)", status: 200, response: Message, errors: ["NOT_FOUND"] },
       params: { $$strict: "remove", ...idParam },
-      async handler(this: DbaasThis, ctx: Context<{ id: string }, CallerMeta>): Promise<{ message: string }> {
+      async handler(this: DbaasThis, ctx: Context<{ id: string }, CallerMeta>): Promise<Message> {
         const { id } = ctx.params;
         if (!isUuid(id)) throw notFound("Database");
         const row = await this.repo.claimForDestroy(id, ctx.meta.caller!.clientId, this.lease.id);

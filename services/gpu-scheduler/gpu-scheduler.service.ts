@@ -9,13 +9,15 @@ import { randomUUID } from "crypto";
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import { channelSender, ensureChannelStreams, perSenderChannel } from "../../lib/channels";
 import { config } from "../../lib/config";
+import { Type } from "../../lib/contract";
 import { apiError, fromDataError, notFound, validationFailed } from "../../lib/errors";
 import { HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL } from "../../lib/gpu-protocol";
 import { CallerMeta, respondCreated } from "../../lib/identity";
 import type { BodyPage, PagedBodyMeta } from "../../lib/paged-body";
 import { DbMixin, DbThis } from "../../mixins/db.mixin";
 import { Batcher } from "./batcher";
-import { ClusterStatus, JobDetail, toClusterStatus, toJobDetail } from "./job-view";
+import { ClusterStatus, CreatedJob, Job, JobCreated, JobDetail, JobList } from "./contract";
+import { toClusterStatus, toJobDetail } from "./job-view";
 import { JobRow, JobsRepository, NewJob } from "./jobs.repository";
 import { PlacementRepository } from "./placement.repository";
 import { migrations } from "./migrations";
@@ -32,7 +34,6 @@ export interface CreateJobParams {
   containerImage?: string | null;
 }
 export type JobIdParams = { id: string };
-export type CreatedJob = { id: string; status: "queued"; queuePosition: number };
 export type SchedulerStats = {
   queueDepth: number;
   jobsByStatus: { queued: number; running: number; completed: number; failed: number; cancelled: number };
@@ -84,6 +85,13 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
     create: {
       rest: "POST /jobs",
       auth: "required",
+      openapi: {
+        tag: "gpu",
+        summary: "Submit a GPU job",
+        description: "A gpuType matching no card of the cluster is 400, with the known types in details.",
+        status: 201,
+        response: JobCreated,
+      },
       params: {
         $$strict: "remove",
         command: { type: "string", min: 1, max: 64 * 1024 },
@@ -115,6 +123,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
     list: {
       rest: "GET /jobs",
       auth: "required",
+      openapi: { tag: "gpu", summary: "The caller's 50 most recent jobs, newest first", status: 200, response: JobList },
       async handler(this: SchedulerThis, ctx: Context<unknown, CallerMeta>): Promise<{ jobs: JobDetail[] }> {
         const rows = await this.repo.listForClient(ctx.meta.caller!.clientId, LIST_LIMIT);
         const now = this.clock.now();
@@ -125,6 +134,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
     get: {
       rest: "GET /jobs/:id",
       auth: "required",
+      openapi: { tag: "gpu", summary: "One job", status: 200, response: Job, errors: ["NOT_FOUND"] },
       params: JOB_ID_PARAMS,
       async handler(this: SchedulerThis, ctx: Context<JobIdParams, CallerMeta>): Promise<JobDetail> {
         return toJobDetail(await this.ownJob(ctx), this.clock.now());
@@ -135,6 +145,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
     cancel: {
       rest: "POST /jobs/:id/cancel",
       auth: "required",
+      openapi: { tag: "gpu", summary: "Cancel a queued or running job", status: 200, response: Job, errors: ["NOT_FOUND", "INVALID_STATE"] },
       params: JOB_ID_PARAMS,
       async handler(this: SchedulerThis, ctx: Context<JobIdParams, CallerMeta>): Promise<JobDetail> {
         const row = await this.ownJob(ctx);
@@ -151,6 +162,14 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
     logs: {
       rest: "GET /jobs/:id/logs",
       auth: "required",
+      openapi: {
+        tag: "gpu",
+        summary: "The job's whole captured output: the exact bytes it printed, streamed (chunked)",
+        status: 200,
+        response: Type.String(),
+        contentType: "text/plain",
+        errors: ["NOT_FOUND"],
+      },
       params: JOB_ID_PARAMS,
       async handler(this: SchedulerThis, ctx: Context<JobIdParams, CallerMeta & PagedBodyMeta & { $responseType?: string }>): Promise<BodyPage> {
         const page = await this.jobLogs.first(await this.ownJob(ctx));
@@ -180,6 +199,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
     status: {
       rest: "GET /status",
       auth: "required",
+      openapi: { tag: "gpu", summary: "Cluster status: GPUs and queue depth", status: 200, response: ClusterStatus },
       async handler(this: SchedulerThis): Promise<ClusterStatus> {
         const [held, depth] = await Promise.all([this.places.heldCards(), this.repo.queueDepth()]);
         return toClusterStatus(this.scheduler.view.cards(), held, depth);

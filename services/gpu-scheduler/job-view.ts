@@ -1,8 +1,9 @@
 /** The public shapes of spec 2.4 and 2.5, built from stored rows and the cluster view. */
 import { config } from "../../lib/config";
+import type { ClusterStatus, JobDetail } from "./contract";
 import type { JobRow } from "./jobs.repository";
 import { nodeLabel, type ViewCard } from "./cluster-view";
-import { gpuSecondsUsed, PublicStatus, publicStatus } from "./transitions";
+import { gpuSecondsUsed, publicStatus } from "./transitions";
 
 /** Real node id → the opaque label clients get (operators keep the real id in logs and the database). */
 export type NodeLabeler = (nodeId: string) => string;
@@ -13,21 +14,6 @@ function publicMessage(message: string | null, nodeId: string | null, label: Nod
   if (!message || !nodeId || !message.includes(nodeId)) return message;
   return message.split(nodeId).join(label(nodeId));
 }
-
-export type JobDetail = {
-  id: string;
-  status: PublicStatus;
-  gpuType: string;
-  gpuSecondsUsed: number;
-  createdAt: string;
-  startedAt: string | null;
-  completedAt: string | null;
-  /** `outputBase64`: the exact bytes, only when `output` (readable text) is not exactly them. */
-  result: { exitCode: number | null; output: string; outputBase64?: string } | null;
-  errorMessage: string | null;
-  command: string;
-  containerImage: string | null;
-};
 
 export function toJobDetail(row: JobRow, now: Date, label: NodeLabeler = publicNodeLabel): JobDetail {
   const hasResult = row.exit_code !== null || row.output !== null;
@@ -51,23 +37,6 @@ export function toJobDetail(row: JobRow, now: Date, label: NodeLabeler = publicN
     containerImage: row.container_image,
   };
 }
-
-export type ClusterGpu = {
-  name: string;
-  available: boolean;
-  utilization: number;
-  memoryUsed: number;
-  memoryTotal: number;
-  temperature: number;
-  uuid: string;
-  index: number;
-  nodeId: string;
-};
-
-export type ClusterStatus = {
-  cluster: { totalGpus: number; availableGpus: number; busyGpus: number; gpus: ClusterGpu[] };
-  queueDepth: number;
-};
 
 export function toClusterStatus(cards: ViewCard[], held: Set<string>, queueDepth: number, label: NodeLabeler = publicNodeLabel): ClusterStatus {
   const gpus = cards.map((c) => ({

@@ -8,6 +8,7 @@ import { randomUUID } from "crypto";
 import { Readable } from "stream";
 import { apiError } from "../../lib/errors";
 import type { ModelCatalogue, ModelEntry } from "./catalogue";
+import type { InferenceResult, PublicModel } from "./contract";
 import { asFailure, Outcome, outcomeOf, publicFailure, PublicFailure, toApiError } from "./errors";
 import { ChatRequest, Provider, ProviderFailure, StreamChunk, Usage } from "./providers";
 
@@ -18,10 +19,6 @@ export type InferParams = {
   temperature: number;
   maxTokens: number;
 };
-
-export type InferenceResult = { id: string; model: string; response: string; tokensUsed: number; durationMs: number };
-
-export type PublicModel = { name: string; provider: string; parameterSize: string; description: string };
 
 export type InferenceRecord = {
   id: string;

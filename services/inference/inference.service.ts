@@ -10,7 +10,8 @@ import { acquireRedis, releaseRedis } from "../../lib/redis";
 import { DbMixin, DbThis } from "../../mixins/db.mixin";
 import type { StreamAbortHook } from "../api-gateway/streaming";
 import { ModelCatalogue, RedisSnapshotStore } from "./catalogue";
-import { InferenceEngine, InferenceRecord, InferenceResult, InferParams, PublicModel } from "./engine";
+import { INFER_STREAM, InferenceResult, ModelList, ProviderHealth, PublicModel } from "./contract";
+import { InferenceEngine, InferenceRecord, InferParams } from "./engine";
 import { migrations } from "./migrations";
 import { createProviders } from "./providers";
 import { InferencesRepository, UsageRecorder } from "./usage.repository";
@@ -46,6 +47,7 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
     list: {
       rest: "GET /",
       auth: "public",
+      openapi: { tag: "models", summary: "Models of every configured provider", status: 200, response: ModelList },
       async handler(this: InferenceThis): Promise<{ models: PublicModel[] }> {
         return { models: await this.engine.listModels() };
       },
@@ -54,6 +56,14 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
     infer: {
       rest: "POST /infer",
       auth: "required",
+      openapi: {
+        tag: "models",
+        summary: "Generate text with a model",
+        status: 200,
+        response: InferenceResult,
+        alternatives: { "text/event-stream": INFER_STREAM },
+        errors: ["MODEL_NOT_FOUND", "PROVIDER_ERROR", "PROVIDER_TIMEOUT"],
+      },
       params: {
         $$strict: "remove",
         model: { type: "string", trim: true, empty: false, max: 256 },
@@ -78,6 +88,7 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
     health: {
       rest: "GET /health",
       auth: "public",
+      openapi: { tag: "models", summary: "Whether each model provider is reachable", status: 200, response: ProviderHealth },
       handler(this: InferenceThis): Promise<Record<string, boolean>> {
         return this.engine.health();
       },

@@ -1,8 +1,9 @@
 /**
  * OpenAPI drift test, with every service of the platform running: the document at
  * /api/openapi.json lists exactly the routes the services declare and the gateway serves, each
- * with its catalogue entry (success and error responses), and real responses match the schemas
- * the document gives for their status.
+ * with its documentation (its action's `openapi`, or the gateway's catalogue for its own routes:
+ * success and error responses), and real responses match the schemas the document gives for
+ * their status.
  */
 import Ajv2020 from "ajv/dist/2020";
 import addFormats from "ajv-formats";
@@ -96,7 +97,7 @@ describe("ops - OpenAPI document against the live routes", () => {
 
   it("ops - every route has its catalogue entry, and no catalogue entry outlives its route", () => {
     const undocumented = [...documented()].filter(([, op]) => op["x-undocumented"]).map(([k]) => k);
-    expect(undocumented).toEqual([]); // a new route: add it to services/api-gateway/openapi/responses.ts
+    expect(undocumented).toEqual([]); // a new route: declare its `openapi` beside its `rest` (lib/contract.ts)
     const declared = declaredRoutes();
     expect(Object.keys(OPERATIONS).filter((k) => !declared.has(k))).toEqual([]);
   });

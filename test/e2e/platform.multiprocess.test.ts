@@ -59,6 +59,14 @@ describe("platform - runtime modes", () => {
     await waitReady(base, children);
     await fullFlow(base);
 
+    // auth's route documentation (its actions' `openapi`) reaches the gateway with the registry over NATS
+    const doc = (await http(base, "GET", "/api/openapi.json")).body;
+    const login = doc.paths["/api/auth/login"].post;
+    expect(login).toMatchObject({ summary: "Log in (a fresh 24-hour JWT)", tags: ["auth"] });
+    expect(login["x-undocumented"]).toBeUndefined();
+    expect(login.responses["200"].content["application/json"].schema).toEqual({ $ref: "#/components/schemas/AuthResult" });
+    expect(doc.components.schemas.AuthResult.properties.client).toEqual({ $ref: "#/components/schemas/Client" });
+
     // auth gone: its paths answer 503 (retry later), in the contract's shape, naming no service
     await auth.stop("SIGTERM");
     const down = await waitFor(

@@ -1,4 +1,6 @@
 /** OpenAPI generation: fastest-validator rules → JSON Schema, and routes → operations. */
+import { Type } from "../../lib/contract";
+import { SERVICE_REGISTRY } from "../../lib/runner";
 import { buildOpenApi, LiveRoute, toOpenApiPath } from "../../services/api-gateway/openapi/generator";
 import type { Operation } from "../../services/api-gateway/openapi/responses";
 import { isRequired, paramsSchema, toJsonSchema } from "../../services/api-gateway/openapi/schema";
@@ -51,18 +53,42 @@ describe("ops - fastest-validator rules as JSON Schema", () => {
 });
 
 describe("ops - routes as OpenAPI operations", () => {
+  // Actions document their routes (`openapi`); the catalogue holds the gateway's own handlers.
   const catalogue: Record<string, Operation> = {
-    "POST /api/things": { tag: "t", summary: "Create a thing", status: 201, response: "Thing", errors: ["QUOTA_EXCEEDED"] },
-    "GET /api/things/{id}": { tag: "t", summary: "One thing", status: 200, response: "Thing", errors: ["NOT_FOUND"] },
-    "POST /api/things/keys": { tag: "t", summary: "A key", status: 201, response: { type: "object" } },
-    "GET /api/public": { tag: "t", summary: "Public", status: 200, response: { type: "string" }, contentType: "text/plain" },
     "GET /api/assets/{file}": { tag: "t", summary: "assets", status: 200, response: {}, hidden: true },
   };
+  const Thing = Type.Object({ name: Type.String() }, { $id: "Thing" });
   const routes: LiveRoute[] = [
-    { method: "POST", path: "/api/things", action: { name: "things.create", rest: "POST /", params: { $$strict: "remove", name: { type: "string", min: 1 }, size: { type: "number", optional: true } } } },
-    { method: "GET", path: "/api/things/:id", action: { name: "things.get", rest: "GET /:id", params: { id: "uuid", verbose: { type: "boolean", optional: true, convert: true } } } },
-    { method: "POST", path: "/api/things/keys", action: { name: "things.key", rest: "POST /keys", auth: "jwt", params: { $$strict: "remove" } } },
-    { method: "GET", path: "/api/public", action: { name: "things.public", rest: "GET /public", auth: "public" } },
+    {
+      method: "POST",
+      path: "/api/things",
+      action: {
+        name: "things.create",
+        rest: "POST /",
+        params: { $$strict: "remove", name: { type: "string", min: 1 }, size: { type: "number", optional: true } },
+        openapi: { tag: "t", summary: "Create a thing", status: 201, response: Thing, errors: ["QUOTA_EXCEEDED"] },
+      },
+    },
+    {
+      method: "GET",
+      path: "/api/things/:id",
+      action: {
+        name: "things.get",
+        rest: "GET /:id",
+        params: { id: "uuid", verbose: { type: "boolean", optional: true, convert: true } },
+        openapi: { tag: "t", summary: "One thing", status: 200, response: Thing, errors: ["NOT_FOUND"] },
+      },
+    },
+    {
+      method: "POST",
+      path: "/api/things/keys",
+      action: { name: "things.key", rest: "POST /keys", auth: "jwt", params: { $$strict: "remove" }, openapi: { tag: "t", summary: "A key", status: 201, response: { type: "object" } } },
+    },
+    {
+      method: "GET",
+      path: "/api/public",
+      action: { name: "things.public", rest: "GET /public", auth: "public", openapi: { tag: "t", summary: "Public", status: 200, response: Type.String(), contentType: "text/plain" } },
+    },
     { method: "GET", path: "/api/new", action: { name: "things.brandNew", rest: "GET /new" } },
     { method: "GET", path: "/api/assets/:file" },
   ];
@@ -126,5 +152,51 @@ describe("ops - routes as OpenAPI operations", () => {
     expect((doc.info as { version: string }).version).toBe("1.2.3");
     expect(Object.keys((doc.components as any).securitySchemes)).toEqual(["bearerAuth", "apiKey"]);
     expect((doc.components as any).securitySchemes.apiKey).toMatchObject({ type: "apiKey", in: "header", name: "X-API-Key" });
+  });
+});
+
+describe("ops - response contracts declared on the actions", () => {
+  const Item = Type.Object({ id: Type.String({ format: "uuid" }) }, { $id: "Item" });
+  const Box = Type.Object({ items: Type.Array(Item), note: Type.Optional(Type.String()) }, { $id: "Box" });
+  const routes: LiveRoute[] = [
+    { method: "GET", path: "/api/box", action: { name: "box.get", rest: "GET /", openapi: { tag: "t", summary: "A box", status: 200, response: Box } } },
+  ];
+  const doc = buildOpenApi(routes, { version: "1", catalogue: {} });
+
+  it("ops - a schema with $id is published once in components.schemas and referenced, nested ones too", () => {
+    expect((doc.paths["/api/box"].get.responses["200"] as any).content).toEqual({ "application/json": { schema: { $ref: "#/components/schemas/Box" } } });
+    expect((doc.components as any).schemas.Box).toEqual({
+      type: "object",
+      required: ["items"],
+      properties: { items: { type: "array", items: { $ref: "#/components/schemas/Item" } }, note: { type: "string" } },
+    });
+    expect((doc.components as any).schemas.Item).toEqual({ type: "object", required: ["id"], properties: { id: { type: "string", format: "uuid" } } });
+    expect(Object.keys((doc.components as any).schemas).sort()).toEqual(["Box", "Error", "FieldError", "Item"]);
+  });
+
+  it("ops - the same document whether an action's contract comes in-process (TypeBox) or over the bus (JSON)", () => {
+    const overTheBus = JSON.parse(JSON.stringify(routes)) as LiveRoute[];
+    expect(buildOpenApi(overTheBus, { version: "1", catalogue: {} })).toEqual(doc);
+    // No Symbol key (TypeBox's Kind) is left in the document: toEqual compares them too.
+    expect(JSON.parse(JSON.stringify(doc))).toEqual(doc);
+  });
+
+  it("ops - every REST action of every service documents its route, and every $ref resolves", () => {
+    const live: LiveRoute[] = [];
+    for (const load of Object.values(SERVICE_REGISTRY)) {
+      const schema = load();
+      const base = schema.settings?.rest;
+      for (const [name, action] of Object.entries(schema.actions ?? {}) as Array<[string, any]>) {
+        if (typeof base !== "string" || !action.rest) continue;
+        const [method, path] = String(action.rest).split(/\s+/);
+        live.push({ method, path: `/api${base}${path}`.replace(/\/+$/, ""), action: { ...action, name: `${schema.name}.${name}` } });
+      }
+    }
+    expect(live.length).toBeGreaterThan(10);
+    const served = buildOpenApi(live, { version: "1" });
+    const undocumented = Object.entries(served.paths).flatMap(([path, ops]) => Object.entries(ops).filter(([, op]) => op["x-undocumented"]).map(([m]) => `${m} ${path}`));
+    expect(undocumented).toEqual([]); // a new route: declare its `openapi` beside its `rest` (lib/contract.ts)
+    const refs = [...JSON.stringify(served).matchAll(/"#\/components\/schemas\/([^"]+)"/g)].map((m) => m[1]);
+    expect(refs.filter((name) => !(name in (served.components as any).schemas))).toEqual([]);
   });
 });

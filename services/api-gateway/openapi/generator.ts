@@ -1,9 +1,10 @@
 /**
  * Builds the OpenAPI 3.1 document from the routes the gateway serves right now (aliases with
- * their actions' `params` and `auth`) and the response catalogue. Pure: the gateway hands it the
- * routes, so the document follows services as they come and go.
+ * their actions' `params`, `auth` and `openapi`) and the gateway's own catalogue. Pure: the
+ * gateway hands it the routes, so the document follows services as they come and go.
  */
 import type { ActionSchema } from "moleculer";
+import type { ApiTag } from "../../../lib/contract";
 import { ErrorCode, ErrorCodes } from "../../../lib/errors";
 import type { AuthPolicy } from "../../../lib/identity";
 import { policyOf } from "../../../middlewares/auth.middleware";
@@ -15,7 +16,7 @@ export type LiveRoute = {
   /** As moleculer-web writes it: `/api/gpu/jobs/:id`. */
   path: string;
   /** The action behind the route; absent for the gateway's own handlers (the docs). */
-  action?: { name: string; params?: Record<string, unknown>; auth?: AuthPolicy; rest?: unknown };
+  action?: { name: string; params?: Record<string, unknown>; auth?: AuthPolicy; rest?: unknown; openapi?: Operation };
 };
 
 export type OpenApiDocument = {
@@ -96,18 +97,34 @@ function anyRequestResponses(): Record<string, unknown> {
   return out;
 }
 
-function successResponse(op: Operation): Record<string, unknown> {
-  const schema = typeof op.response === "string" ? ref(op.response) : op.response;
+/**
+ * A schema as published: a plain copy (without TypeBox's Symbol keys, which exist in-process only),
+ * each part with a `$id` moved to `named` and referenced by that name.
+ */
+export function publish(schema: unknown, named: Record<string, JsonSchema>): unknown {
+  if (Array.isArray(schema)) return schema.map((s) => publish(s, named));
+  if (!schema || typeof schema !== "object") return schema;
+  const source = schema as Record<string, unknown>;
+  const id = typeof source.$id === "string" ? source.$id : undefined;
+  const copy: JsonSchema = {};
+  for (const key of Object.keys(source)) if (!(id && key === "$id")) copy[key] = publish(source[key], named);
+  if (!id) return copy;
+  named[id] ??= copy;
+  return ref(id);
+}
+
+function successResponse(op: Operation, named: Record<string, JsonSchema>): Record<string, unknown> {
+  const schema = typeof op.response === "string" ? ref(op.response) : publish(op.response, named);
   const content: Record<string, unknown> = { [op.contentType ?? "application/json"]: { schema } };
   let description = op.summary;
   for (const [type, alt] of Object.entries(op.alternatives ?? {})) {
-    content[type] = { schema: alt.schema };
+    content[type] = { schema: publish(alt.schema, named) };
     description += `. ${alt.description}`;
   }
   return { [String(op.status)]: { description, headers: REQUEST_ID_HEADER, content } };
 }
 
-function operationOf(route: LiveRoute, path: string, op: Operation | undefined): OperationObject {
+function operationOf(route: LiveRoute, path: string, op: Operation | undefined, named: Record<string, JsonSchema>): OperationObject {
   const policy: AuthPolicy = route.action ? (policyOf(route.action as ActionSchema) ?? "required") : "public";
   const params = route.action?.params ?? {};
   const pathNames = [...path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]);
@@ -141,12 +158,12 @@ function operationOf(route: LiveRoute, path: string, op: Operation | undefined):
     security: securityOf(policy),
     ...(parameters.length ? { parameters } : {}),
     ...(requestBody ? { requestBody } : {}),
-    responses: { ...(op ? successResponse(op) : { default: { description: "Not documented yet" } }), ...errorResponses(errors) },
+    responses: { ...(op ? successResponse(op, named) : { default: { description: "Not documented yet" } }), ...errorResponses(errors) },
   };
   return operation;
 }
 
-const TAGS = [
+const TAGS: Array<{ name: ApiTag; description: string }> = [
   { name: "auth", description: "Accounts, JWT access tokens and API keys" },
   { name: "gpu", description: "GPU jobs and cluster status" },
   { name: "models", description: "Hosted model inference" },
@@ -156,15 +173,18 @@ const TAGS = [
 
 export function buildOpenApi(routes: LiveRoute[], opts: { version: string; catalogue?: Record<string, Operation> }): OpenApiDocument {
   const catalogue = opts.catalogue ?? OPERATIONS;
+  // The shared error shapes, then every named schema of the live routes' responses.
+  const named: Record<string, JsonSchema> = { ...SCHEMAS };
   const paths: Record<string, Record<string, OperationObject>> = {};
   const order = (r: LiveRoute) => `${toOpenApiPath(r.path)} ${METHOD_ORDER.indexOf(r.method.toUpperCase())}`;
   const sorted = [...routes].sort((a, b) => order(a).localeCompare(order(b)));
   for (const route of sorted) {
     const method = route.method.toUpperCase();
     const path = toOpenApiPath(route.path);
-    const op = catalogue[`${method} ${path}`];
+    // An action's route is documented on the action; the gateway's own handlers in its catalogue.
+    const op = route.action ? route.action.openapi : catalogue[`${method} ${path}`];
     if (op?.hidden) continue;
-    (paths[path] ??= {})[method.toLowerCase()] = operationOf({ ...route, method }, path, op);
+    (paths[path] ??= {})[method.toLowerCase()] = operationOf({ ...route, method }, path, op, named);
   }
   return {
     openapi: "3.1.0",
@@ -181,7 +201,7 @@ export function buildOpenApi(routes: LiveRoute[], opts: { version: string; catal
     tags: TAGS,
     paths,
     components: {
-      schemas: SCHEMAS,
+      schemas: named,
       responses: anyRequestResponses(),
       securitySchemes: {
         bearerAuth: {

@@ -1,0 +1,37 @@
+/** The database routes' responses (lib/contract.ts): published in the OpenAPI document and typing the handlers. */
+import { type Static, Type } from "../../lib/contract";
+
+export const DatabaseCreated = Type.Object(
+  {
+    id: Type.String({ format: "uuid" }),
+    databaseName: Type.String({ pattern: "^client_[a-z0-9]{8}_[0-9a-f]{8}$" }),
+    host: Type.String(),
+    port: Type.Integer(),
+    username: Type.String({ pattern: "^user_[0-9a-f]{12}$" }),
+    password: Type.String({ description: "Shown once only" }),
+    connectionString: Type.String({ format: "uri", description: "postgresql://username:password@host:port/databaseName" }),
+  },
+  { $id: "DatabaseCreated" },
+);
+export type DatabaseCreated = Static<typeof DatabaseCreated>;
+
+export const Database = Type.Object(
+  {
+    id: Type.String({ format: "uuid" }),
+    databaseName: Type.String(),
+    host: Type.String(),
+    port: Type.Integer(),
+    username: Type.String(),
+    storageMb: Type.Number({ description: "MiB, 2 decimals" }),
+    maxStorageMb: Type.Number(),
+    createdAt: Type.String({ format: "date-time" }),
+    readOnly: Type.Optional(Type.Boolean({ description: "Over its quota: read-only until back under" })),
+  },
+  { $id: "Database" },
+);
+export type DatabaseDetail = Static<typeof Database>;
+
+export const DatabaseList = Type.Object({ databases: Type.Array(Database) }, { $id: "DatabaseList" });
+
+export const Message = Type.Object({ message: Type.String() }, { $id: "Message" });
+export type Message = Static<typeof Message>;

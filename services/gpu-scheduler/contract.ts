@@ -1,0 +1,78 @@
+/** The GPU routes' responses (lib/contract.ts): published in the OpenAPI document and typing the handlers. */
+import { Nullable, OrNull, type Static, StringEnum, Type } from "../../lib/contract";
+
+export const JobStatus = StringEnum(["queued", "running", "completed", "failed", "cancelled"], { $id: "JobStatus" });
+
+export const JobCreated = Type.Object(
+  {
+    id: Type.String(),
+    status: JobStatus,
+    queuePosition: Type.Integer({ minimum: 1, description: "1 means next to start" }),
+  },
+  { $id: "JobCreated" },
+);
+export type CreatedJob = Static<typeof JobCreated>;
+
+const dateTime = () => Type.String({ format: "date-time" });
+
+export const Job = Type.Object(
+  {
+    id: Type.String(),
+    status: JobStatus,
+    gpuType: Type.String({ description: 'The requested type (or "any") until a card is assigned, then its name' }),
+    gpuSecondsUsed: Type.Number({ minimum: 0 }),
+    createdAt: dateTime(),
+    startedAt: Nullable(dateTime()),
+    completedAt: Nullable(dateTime()),
+    result: OrNull(
+      Type.Object({
+        exitCode: Nullable(Type.Integer()),
+        output: Type.String({
+          description:
+            "The true last 64 KiB of stdout+stderr, as readable text (bytes that are not UTF-8, and NUL, show as U+FFFD); headed by a truncation note when the node's log cap cut the output",
+        }),
+        outputBase64: Type.Optional(
+          Type.String({
+            format: "byte",
+            description: "Present only when `output` is not exactly the job's bytes (NUL, invalid UTF-8): those bytes, losslessly",
+          }),
+        ),
+      }),
+    ),
+    errorMessage: Nullable(Type.String()),
+  },
+  { $id: "Job" },
+);
+/** The published fields, and two the API has always returned without publishing them. */
+export type JobDetail = Static<typeof Job> & { command: string; containerImage: string | null };
+
+export const JobList = Type.Object({ jobs: Type.Array(Job, { maxItems: 50 }) }, { $id: "JobList" });
+
+export const Gpu = Type.Object(
+  {
+    name: Type.String(),
+    available: Type.Boolean(),
+    utilization: Type.Number({ description: "percent (0-100)" }),
+    memoryUsed: Type.Number({ description: "MiB" }),
+    memoryTotal: Type.Number({ description: "MiB" }),
+    temperature: Type.Number({ description: "°C" }),
+  },
+  { $id: "Gpu" },
+);
+/** The published fields, and three the API has always returned without publishing them (nodeId: its opaque label). */
+export type ClusterGpu = Static<typeof Gpu> & { uuid: string; index: number; nodeId: string };
+
+export const ClusterStatus = Type.Object(
+  {
+    cluster: Type.Object({
+      totalGpus: Type.Integer({ minimum: 0 }),
+      availableGpus: Type.Integer({ minimum: 0 }),
+      busyGpus: Type.Integer({ minimum: 0 }),
+      gpus: Type.Array(Gpu),
+    }),
+    queueDepth: Type.Integer({ minimum: 0, description: "Queued jobs in the whole cluster" }),
+  },
+  { $id: "ClusterStatus" },
+);
+type PublishedStatus = Static<typeof ClusterStatus>;
+export type ClusterStatus = Omit<PublishedStatus, "cluster"> & { cluster: Omit<PublishedStatus["cluster"], "gpus"> & { gpus: ClusterGpu[] } };
