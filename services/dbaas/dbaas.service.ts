@@ -8,15 +8,16 @@ import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "mole
 import { config } from "../../lib/config";
 import { notFound } from "../../lib/errors";
 import { CallerMeta, respondCreated } from "../../lib/identity";
+import { isUuid } from "../../lib/uuid";
 import { DbMixin, DbThis } from "../../mixins/db.mixin";
-import { DatabaseRow, DatabasesRepository, DatabaseStats, roundMb } from "./databases.repository";
+import { DatabaseRow, DatabasesRepository, roundMb } from "./databases.repository";
 import { toClientError, unavailable } from "./faults";
 import { migrations } from "./migrations";
-import { isUuid } from "./naming";
 import { DestroyNotStarted, Provisioner } from "./provisioner";
 import { MIB, QuotaEnforcer, QuotaReport, QuotaWatch } from "./quota";
 import { OwnerLease } from "./owner-lease";
 import { guardIo, MISSING_ADMIN_URL, TenantServerRefused, verifyTenantServer } from "./server-guard";
+import type { DatabaseStats } from "./stats";
 import { Reconciler, ReconcileReport } from "./reconciler";
 import { Periodic } from "./periodic";
 import { TenantServer } from "./tenant-server";
