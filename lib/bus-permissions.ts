@@ -5,20 +5,22 @@
  * (lib/bus-subjects.ts), so no credential can speak as another role or another gpu-node.
  * The receiving service checks the same table again (the Auth middleware).
  */
+import { INFERENCE_COMPLETED } from "../services/inference/events";
 import { CORE_ROLE, CallerTableRow, nodeIDFor, rolesOf, SERVICE_ROLES } from "./bus-identity";
+import { HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL } from "./gpu-protocol";
 
 /** Events that cross processes: who sends them, who handles them, and how. */
 export type BusEvent = { event: string; from: readonly string[]; to: readonly string[]; kind: "broadcast" | "emit" };
 
 export const BUS_EVENTS: readonly BusEvent[] = [
-  { event: "gpu-node.heartbeat", from: ["gpu-node"], to: ["gpu-scheduler", "metrics"], kind: "broadcast" },
-  { event: "inference.completed", from: ["inference"], to: ["metrics"], kind: "emit" },
+  { event: HEARTBEAT_EVENT, from: ["gpu-node"], to: ["gpu-scheduler", "metrics"], kind: "broadcast" },
+  { event: INFERENCE_COMPLETED, from: ["inference"], to: ["metrics"], kind: "emit" },
 ];
 
 /** Durable per-sender channels (lib/channels.ts): publishers send under their own node id. */
 export type BusChannel = { channel: string; publishers: readonly string[]; consumers: readonly string[] };
 
-export const BUS_CHANNELS: readonly BusChannel[] = [{ channel: "gpu.job-events", publishers: ["gpu-node"], consumers: ["gpu-scheduler"] }];
+export const BUS_CHANNELS: readonly BusChannel[] = [{ channel: JOB_EVENTS_CHANNEL, publishers: ["gpu-node"], consumers: ["gpu-scheduler"] }];
 
 export const DEAD_LETTER = "dead-letter";
 

@@ -8,11 +8,11 @@
 import { createPrivateKey, createPublicKey, generateKeyPairSync, KeyObject, sign, verify } from "crypto";
 import type { Caller } from "./identity";
 import { LruCache } from "./lru-cache";
+import { isUuid } from "./uuid";
 
 export const CALLER_TOKEN_TTL_S = 60;
 const CACHE_ENTRIES = 10_000;
 const MAX_TOKEN_LENGTH = 1024;
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 // DER headers that turn a raw 32-byte Ed25519 seed / public key into PKCS#8 / SPKI (RFC 8410).
 const PKCS8_ED25519 = Buffer.from("302e020100300506032b657004220420", "hex");
@@ -71,7 +71,7 @@ type Claims = Caller & { exp: number };
 function claimsOf(json: unknown): Claims | undefined {
   const c = json as Partial<Claims> | null;
   if (!c || typeof c !== "object") return undefined;
-  if (typeof c.clientId !== "string" || !UUID.test(c.clientId)) return undefined;
+  if (typeof c.clientId !== "string" || !isUuid(c.clientId)) return undefined;
   if (typeof c.role !== "string" || c.role.length === 0 || c.role.length > 32) return undefined;
   if (c.via !== "jwt" && c.via !== "apiKey") return undefined;
   if (typeof c.exp !== "number" || !Number.isInteger(c.exp)) return undefined;

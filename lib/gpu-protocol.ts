@@ -12,7 +12,15 @@
  * - node → scheduler, durable channel JOB_EVENTS_CHANNEL (JobEvent): what happened to each job.
  *   Sent over JetStream so nothing is lost while the scheduler restarts; the scheduler applies
  *   each event idempotently and never changes a terminal state.
+ *
+ * Owned by the node side (it sends the heartbeat and the events); it lives in lib/ because the
+ * scheduler, metrics and the bus-permission table (lib/bus-permissions.ts) all read it. The checks
+ * of what nodes send are here too, beside the types they check: messages from the bus are
+ * untrusted, and a check kept apart from its type drifts (a new executor kind once made every
+ * heartbeat of its node fail the scheduler's check).
  */
+import { storableText } from "./output-encoding";
+import { isUuid } from "./uuid";
 
 export const JOB_EVENTS_CHANNEL = "gpu.job-events";
 export const HEARTBEAT_EVENT = "gpu-node.heartbeat";
@@ -28,14 +36,9 @@ export type GpuCard = {
   temperature: number;
 };
 
-/** Shape check of a card as nodes send it (messages from the bus are untrusted). */
-export function isGpuCard(v: unknown): v is GpuCard {
-  if (typeof v !== "object" || v === null || Array.isArray(v)) return false;
-  const c = v as Record<string, unknown>;
-  const num = (x: unknown) => typeof x === "number" && Number.isFinite(x);
-  const str = (x: unknown) => typeof x === "string" && x.length > 0;
-  return str(c.uuid) && num(c.index) && str(c.name) && num(c.memoryTotal) && num(c.memoryUsed) && num(c.utilization) && num(c.temperature);
-}
+/** How a node runs jobs (services/gpu-node/executor-setup.ts): the one list the type, the check and the node use. */
+export const EXECUTOR_KINDS = ["docker", "process"] as const;
+export type ExecutorKind = (typeof EXECUTOR_KINDS)[number];
 
 export type NodeHeartbeat = {
   /** The broker nodeID of the gpu-node process: the target of `gpu-node.*` calls. */
@@ -43,7 +46,7 @@ export type NodeHeartbeat = {
   cards: GpuCard[];
   /** Jobs the node is running now (the scheduler cancels any it already considers finished). */
   runningJobIds: string[];
-  executor: "docker" | "process";
+  executor: ExecutorKind;
   /** ISO timestamp of when the node sent this. */
   at: string;
 };
@@ -103,3 +106,87 @@ export type LogsPage = { data: string; offset: number; nextOffset: number | null
  * `output` is not exactly the job's bytes, holds them losslessly (lib/output-encoding.ts).
  */
 export const OUTPUT_TAIL_BYTES = 64 * 1024;
+
+/**
+ * The result of checking an untrusted message: the message, or the first field that failed (a
+ * field name only, never the value a sender chose, so it can go in a log line as it is).
+ */
+export type Checked<T> = { ok: true; value: T } | { ok: false; field: string };
+
+const valueOf = <T>(checked: Checked<T>): T | null => (checked.ok ? checked.value : null);
+
+const isObj = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+const isStr = (v: unknown): v is string => typeof v === "string" && v.length > 0;
+const isNum = (v: unknown): v is number => typeof v === "number" && Number.isFinite(v);
+const isInt = (v: unknown) => isNum(v) && Number.isInteger(v);
+const isTime = (v: unknown): v is string => typeof v === "string" && !Number.isNaN(Date.parse(v));
+const isIntOrNull = (v: unknown) => v === null || isInt(v);
+/** The "field" of a message that is not even an object. */
+const NOT_AN_OBJECT = "the message";
+
+/** The first field of a card that is not as nodes send it, or null (nvidia-smi figures are numbers). */
+function cardProblem(v: unknown): string | null {
+  if (!isObj(v)) return "";
+  if (!isStr(v.uuid)) return "uuid";
+  if (!isNum(v.index)) return "index";
+  if (!isStr(v.name)) return "name";
+  return (["memoryTotal", "memoryUsed", "utilization", "temperature"] as const).find((k) => !isNum(v[k])) ?? null;
+}
+
+export const isGpuCard = (v: unknown): v is GpuCard => cardProblem(v) === null;
+
+export function checkHeartbeat(v: unknown): Checked<NodeHeartbeat> {
+  const field = heartbeatProblem(v);
+  return field === null ? { ok: true, value: v as NodeHeartbeat } : { ok: false, field };
+}
+
+export const asHeartbeat = (v: unknown): NodeHeartbeat | null => valueOf(checkHeartbeat(v));
+
+function heartbeatProblem(v: unknown): string | null {
+  if (!isObj(v)) return NOT_AN_OBJECT;
+  if (!isStr(v.nodeId)) return "nodeId";
+  if (!Array.isArray(v.cards)) return "cards";
+  const problems = v.cards.map(cardProblem);
+  const card = problems.findIndex((p) => p !== null);
+  if (card >= 0) return `cards[${card}]${problems[card] ? `.${problems[card]}` : ""}`;
+  if (!Array.isArray(v.runningJobIds) || !v.runningJobIds.every(isStr)) return "runningJobIds";
+  if (!(EXECUTOR_KINDS as readonly unknown[]).includes(v.executor)) return "executor";
+  return null;
+}
+
+/** Room for the tail, its truncation note and the escaping of odd bytes; a real node sends less. */
+const MAX_OUTPUT_CHARS = 4 * OUTPUT_TAIL_BYTES;
+const MAX_ERROR_CHARS = 2000;
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
+/**
+ * A well-formed job event, made storable whatever the node put in it: NUL and lone surrogates
+ * replaced, an oversized output cut to its end, a malformed `outputBase64` dropped. A terminal
+ * event is never refused for its content, so it always frees its card.
+ */
+export function checkJobEvent(v: unknown): Checked<JobEvent> {
+  const field = jobEventProblem(v);
+  if (field !== null) return { ok: false, field };
+  const event = v as JobEvent;
+  if (event.type === "started") return { ok: true, value: event };
+  const { outputBase64, ...rest } = event;
+  const clean = { ...rest, output: storableText(event.output.slice(-MAX_OUTPUT_CHARS)) };
+  const bytes = typeof outputBase64 === "string" && outputBase64.length <= MAX_OUTPUT_CHARS && BASE64.test(outputBase64) ? { outputBase64 } : {};
+  if (event.type === "failed") return { ok: true, value: { ...clean, ...bytes, errorMessage: storableText(event.errorMessage).slice(0, MAX_ERROR_CHARS) } as JobEvent };
+  return { ok: true, value: { ...clean, ...bytes } as JobEvent };
+}
+
+export const asJobEvent = (v: unknown): JobEvent | null => valueOf(checkJobEvent(v));
+
+function jobEventProblem(v: unknown): string | null {
+  if (!isObj(v)) return NOT_AN_OBJECT;
+  if (!isStr(v.jobId) || !isUuid(v.jobId)) return "jobId";
+  if (!isStr(v.nodeId)) return "nodeId";
+  if (!isStr(v.gpuUuid)) return "gpuUuid";
+  if (!isTime(v.at)) return "at";
+  if (!["started", "finished", "failed", "cancelled"].includes(v.type as string)) return "type";
+  if (v.type === "started") return null;
+  if (v.type === "failed" && !isStr(v.errorMessage)) return "errorMessage";
+  if (!(v.type === "finished" ? isInt(v.exitCode) : isIntOrNull(v.exitCode))) return "exitCode";
+  return typeof v.output === "string" ? null : "output";
+}

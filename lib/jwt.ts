@@ -6,10 +6,10 @@
 import { createSecretKey, KeyObject, randomUUID } from "crypto";
 import jwt from "jsonwebtoken";
 import { config } from "./config";
+import { isUuid } from "./uuid";
 
 export const ACCESS_TOKEN_TTL_S = 24 * 60 * 60;
 const CLOCK_SKEW_S = 60;
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const ALGORITHM = "HS256";
 
 // jsonwebtoken imports a string secret on every call (~0.3 ms); a KeyObject made once is ~50x cheaper.
@@ -38,7 +38,7 @@ export function signAccessToken(clientId: string, role: string, secret = config.
 export function claimsProblem(claims: Partial<AccessClaims>, nowS: number): string | undefined {
   if (typeof claims.sub !== "string" || typeof claims.role !== "string" || typeof claims.jti !== "string")
     return "Access token is malformed";
-  if (!UUID.test(claims.sub)) return "Access token is malformed";
+  if (!isUuid(claims.sub)) return "Access token is malformed";
   if (typeof claims.exp !== "number" || typeof claims.iat !== "number") return "Access token must carry exp and iat";
   if (claims.iat > nowS + CLOCK_SKEW_S) return "Access token is issued in the future";
   if (claims.exp - claims.iat > ACCESS_TOKEN_TTL_S) return "Access token lifetime exceeds 24 hours";

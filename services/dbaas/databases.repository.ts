@@ -1,6 +1,7 @@
 /** SQL for the dbaas schema of the platform's own database; the only place that knows its tables. */
 import type { Pool } from "pg";
 import type { CatalogLevel } from "../../lib/config";
+import type { DatabaseStats } from "./stats";
 
 export type DatabaseStatus = "provisioning" | "active" | "destroying";
 
@@ -26,11 +27,6 @@ export type DatabaseRow = {
 export type OwnedRow = DatabaseRow & { owner_alive: boolean };
 
 export type NewDatabase = { id: string; clientId: string; databaseName: string; username: string; maxStorageMb: number; owner?: string };
-
-export type DatabaseStats = {
-  databasesByState: { active: number; provisioning: number; destroying: number; readOnly: number };
-  storageMbByState: { active: number; readOnly: number };
-};
 
 const COLUMNS = `id, client_id, database_name, username, status, storage_bytes, measured_at, max_storage_mb, read_only, created_at, updated_at, owner, catalog_level`;
 /** Records that hold a place in the account: active, or being provisioned by a live process. */

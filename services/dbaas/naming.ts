@@ -56,6 +56,3 @@ export function ident(kind: IdentifierKind, name: string): string {
 export function kindOf(name: string): IdentifierKind | undefined {
   return (Object.keys(PATTERNS) as IdentifierKind[]).find((kind) => PATTERNS[kind].test(name));
 }
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-export const isUuid = (value: string): boolean => UUID.test(value);

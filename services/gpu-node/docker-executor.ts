@@ -7,16 +7,13 @@
  */
 import type Docker from "dockerode";
 import { checkImage } from "./registry-policy";
-import { JOB_ID_PATTERN, JobError, JobExecutor, JobLimits, JobOps, JobSpec, RunningJob } from "./job";
+import { JOB_ID_PATTERN, joinedShell, JobError, JobExecutor, JobLimits, JobOps, JobSpec, RunningJob } from "./job";
 import { attachOptions, captureStream, recoverGap } from "./docker-output";
 
 export const LABEL_JOB = "ci-platform.job-id";
 export const LABEL_NODE = "ci-platform.node";
 export const LABEL_GPU = "ci-platform.gpu-uuid";
 export const LABEL_NAMESPACE = "ci-platform.namespace";
-
-/** `sh -c JOIN_STDERR ci-job <command>`: stderr into stdout, then exec the job's own `sh -c`. */
-export const JOIN_STDERR = 'exec 2>&1; exec sh -c "$1"';
 
 /** Writable scratch space of a job (counts against its memory limit). */
 const TMPFS_MB = 1024;
@@ -45,9 +42,8 @@ export function containerSpec(spec: JobSpec, ctx: ContainerContext): Docker.Cont
   const memoryBytes = ctx.limits.memoryMb * 1024 * 1024;
   return {
     Image: imageOf(spec, ctx.defaultImage),
-    // sh -c runs the command whatever the image's own entrypoint would do with it; the outer
-    // shell joins stderr into stdout so the log keeps the order the job wrote in.
-    Entrypoint: ["sh", "-c", JOIN_STDERR, "ci-job"],
+    // sh -c runs the command whatever the image's own entrypoint would do with it (the image's sh, on its PATH).
+    Entrypoint: joinedShell("sh"),
     Cmd: [spec.command],
     User: "65534:65534",
     WorkingDir: "/tmp",

@@ -21,6 +21,7 @@ import { logFilePath } from "./output";
 import { promises as fsp } from "fs";
 import { EventOutbox } from "./outbox";
 import { setUpExecutor } from "./executor-setup";
+import { IMAGE_NAME_MAX, IMAGE_NAME_PATTERN } from "./registry-policy";
 
 export type CancelParams = { jobId: string };
 
@@ -74,7 +75,7 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
         jobId: JOB_ID,
         gpuUuid: { type: "string", min: 1, max: 128 },
         command: { type: "string", min: 1, max: 1024 * 1024 },
-        containerImage: { type: "string", optional: true, nullable: true, max: 255, pattern: /^[A-Za-z0-9][A-Za-z0-9._\-/:@]*$/ },
+        containerImage: { type: "string", optional: true, nullable: true, max: IMAGE_NAME_MAX, pattern: IMAGE_NAME_PATTERN },
       },
       async handler(this: GpuNodeThis, ctx: Context<RunJobParams>): Promise<{ accepted: true }> {
         const { jobId, gpuUuid, command, containerImage } = ctx.params;

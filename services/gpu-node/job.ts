@@ -4,11 +4,21 @@
  * how to launch, wait for the exit, kill and clean up its kind of job.
  */
 import type { NodeCard } from "./discovery";
+import type { ExecutorKind } from "../../lib/gpu-protocol";
 import type { EncodedOutput } from "../../lib/output-encoding";
 import { OutputCapture } from "./output";
 
 /** Job ids also name log files: no path separators, bounded. */
 export const JOB_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
+
+/**
+ * How every executor starts a job's command: `<shell> -c JOIN_STDERR ci-job <command>`, an outer
+ * shell that joins stderr into stdout (so the log keeps the order the job wrote in), then execs
+ * the job's own `<shell> -c <command>`. The command follows as the next argument.
+ */
+export function joinedShell(shell: string): string[] {
+  return [shell, "-c", `exec 2>&1; exec ${shell} -c "$1"`, "ci-job"];
+}
 
 export type JobSpec = { jobId: string; card: NodeCard; command: string; containerImage?: string | null };
 
@@ -50,7 +60,7 @@ export type JobLimits = {
 };
 
 export interface JobExecutor {
-  readonly kind: "docker" | "process";
+  readonly kind: ExecutorKind;
   /** Docker jobs outlive the node process and are re-adopted; process jobs die with it. */
   readonly jobsOutliveNode: boolean;
   run(spec: JobSpec): RunningJob;

@@ -9,12 +9,9 @@ import { accessSync, constants as fsConstants, promises as fs } from "fs";
 import os from "os";
 import path from "path";
 import { gpuDeviceMinor, NodeCard } from "./discovery";
-import { JobError, JobExecutor, JobLimits, JobOps, JobSpec, RunningJob } from "./job";
+import { joinedShell, JobError, JobExecutor, JobLimits, JobOps, JobSpec, RunningJob } from "./job";
 import type { OutputCapture } from "./output";
 import { gpuDeviceNodes, HostLayout, identityFiles, SAFE_ETC, SANDBOX_HOME, sandboxArgs, SandboxLimits, SYSTEM_PATHS } from "./sandbox";
-
-/** `sh -c JOIN_STDERR ci-job <command>`: stderr into stdout, then exec the job's own `sh -c`. */
-const JOIN_STDERR = 'exec 2>&1; exec /bin/sh -c "$1"';
 
 const SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
@@ -78,7 +75,7 @@ function asJobUser(isolation: ProcessIsolation & { kind: "sandbox" }): SpawnOpti
 
 /** The program, arguments and spawn options of one job. */
 async function jobProcess(spec: JobSpec, isolation: ProcessIsolation, workDir: string): Promise<{ file: string; args: string[]; options: SpawnOptions }> {
-  const shell = ["/bin/sh", "-c", JOIN_STDERR, "ci-job", spec.command];
+  const shell = [...joinedShell("/bin/sh"), spec.command];
   if (isolation.kind === "unisolated") {
     return { file: shell[0], args: shell.slice(1), options: { cwd: workDir, env: processJobEnv(spec.card, workDir) } };
   }

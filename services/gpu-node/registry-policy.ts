@@ -3,9 +3,14 @@
  * A pull makes the host's Docker engine connect to the registry host, so an image reference is a
  * URL a client chooses: without the list, `127.0.0.1:4222/x:1` turns the GPU host into a port
  * scanner of its own loopback and private networks. Pure; checked by gpu-scheduler when a job is
- * created (400) and again by gpu-node before it creates or pulls (defence in depth).
+ * created (400) and again by gpu-node before it creates or pulls (defence in depth). The syntax
+ * of an image name is here too: both sides validate `containerImage` with it.
  */
 import net from "net";
+
+/** What a `containerImage` may look like: the characters of `[registry/]name[:tag][@digest]`. */
+export const IMAGE_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._\-/:@]*$/;
+export const IMAGE_NAME_MAX = 255;
 
 /** Public registries allowed when the operator names none. */
 export const DEFAULT_ALLOWED_REGISTRIES = ["docker.io", "nvcr.io", "ghcr.io", "quay.io", "registry.k8s.io", "public.ecr.aws", "mcr.microsoft.com"];

@@ -5,12 +5,12 @@
 import type { LoggerInstance } from "moleculer";
 import { isDataError } from "../../lib/errors";
 import type { JobEvent, NodeHeartbeat } from "../../lib/gpu-protocol";
+import { isUuid } from "../../lib/uuid";
 import { Batcher } from "./batcher";
 import type { JobsRepository } from "./jobs.repository";
 import { CAS_ATTEMPTS, JobStateStore, JobWriter } from "./job-writer";
 import type { NodeStopper } from "./node-stopper";
 import type { Clock } from "./ports";
-import { UUID } from "./protocol-guards";
 import { applyJobEvent, confirmStarted, failUnstorable, isTerminal, JobPatch, JobState } from "./transitions";
 
 /** The repository calls the applier makes (JobsRepository; an in-memory map in unit tests). */
@@ -99,7 +99,7 @@ export class EventApplier {
 
   /** The node runs jobs we consider ended, unknown or placed elsewhere: stop them there. */
   async reconcile(hb: NodeHeartbeat): Promise<void> {
-    const rows = await this.store.placements(hb.runningJobIds.filter((id) => UUID.test(id)));
+    const rows = await this.store.placements(hb.runningJobIds.filter(isUuid));
     const { confirm, stop } = reconcileHeartbeat(hb, rows);
     for (const jobId of stop) void this.stopper.stop(jobId, hb.nodeId);
     if (confirm.length) {

@@ -11,9 +11,11 @@ import { channelSender, ensureChannelStreams, perSenderChannel } from "../../lib
 import { config } from "../../lib/config";
 import { Type } from "../../lib/contract";
 import { apiError, fromDataError, notFound, validationFailed } from "../../lib/errors";
-import { HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL } from "../../lib/gpu-protocol";
+import { checkHeartbeat, checkJobEvent, HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL } from "../../lib/gpu-protocol";
 import { CallerMeta, respondCreated } from "../../lib/identity";
 import type { BodyPage, PagedBodyMeta } from "../../lib/paged-body";
+import { RefusalLog } from "../../lib/refusal-log";
+import { isUuid } from "../../lib/uuid";
 import { DbMixin, DbThis } from "../../mixins/db.mixin";
 import { Batcher } from "./batcher";
 import { ClusterStatus, CreatedJob, Job, JobCreated, JobDetail, JobList } from "./contract";
@@ -23,10 +25,10 @@ import { PlacementRepository } from "./placement.repository";
 import { migrations } from "./migrations";
 import { JobLogs, LogCursor } from "./job-logs";
 import { BrokerNodeClient } from "./node-client";
-import { matchingNames } from "./placement";
-import { asHeartbeat, asJobEvent, UUID } from "./protocol-guards";
-import { checkImage, parseAllowedRegistries } from "../gpu-node/registry-policy";
+import { matchingNames, requestedGpuType } from "./gpu-type";
+import { checkImage, IMAGE_NAME_MAX, IMAGE_NAME_PATTERN, parseAllowedRegistries } from "../gpu-node/registry-policy";
 import { Clock, Scheduler } from "./scheduler";
+import type { SchedulerStats } from "./stats";
 
 export interface CreateJobParams {
   command: string;
@@ -34,13 +36,8 @@ export interface CreateJobParams {
   containerImage?: string | null;
 }
 export type JobIdParams = { id: string };
-export type SchedulerStats = {
-  queueDepth: number;
-  jobsByStatus: { queued: number; running: number; completed: number; failed: number; cancelled: number };
-};
 
 const LIST_LIMIT = 50;
-const IMAGE_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._\-/:@]*$/;
 const JOB_ID_PARAMS = { id: { type: "string", max: 64 } };
 /** Deliveries of a job event that fails to apply before the scheduler gives up on it (then: dead letter). */
 const EVENT_MAX_RETRIES = 5;
@@ -56,6 +53,8 @@ type SchedulerThis = Service &
     places: PlacementRepository;
     scheduler: Scheduler;
     jobLogs: JobLogs;
+    /** Warns about malformed heartbeats and job events, a few lines per sender. */
+    refusals: RefusalLog;
     /** GPU_ALLOWED_REGISTRIES, parsed once at start. */
     allowedRegistries: string[];
     inserts: Batcher<NewJob, number>;
@@ -96,12 +95,12 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
         $$strict: "remove",
         command: { type: "string", min: 1, max: 64 * 1024 },
         gpuType: { type: "string", optional: true, trim: true, min: 1, max: 200 },
-        containerImage: { type: "string", optional: true, min: 1, max: 255, pattern: IMAGE_PATTERN },
+        containerImage: { type: "string", optional: true, min: 1, max: IMAGE_NAME_MAX, pattern: IMAGE_NAME_PATTERN },
       },
       async handler(this: SchedulerThis, ctx: Context<CreateJobParams, CallerMeta>): Promise<CreatedJob> {
         const { command, containerImage } = ctx.params;
         if (!/\S/.test(command)) throw validationFailed([{ field: "command", message: "The 'command' field must not be blank." }]);
-        const gpuType = ctx.params.gpuType && ctx.params.gpuType.toLowerCase() !== "any" ? ctx.params.gpuType : null;
+        const gpuType = requestedGpuType(ctx.params.gpuType);
         if (gpuType) this.checkGpuType(gpuType);
         // Pulling makes a GPU host connect to the image's registry: only the operator's registries (the node checks again).
         const image = containerImage ? checkImage(containerImage, this.allowedRegistries) : null;
@@ -224,8 +223,9 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
   events: {
     [HEARTBEAT_EVENT]: {
       async handler(this: SchedulerThis, ctx: Context<unknown>) {
-        const hb = asHeartbeat(ctx.params);
-        if (!hb) return void this.logger.warn("Ignored a malformed gpu-node heartbeat");
+        const checked = checkHeartbeat(ctx.params);
+        if (!checked.ok) return void this.refusals.refused("gpu-node heartbeat", ctx.nodeID ?? "this process", checked.field);
+        const hb = checked.value;
         // ctx.nodeID is the sender the transporter verified: a node speaks only for itself.
         if (hb.nodeId !== ctx.nodeID) return void this.logger.warn(`Ignored a heartbeat for ${hb.nodeId} sent by ${ctx.nodeID}`);
         await this.scheduler.heartbeat(hb).catch((err) => this.logger.warn(`Heartbeat of ${hb.nodeId} not fully applied: ${err.message}`));
@@ -243,14 +243,14 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       nats: { consumerOptions: { config: { ack_wait: EVENT_ACK_WAIT_NS } } },
       /** Throws only on database errors, so JetStream redelivers the event later. */
       async handler(this: SchedulerThis, payload: unknown, raw?: { subject?: unknown }) {
-        const event = asJobEvent(payload);
-        if (!event) return void this.logger.warn(`Dropped a malformed job event: ${JSON.stringify(payload).slice(0, 200)}`);
         // In-memory channels (one process) carry no subject; on NATS it names the real sender.
-        if (typeof raw?.subject === "string") {
-          const sender = channelSender(this.broker.namespace, JOB_EVENTS_CHANNEL, raw.subject);
-          if (sender !== event.nodeId)
-            return void this.logger.warn(`Dropped a job event for ${event.nodeId} (job ${event.jobId}) published by ${sender ?? raw.subject}`);
-        }
+        const subject = typeof raw?.subject === "string" ? raw.subject : undefined;
+        const sender = subject === undefined ? undefined : channelSender(this.broker.namespace, JOB_EVENTS_CHANNEL, subject);
+        const checked = checkJobEvent(payload);
+        if (!checked.ok) return void this.refusals.refused("job event", sender ?? subject ?? "this process", checked.field);
+        const event = checked.value;
+        if (subject !== undefined && sender !== event.nodeId)
+          return void this.logger.warn(`Dropped a job event for ${event.nodeId} (job ${event.jobId}) published by ${sender ?? subject}`);
         await this.scheduler.applyEvent(event).catch(async (err) => {
           // On the last delivery the event's job is finished anyway, so its card never stays busy.
           const deliveries = (raw as { info?: { redeliveryCount?: number } } | undefined)?.info?.redeliveryCount ?? 0;
@@ -264,7 +264,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
   methods: {
     /** The caller's job; another account's, or a malformed id, is the same 404. */
     async ownJob(this: SchedulerThis, ctx: Context<JobIdParams, CallerMeta>): Promise<JobRow> {
-      const row = UUID.test(ctx.params.id) ? await this.repo.findForClient(ctx.params.id, ctx.meta.caller!.clientId) : undefined;
+      const row = isUuid(ctx.params.id) ? await this.repo.findForClient(ctx.params.id, ctx.meta.caller!.clientId) : undefined;
       if (!row) throw notFound("GPU job");
       return row;
     },
@@ -284,6 +284,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
   },
 
   created(this: SchedulerThis) {
+    this.refusals = new RefusalLog((line) => this.logger.warn(line));
     this.allowedRegistries = parseAllowedRegistries(config.gpuAllowedRegistries());
     this.clock = { now: () => new Date() };
     this.repo = new JobsRepository(this.db);

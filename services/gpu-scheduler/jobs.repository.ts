@@ -1,5 +1,6 @@
 /** SQL for the gpu_scheduler schema; the only place that knows its tables. */
 import type { Pool } from "pg";
+import { normalizeGpuType } from "./gpu-type";
 import type { JobPatch, JobState, StoredStatus } from "./transitions";
 
 export type JobRow = {
@@ -37,8 +38,6 @@ const COLUMNS = `id, client_id, command, container_image, gpu_type, status, node
 const STATE_COLUMNS = `id, status, node_id, gpu_uuid, holding, started_at, completed_at, exit_code, error_message,
   CASE WHEN output IS NULL THEN NULL ELSE '' END AS output`;
 const TERMINAL_SQL = `('completed', 'failed', 'cancelled')`;
-
-export const normalizeGpuType = (t: string | null) => (t === null ? "" : t.trim().replace(/\s+/g, " ").toLowerCase());
 
 export const toState = (r: JobRow): JobState => ({
   status: r.status,

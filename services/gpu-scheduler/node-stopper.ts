@@ -1,8 +1,8 @@
 /** Asks a gpu-node to stop a job, then frees the job's card once the node says it is gone. */
 import type { LoggerInstance } from "moleculer";
+import { isUuid } from "../../lib/uuid";
 import type { JobWriter } from "./job-writer";
 import type { NodeClient } from "./ports";
-import { UUID } from "./protocol-guards";
 import { release } from "./transitions";
 
 export class NodeStopper {
@@ -24,7 +24,7 @@ export class NodeStopper {
       this.logger.debug(`Could not stop job ${jobId} on ${nodeId}: ${(err as Error).message}`);
       return;
     }
-    if (!(stopped || releaseIfNotStopped) || !UUID.test(jobId)) return;
+    if (!(stopped || releaseIfNotStopped) || !isUuid(jobId)) return;
     try {
       if (await this.writer.applyOne(jobId, (job) => release(job, nodeId))) this.onFreed();
     } catch (err) {

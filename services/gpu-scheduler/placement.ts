@@ -5,7 +5,7 @@
  * The rule, in order:
  * 1. Jobs are considered oldest first (by `seq`).
  * 2. A job may use a free card whose name matches its `gpuType` (case-insensitive, any part of
- *    the name); no `gpuType` matches every card.
+ *    the name); no `gpuType` matches every card (gpu-type.ts).
  * 3. A job with no free matching card waits, and does not block later jobs that can run on
  *    other cards (no head-of-line blocking across types). A later job can never take a card an
  *    earlier waiting job could use: that card would have been free at the earlier job's turn.
@@ -13,6 +13,7 @@
  *    want (so "any" jobs leave scarce types to the jobs that asked for them), then the one on
  *    the node with the most free cards (spreads load over hosts), then by node id and uuid.
  */
+import { isAnyGpuType, matchingNames, normalizeGpuType } from "./gpu-type";
 
 export type SnapshotCard = { nodeId: string; uuid: string; name: string; busy: boolean };
 export type QueuedJob = { jobId: string; gpuType: string | null; seq: number };
@@ -23,20 +24,6 @@ export type WaitReason = "NO_GPUS" | "NO_MATCHING_GPU" | "MATCHING_GPUS_BUSY";
 export type Waiting = { jobId: string; reason: WaitReason };
 export type Plan = { placements: Placement[]; waiting: Waiting[] };
 
-const normalize = (s: string) => s.trim().replace(/\s+/g, " ").toLowerCase();
-
-/** Whether a card called `cardName` satisfies a request for `gpuType` (null or "any": every card). */
-export function matchesGpuType(cardName: string, gpuType: string | null): boolean {
-  if (gpuType === null) return true;
-  const wanted = normalize(gpuType);
-  return wanted === "" || wanted === "any" || normalize(cardName).includes(wanted);
-}
-
-/** The card names in `names` a request for `gpuType` can run on. */
-export function matchingNames(names: Iterable<string>, gpuType: string | null): string[] {
-  return [...new Set(names)].filter((name) => matchesGpuType(name, gpuType));
-}
-
 export function plan(snapshot: Snapshot): Plan {
   const placements: Placement[] = [];
   const waiting: Waiting[] = [];
@@ -46,7 +33,7 @@ export function plan(snapshot: Snapshot): Plan {
   // Which card names each distinct request matches, computed once per pass.
   const matchCache = new Map<string | null, Set<string>>();
   const namesFor = (gpuType: string | null) => {
-    const key = gpuType === null ? null : normalize(gpuType);
+    const key = gpuType === null ? null : normalizeGpuType(gpuType);
     let set = matchCache.get(key);
     if (!set) matchCache.set(key, (set = new Set(matchingNames(names, gpuType))));
     return set;
@@ -55,7 +42,7 @@ export function plan(snapshot: Snapshot): Plan {
   // Demand per name: how many queued jobs asked specifically for a type this name satisfies.
   const demand = new Map<string, number>();
   for (const job of queue) {
-    if (job.gpuType === null || normalize(job.gpuType) === "any") continue;
+    if (isAnyGpuType(job.gpuType)) continue;
     for (const name of namesFor(job.gpuType)) demand.set(name, (demand.get(name) ?? 0) + 1);
   }
 

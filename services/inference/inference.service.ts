@@ -12,6 +12,7 @@ import type { StreamAbortHook } from "../api-gateway/streaming";
 import { ModelCatalogue, RedisSnapshotStore } from "./catalogue";
 import { INFER_STREAM, InferenceResult, ModelList, ProviderHealth, PublicModel } from "./contract";
 import { InferenceEngine, InferenceRecord, InferParams } from "./engine";
+import { INFERENCE_COMPLETED, inferenceCompleted } from "./events";
 import { migrations } from "./migrations";
 import { createProviders } from "./providers";
 import { InferencesRepository, UsageRecorder } from "./usage.repository";
@@ -109,8 +110,7 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
     /** Off the response path: a batched row for accounting, an event for metrics. */
     recordFinished(this: InferenceThis, record: InferenceRecord) {
       this.recorder.add(record);
-      const { model, provider, tokensUsed, durationMs, outcome } = record;
-      this.broker.emit("inference.completed", { model, provider, tokensUsed, durationMs, outcome }).catch(() => undefined);
+      this.broker.emit(INFERENCE_COMPLETED, inferenceCompleted(record)).catch(() => undefined);
     },
   },
 

@@ -7,14 +7,17 @@
  */
 import type { Context, Service, ServiceBroker, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import { config } from "../../lib/config";
-import { HEARTBEAT_EVENT } from "../../lib/gpu-protocol";
+import { checkHeartbeat, HEARTBEAT_EVENT } from "../../lib/gpu-protocol";
 import { clearMetric, incrementCounter, metricsEnabled, observe, registerPlatformMetrics, setGauge } from "../../lib/metrics";
-import { dbaasStatsOf, GpuTelemetry, inferenceLabels, isHeartbeat, isInferenceCompleted, schedulerStatsOf } from "./telemetry";
-
-const JOB_STATUSES = ["queued", "running", "completed", "failed", "cancelled"];
+import { RefusalLog } from "../../lib/refusal-log";
+import { DBAAS_STATS_ACTION } from "../dbaas/stats";
+import { SCHEDULER_STATS_ACTION, STATS_JOB_STATUSES } from "../gpu-scheduler/stats";
+import { INFERENCE_COMPLETED, isInferenceCompleted } from "../inference/events";
+import { dbaasStatsOf, GpuTelemetry, inferenceLabels, schedulerStatsOf } from "./telemetry";
 
 type MetricsThis = Service & {
   telemetry: GpuTelemetry;
+  refusals: RefusalLog;
   timer?: NodeJS.Timeout;
   enabled: boolean;
   publishGpus(): void;
@@ -24,7 +27,7 @@ type MetricsThis = Service & {
   ask(action: string): Promise<unknown | undefined>;
 };
 
-function setCounts(broker: ServiceBroker, which: "gpuJobs" | "databases" | "databaseStorage", label: string, counts: Record<string, number>, always: string[] = []) {
+function setCounts(broker: ServiceBroker, which: "gpuJobs" | "databases" | "databaseStorage", label: string, counts: Record<string, number>, always: readonly string[] = []) {
   clearMetric(broker, which); // a state that disappeared must not keep its last value
   for (const key of always) setGauge(broker, which, counts[key] ?? 0, { [label]: key });
   for (const [key, value] of Object.entries(counts)) if (!always.includes(key)) setGauge(broker, which, value, { [label]: key });
@@ -41,17 +44,16 @@ const MetricsService: ServiceSchema<ServiceSettingSchema, MetricsThis> = {
 
     [HEARTBEAT_EVENT](this: MetricsThis, ctx: Context<unknown>) {
       if (!this.enabled) return;
-      if (!isHeartbeat(ctx.params)) {
-        this.logger.warn("Ignoring a malformed gpu-node heartbeat");
-        return;
-      }
+      const checked = checkHeartbeat(ctx.params);
+      if (!checked.ok) return void this.refusals.refused("gpu-node heartbeat", ctx.nodeID ?? "this process", checked.field);
+      const hb = checked.value;
       // ctx.nodeID is the sender the transporter verified: a node reports only its own cards.
-      if (ctx.params.nodeId !== ctx.nodeID) return void this.logger.warn(`Ignoring a heartbeat for ${ctx.params.nodeId} sent by ${ctx.nodeID}`);
-      this.telemetry.record(ctx.params, Date.now());
+      if (hb.nodeId !== ctx.nodeID) return void this.logger.warn(`Ignoring a heartbeat for ${hb.nodeId} sent by ${ctx.nodeID}`);
+      this.telemetry.record(hb, Date.now());
       this.publishGpus();
     },
 
-    "inference.completed"(this: MetricsThis, ctx: Context<unknown>) {
+    [INFERENCE_COMPLETED](this: MetricsThis, ctx: Context<unknown>) {
       if (!this.enabled) return;
       const e = ctx.params;
       if (!isInferenceCompleted(e)) {
@@ -102,11 +104,11 @@ const MetricsService: ServiceSchema<ServiceSettingSchema, MetricsThis> = {
     },
 
     async collectOnce(this: MetricsThis) {
-      const [scheduler, dbaas] = await Promise.all([this.ask("gpu-scheduler.stats"), this.ask("dbaas.stats")]);
+      const [scheduler, dbaas] = await Promise.all([this.ask(SCHEDULER_STATS_ACTION), this.ask(DBAAS_STATS_ACTION)]);
       if (scheduler !== undefined) {
         const stats = schedulerStatsOf(scheduler);
         if (stats.queueDepth !== null) setGauge(this.broker, "gpuQueueDepth", stats.queueDepth);
-        setCounts(this.broker, "gpuJobs", "status", stats.jobsByStatus, JOB_STATUSES);
+        setCounts(this.broker, "gpuJobs", "status", stats.jobsByStatus, STATS_JOB_STATUSES);
       }
       if (dbaas !== undefined) {
         const stats = dbaasStatsOf(dbaas);
@@ -119,6 +121,7 @@ const MetricsService: ServiceSchema<ServiceSettingSchema, MetricsThis> = {
 
   created(this: MetricsThis) {
     this.telemetry = new GpuTelemetry();
+    this.refusals = new RefusalLog((line) => this.logger.warn(line));
     this.enabled = metricsEnabled(this.broker);
   },
 

@@ -8,13 +8,12 @@ import { randomUUID } from "crypto";
 import type { LoggerInstance } from "moleculer";
 import { Pool } from "pg";
 import { ensureDatabase, migrate } from "../../lib/db";
-import type { JobEvent, NodeHeartbeat, RunJobParams } from "../../lib/gpu-protocol";
+import { asJobEvent, JobEvent, NodeHeartbeat, RunJobParams } from "../../lib/gpu-protocol";
 import { JobsRepository } from "../../services/gpu-scheduler/jobs.repository";
 import { PlacementRepository, QueuedRow } from "../../services/gpu-scheduler/placement.repository";
 import { migrations } from "../../services/gpu-scheduler/migrations";
 import { Clock, NodeClient, Scheduler, UNSTORABLE_EVENT_MESSAGE } from "../../services/gpu-scheduler/scheduler";
 import { JobLogs } from "../../services/gpu-scheduler/job-logs";
-import { asJobEvent } from "../../services/gpu-scheduler/protocol-guards";
 import { encodeOutput } from "../../lib/output-encoding";
 import { dropDatabase, testDatabaseUrl, waitFor } from "../support/platform";
 

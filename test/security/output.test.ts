@@ -10,7 +10,7 @@ import os from "os";
 import path from "path";
 import type { NodeCard } from "../../services/gpu-node/discovery";
 import { DockerExecutor, LABEL_NAMESPACE } from "../../services/gpu-node/docker-executor";
-import { asJobEvent } from "../../services/gpu-scheduler/protocol-guards";
+import { asJobEvent } from "../../lib/gpu-protocol";
 import type { JobLimits } from "../../services/gpu-node/job";
 import { PagedBodyStream } from "../../lib/paged-body";
 import { ChildService, dropDatabase, freePort, http, NATS_URL, spawnServices, startTestPlatform, testDatabaseUrl, uniqueName, waitFor } from "../support/platform";

@@ -1,7 +1,8 @@
 /** dbaas identifiers, passwords and SCRAM verifiers: pure, no server. */
 import { createHash, createHmac } from "crypto";
 import { generatePassword, PASSWORD_PATTERN, scramVerifier, VERIFIER_PATTERN } from "../../services/dbaas/credentials";
-import { checkIdentifier, clientPrefix, generateNames, holdRoleOf, ident, isUuid, kindOf, PATTERNS } from "../../services/dbaas/naming";
+import { isUuid } from "../../lib/uuid";
+import { checkIdentifier, clientPrefix, generateNames, holdRoleOf, ident, kindOf, PATTERNS } from "../../services/dbaas/naming";
 
 describe("dbaas naming", () => {
   it.each([

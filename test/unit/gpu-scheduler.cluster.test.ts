@@ -1,8 +1,7 @@
-import type { NodeHeartbeat } from "../../lib/gpu-protocol";
+import { asHeartbeat, asJobEvent, NodeHeartbeat } from "../../lib/gpu-protocol";
 import { Batcher, Coalescer } from "../../services/gpu-scheduler/batcher";
 import { ClusterView } from "../../services/gpu-scheduler/cluster-view";
 import { toClusterStatus } from "../../services/gpu-scheduler/job-view";
-import { asHeartbeat, asJobEvent } from "../../services/gpu-scheduler/protocol-guards";
 
 const gpu = (uuid: string, index = 0, name = "NVIDIA GeForce RTX 3060") => ({
   uuid,

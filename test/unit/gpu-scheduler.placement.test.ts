@@ -1,4 +1,5 @@
-import { matchesGpuType, plan, QueuedJob, Snapshot, SnapshotCard } from "../../services/gpu-scheduler/placement";
+import { matchesGpuType, requestedGpuType } from "../../services/gpu-scheduler/gpu-type";
+import { plan, QueuedJob, Snapshot, SnapshotCard } from "../../services/gpu-scheduler/placement";
 
 const RTX = "NVIDIA GeForce RTX 3060";
 const A100 = "NVIDIA A100-SXM4-80GB";
@@ -148,6 +149,18 @@ describe("gpu-scheduler placement - type names", () => {
     [null, A100, true],
   ] as const)("gpu-scheduler placement - %p matches %p: %p", (wanted, name, expected) => {
     expect(matchesGpuType(name, wanted)).toBe(expected);
+  });
+
+  test.each([
+    ["A100", "A100"],
+    ["any", null],
+    ["ANY", null],
+    [" Any ", null],
+    ["", null],
+    [null, null],
+    [undefined, null],
+  ] as const)("gpu-scheduler placement - a job asking for %p is stored as %p", (asked, stored) => {
+    expect(requestedGpuType(asked)).toBe(stored);
   });
 });
 

@@ -1,6 +1,10 @@
 /** The metrics service's bookkeeping: GPU nodes going stale, and payload checks. */
-import type { NodeHeartbeat } from "../../lib/gpu-protocol";
-import { dbaasStatsOf, GpuTelemetry, inferenceLabels, isHeartbeat, isInferenceCompleted, schedulerStatsOf, STALE_AFTER_MS } from "../../services/metrics/telemetry";
+import { asHeartbeat, NodeHeartbeat } from "../../lib/gpu-protocol";
+import { isInferenceCompleted } from "../../services/inference/events";
+import { dbaasStatsOf, GpuTelemetry, inferenceLabels, schedulerStatsOf, STALE_AFTER_MS } from "../../services/metrics/telemetry";
+
+/** The metrics service checks heartbeats with the protocol's own check. */
+const isHeartbeat = (v: unknown) => asHeartbeat(v) !== null;
 
 const card = (uuid: string, index = 0) => ({ uuid, index, name: "NVIDIA GeForce RTX 3060", memoryTotal: 12288, memoryUsed: 100, utilization: 5, temperature: 50 });
 const hb = (nodeId: string, cards = [card(`GPU-${nodeId}`)]): NodeHeartbeat => ({ nodeId, cards, runningJobIds: [], executor: "process", at: new Date(0).toISOString() });

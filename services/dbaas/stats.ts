@@ -1,0 +1,10 @@
+/**
+ * `dbaas.stats`: the database service's figures for the metrics service (services/metrics). dbaas
+ * answers it; a reader takes the shape from here.
+ */
+export const DBAAS_STATS_ACTION = "dbaas.stats";
+
+export type DatabaseStats = {
+  databasesByState: { active: number; provisioning: number; destroying: number; readOnly: number };
+  storageMbByState: { active: number; readOnly: number };
+};
