@@ -6,7 +6,8 @@
  * metrics unset. Run one replica: counters from events are counted where they arrive.
  */
 import type { Context, Service, ServiceBroker, ServiceSchema, ServiceSettingSchema } from "moleculer";
-import { config } from "../../lib/config";
+import { brokerEnv } from "../../lib/settings";
+import { MetricsSettings, parseMetricsSettings } from "./settings";
 import { HEARTBEAT_EVENT } from "../../lib/gpu-protocol";
 import { clearMetric, incrementCounter, metricsEnabled, observe, registerPlatformMetrics, setGauge } from "../../lib/metrics";
 import { dbaasStatsOf, GpuTelemetry, inferenceLabels, isHeartbeat, isInferenceCompleted, schedulerStatsOf } from "./telemetry";
@@ -14,6 +15,7 @@ import { dbaasStatsOf, GpuTelemetry, inferenceLabels, isHeartbeat, isInferenceCo
 const JOB_STATUSES = ["queued", "running", "completed", "failed", "cancelled"];
 
 type MetricsThis = Service & {
+  config: MetricsSettings;
   telemetry: GpuTelemetry;
   timer?: NodeJS.Timeout;
   enabled: boolean;
@@ -118,6 +120,7 @@ const MetricsService: ServiceSchema<ServiceSettingSchema, MetricsThis> = {
   },
 
   created(this: MetricsThis) {
+    this.config = parseMetricsSettings(brokerEnv(this.broker));
     this.telemetry = new GpuTelemetry();
     this.enabled = metricsEnabled(this.broker);
   },
@@ -125,7 +128,7 @@ const MetricsService: ServiceSchema<ServiceSettingSchema, MetricsThis> = {
   started(this: MetricsThis) {
     if (!this.enabled) return;
     registerPlatformMetrics(this.broker);
-    this.timer = setInterval(() => void this.collect(), config.metricsCollectIntervalS() * 1000);
+    this.timer = setInterval(() => void this.collect(), this.config.collectIntervalS * 1000);
     this.timer.unref();
     return this.collect();
   },

@@ -1,6 +1,6 @@
 import type { ServiceSchema } from "moleculer";
 import { callersOf, callerTable, platformCallerTable, roleOfNodeID, senderMayCall } from "../../lib/bus-identity";
-import { SERVICE_REGISTRY } from "../../lib/runner";
+import { SERVICE_REGISTRY } from "../../moleculer.config";
 
 describe("auth - node roles", () => {
   const cases: Array<[string, string | undefined]> = [
