@@ -5,7 +5,7 @@
  */
 import { createSecretKey, KeyObject, randomUUID } from "crypto";
 import jwt from "jsonwebtoken";
-import type { Env } from "./settings";
+import { type Env, isProductionEnv } from "./settings";
 
 const DEV_JWT_SECRET = "ci-platform-development-secret-change-me";
 
@@ -13,7 +13,7 @@ const DEV_JWT_SECRET = "ci-platform-development-secret-change-me";
 export function parseJwtSecret(env: Env): string {
   const secret = env.JWT_SECRET;
   if (secret) return secret;
-  if (env.NODE_ENV === "production") throw new Error("JWT_SECRET is required when NODE_ENV=production");
+  if (isProductionEnv(env)) throw new Error("JWT_SECRET is required when NODE_ENV=production");
   return DEV_JWT_SECRET;
 }
 

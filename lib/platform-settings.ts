@@ -4,7 +4,7 @@
  * Each service parses its own settings in its folder's settings.ts.
  */
 import type { ServiceBroker } from "moleculer";
-import { brokerEnv, Env, int, list, portOrOff, positive, text } from "./settings";
+import { brokerEnv, Env, int, isProductionEnv, list, portOrOff, positive, text } from "./settings";
 
 export const DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/ci_platform";
 
@@ -51,7 +51,7 @@ export type PlatformSettings = {
 };
 
 export function parsePlatformSettings(env: Env): PlatformSettings {
-  const production = env.NODE_ENV === "production";
+  const production = isProductionEnv(env);
   return {
     production,
     transporter: text(env, "TRANSPORTER"),

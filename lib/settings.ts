@@ -65,6 +65,9 @@ export function portOrOff(env: Env, name: string, fallback: number): number | nu
   return port;
 }
 
+/** NODE_ENV=production: stricter defaults and required secrets. */
+export const isProductionEnv = (env: Env): boolean => env.NODE_ENV === "production";
+
 /** On only when the variable is exactly "true". */
 export const flag = (env: Env, name: string): boolean => env[name] === "true";
 

@@ -184,7 +184,7 @@ const GatewayService: ServiceSchema = {
       this.resolver = gatewayCallerResolver(config.jwtSecret);
       this.settings.port = config.port;
       this.settings.ip = config.host;
-      // settings are this instance's own copy (moleculer merges mixins into clones).
+      // The /api route (settings are this instance's own copy: moleculer merges mixins into clones).
       this.settings.routes[0].callOptions = { timeout: config.timeoutMs };
       // Below info level the access line would be dropped: skip its timer and listener per request.
       this.settings.accessLog = logsInfo(platform.logLevel);

@@ -1,7 +1,7 @@
 /** The gpu-node's settings (README "Configuration"), parsed when it is created. */
 import os from "os";
 import path from "path";
-import { Env, flag, int, oneOf, optionalInt, optionalPositive, positive, text } from "../../lib/settings";
+import { Env, flag, int, isProductionEnv, oneOf, optionalInt, optionalPositive, positive, text } from "../../lib/settings";
 import { parseAllowedRegistries } from "./registry-policy";
 
 export type GpuNodeSettings = {
@@ -44,7 +44,7 @@ export type GpuNodeSettings = {
 export const parseHeartbeatS = (env: Env): number => positive(env, "GPU_HEARTBEAT_S", 2);
 
 export const parseGpuNodeSettings = (env: Env): GpuNodeSettings => ({
-  production: env.NODE_ENV === "production",
+  production: isProductionEnv(env),
   executor: oneOf(env, "GPU_EXECUTOR", ["docker", "process"] as const),
   simulate: text(env, "GPU_SIMULATE"),
   defaultImage: text(env, "GPU_DEFAULT_IMAGE", "nvidia/cuda:12.4.1-base-ubuntu22.04"),
