@@ -25,7 +25,7 @@ export default defineConfig(
     },
   },
   {
-    files: ["lib/runner.ts", "lib/bus-identity.ts"],
+    files: ["moleculer.config.ts", "lib/bus-identity.ts"],
     // The registry loads a service's module only when SERVICES names it; bus-identity's require breaks an import cycle.
     rules: { "@typescript-eslint/no-require-imports": "off" },
   },

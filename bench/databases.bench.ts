@@ -9,7 +9,7 @@ import { randomBytes, randomUUID } from "crypto";
 import { Client, Pool } from "pg";
 import { ChildService, dropDatabase, freePort, http, spawnServices, testDatabaseUrl, waitFor } from "../test/support/platform";
 import { purgeMarked, TENANT_ADMIN_URL, tenantEnv, withClient } from "../test/integration/dbaas.helpers";
-import { config } from "../lib/config";
+import { parseCatalogLevel } from "../services/dbaas/settings";
 import { prepareSchemaSql, tempFileLimitSql } from "../services/dbaas/tenant-sql";
 
 const SEQUENTIAL = Number(process.env.BENCH_SEQUENTIAL || 20);
@@ -74,7 +74,7 @@ class Bare {
     const url = new URL(TENANT_ADMIN_URL);
     url.pathname = `/${db}`;
     // The schema step as the platform sends it (public schema, large objects, the catalog level).
-    await withClient(url.toString(), (c: Client) => c.query(prepareSchemaSql({ databaseName: db, username: user }, config.dbaasHideCatalog())));
+    await withClient(url.toString(), (c: Client) => c.query(prepareSchemaSql({ databaseName: db, username: user }, parseCatalogLevel(process.env.DBAAS_HIDE_CATALOG))));
   }
 
   async cleanup(): Promise<void> {

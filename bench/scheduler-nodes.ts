@@ -8,7 +8,7 @@
  * password, from bench/scheduler.bench.ts) each broker connects as its own gpu-node user.
  */
 import { ServiceBroker, ServiceSchema } from "moleculer";
-import { brokerConfig } from "../moleculer.config";
+import { newBroker } from "../moleculer.config";
 import GpuNodeService from "../services/gpu-node/gpu-node.service";
 import { JobExecutor, JobLimits, JobOps, JobSpec, RunningJob } from "../services/gpu-node/job";
 
@@ -56,13 +56,10 @@ async function main() {
   const brokers: ServiceBroker[] = [];
   for (let i = from; i < from + count; i++) {
     const name = `${prefix}-${String(i).padStart(3, "0")}`;
-    let options;
-    if (passwords) {
-      // brokerConfig reads its credential and node name from the environment, one broker at a time.
-      Object.assign(process.env, { NATS_USER: `gpu-node.${name}`, NATS_PASSWORD: passwords[`gpu-node.${name}`], GPU_NODE_NAME: name });
-      options = brokerConfig(["gpu-node"]);
-    } else options = { ...brokerConfig(), nodeID: name };
-    const broker = new ServiceBroker(options);
+    // Each broker has its own credential and node name: its own environment record.
+    const broker = passwords
+      ? newBroker(["gpu-node"], {}, { ...process.env, NATS_USER: `gpu-node.${name}`, NATS_PASSWORD: passwords[`gpu-node.${name}`], GPU_NODE_NAME: name })
+      : newBroker(undefined, { nodeID: name });
     broker.createService(schema);
     brokers.push(broker);
   }

@@ -2,14 +2,14 @@
  * How a process joins the NATS bus: connection options (servers, credentials, TLS, a private
  * inbox prefix), its node id and whether subjects are sender-bound. Sender binding is on exactly
  * when the bus is authenticated: only then do NATS permissions make a subject's sender tokens
- * mean anything (lib/bus-subjects.ts). Pure functions take their inputs; `busSetup` reads config.
+ * mean anything (lib/bus-subjects.ts). Pure functions take their inputs; `busSetup` reads the platform settings.
  */
 import fs from "fs";
 import os from "os";
 import type { ConnectionOptions } from "nats";
 import { CORE_ROLE, nodeIDFor } from "./bus-identity";
 import { isBusNodeID } from "./bus-subjects";
-import { config, isProduction } from "./config";
+import type { PlatformSettings } from "./platform-settings";
 
 export type BusSettings = {
   user?: string;
@@ -98,24 +98,25 @@ export type BusSetup = {
 };
 
 /** NATS_USER, the password (NATS_PASSWORD or NATS_PASSWORD_FILE) and TLS settings from configuration. */
-export function busSettings(): BusSettings {
-  const file = config.natsPasswordFile();
+export function busSettings(settings: PlatformSettings): BusSettings {
+  const file = settings.natsPasswordFile;
   return {
-    user: config.natsUser(),
-    pass: config.natsPassword() ?? (file ? fs.readFileSync(file, "utf8").trim() : undefined),
-    caFile: config.natsTlsCa(),
-    certFile: config.natsTlsCert(),
-    keyFile: config.natsTlsKey(),
+    user: settings.natsUser,
+    pass: settings.natsPassword ?? (file ? fs.readFileSync(file, "utf8").trim() : undefined),
+    caFile: settings.natsTlsCa,
+    certFile: settings.natsTlsCert,
+    keyFile: settings.natsTlsKey,
   };
 }
 
 /** Where the process connects and as whom, from configuration; refuses an open bus in production. */
-export function busSetup(services: readonly string[], allServices: readonly string[], url = config.transporter()): BusSetup {
+export function busSetup(services: readonly string[], allServices: readonly string[], platform: PlatformSettings): BusSetup {
+  const url = platform.transporter;
   const role = processRole(services, allServices);
-  const settings = busSettings();
+  const settings = busSettings(platform);
   const base = isNatsUrl(url) ? natsConnectionOptions(url, settings) : undefined;
   const senderBound = Boolean(base && hasCredentials(base));
-  if (base && !senderBound && isProduction())
+  if (base && !senderBound && platform.production)
     throw new Error(
       "TRANSPORTER is a NATS server without credentials: NODE_ENV=production refuses an open bus. " +
         "Set NATS_USER and NATS_PASSWORD (npm run bus:config generates a server configuration and credentials).",
@@ -126,8 +127,8 @@ export function busSetup(services: readonly string[], allServices: readonly stri
   const nodeID = processNodeID({
     role,
     senderBound,
-    explicit: config.nodeId(),
-    gpuNodeName: config.gpuNodeName(),
+    explicit: platform.nodeId,
+    gpuNodeName: platform.gpuNodeName,
     natsUser: user,
     host: os.hostname(),
     pid: process.pid,

@@ -77,7 +77,7 @@ export function callerTable(schemas: ServiceSchema[]): CallerTableRow[] {
 
 /** The table for every platform service (loads their modules). */
 export function platformCallerTable(): CallerTableRow[] {
-  // Required here, not imported: lib/runner loads the broker config, which loads this module.
-  const { SERVICE_REGISTRY } = require("./runner") as typeof import("./runner");
+  // Required here, not imported: the composition root (moleculer.config.ts) loads the broker config, which loads this module.
+  const { SERVICE_REGISTRY } = require("../moleculer.config") as typeof import("../moleculer.config");
   return callerTable(Object.values(SERVICE_REGISTRY).map((load) => load()));
 }

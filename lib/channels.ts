@@ -18,7 +18,7 @@ import { Middleware as ChannelsMiddleware } from "@moleculer/channels";
 import type { ChannelSchema, Middleware, Service, ServiceBroker } from "moleculer";
 import { connect, ConnectionOptions, RetentionPolicy, StorageType } from "nats";
 import { BusSetup, BusSettings, busSettings, hasCredentials, isNatsUrl, natsConnectionOptions as connectionOptions } from "./bus-connection";
-import { config } from "./config";
+import { platformSettingsOf, type PlatformSettings } from "./platform-settings";
 
 export const DEAD_LETTER_CHANNEL = "dead-letter";
 
@@ -29,10 +29,10 @@ const STREAM_CONFIG = {
 };
 
 /** NATS URL for channels: CHANNELS_URL, else the transporter when it is NATS, else none. */
-export function channelsNatsUrl(): string | undefined {
-  const explicit = process.env.CHANNELS_URL;
+export function channelsNatsUrl(settings: Pick<PlatformSettings, "channelsUrl" | "transporter">): string | undefined {
+  const explicit = settings.channelsUrl;
   if (explicit) return isNatsUrl(explicit) ? explicit : undefined;
-  const transporter = config.transporter();
+  const transporter = settings.transporter;
   return isNatsUrl(transporter) ? transporter : undefined;
 }
 
@@ -42,8 +42,8 @@ export function natsConnectionOptions(urls: string, settings: BusSettings = {}):
 }
 
 /** Channels' connection: the same user, TLS and private inbox (`_INBOX.<node id>`, when authenticated) as the transporter's. */
-function channelsConnection(url: string, nodeID?: string): ConnectionOptions {
-  const own = natsConnectionOptions(url, busSettings());
+function channelsConnection(url: string, settings: PlatformSettings, nodeID?: string): ConnectionOptions {
+  const own = natsConnectionOptions(url, busSettings(settings));
   return nodeID && hasCredentials(own) ? { ...own, inboxPrefix: `_INBOX.${nodeID}` } : own;
 }
 
@@ -92,8 +92,8 @@ function adaptPerSenderChannels(svc: Service, onNats: boolean): void {
   svc.schema = { ...svc.schema, channels: renamed };
 }
 
-export function createChannelsMiddleware(bus?: Pick<BusSetup, "nodeID">): Middleware {
-  const url = channelsNatsUrl();
+export function createChannelsMiddleware(settings: PlatformSettings, bus?: Pick<BusSetup, "nodeID">): Middleware {
+  const url = channelsNatsUrl(settings);
   const common = {
     maxRetries: 5,
     maxInFlight: 16,
@@ -105,7 +105,7 @@ export function createChannelsMiddleware(bus?: Pick<BusSetup, "nodeID">): Middle
         options: {
           ...common,
           nats: {
-            connectionOptions: channelsConnection(url, bus?.nodeID),
+            connectionOptions: channelsConnection(url, settings, bus?.nodeID),
             streamConfig: STREAM_CONFIG,
             consumerOptions: { config: { deliver_policy: "all" } },
           },
@@ -128,11 +128,12 @@ export function createChannelsMiddleware(bus?: Pick<BusSetup, "nodeID">): Middle
  * publisher can send before any consumer has subscribed. A channel's stream takes its subject
  * and every per-sender subject under it. No-op without NATS.
  */
-export async function ensureChannelStreams(broker: Pick<ServiceBroker, "namespace" | "nodeID">, channels: string[]): Promise<void> {
-  const url = channelsNatsUrl();
+export async function ensureChannelStreams(broker: ServiceBroker, channels: string[]): Promise<void> {
+  const settings = platformSettingsOf(broker);
+  const url = channelsNatsUrl(settings);
   if (!url) return;
   const namespace = broker.namespace;
-  const nc = await connect(channelsConnection(url, broker.nodeID));
+  const nc = await connect(channelsConnection(url, settings, broker.nodeID));
   try {
     const jsm = await nc.jetstreamManager();
     for (const channel of channels) await addStream(jsm, streamName(namespace, channel), [prefixed(namespace, perSenderChannel(channel))]);

@@ -10,7 +10,7 @@
 import http from "http";
 import type { AddressInfo } from "net";
 import type { Middleware, Service, ServiceBroker } from "moleculer";
-import { config } from "./config";
+import { platformSettingsOf, type PlatformSettings } from "./platform-settings";
 
 export type ReadinessCheck = () => Promise<unknown>;
 export type CheckResult = { ok: boolean; error?: string };
@@ -80,7 +80,7 @@ function missingDependencies(broker: ServiceBroker): string[] {
   return missing;
 }
 
-export async function evaluateReadiness(broker: ServiceBroker, timeoutMs = config.readyCheckTimeoutMs()): Promise<Readiness> {
+export async function evaluateReadiness(broker: ServiceBroker, timeoutMs = platformSettingsOf(broker).readyCheckTimeoutMs): Promise<Readiness> {
   const state = stateOf(broker);
   const checks: Record<string, CheckResult> = {};
   checks.broker = state.draining
@@ -129,13 +129,13 @@ function createHealthServer(broker: ServiceBroker): http.Server {
 }
 
 /** Starts the health server when the broker is created and closes it when the broker has stopped. */
-export function HealthMiddleware(): Middleware {
+export function HealthMiddleware(settings: Pick<PlatformSettings, "healthPort">): Middleware {
   return {
     created(broker: ServiceBroker) {
       // Like the health server, the metrics endpoint must not keep a finished process alive.
       const reporters = (broker.metrics as unknown as { reporter?: Array<{ server?: { unref?(): void } }> }).reporter;
       for (const r of reporters ?? []) r.server?.unref?.();
-      const port = config.healthPort();
+      const port = settings.healthPort;
       if (port === null) return;
       const server = createHealthServer(broker);
       // A probe port taken by something else must not take the process down; the probes will say.

@@ -5,8 +5,18 @@
  */
 import { createSecretKey, KeyObject, randomUUID } from "crypto";
 import jwt from "jsonwebtoken";
-import { config } from "./config";
+import { type Env, isProductionEnv } from "./settings";
 import { isUuid } from "./uuid";
+
+const DEV_JWT_SECRET = "ci-platform-development-secret-change-me";
+
+/** JWT_SECRET (auth signs, the gateway verifies): required when NODE_ENV=production, else a development secret. */
+export function parseJwtSecret(env: Env): string {
+  const secret = env.JWT_SECRET;
+  if (secret) return secret;
+  if (isProductionEnv(env)) throw new Error("JWT_SECRET is required when NODE_ENV=production");
+  return DEV_JWT_SECRET;
+}
 
 export const ACCESS_TOKEN_TTL_S = 24 * 60 * 60;
 const CLOCK_SKEW_S = 60;
@@ -25,7 +35,7 @@ function keyOf(secret: string): KeyObject {
 
 export type AccessClaims = { sub: string; role: string; jti: string; iat: number; exp: number };
 
-export function signAccessToken(clientId: string, role: string, secret = config.jwtSecret()): string {
+export function signAccessToken(clientId: string, role: string, secret: string): string {
   return jwt.sign({ role }, keyOf(secret), {
     algorithm: ALGORITHM,
     subject: clientId,
@@ -46,7 +56,7 @@ export function claimsProblem(claims: Partial<AccessClaims>, nowS: number): stri
 }
 
 /** Returns the claims, or a reason the token is refused. */
-export function verifyAccessToken(token: string, secret = config.jwtSecret(), nowMs = Date.now()): AccessClaims | { error: string } {
+export function verifyAccessToken(token: string, secret: string, nowMs = Date.now()): AccessClaims | { error: string } {
   try {
     const claims = jwt.verify(token, keyOf(secret), { algorithms: [ALGORITHM], clockTimestamp: Math.floor(nowMs / 1000) }) as Partial<AccessClaims>;
     const problem = claimsProblem(claims, Math.floor(nowMs / 1000));

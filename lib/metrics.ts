@@ -5,7 +5,7 @@
  * `platform_gpu_queue_depth`). Every helper is a no-op when metrics are off.
  */
 import type { BrokerOptions, ServiceBroker } from "moleculer";
-import { config } from "./config";
+import type { PlatformSettings } from "./platform-settings";
 
 type Labels = Record<string, string | number>;
 type MetricDef = {
@@ -60,8 +60,8 @@ export const PLATFORM_METRICS = {
 export type PlatformMetric = keyof typeof PLATFORM_METRICS;
 
 /** Broker options: the Prometheus reporter on METRICS_PORT, or metrics off. */
-export function metricsOptions(): BrokerOptions["metrics"] {
-  const port = config.metricsPort();
+export function metricsOptions(settings: Pick<PlatformSettings, "metricsPort">): BrokerOptions["metrics"] {
+  const port = settings.metricsPort;
   if (port === null) return { enabled: false };
   return {
     enabled: true,

@@ -6,7 +6,7 @@
  */
 import type { Server } from "http";
 import type { ServiceBroker } from "moleculer";
-import { config } from "./config";
+import { platformSettingsOf } from "./platform-settings";
 import { markDraining } from "./health";
 
 /** HTTP servers of this process's services (the gateway's): closed first so nothing new arrives. */
@@ -32,7 +32,7 @@ function stopAccepting(server: Server): Promise<void> {
 export async function drainAndStop(broker: ServiceBroker, signal: string): Promise<void> {
   broker.logger.info(`${signal} received: draining (not ready from now on)`);
   markDraining(broker);
-  const delayS = config.shutdownDelayS();
+  const delayS = platformSettingsOf(broker).shutdownDelayS;
   if (delayS > 0) await new Promise((r) => setTimeout(r, delayS * 1000));
   const answered = Promise.all(httpServers(broker).map(stopAccepting));
   await broker.stop();
@@ -41,6 +41,7 @@ export async function drainAndStop(broker: ServiceBroker, signal: string): Promi
 
 /** Installs the handlers once per process; `exit` is injectable for tests. */
 export function installGracefulShutdown(broker: ServiceBroker, exit: (code: number) => void = process.exit): void {
+  const timeoutS = platformSettingsOf(broker).shutdownTimeoutS;
   let stopping = false;
   const onSignal = (signal: NodeJS.Signals) => {
     if (stopping) {
@@ -50,9 +51,9 @@ export function installGracefulShutdown(broker: ServiceBroker, exit: (code: numb
     }
     stopping = true;
     const timer = setTimeout(() => {
-      broker.logger.error(`Shutdown did not finish within ${config.shutdownTimeoutS()} s: exiting`);
+      broker.logger.error(`Shutdown did not finish within ${timeoutS} s: exiting`);
       exit(1);
-    }, config.shutdownTimeoutS() * 1000 + 2000);
+    }, timeoutS * 1000 + 2000);
     timer.unref();
     drainAndStop(broker, signal).then(
       () => exit(0),

@@ -9,7 +9,7 @@
  */
 import type { ActionSchema, Context, Middleware, ServiceBroker } from "moleculer";
 import { callersOf, senderMayCall } from "../lib/bus-identity";
-import { callerVerifier, checkCallerKeys } from "../lib/caller-keys";
+import { CallerKeySettings, callerVerifier, checkCallerKeys } from "../lib/caller-keys";
 import { forbidden, unauthorized } from "../lib/errors";
 import type { AuthPolicy, CallerMeta } from "../lib/identity";
 
@@ -20,12 +20,12 @@ export function policyOf(action: ActionSchema): AuthPolicy | undefined {
 }
 
 /** Sets (or clears) ctx.meta.caller from the token alone; says why there is none. */
-function resolveCaller(meta: AuthMeta): string | undefined {
+function resolveCaller(meta: AuthMeta, keys: CallerKeySettings): string | undefined {
   if (meta.callerToken === undefined) {
     delete meta.caller;
     return meta.authError;
   }
-  const checked = callerVerifier().check(meta.callerToken);
+  const checked = callerVerifier(keys).check(meta.callerToken);
   if ("caller" in checked) {
     meta.caller = checked.caller;
     return undefined;
@@ -47,10 +47,11 @@ function keysNeeded(broker: ServiceBroker): { sign: boolean; verify: boolean } {
 
 let warnedDevelopmentKeys = false;
 
-export const AuthMiddleware: Middleware = {
+/** `keys`: the process's caller-key settings (lib/platform-settings.ts). */
+export const AuthMiddleware = (keys: CallerKeySettings): Middleware => ({
   // Production without the keys a process needs refuses to start, before serving anything.
   starting(broker: ServiceBroker) {
-    const warning = checkCallerKeys(keysNeeded(broker));
+    const warning = checkCallerKeys(keysNeeded(broker), keys);
     if (warning && !warnedDevelopmentKeys) {
       warnedDevelopmentKeys = true;
       broker.logger.warn(warning);
@@ -64,7 +65,7 @@ export const AuthMiddleware: Middleware = {
     return function authGuard(ctx: Context<unknown, AuthMeta>) {
       if (ctx.nodeID !== ctx.broker.nodeID && !senderMayCall(ctx.nodeID ?? "", callers))
         return Promise.reject(forbidden(`Node ${ctx.nodeID} may not call ${name}`));
-      const reason = resolveCaller(ctx.meta);
+      const reason = resolveCaller(ctx.meta, keys);
       if (!policy || policy === "public") return handler(ctx);
       const caller = ctx.meta.caller;
       if (!caller) return Promise.reject(unauthorized(reason));
@@ -96,4 +97,4 @@ export const AuthMiddleware: Middleware = {
       );
     } as typeof handler;
   },
-};
+});

@@ -4,7 +4,7 @@
  */
 import type { Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import type { Pool } from "pg";
-import { config } from "../lib/config";
+import { platformSettingsOf } from "../lib/platform-settings";
 import { acquirePool, ensureDatabase, migrate, Migration, releasePool } from "../lib/db";
 import { addReadinessCheck } from "../lib/health";
 
@@ -16,7 +16,7 @@ export interface DbThis {
 export function DbMixin(opts: { schema: string; migrations: Migration[]; poolSize?: number }): Partial<ServiceSchema> {
   const mixin: Partial<ServiceSchema<ServiceSettingSchema, Service & DbThis>> = {
     created(this: Service & DbThis) {
-      this.dbUrl = config.databaseUrl();
+      this.dbUrl = platformSettingsOf(this.broker).databaseUrl;
       this.db = acquirePool(this.dbUrl, opts.poolSize ?? 10);
       // The process is not ready while its PostgreSQL does not answer (lib/health.ts).
       addReadinessCheck(this, "postgres", () => this.db.query("SELECT 1"));

@@ -8,15 +8,16 @@ import { randomUUID } from "crypto";
 import type { IncomingMessage, ServerResponse } from "http";
 import type { Context, Service, ServiceSchema } from "moleculer";
 import ApiGateway from "moleculer-web";
-import { config } from "../../lib/config";
 import { apiError, validationFailed } from "../../lib/errors";
 import { findUnstorable, jsonSize } from "../../lib/input-guard";
-import { serviceOwning } from "../../lib/service-routes";
+import { RestBase, serviceOwning } from "../../lib/service-routes";
 import type { CallerMeta } from "../../lib/identity";
-import { callerSigner } from "../../lib/caller-keys";
+import { CallerKeySettings, callerSigner } from "../../lib/caller-keys";
 import { addReadinessCheck } from "../../lib/health";
 import { logAccess, logsInfo } from "../../lib/logging";
-import { gatewayCallerResolver } from "./caller-resolver";
+import { platformSettingsOf } from "../../lib/platform-settings";
+import { brokerEnv } from "../../lib/settings";
+import { CallerResolver, gatewayCallerResolver } from "./caller-resolver";
 import { readCredentials } from "./credentials";
 import { docsRoute } from "./docs";
 import { createHardenedServer } from "./http-server";
@@ -24,8 +25,15 @@ import { routesReadiness } from "./readiness";
 import { toPublicError } from "./error-mapper";
 import { watchStream } from "./streaming";
 import { pagedBody } from "../../lib/paged-body";
+import { GatewaySettings, parseGatewaySettings } from "./settings";
 
 type GatewayMeta = CallerMeta & { authError?: string };
+/** What the gateway keeps from its settings and the composition root (created in createServer, see there). */
+type GatewayThis = Service & {
+  config: GatewaySettings;
+  keys: CallerKeySettings;
+  resolver: CallerResolver<Context>;
+};
 type Req = IncomingMessage & { $ctx?: Context; $params?: unknown; body?: unknown; requestId?: string };
 
 const REQUEST_ID = /^[A-Za-z0-9._:@-]{1,128}$/;
@@ -36,8 +44,8 @@ function hasBody(req: IncomingMessage): boolean {
   return (length !== undefined && length !== "0") || req.headers["transfer-encoding"] !== undefined;
 }
 
-function clientAddress(req: IncomingMessage): string {
-  if (config.trustProxy()) {
+function clientAddress(req: IncomingMessage, trustProxy: boolean): string {
+  if (trustProxy) {
     const forwarded = req.headers["x-forwarded-for"];
     if (typeof forwarded === "string" && forwarded) return forwarded.split(",")[0].trim();
   }
@@ -53,12 +61,11 @@ function requireUtf8(_req: IncomingMessage, _res: ServerResponse, buf: Buffer): 
 }
 
 /** What the gateway forwards must be storable text and fit a bus message: refused here, before any call. */
-function checkForwarded(params: unknown): void {
+function checkForwarded(params: unknown, maxBytes: number): void {
   const problems = findUnstorable(params);
   if (problems.length) throw validationFailed(problems, "Request contains text that cannot be accepted");
   const size = jsonSize(params);
-  if (size > config.gatewayMaxParamsBytes())
-    throw apiError("PAYLOAD_TOO_LARGE", `Request parameters are larger than ${config.gatewayMaxParamsBytes()} bytes`);
+  if (size > maxBytes) throw apiError("PAYLOAD_TOO_LARGE", `Request parameters are larger than ${maxBytes} bytes`);
 }
 
 type Unrouted = { name?: string; type?: string };
@@ -67,7 +74,7 @@ type Unrouted = { name?: string; type?: string };
 function ownerDown(gateway: Service, req: Req & { originalUrl?: string }, err: unknown): boolean {
   const e = err as Unrouted;
   if (e?.name !== "NotFoundError" || e.type !== "NOT_FOUND") return false;
-  const owner = serviceOwning((req.originalUrl ?? req.url ?? "").split("?")[0]);
+  const owner = serviceOwning((req.originalUrl ?? req.url ?? "").split("?")[0], (gateway.settings.restBases ?? []) as RestBase[]);
   // hasService exists on moleculer's registry but is missing from its type declarations.
   const registry = gateway.broker.registry as unknown as { hasService(name: string): boolean };
   return owner !== undefined && !registry.hasService(owner);
@@ -78,8 +85,10 @@ const GatewayService: ServiceSchema = {
   mixins: [ApiGateway],
 
   settings: {
-    port: 3000, // replaced by PORT in created()
-    ip: process.env.HOST || "0.0.0.0",
+    port: 3000, // replaced by PORT in createServer()
+    ip: "0.0.0.0", // replaced by HOST in createServer()
+    // [base, service] of every platform service's REST paths: given by the composition root (moleculer.config.ts).
+    restBases: [],
     // Every response carries X-Request-Id: taken from the client when well-formed, else generated.
     rootCallOptions(this: Service, options: { requestID?: string }, req: Req, res: ServerResponse) {
       const sent = req.headers["x-request-id"];
@@ -100,10 +109,10 @@ const GatewayService: ServiceSchema = {
         authorization: false,
         logging: false,
         bodyParsers: { json: { limit: "1mb", strict: true, verify: requireUtf8 }, urlencoded: false },
-        // A call to a process that died without saying so must not hang: GATEWAY_TIMEOUT_MS (503).
-        callOptions: { timeout: config.gatewayTimeoutMs() },
+        // A call to a process that died without saying so must not hang: GATEWAY_TIMEOUT_MS (503), set in createServer().
+        callOptions: { timeout: 150_000 },
 
-        onBeforeCall(this: Service, ctx: Context<unknown, GatewayMeta>, _route: unknown, req: Req) {
+        onBeforeCall(this: GatewayThis, ctx: Context<unknown, GatewayMeta>, _route: unknown, req: Req) {
           if (BODY_METHODS.has(req.method ?? "") && hasBody(req)) {
             const type = (req.headers["content-type"] ?? "").split(";")[0].trim().toLowerCase();
             if (type !== "application/json")
@@ -111,16 +120,16 @@ const GatewayService: ServiceSchema = {
             if (req.body === null || typeof req.body !== "object" || Array.isArray(req.body))
               throw apiError("INVALID_JSON", "Request body must be a JSON object");
           }
-          checkForwarded(req.$params);
-          ctx.meta.clientIp = clientAddress(req);
+          checkForwarded(req.$params, this.config.maxParamsBytes);
+          ctx.meta.clientIp = clientAddress(req, this.config.trustProxy);
         },
         // Streamed answers (SSE): cancel the producer when the client goes away (streaming.ts).
-        onAfterCall(this: Service, ctx: Context, _route: unknown, _req: Req, res: ServerResponse, data: unknown) {
+        onAfterCall(this: GatewayThis, ctx: Context, _route: unknown, _req: Req, res: ServerResponse, data: unknown) {
           // A paged answer (job logs) becomes a stream that fetches each page as the client reads;
           // a slow reader outlives the signed caller token, so each page call carries a fresh one.
           const meta = ctx.meta as GatewayMeta;
           const body = pagedBody(ctx, data, () => {
-            if (meta.caller) meta.callerToken = callerSigner().tokenFor(meta.caller);
+            if (meta.caller) meta.callerToken = callerSigner(this.keys).tokenFor(meta.caller);
           });
           watchStream(ctx, res, body, this.logger);
           return body;
@@ -163,14 +172,27 @@ const GatewayService: ServiceSchema = {
       this.sendError(req, res, err);
     },
 
-    /** Replaces moleculer-web's server (called from its created()): timeouts, connection cap, JSON errors. */
-    createServer(this: Service & { server?: unknown; httpHandler(req: IncomingMessage, res: ServerResponse): void }) {
+    /**
+     * Replaces moleculer-web's server: timeouts, connection cap, JSON errors. moleculer-web's
+     * created() calls it first, before it reads the routes: the gateway's settings are parsed here.
+     */
+    createServer(this: GatewayThis & { server?: unknown; httpHandler(req: IncomingMessage, res: ServerResponse): void }) {
       if (this.server) return;
+      const config = (this.config = parseGatewaySettings(brokerEnv(this.broker)));
+      const platform = platformSettingsOf(this.broker);
+      this.keys = platform;
+      this.resolver = gatewayCallerResolver(config.jwtSecret);
+      this.settings.port = config.port;
+      this.settings.ip = config.host;
+      // The /api route (settings are this instance's own copy: moleculer merges mixins into clones).
+      this.settings.routes[0].callOptions = { timeout: config.timeoutMs };
+      // Below info level the access line would be dropped: skip its timer and listener per request.
+      this.settings.accessLog = logsInfo(platform.logLevel);
       const limits = {
-        headersTimeoutMs: config.gatewayHeadersTimeoutMs(),
-        requestTimeoutMs: config.gatewayRequestTimeoutMs(),
-        keepAliveTimeoutMs: config.gatewayKeepAliveTimeoutMs(),
-        maxConnections: config.gatewayMaxConnections(),
+        headersTimeoutMs: config.headersTimeoutMs,
+        requestTimeoutMs: config.requestTimeoutMs,
+        keepAliveTimeoutMs: config.keepAliveTimeoutMs,
+        maxConnections: config.maxConnections,
       };
       this.server = createHardenedServer(limits, (req, res) => this.httpHandler(req, res), this.logger);
     },
@@ -179,21 +201,18 @@ const GatewayService: ServiceSchema = {
      * Resolves the caller, or records why the credentials were refused: a public action still
      * answers, a protected one gets 401 from the Auth middleware with that reason.
      */
-    async authenticate(ctx: Context<unknown, GatewayMeta>, _route: unknown, req: Req): Promise<null> {
-      const resolved = await gatewayCallerResolver.resolve(readCredentials(req.headers), ctx);
+    async authenticate(this: GatewayThis, ctx: Context<unknown, GatewayMeta>, _route: unknown, req: Req): Promise<null> {
+      const resolved = await this.resolver.resolve(readCredentials(req.headers), ctx);
       if ("caller" in resolved) {
         // Services trust only the signed token (middlewares/auth.middleware.ts); caller is for the gateway itself.
         ctx.meta.caller = resolved.caller;
-        ctx.meta.callerToken = callerSigner().tokenFor(resolved.caller);
+        ctx.meta.callerToken = callerSigner(this.keys).tokenFor(resolved.caller);
       } else if (resolved.error) ctx.meta.authError = resolved.error;
       return null;
     },
   },
 
   created(this: Service) {
-    this.settings.port = config.port();
-    // Below info level the access line would be dropped: skip its timer and listener per request.
-    this.settings.accessLog = logsInfo(config.logLevel());
     addReadinessCheck(this, "routes", routesReadiness(this as never));
   },
 };

@@ -29,6 +29,8 @@ export class CallerResolver<T> {
 
   constructor(
     private readonly lookups: CallerLookups<T>,
+    /** JWT_SECRET, verifying access tokens. */
+    private readonly jwtSecret: string,
     private readonly now: () => number = Date.now,
   ) {}
 
@@ -50,7 +52,7 @@ export class CallerResolver<T> {
 
   private async fromJwt(token: string, via: T): Promise<Resolution> {
     const now = this.now();
-    const claims = verifyAccessToken(token, undefined, now);
+    const claims = verifyAccessToken(token, this.jwtSecret, now);
     if ("error" in claims) return { error: claims.error };
     const caller: Caller = { clientId: claims.sub, role: claims.role, via: "jwt" };
     const validUntil = this.accounts.get(claims.sub);
@@ -65,7 +67,11 @@ export class CallerResolver<T> {
 type CallingContext = { call<R, P>(action: string, params: P): Promise<R> };
 
 /** The gateway's resolver: lookups are calls to auth made on the request's context. */
-export const gatewayCallerResolver = new CallerResolver<CallingContext>({
-  apiKey: (ctx, keyHash) => ctx.call<Caller | null, { keyHash: string }>("auth.resolveApiKey", { keyHash }),
-  accountExists: async (ctx, id) => (await ctx.call<{ id: string } | null, { id: string }>("auth.resolveAccount", { id })) !== null,
-});
+export const gatewayCallerResolver = (jwtSecret: string): CallerResolver<CallingContext> =>
+  new CallerResolver<CallingContext>(
+    {
+      apiKey: (ctx, keyHash) => ctx.call<Caller | null, { keyHash: string }>("auth.resolveApiKey", { keyHash }),
+      accountExists: async (ctx, id) => (await ctx.call<{ id: string } | null, { id: string }>("auth.resolveAccount", { id })) !== null,
+    },
+    jwtSecret,
+  );

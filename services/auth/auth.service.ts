@@ -9,10 +9,12 @@
  */
 import { randomUUID } from "crypto";
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
-import { config } from "../../lib/config";
+import { platformSettingsOf } from "../../lib/platform-settings";
+import { brokerEnv } from "../../lib/settings";
 import { apiError, rateLimited, unauthorized } from "../../lib/errors";
 import { Caller, CallerMeta, respondCreated } from "../../lib/identity";
 import { signAccessToken } from "../../lib/jwt";
+import { AuthSettings, parseAuthSettings } from "./settings";
 import { MemoryRateLimiter, RedisRateLimiter } from "../../lib/rate-limiter";
 import { acquireRedis, releaseRedis } from "../../lib/redis";
 import { DbMixin, DbThis } from "../../mixins/db.mixin";
@@ -35,6 +37,8 @@ export interface LoginParams {
 
 type AuthThis = Service &
   DbThis & {
+    config: AuthSettings;
+    redisUrl?: string;
     clients: ClientsRepository;
     throttle: LoginThrottle;
     dummyHash: Promise<string>;
@@ -70,7 +74,7 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
           id: randomUUID(),
           email,
           name,
-          password_hash: await hashPassword(password, config.scryptLogN()),
+          password_hash: await hashPassword(password, this.config.scryptLogN),
         });
         if (!client) throw apiError("EMAIL_TAKEN", "An account with this e-mail already exists");
         respondCreated(ctx.meta, "/api/auth/me");
@@ -168,27 +172,28 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
     },
 
     issue(this: AuthThis, client: PublicClient): AuthResult {
-      return { accessToken: signAccessToken(client.id, client.role), client: toPublicClient(client) };
+      return { accessToken: signAccessToken(client.id, client.role, this.config.jwtSecret), client: toPublicClient(client) };
     },
   },
 
   created(this: AuthThis) {
     this.clients = new ClientsRepository(this.db);
-    const redisUrl = config.redisUrl();
+    this.config = parseAuthSettings(brokerEnv(this.broker));
+    const platform = platformSettingsOf(this.broker);
+    const redisUrl = (this.redisUrl = platform.redisUrl);
     const limiter = redisUrl
-      ? new RedisRateLimiter(acquireRedis(redisUrl), `${config.namespace() || "ci"}:auth-rate`)
+      ? new RedisRateLimiter(acquireRedis(redisUrl), `${platform.namespace || "ci"}:auth-rate`)
       : new MemoryRateLimiter();
     this.throttle = new LoginThrottle(limiter, {
-      perAddress: config.authRateLimitPerIp(),
-      perEmail: config.authRateLimitPerEmail(),
-      windowS: config.authRateWindowS(),
+      perAddress: this.config.rateLimitPerIp,
+      perEmail: this.config.rateLimitPerEmail,
+      windowS: this.config.rateWindowS,
     });
-    this.dummyHash = hashPassword(randomUUID(), config.scryptLogN());
+    this.dummyHash = hashPassword(randomUUID(), this.config.scryptLogN);
   },
 
   async stopped(this: AuthThis) {
-    const redisUrl = config.redisUrl();
-    if (redisUrl) await releaseRedis(redisUrl);
+    if (this.redisUrl) await releaseRedis(this.redisUrl);
   },
 };
 

@@ -1,6 +1,6 @@
 /** SQL for the dbaas schema of the platform's own database; the only place that knows its tables. */
 import type { Pool } from "pg";
-import type { CatalogLevel } from "../../lib/config";
+import type { CatalogLevel } from "./settings";
 import type { DatabaseStats } from "./stats";
 
 export type DatabaseStatus = "provisioning" | "active" | "destroying";

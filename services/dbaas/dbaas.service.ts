@@ -5,7 +5,7 @@
  * onto them.
  */
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
-import { config } from "../../lib/config";
+import { brokerEnv } from "../../lib/settings";
 import { notFound } from "../../lib/errors";
 import { CallerMeta, respondCreated } from "../../lib/identity";
 import { isUuid } from "../../lib/uuid";
@@ -22,6 +22,7 @@ import type { DatabaseStats } from "./stats";
 import { Reconciler, ReconcileReport } from "./reconciler";
 import { Periodic } from "./periodic";
 import { TenantServer } from "./tenant-server";
+import { DbaasSettings, parseDbaasSettings } from "./settings";
 
 export type { DatabaseCreated, DatabaseDetail } from "./contract";
 
@@ -30,6 +31,7 @@ const RECONCILE_GRACE_S = 300;
 
 type DbaasThis = Service &
   DbThis & {
+    config: DbaasSettings;
     repo: DatabasesRepository;
     tenant: TenantServer;
     provisioner: Provisioner;
@@ -193,8 +195,8 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       return {
         id: row.id,
         databaseName: row.database_name,
-        host: config.dbaasPublicHost(),
-        port: config.dbaasPublicPort(),
+        host: this.config.publicHost,
+        port: this.config.publicPort,
         username: row.username,
         storageMb: roundMb(Number(row.storage_bytes ?? 0) / MIB),
         maxStorageMb: row.max_storage_mb,
@@ -207,7 +209,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
     async verifyServer(this: DbaasThis): Promise<boolean> {
       if (this.serverVerified) return true;
       try {
-        this.serverVerified = await verifyTenantServer(guardIo(this.tenant, this.db), config.dbaasAllowStateServer());
+        this.serverVerified = await verifyTenantServer(guardIo(this.tenant, this.db), this.config.allowStateServer);
       } catch (err) {
         this.logger.error((err as Error).message);
         if (!(err instanceof TenantServerRefused)) throw err;
@@ -221,7 +223,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
      * as needed (one failure stops no other; it is tried again at the next round).
      */
     async applyCatalogLevel(this: DbaasThis): Promise<void> {
-      const level = config.dbaasHideCatalog();
+      const level = this.config.hideCatalog;
       for (const row of await this.repo.listCatalogNotAt(level)) {
         try {
           await this.tenant.setCatalogLevel(row.database_name, level);
@@ -242,17 +244,18 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
   },
 
   created(this: DbaasThis) {
+    // A bad value (an unknown DBAAS_HIDE_CATALOG, a number that is none) stops the start here, before anything is touched.
+    this.config = parseDbaasSettings(brokerEnv(this.broker));
     this.repo = new DatabasesRepository(this.db);
   },
 
   async started(this: DbaasThis) {
-    config.dbaasHideCatalog(); // an unknown DBAAS_HIDE_CATALOG stops the start here, before anything is touched
-    const adminUrl = config.dbaasAdminUrl();
+    const adminUrl = this.config.adminUrl;
     if (!adminUrl) throw new Error(MISSING_ADMIN_URL);
-    this.tenant = new TenantServer(adminUrl, { createConcurrency: config.dbaasCreateConcurrency() });
+    this.tenant = new TenantServer(adminUrl, { createConcurrency: this.config.createConcurrency });
     // A server that checks no passwords, or the state server without opt-in, stops the start here;
     // one that cannot be reached now is checked again before the first provisioning.
-    this.serverVerified = await verifyTenantServer(guardIo(this.tenant, this.db), config.dbaasAllowStateServer());
+    this.serverVerified = await verifyTenantServer(guardIo(this.tenant, this.db), this.config.allowStateServer);
     if (!this.serverVerified) this.logger.warn("Tenant server unreachable: its checks run again before the first provisioning");
     this.lease = new OwnerLease(this.dbUrl, this.logger);
     await this.lease.start();
@@ -261,23 +264,23 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
     this.provisioner = new Provisioner({
       ...deps,
       owner: this.lease.id,
-      limits: () => ({
-        maxPerAccount: config.dbaasMaxPerAccount(),
-        maxStorageMb: config.dbaasMaxStorageMb(),
+      limits: {
+        maxPerAccount: this.config.maxPerAccount,
+        maxStorageMb: this.config.maxStorageMb,
         connections: {
-          perAccount: config.dbaasConnectionsPerAccount(),
-          perDatabase: config.dbaasConnectionLimit(),
-          reserved: config.dbaasReservedConnections(),
+          perAccount: this.config.connectionsPerAccount,
+          perDatabase: this.config.connectionLimit,
+          reserved: this.config.reservedConnections,
         },
-        catalogLevel: config.dbaasHideCatalog(),
-      }),
+        catalogLevel: this.config.hideCatalog,
+      },
     });
     this.quota = new QuotaEnforcer(deps);
     this.quotaWatch = new QuotaWatch({
       enforcer: this.quota,
       repo: this.repo,
-      fullS: () => config.dbaasQuotaCheckS(),
-      nearS: () => config.dbaasQuotaNearCheckS(),
+      fullS: () => this.config.quotaCheckS,
+      nearS: () => this.config.quotaNearCheckS,
     });
     this.reconciler = new Reconciler(deps);
     this.quotaLoop = new Periodic("Quota check", () => this.quotaWatch.round(), () => this.quotaWatch.intervalS(), this.logger);
@@ -294,12 +297,12 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
         await this.applyCatalogLevel();
         return report;
       },
-      () => config.dbaasReconcileS(),
+      () => this.config.reconcileS,
       this.logger,
     );
     // Both start in the background: a tenant server that is down must not stop the service starting.
     this.reconcileLoop.start(0);
-    this.quotaLoop.start(config.dbaasQuotaCheckS() * 1000);
+    this.quotaLoop.start(this.config.quotaCheckS * 1000);
   },
 
   async stopped(this: DbaasThis) {

@@ -5,7 +5,7 @@
  */
 import { randomUUID } from "crypto";
 import type { LoggerInstance } from "moleculer";
-import type { CatalogLevel } from "../../lib/config";
+import type { CatalogLevel } from "./settings";
 import { apiError } from "../../lib/errors";
 import { generatePassword, scramVerifier } from "./credentials";
 import type { DatabaseRow, DatabasesRepository } from "./databases.repository";
@@ -30,7 +30,7 @@ export type ProvisionerDeps = {
   repo: DatabasesRepository;
   tenant: TenantServer;
   marker: string;
-  limits: () => ProvisionLimits;
+  limits: ProvisionLimits;
   /** This process's owner id (owner-lease.ts): its records count as live while it lives. */
   owner?: string;
   logger: LoggerInstance;
@@ -50,7 +50,7 @@ export class Provisioner {
 
   async provision(clientId: string): Promise<Provisioned> {
     const { repo, tenant, marker } = this.deps;
-    const limits = this.deps.limits();
+    const limits = this.deps.limits;
     const names = generateNames(clientId, this.deps.randomHex ?? defaultRandomHex);
     const id = (this.deps.newId ?? randomUUID)();
     const password = generatePassword();
@@ -141,7 +141,7 @@ export class Provisioner {
   async rebalance(clientId: string): Promise<void> {
     try {
       const live = await this.deps.repo.listLive(clientId);
-      const shares = splitConnections(this.deps.limits().connections, live.length);
+      const shares = splitConnections(this.deps.limits.connections, live.length);
       await this.deps.tenant.setConnectionLimits(live.map((row, i) => ({ username: row.username, limit: shares[i] })));
     } catch (err) {
       this.deps.logger.warn(`Connection limits of account ${clientId} not rebalanced: ${explain(err)}`);

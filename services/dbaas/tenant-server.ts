@@ -7,7 +7,7 @@ import { isDuplicate, isUnavailable, retryTransient } from "./faults";
 import { checkIdentifier, holdRoleOf, kindOf } from "./naming";
 import * as sql from "./tenant-sql";
 import type { TenantRef } from "./tenant-sql";
-import type { CatalogLevel } from "../../lib/config";
+import type { CatalogLevel } from "./settings";
 import { probeWrongPassword } from "./password-probe";
 import type { ProbeOutcome } from "./server-guard";
 

@@ -5,7 +5,7 @@
  */
 import { VERIFIER_PATTERN } from "./credentials";
 import { checkIdentifier, holdRoleOf, ident, kindOf } from "./naming";
-import { CATALOG_LEVELS, type CatalogLevel } from "../../lib/config";
+import { CATALOG_LEVELS, type CatalogLevel } from "./settings";
 
 export type TenantRef = { databaseName: string; username: string };
 

@@ -6,12 +6,12 @@
  */
 import Docker from "dockerode";
 import os from "os";
-import { config, isProduction } from "../../lib/config";
 import { ContainerContext, DockerExecutor } from "./docker-executor";
 import type { JobExecutor, JobLimits } from "./job";
 import { findBwrap, ProcessExecutor, ProcessIsolation, probeSandbox } from "./process-executor";
-import { checkImage, parseAllowedRegistries } from "./registry-policy";
+import { checkImage } from "./registry-policy";
 import { HostCapacity, JobResources, planJobResources } from "./resources";
+import type { GpuNodeSettings } from "./settings";
 
 /** Writable /tmp of a sandboxed job (as the Docker executor's tmpfs). */
 const SANDBOX_TMP_MB = 1024;
@@ -23,6 +23,7 @@ export type ExecutorSetup =
   | { refusal: string };
 
 export type SetupContext = {
+  settings: GpuNodeSettings;
   cards: number;
   nodeId: () => string;
   namespace: () => string;
@@ -41,7 +42,8 @@ export function refusalMessage(why: string): string {
 
 /** Each job's memory and CPUs on a host of `capacity`; throws (the node does not start) on overcommit. */
 function sizeJobs(capacity: HostCapacity, ctx: SetupContext): JobResources {
-  const plan = planJobResources(capacity, ctx.cards, { memoryMb: config.gpuJobMemoryMb(), cpus: config.gpuJobCpus() }, config.gpuAllowOvercommit());
+  const { jobMemoryMb, jobCpus, allowOvercommit } = ctx.settings;
+  const plan = planJobResources(capacity, ctx.cards, { memoryMb: jobMemoryMb, cpus: jobCpus }, allowOvercommit);
   if (!plan.ok) throw new Error(plan.error);
   plan.warnings.forEach((w) => ctx.log.warn(w));
   ctx.log.info(`Each job may use ${plan.limits.memoryMb} MiB and ${plan.limits.cpus} CPU(s) (host: ${capacity.memoryMb} MiB, ${capacity.cpus} CPUs, ${ctx.cards} card(s))`);
@@ -57,7 +59,7 @@ async function dockerCapacity(docker: Docker): Promise<HostCapacity> {
 
 async function processSetup(ctx: SetupContext): Promise<ExecutorSetup> {
   const limits = sizeJobs({ memoryMb: Math.floor(os.totalmem() / (1024 * 1024)), cpus: os.cpus().length }, ctx);
-  if (config.gpuUnsafeUnisolatedJobs()) {
+  if (ctx.settings.unsafeUnisolatedJobs) {
     ctx.log.warn(
       "GPU_UNSAFE_UNISOLATED_JOBS=true: jobs run as plain processes of this node's user, WITHOUT ANY ISOLATION: " +
         "they can read this node's environment and files and reach its network. Never use this on a shared host",
@@ -69,9 +71,9 @@ async function processSetup(ctx: SetupContext): Promise<ExecutorSetup> {
   const isolation: ProcessIsolation = {
     kind: "sandbox",
     bwrap,
-    uid: config.gpuJobUid(),
-    gid: config.gpuJobGid(),
-    limits: { processes: config.gpuJobPids(), memoryBytes: limits.memoryMb * 1024 * 1024, tmpBytes: SANDBOX_TMP_MB * 1024 * 1024 },
+    uid: ctx.settings.jobUid,
+    gid: ctx.settings.jobGid,
+    limits: { processes: ctx.settings.jobPids, memoryBytes: limits.memoryMb * 1024 * 1024, tmpBytes: SANDBOX_TMP_MB * 1024 * 1024 },
   };
   const broken = await probeSandbox(isolation);
   if (broken) return { refusal: refusalMessage(`the bubblewrap sandbox does not work here (${broken})`) };
@@ -82,7 +84,8 @@ async function processSetup(ctx: SetupContext): Promise<ExecutorSetup> {
 }
 
 export async function setUpExecutor(ctx: SetupContext): Promise<ExecutorSetup> {
-  const wanted = config.gpuExecutor();
+  const settings = ctx.settings;
+  const wanted = settings.executor;
   if (wanted === "process") return processSetup(ctx);
   const docker = new Docker(); // DOCKER_HOST and friends, as the docker CLI reads them
   let capacity: HostCapacity;
@@ -90,21 +93,21 @@ export async function setUpExecutor(ctx: SetupContext): Promise<ExecutorSetup> {
     capacity = await dockerCapacity(docker);
   } catch (err) {
     const why = `No Docker engine answers (${(err as Error).message})`;
-    if (wanted === "docker" || isProduction()) throw new Error(`${why}: gpu-node cannot run jobs (GPU_EXECUTOR=docker)`, { cause: err });
+    if (wanted === "docker" || settings.production) throw new Error(`${why}: gpu-node cannot run jobs (GPU_EXECUTOR=docker)`, { cause: err });
     ctx.log.warn(`${why}: running jobs as sandboxed processes (set GPU_EXECUTOR to choose)`);
     return processSetup(ctx);
   }
   // The engine may run elsewhere (DOCKER_HOST, a VM): its host's memory, or this one's if it does not say.
   if (!capacity.memoryMb) capacity.memoryMb = Math.floor(os.totalmem() / (1024 * 1024));
   const limits = sizeJobs(capacity, ctx);
-  const allowedRegistries = parseAllowedRegistries(config.gpuAllowedRegistries());
-  const fallback = checkImage(config.gpuDefaultImage(), allowedRegistries);
-  if (!fallback.ok) throw new Error(`GPU_DEFAULT_IMAGE ${config.gpuDefaultImage()} is not allowed (${fallback.reason}): add its registry to GPU_ALLOWED_REGISTRIES`);
+  const allowedRegistries = settings.allowedRegistries;
+  const fallback = checkImage(settings.defaultImage, allowedRegistries);
+  if (!fallback.ok) throw new Error(`GPU_DEFAULT_IMAGE ${settings.defaultImage} is not allowed (${fallback.reason}): add its registry to GPU_ALLOWED_REGISTRIES`);
   const context = (): ContainerContext => ({
     nodeId: ctx.nodeId(),
     namespace: ctx.namespace(),
-    defaultImage: config.gpuDefaultImage(),
-    limits: { memoryMb: limits.memoryMb, cpus: limits.cpus, pids: config.gpuJobPids(), network: config.gpuJobNetwork() },
+    defaultImage: settings.defaultImage,
+    limits: { memoryMb: limits.memoryMb, cpus: limits.cpus, pids: settings.jobPids, network: settings.jobNetwork },
     allowedRegistries,
   });
   return { executor: new DockerExecutor(docker, context, ctx.jobLimits), limits, ping: () => docker.ping() };

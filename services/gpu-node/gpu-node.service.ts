@@ -10,12 +10,13 @@
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import { ensureChannelStreams, ownChannel, sendToChannel } from "../../lib/channels";
 import { onAuthenticatedBus } from "../../lib/nats-transporter";
-import { config, isProduction } from "../../lib/config";
+import { brokerEnv } from "../../lib/settings";
 import { apiError } from "../../lib/errors";
 import { HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL, JobEvent, LogsPage, LogsParams, NodeHeartbeat, RunJobParams } from "../../lib/gpu-protocol";
 import { addReadinessCheck } from "../../lib/health";
 import { discoverCards, NodeCard, queryNvidiaSmi, simulatedTelemetry } from "./discovery";
 import { JOB_ID_PATTERN, JobExecutor, JobLimits, JobOutcome, RunningJob } from "./job";
+import { GpuNodeSettings, parseGpuNodeSettings } from "./settings";
 import { LogBudget, LOGS_PAGE_BYTES, pruneLogs, readLogChunk } from "./log-store";
 import { logFilePath } from "./output";
 import { promises as fsp } from "fs";
@@ -36,6 +37,7 @@ function within(work: Promise<unknown>, ms: number): Promise<unknown> {
 }
 
 type GpuNodeThis = Service & {
+  config: GpuNodeSettings;
   cards: NodeCard[];
   executor: JobExecutor;
   jobs: Map<string, RunningJob>;
@@ -117,7 +119,7 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
         limit: { type: "number", integer: true, min: 4, max: LOGS_PAGE_BYTES, optional: true, convert: true },
       },
       async handler(this: GpuNodeThis, ctx: Context<LogsParams>): Promise<LogsPage> {
-        const page = await readLogChunk(config.gpuJobLogDir(), ctx.params.jobId, ctx.params.offset, ctx.params.limit);
+        const page = await readLogChunk(this.config.jobLogDir, ctx.params.jobId, ctx.params.offset, ctx.params.limit);
         if (!page) throw apiError("NOT_FOUND", `No output of job ${ctx.params.jobId} on this node`);
         return page;
       },
@@ -144,6 +146,7 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
     /** Docker, sandboxed processes, or (no isolation possible) a refusal that keeps the node unready and card-less. */
     async chooseExecutor(this: GpuNodeThis): Promise<JobExecutor | undefined> {
       const setup = await setUpExecutor({
+        settings: this.config,
         cards: this.cards.length,
         nodeId: () => this.broker.nodeID,
         namespace: () => this.broker.namespace,
@@ -162,10 +165,10 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
 
     jobLimits(this: GpuNodeThis): JobLimits {
       return {
-        timeoutS: config.jobTimeoutS(),
-        graceS: config.gpuStopGraceS(),
-        logDir: config.gpuJobLogDir(),
-        outputMaxBytes: Math.round(config.gpuJobOutputMaxMb() * 1024 * 1024),
+        timeoutS: this.config.jobTimeoutS,
+        graceS: this.config.stopGraceS,
+        logDir: this.config.jobLogDir,
+        outputMaxBytes: Math.round(this.config.jobOutputMaxMb * 1024 * 1024),
         log: (message, err) => this.logger.error(message, err),
       };
     },
@@ -199,7 +202,7 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
     beginHeartbeats(this: GpuNodeThis) {
       if (!this.accepting || this.heartbeatTimer) return;
       this.sendHeartbeat();
-      this.heartbeatTimer = setInterval(() => this.sendHeartbeat(), config.gpuHeartbeatS() * 1000);
+      this.heartbeatTimer = setInterval(() => this.sendHeartbeat(), this.config.heartbeatS * 1000);
     },
 
     sendHeartbeat(this: GpuNodeThis) {
@@ -209,8 +212,8 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
 
     /** Keeps job logs within 7 days and GPU_JOB_LOG_MAX_TOTAL_MB; running jobs' logs stay. */
     async pruneLogs(this: GpuNodeThis) {
-      const maxTotalBytes = Math.round(config.gpuJobLogMaxTotalMb() * 1024 * 1024);
-      const result = await pruneLogs(config.gpuJobLogDir(), { maxAgeMs: LOG_RETENTION_MS, maxTotalBytes, active: new Set(this.jobs.keys()) }).catch((err) => {
+      const maxTotalBytes = Math.round(this.config.jobLogMaxTotalMb * 1024 * 1024);
+      const result = await pruneLogs(this.config.jobLogDir, { maxAgeMs: LOG_RETENTION_MS, maxTotalBytes, active: new Set(this.jobs.keys()) }).catch((err) => {
         this.logger.warn(`Job logs not pruned: ${(err as Error).message}`);
         return null;
       });
@@ -222,7 +225,7 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
 
     /** Counts a finished job's log against the node's cap; scans and prunes only when it is crossed. */
     async noteFinishedLog(this: GpuNodeThis, jobId: string) {
-      const size = (await fsp.stat(logFilePath(config.gpuJobLogDir(), jobId)).catch(() => null))?.size ?? 0;
+      const size = (await fsp.stat(logFilePath(this.config.jobLogDir, jobId)).catch(() => null))?.size ?? 0;
       if (this.logBudget.add(size)) await this.pruneLogs();
     },
 
@@ -242,8 +245,9 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
   },
 
   created(this: GpuNodeThis) {
+    this.config = parseGpuNodeSettings(brokerEnv(this.broker));
     this.jobs = new Map();
-    this.logBudget = new LogBudget(Math.round(config.gpuJobLogMaxTotalMb() * 1024 * 1024));
+    this.logBudget = new LogBudget(Math.round(this.config.jobLogMaxTotalMb * 1024 * 1024));
     this.tracking = new Set();
     this.timers = [];
     this.heartbeats = 0;
@@ -262,8 +266,8 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
   async started(this: GpuNodeThis) {
     this.cards = await discoverCards({
       nodeId: this.broker.nodeID,
-      simulate: config.gpuSimulate(),
-      production: isProduction(),
+      simulate: this.config.simulate,
+      production: this.config.production,
       warn: (message) => this.logger.warn(message),
     });
     const executor = await this.chooseExecutor();
@@ -280,7 +284,7 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
     void this.pruneLogs();
     this.accepting = true;
     this.timers.push(
-      setInterval(() => void this.refreshTelemetry(), config.gpuTelemetryS() * 1000),
+      setInterval(() => void this.refreshTelemetry(), this.config.telemetryS * 1000),
       setInterval(() => void this.pruneLogs(), 3600_000),
     );
     if (this.broker.started) this.beginHeartbeats(); // created on a running broker: no $broker.started

@@ -8,8 +8,8 @@
 import { randomUUID } from "crypto";
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import { channelSender, ensureChannelStreams, perSenderChannel } from "../../lib/channels";
-import { config } from "../../lib/config";
 import { Type } from "../../lib/contract";
+import { brokerEnv } from "../../lib/settings";
 import { apiError, fromDataError, notFound, validationFailed } from "../../lib/errors";
 import { checkHeartbeat, checkJobEvent, HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL } from "../../lib/gpu-protocol";
 import { CallerMeta, respondCreated } from "../../lib/identity";
@@ -19,14 +19,16 @@ import { isUuid } from "../../lib/uuid";
 import { DbMixin, DbThis } from "../../mixins/db.mixin";
 import { Batcher } from "./batcher";
 import { ClusterStatus, CreatedJob, Job, JobCreated, JobDetail, JobList } from "./contract";
-import { toClusterStatus, toJobDetail } from "./job-view";
+import { NodeLabeler, toClusterStatus, toJobDetail } from "./job-view";
+import { nodeLabel } from "./cluster-view";
+import { parseSchedulerSettings, SchedulerSettings } from "./settings";
 import { JobRow, JobsRepository, NewJob } from "./jobs.repository";
 import { PlacementRepository } from "./placement.repository";
 import { migrations } from "./migrations";
 import { JobLogs, LogCursor } from "./job-logs";
 import { BrokerNodeClient } from "./node-client";
 import { matchingNames, requestedGpuType } from "./gpu-type";
-import { checkImage, IMAGE_NAME_MAX, IMAGE_NAME_PATTERN, parseAllowedRegistries } from "../gpu-node/registry-policy";
+import { checkImage, IMAGE_NAME_MAX, IMAGE_NAME_PATTERN } from "../gpu-node/registry-policy";
 import { Clock, Scheduler } from "./scheduler";
 import type { SchedulerStats } from "./stats";
 
@@ -48,6 +50,8 @@ const MIN_TICK_MS = 50;
 
 type SchedulerThis = Service &
   DbThis & {
+    config: SchedulerSettings;
+    labeler: NodeLabeler;
     clock: Clock;
     repo: JobsRepository;
     places: PlacementRepository;
@@ -126,7 +130,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       async handler(this: SchedulerThis, ctx: Context<unknown, CallerMeta>): Promise<{ jobs: JobDetail[] }> {
         const rows = await this.repo.listForClient(ctx.meta.caller!.clientId, LIST_LIMIT);
         const now = this.clock.now();
-        return { jobs: rows.map((r) => toJobDetail(r, now)) };
+        return { jobs: rows.map((r) => toJobDetail(r, now, this.labeler)) };
       },
     },
 
@@ -136,7 +140,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       openapi: { tag: "gpu", summary: "One job", status: 200, response: Job, errors: ["NOT_FOUND"] },
       params: JOB_ID_PARAMS,
       async handler(this: SchedulerThis, ctx: Context<JobIdParams, CallerMeta>): Promise<JobDetail> {
-        return toJobDetail(await this.ownJob(ctx), this.clock.now());
+        return toJobDetail(await this.ownJob(ctx), this.clock.now(), this.labeler);
       },
     },
 
@@ -150,7 +154,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
         const row = await this.ownJob(ctx);
         if (!(await this.scheduler.cancel(row)))
           throw apiError("INVALID_STATE", `GPU job already finished (${row.status}); it cannot be cancelled`);
-        return toJobDetail((await this.repo.find(row.id))!, this.clock.now());
+        return toJobDetail((await this.repo.find(row.id))!, this.clock.now(), this.labeler);
       },
     },
 
@@ -201,7 +205,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       openapi: { tag: "gpu", summary: "Cluster status: GPUs and queue depth", status: 200, response: ClusterStatus },
       async handler(this: SchedulerThis): Promise<ClusterStatus> {
         const [held, depth] = await Promise.all([this.places.heldCards(), this.repo.queueDepth()]);
-        return toClusterStatus(this.scheduler.view.cards(), held, depth);
+        return toClusterStatus(this.scheduler.view.cards(), held, depth, this.labeler);
       },
     },
 
@@ -285,16 +289,19 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
 
   created(this: SchedulerThis) {
     this.refusals = new RefusalLog((line) => this.logger.warn(line));
-    this.allowedRegistries = parseAllowedRegistries(config.gpuAllowedRegistries());
+    this.config = parseSchedulerSettings(brokerEnv(this.broker));
+    const { nodeLabelSecret } = this.config;
+    this.labeler = (nodeId) => nodeLabel(nodeId, nodeLabelSecret);
+    this.allowedRegistries = this.config.allowedRegistries;
     this.clock = { now: () => new Date() };
     this.repo = new JobsRepository(this.db);
     this.places = new PlacementRepository(this.db);
-    const timeoutMs = config.gpuDispatchTimeoutS() * 1000;
+    const timeoutMs = this.config.dispatchTimeoutS * 1000;
     const nodes = new BrokerNodeClient(this.broker, timeoutMs);
     this.scheduler = new Scheduler(this.repo, this.places, nodes, this.clock, this.logger, {
-      nodeTimeoutMs: config.gpuNodeTimeoutS() * 1000,
+      nodeTimeoutMs: this.config.nodeTimeoutS * 1000,
       dispatchTimeoutMs: timeoutMs,
-      warmUpMs: config.gpuHeartbeatS() * 1500,
+      warmUpMs: this.config.heartbeatS * 1500,
     });
     this.jobLogs = new JobLogs(nodes, this.scheduler.view, (message) => this.logger.debug(message));
     this.inserts = new Batcher(
@@ -312,7 +319,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
     await ensureChannelStreams(this.broker, [JOB_EVENTS_CHANNEL]);
     const tick = () =>
       this.scheduler.tick().catch((err) => this.logger.warn(`Scheduler housekeeping failed: ${(err as Error).message}`));
-    this.tickTimer = setInterval(() => void tick(), Math.max(MIN_TICK_MS, config.gpuScheduleTickMs()));
+    this.tickTimer = setInterval(() => void tick(), Math.max(MIN_TICK_MS, this.config.scheduleTickMs));
     void this.scheduler.schedule();
   },
 

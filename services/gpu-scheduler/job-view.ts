@@ -1,13 +1,11 @@
 /** The public shapes of spec 2.4 and 2.5, built from stored rows and the cluster view. */
-import { config } from "../../lib/config";
 import type { ClusterStatus, JobDetail } from "./contract";
 import type { JobRow } from "./jobs.repository";
-import { nodeLabel, type ViewCard } from "./cluster-view";
+import type { ViewCard } from "./cluster-view";
 import { gpuSecondsUsed, publicStatus } from "./transitions";
 
 /** Real node id → the opaque label clients get (operators keep the real id in logs and the database). */
 export type NodeLabeler = (nodeId: string) => string;
-export const publicNodeLabel: NodeLabeler = (nodeId) => nodeLabel(nodeId, config.nodeLabelSecret());
 
 /** A message naming the job's node (node lost, restarted) names its label instead. */
 function publicMessage(message: string | null, nodeId: string | null, label: NodeLabeler): string | null {
@@ -15,7 +13,7 @@ function publicMessage(message: string | null, nodeId: string | null, label: Nod
   return message.split(nodeId).join(label(nodeId));
 }
 
-export function toJobDetail(row: JobRow, now: Date, label: NodeLabeler = publicNodeLabel): JobDetail {
+export function toJobDetail(row: JobRow, now: Date, label: NodeLabeler): JobDetail {
   const hasResult = row.exit_code !== null || row.output !== null;
   return {
     id: row.id,
@@ -38,7 +36,7 @@ export function toJobDetail(row: JobRow, now: Date, label: NodeLabeler = publicN
   };
 }
 
-export function toClusterStatus(cards: ViewCard[], held: Set<string>, queueDepth: number, label: NodeLabeler = publicNodeLabel): ClusterStatus {
+export function toClusterStatus(cards: ViewCard[], held: Set<string>, queueDepth: number, label: NodeLabeler): ClusterStatus {
   const gpus = cards.map((c) => ({
     name: c.name,
     available: !held.has(c.uuid),

@@ -4,7 +4,9 @@
  * accounting. The work happens in engine.ts; the actions only hand over.
  */
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
-import { config } from "../../lib/config";
+import { platformSettingsOf } from "../../lib/platform-settings";
+import { brokerEnv } from "../../lib/settings";
+import { InferenceSettings, parseInferenceSettings } from "./settings";
 import type { CallerMeta } from "../../lib/identity";
 import { acquireRedis, releaseRedis } from "../../lib/redis";
 import { DbMixin, DbThis } from "../../mixins/db.mixin";
@@ -25,6 +27,7 @@ type InferenceMeta = CallerMeta & { $streamAbort?: StreamAbortHook };
 
 type InferenceThis = Service &
   DbThis & {
+    config: InferenceSettings;
     engine: InferenceEngine;
     recorder: UsageRecorder;
     redisUrl?: string;
@@ -115,17 +118,19 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
   },
 
   created(this: InferenceThis) {
-    const providers = createProviders({ ollamaUrl: config.ollamaUrl(), openai: config.openaiProviders() });
+    this.config = parseInferenceSettings(brokerEnv(this.broker));
+    const platform = platformSettingsOf(this.broker);
+    const providers = createProviders({ ollamaUrl: this.config.ollamaUrl, openai: this.config.openaiProviders });
     this.logger.info(`Model providers: ${providers.map((p) => p.name).join(", ") || "none configured"}`);
-    this.redisUrl = config.redisUrl();
+    this.redisUrl = platform.redisUrl;
     const store = this.redisUrl
-      ? new RedisSnapshotStore(acquireRedis(this.redisUrl), `${config.namespace() || "ci"}:inference:models`, (err) =>
+      ? new RedisSnapshotStore(acquireRedis(this.redisUrl), `${platform.namespace || "ci"}:inference:models`, (err) =>
           this.logger.warn(`Model list cache (Redis) failed: ${(err as Error).message}`),
         )
       : undefined;
     const catalogue = new ModelCatalogue({
       providers,
-      ttlMs: config.modelsCacheS() * 1000,
+      ttlMs: this.config.modelsCacheS * 1000,
       partialTtlMs: PARTIAL_LIST_TTL_MS,
       fetchTimeoutMs: LIST_TIMEOUT_MS,
       minRefreshMs: MIN_REFRESH_MS,
@@ -137,7 +142,7 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
     this.engine = new InferenceEngine({
       catalogue,
       providers,
-      timeoutMs: config.inferenceTimeoutMs(),
+      timeoutMs: this.config.timeoutMs,
       healthTimeoutMs: HEALTH_TIMEOUT_MS,
       onFinished: (record) => this.recordFinished(record),
     });

@@ -6,7 +6,8 @@
  * metrics unset. Run one replica: counters from events are counted where they arrive.
  */
 import type { Context, Service, ServiceBroker, ServiceSchema, ServiceSettingSchema } from "moleculer";
-import { config } from "../../lib/config";
+import { brokerEnv } from "../../lib/settings";
+import { MetricsSettings, parseMetricsSettings } from "./settings";
 import { checkHeartbeat, HEARTBEAT_EVENT } from "../../lib/gpu-protocol";
 import { clearMetric, incrementCounter, metricsEnabled, observe, registerPlatformMetrics, setGauge } from "../../lib/metrics";
 import { RefusalLog } from "../../lib/refusal-log";
@@ -16,6 +17,7 @@ import { INFERENCE_COMPLETED, isInferenceCompleted } from "../inference/events";
 import { dbaasStatsOf, GpuTelemetry, inferenceLabels, schedulerStatsOf } from "./telemetry";
 
 type MetricsThis = Service & {
+  config: MetricsSettings;
   telemetry: GpuTelemetry;
   refusals: RefusalLog;
   timer?: NodeJS.Timeout;
@@ -120,6 +122,7 @@ const MetricsService: ServiceSchema<ServiceSettingSchema, MetricsThis> = {
   },
 
   created(this: MetricsThis) {
+    this.config = parseMetricsSettings(brokerEnv(this.broker));
     this.telemetry = new GpuTelemetry();
     this.refusals = new RefusalLog((line) => this.logger.warn(line));
     this.enabled = metricsEnabled(this.broker);
@@ -128,7 +131,7 @@ const MetricsService: ServiceSchema<ServiceSettingSchema, MetricsThis> = {
   started(this: MetricsThis) {
     if (!this.enabled) return;
     registerPlatformMetrics(this.broker);
-    this.timer = setInterval(() => void this.collect(), config.metricsCollectIntervalS() * 1000);
+    this.timer = setInterval(() => void this.collect(), this.config.collectIntervalS * 1000);
     this.timer.unref();
     return this.collect();
   },

@@ -9,7 +9,7 @@ import Ajv2020 from "ajv/dist/2020";
 import addFormats from "ajv-formats";
 import { randomUUID } from "crypto";
 import type { ValidateFunction } from "ajv";
-import { SERVICE_REGISTRY } from "../../lib/runner";
+import { SERVICE_REGISTRY } from "../../moleculer.config";
 import { OPERATIONS } from "../../services/api-gateway/openapi/responses";
 import { http, HttpResult, startTestPlatform, TestPlatform, waitFor, waitForRoute } from "../support/platform";
 

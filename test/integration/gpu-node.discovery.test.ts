@@ -8,8 +8,8 @@ import os from "os";
 import path from "path";
 import { HEARTBEAT_EVENT, NodeHeartbeat } from "../../lib/gpu-protocol";
 import { NVIDIA_SMI_ARGS, queryNvidiaSmi } from "../../services/gpu-node/discovery";
-import { createBroker } from "../../lib/runner";
-import { startTestPlatform, TestPlatform, waitFor } from "../support/platform";
+import { createBroker } from "../../moleculer.config";
+import { startTestPlatform, testEnv, TestPlatform, waitFor } from "../support/platform";
 
 const FIXTURES = path.join(__dirname, "../fixtures/nvidia-smi");
 
@@ -39,9 +39,10 @@ describe("gpu-node discovery with nvidia-smi", () => {
   });
 
   async function startNode(env: Record<string, string>) {
+    process.env.PATH = `${dir}:${savedPath}`; // discovery runs nvidia-smi from the process's PATH (restored after each test)
     platform = await startTestPlatform({
       services: ["gpu-node"],
-      env: { PATH: `${dir}:${savedPath}`, GPU_EXECUTOR: "process", GPU_HEARTBEAT_S: "0.1", GPU_TELEMETRY_S: "0.1", GPU_JOB_LOG_DIR: dir, GPU_SIMULATE: undefined, ...env },
+      env: { GPU_EXECUTOR: "process", GPU_HEARTBEAT_S: "0.1", GPU_TELEMETRY_S: "0.1", GPU_JOB_LOG_DIR: dir, GPU_SIMULATE: undefined, ...env },
     });
     const heartbeats: NodeHeartbeat[] = [];
     platform.broker.createService({ name: "hb-sink", events: { [HEARTBEAT_EVENT]: (hb: NodeHeartbeat) => void heartbeats.push(hb) } });
@@ -103,15 +104,12 @@ describe("gpu-node discovery with nvidia-smi", () => {
 
   test("gpu-node discovery - in production a host without cards or GPU_SIMULATE does not start", async () => {
     fakeNvidiaSmi(dir, "driver-error");
-    const saved = { NODE_ENV: process.env.NODE_ENV, GPU_SIMULATE: process.env.GPU_SIMULATE, LOG_LEVEL: process.env.LOG_LEVEL };
-    Object.assign(process.env, { PATH: `${dir}:${savedPath}`, NODE_ENV: "production", LOG_LEVEL: "fatal" });
-    delete process.env.GPU_SIMULATE;
-    const broker = createBroker(["gpu-node"], { nodeID: "production-node" });
+    process.env.PATH = `${dir}:${savedPath}`; // where discovery finds nvidia-smi
+    const broker = createBroker(["gpu-node"], { nodeID: "production-node" }, testEnv({ NODE_ENV: "production", LOG_LEVEL: "fatal", GPU_SIMULATE: undefined }));
     try {
       await expect(broker.start()).rejects.toThrow(/No GPU found \(nvidia-smi failed: NVIDIA-SMI has failed.*\) and GPU_SIMULATE is not set/);
     } finally {
       await broker.stop().catch(() => undefined);
-      for (const [k, v] of Object.entries(saved)) if (v === undefined) delete process.env[k]; else process.env[k] = v;
     }
   });
 });

@@ -6,15 +6,13 @@ import Docker from "dockerode";
 import { mkdtempSync, rmSync } from "fs";
 import os from "os";
 import path from "path";
-import { ServiceBroker } from "moleculer";
 import { HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL, JobEvent, NodeHeartbeat, OUTPUT_TAIL_BYTES } from "../../lib/gpu-protocol";
-import { brokerConfig } from "../../moleculer.config";
 import { perSenderChannel } from "../../lib/channels";
 import type { NodeCard } from "../../services/gpu-node/discovery";
 import { ContainerContext, DockerExecutor, LABEL_JOB, LABEL_NAMESPACE } from "../../services/gpu-node/docker-executor";
 import type { JobLimits, RunningJob } from "../../services/gpu-node/job";
 import { readLogPage } from "../../services/gpu-node/output";
-import { NATS_URL, startTestPlatform, TestPlatform, uniqueName, waitFor } from "../support/platform";
+import { NATS_URL, startTestPlatform, testBroker, TestPlatform, uniqueName, waitFor } from "../support/platform";
 
 export const TEST_JOB_IMAGE = process.env.TEST_JOB_IMAGE || "ci-platform/test-busybox:latest";
 
@@ -204,7 +202,7 @@ describe("gpu-node docker executor", () => {
     const first = await startTestPlatform({ services: ["gpu-node"], transporter: NATS_URL, nodeID, env });
     const events: JobEvent[] = [];
     const heartbeats: NodeHeartbeat[] = [];
-    const sink = new ServiceBroker({ ...brokerConfig(), transporter: NATS_URL, namespace: first.namespace, nodeID: uniqueName("sink") });
+    const sink = testBroker({ transporter: NATS_URL, namespace: first.namespace, nodeID: uniqueName("sink") });
     sink.createService({
       name: "sink",
       channels: { [perSenderChannel(JOB_EVENTS_CHANNEL)]: { group: "sink", handler: (e: JobEvent) => void events.push(e) } },

@@ -7,9 +7,8 @@ import os from "os";
 import path from "path";
 import { ServiceBroker } from "moleculer";
 import { HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL, JobEvent, LogsPage, NodeHeartbeat } from "../../lib/gpu-protocol";
-import { brokerConfig } from "../../moleculer.config";
 import { perSenderChannel } from "../../lib/channels";
-import { NATS_URL, startTestPlatform, TestPlatform, uniqueName, waitFor } from "../support/platform";
+import { NATS_URL, startTestPlatform, testBroker, TestPlatform, uniqueName, waitFor } from "../support/platform";
 
 type Sink = { broker: ServiceBroker; events: JobEvent[]; heartbeats: NodeHeartbeat[] };
 
@@ -17,7 +16,7 @@ type Sink = { broker: ServiceBroker; events: JobEvent[]; heartbeats: NodeHeartbe
 async function startSink(namespace: string): Promise<Sink> {
   const events: JobEvent[] = [];
   const heartbeats: NodeHeartbeat[] = [];
-  const broker = new ServiceBroker({ ...brokerConfig(), transporter: NATS_URL, namespace, nodeID: uniqueName("sink") });
+  const broker = testBroker({ transporter: NATS_URL, namespace, nodeID: uniqueName("sink") });
   broker.createService({
     name: "sink",
     channels: { [perSenderChannel(JOB_EVENTS_CHANNEL)]: { group: "sink", handler: (event: JobEvent) => void events.push(event) } },
@@ -85,7 +84,7 @@ describe("gpu-node service over NATS", () => {
   test("gpu-node service - a scheduler can call the node from the first heartbeat it hears", async () => {
     const namespace = uniqueName("t");
     const heartbeats: NodeHeartbeat[] = [];
-    const scheduler = new ServiceBroker({ ...brokerConfig(), transporter: NATS_URL, namespace, nodeID: uniqueName("sched") });
+    const scheduler = testBroker({ transporter: NATS_URL, namespace, nodeID: uniqueName("sched") });
     scheduler.createService({ name: "hb-sink", events: { [HEARTBEAT_EVENT]: (hb: NodeHeartbeat) => void heartbeats.push(hb) } });
     await scheduler.start();
     sinks.push({ broker: scheduler, events: [], heartbeats });

@@ -6,7 +6,7 @@
 import { randomUUID } from "crypto";
 import { Client } from "pg";
 import type { ServiceBroker } from "moleculer";
-import { createBroker } from "../../lib/runner";
+import { createBroker } from "../../moleculer.config";
 import { signedCallerMeta } from "../../lib/caller-keys";
 import { REDIS_URL, startTestPlatform, TestPlatform, uniqueName, waitFor } from "../support/platform";
 import { OllamaStandin, OpenAiStandin } from "../support/provider-standins";
@@ -150,7 +150,7 @@ describe("inference - service with two providers", () => {
   test("inference - the list is shared through Redis: another replica answers without asking the providers", async () => {
     const key = `${platform.namespace}:inference:models`;
     const redis = acquireRedis(REDIS_URL);
-    const replica: ServiceBroker = createBroker(["inference"], { namespace: platform.namespace, nodeID: uniqueName("replica") });
+    const replica: ServiceBroker = createBroker(["inference"], { namespace: platform.namespace, nodeID: uniqueName("replica") }, platform.env);
     await replica.start();
     try {
       // A fresh entry (the cache lives 1 s here): the first replica fetches and stores the list.

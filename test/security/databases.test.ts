@@ -9,7 +9,7 @@ import { Client } from "pg";
 import type { DatabaseCreated } from "../../services/dbaas/dbaas.service";
 import type { QuotaReport } from "../../services/dbaas/quota";
 import { hiddenAt, NAME_FUNCTIONS, NAME_RELATIONS, SESSION_FUNCTIONS, SESSION_RELATIONS } from "../../services/dbaas/tenant-sql";
-import type { CatalogLevel } from "../../lib/config";
+import type { CatalogLevel } from "../../services/dbaas/settings";
 import {
   ADMIN_PG_URL,
   ChildService,
@@ -41,6 +41,19 @@ import {
 const MIB = 1048576;
 const fill = (rows: number) => `INSERT INTO big (payload) SELECT md5(random()::text) || repeat('x', 968) FROM generate_series(1, ${rows})`;
 const create = (platform: TestPlatform, meta = callerMeta()) => platform.broker.call<DatabaseCreated, object>("dbaas.create", {}, { meta });
+
+/**
+ * Runs `work` on a second dbaas started beside `platform` (its state database, its settings)
+ * with `env` changed: settings are parsed once at start, so another value is another process.
+ */
+async function besideWith<T>(platform: TestPlatform, env: Record<string, string | undefined>, work: (other: TestPlatform) => Promise<T>): Promise<T> {
+  const other = await startTestPlatform({ services: ["dbaas"], databaseUrl: platform.databaseUrl, dropDatabase: false, env: { ...platform.env, ...env } });
+  try {
+    return await work(other);
+  } finally {
+    await other.stop(); // not stopDbaasPlatform: the roles it made belong to `platform`'s marker
+  }
+}
 
 /** Starts dbaas alone in a child process and resolves with its exit code and output once it exits. */
 async function startExpectingExit(env: Record<string, string>): Promise<{ code: number | null; output: string }> {
@@ -246,19 +259,15 @@ describe("databases - one account's connections are capped across its databases"
   });
 
   it("dbaas - provisioning is refused (503, nothing left behind) when the server could not give a new account its connections", async () => {
-    const saved = process.env.DBAAS_RESERVED_CONNECTIONS;
-    process.env.DBAAS_RESERVED_CONNECTIONS = "100000"; // read at each provisioning: a server with no room left
     const newcomer = callerMeta();
-    try {
-      const err = await create(platform, newcomer).catch((e) => e);
+    // A dbaas that keeps 100000 connections free: a server with no room left.
+    await besideWith(platform, { DBAAS_RESERVED_CONNECTIONS: "100000" }, async (tight) => {
+      const err = await create(tight, newcomer).catch((e) => e);
       expect(err).toMatchObject({ code: 503, type: "SERVICE_UNAVAILABLE" });
       expect(err.message).not.toMatch(/max_connections|127\.0\.0\.1/);
       const rows = await withClient(platform.databaseUrl, (c) => c.query("SELECT 1 FROM dbaas.databases WHERE client_id = $1", [newcomer.caller.clientId]));
       expect(rows.rows).toEqual([]);
-    } finally {
-      if (saved === undefined) delete process.env.DBAAS_RESERVED_CONNECTIONS;
-      else process.env.DBAAS_RESERVED_CONNECTIONS = saved;
-    }
+    });
     // No role without its database: this platform's marked roles are exactly those of its active records.
     const marker = await markerOf(platform);
     const marked = await asAdmin((c) =>
@@ -421,15 +430,12 @@ describe("databases - default catalog level (sessions): no other tenant's sessio
   it("dbaas - the reconciler brings older databases to the configured level, hiding or opening as needed", async () => {
     const levelOf = async (id: string) =>
       withClient(platform.databaseUrl, async (c) => (await c.query("SELECT catalog_level FROM dbaas.databases WHERE id = $1", [id])).rows[0].catalog_level);
-    const reconcileAt = async (level: string | undefined) => {
-      if (level === undefined) delete process.env.DBAAS_HIDE_CATALOG;
-      else process.env.DBAAS_HIDE_CATALOG = level; // read at each provisioning and each reconcile
-      await platform.broker.call("dbaas.reconcile", {});
-    };
+    // A dbaas started with this DBAAS_HIDE_CATALOG reconciles (the level is read at start).
+    const reconcileAt = (level: string | undefined) =>
+      besideWith(platform, { DBAAS_HIDE_CATALOG: level }, (other) => other.broker.call("dbaas.reconcile", {}));
     let older: DatabaseCreated;
-    process.env.DBAAS_HIDE_CATALOG = "off";
     try {
-      older = await create(platform);
+      older = await besideWith(platform, { DBAAS_HIDE_CATALOG: "off" }, (other) => create(other));
       // off: nothing revoked, a tenant reads pg_stat_activity.
       expect(await revokedIn(older.databaseName)).toEqual([]);
       expect(await levelOf(older.id)).toBe("off");

@@ -17,6 +17,7 @@ import { ChildService, dropDatabase, freePort, http, NATS_URL, spawnServices, st
 
 const SECRET = "identity-test-secret";
 const SIGNING_SEED = randomBytes(32).toString("base64"); // the gateway's CALLER_SIGNING_KEY in this test
+const GATEWAY_KEYS = { production: false, callerSigningKey: SIGNING_SEED }; // what trusted in-process code signs with here
 let gateway: TestPlatform;
 let core: TestPlatform;
 let base: string;
@@ -104,7 +105,7 @@ describe("identity - a bus participant without the gateway's key cannot act for 
     ["a token signed with another key", () => signCallerToken(victimCaller, Math.floor(Date.now() / 1000) + 60, generateKeyPairSync("ed25519").privateKey)],
     ["an expired token signed with the platform's key", () => signCallerToken(victimCaller, Math.floor(Date.now() / 1000) - 1, privateKeyFrom(SIGNING_SEED))],
     ["a token whose payload was changed", () => {
-      const [, sig] = signedCallerMeta({ ...victimCaller, clientId: "4b6f1c2e-0000-4000-8000-000000000001" }).callerToken.split(".");
+      const [, sig] = signedCallerMeta({ ...victimCaller, clientId: "4b6f1c2e-0000-4000-8000-000000000001" }, GATEWAY_KEYS).callerToken.split(".");
       return `${Buffer.from(JSON.stringify({ ...victimCaller, exp: Math.floor(Date.now() / 1000) + 60 })).toString("base64url")}.${sig}`;
     }],
     ["garbage", () => "x.y"],
@@ -118,7 +119,7 @@ describe("identity - a bus participant without the gateway's key cannot act for 
     // A token seen on the bus is valid for a minute: only the roles an action names may use it.
     const asInference = await rogue(`inference.${uniqueName("rogue")}`);
     const asNode = await rogue(`gpu-node.${uniqueName("rogue")}`);
-    const stolen = signedCallerMeta(victimCaller);
+    const stolen = signedCallerMeta(victimCaller, GATEWAY_KEYS);
     await expect(asInference.call("auth.createApiKey", {}, { meta: stolen })).rejects.toMatchObject({ code: 403, type: "FORBIDDEN" });
     await expect(asNode.call("dbaas.destroy", { id: databaseId }, { meta: stolen })).rejects.toMatchObject({ code: 403 });
     await expect(asNode.call("gpu-scheduler.create", { command: "echo pwned" }, { meta: stolen })).rejects.toMatchObject({ code: 403 });
@@ -139,7 +140,7 @@ describe("identity - a bus participant without the gateway's key cannot act for 
         name: "smuggler",
         actions: {
           echo(ctx: Context<unknown, Record<string, unknown>>) {
-            Object.assign(ctx.meta, signedCallerMeta(other)); // merged into the caller's meta on the way back
+            Object.assign(ctx.meta, signedCallerMeta(other, GATEWAY_KEYS)); // merged into the caller's meta on the way back
             return "ok";
           },
         },
@@ -155,7 +156,7 @@ describe("identity - a bus participant without the gateway's key cannot act for 
       },
     });
     await core.broker.waitForServices(["smuggler", "probe"], 10_000);
-    const mine = signedCallerMeta(victimCaller);
+    const mine = signedCallerMeta(victimCaller, GATEWAY_KEYS);
     expect(await core.broker.call("probe.whoAmI", {}, { meta: mine })).toEqual({ caller: victimCaller, token: mine.callerToken });
   });
 });

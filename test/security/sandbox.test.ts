@@ -178,9 +178,14 @@ describe("sandbox - a node that cannot isolate jobs runs none", () => {
     emptyBin = mkdtempSync(path.join(os.tmpdir(), "no-bwrap-"));
     chmodSync(emptyBin, 0o755);
   });
+  // PATH (where bwrap is looked up) and DOCKER_HOST (the Docker client's) are this process's own
+  // environment, not settings: set for the platform's lifetime, as an operator's shell would.
+  const savedToolEnv = { PATH: process.env.PATH, DOCKER_HOST: process.env.DOCKER_HOST };
+  const setToolEnv = (vars: { PATH?: string; DOCKER_HOST?: string }) => Object.assign(process.env, vars);
   afterEach(async () => {
     await platform?.stop();
     platform = undefined;
+    for (const [k, v] of Object.entries(savedToolEnv)) if (v === undefined) delete process.env[k]; else process.env[k] = v;
     rmSync(emptyBin, { recursive: true, force: true });
   });
 
@@ -201,26 +206,30 @@ describe("sandbox - a node that cannot isolate jobs runs none", () => {
   }
 
   test("sandbox - without bwrap on PATH the node refuses jobs with a clear message and is not ready", async () => {
-    platform = await startTestPlatform({ services: ["gpu-node"], env: nodeEnv({ PATH: emptyBin }) });
+    setToolEnv({ PATH: emptyBin });
+    platform = await startTestPlatform({ services: ["gpu-node"], env: nodeEnv({}) });
     await expectRefusal(/cannot isolate jobs.*bubblewrap \(bwrap\) is not installed/);
   });
 
   test("sandbox - a bwrap whose probe fails (user namespaces disabled) makes the node refuse jobs, quoting bwrap", async () => {
     writeFileSync(path.join(emptyBin, "bwrap"), "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n", { mode: 0o755 });
-    platform = await startTestPlatform({ services: ["gpu-node"], env: nodeEnv({ PATH: emptyBin }) });
+    setToolEnv({ PATH: emptyBin });
+    platform = await startTestPlatform({ services: ["gpu-node"], env: nodeEnv({}) });
     await expectRefusal(/sandbox does not work here .*No permissions to create new namespace/);
   });
 
   test("sandbox - with no Docker engine and GPU_EXECUTOR unset, the fallback is the sandbox, never plain processes", async () => {
     const noEngine = `unix://${path.join(emptyBin, "no-docker.sock")}`;
-    platform = await startTestPlatform({ services: ["gpu-node"], env: { ...nodeEnv({ DOCKER_HOST: noEngine }), GPU_EXECUTOR: undefined } });
+    setToolEnv({ DOCKER_HOST: noEngine });
+    platform = await startTestPlatform({ services: ["gpu-node"], env: { ...nodeEnv({}), GPU_EXECUTOR: undefined } });
     const node = platform.broker.getLocalService("gpu-node") as unknown as { executor: { kind: string; isolation?: { kind: string } } };
     expect(node.executor.kind).toBe("process");
     expect(node.executor.isolation?.kind).toBe("sandbox");
   });
 
   test("sandbox - only GPU_UNSAFE_UNISOLATED_JOBS=true runs jobs without the sandbox", async () => {
-    platform = await startTestPlatform({ services: ["gpu-node"], env: nodeEnv({ PATH: emptyBin, GPU_UNSAFE_UNISOLATED_JOBS: "true" }) });
+    setToolEnv({ PATH: emptyBin });
+    platform = await startTestPlatform({ services: ["gpu-node"], env: nodeEnv({ GPU_UNSAFE_UNISOLATED_JOBS: "true" }) });
     const readiness = await evaluateReadiness(platform.broker);
     expect(readiness.checks["gpu-node.job-isolation"]).toBeUndefined();
     const [gpu] = (platform.broker.getLocalService("gpu-node") as unknown as { cards: NodeCard[] }).cards;

@@ -7,9 +7,10 @@ import { ChildProcess, spawn } from "child_process";
 import { randomBytes } from "crypto";
 import net from "net";
 import path from "path";
-import type { ServiceBroker } from "moleculer";
+import type { BrokerOptions, ServiceBroker } from "moleculer";
 import { Client } from "pg";
-import { createBroker } from "../../lib/runner";
+import { createBroker, newBroker } from "../../moleculer.config";
+import type { Env } from "../../lib/settings";
 
 export const ADMIN_PG_URL = process.env.TEST_PG_ADMIN_URL || "postgresql://postgres@127.0.0.1:5432/postgres";
 export const NATS_URL = process.env.TEST_NATS_URL || "nats://127.0.0.1:4222";
@@ -105,22 +106,18 @@ export type TestPlatform = {
   baseUrl: string;
   databaseUrl: string;
   namespace: string;
+  /** The environment record its broker was created with (for a replica started beside it). */
+  env: Env;
   stop(): Promise<void>;
 };
 
 /**
- * Starts `services` (default: all) in this process. `env` is applied to process.env for the
- * platform's lifetime (config is read when services start). With `transporter` the broker joins
- * that bus under a fresh namespace unless one is given.
+ * The environment record of a test broker: this process's environment, the test defaults, then
+ * `overrides` (undefined unsets a variable). process.env itself is never changed.
  */
-export async function startTestPlatform(
-  opts: { services?: string[]; env?: Record<string, string | undefined>; transporter?: string; namespace?: string; databaseUrl?: string; dropDatabase?: boolean; nodeID?: string } = {},
-): Promise<TestPlatform> {
-  const databaseUrl = opts.databaseUrl ?? testDatabaseUrl();
-  const namespace = opts.namespace ?? uniqueName("t");
-  const env: Record<string, string | undefined> = {
-    DATABASE_URL: databaseUrl,
-    NAMESPACE: namespace,
+export function testEnv(overrides: Record<string, string | undefined> = {}): Env {
+  return {
+    ...process.env,
     PORT: "0",
     SCRYPT_LOG_N: "14", // OWASP cost is exercised in its own test; 2^14 keeps the suite fast
     LOG_LEVEL: process.env.TEST_LOG_LEVEL || "warn",
@@ -128,19 +125,39 @@ export async function startTestPlatform(
     METRICS_PORT: "0",
     SHUTDOWN_TIMEOUT_S: "5", // stop() waits for running actions at most this long
     ...dbaasDefaults(),
-    ...opts.env,
+    ...overrides,
   };
-  const saved: Record<string, string | undefined> = {};
-  for (const [k, v] of Object.entries(env)) {
-    saved[k] = process.env[k];
-    if (v === undefined) delete process.env[k];
-    else process.env[k] = v;
-  }
-  const broker = createBroker(opts.services ?? [], {
-    transporter: opts.transporter,
-    namespace,
-    nodeID: opts.nodeID ?? uniqueName("node"),
-  });
+}
+
+/**
+ * A broker with no platform service (a test's sink or stand-in) on the test defaults; `overrides`
+ * as for `new ServiceBroker`; a `transporter` is also its TRANSPORTER (channels on NATS follow it).
+ */
+export function testBroker(overrides: Partial<BrokerOptions>): ServiceBroker {
+  const transporter = typeof overrides.transporter === "string" ? overrides.transporter : undefined;
+  return newBroker(undefined, overrides, testEnv({ TRANSPORTER: transporter }));
+}
+
+/**
+ * Starts `services` (default: all) in this process. `env`: settings over the test defaults (the
+ * broker's environment record; each service parses its settings from it when created). With
+ * `transporter` the broker joins that bus under a fresh namespace unless one is given.
+ */
+export async function startTestPlatform(
+  opts: { services?: string[]; env?: Record<string, string | undefined>; transporter?: string; namespace?: string; databaseUrl?: string; dropDatabase?: boolean; nodeID?: string } = {},
+): Promise<TestPlatform> {
+  const databaseUrl = opts.databaseUrl ?? testDatabaseUrl();
+  const namespace = opts.namespace ?? uniqueName("t");
+  const env = testEnv({ DATABASE_URL: databaseUrl, NAMESPACE: namespace, ...opts.env });
+  const broker = createBroker(
+    opts.services ?? [],
+    {
+      transporter: opts.transporter,
+      namespace,
+      nodeID: opts.nodeID ?? uniqueName("node"),
+    },
+    env,
+  );
   await broker.start();
   let baseUrl = "";
   const gateway = broker.getLocalService("api-gateway") as unknown as { server?: { address(): { port: number } } };
@@ -150,12 +167,9 @@ export async function startTestPlatform(
     baseUrl,
     databaseUrl,
     namespace,
+    env,
     async stop() {
       await broker.stop();
-      for (const [k, v] of Object.entries(saved)) {
-        if (v === undefined) delete process.env[k];
-        else process.env[k] = v;
-      }
       if (opts.dropDatabase !== false) await dropDatabase(databaseUrl).catch(() => undefined);
     },
   };

@@ -1,6 +1,6 @@
 import type { ServiceSchema } from "moleculer";
-import { callersOf, callerTable, platformCallerTable, roleOfNodeID, senderMayCall } from "../../lib/bus-identity";
-import { SERVICE_REGISTRY } from "../../lib/runner";
+import { callersOf, callerTable, platformCallerTable, roleOfNodeID, senderMayCall, SERVICE_ROLES } from "../../lib/bus-identity";
+import { SERVICE_REGISTRY } from "../../moleculer.config";
 
 describe("auth - node roles", () => {
   const cases: Array<[string, string | undefined]> = [
@@ -66,5 +66,9 @@ describe("auth - the platform's table", () => {
       .filter(([, def]) => !Array.isArray((def as { callers?: unknown }).callers))
       .map(([name]) => name);
     expect(undeclared).toEqual([]);
+  });
+
+  it("auth - every service folder has a bus role (SERVICE_ROLES types each action's callers, so it is listed, not derived)", () => {
+    expect([...SERVICE_ROLES].sort()).toEqual(Object.keys(SERVICE_REGISTRY).sort());
   });
 });

@@ -7,6 +7,7 @@ import type { Caller } from "../../lib/identity";
 
 const ID = "4b6f1c2e-0000-4000-8000-000000000001";
 const KEY = "ci_" + "a".repeat(32);
+const SECRET = "auth-caller-resolver-test-secret"; // the gateway's JWT_SECRET here
 
 function resolverWith(now: () => number) {
   const seen = { apiKey: [] as string[], account: [] as string[] };
@@ -22,13 +23,14 @@ function resolverWith(now: () => number) {
         return accounts.has(id);
       },
     },
+    SECRET,
     now,
   );
   return { resolver, seen, accounts };
 }
 
 describe("auth - gateway caller resolution", () => {
-  const secret = process.env.JWT_SECRET ?? "ci-platform-development-secret-change-me";
+  const secret = SECRET;
 
   it("auth - an API key is sent to auth only as its SHA-256", async () => {
     const { resolver, seen } = resolverWith(Date.now);

@@ -1,18 +1,13 @@
 import { hashPassword, verifyPassword } from "../../services/auth/passwords";
-import { config } from "../../lib/config";
+import { parseAuthSettings } from "../../services/auth/settings";
 
 describe("auth - passwords", () => {
   it("auth - default cost is OWASP's scrypt N=2^17, r=8, p=1", async () => {
-    const saved = process.env.SCRYPT_LOG_N;
-    delete process.env.SCRYPT_LOG_N;
-    try {
-      expect(config.scryptLogN()).toBe(17);
-      const hash = await hashPassword("correct horse", config.scryptLogN());
-      expect(hash).toMatch(/^scrypt\$17\$8\$1\$/);
-      expect(await verifyPassword("correct horse", hash)).toBe(true);
-    } finally {
-      if (saved !== undefined) process.env.SCRYPT_LOG_N = saved;
-    }
+    const { scryptLogN } = parseAuthSettings({}); // SCRYPT_LOG_N unset
+    expect(scryptLogN).toBe(17);
+    const hash = await hashPassword("correct horse", scryptLogN);
+    expect(hash).toMatch(/^scrypt\$17\$8\$1\$/);
+    expect(await verifyPassword("correct horse", hash)).toBe(true);
   });
   it("auth - wrong password, salts differ, and foreign formats are refused", async () => {
     const a = await hashPassword("password-1", 12);

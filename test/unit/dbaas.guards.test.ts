@@ -19,7 +19,7 @@ import {
   SESSION_RELATIONS,
   setConnectionLimitsSql,
 } from "../../services/dbaas/tenant-sql";
-import { CATALOG_LEVELS, CatalogLevel, config, parseCatalogLevel } from "../../lib/config";
+import { CATALOG_LEVELS, CatalogLevel, parseCatalogLevel, parseDbaasSettings } from "../../services/dbaas/settings";
 
 describe("dbaas server guard", () => {
   const facts = (over: Partial<GuardFacts>): GuardFacts => ({
@@ -219,18 +219,9 @@ describe("dbaas catalog level (DBAAS_HIDE_CATALOG)", () => {
     expect(() => parseCatalogLevel(raw)).toThrow(/DBAAS_HIDE_CATALOG must be "sessions" \(the default\), "all" \(or "true"\) or "off" \(or "false"\)/);
   });
 
-  it("dbaas catalog level - the config getter reads DBAAS_HIDE_CATALOG each time", () => {
-    const saved = process.env.DBAAS_HIDE_CATALOG;
-    try {
-      delete process.env.DBAAS_HIDE_CATALOG;
-      expect(config.dbaasHideCatalog()).toBe("sessions");
-      process.env.DBAAS_HIDE_CATALOG = "true";
-      expect(config.dbaasHideCatalog()).toBe("all");
-      process.env.DBAAS_HIDE_CATALOG = "bogus";
-      expect(() => config.dbaasHideCatalog()).toThrow(/got "bogus"/);
-    } finally {
-      if (saved === undefined) delete process.env.DBAAS_HIDE_CATALOG;
-      else process.env.DBAAS_HIDE_CATALOG = saved;
-    }
+  it("dbaas catalog level - the service's settings read DBAAS_HIDE_CATALOG", () => {
+    expect(parseDbaasSettings({}).hideCatalog).toBe("sessions");
+    expect(parseDbaasSettings({ DBAAS_HIDE_CATALOG: "true" }).hideCatalog).toBe("all");
+    expect(() => parseDbaasSettings({ DBAAS_HIDE_CATALOG: "bogus" }).hideCatalog).toThrow(/got "bogus"/);
   });
 });

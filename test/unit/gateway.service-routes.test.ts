@@ -1,5 +1,7 @@
-import { REST_BASES, serviceOwning } from "../../lib/service-routes";
-import { SERVICE_REGISTRY } from "../../lib/runner";
+import { serviceOwning } from "../../lib/service-routes";
+import { platformRestBases, SERVICE_REGISTRY } from "../../moleculer.config";
+
+const REST_BASES = platformRestBases(); // what the composition root hands the gateway
 
 describe("gateway - which service owns a path", () => {
   it("gateway - the table matches every routed service's settings.rest", () => {
@@ -19,5 +21,5 @@ describe("gateway - which service owns a path", () => {
     ["/api/nothing", undefined],
     ["/gpu/jobs", undefined],
   ];
-  it.each(cases)("%s", (path, owner) => expect(serviceOwning(path)).toBe(owner));
+  it.each(cases)("%s", (path, owner) => expect(serviceOwning(path, REST_BASES)).toBe(owner));
 });

@@ -1,4 +1,4 @@
-import { parseOpenAiProviders } from "../../lib/config";
+import { parseOpenAiProviders } from "../../services/inference/settings";
 import { mergeModels, ModelCatalogue, Snapshot, SnapshotStore } from "../../services/inference/catalogue";
 import { outcomeOf, publicFailure, scrub } from "../../services/inference/errors";
 import { Provider, ProviderFailure, ProviderModel, StreamChunk } from "../../services/inference/providers";

@@ -9,7 +9,7 @@ import fs from "fs";
 import os from "os";
 import path from "path";
 import { parse } from "yaml";
-import { SERVICE_REGISTRY } from "../../lib/runner";
+import { SERVICE_REGISTRY } from "../../moleculer.config";
 
 const ROOT = path.resolve(__dirname, "../..");
 const COMPOSE = path.join(ROOT, "docker-compose.yml");

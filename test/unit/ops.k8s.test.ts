@@ -18,7 +18,7 @@ import { ConfigMap } from "kubernetes-models/v1/ConfigMap";
 import { Namespace } from "kubernetes-models/v1/Namespace";
 import { Secret } from "kubernetes-models/v1/Secret";
 import { Service } from "kubernetes-models/v1/Service";
-import { SERVICE_REGISTRY } from "../../lib/runner";
+import { SERVICE_REGISTRY } from "../../moleculer.config";
 
 type Obj = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; labels?: Record<string, string> }; spec?: any; data?: any; stringData?: any; file: string };
 

@@ -1,6 +1,6 @@
 /** OpenAPI generation: fastest-validator rules → JSON Schema, and routes → operations. */
 import { Type } from "../../lib/contract";
-import { SERVICE_REGISTRY } from "../../lib/runner";
+import { SERVICE_REGISTRY } from "../../moleculer.config";
 import { buildOpenApi, LiveRoute, toOpenApiPath } from "../../services/api-gateway/openapi/generator";
 import type { Operation } from "../../services/api-gateway/openapi/responses";
 import { isRequired, paramsSchema, toJsonSchema } from "../../services/api-gateway/openapi/schema";

@@ -1,5 +1,6 @@
 /** The authenticated bus's pure parts: subjects, packet checks, node ids, permissions, server config. */
 import { busSetup, natsConnectionOptions, processNodeID } from "../../lib/bus-connection";
+import { parsePlatformSettings } from "../../lib/platform-settings";
 import { CallerTableRow, SERVICE_ROLES } from "../../lib/bus-identity";
 import fs from "fs";
 import path from "path";
@@ -64,17 +65,10 @@ describe("bus - connection and node ids", () => {
   });
 
   it("bus - NODE_ENV=production refuses NATS without credentials, with a message saying what to set", () => {
-    const saved = { ...process.env };
-    try {
-      Object.assign(process.env, { NODE_ENV: "production", TRANSPORTER: "nats://nats:4222" });
-      delete process.env.NATS_USER;
-      expect(() => busSetup(["auth"], SERVICE_ROLES)).toThrow(/NATS_USER and NATS_PASSWORD/);
-      process.env.NATS_USER = "auth";
-      process.env.NATS_PASSWORD = "pw";
-      expect(busSetup(["auth"], SERVICE_ROLES)).toMatchObject({ senderBound: true, role: "auth", connection: { user: "auth" } });
-    } finally {
-      process.env = saved;
-    }
+    const env = { NODE_ENV: "production", TRANSPORTER: "nats://nats:4222" };
+    expect(() => busSetup(["auth"], SERVICE_ROLES, parsePlatformSettings(env))).toThrow(/NATS_USER and NATS_PASSWORD/);
+    const withUser = { ...env, NATS_USER: "auth", NATS_PASSWORD: "pw" };
+    expect(busSetup(["auth"], SERVICE_ROLES, parsePlatformSettings(withUser))).toMatchObject({ senderBound: true, role: "auth", connection: { user: "auth" } });
   });
 });
 

@@ -1,5 +1,5 @@
 /** The providers the operator configured, in configuration order (Ollama first). */
-import type { OpenAiProviderConfig } from "../../../lib/config";
+import type { OpenAiProviderConfig } from "../settings";
 import { OllamaProvider } from "./ollama";
 import { OpenAiProvider } from "./openai";
 import type { Provider } from "./types";

@@ -1,0 +1,22 @@
+/** The auth service's settings (README "Configuration"), parsed when it is created. */
+import { parseJwtSecret } from "../../lib/jwt";
+import { Env, int } from "../../lib/settings";
+
+export type AuthSettings = {
+  /** Signs access tokens (required in production). */
+  jwtSecret: string;
+  /** scrypt cost (N = 2^17 is OWASP's recommendation with r=8, p=1). */
+  scryptLogN: number;
+  /** Register/login attempts allowed per window, per client address and per e-mail. */
+  rateLimitPerIp: number;
+  rateLimitPerEmail: number;
+  rateWindowS: number;
+};
+
+export const parseAuthSettings = (env: Env): AuthSettings => ({
+  jwtSecret: parseJwtSecret(env),
+  scryptLogN: int(env, "SCRYPT_LOG_N", 17),
+  rateLimitPerIp: int(env, "AUTH_RATE_LIMIT_PER_IP", 60),
+  rateLimitPerEmail: int(env, "AUTH_RATE_LIMIT_PER_EMAIL", 10),
+  rateWindowS: int(env, "AUTH_RATE_WINDOW_S", 60),
+});

@@ -1,0 +1,63 @@
+/** dbaas's settings (README "Configuration" and "Databases"), parsed when it is created. */
+import { Env, flag, int, positive, text } from "../../lib/settings";
+
+/**
+ * dbaas catalog levels (tenant-sql.ts hiddenAt): `sessions` hides other tenants' sessions and
+ * activity, `all` also the names of databases and roles (pg_dump and psql's \l then fail), `off`
+ * nothing.
+ */
+export const CATALOG_LEVELS = ["off", "sessions", "all"] as const;
+export type CatalogLevel = (typeof CATALOG_LEVELS)[number];
+
+/** DBAAS_HIDE_CATALOG: a level, `true` (the former default: `all`) or `false` (`off`); unset or empty: `sessions`. */
+export function parseCatalogLevel(raw: string | undefined): CatalogLevel {
+  const value = (raw ?? "").trim().toLowerCase();
+  if (value === "") return "sessions";
+  if (value === "true") return "all";
+  if (value === "false") return "off";
+  if ((CATALOG_LEVELS as readonly string[]).includes(value)) return value as CatalogLevel;
+  throw new Error(`DBAAS_HIDE_CATALOG must be "sessions" (the default), "all" (or "true") or "off" (or "false"), got "${raw}"`);
+}
+
+export type DbaasSettings = {
+  /** Superuser URL of the server hosting client databases; no default: never the state server by accident. */
+  adminUrl?: string;
+  /** Explicit opt-in to host client databases on the platform's own state server (passwords still checked). */
+  allowStateServer: boolean;
+  /** Tenant connections of one account, shared out over its databases' roles. */
+  connectionsPerAccount: number;
+  /** Tenant-server connections kept free for the platform, beyond superuser_reserved_connections. */
+  reservedConnections: number;
+  /** Most connections of one client database's role (the account's share may be lower). */
+  connectionLimit: number;
+  /** What of the catalog tenants cannot read. */
+  hideCatalog: CatalogLevel;
+  /** Host and port written into connection strings (what clients reach the server by). */
+  publicHost: string;
+  publicPort: number;
+  maxPerAccount: number;
+  maxStorageMb: number;
+  quotaCheckS: number;
+  /** How often a database above 80 % of its quota is measured (seconds). */
+  quotaNearCheckS: number;
+  reconcileS: number;
+  /** CREATE DATABASE statements running at once on the tenant server (across replicas). */
+  createConcurrency: number;
+};
+
+export const parseDbaasSettings = (env: Env): DbaasSettings => ({
+  adminUrl: text(env, "DBAAS_ADMIN_URL"),
+  allowStateServer: flag(env, "DBAAS_ALLOW_STATE_SERVER"),
+  connectionsPerAccount: int(env, "DBAAS_CONNECTIONS_PER_ACCOUNT", 20),
+  reservedConnections: int(env, "DBAAS_RESERVED_CONNECTIONS", 20),
+  connectionLimit: int(env, "DBAAS_CONNECTION_LIMIT", 20),
+  hideCatalog: parseCatalogLevel(env.DBAAS_HIDE_CATALOG),
+  publicHost: text(env, "DBAAS_PUBLIC_HOST", "localhost"),
+  publicPort: int(env, "DBAAS_PUBLIC_PORT", 5432),
+  maxPerAccount: int(env, "DBAAS_MAX_PER_ACCOUNT", 5),
+  maxStorageMb: int(env, "DBAAS_MAX_STORAGE_MB", 1024),
+  quotaCheckS: positive(env, "DBAAS_QUOTA_CHECK_S", 30),
+  quotaNearCheckS: positive(env, "DBAAS_QUOTA_NEAR_CHECK_S", 1),
+  reconcileS: positive(env, "DBAAS_RECONCILE_S", 60),
+  createConcurrency: int(env, "DBAAS_CREATE_CONCURRENCY", 2),
+});

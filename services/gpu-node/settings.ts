@@ -1,0 +1,67 @@
+/** The gpu-node's settings (README "Configuration"), parsed when it is created. */
+import os from "os";
+import path from "path";
+import { Env, flag, int, isProductionEnv, oneOf, optionalInt, optionalPositive, positive, text } from "../../lib/settings";
+import { parseAllowedRegistries } from "./registry-policy";
+
+export type GpuNodeSettings = {
+  production: boolean;
+  /** `docker` or `process` (sandboxed); undefined: docker, or process outside production when no engine answers. */
+  executor?: "docker" | "process";
+  /** Cards to report when the host has none, `name:memoryMiB,…` (discovery.ts). */
+  simulate?: string;
+  defaultImage: string;
+  /** Registries job images may come from (registry-policy.ts). */
+  allowedRegistries: string[];
+  /** A job running longer than this is stopped and failed. */
+  jobTimeoutS: number;
+  heartbeatS: number;
+  telemetryS: number;
+  /** Limits of a job (CPUs are capped at what the engine has); undefined: host / cards (resources.ts). */
+  jobMemoryMb?: number;
+  jobCpus?: number;
+  /** Start even when cards × GPU_JOB_MEMORY_MB or × GPU_JOB_CPUS exceed the host. */
+  allowOvercommit: boolean;
+  /** Process jobs run WITHOUT the bubblewrap sandbox, as the node's own user (never on a shared host). */
+  unsafeUnisolatedJobs: boolean;
+  /** uid and gid sandboxed process jobs run as (when the node runs as root). */
+  jobUid: number;
+  jobGid: number;
+  jobPids: number;
+  /** Docker network of job containers; `none` keeps untrusted code off every network. */
+  jobNetwork: string;
+  /** Seconds between SIGTERM and SIGKILL when a job is cancelled or times out. */
+  stopGraceS: number;
+  /** Where the node keeps each job's whole output (`<jobId>.log`). */
+  jobLogDir: string;
+  /** A job's log file stops at this many MiB (a note says how much was cut; the result keeps the true tail). */
+  jobOutputMaxMb: number;
+  /** All job logs on the node together stay under this many MiB (oldest finished jobs' logs go first). */
+  jobLogMaxTotalMb: number;
+};
+
+/** GPU_HEARTBEAT_S: how often a node says it is alive (the scheduler reads it too, for its warm-up). */
+export const parseHeartbeatS = (env: Env): number => positive(env, "GPU_HEARTBEAT_S", 2);
+
+export const parseGpuNodeSettings = (env: Env): GpuNodeSettings => ({
+  production: isProductionEnv(env),
+  executor: oneOf(env, "GPU_EXECUTOR", ["docker", "process"] as const),
+  simulate: text(env, "GPU_SIMULATE"),
+  defaultImage: text(env, "GPU_DEFAULT_IMAGE", "nvidia/cuda:12.4.1-base-ubuntu22.04"),
+  allowedRegistries: parseAllowedRegistries(env.GPU_ALLOWED_REGISTRIES),
+  jobTimeoutS: positive(env, "JOB_TIMEOUT_S", 3600),
+  heartbeatS: parseHeartbeatS(env),
+  telemetryS: positive(env, "GPU_TELEMETRY_S", 5),
+  jobMemoryMb: optionalInt(env, "GPU_JOB_MEMORY_MB"),
+  jobCpus: optionalPositive(env, "GPU_JOB_CPUS"),
+  allowOvercommit: flag(env, "GPU_ALLOW_OVERCOMMIT"),
+  unsafeUnisolatedJobs: flag(env, "GPU_UNSAFE_UNISOLATED_JOBS"),
+  jobUid: int(env, "GPU_JOB_UID", 65534),
+  jobGid: int(env, "GPU_JOB_GID", 65534),
+  jobPids: int(env, "GPU_JOB_PIDS", 1024),
+  jobNetwork: text(env, "GPU_JOB_NETWORK", "none"),
+  stopGraceS: positive(env, "GPU_STOP_GRACE_S", 10),
+  jobLogDir: text(env, "GPU_JOB_LOG_DIR", path.join(os.tmpdir(), "ci-platform-jobs")),
+  jobOutputMaxMb: positive(env, "GPU_JOB_OUTPUT_MAX_MB", 64),
+  jobLogMaxTotalMb: positive(env, "GPU_JOB_LOG_MAX_TOTAL_MB", 2048),
+});

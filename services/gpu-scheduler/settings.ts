@@ -1,0 +1,29 @@
+/** The gpu-scheduler's settings (README "Configuration"), parsed when it is created. */
+import { DEFAULT_DATABASE_URL } from "../../lib/platform-settings";
+import { Env, int, positive, text } from "../../lib/settings";
+import { parseHeartbeatS } from "../gpu-node/settings";
+import { parseAllowedRegistries } from "../gpu-node/registry-policy";
+
+export type SchedulerSettings = {
+  /** Registries job images may come from (checked when a job is submitted). */
+  allowedRegistries: string[];
+  /** A gpu-node silent this long has left the cluster (its running jobs fail). */
+  nodeTimeoutS: number;
+  /** Safety tick (placement, node loss, stale placements), in milliseconds. */
+  scheduleTickMs: number;
+  /** How long a `gpu-node.run`/`cancel` call may take before the placement is retried. */
+  dispatchTimeoutS: number;
+  /** The nodes' heartbeat period (GPU_HEARTBEAT_S): the view warms up for 1.5 of them after a start. */
+  heartbeatS: number;
+  /** Key of the opaque node labels clients see instead of node ids (default: derived from DATABASE_URL, which every replica shares). */
+  nodeLabelSecret: string;
+};
+
+export const parseSchedulerSettings = (env: Env): SchedulerSettings => ({
+  allowedRegistries: parseAllowedRegistries(env.GPU_ALLOWED_REGISTRIES),
+  nodeTimeoutS: positive(env, "GPU_NODE_TIMEOUT_S", 10),
+  scheduleTickMs: int(env, "GPU_SCHEDULE_TICK_MS", 1000),
+  dispatchTimeoutS: positive(env, "GPU_DISPATCH_TIMEOUT_S", 10),
+  heartbeatS: parseHeartbeatS(env),
+  nodeLabelSecret: text(env, "NODE_LABEL_SECRET", `node-label:${text(env, "DATABASE_URL", DEFAULT_DATABASE_URL)}`),
+});
