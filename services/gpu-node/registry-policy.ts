@@ -8,8 +8,11 @@
  */
 import net from "net";
 
-/** What a `containerImage` may look like: the characters of `[registry/]name[:tag][@digest]`. */
-export const IMAGE_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._\-/:@]*$/;
+/**
+ * What a `containerImage` may look like: the characters of `[registry/]name[:tag][@digest]`. A
+ * string, not a RegExp: action params cross the bus as JSON, where a RegExp becomes `{}`.
+ */
+export const IMAGE_NAME_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._\\-/:@]*$";
 export const IMAGE_NAME_MAX = 255;
 
 /** Public registries allowed when the operator names none. */

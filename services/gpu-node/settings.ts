@@ -2,12 +2,13 @@
 import os from "os";
 import path from "path";
 import { Env, flag, int, isProductionEnv, oneOf, optionalInt, optionalPositive, positive, text } from "../../lib/settings";
+import { EXECUTOR_KINDS, type ExecutorKind } from "../../lib/gpu-protocol";
 import { parseAllowedRegistries } from "./registry-policy";
 
 export type GpuNodeSettings = {
   production: boolean;
   /** `docker` or `process` (sandboxed); undefined: docker, or process outside production when no engine answers. */
-  executor?: "docker" | "process";
+  executor?: ExecutorKind;
   /** Cards to report when the host has none, `name:memoryMiB,…` (discovery.ts). */
   simulate?: string;
   defaultImage: string;
@@ -45,7 +46,7 @@ export const parseHeartbeatS = (env: Env): number => positive(env, "GPU_HEARTBEA
 
 export const parseGpuNodeSettings = (env: Env): GpuNodeSettings => ({
   production: isProductionEnv(env),
-  executor: oneOf(env, "GPU_EXECUTOR", ["docker", "process"] as const),
+  executor: oneOf(env, "GPU_EXECUTOR", EXECUTOR_KINDS),
   simulate: text(env, "GPU_SIMULATE"),
   defaultImage: text(env, "GPU_DEFAULT_IMAGE", "nvidia/cuda:12.4.1-base-ubuntu22.04"),
   allowedRegistries: parseAllowedRegistries(env.GPU_ALLOWED_REGISTRIES),

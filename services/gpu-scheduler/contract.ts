@@ -40,11 +40,12 @@ export const Job = Type.Object(
       }),
     ),
     errorMessage: Nullable(Type.String()),
+    command: Type.String({ description: "As submitted" }),
+    containerImage: Nullable(Type.String({ description: "As submitted; null: the node's default image" })),
   },
   { $id: "Job" },
 );
-/** The published fields, and two the API has always returned without publishing them. */
-export type JobDetail = Static<typeof Job> & { command: string; containerImage: string | null };
+export type JobDetail = Static<typeof Job>;
 
 export const JobList = Type.Object({ jobs: Type.Array(Job, { maxItems: 50 }) }, { $id: "JobList" });
 
@@ -56,11 +57,12 @@ export const Gpu = Type.Object(
     memoryUsed: Type.Number({ description: "MiB" }),
     memoryTotal: Type.Number({ description: "MiB" }),
     temperature: Type.Number({ description: "°C" }),
+    uuid: Type.String({ description: "The card's UUID (nvidia-smi)" }),
+    index: Type.Integer({ minimum: 0, description: "The card's index on its host" }),
+    nodeId: Type.String({ description: "An opaque label of the card's host (node-<hmac8>), stable while the host is" }),
   },
   { $id: "Gpu" },
 );
-/** The published fields, and three the API has always returned without publishing them (nodeId: its opaque label). */
-export type ClusterGpu = Static<typeof Gpu> & { uuid: string; index: number; nodeId: string };
 
 export const ClusterStatus = Type.Object(
   {
@@ -74,5 +76,4 @@ export const ClusterStatus = Type.Object(
   },
   { $id: "ClusterStatus" },
 );
-type PublishedStatus = Static<typeof ClusterStatus>;
-export type ClusterStatus = Omit<PublishedStatus, "cluster"> & { cluster: Omit<PublishedStatus["cluster"], "gpus"> & { gpus: ClusterGpu[] } };
+export type ClusterStatus = Static<typeof ClusterStatus>;

@@ -198,5 +198,7 @@ describe("ops - response contracts declared on the actions", () => {
     expect(undocumented).toEqual([]); // a new route: declare its `openapi` beside its `rest` (lib/contract.ts)
     const refs = [...JSON.stringify(served).matchAll(/"#\/components\/schemas\/([^"]+)"/g)].map((m) => m[1]);
     expect(refs.filter((name) => !(name in (served.components as any).schemas))).toEqual([]);
+    // A gateway in another process reads the actions as JSON from the registry: nothing (a RegExp pattern, a Symbol) may be lost on the way.
+    expect(buildOpenApi(JSON.parse(JSON.stringify(live)) as LiveRoute[], { version: "1" })).toEqual(served);
   });
 });
