@@ -15,7 +15,9 @@ async function clientIdOf(req: http.IncomingMessage): Promise<string | null> {
   const token = /^Bearer (\S+)$/.exec(req.headers.authorization ?? "")?.[1];
   if (!token) return null;
   if (token.startsWith("ci_")) {
-    const { rows } = await pool.query("SELECT c.id, c.role FROM auth.api_keys k JOIN auth.clients c ON c.id = k.client_id WHERE k.key_hash = $1", [hashApiKey(token)]);
+    const { rows } = await pool.query("SELECT c.id, c.role FROM auth.api_keys k JOIN auth.clients c ON c.id = k.client_id WHERE k.key_hash = $1", [
+      hashApiKey(token),
+    ]);
     return rows[0]?.id ?? null;
   }
   const claims = verifyAccessToken(token, secret);
@@ -36,6 +38,4 @@ async function answer(req: http.IncomingMessage, res: http.ServerResponse): Prom
   }
 }
 
-http
-  .createServer((req, res) => void answer(req, res))
-  .listen(Number(process.env.PORT), "127.0.0.1", () => console.log("bare server ready"));
+http.createServer((req, res) => void answer(req, res)).listen(Number(process.env.PORT), "127.0.0.1", () => console.log("bare server ready"));

@@ -34,11 +34,7 @@ async function timed(work: () => Promise<void>): Promise<[number]> {
  * Both sides in alternation — one operation (or one round of `concurrency`) of each in turn —
  * so load from anything else on the machine falls on both alike.
  */
-async function runAlternating(
-  sides: Array<() => Promise<void>>,
-  count: number,
-  concurrency: number,
-): Promise<Figures[]> {
+async function runAlternating(sides: Array<() => Promise<void>>, count: number, concurrency: number): Promise<Figures[]> {
   const samples: number[][] = sides.map(() => []);
   const wall = sides.map(() => 0);
   for (let done = 0; done < count; done += concurrency) {
@@ -68,13 +64,13 @@ class Bare {
     );
     await this.pool.query(tempFileLimitSql(user, 1024));
     await this.pool.query(`CREATE DATABASE "${db}" TEMPLATE template0`);
-    await this.pool.query(
-      `REVOKE CONNECT, TEMPORARY ON DATABASE "${db}" FROM PUBLIC; GRANT CONNECT, TEMPORARY, CREATE ON DATABASE "${db}" TO "${user}"`,
-    );
+    await this.pool.query(`REVOKE CONNECT, TEMPORARY ON DATABASE "${db}" FROM PUBLIC; GRANT CONNECT, TEMPORARY, CREATE ON DATABASE "${db}" TO "${user}"`);
     const url = new URL(TENANT_ADMIN_URL);
     url.pathname = `/${db}`;
     // The schema step as the platform sends it (public schema, large objects, the catalog level).
-    await withClient(url.toString(), (c: Client) => c.query(prepareSchemaSql({ databaseName: db, username: user }, parseCatalogLevel(process.env.DBAAS_HIDE_CATALOG))));
+    await withClient(url.toString(), (c: Client) =>
+      c.query(prepareSchemaSql({ databaseName: db, username: user }, parseCatalogLevel(process.env.DBAAS_HIDE_CATALOG))),
+    );
   }
 
   async cleanup(): Promise<void> {
@@ -107,7 +103,9 @@ async function main() {
       },
       { timeoutMs: 30_000, message: "the platform to answer" },
     );
-    const reg = await http(base, "POST", "/api/auth/register", { body: { email: `bench-${randomUUID()}@example.com`, name: "Bench", password: "password-123" } });
+    const reg = await http(base, "POST", "/api/auth/register", {
+      body: { email: `bench-${randomUUID()}@example.com`, name: "Bench", password: "password-123" },
+    });
     const token = reg.body.accessToken as string;
     marker = await withClient(databaseUrl, async (c) => `ci-platform:dbaas:${(await c.query("SELECT id FROM dbaas.instance")).rows[0].id}`);
 
@@ -138,9 +136,12 @@ async function main() {
       await destroyAll();
     }
 
-    console.log(`\nbench:databases — provisioning on ${new URL(TENANT_ADMIN_URL).host} (DBAAS_CREATE_CONCURRENCY=${process.env.DBAAS_CREATE_CONCURRENCY || "2"})\n`);
+    console.log(
+      `\nbench:databases — provisioning on ${new URL(TENANT_ADMIN_URL).host} (DBAAS_CREATE_CONCURRENCY=${process.env.DBAAS_CREATE_CONCURRENCY || "2"})\n`,
+    );
     console.log(`${"".padEnd(26)}${"n".padStart(4)}${"p50".padStart(10)}${"p99".padStart(10)}${"mean".padStart(10)}${"wall".padStart(12)}`);
-    for (const [label, f] of rows) console.log(`${label.padEnd(26)}${String(f.n).padStart(4)}${fmt(f.p50)}${fmt(f.p99)}${fmt(f.mean)}${fmt(f.wallMs).padStart(12)}`);
+    for (const [label, f] of rows)
+      console.log(`${label.padEnd(26)}${String(f.n).padStart(4)}${fmt(f.p50)}${fmt(f.p99)}${fmt(f.mean)}${fmt(f.wallMs).padStart(12)}`);
     const by = Object.fromEntries(rows);
     console.log("");
     for (const mode of ["sequential", `${CONCURRENCY} concurrent`]) {

@@ -42,11 +42,33 @@ export async function benchDockerExecutor(opts: { runs?: number; image?: string 
   const logDir = mkdtempSync(path.join(os.tmpdir(), "bench-docker-"));
   const executor = new DockerExecutor(
     docker,
-    () => ({ nodeId: "bench", namespace, defaultImage: image, limits: { memoryMb: 256, cpus: 1, pids: 64, network: "none" }, allowedRegistries: ["docker.io"] }),
+    () => ({
+      nodeId: "bench",
+      namespace,
+      defaultImage: image,
+      limits: { memoryMb: 256, cpus: 1, pids: 64, network: "none" },
+      allowedRegistries: ["docker.io"],
+    }),
     () => ({ timeoutS: 60, graceS: 0, logDir }), // stop = SIGKILL at once: the stop is not measured
   );
-  const card: NodeCard = { uuid: "GPU-sim-bench", index: 0, name: "Bench GPU", memoryTotal: 1024, memoryUsed: 0, utilization: 0, temperature: 30, simulated: true };
-  const times = { startExec: [] as number[], startRun: [] as number[], startApi: [] as number[], tripExec: [] as number[], tripRun: [] as number[], tripApi: [] as number[] };
+  const card: NodeCard = {
+    uuid: "GPU-sim-bench",
+    index: 0,
+    name: "Bench GPU",
+    memoryTotal: 1024,
+    memoryUsed: 0,
+    utilization: 0,
+    temperature: 30,
+    simulated: true,
+  };
+  const times = {
+    startExec: [] as number[],
+    startRun: [] as number[],
+    startApi: [] as number[],
+    tripExec: [] as number[],
+    tripRun: [] as number[],
+    tripApi: [] as number[],
+  };
   const rawCreate = (cmd: string) =>
     docker.createContainer({ Image: image, Cmd: ["sh", "-c", cmd], Labels: { [LABEL_NAMESPACE]: namespace }, HostConfig: { NetworkMode: "none" } });
   let seq = 0;
@@ -115,7 +137,14 @@ export async function benchDockerExecutor(opts: { runs?: number; image?: string 
     }
   } finally {
     const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL_NAMESPACE}=${namespace}`] } });
-    await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
+    await Promise.all(
+      left.map((c) =>
+        docker
+          .getContainer(c.Id)
+          .remove({ force: true })
+          .catch(() => undefined),
+      ),
+    );
     rmSync(logDir, { recursive: true, force: true });
   }
 

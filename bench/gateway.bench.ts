@@ -36,7 +36,10 @@ async function ready(base: string, children: ChildService[]) {
 
 async function measure(label: string, base: string, jwt: string, apiKey: string, rows: Array<[string, string, LoadFigures]>) {
   await load(`${base}/api/auth/me`, { headers: { authorization: `Bearer ${jwt}` }, durationS: 1 }); // warm-up
-  for (const [cred, token] of [["JWT", jwt], ["API key", apiKey]] as const) {
+  for (const [cred, token] of [
+    ["JWT", jwt],
+    ["API key", apiKey],
+  ] as const) {
     const figures = await load(`${base}/api/auth/me`, { headers: { authorization: `Bearer ${token}` }, connections: CONNECTIONS, durationS: DURATION_S });
     if (figures.non2xx || figures.errors) throw new Error(`${label} ${cred}: ${figures.non2xx} non-2xx, ${figures.errors} errors`);
     rows.push([label, cred, figures]);
@@ -57,7 +60,9 @@ async function main() {
     children.push(one);
     const base1 = `http://127.0.0.1:${p1}`;
     await ready(base1, children);
-    const reg = await http(base1, "POST", "/api/auth/register", { body: { email: `${uniqueName("bench")}@example.com`, name: "Bench", password: "password-123" } });
+    const reg = await http(base1, "POST", "/api/auth/register", {
+      body: { email: `${uniqueName("bench")}@example.com`, name: "Bench", password: "password-123" },
+    });
     const jwt = reg.body.accessToken as string;
     const apiKey = (await http(base1, "POST", "/api/auth/api-keys", { token: jwt })).body.apiKey as string;
     await measure("one process", base1, jwt, apiKey, rows);
@@ -72,7 +77,10 @@ async function main() {
     const secureNs = uniqueName("bench");
     bus = await startBusServer({ namespace: secureNs, tls: true });
     const secure = (user: string) => ({ TRANSPORTER: bus!.urlFor(user), NATS_TLS_CA: bus!.certificates!.caFile, NAMESPACE: secureNs });
-    children.push(spawnServices(["api-gateway"], { ...common, ...secure("api-gateway"), PORT: String(p4) }), spawnServices(["auth"], { ...common, ...secure("auth") }));
+    children.push(
+      spawnServices(["api-gateway"], { ...common, ...secure("api-gateway"), PORT: String(p4) }),
+      spawnServices(["auth"], { ...common, ...secure("auth") }),
+    );
     const [base2, base4] = [`http://127.0.0.1:${p2}`, `http://127.0.0.1:${p4}`];
     await ready(base2, children);
     await ready(base4, children);
@@ -92,7 +100,14 @@ async function main() {
       env: { ...process.env, ...common, PORT: String(p3) },
       stdio: ["ignore", "pipe", "inherit"],
     });
-    const bareChild: ChildService = { proc: bare, output: () => "", stop: async () => { bare.kill(); return null; } };
+    const bareChild: ChildService = {
+      proc: bare,
+      output: () => "",
+      stop: async () => {
+        bare.kill();
+        return null;
+      },
+    };
     children.push(bareChild);
     const base3 = `http://127.0.0.1:${p3}`;
     await waitFor(async () => (await http(base3, "GET", "/").catch(() => undefined))?.status === 401, { timeoutMs: 20_000, message: "bare server" });
@@ -113,9 +128,16 @@ async function main() {
   console.log(`\nOver NATS: medians of ${BUS_ROUNDS} alternating runs; each run's req/s:`);
   for (const label of ["over NATS", "over NATS, auth + TLS"])
     for (const cred of ["JWT", "API key"])
-      console.log(`- ${label}, ${cred}: ${busRounds.filter(([l, c]) => l === label && c === cred).map(([, , f]) => f.rps).join(", ")}`);
+      console.log(
+        `- ${label}, ${cred}: ${busRounds
+          .filter(([l, c]) => l === label && c === cred)
+          .map(([, , f]) => f.rps)
+          .join(", ")}`,
+      );
   for (const cred of ["JWT", "API key"])
-    console.log(`\nCost of bus security (${cred}): authenticated + TLS / plain NATS = ${ratio(of("over NATS, auth + TLS", cred).rps, of("over NATS", cred).rps)}`);
+    console.log(
+      `\nCost of bus security (${cred}): authenticated + TLS / plain NATS = ${ratio(of("over NATS, auth + TLS", cred).rps, of("over NATS", cred).rps)}`,
+    );
   console.log("\nGoals: one process ≥ 50 % of bare, over NATS ≥ 30 % of bare, bus security ≤ 10 % throughput loss.");
 }
 

@@ -11,13 +11,10 @@ const provider = new URL(process.env.PROVIDER_URL!);
 const agent = new http.Agent({ keepAlive: true, maxSockets: 1024 });
 
 const server = http.createServer((req, res) => {
-  const upstream = http.request(
-    { host: provider.hostname, port: provider.port, path: req.url, method: req.method, headers: req.headers, agent },
-    (answer) => {
-      res.writeHead(answer.statusCode ?? 502, answer.headers);
-      answer.pipe(res);
-    },
-  );
+  const upstream = http.request({ host: provider.hostname, port: provider.port, path: req.url, method: req.method, headers: req.headers, agent }, (answer) => {
+    res.writeHead(answer.statusCode ?? 502, answer.headers);
+    answer.pipe(res);
+  });
   upstream.on("error", () => res.destroy());
   req.pipe(upstream);
 });

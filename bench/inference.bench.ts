@@ -41,7 +41,14 @@ function once(t: Target, firstByte: boolean, i = 0): Promise<number> {
   const body = t.body(i);
   return new Promise((resolve, reject) => {
     const started = process.hrtime.bigint();
-    const req = http.request({ host: "127.0.0.1", port: t.port, path: t.path, method: "POST", agent, headers: { ...t.headers, "content-type": "application/json", "content-length": Buffer.byteLength(body) } });
+    const req = http.request({
+      host: "127.0.0.1",
+      port: t.port,
+      path: t.path,
+      method: "POST",
+      agent,
+      headers: { ...t.headers, "content-type": "application/json", "content-length": Buffer.byteLength(body) },
+    });
     req.once("error", reject);
     req.once("response", (res) => {
       if (res.statusCode !== 200) return reject(new Error(`${t.path} answered ${res.statusCode}`));
@@ -75,7 +82,10 @@ async function run(t: Target, total: number, concurrency: number, firstByte = fa
 
 /** A helper process that prints one JSON line with its URL and exits when its stdin closes. */
 function startHelper(file: string, env: Record<string, string> = {}): Promise<{ url: string; proc: ChildProcess; lines: readline.Interface }> {
-  const proc = spawn(process.execPath, ["--import", "tsx", path.join(__dirname, file)], { env: { ...process.env, ...env }, stdio: ["pipe", "pipe", "inherit"] });
+  const proc = spawn(process.execPath, ["--import", "tsx", path.join(__dirname, file)], {
+    env: { ...process.env, ...env },
+    stdio: ["pipe", "pipe", "inherit"],
+  });
   const lines = readline.createInterface({ input: proc.stdout! });
   return new Promise((resolve, reject) => {
     proc.once("exit", (code) => reject(new Error(`${file} exited (${code})`)));
@@ -139,7 +149,9 @@ async function main() {
     const token = await waitFor(
       async () => {
         const body = JSON.stringify({ email: `${uniqueName("bench")}@example.com`, name: "Bench", password: "password-123" });
-        const res = await fetch(`http://127.0.0.1:${port}/api/auth/register`, { method: "POST", headers: { "content-type": "application/json" }, body }).catch(() => undefined);
+        const res = await fetch(`http://127.0.0.1:${port}/api/auth/register`, { method: "POST", headers: { "content-type": "application/json" }, body }).catch(
+          () => undefined,
+        );
         return res?.status === 201 ? ((await res.json()) as { accessToken: string }).accessToken : undefined;
       },
       { timeoutMs: 30_000, intervalMs: 200, message: "a registered account" },
@@ -150,29 +162,42 @@ async function main() {
       headers: { authorization: `Bearer ${token}` },
       body: (i) => JSON.stringify({ model: MODEL, prompt: prompt(i), stream }),
     });
-    const paths = (stream: boolean) => [ollamaChat(Number(new URL(standin.url).port), stream), ollamaChat(Number(new URL(proxy.url).port), stream), viaPlatform(stream)];
+    const paths = (stream: boolean) => [
+      ollamaChat(Number(new URL(standin.url).port), stream),
+      ollamaChat(Number(new URL(proxy.url).port), stream),
+      viaPlatform(stream),
+    ];
     await waitFor(() => once(viaPlatform(false), false).catch(() => false), { timeoutMs: 30_000, intervalMs: 200, message: "the platform to answer" });
 
     const cases: Array<[string, Figures[]]> = [];
     await standin.script({ delayMs: MODEL_MS, jitterMs: JITTER_MS, chunkDelayMs: 5 });
     const nonStreamed = await compare(paths(false), REQUESTS, CONCURRENCY);
     cases.push([`non-streamed, ${CONCURRENCY} concurrent, answers in ${MODEL_MS}–${MODEL_MS + JITTER_MS} ms`, nonStreamed]);
-    cases.push([`streamed TTFB, ${STREAM_CONCURRENCY} concurrent, first token in ${MODEL_MS}–${MODEL_MS + JITTER_MS} ms`, await compare(paths(true), STREAMS, STREAM_CONCURRENCY, true)]);
+    cases.push([
+      `streamed TTFB, ${STREAM_CONCURRENCY} concurrent, first token in ${MODEL_MS}–${MODEL_MS + JITTER_MS} ms`,
+      await compare(paths(true), STREAMS, STREAM_CONCURRENCY, true),
+    ]);
     await standin.script({ delayMs: 0 });
     cases.push([`capacity: non-streamed, ${CONCURRENCY} concurrent, instant answers`, await compare(paths(false), CAPACITY_REQUESTS, CONCURRENCY)]);
 
-    console.log(`\nbench:inference — Ollama stand-in, bare proxy and platform each in its own process; ${os.cpus().length} CPUs, load average ${os.loadavg()[0].toFixed(2)} at the end`);
+    console.log(
+      `\nbench:inference — Ollama stand-in, bare proxy and platform each in its own process; ${os.cpus().length} CPUs, load average ${os.loadavg()[0].toFixed(2)} at the end`,
+    );
     console.log("| case | path | p50 | p99 | req/s | p50 over direct | p99 over direct |");
     console.log("|---|---|---|---|---|---|---|");
     for (const [label, [direct, ...others]] of cases) {
       console.log(`| ${label} | direct | ${ms(direct.p50)} | ${ms(direct.p99)} | ${direct.rps} | | |`);
       others.forEach((f, i) =>
-        console.log(`| | ${i === 0 ? "bare proxy" : "platform"} | ${ms(f.p50)} | ${ms(f.p99)} | ${f.rps} | ${plus(f.p50 - direct.p50)} | ${plus(f.p99 - direct.p99)} |`),
+        console.log(
+          `| | ${i === 0 ? "bare proxy" : "platform"} | ${ms(f.p50)} | ${ms(f.p99)} | ${f.rps} | ${plus(f.p50 - direct.p50)} | ${plus(f.p99 - direct.p99)} |`,
+        ),
       );
     }
     const [d, bare, p] = nonStreamed;
     console.log(`\nPlatform over the bare proxy (non-streamed): p50 ${plus(p.p50 - bare.p50)}, p99 ${plus(p.p99 - bare.p99)}`);
-    console.log(`Goals (non-streamed, platform over direct): p50 ≤ +1 ms: ${p.p50 - d.p50 <= 1 ? "met" : "NOT met"}; p99 ≤ +5 ms: ${p.p99 - d.p99 <= 5 ? "met" : "NOT met"}`);
+    console.log(
+      `Goals (non-streamed, platform over direct): p50 ≤ +1 ms: ${p.p50 - d.p50 <= 1 ? "met" : "NOT met"}; p99 ≤ +5 ms: ${p.p99 - d.p99 <= 5 ? "met" : "NOT met"}`,
+    );
   } finally {
     await platform?.stop();
     proxy.proc.stdin!.end();

@@ -124,7 +124,9 @@ async function runCluster(mode: BusMode): Promise<Figures> {
 
   try {
     const busName = { plain: "plain NATS", auth: "the authenticated, permissioned bus (no TLS)", secure: "the authenticated, permissioned TLS bus" }[mode];
-    console.log(`bench:scheduler — ${NODES} gpu-nodes × ${CARDS_PER_NODE} cards in ${NODE_PROCESSES} processes, over ${busName}; ${os.cpus().length} CPU cores`);
+    console.log(
+      `bench:scheduler — ${NODES} gpu-nodes × ${CARDS_PER_NODE} cards in ${NODE_PROCESSES} processes, over ${busName}; ${os.cpus().length} CPU cores`,
+    );
     const platform = spawnTs("index.ts", {
       ...common,
       SERVICES: "api-gateway,auth,gpu-scheduler",
@@ -133,15 +135,19 @@ async function runCluster(mode: BusMode): Promise<Figures> {
     });
     children.push(platform);
     const hosts = Array.from({ length: NODE_PROCESSES }, (_, h) =>
-      spawnTs("bench/scheduler-nodes.ts", {
-        ...common,
-        ...nodeBusEnv,
-        NODES_PREFIX: `${namespace}-node`,
-        NODES_FROM: String(h * perHost),
-        NODES_COUNT: String(Math.max(0, Math.min(perHost, NODES - h * perHost))),
-        GPU_SIMULATE: Array.from({ length: CARDS_PER_NODE }, () => "NVIDIA H100 80GB HBM3:81920").join(","),
-        GPU_JOB_LOG_DIR: logDir,
-      }, "ready"),
+      spawnTs(
+        "bench/scheduler-nodes.ts",
+        {
+          ...common,
+          ...nodeBusEnv,
+          NODES_PREFIX: `${namespace}-node`,
+          NODES_FROM: String(h * perHost),
+          NODES_COUNT: String(Math.max(0, Math.min(perHost, NODES - h * perHost))),
+          GPU_SIMULATE: Array.from({ length: CARDS_PER_NODE }, () => "NVIDIA H100 80GB HBM3:81920").join(","),
+          GPU_JOB_LOG_DIR: logDir,
+        },
+        "ready",
+      ),
     );
     children.push(...hosts);
     await Promise.all(hosts.map((h) => h.ready));
@@ -205,7 +211,11 @@ async function runCluster(mode: BusMode): Promise<Figures> {
     await completed([...lat.keys()]);
     const latRows = await times([...lat.keys()]);
     const toRunning = latRows.map((r) => r.started - lat.get(r.id)!).sort((a, b) => a - b);
-    const median = (f: (r: (typeof latRows)[number]) => number) => quantile(latRows.map(f).sort((a, b) => a - b), 0.5);
+    const median = (f: (r: (typeof latRows)[number]) => number) =>
+      quantile(
+        latRows.map(f).sort((a, b) => a - b),
+        0.5,
+      );
     const stages = {
       insert: median((r) => r.created - lat.get(r.id)!),
       place: median((r) => r.assigned - r.created),
@@ -251,22 +261,30 @@ async function runCluster(mode: BusMode): Promise<Figures> {
       `  medians by stage: POST sent → stored ${fmt(stages.insert)} ms, stored → placed ${fmt(stages.place)} ms, placed → running (gpu-node.run and back) ${fmt(stages.dispatch)} ms\n`,
     );
     console.log(`Throughput (${THROUGHPUT_JOBS} no-op jobs, ${CONCURRENCY} concurrent clients)`);
-    console.log(`  ${fmt(jobsPerS, 0)} jobs/s from first submit to last completed (goal ≥ ${GOALS.jobsPerS}: ${verdict(jobsPerS >= GOALS.jobsPerS)}; ${fmt(jobsPerS / 500, 2)}× Slurm's 500/s)`);
-    console.log(`  submitting alone: ${fmt(THROUGHPUT_JOBS / (submittedMs / 1000), 0)} jobs/s; created → completed per job: p50 ${fmt(quantile(lifetime, 0.5))} ms, p99 ${fmt(quantile(lifetime, 0.99))} ms`);
+    console.log(
+      `  ${fmt(jobsPerS, 0)} jobs/s from first submit to last completed (goal ≥ ${GOALS.jobsPerS}: ${verdict(jobsPerS >= GOALS.jobsPerS)}; ${fmt(jobsPerS / 500, 2)}× Slurm's 500/s)`,
+    );
+    console.log(
+      `  submitting alone: ${fmt(THROUGHPUT_JOBS / (submittedMs / 1000), 0)} jobs/s; created → completed per job: p50 ${fmt(quantile(lifetime, 0.5))} ms, p99 ${fmt(quantile(lifetime, 0.99))} ms`,
+    );
     console.log(`  every job completed exactly once: ${rows.length === THROUGHPUT_JOBS ? "yes" : "NO"}`);
     const perJob = (a: string, b: string) => fmt((Number(b) - Number(a)) / THROUGHPUT_JOBS, 1);
-    console.log(`  PostgreSQL per job (all processes): ${perJob(pgBefore.xacts, pgAfter.xacts)} transactions, ${perJob(pgBefore.rows, pgAfter.rows)} rows read\n`);
+    console.log(
+      `  PostgreSQL per job (all processes): ${perJob(pgBefore.xacts, pgAfter.xacts)} transactions, ${perJob(pgBefore.rows, pgAfter.rows)} rows read\n`,
+    );
     figures = { p50, p99, jobsPerS };
   } finally {
     await db.end().catch(() => undefined);
     // SIGTERM first (a clean exit), SIGKILL for what is still there after 5 s.
     await Promise.all(
-      children.filter((proc) => proc.exitCode === null && proc.signalCode === null).map((proc) => {
-        const exited = new Promise((resolve) => proc.once("exit", resolve));
-        proc.kill("SIGTERM");
-        const timer = setTimeout(() => proc.kill("SIGKILL"), 5000);
-        return exited.finally(() => clearTimeout(timer));
-      }),
+      children
+        .filter((proc) => proc.exitCode === null && proc.signalCode === null)
+        .map((proc) => {
+          const exited = new Promise((resolve) => proc.once("exit", resolve));
+          proc.kill("SIGTERM");
+          const timer = setTimeout(() => proc.kill("SIGKILL"), 5000);
+          return exited.finally(() => clearTimeout(timer));
+        }),
     );
     await dropDatabase(databaseUrl).catch(() => undefined);
     if (bus) await bus.stop();
@@ -287,7 +305,10 @@ async function main() {
   for (const mode of BUS_MODES) results.set(mode, await runCluster(mode));
   const plain = results.get("plain");
   const pct = (a: number, b: number) => `${((a / b) * 100).toFixed(0)} %`;
-  for (const [mode, name] of [["auth", "authenticated, permissioned, no TLS"], ["secure", "authenticated, permissioned, TLS"]] as const) {
+  for (const [mode, name] of [
+    ["auth", "authenticated, permissioned, no TLS"],
+    ["secure", "authenticated, permissioned, TLS"],
+  ] as const) {
     const secured = results.get(mode);
     if (!plain || !secured) continue;
     console.log(`Cost of bus security (${name} / plain NATS)`);

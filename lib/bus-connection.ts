@@ -53,8 +53,7 @@ export function natsConnectionOptions(urls: string, settings: BusSettings = {}):
   return options;
 }
 
-export const hasCredentials = (options: ConnectionOptions): boolean =>
-  Boolean(options.user || options.token || options.authenticator);
+export const hasCredentials = (options: ConnectionOptions): boolean => Boolean(options.user || options.token || options.authenticator);
 
 /** The role a process plays on the bus: its one service, or "core" for several. */
 export function processRole(services: readonly string[], allServices: readonly string[]): string {

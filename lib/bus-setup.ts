@@ -66,11 +66,41 @@ export function makeCertificates(dir: string, names: string[], days = 825): Cert
   fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
   const f = (name: string) => path.join(dir, name);
   const run = (...args: string[]) => execFileSync("openssl", args, { stdio: ["ignore", "ignore", "pipe"] });
-  run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", f("ca-key.pem"), "-out", f("ca.pem"), "-days", String(days), "-subj", "/CN=ci-platform NATS CA");
+  run(
+    "req",
+    "-x509",
+    "-newkey",
+    "rsa:2048",
+    "-nodes",
+    "-keyout",
+    f("ca-key.pem"),
+    "-out",
+    f("ca.pem"),
+    "-days",
+    String(days),
+    "-subj",
+    "/CN=ci-platform NATS CA",
+  );
   const san = names.map((n) => (/^[\d.]+$|:/.test(n) ? `IP:${n}` : `DNS:${n}`)).join(",");
   fs.writeFileSync(f("server.ext"), `subjectAltName=${san}\nextendedKeyUsage=serverAuth\n`);
   run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f("server-key.pem"), "-out", f("server.csr"), "-subj", `/CN=${names[0]}`);
-  run("x509", "-req", "-in", f("server.csr"), "-CA", f("ca.pem"), "-CAkey", f("ca-key.pem"), "-CAcreateserial", "-out", f("server.pem"), "-days", String(days), "-extfile", f("server.ext"));
+  run(
+    "x509",
+    "-req",
+    "-in",
+    f("server.csr"),
+    "-CA",
+    f("ca.pem"),
+    "-CAkey",
+    f("ca-key.pem"),
+    "-CAcreateserial",
+    "-out",
+    f("server.pem"),
+    "-days",
+    String(days),
+    "-extfile",
+    f("server.ext"),
+  );
   for (const file of ["server.csr", "server.ext", "ca.srl"]) fs.rmSync(f(file), { force: true });
   fs.chmodSync(f("server-key.pem"), 0o600);
   fs.chmodSync(f("ca-key.pem"), 0o600);
@@ -98,6 +128,10 @@ export function embedInConfigMap(manifest: string, conf: string): string {
   if (start < 0) throw new Error("no `nats-server.conf: |` block in the manifest");
   const body = start + "  nats-server.conf: |\n".length;
   const end = manifest.indexOf("\n---", body);
-  const indented = conf.trimEnd().split("\n").map((l) => (l ? `    ${l}` : "")).join("\n");
+  const indented = conf
+    .trimEnd()
+    .split("\n")
+    .map((l) => (l ? `    ${l}` : ""))
+    .join("\n");
   return manifest.slice(0, body) + indented + (end < 0 ? "\n" : manifest.slice(end));
 }

@@ -34,20 +34,13 @@ export const OWN_ECHO = "own id";
 /** Packets a process may legitimately receive with its own id as sender (its own balanced calls). */
 const OWN_PACKETS_OK = new Set(["REQ", "RES", "EVENT"]);
 
-const isObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === "object" && value !== null && !Array.isArray(value);
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value);
 
 /**
  * Why an incoming packet must be dropped, or undefined to accept it. `subjectSender` is the
  * sender taken from the subject (undefined when subjects are not sender-bound).
  */
-export function rejectPacket(
-  cmd: string,
-  payload: unknown,
-  ownNodeID: string,
-  subjectSender: string | undefined,
-  senderBound: boolean,
-): string | undefined {
+export function rejectPacket(cmd: string, payload: unknown, ownNodeID: string, subjectSender: string | undefined, senderBound: boolean): string | undefined {
   if (!isObject(payload)) return "not an object";
   const sender = payload.sender;
   if (typeof sender !== "string" || sender === "") return "no sender";

@@ -60,14 +60,11 @@ export function checkCallerKeys(needs: { sign: boolean; verify: boolean }, setti
   const verifyText = settings.callerVerifyKey;
   if (settings.production) {
     if (needs.sign && !signingText) throw new Error("CALLER_SIGNING_KEY is required when NODE_ENV=production (api-gateway)");
-    if (needs.verify && !signingText && !verifyText)
-      throw new Error("CALLER_VERIFY_KEY is required when NODE_ENV=production (services with account actions)");
+    if (needs.verify && !signingText && !verifyText) throw new Error("CALLER_VERIFY_KEY is required when NODE_ENV=production (services with account actions)");
   }
   if (needs.sign && !signingText && verifyText) missingSigningKey();
   const keys = current(settings); // parses the keys now: a malformed key fails the start, not a request
-  return keys.development
-    ? "CALLER_SIGNING_KEY / CALLER_VERIFY_KEY unset: using the public development key pair (never in production)"
-    : undefined;
+  return keys.development ? "CALLER_SIGNING_KEY / CALLER_VERIFY_KEY unset: using the public development key pair (never in production)" : undefined;
 }
 
 /** Meta for a call made on behalf of `caller` by trusted in-process code (tests, operator scripts); default: the development keys. */

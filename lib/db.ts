@@ -100,20 +100,13 @@ export async function migrate(pool: Pool, schema: string, migrations: Migration[
          name text NOT NULL,
          applied_at timestamptz NOT NULL DEFAULT now())`,
     );
-    const done = new Set(
-      (await client.query<{ version: number }>(`SELECT version FROM ${schema}.schema_migrations`)).rows.map(
-        (r) => r.version,
-      ),
-    );
+    const done = new Set((await client.query<{ version: number }>(`SELECT version FROM ${schema}.schema_migrations`)).rows.map((r) => r.version));
     for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
       if (done.has(m.version)) continue;
       await inTransaction(client, async () => {
         await client.query(`SET LOCAL search_path TO ${schema}`);
         await client.query(m.sql);
-        await client.query(`INSERT INTO ${schema}.schema_migrations (version, name) VALUES ($1, $2)`, [
-          m.version,
-          m.name,
-        ]);
+        await client.query(`INSERT INTO ${schema}.schema_migrations (version, name) VALUES ($1, $2)`, [m.version, m.name]);
       });
       applied.push(m.version);
     }

@@ -40,18 +40,14 @@ export type ErrorCode = keyof typeof ErrorCodes;
 /** A client-facing error; `details` reaches the client as is. */
 export function apiError(code: ErrorCode, message: string, details: unknown = null) {
   const status = ErrorCodes[code];
-  return status < 500
-    ? new MoleculerClientError(message, status, code, details)
-    : new MoleculerError(message, status, code, details);
+  return status < 500 ? new MoleculerClientError(message, status, code, details) : new MoleculerError(message, status, code, details);
 }
 
-export const validationFailed = (details: FieldError[], message = "Request validation failed") =>
-  apiError("VALIDATION_FAILED", message, details);
+export const validationFailed = (details: FieldError[], message = "Request validation failed") => apiError("VALIDATION_FAILED", message, details);
 export const notFound = (what: string) => apiError("NOT_FOUND", `${what} not found`);
 export const unauthorized = (message = "Missing or invalid credentials") => apiError("UNAUTHORIZED", message);
 export const forbidden = (message: string) => apiError("FORBIDDEN", message);
-export const rateLimited = (retryAfterS: number) =>
-  apiError("RATE_LIMITED", "Too many requests, retry later", { retryAfter: retryAfterS });
+export const rateLimited = (retryAfterS: number) => apiError("RATE_LIMITED", "Too many requests, retry later", { retryAfter: retryAfterS });
 
 /** Whether PostgreSQL refused the data itself (SQLSTATE class 22), not the request or the server. */
 export function isDataError(err: unknown): boolean {
@@ -64,7 +60,6 @@ export function isDataError(err: unknown): boolean {
  * a value out of range) becomes 400 naming nothing internal; any other error is returned as is.
  */
 export function fromDataError(err: unknown): unknown {
-  if (isDataError(err))
-    return validationFailed([{ field: "(request)", message: "The request holds a value that cannot be stored." }]);
+  if (isDataError(err)) return validationFailed([{ field: "(request)", message: "The request holds a value that cannot be stored." }]);
   return err;
 }

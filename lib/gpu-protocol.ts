@@ -172,7 +172,8 @@ export function checkJobEvent(v: unknown): Checked<JobEvent> {
   const { outputBase64, ...rest } = event;
   const clean = { ...rest, output: storableText(event.output.slice(-MAX_OUTPUT_CHARS)) };
   const bytes = typeof outputBase64 === "string" && outputBase64.length <= MAX_OUTPUT_CHARS && BASE64.test(outputBase64) ? { outputBase64 } : {};
-  if (event.type === "failed") return { ok: true, value: { ...clean, ...bytes, errorMessage: storableText(event.errorMessage).slice(0, MAX_ERROR_CHARS) } as JobEvent };
+  if (event.type === "failed")
+    return { ok: true, value: { ...clean, ...bytes, errorMessage: storableText(event.errorMessage).slice(0, MAX_ERROR_CHARS) } as JobEvent };
   return { ok: true, value: { ...clean, ...bytes } as JobEvent };
 }
 

@@ -72,8 +72,7 @@ function missingDependencies(broker: ServiceBroker): string[] {
   for (const service of broker.services) {
     const declared = ([] as Dependency[]).concat((service.schema.dependencies as Dependency[] | undefined) ?? []);
     for (const dep of declared) {
-      const name =
-        typeof dep === "string" ? dep : dep.version !== undefined ? `v${dep.version}.${dep.name}` : dep.name;
+      const name = typeof dep === "string" ? dep : dep.version !== undefined ? `v${dep.version}.${dep.name}` : dep.name;
       if (!(broker.registry as unknown as { hasService(n: string): boolean }).hasService(name)) missing.push(name);
     }
   }

@@ -46,8 +46,7 @@ export function signAccessToken(clientId: string, role: string, secret: string):
 
 /** Why signed claims are still refused, or undefined when they are fine. */
 export function claimsProblem(claims: Partial<AccessClaims>, nowS: number): string | undefined {
-  if (typeof claims.sub !== "string" || typeof claims.role !== "string" || typeof claims.jti !== "string")
-    return "Access token is malformed";
+  if (typeof claims.sub !== "string" || typeof claims.role !== "string" || typeof claims.jti !== "string") return "Access token is malformed";
   if (!isUuid(claims.sub)) return "Access token is malformed";
   if (typeof claims.exp !== "number" || typeof claims.iat !== "number") return "Access token must carry exp and iat";
   if (claims.iat > nowS + CLOCK_SKEW_S) return "Access token is issued in the future";

@@ -39,7 +39,10 @@ type NatsInternals = {
 /** One warning per kind per 10 s, with how many were suppressed in between. */
 class RateLimitedLog {
   private last = new Map<string, { at: number; suppressed: number }>();
-  constructor(private readonly log: (message: string) => void, private readonly everyMs = 10_000) {}
+  constructor(
+    private readonly log: (message: string) => void,
+    private readonly everyMs = 10_000,
+  ) {}
   note(kind: string, message: string): void {
     const now = Date.now();
     const entry = this.last.get(kind);
@@ -96,7 +99,8 @@ export class BusTransporter extends Transporters.NATS {
     if (!client) return;
     for await (const s of client.status()) {
       const ctx = (s as { permissionContext?: { operation: string; subject: string } }).permissionContext;
-      if (s.type === "error" && ctx) this.warn(`denied-${ctx.operation}`, `NATS refused ${ctx.operation} on ${ctx.subject}: this credential's permissions do not allow it`);
+      if (s.type === "error" && ctx)
+        this.warn(`denied-${ctx.operation}`, `NATS refused ${ctx.operation} on ${ctx.subject}: this credential's permissions do not allow it`);
     }
   }
 

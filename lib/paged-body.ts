@@ -12,8 +12,7 @@ import type { Context } from "moleculer";
 export type BodyPage = { data: string; next: Record<string, unknown> | null };
 export type PagedBodyMeta = { $pagedBody?: { action: string } };
 
-export const isBodyPage = (v: unknown): v is BodyPage =>
-  typeof v === "object" && v !== null && typeof (v as BodyPage).data === "string" && "next" in v;
+export const isBodyPage = (v: unknown): v is BodyPage => typeof v === "object" && v !== null && typeof (v as BodyPage).data === "string" && "next" in v;
 
 export class PagedBodyStream extends Readable {
   private next: Record<string, unknown> | null;

@@ -49,7 +49,10 @@ if count == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 return {count, redis.call('PTTL', KEYS[1])}`;
 
 export class RedisRateLimiter implements RateLimiter {
-  constructor(private readonly redis: Redis, private readonly prefix: string) {}
+  constructor(
+    private readonly redis: Redis,
+    private readonly prefix: string,
+  ) {}
 
   async hit(key: string, limit: number, windowS: number): Promise<RateDecision> {
     const [count, ttlMs] = (await this.redis.eval(HIT_SCRIPT, 1, `${this.prefix}:${key}`, windowS * 1000)) as [number, number];

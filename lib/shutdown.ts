@@ -50,10 +50,13 @@ export function installGracefulShutdown(broker: ServiceBroker, exit: (code: numb
       return;
     }
     stopping = true;
-    const timer = setTimeout(() => {
-      broker.logger.error(`Shutdown did not finish within ${timeoutS} s: exiting`);
-      exit(1);
-    }, timeoutS * 1000 + 2000);
+    const timer = setTimeout(
+      () => {
+        broker.logger.error(`Shutdown did not finish within ${timeoutS} s: exiting`);
+        exit(1);
+      },
+      timeoutS * 1000 + 2000,
+    );
     timer.unref();
     drainAndStop(broker, signal).then(
       () => exit(0),

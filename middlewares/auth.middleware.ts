@@ -69,8 +69,7 @@ export const AuthMiddleware = (keys: CallerKeySettings): Middleware => ({
       if (!policy || policy === "public") return handler(ctx);
       const caller = ctx.meta.caller;
       if (!caller) return Promise.reject(unauthorized(reason));
-      if (policy === "jwt" && caller.via !== "jwt")
-        return Promise.reject(forbidden("This endpoint requires a JWT access token, not an API key"));
+      if (policy === "jwt" && caller.via !== "jwt") return Promise.reject(forbidden("This endpoint requires a JWT access token, not an API key"));
       return handler(ctx);
     } as typeof handler;
   },

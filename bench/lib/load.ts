@@ -3,7 +3,10 @@ import autocannon from "autocannon";
 
 export type LoadFigures = { rps: number; p50: number; p99: number; non2xx: number; errors: number };
 
-export async function load(url: string, opts: { headers?: Record<string, string>; connections?: number; durationS?: number; method?: string; body?: string } = {}): Promise<LoadFigures> {
+export async function load(
+  url: string,
+  opts: { headers?: Record<string, string>; connections?: number; durationS?: number; method?: string; body?: string } = {},
+): Promise<LoadFigures> {
   const result = await autocannon({
     url,
     connections: opts.connections ?? 50,

@@ -26,7 +26,11 @@ function arg(name: string, fallback?: string): string | undefined {
   return at < 0 ? fallback : process.argv[at + 1];
 }
 const flag = (name: string) => process.argv.includes(`--${name}`);
-const listOf = (value: string | undefined) => (value ?? "").split(",").map((s) => s.trim()).filter(Boolean);
+const listOf = (value: string | undefined) =>
+  (value ?? "")
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
 
 const k8s = arg("k8s");
 if (k8s) {

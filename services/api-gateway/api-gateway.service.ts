@@ -115,8 +115,7 @@ const GatewayService: ServiceSchema = {
         onBeforeCall(this: GatewayThis, ctx: Context<unknown, GatewayMeta>, _route: unknown, req: Req) {
           if (BODY_METHODS.has(req.method ?? "") && hasBody(req)) {
             const type = (req.headers["content-type"] ?? "").split(";")[0].trim().toLowerCase();
-            if (type !== "application/json")
-              throw apiError("UNSUPPORTED_MEDIA_TYPE", "Request body must be application/json");
+            if (type !== "application/json") throw apiError("UNSUPPORTED_MEDIA_TYPE", "Request body must be application/json");
             if (req.body === null || typeof req.body !== "object" || Array.isArray(req.body))
               throw apiError("INVALID_JSON", "Request body must be a JSON object");
           }

@@ -57,8 +57,7 @@ export class CallerResolver<T> {
     const caller: Caller = { clientId: claims.sub, role: claims.role, via: "jwt" };
     const validUntil = this.accounts.get(claims.sub);
     if (validUntil !== undefined && validUntil > now) return { caller };
-    if (!(await this.lookups.accountExists(via, claims.sub)))
-      return { error: "The account of these credentials no longer exists" };
+    if (!(await this.lookups.accountExists(via, claims.sub))) return { error: "The account of these credentials no longer exists" };
     this.accounts.set(claims.sub, now + ACCOUNT_CACHE_MS);
     return { caller };
   }

@@ -48,7 +48,8 @@ const PAGE = `<!doctype html>
 `;
 
 // Swagger UI sets inline styles and shows inline SVG/data images; scripts and fetches stay same-origin.
-const CSP = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; object-src 'none'; frame-ancestors 'none'";
+const CSP =
+  "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; object-src 'none'; frame-ancestors 'none'";
 
 let swaggerDir: string | undefined;
 const assetCache = new Map<string, Buffer>();
@@ -81,9 +82,7 @@ function send(res: ServerResponse, status: number, type: string, body: string | 
 
 /** The routes the gateway serves now, each with its action's definition from the registry. */
 export function liveRoutes(gateway: GatewayThis): LiveRoute[] {
-  const actions = new Map(
-    (gateway.broker.registry.getActionList({}) as unknown as ActionEntry[]).map((a) => [a.name, a.action]),
-  );
+  const actions = new Map((gateway.broker.registry.getActionList({}) as unknown as ActionEntry[]).map((a) => [a.name, a.action]));
   const routes: LiveRoute[] = [];
   const seen = new Set<string>();
   for (const alias of gateway.aliases) {

@@ -84,11 +84,7 @@ function responseStarted(socket: Socket): boolean {
  * An http.Server with the limits applied; `handler` serves the requests of admitted connections.
  * (connectionsCheckingInterval can only be given at creation: it bounds how late a timeout is noticed.)
  */
-export function createHardenedServer(
-  limits: HttpLimits,
-  handler: (req: IncomingMessage, res: ServerResponse) => void,
-  logger: LoggerInstance,
-): http.Server {
+export function createHardenedServer(limits: HttpLimits, handler: (req: IncomingMessage, res: ServerResponse) => void, logger: LoggerInstance): http.Server {
   const requestTimeout = limits.requestTimeoutMs;
   // Node refuses a headers timeout longer than the request timeout.
   const headersTimeout = requestTimeout > 0 ? Math.min(limits.headersTimeoutMs, requestTimeout) : limits.headersTimeoutMs;
@@ -110,7 +106,7 @@ export function createHardenedServer(
     },
   );
   // Node's own answers to these are bodiless: give them the contract's shape.
-  server.on("checkExpectation", (_req: IncomingMessage, res: ServerResponse) => respond(res, "EXPECTATION_FAILED", "Only \"Expect: 100-continue\" is supported"));
+  server.on("checkExpectation", (_req: IncomingMessage, res: ServerResponse) => respond(res, "EXPECTATION_FAILED", 'Only "Expect: 100-continue" is supported'));
   server.on("connect", (_req: IncomingMessage, socket: Socket) =>
     answerAndClose(socket, rawErrorResponse("MALFORMED_REQUEST", "CONNECT is not supported: this server is not a proxy", randomUUID())),
   );

@@ -181,9 +181,7 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
     this.config = parseAuthSettings(brokerEnv(this.broker));
     const platform = platformSettingsOf(this.broker);
     const redisUrl = (this.redisUrl = platform.redisUrl);
-    const limiter = redisUrl
-      ? new RedisRateLimiter(acquireRedis(redisUrl), `${platform.namespace || "ci"}:auth-rate`)
-      : new MemoryRateLimiter();
+    const limiter = redisUrl ? new RedisRateLimiter(acquireRedis(redisUrl), `${platform.namespace || "ci"}:auth-rate`) : new MemoryRateLimiter();
     this.throttle = new LoginThrottle(limiter, {
       perAddress: this.config.rateLimitPerIp,
       perEmail: this.config.rateLimitPerEmail,

@@ -32,10 +32,7 @@ export class ClientsRepository {
   }
 
   async findByEmail(email: string): Promise<ClientRow | undefined> {
-    const { rows } = await this.db.query<ClientRow>(
-      "SELECT id, email, name, role, password_hash FROM auth.clients WHERE lower(email) = lower($1)",
-      [email],
-    );
+    const { rows } = await this.db.query<ClientRow>("SELECT id, email, name, role, password_hash FROM auth.clients WHERE lower(email) = lower($1)", [email]);
     return rows[0];
   }
 

@@ -21,8 +21,5 @@ export const AuthResult = Type.Object(
 );
 export type AuthResult = Static<typeof AuthResult>;
 
-export const ApiKeyResult = Type.Object(
-  { apiKey: Type.String({ pattern: "^ci_[a-z0-9]{32}$", description: "Shown once only" }) },
-  { $id: "ApiKeyResult" },
-);
+export const ApiKeyResult = Type.Object({ apiKey: Type.String({ pattern: "^ci_[a-z0-9]{32}$", description: "Shown once only" }) }, { $id: "ApiKeyResult" });
 export type ApiKeyResult = Static<typeof ApiKeyResult>;

@@ -73,10 +73,10 @@ export class DatabasesRepository {
   }
 
   async findActive(id: string, clientId: string): Promise<DatabaseRow | undefined> {
-    const { rows } = await this.db.query<DatabaseRow>(
-      `SELECT ${COLUMNS} FROM dbaas.databases WHERE id = $1 AND client_id = $2 AND status = 'active'`,
-      [id, clientId],
-    );
+    const { rows } = await this.db.query<DatabaseRow>(`SELECT ${COLUMNS} FROM dbaas.databases WHERE id = $1 AND client_id = $2 AND status = 'active'`, [
+      id,
+      clientId,
+    ]);
     return rows[0];
   }
 
@@ -100,19 +100,17 @@ export class DatabasesRepository {
 
   /** The account's records that hold a place (see LIVE), oldest first. */
   async listLive(clientId: string): Promise<DatabaseRow[]> {
-    const { rows } = await this.db.query<DatabaseRow>(
-      `SELECT ${COLUMNS} FROM dbaas.databases WHERE client_id = $1 AND ${LIVE} ORDER BY created_at, id`,
-      [clientId],
-    );
+    const { rows } = await this.db.query<DatabaseRow>(`SELECT ${COLUMNS} FROM dbaas.databases WHERE client_id = $1 AND ${LIVE} ORDER BY created_at, id`, [
+      clientId,
+    ]);
     return rows;
   }
 
   /** Active databases whose catalog is at another level than `level`, or not known to be at any. */
   async listCatalogNotAt(level: CatalogLevel): Promise<DatabaseRow[]> {
-    const { rows } = await this.db.query<DatabaseRow>(
-      `SELECT ${COLUMNS} FROM dbaas.databases WHERE status = 'active' AND catalog_level IS DISTINCT FROM $1`,
-      [level],
-    );
+    const { rows } = await this.db.query<DatabaseRow>(`SELECT ${COLUMNS} FROM dbaas.databases WHERE status = 'active' AND catalog_level IS DISTINCT FROM $1`, [
+      level,
+    ]);
     return rows;
   }
 
@@ -169,10 +167,7 @@ export class DatabasesRepository {
   }
 
   async setMaxStorage(id: string, maxStorageMb: number): Promise<boolean> {
-    const { rowCount } = await this.db.query("UPDATE dbaas.databases SET max_storage_mb = $2 WHERE id = $1 AND status = 'active'", [
-      id,
-      maxStorageMb,
-    ]);
+    const { rowCount } = await this.db.query("UPDATE dbaas.databases SET max_storage_mb = $2 WHERE id = $1 AND status = 'active'", [id, maxStorageMb]);
     return (rowCount ?? 0) > 0;
   }
 

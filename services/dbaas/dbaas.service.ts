@@ -283,7 +283,12 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       nearS: () => this.config.quotaNearCheckS,
     });
     this.reconciler = new Reconciler(deps);
-    this.quotaLoop = new Periodic("Quota check", () => this.quotaWatch.round(), () => this.quotaWatch.intervalS(), this.logger);
+    this.quotaLoop = new Periodic(
+      "Quota check",
+      () => this.quotaWatch.round(),
+      () => this.quotaWatch.intervalS(),
+      this.logger,
+    );
     // Before any credential exists; retried by the reconciler if the server is down now.
     let hardened = await this.tenant.hardenServer().then(
       () => true,

@@ -21,7 +21,11 @@ export type TenantNames = { databaseName: string; username: string; holdRole: st
 
 /** The 8 characters of the client id in the database name (spec 2.8): lowercase, [a-z0-9] only. */
 export function clientPrefix(clientId: string): string {
-  return clientId.toLowerCase().replace(/[^a-z0-9]/g, "").slice(0, 8).padEnd(8, "0");
+  return clientId
+    .toLowerCase()
+    .replace(/[^a-z0-9]/g, "")
+    .slice(0, 8)
+    .padEnd(8, "0");
 }
 
 export function generateNames(clientId: string, randomHex: RandomHex = defaultRandomHex): TenantNames {

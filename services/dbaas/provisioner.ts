@@ -57,10 +57,7 @@ export class Provisioner {
     // PBKDF2 runs on the thread pool while the intent is recorded.
     const verifier = scramVerifier(password);
     verifier.catch(() => undefined); // awaited below; must not go unhandled if the record is refused
-    const recorded = await repo.insertProvisioning(
-      { id, clientId, ...names, maxStorageMb: limits.maxStorageMb, owner: this.deps.owner },
-      limits.maxPerAccount,
-    );
+    const recorded = await repo.insertProvisioning({ id, clientId, ...names, maxStorageMb: limits.maxStorageMb, owner: this.deps.owner }, limits.maxPerAccount);
     if (!recorded)
       throw apiError("QUOTA_EXCEEDED", `An account may have at most ${limits.maxPerAccount} active databases`, {
         limit: limits.maxPerAccount,
@@ -84,10 +81,8 @@ export class Provisioner {
       const share = shares[live.findIndex((row) => row.id === id)] ?? shares[shares.length - 1];
       await this.step("role", reached, async (attempt) => {
         const refused = await tenant
-          .createRoleWithin(
-            names,
-            { verifier: secret, connectionLimit: share, marker, tempFileLimitMb: limits.maxStorageMb, others },
-            (capacity) => connectionRoom(policy, capacity, live.length),
+          .createRoleWithin(names, { verifier: secret, connectionLimit: share, marker, tempFileLimitMb: limits.maxStorageMb, others }, (capacity) =>
+            connectionRoom(policy, capacity, live.length),
           )
           .catch((err) => {
             // A retry after a lost answer finds the role our first attempt created.
@@ -148,11 +143,7 @@ export class Provisioner {
     }
   }
 
-  private async step<T>(
-    step: ProvisionStep,
-    reached: Set<ProvisionStep>,
-    work: (attempt: number) => Promise<T>,
-  ): Promise<T> {
+  private async step<T>(step: ProvisionStep, reached: Set<ProvisionStep>, work: (attempt: number) => Promise<T>): Promise<T> {
     const result = await retryTransient(async (attempt) => {
       try {
         return await work(attempt);

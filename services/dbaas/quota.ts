@@ -22,16 +22,13 @@ export function decideQuota({ storageBytes, maxStorageMb, readOnly }: QuotaState
 /** Above this share of its quota a writable database is measured every DBAAS_QUOTA_NEAR_CHECK_S. */
 export const NEAR_RATIO = 0.8;
 
-export const isNearQuota = ({ storageBytes, maxStorageMb, readOnly }: QuotaState): boolean =>
-  !readOnly && storageBytes > NEAR_RATIO * maxStorageMb * MIB;
+export const isNearQuota = ({ storageBytes, maxStorageMb, readOnly }: QuotaState): boolean => !readOnly && storageBytes > NEAR_RATIO * maxStorageMb * MIB;
 
 /** `near`: databases measured above NEAR_RATIO of their quota and still writable. */
 export type QuotaReport = { measured: number; frozen: string[]; thawed: string[]; failed: string[]; near: string[] };
 
 export class QuotaEnforcer {
-  constructor(
-    private readonly deps: { repo: DatabasesRepository; tenant: TenantServer; marker: string; logger: LoggerInstance },
-  ) {}
+  constructor(private readonly deps: { repo: DatabasesRepository; tenant: TenantServer; marker: string; logger: LoggerInstance }) {}
 
   /**
    * Measures `rows` (default: every active database) and applies the quota to each. Whether a
@@ -98,9 +95,7 @@ export class QuotaWatch {
   private near = new Set<string>();
   private lastFullMs = -Infinity;
 
-  constructor(
-    private readonly deps: { enforcer: QuotaEnforcer; repo: DatabasesRepository; fullS: () => number; nearS: () => number; now?: () => number },
-  ) {}
+  constructor(private readonly deps: { enforcer: QuotaEnforcer; repo: DatabasesRepository; fullS: () => number; nearS: () => number; now?: () => number }) {}
 
   /** The periodic round: a full check when due (or nothing is near), else only the near ones. */
   async round(): Promise<QuotaReport> {

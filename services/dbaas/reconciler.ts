@@ -40,9 +40,7 @@ export function planReconcile({ records, marked, now, graceMs }: ReconcileSnapsh
 export type ReconcileReport = { databasesDropped: number; rolesDropped: number; recordsDeleted: number; failed: number };
 
 export class Reconciler {
-  constructor(
-    private readonly deps: { repo: DatabasesRepository; tenant: TenantServer; marker: string; logger: LoggerInstance; now?: () => Date },
-  ) {}
+  constructor(private readonly deps: { repo: DatabasesRepository; tenant: TenantServer; marker: string; logger: LoggerInstance; now?: () => Date }) {}
 
   async reconcile(graceMs: number): Promise<ReconcileReport> {
     const { repo, tenant, marker, logger } = this.deps;
@@ -91,9 +89,7 @@ export class Reconciler {
       report.recordsDeleted++;
     }
     if (report.databasesDropped || report.rolesDropped || report.recordsDeleted)
-      logger.info(
-        `Reconciler removed ${report.databasesDropped} database(s), ${report.rolesDropped} role(s), ${report.recordsDeleted} stale record(s)`,
-      );
+      logger.info(`Reconciler removed ${report.databasesDropped} database(s), ${report.rolesDropped} role(s), ${report.recordsDeleted} stale record(s)`);
     return report;
   }
 }

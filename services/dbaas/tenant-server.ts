@@ -149,7 +149,9 @@ export class TenantServer {
       // A freeze that cannot be completed (or verified) must still stop the writes.
       await this.run(sql.lockOutSql(ref), via);
       await this.terminateSessions(ref.username, via);
-      throw new Error(`Freeze of ${ref.databaseName} failed (${(err as Error).message}): its tenant is locked out until it is back under quota`, { cause: err });
+      throw new Error(`Freeze of ${ref.databaseName} failed (${(err as Error).message}): its tenant is locked out until it is back under quota`, {
+        cause: err,
+      });
     }
     // Sessions that connected while the rights were changing.
     await this.terminateSessions(ref.username, via);

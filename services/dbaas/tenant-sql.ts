@@ -62,18 +62,40 @@ export function prepareSchemaSql(ref: TenantRef, catalogLevel: CatalogLevel = "o
  * counters behind pg_stat_database, pg_stat_get_db_*(oid) (numbers by database OID).
  */
 export const SESSION_RELATIONS = [
-  "pg_stat_activity", "pg_prepared_xacts", "pg_stat_replication", "pg_stat_subscription", "pg_stat_ssl", "pg_stat_gssapi",
-  "pg_replication_slots", "pg_stat_replication_slots", "pg_stat_wal_receiver", "pg_stat_progress_vacuum", "pg_stat_progress_analyze",
-  "pg_stat_progress_create_index", "pg_stat_progress_cluster", "pg_stat_progress_basebackup", "pg_stat_progress_copy",
-  "pg_stat_database", "pg_stat_database_conflicts",
+  "pg_stat_activity",
+  "pg_prepared_xacts",
+  "pg_stat_replication",
+  "pg_stat_subscription",
+  "pg_stat_ssl",
+  "pg_stat_gssapi",
+  "pg_replication_slots",
+  "pg_stat_replication_slots",
+  "pg_stat_wal_receiver",
+  "pg_stat_progress_vacuum",
+  "pg_stat_progress_analyze",
+  "pg_stat_progress_create_index",
+  "pg_stat_progress_cluster",
+  "pg_stat_progress_basebackup",
+  "pg_stat_progress_copy",
+  "pg_stat_database",
+  "pg_stat_database_conflicts",
 ] as const;
 /** Functions behind the session views, callable directly otherwise. */
 export const SESSION_FUNCTIONS = [
-  "pg_stat_get_activity(integer)", "pg_stat_get_progress_info(text)", "pg_stat_get_backend_idset()",
-  "pg_stat_get_backend_pid(integer)", "pg_stat_get_backend_dbid(integer)", "pg_stat_get_backend_userid(integer)",
-  "pg_stat_get_backend_activity(integer)", "pg_stat_get_backend_client_addr(integer)", "pg_stat_get_backend_client_port(integer)",
-  "pg_stat_get_backend_start(integer)", "pg_stat_get_backend_xact_start(integer)", "pg_stat_get_backend_activity_start(integer)",
-  "pg_stat_get_backend_wait_event(integer)", "pg_stat_get_backend_wait_event_type(integer)",
+  "pg_stat_get_activity(integer)",
+  "pg_stat_get_progress_info(text)",
+  "pg_stat_get_backend_idset()",
+  "pg_stat_get_backend_pid(integer)",
+  "pg_stat_get_backend_dbid(integer)",
+  "pg_stat_get_backend_userid(integer)",
+  "pg_stat_get_backend_activity(integer)",
+  "pg_stat_get_backend_client_addr(integer)",
+  "pg_stat_get_backend_client_port(integer)",
+  "pg_stat_get_backend_start(integer)",
+  "pg_stat_get_backend_xact_start(integer)",
+  "pg_stat_get_backend_activity_start(integer)",
+  "pg_stat_get_backend_wait_event(integer)",
+  "pg_stat_get_backend_wait_event_type(integer)",
 ] as const;
 /**
  * Shared catalogs (and views on them) that list other databases and roles, hidden at `all` only:
@@ -81,8 +103,16 @@ export const SESSION_FUNCTIONS = [
  * pg_db_role_setting), psql's \l and \du, GUI tools and frameworks read them.
  */
 export const NAME_RELATIONS = [
-  "pg_database", "pg_shdescription", "pg_shseclabel", "pg_seclabels",
-  "pg_roles", "pg_user", "pg_group", "pg_auth_members", "pg_db_role_setting", "pg_shdepend",
+  "pg_database",
+  "pg_shdescription",
+  "pg_shseclabel",
+  "pg_seclabels",
+  "pg_roles",
+  "pg_user",
+  "pg_group",
+  "pg_auth_members",
+  "pg_db_role_setting",
+  "pg_shdepend",
 ] as const;
 export const NAME_FUNCTIONS = ["shobj_description(oid, name)"] as const;
 
@@ -121,9 +151,17 @@ export function catalogLevelSql(level: CatalogLevel): string {
   DECLARE n text;
   BEGIN
     ${loop(hidden.relations, "relation", true)}
-    ${loop(allRelations.filter((r) => !hidden.relations.includes(r)), "relation", false)}
+    ${loop(
+      allRelations.filter((r) => !hidden.relations.includes(r)),
+      "relation",
+      false,
+    )}
     ${loop(hidden.functions, "function", true)}
-    ${loop(allFunctions.filter((f) => !hidden.functions.includes(f)), "function", false)}
+    ${loop(
+      allFunctions.filter((f) => !hidden.functions.includes(f)),
+      "function",
+      false,
+    )}
   END
   $catalog$`;
 }

@@ -11,10 +11,7 @@ import type { GpuCard } from "../../lib/gpu-protocol";
 /** A card as the node keeps it: simulated cards have no device to hand to a container. */
 export type NodeCard = GpuCard & { simulated: boolean };
 
-export const NVIDIA_SMI_ARGS = [
-  "--query-gpu=index,uuid,name,memory.total,memory.used,utilization.gpu,temperature.gpu",
-  "--format=csv,noheader,nounits",
-];
+export const NVIDIA_SMI_ARGS = ["--query-gpu=index,uuid,name,memory.total,memory.used,utilization.gpu,temperature.gpu", "--format=csv,noheader,nounits"];
 
 export const DEFAULT_SIMULATED = "NVIDIA GeForce RTX 3060:12288";
 

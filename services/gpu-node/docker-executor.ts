@@ -256,7 +256,9 @@ export class DockerExecutor implements JobExecutor {
           // An exited container has nothing live to attach to (and its attach would not end).
           if (running) stream = await container.attach(attachOptions).catch(() => undefined);
           stream?.pause(); // the gap goes first
-          await recoverGap(container, output, output.lastWriteMs, attachedAt).catch(() => output.note("the GPU node was restarting; output printed meanwhile may be missing"));
+          await recoverGap(container, output, output.lastWriteMs, attachedAt).catch(() =>
+            output.note("the GPU node was restarting; output printed meanwhile may be missing"),
+          );
         }
         if (stream) logsDone = captureStream(stream, output);
       },

@@ -18,9 +18,7 @@ const SANDBOX_TMP_MB = 1024;
 
 export type ExecutorLog = { info(m: string): void; warn(m: string): void; error(m: string): void };
 
-export type ExecutorSetup =
-  | { executor: JobExecutor; limits: JobResources; ping?: () => Promise<unknown> }
-  | { refusal: string };
+export type ExecutorSetup = { executor: JobExecutor; limits: JobResources; ping?: () => Promise<unknown> } | { refusal: string };
 
 export type SetupContext = {
   settings: GpuNodeSettings;
@@ -46,7 +44,9 @@ function sizeJobs(capacity: HostCapacity, ctx: SetupContext): JobResources {
   const plan = planJobResources(capacity, ctx.cards, { memoryMb: jobMemoryMb, cpus: jobCpus }, allowOvercommit);
   if (!plan.ok) throw new Error(plan.error);
   plan.warnings.forEach((w) => ctx.log.warn(w));
-  ctx.log.info(`Each job may use ${plan.limits.memoryMb} MiB and ${plan.limits.cpus} CPU(s) (host: ${capacity.memoryMb} MiB, ${capacity.cpus} CPUs, ${ctx.cards} card(s))`);
+  ctx.log.info(
+    `Each job may use ${plan.limits.memoryMb} MiB and ${plan.limits.cpus} CPU(s) (host: ${capacity.memoryMb} MiB, ${capacity.cpus} CPUs, ${ctx.cards} card(s))`,
+  );
   return plan.limits;
 }
 
@@ -102,7 +102,8 @@ export async function setUpExecutor(ctx: SetupContext): Promise<ExecutorSetup> {
   const limits = sizeJobs(capacity, ctx);
   const allowedRegistries = settings.allowedRegistries;
   const fallback = checkImage(settings.defaultImage, allowedRegistries);
-  if (!fallback.ok) throw new Error(`GPU_DEFAULT_IMAGE ${settings.defaultImage} is not allowed (${fallback.reason}): add its registry to GPU_ALLOWED_REGISTRIES`);
+  if (!fallback.ok)
+    throw new Error(`GPU_DEFAULT_IMAGE ${settings.defaultImage} is not allowed (${fallback.reason}): add its registry to GPU_ALLOWED_REGISTRIES`);
   const context = (): ContainerContext => ({
     nodeId: ctx.nodeId(),
     namespace: ctx.namespace(),

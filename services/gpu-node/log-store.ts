@@ -86,7 +86,12 @@ export async function pruneLogs(
     const stat = await fs.stat(path.join(dir, name)).catch(() => null);
     if (stat?.isFile()) files.push({ jobId: name.slice(0, -4), bytes: stat.size, mtimeMs: stat.mtimeMs });
   }
-  const chosen = logsToPrune(files, { maxAgeMs: opts.maxAgeMs, maxTotalBytes: opts.maxTotalBytes, now: opts.now ?? Date.now(), active: opts.active ?? new Set() });
+  const chosen = logsToPrune(files, {
+    maxAgeMs: opts.maxAgeMs,
+    maxTotalBytes: opts.maxTotalBytes,
+    now: opts.now ?? Date.now(),
+    active: opts.active ?? new Set(),
+  });
   for (const jobId of chosen) await fs.rm(logFilePath(dir, jobId), { force: true });
   const gone = new Set(chosen);
   return { removed: chosen, keptBytes: files.filter((f) => !gone.has(f.jobId)).reduce((sum, f) => sum + f.bytes, 0) };

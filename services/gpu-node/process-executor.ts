@@ -16,9 +16,7 @@ import { gpuDeviceNodes, HostLayout, identityFiles, SAFE_ETC, SANDBOX_HOME, sand
 const SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /** How the executor isolates jobs: a bubblewrap sandbox, or (explicitly unsafe) not at all. */
-export type ProcessIsolation =
-  | { kind: "sandbox"; bwrap: string; uid: number; gid: number; limits: SandboxLimits }
-  | { kind: "unisolated" };
+export type ProcessIsolation = { kind: "sandbox"; bwrap: string; uid: number; gid: number; limits: SandboxLimits } | { kind: "unisolated" };
 
 /** Drops NVIDIA_* variables: only the node decides which card a job sees. */
 export function withoutNvidiaVariables(env: Record<string, string>): Record<string, string> {

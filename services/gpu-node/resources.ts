@@ -24,7 +24,8 @@ export function planJobResources(host: HostCapacity, cards: number, configured: 
   const over: string[] = [];
   if (configured.memoryMb !== undefined && n * memoryMb > host.memoryMb)
     over.push(`${n} card(s) × GPU_JOB_MEMORY_MB=${memoryMb} = ${n * memoryMb} MiB exceeds the host's ${host.memoryMb} MiB`);
-  if (configured.cpus !== undefined && n * cpus > host.cpus) over.push(`${n} card(s) × GPU_JOB_CPUS=${cpus} = ${n * cpus} CPUs exceeds the host's ${host.cpus}`);
+  if (configured.cpus !== undefined && n * cpus > host.cpus)
+    over.push(`${n} card(s) × GPU_JOB_CPUS=${cpus} = ${n * cpus} CPUs exceeds the host's ${host.cpus}`);
   if (over.length && !allowOvercommit)
     return { ok: false, error: `Job limits overcommit this host: ${over.join("; ")}. Lower them, or set GPU_ALLOW_OVERCOMMIT=true` };
   return { ok: true, limits: { memoryMb, cpus }, warnings: over.map((o) => `Overcommitted (GPU_ALLOW_OVERCOMMIT=true): ${o}`) };

@@ -98,14 +98,7 @@ export function sandboxArgs(opts: SandboxOptions): string[] {
   for (const [inside, host] of Object.entries(opts.files)) args.push("--ro-bind", host, inside);
   args.push("--chdir", SANDBOX_HOME, "--clearenv");
   for (const [name, value] of Object.entries(opts.env)) args.push("--setenv", name, value);
-  args.push(
-    PRLIMIT,
-    `--nproc=${opts.limits.processes}`,
-    `--data=${opts.limits.memoryBytes}`,
-    "--core=0",
-    "--",
-    ...opts.argv,
-  );
+  args.push(PRLIMIT, `--nproc=${opts.limits.processes}`, `--data=${opts.limits.memoryBytes}`, "--core=0", "--", ...opts.argv);
   return args;
 }
 

@@ -38,7 +38,11 @@ export class ClusterView {
   /** Records a heartbeat; says whether the node (or its set of cards) is new to this view. */
   heard(hb: NodeHeartbeat, nowMs: number): { changed: boolean } {
     const prev = this.nodes.get(hb.nodeId);
-    const cardsKey = (cards: GpuCard[]) => cards.map((c) => c.uuid).sort().join(",");
+    const cardsKey = (cards: GpuCard[]) =>
+      cards
+        .map((c) => c.uuid)
+        .sort()
+        .join(",");
     const changed = !prev || prev.suspended || cardsKey(prev.cards) !== cardsKey(hb.cards);
     if (changed) this.schedulable = undefined;
     this.nodes.set(hb.nodeId, {

@@ -152,8 +152,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       params: JOB_ID_PARAMS,
       async handler(this: SchedulerThis, ctx: Context<JobIdParams, CallerMeta>): Promise<JobDetail> {
         const row = await this.ownJob(ctx);
-        if (!(await this.scheduler.cancel(row)))
-          throw apiError("INVALID_STATE", `GPU job already finished (${row.status}); it cannot be cancelled`);
+        if (!(await this.scheduler.cancel(row))) throw apiError("INVALID_STATE", `GPU job already finished (${row.status}); it cannot be cancelled`);
         return toJobDetail((await this.repo.find(row.id))!, this.clock.now(), this.labeler);
       },
     },
@@ -317,8 +316,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
 
   async started(this: SchedulerThis) {
     await ensureChannelStreams(this.broker, [JOB_EVENTS_CHANNEL]);
-    const tick = () =>
-      this.scheduler.tick().catch((err) => this.logger.warn(`Scheduler housekeeping failed: ${(err as Error).message}`));
+    const tick = () => this.scheduler.tick().catch((err) => this.logger.warn(`Scheduler housekeeping failed: ${(err as Error).message}`));
     this.tickTimer = setInterval(() => void tick(), Math.max(MIN_TICK_MS, this.config.scheduleTickMs));
     void this.scheduler.schedule();
   },

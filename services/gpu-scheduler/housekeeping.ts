@@ -13,8 +13,7 @@ import { confirmStarted, failUnreported, JobPatch, loseNode, unplace } from "./t
 
 /** The repository calls housekeeping makes (JobsRepository; an in-memory map in unit tests). */
 export interface HousekeepingStore
-  extends JobStateStore,
-    Pick<JobsRepository, "statesOnNode" | "nodesHoldingCards" | "running" | "staleAssigned" | "staleHolding"> {}
+  extends JobStateStore, Pick<JobsRepository, "statesOnNode" | "nodesHoldingCards" | "running" | "staleAssigned" | "staleHolding"> {}
 
 /** A running job missing from its node's heartbeats this many node timeouts is failed. */
 const UNREPORTED_FACTOR = 3;
@@ -130,9 +129,7 @@ export class Housekeeping {
     const { written } = await this.writer.apply(await this.store.statesOnNode(nodeId), (job) => loseNode(job, nodeId, message, now));
     const outcome = nodeLossCounts(written.values());
     if (outcome.failed || outcome.requeued || outcome.released)
-      this.logger.warn(
-        `GPU node ${nodeId} lost: ${outcome.failed} running job(s) failed, ${outcome.requeued} placement(s) back in the queue`,
-      );
+      this.logger.warn(`GPU node ${nodeId} lost: ${outcome.failed} running job(s) failed, ${outcome.requeued} placement(s) back in the queue`);
     else this.logger.info(`GPU node ${nodeId} left the cluster`);
   }
 }

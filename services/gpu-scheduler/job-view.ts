@@ -20,15 +20,16 @@ export function toJobDetail(row: JobRow, now: Date, label: NodeLabeler): JobDeta
     status: publicStatus(row.status),
     // The requested type until a card is assigned, that card's name from then on.
     gpuType: row.gpu_name ?? row.gpu_type ?? "any",
-    gpuSecondsUsed: gpuSecondsUsed(
-      { status: row.status, startedAt: row.started_at, completedAt: row.completed_at },
-      now,
-    ),
+    gpuSecondsUsed: gpuSecondsUsed({ status: row.status, startedAt: row.started_at, completedAt: row.completed_at }, now),
     createdAt: row.created_at.toISOString(),
     startedAt: row.started_at?.toISOString() ?? null,
     completedAt: row.completed_at?.toISOString() ?? null,
     result: hasResult
-      ? { exitCode: row.exit_code, output: row.output ?? "", ...(row.output_base64 !== null && row.output_base64 !== undefined && { outputBase64: row.output_base64 }) }
+      ? {
+          exitCode: row.exit_code,
+          output: row.output ?? "",
+          ...(row.output_base64 !== null && row.output_base64 !== undefined && { outputBase64: row.output_base64 }),
+        }
       : null,
     errorMessage: publicMessage(row.error_message, row.node_id, label),
     command: row.command,

@@ -21,10 +21,7 @@ export class JobWriter {
    * Applies `decide` to jobs whose states were just read; returns the patches written (by id) and
    * the last state seen of each job.
    */
-  async apply(
-    states: Map<string, JobState>,
-    decide: Decide,
-  ): Promise<{ written: Map<string, JobPatch>; seen: Map<string, JobState> }> {
+  async apply(states: Map<string, JobState>, decide: Decide): Promise<{ written: Map<string, JobPatch>; seen: Map<string, JobState> }> {
     const written = new Map<string, JobPatch>();
     const seen = new Map(states);
     for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {

@@ -31,7 +31,6 @@ export type NewJob = {
   gpuType: string | null;
 };
 
-
 const COLUMNS = `id, client_id, command, container_image, gpu_type, status, node_id, gpu_uuid, gpu_name, holding,
   created_at, started_at, completed_at, exit_code, output, output_base64, error_message`;
 /** What a decision reads: `output` only as a presence mark (see `states`). */
@@ -79,10 +78,7 @@ export class JobsRepository {
   }
 
   async findForClient(id: string, clientId: string): Promise<JobRow | undefined> {
-    const { rows } = await this.db.query<JobRow>(
-      `SELECT ${COLUMNS} FROM gpu_scheduler.jobs WHERE id = $1 AND client_id = $2`,
-      [id, clientId],
-    );
+    const { rows } = await this.db.query<JobRow>(`SELECT ${COLUMNS} FROM gpu_scheduler.jobs WHERE id = $1 AND client_id = $2`, [id, clientId]);
     return rows[0];
   }
 
@@ -92,10 +88,10 @@ export class JobsRepository {
   }
 
   async listForClient(clientId: string, limit: number): Promise<JobRow[]> {
-    const { rows } = await this.db.query<JobRow>(
-      `SELECT ${COLUMNS} FROM gpu_scheduler.jobs WHERE client_id = $1 ORDER BY seq DESC LIMIT $2`,
-      [clientId, limit],
-    );
+    const { rows } = await this.db.query<JobRow>(`SELECT ${COLUMNS} FROM gpu_scheduler.jobs WHERE client_id = $1 ORDER BY seq DESC LIMIT $2`, [
+      clientId,
+      limit,
+    ]);
     return rows;
   }
 
@@ -106,19 +102,13 @@ export class JobsRepository {
    * the decisions test it for null, and a patch never writes back a column it did not set.
    */
   async states(ids: string[]): Promise<Map<string, JobState>> {
-    const { rows } = await this.db.query<JobRow>(
-      `SELECT ${STATE_COLUMNS} FROM gpu_scheduler.jobs WHERE id = ANY($1::uuid[])`,
-      [ids],
-    );
+    const { rows } = await this.db.query<JobRow>(`SELECT ${STATE_COLUMNS} FROM gpu_scheduler.jobs WHERE id = ANY($1::uuid[])`, [ids]);
     return new Map(rows.map((r) => [r.id, toState(r)]));
   }
 
   /** The decision inputs of the jobs holding a card on `nodeId` (as `states`). */
   async statesOnNode(nodeId: string): Promise<Map<string, JobState>> {
-    const { rows } = await this.db.query<JobRow>(
-      `SELECT ${STATE_COLUMNS} FROM gpu_scheduler.jobs WHERE node_id = $1 AND holding`,
-      [nodeId],
-    );
+    const { rows } = await this.db.query<JobRow>(`SELECT ${STATE_COLUMNS} FROM gpu_scheduler.jobs WHERE node_id = $1 AND holding`, [nodeId]);
     return new Map(rows.map((r) => [r.id, toState(r)]));
   }
 
@@ -165,17 +155,13 @@ export class JobsRepository {
 
   /** Nodes that hold a card in the database (to notice a node lost while no replica watched). */
   async nodesHoldingCards(): Promise<string[]> {
-    const { rows } = await this.db.query<{ node_id: string }>(
-      `SELECT DISTINCT node_id FROM gpu_scheduler.jobs WHERE holding`,
-    );
+    const { rows } = await this.db.query<{ node_id: string }>(`SELECT DISTINCT node_id FROM gpu_scheduler.jobs WHERE holding`);
     return rows.map((r) => r.node_id);
   }
 
   /** Jobs running now, with their node. */
   async running(): Promise<Array<{ id: string; node_id: string }>> {
-    const { rows } = await this.db.query<{ id: string; node_id: string }>(
-      `SELECT id, node_id FROM gpu_scheduler.jobs WHERE holding AND status = 'running'`,
-    );
+    const { rows } = await this.db.query<{ id: string; node_id: string }>(`SELECT id, node_id FROM gpu_scheduler.jobs WHERE holding AND status = 'running'`);
     return rows;
   }
 
@@ -208,16 +194,12 @@ export class JobsRepository {
 
   /** Jobs waiting, as clients see them (placed-but-unconfirmed counts as queued). */
   async queueDepth(): Promise<number> {
-    const { rows } = await this.db.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM gpu_scheduler.jobs WHERE status IN ('queued', 'assigned')`,
-    );
+    const { rows } = await this.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM gpu_scheduler.jobs WHERE status IN ('queued', 'assigned')`);
     return rows[0].n;
   }
 
   async countByStatus(): Promise<Record<StoredStatus, number>> {
-    const { rows } = await this.db.query<{ status: StoredStatus; n: number }>(
-      `SELECT status, count(*)::int AS n FROM gpu_scheduler.jobs GROUP BY status`,
-    );
+    const { rows } = await this.db.query<{ status: StoredStatus; n: number }>(`SELECT status, count(*)::int AS n FROM gpu_scheduler.jobs GROUP BY status`);
     const counts = { queued: 0, assigned: 0, running: 0, completed: 0, failed: 0, cancelled: 0 };
     for (const r of rows) counts[r.status] = r.n;
     return counts;

@@ -5,7 +5,10 @@ import type { NodeLogs } from "./job-logs";
 import type { NodeClient } from "./ports";
 
 export class BrokerNodeClient implements NodeClient, NodeLogs {
-  constructor(private readonly broker: ServiceBroker, private readonly timeoutMs: number) {}
+  constructor(
+    private readonly broker: ServiceBroker,
+    private readonly timeoutMs: number,
+  ) {}
 
   async run(nodeId: string, params: RunJobParams): Promise<void> {
     await this.broker.call("gpu-node.run", params, { nodeID: nodeId, timeout: this.timeoutMs });

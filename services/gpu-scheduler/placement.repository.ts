@@ -81,9 +81,7 @@ export class PlacementRepository {
 
   /** Whether any job waits (checked before taking the placement lock). */
   async anyQueued(): Promise<boolean> {
-    const { rows } = await this.db.query<{ queued: boolean }>(
-      `SELECT EXISTS (SELECT 1 FROM gpu_scheduler.jobs WHERE status = 'queued') AS queued`,
-    );
+    const { rows } = await this.db.query<{ queued: boolean }>(`SELECT EXISTS (SELECT 1 FROM gpu_scheduler.jobs WHERE status = 'queued') AS queued`);
     return rows[0].queued;
   }
 

@@ -61,10 +61,7 @@ class CallControl {
 
   touch(): void {
     clearTimeout(this.timer);
-    this.timer = setTimeout(
-      () => this.controller.abort(new ProviderFailure("timeout", `No answer within ${this.timeoutMs} ms`)),
-      this.timeoutMs,
-    );
+    this.timer = setTimeout(() => this.controller.abort(new ProviderFailure("timeout", `No answer within ${this.timeoutMs} ms`)), this.timeoutMs);
   }
 
   abort(reason: string): void {

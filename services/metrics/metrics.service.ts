@@ -29,7 +29,13 @@ type MetricsThis = Service & {
   ask(action: string): Promise<unknown | undefined>;
 };
 
-function setCounts(broker: ServiceBroker, which: "gpuJobs" | "databases" | "databaseStorage", label: string, counts: Record<string, number>, always: readonly string[] = []) {
+function setCounts(
+  broker: ServiceBroker,
+  which: "gpuJobs" | "databases" | "databaseStorage",
+  label: string,
+  counts: Record<string, number>,
+  always: readonly string[] = [],
+) {
   clearMetric(broker, which); // a state that disappeared must not keep its last value
   for (const key of always) setGauge(broker, which, counts[key] ?? 0, { [label]: key });
   for (const [key, value] of Object.entries(counts)) if (!always.includes(key)) setGauge(broker, which, value, { [label]: key });

@@ -148,7 +148,13 @@ describe("auth - validation: bad input is 400 and stores nothing", () => {
     ["JSON string", '"hello"', { "content-type": "application/json" }, 400, "INVALID_JSON"],
     ["text/plain body", "email=a", { "content-type": "text/plain" }, 415, "UNSUPPORTED_MEDIA_TYPE"],
     ["form body", "email=a&password=b", { "content-type": "application/x-www-form-urlencoded" }, 415, "UNSUPPORTED_MEDIA_TYPE"],
-    ["over 1 MiB", JSON.stringify({ email: "a@example.com", name: "x".repeat(1100 * 1024), password: "password-123" }), { "content-type": "application/json" }, 413, "PAYLOAD_TOO_LARGE"],
+    [
+      "over 1 MiB",
+      JSON.stringify({ email: "a@example.com", name: "x".repeat(1100 * 1024), password: "password-123" }),
+      { "content-type": "application/json" },
+      413,
+      "PAYLOAD_TOO_LARGE",
+    ],
   ];
   it.each(raw)("register - %s", async (_name, rawBody, headers, status, code) => {
     const before = await countClients();
@@ -209,11 +215,14 @@ describe("auth - credentials", () => {
     });
     const forge: Array<[string, () => string]> = [
       ["alg none", () => jwt.sign({ role: "admin", sub: clientId, jti: "x" }, "", { algorithm: "none" })],
-      ["changed payload", () => {
-        const [h, , s] = token.split(".");
-        const payload = Buffer.from(JSON.stringify({ sub: clientId, role: "admin", jti: "x", iat: 1, exp: 9999999999 })).toString("base64url");
-        return `${h}.${payload}.${s}`;
-      }],
+      [
+        "changed payload",
+        () => {
+          const [h, , s] = token.split(".");
+          const payload = Buffer.from(JSON.stringify({ sub: clientId, role: "admin", jti: "x", iat: 1, exp: 9999999999 })).toString("base64url");
+          return `${h}.${payload}.${s}`;
+        },
+      ],
       ["wrong key", () => jwt.sign({ role: "client", jti: "x" }, "another-secret", { subject: clientId, expiresIn: 3600 })],
       ["expired", () => jwt.sign({ role: "client", jti: "x", exp: Math.floor(Date.now() / 1000) - 5 }, SECRET, { subject: clientId })],
       ["garbage", () => "not.a.jwt"],

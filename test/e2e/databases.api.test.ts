@@ -62,7 +62,15 @@ describe("databases api", () => {
     const detail = await http(base, "GET", `/api/databases/${db.id}`, { token: owner.token });
     expect(detail.status).toBe(200);
     expect(Object.keys(detail.body).sort()).toEqual(DETAIL_KEYS);
-    expect(detail.body).toMatchObject({ id: db.id, databaseName: db.databaseName, host: db.host, port: db.port, username: db.username, maxStorageMb: 1024, readOnly: false });
+    expect(detail.body).toMatchObject({
+      id: db.id,
+      databaseName: db.databaseName,
+      host: db.host,
+      port: db.port,
+      username: db.username,
+      maxStorageMb: 1024,
+      readOnly: false,
+    });
     expect(detail.body.storageMb).toBeGreaterThan(0);
     expect(new Date(detail.body.createdAt).toISOString()).toBe(detail.body.createdAt);
     expect(detail.text).not.toContain(db.password);

@@ -22,10 +22,13 @@ describe("gpu api - through the gateway", () => {
   const submit = (token: string, body: unknown) => http(base, "POST", "/api/gpu/jobs", { token, body });
   const detail = (token: string, id: string) => http(base, "GET", `/api/gpu/jobs/${id}`, { token });
   const until = (token: string, id: string, accept: (job: any) => boolean, message: string, timeoutMs = 10_000) =>
-    waitFor(async () => {
-      const res = await detail(token, id);
-      return accept(res.body) ? res.body : false;
-    }, { timeoutMs, intervalMs: 50, message });
+    waitFor(
+      async () => {
+        const res = await detail(token, id);
+        return accept(res.body) ? res.body : false;
+      },
+      { timeoutMs, intervalMs: 50, message },
+    );
   const register = async (name: string) => {
     const res = await http(base, "POST", "/api/auth/register", {
       body: { email: `${name}-${Date.now()}@example.com`, name, password: "correct horse battery" },
@@ -112,13 +115,16 @@ describe("gpu api - through the gateway", () => {
     expect(cancelQueued.body).toMatchObject({ id: queued.body.id, status: "cancelled", startedAt: null, gpuSecondsUsed: 0 });
     expect(cancelQueued.body.completedAt).toMatch(ISO);
 
-    const pid = await waitFor(() => {
-      try {
-        return Number(readFileSync(pidFile(1), "utf8").trim()) || false;
-      } catch {
-        return false;
-      }
-    }, { message: "pid file" });
+    const pid = await waitFor(
+      () => {
+        try {
+          return Number(readFileSync(pidFile(1), "utf8").trim()) || false;
+        } catch {
+          return false;
+        }
+      },
+      { message: "pid file" },
+    );
     expect(processAlive(pid)).toBe(true);
     const cancelRunning = await http(base, "POST", `/api/gpu/jobs/${holders[0].body.id}/cancel`, { token: alice });
     expect(cancelRunning.status).toBe(200);
@@ -188,7 +194,11 @@ describe("gpu api - through the gateway", () => {
 
   test("gpu api - another account's job is 404 everywhere, like a job that does not exist", async () => {
     const { body } = await submit(alice, { command: "echo private" });
-    for (const [method, suffix] of [["GET", ""], ["POST", "/cancel"], ["GET", "/logs"]] as const) {
+    for (const [method, suffix] of [
+      ["GET", ""],
+      ["POST", "/cancel"],
+      ["GET", "/logs"],
+    ] as const) {
       for (const id of [body.id, "7d5d4f3e-1111-4222-8333-944455556666", "not-a-uuid"]) {
         const res = await http(base, method, `/api/gpu/jobs/${id}${suffix}`, { token: bob });
         expect([res.status, res.body]).toEqual([404, { error: { code: "NOT_FOUND", message: "GPU job not found", details: null } }]);
@@ -264,7 +274,7 @@ describe("gpu api - through the gateway", () => {
     expect((await http(base, "GET", "/api/gpu/status", { token: alice })).body.cluster.gpus[0].nodeId).toBe([...labels][0]);
   });
 
-  test("gpu api - a job command \"echo \\u0000\" is 400 for its sender while 19 concurrent submissions beside it are all created", async () => {
+  test('gpu api - a job command "echo \\u0000" is 400 for its sender while 19 concurrent submissions beside it are all created', async () => {
     const bad = submit(bob, { command: "echo \u0000" });
     const good = Array.from({ length: 19 }, (_, i) => submit(alice, { command: `echo beside ${i}` }));
     const [badRes, ...goodRes] = await Promise.all([bad, ...good]);
@@ -272,9 +282,12 @@ describe("gpu api - through the gateway", () => {
     expect(badRes.body.error).toMatchObject({ code: "VALIDATION_FAILED", details: [expect.objectContaining({ field: "command" })] });
     expect(goodRes.map((r) => r.status)).toEqual(Array(19).fill(201));
     // Let them finish so nothing outlives the test.
-    await waitFor(async () => {
-      for (const r of goodRes) if (!["completed", "failed", "cancelled"].includes((await detail(alice, r.body.id)).body.status)) return false;
-      return true;
-    }, { timeoutMs: 30_000, intervalMs: 200, message: "the 19 jobs finished" });
+    await waitFor(
+      async () => {
+        for (const r of goodRes) if (!["completed", "failed", "cancelled"].includes((await detail(alice, r.body.id)).body.status)) return false;
+        return true;
+      },
+      { timeoutMs: 30_000, intervalMs: 200, message: "the 19 jobs finished" },
+    );
   });
 });

@@ -79,9 +79,7 @@ describe("gpu cluster - scheduler and three gpu-nodes over NATS", () => {
   const jobsOf = async (ids: string[]) => Promise.all(ids.map(async (id) => (await api("GET", `/api/gpu/jobs/${id}`)).body));
   const clusterStatus = async () => (await api("GET", "/api/gpu/status")).body;
   const jobsOnNode = async (nodeId: string, ids: string[]) =>
-    (await db.query<{ id: string }>("SELECT id FROM gpu_scheduler.jobs WHERE node_id = $1 AND id = ANY($2::uuid[])", [nodeId, ids])).rows.map(
-      (r) => r.id,
-    );
+    (await db.query<{ id: string }>("SELECT id FROM gpu_scheduler.jobs WHERE node_id = $1 AND id = ANY($2::uuid[])", [nodeId, ids])).rows.map((r) => r.id);
 
   beforeAll(async () => {
     scheduler = await startScheduler();
@@ -141,7 +139,11 @@ describe("gpu cluster - scheduler and three gpu-nodes over NATS", () => {
     // Each run leaves a line when it starts and one when it ends: a second run would show.
     for (let i = 0; i < 24; i++) ids.push(await submit(`echo start-${i} >> ${ran}; sleep 0.4; echo end-${i} >> ${ran}`));
     const lines = (kind: string) =>
-      existsSync(ran) ? readFileSync(ran, "utf8").split("\n").filter((l) => l.startsWith(`${kind}-`)) : [];
+      existsSync(ran)
+        ? readFileSync(ran, "utf8")
+            .split("\n")
+            .filter((l) => l.startsWith(`${kind}-`))
+        : [];
     await waitFor(() => lines("end").length >= 4, { timeoutMs: 10_000, message: "the burst under way" });
 
     await scheduler.stop("SIGKILL");
@@ -164,8 +166,16 @@ describe("gpu cluster - scheduler and three gpu-nodes over NATS", () => {
     expect(final.map((j) => j.status)).toEqual(ids.map(() => "completed"));
     const expected = ids.map((_, i) => i);
     const byNumber = (l: string) => Number(l.split("-")[1]);
-    expect(lines("start").map(byNumber).sort((a, b) => a - b)).toEqual(expected);
-    expect(lines("end").map(byNumber).sort((a, b) => a - b)).toEqual(expected);
+    expect(
+      lines("start")
+        .map(byNumber)
+        .sort((a, b) => a - b),
+    ).toEqual(expected);
+    expect(
+      lines("end")
+        .map(byNumber)
+        .sort((a, b) => a - b),
+    ).toEqual(expected);
   });
 
   test("gpu cluster - a node frozen past the timeout is lost; when it comes back it re-announces and stops the failed job", async () => {
@@ -176,10 +186,13 @@ describe("gpu cluster - scheduler and three gpu-nodes over NATS", () => {
     expect(onFrozen).toHaveLength(2);
     const pids = await Promise.all(
       onFrozen.map((id) =>
-        waitFor(() => {
-          const file = pid(ids.indexOf(id));
-          return existsSync(file) && Number(readFileSync(file, "utf8").trim());
-        }, { message: "pid of a job on the frozen node" }),
+        waitFor(
+          () => {
+            const file = pid(ids.indexOf(id));
+            return existsSync(file) && Number(readFileSync(file, "utf8").trim());
+          },
+          { message: "pid of a job on the frozen node" },
+        ),
       ),
     );
 

@@ -16,15 +16,19 @@ describe("inference - through the gateway", () => {
   let apiKey: string;
   const infer = (body: unknown, headers: Record<string, string> = {}) => http(platform.baseUrl, "POST", "/api/models/infer", { body, token, headers });
   const rowCount = async () => (await db.query("SELECT count(*)::int AS n FROM inference.inferences")).rows[0].n as number;
-  const row = (id: string) => waitFor(async () => (await db.query("SELECT * FROM inference.inferences WHERE id = $1", [id])).rows[0], { message: `inference ${id} to be recorded` });
+  const row = (id: string) =>
+    waitFor(async () => (await db.query("SELECT * FROM inference.inferences WHERE id = $1", [id])).rows[0], { message: `inference ${id} to be recorded` });
   const chats = () => ollama.requests.filter((r) => r.path === "/api/chat").length;
-  const sse = (body: Record<string, unknown>) => openSse(`${platform.baseUrl}/api/models/infer`, { token, body: { model: "llama3.2:1b", prompt: "hi", stream: true, ...body } });
+  const sse = (body: Record<string, unknown>) =>
+    openSse(`${platform.baseUrl}/api/models/infer`, { token, body: { model: "llama3.2:1b", prompt: "hi", stream: true, ...body } });
 
   beforeAll(async () => {
     ollama = await new OllamaStandin().start();
     platform = await startTestPlatform({ services: ["api-gateway", "auth", "inference"], env: { OLLAMA_URL: ollama.url, INFERENCE_TIMEOUT_MS: "1000" } });
     await waitForRoute(platform.baseUrl, "GET", "/api/models/health");
-    const reg = await http(platform.baseUrl, "POST", "/api/auth/register", { body: { email: `${uniqueName("inf")}@example.com`, name: "Inference", password: "password-123" } });
+    const reg = await http(platform.baseUrl, "POST", "/api/auth/register", {
+      body: { email: `${uniqueName("inf")}@example.com`, name: "Inference", password: "password-123" },
+    });
     token = reg.body.accessToken;
     apiKey = (await http(platform.baseUrl, "POST", "/api/auth/api-keys", { token })).body.apiKey;
     db = new Client({ connectionString: platform.databaseUrl });
@@ -65,7 +69,10 @@ describe("inference - through the gateway", () => {
     expect([none.status, none.body.error.code]).toEqual([401, "UNAUTHORIZED"]);
     const bad = await http(platform.baseUrl, "POST", "/api/models/infer", { body: { model: "llama3.2:1b", prompt: "hi" }, token: "not.a.jwt" });
     expect([bad.status, bad.body.error.code]).toEqual([401, "UNAUTHORIZED"]);
-    const viaKey = await http(platform.baseUrl, "POST", "/api/models/infer", { body: { model: "llama3.2:1b", prompt: "hi" }, headers: { "x-api-key": apiKey } });
+    const viaKey = await http(platform.baseUrl, "POST", "/api/models/infer", {
+      body: { model: "llama3.2:1b", prompt: "hi" },
+      headers: { "x-api-key": apiKey },
+    });
     expect(viaKey.status).toBe(200);
     expect(await row(viaKey.body.id)).toMatchObject({ outcome: "ok" });
   });
@@ -117,7 +124,13 @@ describe("inference - through the gateway", () => {
     ollama.set({ chunks: ["Blue ", "light ", "scatters."], promptTokens: 17, completionTokens: 3 });
     const res = await infer({ model: "llama3.2:1b", prompt: "Why is the sky blue?" });
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ id: expect.any(String), model: "llama3.2:1b", response: "Blue light scatters.", tokensUsed: 20, durationMs: expect.any(Number) });
+    expect(res.body).toEqual({
+      id: expect.any(String),
+      model: "llama3.2:1b",
+      response: "Blue light scatters.",
+      tokensUsed: 20,
+      durationMs: expect.any(Number),
+    });
     expect(Number.isInteger(res.body.durationMs)).toBe(true);
     expect(ollama.lastRequest("/api/chat")!.body.options).toEqual({ temperature: 0.7, num_predict: 1024 });
     expect(await row(res.body.id)).toMatchObject({ outcome: "ok", tokens_used: 20 });

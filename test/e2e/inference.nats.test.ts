@@ -4,7 +4,18 @@
  * provider request (the gateway calls inference.abort on the serving node).
  */
 import { Client } from "pg";
-import { ChildService, http, NATS_URL, spawnServices, startTestPlatform, testDatabaseUrl, TestPlatform, uniqueName, waitFor, waitForRoute } from "../support/platform";
+import {
+  ChildService,
+  http,
+  NATS_URL,
+  spawnServices,
+  startTestPlatform,
+  testDatabaseUrl,
+  TestPlatform,
+  uniqueName,
+  waitFor,
+  waitForRoute,
+} from "../support/platform";
 import { OllamaStandin } from "../support/provider-standins";
 import { openSse } from "../support/sse";
 
@@ -27,7 +38,9 @@ describe("inference - streaming over NATS", () => {
     });
     db = new Client({ connectionString: databaseUrl });
     await db.connect();
-    const reg = await http(platform.baseUrl, "POST", "/api/auth/register", { body: { email: `${uniqueName("nats")}@example.com`, name: "N", password: "password-123" } });
+    const reg = await http(platform.baseUrl, "POST", "/api/auth/register", {
+      body: { email: `${uniqueName("nats")}@example.com`, name: "N", password: "password-123" },
+    });
     token = reg.body.accessToken;
   });
 
@@ -66,7 +79,9 @@ describe("inference - streaming over NATS", () => {
     const first = await stream.next();
     stream.close();
     await waitFor(() => ollama.closedEarly > closedBefore, { message: "the stand-in to see its connection close" });
-    const row = await waitFor(async () => (await db.query("SELECT outcome FROM inference.inferences WHERE id = $1", [first.id])).rows[0], { message: "the aborted inference to be recorded" });
+    const row = await waitFor(async () => (await db.query("SELECT outcome FROM inference.inferences WHERE id = $1", [first.id])).rows[0], {
+      message: "the aborted inference to be recorded",
+    });
     expect(row.outcome).toBe("aborted");
   });
 });

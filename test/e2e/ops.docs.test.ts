@@ -16,11 +16,25 @@ describe("ops - API reference page in Chromium", () => {
   beforeAll(async () => {
     if (!fs.existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: run .ci/setup.d/40-chromium.sh`);
     platform = await startTestPlatform({ env: { OLLAMA_URL: "off", GPU_EXECUTOR: "process" } });
-    for (const [method, path] of [["POST", "/api/auth/login"], ["GET", "/api/gpu/status"], ["GET", "/api/models"], ["GET", "/api/databases"]])
+    for (const [method, path] of [
+      ["POST", "/api/auth/login"],
+      ["GET", "/api/gpu/status"],
+      ["GET", "/api/models"],
+      ["GET", "/api/databases"],
+    ])
       await waitForRoute(platform.baseUrl, method, path);
     browser = await chromium.launch({
       executablePath: CHROMIUM,
-      args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+      args: [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+      ],
     });
   });
 

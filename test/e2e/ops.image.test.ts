@@ -9,7 +9,6 @@ import path from "path";
 import { generateCallerKeyPair } from "../../lib/caller-token";
 import { dropDatabase, http, ROOT, testDatabaseUrl, uniqueName, waitFor, freePort } from "../support/platform";
 
-
 describe("ops - the compiled entry point the image runs", () => {
   // Inside dist/ (ignored), so the compiled files resolve node_modules and package.json as in /app.
   const outDir = path.join(ROOT, "dist", uniqueName(".ops-test"));
@@ -77,7 +76,10 @@ describe("ops - the compiled entry point the image runs", () => {
     proc.kill("SIGTERM");
     expect(await exited).toBe(0);
     // Production logs are JSON lines; the request's lines carry its id.
-    const lines = output.trim().split("\n").map((l) => JSON.parse(l));
+    const lines = output
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
     expect(lines.find((l) => l.requestId === "image-test-1" && l.message === "request")).toMatchObject({ status: 201, path: "/api/auth/register" });
     expect(lines.some((l) => /SIGTERM received/.test(l.message))).toBe(true);
   });

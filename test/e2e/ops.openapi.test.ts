@@ -71,7 +71,12 @@ describe("ops - OpenAPI document against the live routes", () => {
 
   beforeAll(async () => {
     platform = await startTestPlatform({ env: { OLLAMA_URL: "off", GPU_EXECUTOR: "process" } });
-    for (const [method, path] of [["POST", "/api/auth/login"], ["GET", "/api/gpu/status"], ["GET", "/api/models"], ["GET", "/api/databases"]])
+    for (const [method, path] of [
+      ["POST", "/api/auth/login"],
+      ["GET", "/api/gpu/status"],
+      ["GET", "/api/models"],
+      ["GET", "/api/databases"],
+    ])
       await waitForRoute(platform.baseUrl, method, path);
     const res = await http<Doc>(platform.baseUrl, "GET", "/api/openapi.json");
     expect(res.status).toBe(200);
@@ -90,7 +95,12 @@ describe("ops - OpenAPI document against the live routes", () => {
 
   it("ops - the document lists exactly the routes the services declare (none missing, none extra)", () => {
     const declared = declaredRoutes();
-    const inDoc = new Set([...documented().keys(), ...Object.entries(OPERATIONS).filter(([, o]) => o.hidden).map(([k]) => k)]);
+    const inDoc = new Set([
+      ...documented().keys(),
+      ...Object.entries(OPERATIONS)
+        .filter(([, o]) => o.hidden)
+        .map(([k]) => k),
+    ]);
     expect([...inDoc].filter((k) => !declared.has(k)).sort()).toEqual([]);
     expect([...declared].filter((k) => !inDoc.has(k)).sort()).toEqual([]);
   });
@@ -175,9 +185,12 @@ describe("ops - OpenAPI document against the live routes", () => {
 
     for (const [k, res] of calls) expectDocumented(k, res);
     // The job may still run on the simulated card: wait until it is done so nothing outlives the test.
-    await waitFor(async () => {
-      const res = await http(base, "GET", `/api/gpu/jobs/${job.body.id}`, { token });
-      return ["completed", "failed", "cancelled"].includes(res.body.status);
-    }, { timeoutMs: 20_000, message: "job finished" });
+    await waitFor(
+      async () => {
+        const res = await http(base, "GET", `/api/gpu/jobs/${job.body.id}`, { token });
+        return ["completed", "failed", "cancelled"].includes(res.body.status);
+      },
+      { timeoutMs: 20_000, message: "job finished" },
+    );
   });
 });

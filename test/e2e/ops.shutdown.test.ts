@@ -6,7 +6,6 @@
 import { Context, ServiceBroker } from "moleculer";
 import { http, NATS_URL, spawnServices, uniqueName, waitFor, waitForRoute, ChildService, freePort } from "../support/platform";
 
-
 describe("ops - graceful shutdown", () => {
   const namespace = uniqueName("t");
   let backend: ServiceBroker;
@@ -93,7 +92,11 @@ describe("ops - graceful shutdown", () => {
     expect(gateway.proc.exitCode).toBe(0);
 
     // Its log is JSON lines; the request's access line carries the request id.
-    const lines = gateway.output().trim().split("\n").map((line) => JSON.parse(line));
+    const lines = gateway
+      .output()
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line));
     expect(lines.find((l) => l.message === "request" && l.requestId === "drain-test-1")).toMatchObject({
       level: "info",
       method: "GET",

@@ -20,7 +20,14 @@ describe("auth - service replicas over NATS with Redis", () => {
 
   beforeAll(async () => {
     a = await startTestPlatform({ services: ["auth"], env, transporter: "nats://127.0.0.1:4222" });
-    b = await startTestPlatform({ services: ["auth"], env, transporter: "nats://127.0.0.1:4222", namespace: a.namespace, databaseUrl: a.databaseUrl, dropDatabase: false });
+    b = await startTestPlatform({
+      services: ["auth"],
+      env,
+      transporter: "nats://127.0.0.1:4222",
+      namespace: a.namespace,
+      databaseUrl: a.databaseUrl,
+      dropDatabase: false,
+    });
     await a.broker.waitForServices(["auth"], 10_000);
   });
   afterAll(async () => {
@@ -36,7 +43,12 @@ describe("auth - service replicas over NATS with Redis", () => {
     broker.call(action, params, { meta, nodeID: broker.nodeID }) as Promise<any>;
 
   it("auth - a key rotated on one replica is refused at once by the other", async () => {
-    const reg = await callOn(a.broker, "auth.register", { email: `${uniqueName("r")}@example.com`, name: "R", password: "password-123" }, { clientIp: "10.0.0.1" });
+    const reg = await callOn(
+      a.broker,
+      "auth.register",
+      { email: `${uniqueName("r")}@example.com`, name: "R", password: "password-123" },
+      { clientIp: "10.0.0.1" },
+    );
     const caller = signedCallerMeta({ clientId: reg.client.id, role: "client", via: "jwt" });
     const resolve = (broker: ServiceBroker, key: string) => callOn(broker, "auth.resolveApiKey", { keyHash: hashApiKey(key) });
     const first = (await callOn(a.broker, "auth.createApiKey", {}, caller)).apiKey;
@@ -82,7 +94,12 @@ describe("auth - service replicas over NATS with Redis", () => {
   });
 
   it("auth - accounts resolve by id for the gateway; a malformed id is a validation error, not a 500", async () => {
-    const reg = await callOn(a.broker, "auth.register", { email: `${uniqueName("acc")}@example.com`, name: "A", password: "password-123" }, { clientIp: "10.0.0.2" });
+    const reg = await callOn(
+      a.broker,
+      "auth.register",
+      { email: `${uniqueName("acc")}@example.com`, name: "A", password: "password-123" },
+      { clientIp: "10.0.0.2" },
+    );
     expect(await callOn(b.broker, "auth.resolveAccount", { id: reg.client.id })).toEqual({ id: reg.client.id, role: "client" });
     expect(await callOn(b.broker, "auth.resolveAccount", { id: "4b6f1c2e-0000-4000-8000-00000000dead" })).toBeNull();
     await expect(callOn(b.broker, "auth.resolveAccount", { id: "nope" })).rejects.toMatchObject({ code: 422 });

@@ -44,9 +44,7 @@ describe("dbaas concurrency", () => {
 
     const destroyed = await Promise.all(created.map(({ db, meta }) => platform.broker.call("dbaas.destroy", { id: db.id }, { meta })));
     expect(destroyed).toEqual(created.map(({ db }) => ({ message: `Database ${db.databaseName} destroyed` })));
-    expect(
-      await existing({ databases: created.map((c) => c.db.databaseName), roles: created.map((c) => c.db.username) }),
-    ).toEqual([]);
+    expect(await existing({ databases: created.map((c) => c.db.databaseName), roles: created.map((c) => c.db.username) })).toEqual([]);
   });
 
   it("dbaas concurrency - 8 provisions at once for one account: exactly the limit succeed, the rest get 403", async () => {
@@ -57,7 +55,10 @@ describe("dbaas concurrency", () => {
     expect(ok).toHaveLength(5);
     expect(refused).toHaveLength(3);
     for (const r of refused) expect(r.reason).toMatchObject({ code: 403, type: "QUOTA_EXCEEDED" });
-    const rows = await withClient(platform.databaseUrl, async (c) => (await c.query("SELECT status FROM dbaas.databases WHERE client_id = $1", [meta.caller.clientId])).rows);
+    const rows = await withClient(
+      platform.databaseUrl,
+      async (c) => (await c.query("SELECT status FROM dbaas.databases WHERE client_id = $1", [meta.caller.clientId])).rows,
+    );
     expect(rows).toEqual(Array(5).fill({ status: "active" }));
   });
 });

@@ -230,10 +230,12 @@ describe("dbaas faults - tenant server down", () => {
     const id = randomUUID();
     const n = generateNames(meta.caller.clientId);
     await withClient(platform.databaseUrl, (c: Client) =>
-      c.query(
-        `INSERT INTO dbaas.databases (id, client_id, database_name, username, status, max_storage_mb) VALUES ($1, $2, $3, $4, 'active', 10)`,
-        [id, meta.caller.clientId, n.databaseName, n.username],
-      ),
+      c.query(`INSERT INTO dbaas.databases (id, client_id, database_name, username, status, max_storage_mb) VALUES ($1, $2, $3, $4, 'active', 10)`, [
+        id,
+        meta.caller.clientId,
+        n.databaseName,
+        n.username,
+      ]),
     );
     await expect(platform.broker.call("dbaas.destroy", { id }, { meta })).rejects.toMatchObject({ code: 503, type: "SERVICE_UNAVAILABLE" });
     await expect(platform.broker.call("dbaas.get", { id }, { meta })).resolves.toMatchObject({ id, databaseName: n.databaseName });

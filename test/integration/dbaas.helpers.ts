@@ -32,7 +32,8 @@ export async function startDbaasPlatform(opts: { services?: string[]; env?: Reco
 }
 
 // Signed like the gateway's (and kept fresh): services take the caller from the token only (middlewares/auth.middleware.ts).
-export const callerMeta = (clientId: string = randomUUID()): { caller: Caller; callerToken: string } => liveCallerMeta({ clientId, role: "client", via: "jwt" });
+export const callerMeta = (clientId: string = randomUUID()): { caller: Caller; callerToken: string } =>
+  liveCallerMeta({ clientId, role: "client", via: "jwt" });
 
 /** Runs `work` on a fresh connection as the tenant admin (to `database`, default postgres). */
 export async function asAdmin<T>(work: (client: Client) => Promise<T>, database = "postgres"): Promise<T> {

@@ -8,16 +8,7 @@ import { ensureDatabase, migrate } from "../../lib/db";
 import { dropDatabase, testDatabaseUrl, TestPlatform } from "../support/platform";
 import type { DatabaseCreated } from "../../services/dbaas/dbaas.service";
 import { migrations } from "../../services/dbaas/migrations";
-import {
-  asAdmin,
-  callerMeta,
-  connectRefusal,
-  existing,
-  refusal,
-  startDbaasPlatform,
-  stopDbaasPlatform,
-  withClient,
-} from "./dbaas.helpers";
+import { asAdmin, callerMeta, connectRefusal, existing, refusal, startDbaasPlatform, stopDbaasPlatform, withClient } from "./dbaas.helpers";
 
 describe("dbaas isolation", () => {
   let platform: TestPlatform;
@@ -168,7 +159,13 @@ describe("dbaas catalog level - upgrade of the platform's records (migration 4)"
     await ensureDatabase(databaseUrl);
     const pool = new Pool({ connectionString: databaseUrl });
     try {
-      expect(await migrate(pool, "dbaas", migrations.filter((m) => m.version <= 3))).toEqual([1, 2, 3]);
+      expect(
+        await migrate(
+          pool,
+          "dbaas",
+          migrations.filter((m) => m.version <= 3),
+        ),
+      ).toEqual([1, 2, 3]);
       const insert = (id: string, status: string, hidden: boolean) =>
         pool.query(
           `INSERT INTO dbaas.databases (id, client_id, database_name, username, status, max_storage_mb, catalog_hidden)

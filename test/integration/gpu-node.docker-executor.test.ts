@@ -17,14 +17,28 @@ import { NATS_URL, startTestPlatform, testBroker, TestPlatform, uniqueName, wait
 export const TEST_JOB_IMAGE = process.env.TEST_JOB_IMAGE || "ci-platform/test-busybox:latest";
 
 const docker = new Docker();
-const simulated: NodeCard = { uuid: "GPU-sim-docker-0", index: 0, name: "Test GPU", memoryTotal: 1024, memoryUsed: 0, utilization: 0, temperature: 30, simulated: true };
+const simulated: NodeCard = {
+  uuid: "GPU-sim-docker-0",
+  index: 0,
+  name: "Test GPU",
+  memoryTotal: 1024,
+  memoryUsed: 0,
+  utilization: 0,
+  temperature: 30,
+  simulated: true,
+};
 
 describe("gpu-node docker executor", () => {
   const namespace = uniqueName("dockertest");
   let logDir: string;
   let limits: JobLimits;
   let context: ContainerContext;
-  const executorFor = (nodeId = "node-a", d: Docker = docker) => new DockerExecutor(d, () => ({ ...context, nodeId }), () => limits);
+  const executorFor = (nodeId = "node-a", d: Docker = docker) =>
+    new DockerExecutor(
+      d,
+      () => ({ ...context, nodeId }),
+      () => limits,
+    );
   const run = (command: string, extra: { containerImage?: string; card?: NodeCard; executor?: DockerExecutor } = {}) =>
     (extra.executor ?? executorFor()).run({ jobId: uniqueName("job"), card: extra.card ?? simulated, command, containerImage: extra.containerImage });
   const containersOf = (jobId: string) => docker.listContainers({ all: true, filters: { label: [`${LABEL_JOB}=${jobId}`] } });
@@ -39,14 +53,27 @@ describe("gpu-node docker executor", () => {
     logDir = mkdtempSync(path.join(os.tmpdir(), "gpu-node-docker-"));
     limits = { timeoutS: 30, graceS: 1, logDir };
     // The local test image reads as docker.io; 127.0.0.1:9 is a test-only registry (nothing listens there).
-    context = { nodeId: "node-a", namespace, defaultImage: TEST_JOB_IMAGE, limits: { memoryMb: 256, cpus: 1, pids: 64, network: "none" }, allowedRegistries: ["docker.io", "127.0.0.1:9"] };
+    context = {
+      nodeId: "node-a",
+      namespace,
+      defaultImage: TEST_JOB_IMAGE,
+      limits: { memoryMb: 256, cpus: 1, pids: 64, network: "none" },
+      allowedRegistries: ["docker.io", "127.0.0.1:9"],
+    };
   });
 
   afterEach(() => rmSync(logDir, { recursive: true, force: true }));
 
   afterAll(async () => {
     const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL_NAMESPACE}=${namespace}`] } });
-    await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
+    await Promise.all(
+      left.map((c) =>
+        docker
+          .getContainer(c.Id)
+          .remove({ force: true })
+          .catch(() => undefined),
+      ),
+    );
   });
 
   test("gpu-node docker executor - output in the order written and the exit code; the container is removed", async () => {
@@ -69,10 +96,13 @@ describe("gpu-node docker executor", () => {
   test("gpu-node docker executor - docker inspect shows the hardening; cancel stops the running container", async () => {
     const job = run("echo ready; sleep 300");
     expect(await job.started).toBe(true);
-    const [summary] = await waitFor(async () => {
-      const list = await containersOf(job.jobId);
-      return list.length ? list : false;
-    }, { message: "the job's container" });
+    const [summary] = await waitFor(
+      async () => {
+        const list = await containersOf(job.jobId);
+        return list.length ? list : false;
+      },
+      { message: "the job's container" },
+    );
     const info = await docker.getContainer(summary.Id).inspect();
     expect(info.State.Running).toBe(true);
     expect(info.Config.User).toBe("65534:65534");
@@ -126,7 +156,10 @@ describe("gpu-node docker executor", () => {
       return docker.pull(...args);
     }) as Docker["pull"];
     const executor = executorFor("node-a", counting);
-    const jobs = [run("true", { containerImage: image, executor }), run("true", { containerImage: image, card: { ...simulated, uuid: "GPU-sim-docker-1" }, executor })];
+    const jobs = [
+      run("true", { containerImage: image, executor }),
+      run("true", { containerImage: image, card: { ...simulated, uuid: "GPU-sim-docker-1" }, executor }),
+    ];
     for (const job of jobs) {
       expect(await job.started).toBe(false);
       const outcome = await job.outcome;
@@ -167,10 +200,13 @@ describe("gpu-node docker executor", () => {
     running.detach();
     ended.detach();
     expect(await running.outcome).toBeNull();
-    await waitFor(async () => {
-      const [c] = await containersOf(ended.jobId);
-      return c?.State === "exited";
-    }, { message: "the second job to end while no node watches" });
+    await waitFor(
+      async () => {
+        const [c] = await containersOf(ended.jobId);
+        return c?.State === "exited";
+      },
+      { message: "the second job to end while no node watches" },
+    );
     // Another node id on the same engine adopts nothing of node-r's (its cards differ too).
     expect(await executorFor("node-other").adopt(["GPU-sim-unrelated"])).toEqual([]);
 

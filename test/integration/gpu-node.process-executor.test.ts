@@ -12,7 +12,16 @@ import { ProcessExecutor, ProcessIsolation, probeSandbox } from "../../services/
 import { uniqueName, waitFor } from "../support/platform";
 import { hostPidsRunning, testSandbox } from "../support/sandbox";
 
-const card: NodeCard = { uuid: "GPU-sim-test-0", index: 0, name: "Test GPU", memoryTotal: 1024, memoryUsed: 0, utilization: 0, temperature: 30, simulated: true };
+const card: NodeCard = {
+  uuid: "GPU-sim-test-0",
+  index: 0,
+  name: "Test GPU",
+  memoryTotal: 1024,
+  memoryUsed: 0,
+  utilization: 0,
+  temperature: 30,
+  simulated: true,
+};
 
 /** A sleep no other process on the machine runs: its host pids are the job's. */
 const uniqueSleep = () => String(300_000 + Math.floor(Math.random() * 600_000));
@@ -55,7 +64,12 @@ describe.each([
     try {
       const outcome = await run("env").outcome;
       expect(outcome?.type).toBe("finished");
-      const env = Object.fromEntries(outcome!.output.trim().split("\n").map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]));
+      const env = Object.fromEntries(
+        outcome!.output
+          .trim()
+          .split("\n")
+          .map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]),
+      );
       expect(env.CUDA_VISIBLE_DEVICES).toBe(card.uuid);
       expect(Object.keys(env).filter((k) => k.startsWith("NVIDIA_"))).toEqual([]);
       expect(env.GPU_NODE_SECRET_FOR_TEST).toBeUndefined();
@@ -72,15 +86,21 @@ describe.each([
     // A background child that ignores SIGTERM, and a foreground sleep.
     const job = run(`(trap '' TERM; sleep ${bg}) & echo running; sleep ${fg}`);
     expect(await job.started).toBe(true);
-    const pids = await waitFor(() => {
-      const found = [...hostPidsRunning(["sleep", bg]), ...hostPidsRunning(["sleep", fg])];
-      return found.length === 2 ? found : false;
-    }, { message: "the job's two sleeps on the host" });
+    const pids = await waitFor(
+      () => {
+        const found = [...hostPidsRunning(["sleep", bg]), ...hostPidsRunning(["sleep", fg])];
+        return found.length === 2 ? found : false;
+      },
+      { message: "the job's two sleeps on the host" },
+    );
     expect(await job.stop("cancel")).toBe(true);
     const outcome = await job.outcome;
     expect(outcome).toMatchObject({ type: "cancelled", output: "running\n" });
     expect(pids).toHaveLength(2);
-    await waitFor(() => hostPidsRunning(["sleep", bg]).length + hostPidsRunning(["sleep", fg]).length === 0, { timeoutMs: 5000, message: "every process of the job to be gone" });
+    await waitFor(() => hostPidsRunning(["sleep", bg]).length + hostPidsRunning(["sleep", fg]).length === 0, {
+      timeoutMs: 5000,
+      message: "every process of the job to be gone",
+    });
     expect(await job.stop("cancel")).toBe(false); // already ended
   });
 
@@ -143,7 +163,10 @@ describe("gpu-node process executor - sandbox probe and limits", () => {
   test("gpu-node process executor - inside the sandbox: the job's uid, no capabilities, a bounded private /tmp, process limit", async () => {
     const logDir = mkdtempSync(path.join(os.tmpdir(), "gpu-node-proc-"));
     try {
-      const executor = new ProcessExecutor(() => ({ timeoutS: 30, graceS: 1, logDir }), testSandbox({ limits: { processes: 16, memoryBytes: 256 << 20, tmpBytes: 8 << 20 } }));
+      const executor = new ProcessExecutor(
+        () => ({ timeoutS: 30, graceS: 1, logDir }),
+        testSandbox({ limits: { processes: 16, memoryBytes: 256 << 20, tmpBytes: 8 << 20 } }),
+      );
       const outcome = await executor.run({
         jobId: uniqueName("job"),
         card,
@@ -157,7 +180,12 @@ describe("gpu-node process executor - sandbox probe and limits", () => {
         ].join("; "),
       }).outcome;
       expect(outcome).toMatchObject({ type: "finished", exitCode: 0 });
-      expect(outcome!.output.trim().split("\n").map((l) => l.trim())).toEqual([
+      expect(
+        outcome!.output
+          .trim()
+          .split("\n")
+          .map((l) => l.trim()),
+      ).toEqual([
         "65534",
         "65534",
         "/tmp",

@@ -92,7 +92,9 @@ describe("gpu-node service over NATS", () => {
     const first = await waitFor(() => heartbeats[0], { message: "the first heartbeat" });
     const jobId = uniqueName("job");
     // No retry: the node's actions are known wherever its heartbeat is heard.
-    expect(await scheduler.call("gpu-node.run", { jobId, gpuUuid: first.cards[0].uuid, command: "true" }, { nodeID: first.nodeId })).toEqual({ accepted: true });
+    expect(await scheduler.call("gpu-node.run", { jobId, gpuUuid: first.cards[0].uuid, command: "true" }, { nodeID: first.nodeId })).toEqual({
+      accepted: true,
+    });
   });
 
   test("gpu-node service - run reports started, then finished with exit code and output; logs serve it all", async () => {
@@ -164,7 +166,11 @@ describe("gpu-node service over NATS", () => {
 
   test("gpu-node service - events published while no consumer exists are delivered later", async () => {
     platform = await startNode();
-    const node = platform.broker.getLocalService("gpu-node") as unknown as { outbox: { pending: number }; jobs: Map<string, unknown>; cards: Array<{ uuid: string }> };
+    const node = platform.broker.getLocalService("gpu-node") as unknown as {
+      outbox: { pending: number };
+      jobs: Map<string, unknown>;
+      cards: Array<{ uuid: string }>;
+    };
     const jobId = uniqueName("job");
     await call("run", { jobId, gpuUuid: node.cards[0].uuid, command: "echo while-nobody-listens; exit 5" });
     await waitFor(() => node.jobs.size === 0 && node.outbox.pending === 0, { message: "the job to end and its events to be stored" });

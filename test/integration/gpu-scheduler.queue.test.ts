@@ -106,7 +106,7 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     const c = await newJob();
     expect([a.position, b.position, c.position]).toEqual([1, 2, 3]);
     const other = new JobsRepository(pools[1]);
-    expect((await other.queueDepth())).toBe(3);
+    expect(await other.queueDepth()).toBe(3);
     const batch = await other.insert(
       [1, 2].map(() => ({ id: randomUUID(), clientId: CLIENT, command: "x", containerImage: null, gpuType: null })),
       new Date(),
@@ -151,7 +151,12 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     const a100 = (await newJob("A100")).id;
     await scheduler.schedule({ newJob: true });
     for (const id of placed) expect(await statusOf(id)).toBe("assigned");
-    expect(scheduler.waiting).toEqual(new Map([[rtx, "MATCHING_GPUS_BUSY"], [a100, "NO_MATCHING_GPU"]]));
+    expect(scheduler.waiting).toEqual(
+      new Map([
+        [rtx, "MATCHING_GPUS_BUSY"],
+        [a100, "NO_MATCHING_GPU"],
+      ]),
+    );
     // Every card held: the next pass reads no job, so it knows no reason.
     await scheduler.schedule();
     expect(scheduler.waiting).toEqual(new Map());
@@ -243,8 +248,7 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     const clock = new ManualClock();
     const nodes = new FakeNodes();
     let hang!: (err: Error) => void;
-    nodes.onRun = (_n, params) =>
-      params.command === "hang" ? new Promise((_, reject) => (hang = reject)) : Promise.resolve();
+    nodes.onRun = (_n, params) => (params.command === "hang" ? new Promise((_, reject) => (hang = reject)) : Promise.resolve());
     const s = replica(nodes, clock);
     await s.heartbeat(heartbeat("n1", ["a0", "a1"]));
     const first = await newJob(null, clock.now());

@@ -65,7 +65,13 @@ async function collect(chunks: AsyncIterable<StreamChunk>): Promise<StreamChunk[
 describe.each(KINDS)("inference - $label adapter", (kind) => {
   let standin: OllamaStandin | OpenAiStandin;
   let provider: Provider;
-  const request = (extra: Partial<ChatRequest> = {}): ChatRequest => ({ model: kind.model, prompt: "Why is the sky blue?", temperature: 0.7, maxTokens: 1024, ...extra });
+  const request = (extra: Partial<ChatRequest> = {}): ChatRequest => ({
+    model: kind.model,
+    prompt: "Why is the sky blue?",
+    temperature: 0.7,
+    maxTokens: 1024,
+    ...extra,
+  });
 
   beforeAll(async () => {
     standin = await kind.standin().start();

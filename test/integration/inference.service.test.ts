@@ -12,7 +12,19 @@ import { REDIS_URL, startTestPlatform, TestPlatform, uniqueName, waitFor } from 
 import { OllamaStandin, OpenAiStandin } from "../support/provider-standins";
 import { acquireRedis, releaseRedis } from "../../lib/redis";
 
-type Row = { id: string; client_id: string; model: string; provider: string | null; prompt_tokens: number; completion_tokens: number; tokens_used: number; duration_ms: number; outcome: string; error_code: string | null; stream: boolean };
+type Row = {
+  id: string;
+  client_id: string;
+  model: string;
+  provider: string | null;
+  prompt_tokens: number;
+  completion_tokens: number;
+  tokens_used: number;
+  duration_ms: number;
+  outcome: string;
+  error_code: string | null;
+  stream: boolean;
+};
 
 describe("inference - service with two providers", () => {
   let ollama: OllamaStandin;
@@ -21,8 +33,10 @@ describe("inference - service with two providers", () => {
   let db: Client;
   const completed: Array<Record<string, unknown>> = [];
   const caller = { clientId: randomUUID(), role: "client", via: "jwt" as const };
-  const call = <T = any>(action: string, params: Record<string, unknown> = {}) => platform.broker.call<T, Record<string, unknown>>(action, params, { meta: signedCallerMeta(caller) });
-  const row = (id: string) => waitFor(async () => (await db.query<Row>("SELECT * FROM inference.inferences WHERE id = $1", [id])).rows[0], { message: `inference ${id} to be recorded` });
+  const call = <T = any>(action: string, params: Record<string, unknown> = {}) =>
+    platform.broker.call<T, Record<string, unknown>>(action, params, { meta: signedCallerMeta(caller) });
+  const row = (id: string) =>
+    waitFor(async () => (await db.query<Row>("SELECT * FROM inference.inferences WHERE id = $1", [id])).rows[0], { message: `inference ${id} to be recorded` });
   const failureOf = async (work: Promise<unknown>) => {
     try {
       await work;
@@ -46,7 +60,10 @@ describe("inference - service with two providers", () => {
         INFERENCE_TIMEOUT_MS: "500",
       },
     });
-    platform.broker.createService({ name: "inference-listener", events: { "inference.completed": (ctx: { params: Record<string, unknown> }) => void completed.push(ctx.params) } });
+    platform.broker.createService({
+      name: "inference-listener",
+      events: { "inference.completed": (ctx: { params: Record<string, unknown> }) => void completed.push(ctx.params) },
+    });
     await platform.broker.waitForServices(["inference-listener"]);
     db = new Client({ connectionString: platform.databaseUrl });
     await db.connect();
@@ -89,9 +106,26 @@ describe("inference - service with two providers", () => {
     const ok = await call("inference.infer", { model: "llama3.2:1b", prompt: "hi" });
     expect(ok.tokensUsed).toBe(42);
     expect(Number.isInteger(ok.durationMs)).toBe(true);
-    expect(await row(ok.id)).toMatchObject({ client_id: caller.clientId, model: "llama3.2:1b", provider: "ollama", prompt_tokens: 30, completion_tokens: 12, tokens_used: 42, duration_ms: ok.durationMs, outcome: "ok", error_code: null, stream: false });
+    expect(await row(ok.id)).toMatchObject({
+      client_id: caller.clientId,
+      model: "llama3.2:1b",
+      provider: "ollama",
+      prompt_tokens: 30,
+      completion_tokens: 12,
+      tokens_used: 42,
+      duration_ms: ok.durationMs,
+      outcome: "ok",
+      error_code: null,
+      stream: false,
+    });
     await waitFor(() => completed.find((e) => e.model === "llama3.2:1b" && e.tokensUsed === 42), { message: "inference.completed" });
-    expect(completed.find((e) => e.tokensUsed === 42)).toEqual({ model: "llama3.2:1b", provider: "ollama", tokensUsed: 42, durationMs: ok.durationMs, outcome: "ok" });
+    expect(completed.find((e) => e.tokensUsed === 42)).toEqual({
+      model: "llama3.2:1b",
+      provider: "ollama",
+      tokensUsed: 42,
+      durationMs: ok.durationMs,
+      outcome: "ok",
+    });
 
     const before = (await db.query("SELECT count(*)::int AS n FROM inference.inferences")).rows[0].n as number;
     ollama.set({ fail: { status: 500, message: "boom" } });
@@ -131,20 +165,26 @@ describe("inference - service with two providers", () => {
   test("inference - a provider that is down drops out of the list, and is back within the cache time once it answers", async () => {
     await vllm.stop();
     try {
-      await waitFor(async () => {
-        const { models } = await call<{ models: Array<{ provider: string }> }>("inference.list");
-        return models.length > 0 && models.every((m) => m.provider === "ollama");
-      }, { message: "vllm to drop out of the list" });
+      await waitFor(
+        async () => {
+          const { models } = await call<{ models: Array<{ provider: string }> }>("inference.list");
+          return models.length > 0 && models.every((m) => m.provider === "ollama");
+        },
+        { message: "vllm to drop out of the list" },
+      );
       // Its models cannot be looked up meanwhile: 503, not 404.
       const err = await failureOf(call("inference.infer", { model: "Qwen/Qwen2.5-7B-Instruct", prompt: "hi" }));
       expect([err.type, err.code]).toEqual(["SERVICE_UNAVAILABLE", 503]);
     } finally {
       await vllm.start();
     }
-    await waitFor(async () => {
-      const { models } = await call<{ models: Array<{ provider: string }> }>("inference.list");
-      return models.some((m) => m.provider === "vllm");
-    }, { timeoutMs: 5_000, message: "vllm to come back in the list" });
+    await waitFor(
+      async () => {
+        const { models } = await call<{ models: Array<{ provider: string }> }>("inference.list");
+        return models.some((m) => m.provider === "vllm");
+      },
+      { timeoutMs: 5_000, message: "vllm to come back in the list" },
+    );
   });
 
   test("inference - the list is shared through Redis: another replica answers without asking the providers", async () => {

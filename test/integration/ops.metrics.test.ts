@@ -83,10 +83,13 @@ describe("ops - Prometheus metrics after real traffic", () => {
     await platform.broker.emit(HEARTBEAT_EVENT, heartbeat);
     await platform.broker.emit(HEARTBEAT_EVENT, { nodeId: "broken", cards: [{ uuid: 1 }] }); // ignored, never thrown
     await platform.broker.emit(HEARTBEAT_EVENT, { ...heartbeat, nodeId: "gpu-host-forged" }); // another node's id: ignored
-    const samples = await waitFor(async () => {
-      const s = await scrape();
-      return find(s, "platform_gpu_utilization_percent").length === 2 ? s : false;
-    }, { message: "GPU metrics" });
+    const samples = await waitFor(
+      async () => {
+        const s = await scrape();
+        return find(s, "platform_gpu_utilization_percent").length === 2 ? s : false;
+      },
+      { message: "GPU metrics" },
+    );
     const card0 = { node: platform.broker.nodeID, gpu: "GPU-aaaa", index: "0", card: "NVIDIA GeForce RTX 3060" };
     expect(samples.filter((x) => x.labels.node === "gpu-host-forged")).toEqual([]);
     expect(find(samples, "platform_gpu_utilization_percent", card0)[0].value).toBe(37);
@@ -105,10 +108,13 @@ describe("ops - Prometheus metrics after real traffic", () => {
       { model: "typed-by-a-client", provider: null, tokensUsed: null, durationMs: 2, outcome: "error" },
     ];
     for (const e of events) await platform.broker.emit("inference.completed", e);
-    const samples = await waitFor(async () => {
-      const s = await scrape();
-      return find(s, "platform_inference_requests_total").length === 3 ? s : false;
-    }, { message: "inference metrics" });
+    const samples = await waitFor(
+      async () => {
+        const s = await scrape();
+        return find(s, "platform_inference_requests_total").length === 3 ? s : false;
+      },
+      { message: "inference metrics" },
+    );
     const llama = { model: "llama3.2:1b", provider: "ollama" };
     expect(find(samples, "platform_inference_tokens_total", llama)[0].value).toBe(200);
     expect(find(samples, "platform_inference_requests_total", { ...llama, outcome: "ok" })[0].value).toBe(2);
@@ -138,10 +144,13 @@ describe("ops - queue, jobs and databases metrics from the real services", () =>
   afterAll(() => platform?.stop());
 
   const scrapeUntil = (what: string, ok: (s: Sample[]) => boolean) =>
-    waitFor(async () => {
-      const s = parsePrometheus(await (await fetch(metricsUrl)).text());
-      return ok(s) ? s : false;
-    }, { message: what });
+    waitFor(
+      async () => {
+        const s = parsePrometheus(await (await fetch(metricsUrl)).text());
+        return ok(s) ? s : false;
+      },
+      { message: what },
+    );
   const value = (s: Sample[], name: string, labels: Record<string, string> = {}) => find(s, name, labels)[0]?.value;
 
   it("ops - a queued job and a created database show up in the gauges", async () => {
@@ -187,10 +196,13 @@ describe("ops - GPU metrics from a real gpu-node", () => {
 
   it("ops - the node's heartbeats become one series per card", async () => {
     const port = await waitFor(() => metricsPortOf(platform.broker), { message: "metrics port" });
-    const samples = await waitFor(async () => {
-      const s = parsePrometheus(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text());
-      return find(s, "platform_gpu_memory_total_mib", { card: "Ops Test Card" }).length === 2 ? s : false;
-    }, { message: "simulated cards in the metrics" });
+    const samples = await waitFor(
+      async () => {
+        const s = parsePrometheus(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text());
+        return find(s, "platform_gpu_memory_total_mib", { card: "Ops Test Card" }).length === 2 ? s : false;
+      },
+      { message: "simulated cards in the metrics" },
+    );
     const cards = find(samples, "platform_gpu_memory_total_mib", { card: "Ops Test Card" });
     expect(cards.map((c) => c.value)).toEqual([8192, 8192]);
     expect(cards.map((c) => c.labels.index).sort()).toEqual(["0", "1"]);

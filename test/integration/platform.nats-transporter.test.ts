@@ -7,8 +7,7 @@ import { NATS_URL, uniqueName, waitFor } from "../support/platform";
 describe("platform - batching NATS transporter", () => {
   const namespace = uniqueName("natsbatch");
   const received: number[] = [];
-  const make = (nodeID: string) =>
-    new ServiceBroker({ namespace, nodeID, transporter: transporterOption(NATS_URL), logger: false, heartbeatTimeout: 15 });
+  const make = (nodeID: string) => new ServiceBroker({ namespace, nodeID, transporter: transporterOption(NATS_URL), logger: false, heartbeatTimeout: 15 });
   const caller = make(uniqueName("caller"));
   const callee = make(uniqueName("callee"));
 

@@ -145,7 +145,8 @@ describe("bus - a gpu-node credential (the least trusted)", () => {
       `${P}.REQ.gpu-node.n1.gpu-node.n2`,
       `${P}.REQB.auth.resolveApiKey.gpu-node.n2`,
     ];
-    for (const subject of subjects) nc.publish(subject, packet("gpu-node.n2", { id: "x", action: "gpu-node.run", params: { jobId: "j", gpuUuid: "g", command: "id" } }));
+    for (const subject of subjects)
+      nc.publish(subject, packet("gpu-node.n2", { id: "x", action: "gpu-node.run", params: { jobId: "j", gpuUuid: "g", command: "id" } }));
     await nc.flush();
     await waitFor(() => subjects.every((s) => denied.includes(`publish ${s}`)), { message: `every publish refused (refused: ${denied.join(", ")})` });
   });
@@ -160,10 +161,18 @@ describe("bus - a gpu-node credential (the least trusted)", () => {
 
   it("bus - a heartbeat claiming another node's id is ignored by the scheduler", async () => {
     const { nc } = await rawClient("gpu-node.n2", "gpu-node.n2");
-    const fake = { nodeId: "gpu-node.n1", cards: [{ uuid: "GPU-fake-h100", index: 0, name: "NVIDIA H100", memoryTotal: 81920, memoryUsed: 0, utilization: 0, temperature: 30 }], runningJobIds: [], executor: "process", at: new Date().toISOString() };
+    const fake = {
+      nodeId: "gpu-node.n1",
+      cards: [{ uuid: "GPU-fake-h100", index: 0, name: "NVIDIA H100", memoryTotal: 81920, memoryUsed: 0, utilization: 0, temperature: 30 }],
+      runningJobIds: [],
+      executor: "process",
+      at: new Date().toISOString(),
+    };
     // Broadcast events go to each listening node: find the scheduler's id from the gateway's view.
     const rogue = await rogueBroker("gpu-node.n2", "gpu-node.n2");
-    await waitFor(() => rogue.registry.getServiceList({ onlyAvailable: true }).some((s: { name: string }) => s.name === "gpu-scheduler"), { message: "the scheduler to be known" });
+    await waitFor(() => rogue.registry.getServiceList({ onlyAvailable: true }).some((s: { name: string }) => s.name === "gpu-scheduler"), {
+      message: "the scheduler to be known",
+    });
     const schedulerNode = rogue.registry.getServiceList({ onlyAvailable: true }).find((s: { name: string }) => s.name === "gpu-scheduler")!.nodeID as string;
     const event = { id: "e1", event: "gpu-node.heartbeat", data: fake, groups: ["gpu-scheduler"], broadcast: true, meta: {}, level: 1, needAck: false };
     // Under its own id (allowed), claiming n1 in the payload; and claiming n1 as sender (dropped by the transporter).
@@ -171,8 +180,12 @@ describe("bus - a gpu-node credential (the least trusted)", () => {
     nc.publish(`${P}.EVENT.${schedulerNode}.gpu-node.heartbeat.gpu-node.n2`, packet("gpu-node.n1", event));
     await nc.flush();
     const scheduler = children[2];
-    await waitFor(() => scheduler.output().includes("Ignored a heartbeat for gpu-node.n1 sent by gpu-node.n2"), { message: "the scheduler to refuse the heartbeat" });
-    await waitFor(() => scheduler.output().includes('sender "gpu-node.n1" published under "gpu-node.n2"'), { message: "the transporter to drop the forged sender" });
+    await waitFor(() => scheduler.output().includes("Ignored a heartbeat for gpu-node.n1 sent by gpu-node.n2"), {
+      message: "the scheduler to refuse the heartbeat",
+    });
+    await waitFor(() => scheduler.output().includes('sender "gpu-node.n1" published under "gpu-node.n2"'), {
+      message: "the transporter to drop the forged sender",
+    });
     // The scheduler keeps the cluster in memory: its status never lists the fake card.
     const status = await http(base, "GET", "/api/gpu/status", { token: victim.token });
     expect(status.status).toBe(200);
@@ -206,7 +219,15 @@ describe("bus - a gpu-node credential (the least trusted)", () => {
     );
     const { nc, denied } = await rawClient("gpu-node.n2", "gpu-node.n2");
     const js = nc.jetstream();
-    const forged = { type: "finished", jobId: job.body.id, nodeId: "gpu-node.n1", gpuUuid: running.gpuUuid ?? "GPU-x", exitCode: 0, output: "attacker output", at: new Date().toISOString() };
+    const forged = {
+      type: "finished",
+      jobId: job.body.id,
+      nodeId: "gpu-node.n1",
+      gpuUuid: running.gpuUuid ?? "GPU-x",
+      exitCode: 0,
+      output: "attacker output",
+      at: new Date().toISOString(),
+    };
     // On n1's subject: not this credential's to publish.
     await expect(js.publish(`${namespace}.gpu.job-events.gpu-node.n1`, sc.encode(JSON.stringify(forged)), { timeout: 2000 })).rejects.toThrow();
     await waitFor(() => denied.includes(`publish ${namespace}.gpu.job-events.gpu-node.n1`), { message: "the publish on n1's subject to be refused" });
@@ -219,8 +240,12 @@ describe("bus - a gpu-node credential (the least trusted)", () => {
     const streamName = `${namespace}_gpu_job-events`;
     await waitFor(async () => (await jsm.streams.info(streamName)).state.messages === 0, { message: "the forged events to be consumed" });
     const scheduler = children[2];
-    await waitFor(() => scheduler.output().includes(`Dropped a job event for gpu-node.n1 (job ${job.body.id}) published by gpu-node.n2`), { message: "the scheduler to log the forged sender" });
-    await waitFor(() => scheduler.output().includes(`Ignored job event finished of ${job.body.id} from gpu-node.n2`), { message: "the scheduler to log the event for a job not on the node" });
+    await waitFor(() => scheduler.output().includes(`Dropped a job event for gpu-node.n1 (job ${job.body.id}) published by gpu-node.n2`), {
+      message: "the scheduler to log the forged sender",
+    });
+    await waitFor(() => scheduler.output().includes(`Ignored job event finished of ${job.body.id} from gpu-node.n2`), {
+      message: "the scheduler to log the event for a job not on the node",
+    });
     const after = await http(base, "GET", `/api/gpu/jobs/${job.body.id}`, { token: victim.token });
     expect(after.body.status).toBe("running");
     expect(JSON.stringify(after.body)).not.toContain("attacker output");
@@ -245,12 +270,16 @@ describe("bus - core credentials", () => {
       return found?.nodeID as string | undefined;
     });
     const { nc } = await rawClient("api-gateway", "api-gateway.rogue2");
-    nc.publish(`${P}.INFO.${gatewayNode}`, packet(gatewayNode, { services: [], instanceID: "forged", config: {}, client: {}, ipList: [], hostname: "x", seq: 99 }));
+    nc.publish(
+      `${P}.INFO.${gatewayNode}`,
+      packet(gatewayNode, { services: [], instanceID: "forged", config: {}, client: {}, ipList: [], hostname: "x", seq: 99 }),
+    );
     nc.publish(`${P}.INFO.${gatewayNode}`, sc.encode("not json at all"));
     nc.publish(`${P}.HEARTBEAT.${gatewayNode}`, packet(gatewayNode, { cpu: "x" }));
     await nc.flush();
     // Still serving, several times over the next moments.
-    for (let i = 0; i < 3; i++) expect((await http(base, "POST", "/api/auth/login", { body: { email: "p@example.com", password: "password-123" } })).status).toBe(401);
+    for (let i = 0; i < 3; i++)
+      expect((await http(base, "POST", "/api/auth/login", { body: { email: "p@example.com", password: "password-123" } })).status).toBe(401);
     expect(children.every(alive)).toBe(true);
   });
 
@@ -278,13 +307,21 @@ describe("bus - TLS", () => {
     tlsServer = await startBusServer({ namespace: tlsNamespace, tls: true });
     const ca = tlsServer.certificates!.caFile;
     const port = await freePort();
-    const env = (user: string) => ({ TRANSPORTER: tlsServer.urlFor(user), NATS_TLS_CA: ca, NAMESPACE: tlsNamespace, DATABASE_URL: tlsDatabase, JWT_SECRET: "bus-tls-secret" });
+    const env = (user: string) => ({
+      TRANSPORTER: tlsServer.urlFor(user),
+      NATS_TLS_CA: ca,
+      NAMESPACE: tlsNamespace,
+      DATABASE_URL: tlsDatabase,
+      JWT_SECRET: "bus-tls-secret",
+    });
     tlsChildren.push(spawnServices(["api-gateway"], { ...env("api-gateway"), PORT: String(port) }), spawnServices(["auth"], env("auth")));
     const tlsBase = `http://127.0.0.1:${port}`;
     await waitFor(
       async () => {
         for (const c of tlsChildren) if (!alive(c)) throw new Error(`a service process exited:\n${c.output()}`);
-        const res = await http(tlsBase, "POST", "/api/auth/register", { body: { email: `${uniqueName("tls")}@example.com`, name: "T", password: "password-123" } }).catch(() => undefined);
+        const res = await http(tlsBase, "POST", "/api/auth/register", {
+          body: { email: `${uniqueName("tls")}@example.com`, name: "T", password: "password-123" },
+        }).catch(() => undefined);
         return res?.status === 201;
       },
       { timeoutMs: 40_000, message: "register over the TLS bus" },

@@ -60,7 +60,10 @@ async function startExpectingExit(env: Record<string, string>): Promise<{ code: 
   const child = spawnServices(["dbaas"], { TRANSPORTER: "", HEALTH_PORT: "off", METRICS_PORT: "off", ...env });
   const exited = () => child.proc.exitCode !== null || child.proc.signalCode !== null;
   // Still running at the deadline: it did not refuse to start (code null), and is stopped.
-  const stillRunning = await waitFor(exited, { timeoutMs: 45_000, message: "dbaas to exit" }).then(() => false, () => true);
+  const stillRunning = await waitFor(exited, { timeoutMs: 45_000, message: "dbaas to exit" }).then(
+    () => false,
+    () => true,
+  );
   if (stillRunning) await child.stop("SIGKILL");
   return { code: stillRunning ? null : child.proc.exitCode, output: child.output() };
 }
@@ -317,15 +320,21 @@ describe("databases - a crash mid-provision does not block the account", () => {
     const meta = callerMeta();
     child = await spawnDbaas();
     const rows = () =>
-      withClient(platform.databaseUrl, async (c) => (await c.query("SELECT username, status FROM dbaas.databases WHERE client_id = $1", [meta.caller.clientId])).rows);
+      withClient(
+        platform.databaseUrl,
+        async (c) => (await c.query("SELECT username, status FROM dbaas.databases WHERE client_id = $1", [meta.caller.clientId])).rows,
+      );
     // Hold the only CREATE DATABASE slot: the provisioning stops after its record and role.
     const crashed = await asAdmin(async (slot) => {
       await slot.query("SELECT pg_advisory_lock(hashtext('ci-platform:dbaas:create'), 0)");
       const pending = client.call("dbaas.create", {}, { meta, nodeID, timeout: 2000 }).catch((e) => e);
-      const [row] = await waitFor(async () => {
-        const r = await rows();
-        return r.length === 1 && (await existing({ roles: [r[0].username] })).length === 1 ? r : false;
-      }, { message: "the provisioning to reach CREATE DATABASE" });
+      const [row] = await waitFor(
+        async () => {
+          const r = await rows();
+          return r.length === 1 && (await existing({ roles: [r[0].username] })).length === 1 ? r : false;
+        },
+        { message: "the provisioning to reach CREATE DATABASE" },
+      );
       await child!.stop("SIGKILL");
       child = undefined;
       void pending; // fails once the broker notices the node is gone; nothing to wait for
@@ -419,7 +428,13 @@ describe("databases - default catalog level (sessions): no other tenant's sessio
     expect(dump.status).toBe(0);
     expect(dump.stdout).toContain("CREATE TABLE public.mine");
     expect(dump.stdout).toContain("dumped row");
-    const looks = psql(a.connectionString, "\\l", "\\du", `SELECT '${a.username}'::regrole`, "SELECT pg_encoding_to_char(encoding) FROM pg_database WHERE datname = current_database()");
+    const looks = psql(
+      a.connectionString,
+      "\\l",
+      "\\du",
+      `SELECT '${a.username}'::regrole`,
+      "SELECT pg_encoding_to_char(encoding) FROM pg_database WHERE datname = current_database()",
+    );
     expect(looks.stderr).toBe("");
     expect(looks.status).toBe(0);
     expect(looks.stdout).toContain(a.databaseName);
@@ -431,8 +446,7 @@ describe("databases - default catalog level (sessions): no other tenant's sessio
     const levelOf = async (id: string) =>
       withClient(platform.databaseUrl, async (c) => (await c.query("SELECT catalog_level FROM dbaas.databases WHERE id = $1", [id])).rows[0].catalog_level);
     // A dbaas started with this DBAAS_HIDE_CATALOG reconciles (the level is read at start).
-    const reconcileAt = (level: string | undefined) =>
-      besideWith(platform, { DBAAS_HIDE_CATALOG: level }, (other) => other.broker.call("dbaas.reconcile", {}));
+    const reconcileAt = (level: string | undefined) => besideWith(platform, { DBAAS_HIDE_CATALOG: level }, (other) => other.broker.call("dbaas.reconcile", {}));
     let older: DatabaseCreated;
     try {
       older = await besideWith(platform, { DBAAS_HIDE_CATALOG: "off" }, (other) => create(other));

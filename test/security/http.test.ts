@@ -27,7 +27,7 @@ type RawAnswer = { status: number; headers: Record<string, string>; body: any; c
 /** A chunked body's content (the test bodies are ASCII, so sizes count characters). */
 function dechunk(raw: string): string {
   let out = "";
-  for (let at = 0; ; ) {
+  for (let at = 0; ;) {
     const eol = raw.indexOf("\r\n", at);
     const size = parseInt(raw.slice(at, eol), 16);
     if (!size) return out;
@@ -140,7 +140,10 @@ describe("http - the gateway below its routes", () => {
     ["a request line that is not HTTP", "GARBAGE\r\n\r\n"],
     ["a header line without a colon", "GET /api/models HTTP/1.1\r\nHost: test\r\nbroken header\r\n\r\n"],
     ["a NUL byte in a header value", "GET /api/models HTTP/1.1\r\nHost: test\r\nX-Api-Key: ci_\u0000abc\r\n\r\n"],
-    ["conflicting Content-Length and Transfer-Encoding", "POST /api/auth/login HTTP/1.1\r\nHost: test\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"],
+    [
+      "conflicting Content-Length and Transfer-Encoding",
+      "POST /api/auth/login HTTP/1.1\r\nHost: test\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    ],
   ])("http - malformed HTTP (%s) gets 400 MALFORMED_REQUEST as JSON with an X-Request-Id", async (_name, request) => {
     const answer = await rawExchange(port, request);
     expectContractError(answer, 400, "MALFORMED_REQUEST");
@@ -228,7 +231,7 @@ describe("http - the gateway below its routes", () => {
   it("http - a slow body (headers sent, body trickling) is cut at the request timeout", async () => {
     const answer = await rawExchange(
       port,
-      "POST /api/auth/login HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"email\":",
+      'POST /api/auth/login HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"email":',
       10_000,
     );
     expectContractError(answer, 408, "REQUEST_TIMEOUT");

@@ -13,7 +13,20 @@ import { privateKeyFrom, rawPublicKeyOf, signCallerToken } from "../../lib/calle
 import type { Caller } from "../../lib/identity";
 import { hashApiKey } from "../../services/auth/api-keys";
 import { stopDbaasPlatform, tenantEnv } from "../integration/dbaas.helpers";
-import { ChildService, dropDatabase, freePort, http, NATS_URL, spawnServices, startTestPlatform, testDatabaseUrl, TestPlatform, uniqueName, waitFor, waitForRoute } from "../support/platform";
+import {
+  ChildService,
+  dropDatabase,
+  freePort,
+  http,
+  NATS_URL,
+  spawnServices,
+  startTestPlatform,
+  testDatabaseUrl,
+  TestPlatform,
+  uniqueName,
+  waitFor,
+  waitForRoute,
+} from "../support/platform";
 
 const SECRET = "identity-test-secret";
 const SIGNING_SEED = randomBytes(32).toString("base64"); // the gateway's CALLER_SIGNING_KEY in this test
@@ -52,9 +65,23 @@ async function rogue(nodeID: string, services: Parameters<ServiceBroker["createS
 }
 
 beforeAll(async () => {
-  const env = { JWT_SECRET: SECRET, CALLER_SIGNING_KEY: SIGNING_SEED, TRUST_PROXY: "true", AUTH_RATE_LIMIT_PER_EMAIL: "3", AUTH_RATE_LIMIT_PER_IP: "10000", ...tenantEnv() };
+  const env = {
+    JWT_SECRET: SECRET,
+    CALLER_SIGNING_KEY: SIGNING_SEED,
+    TRUST_PROXY: "true",
+    AUTH_RATE_LIMIT_PER_EMAIL: "3",
+    AUTH_RATE_LIMIT_PER_IP: "10000",
+    ...tenantEnv(),
+  };
   core = await startTestPlatform({ services: ["auth", "dbaas", "gpu-scheduler"], env, transporter: NATS_URL });
-  gateway = await startTestPlatform({ services: ["api-gateway"], env, transporter: NATS_URL, namespace: core.namespace, databaseUrl: core.databaseUrl, dropDatabase: false });
+  gateway = await startTestPlatform({
+    services: ["api-gateway"],
+    env,
+    transporter: NATS_URL,
+    namespace: core.namespace,
+    databaseUrl: core.databaseUrl,
+    dropDatabase: false,
+  });
   base = gateway.baseUrl;
   await waitForRoute(base, "GET", "/api/auth/me");
   await waitForRoute(base, "GET", "/api/databases");
@@ -104,10 +131,13 @@ describe("identity - a bus participant without the gateway's key cannot act for 
   const badTokens: Array<[string, () => string]> = [
     ["a token signed with another key", () => signCallerToken(victimCaller, Math.floor(Date.now() / 1000) + 60, generateKeyPairSync("ed25519").privateKey)],
     ["an expired token signed with the platform's key", () => signCallerToken(victimCaller, Math.floor(Date.now() / 1000) - 1, privateKeyFrom(SIGNING_SEED))],
-    ["a token whose payload was changed", () => {
-      const [, sig] = signedCallerMeta({ ...victimCaller, clientId: "4b6f1c2e-0000-4000-8000-000000000001" }, GATEWAY_KEYS).callerToken.split(".");
-      return `${Buffer.from(JSON.stringify({ ...victimCaller, exp: Math.floor(Date.now() / 1000) + 60 })).toString("base64url")}.${sig}`;
-    }],
+    [
+      "a token whose payload was changed",
+      () => {
+        const [, sig] = signedCallerMeta({ ...victimCaller, clientId: "4b6f1c2e-0000-4000-8000-000000000001" }, GATEWAY_KEYS).callerToken.split(".");
+        return `${Buffer.from(JSON.stringify({ ...victimCaller, exp: Math.floor(Date.now() / 1000) + 60 })).toString("base64url")}.${sig}`;
+      },
+    ],
     ["garbage", () => "x.y"],
   ];
   it.each(badTokens)("bus - %s is refused (auth.createApiKey)", async (_name, make) => {
@@ -167,7 +197,8 @@ describe("identity - JWT rules", () => {
   beforeAll(async () => {
     accountId = (await register("jwt")).client.id;
   });
-  const sign = (claims: Record<string, unknown>, opts: jwt.SignOptions = {}) => jwt.sign({ role: "client", jti: "j", ...claims }, SECRET, { algorithm: "HS256", ...opts });
+  const sign = (claims: Record<string, unknown>, opts: jwt.SignOptions = {}) =>
+    jwt.sign({ role: "client", jti: "j", ...claims }, SECRET, { algorithm: "HS256", ...opts });
   const cases: Array<[string, () => string]> = [
     ["a JWT without exp", () => sign({ sub: accountId })],
     ["a JWT with a 100-year exp", () => sign({ sub: accountId, exp: now() + 100 * 365 * 86_400 })],
@@ -221,7 +252,8 @@ describe("identity - failed logins cannot lock the owner out", () => {
   const from = (address: string) => ({ "x-forwarded-for": address });
   it("login - failures from one address block that address only; the owner elsewhere still logs in", async () => {
     const owner = await register("lockout", "owner-password-1", from("198.51.100.7"));
-    const login = (password: string, address: string) => http(base, "POST", "/api/auth/login", { body: { email: owner.client.email, password }, headers: from(address) });
+    const login = (password: string, address: string) =>
+      http(base, "POST", "/api/auth/login", { body: { email: owner.client.email, password }, headers: from(address) });
     const attack: number[] = [];
     for (let i = 0; i < 6; i++) attack.push((await login("guess-" + i, "203.0.113.66")).status);
     expect(attack).toEqual([401, 401, 401, 429, 429, 429]); // AUTH_RATE_LIMIT_PER_EMAIL=3 per (e-mail, address)
@@ -244,26 +276,39 @@ describe("identity - the private key lives in the gateway process only", () => {
     const seed = randomBytes(32).toString("base64");
     const port = await freePort();
     // Empty values: the children must not inherit this test process's keys.
-    const env = { TRANSPORTER: NATS_URL, NAMESPACE: uniqueName("keys"), DATABASE_URL: databaseUrl, JWT_SECRET: SECRET, CALLER_SIGNING_KEY: "", CALLER_VERIFY_KEY: "" };
+    const env = {
+      TRANSPORTER: NATS_URL,
+      NAMESPACE: uniqueName("keys"),
+      DATABASE_URL: databaseUrl,
+      JWT_SECRET: SECRET,
+      CALLER_SIGNING_KEY: "",
+      CALLER_VERIFY_KEY: "",
+    };
     children.push(spawnServices(["api-gateway"], { ...env, PORT: String(port), CALLER_SIGNING_KEY: seed }));
     children.push(spawnServices(["auth"], { ...env, CALLER_VERIFY_KEY: rawPublicKeyOf(privateKeyFrom(seed)) }));
     const base = `http://127.0.0.1:${port}`;
     const register = () => http(base, "POST", "/api/auth/register", { body: { email: email("keys"), name: "K", password: "password-123" } });
-    const reg = await waitFor(async () => {
-      for (const c of children) if (c.proc.exitCode !== null) throw new Error(c.output());
-      const res = await register().catch(() => undefined);
-      return res?.status === 201 ? res : undefined;
-    }, { timeoutMs: 40_000, message: "gateway and auth over NATS" });
+    const reg = await waitFor(
+      async () => {
+        for (const c of children) if (c.proc.exitCode !== null) throw new Error(c.output());
+        const res = await register().catch(() => undefined);
+        return res?.status === 201 ? res : undefined;
+      },
+      { timeoutMs: 40_000, message: "gateway and auth over NATS" },
+    );
     expect((await http(base, "GET", "/api/auth/me", { token: reg.body.accessToken })).status).toBe(200);
 
     // auth restarted with a public key that is not the gateway's: every account action is refused
     await children[1].stop();
     children[1] = spawnServices(["auth"], { ...env, CALLER_VERIFY_KEY: rawPublicKeyOf(generateKeyPairSync("ed25519").privateKey) });
-    const refused = await waitFor(async () => {
-      if (children[1].proc.exitCode !== null) throw new Error(children[1].output());
-      const res = await http(base, "GET", "/api/auth/me", { token: reg.body.accessToken });
-      return res.status === 401 ? res : undefined;
-    }, { timeoutMs: 40_000, message: "auth with the wrong public key to answer" });
+    const refused = await waitFor(
+      async () => {
+        if (children[1].proc.exitCode !== null) throw new Error(children[1].output());
+        const res = await http(base, "GET", "/api/auth/me", { token: reg.body.accessToken });
+        return res.status === 401 ? res : undefined;
+      },
+      { timeoutMs: 40_000, message: "auth with the wrong public key to answer" },
+    );
     expect(refused.body.error.code).toBe("UNAUTHORIZED");
     expect((await register()).status).toBe(201); // public actions still work
   });

@@ -16,7 +16,16 @@ import { http, spawnServices, startTestPlatform, TestPlatform, uniqueName, waitF
 
 const docker = new Docker();
 const namespace = uniqueName("imagetest");
-const card: NodeCard = { uuid: "GPU-sim-images-0", index: 0, name: "Image Test GPU", memoryTotal: 1024, memoryUsed: 0, utilization: 0, temperature: 30, simulated: true };
+const card: NodeCard = {
+  uuid: "GPU-sim-images-0",
+  index: 0,
+  name: "Image Test GPU",
+  memoryTotal: 1024,
+  memoryUsed: 0,
+  utilization: 0,
+  temperature: 30,
+  simulated: true,
+};
 const BANNER = 'INFO {"server_id":"stand-in-nats","version":"2.9.0"}';
 
 let connections = 0;
@@ -40,7 +49,14 @@ afterAll(async () => {
   for (const socket of sockets) socket.destroy(); // the engine may hold its half open
   await new Promise((resolve) => server.close(resolve));
   const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL_NAMESPACE}=${namespace}`] } });
-  await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
+  await Promise.all(
+    left.map((c) =>
+      docker
+        .getContainer(c.Id)
+        .remove({ force: true })
+        .catch(() => undefined),
+    ),
+  );
 });
 
 describe("images - POST /api/gpu/jobs refuses registries off the operator's list", () => {
@@ -50,7 +66,9 @@ describe("images - POST /api/gpu/jobs refuses registries off the operator's list
   beforeAll(async () => {
     platform = await startTestPlatform({ services: ["api-gateway", "auth", "gpu-scheduler"], env: { GPU_ALLOWED_REGISTRIES: undefined } });
     await waitForRoute(platform.baseUrl, "POST", "/api/auth/register");
-    const res = await http(platform.baseUrl, "POST", "/api/auth/register", { body: { email: `${uniqueName("img")}@example.com`, name: "Mallory", password: "correct horse battery" } });
+    const res = await http(platform.baseUrl, "POST", "/api/auth/register", {
+      body: { email: `${uniqueName("img")}@example.com`, name: "Mallory", password: "correct horse battery" },
+    });
     token = res.body.accessToken;
     await waitForRoute(platform.baseUrl, "GET", "/api/gpu/jobs");
   });
@@ -73,7 +91,8 @@ describe("images - POST /api/gpu/jobs refuses registries off the operator's list
     expect(res.headers.get("x-request-id")).toBeTruthy();
     expect(res.body.error.code).toBe("VALIDATION_FAILED");
     // Bracketed IPv6 hosts already fail the reference pattern; the others reach the allow-list.
-    const why = /not allowed: registry .* (is a loopback or private address|is not one of the operator's allowed registries)|fails to match the required pattern/;
+    const why =
+      /not allowed: registry .* (is a loopback or private address|is not one of the operator's allowed registries)|fails to match the required pattern/;
     expect(res.body.error.details).toEqual([{ field: "containerImage", message: expect.stringMatching(why) }]);
     expect(res.text).not.toContain("stand-in");
     const list = await http(platform.baseUrl, "GET", "/api/gpu/jobs", { token });
@@ -82,7 +101,10 @@ describe("images - POST /api/gpu/jobs refuses registries off the operator's list
   });
 
   test("images - an image from a default public registry is accepted (the refusals above are the list's doing)", async () => {
-    const res = await http(platform.baseUrl, "POST", "/api/gpu/jobs", { token, body: { command: "true", containerImage: "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04" } });
+    const res = await http(platform.baseUrl, "POST", "/api/gpu/jobs", {
+      token,
+      body: { command: "true", containerImage: "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04" },
+    });
     expect(res.status).toBe(201);
     expect(connections).toBe(0);
   });
@@ -126,7 +148,9 @@ describe("images - the node checks again before the engine sees the name", () =>
     expect(outcome).toMatchObject({ type: "failed" });
     const message = outcome!.type === "failed" ? outcome!.errorMessage : "";
     expect(message).toMatch(
-      new RegExp(`^Container image '${image.replace(/[.[\]]/g, "\\$&")}' could not be pulled: (its registry could not be reached|its registry did not serve it|the image does not exist in its registry, or the registry requires credentials)$`),
+      new RegExp(
+        `^Container image '${image.replace(/[.[\]]/g, "\\$&")}' could not be pulled: (its registry could not be reached|its registry did not serve it|the image does not exist in its registry, or the registry requires credentials)$`,
+      ),
     );
     expect(message).not.toMatch(/INFO|stand-in|server_id/);
   });
@@ -134,7 +158,11 @@ describe("images - the node checks again before the engine sees the name", () =>
 
 describe("resources - job limits that overcommit the host", () => {
   const totalMb = Math.floor(os.totalmem() / (1024 * 1024));
-  const overcommitting = { GPU_EXECUTOR: "process", GPU_SIMULATE: "Card:1024,Card:1024,Card:1024,Card:1024", GPU_JOB_MEMORY_MB: String(Math.ceil(totalMb / 4) + 1024) };
+  const overcommitting = {
+    GPU_EXECUTOR: "process",
+    GPU_SIMULATE: "Card:1024,Card:1024,Card:1024,Card:1024",
+    GPU_JOB_MEMORY_MB: String(Math.ceil(totalMb / 4) + 1024),
+  };
 
   test("resources - a node whose cards × GPU_JOB_MEMORY_MB exceed the host's memory refuses to start, saying so", async () => {
     const node = spawnServices(["gpu-node"], { ...overcommitting, LOG_LEVEL: "error" });

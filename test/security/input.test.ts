@@ -73,7 +73,7 @@ describe("input - strings PostgreSQL cannot store never reach a service or a bat
     ["register name, lone low surrogate", "/api/auth/register", () => register({ name: `${LONE_LOW}Eve` }), "name", false],
     ["login e-mail", "/api/auth/login", () => login({ email: `victim${NUL}@example.com` }), "email", false],
     ["login password", "/api/auth/login", () => login({ password: `x${NUL}` }), "password", false],
-    ["job command \"echo \\u0000\"", "/api/gpu/jobs", () => job({ command: `echo ${NUL}` }), "command", true],
+    ['job command "echo \\u0000"', "/api/gpu/jobs", () => job({ command: `echo ${NUL}` }), "command", true],
     ["job command, lone surrogate", "/api/gpu/jobs", () => job({ command: `echo ${LONE_HIGH}` }), "command", true],
     ["job gpuType", "/api/gpu/jobs", () => job({ gpuType: `RTX${NUL}` }), "gpuType", true],
     ["job containerImage", "/api/gpu/jobs", () => job({ containerImage: `busybox${NUL}` }), "containerImage", true],
@@ -86,15 +86,18 @@ describe("input - strings PostgreSQL cannot store never reach a service or a bat
     ["a field name", "/api/models/infer", () => ({ ...infer({}), [`we${NUL}ird`]: 1 }), `we${NUL}ird`, true],
   ];
 
-  it.each(table)("input - a NUL or unpaired surrogate in %s is 400 naming the field, and nothing is stored or called", async (_name, route, body, field, authed) => {
-    const before = await counts();
-    const res = await http(platform.baseUrl, "POST", route, { body: body(), ...(authed ? { token } : {}) });
-    expect(res.status).toBe(400);
-    expect(res.body.error.code).toBe("VALIDATION_FAILED");
-    expect(res.body.error.details).toEqual(expect.arrayContaining([expect.objectContaining({ field })]));
-    expect(res.headers.get("x-request-id")).toBeTruthy();
-    expect(await counts()).toEqual(before);
-  });
+  it.each(table)(
+    "input - a NUL or unpaired surrogate in %s is 400 naming the field, and nothing is stored or called",
+    async (_name, route, body, field, authed) => {
+      const before = await counts();
+      const res = await http(platform.baseUrl, "POST", route, { body: body(), ...(authed ? { token } : {}) });
+      expect(res.status).toBe(400);
+      expect(res.body.error.code).toBe("VALIDATION_FAILED");
+      expect(res.body.error.details).toEqual(expect.arrayContaining([expect.objectContaining({ field })]));
+      expect(res.headers.get("x-request-id")).toBeTruthy();
+      expect(await counts()).toEqual(before);
+    },
+  );
 
   it("input - a NUL in a query string or a path parameter is 400, not a database error", async () => {
     const query = await http(platform.baseUrl, "GET", "/api/gpu/jobs?filter=a%00b", { token });
@@ -142,7 +145,12 @@ describe("input - strings PostgreSQL cannot store never reach a service or a bat
     const good = outcomes.filter((_, i) => i !== 7);
     expect(good.every((o) => o.status === "fulfilled" && Number.isInteger(o.value))).toBe(true);
     const { rows } = await db.query<{ id: string }>("SELECT id FROM gpu_scheduler.jobs WHERE id = ANY($1::uuid[])", [jobs.map((j) => j.id)]);
-    expect(rows.map((r) => r.id).sort()).toEqual(jobs.filter((_, i) => i !== 7).map((j) => j.id).sort());
+    expect(rows.map((r) => r.id).sort()).toEqual(
+      jobs
+        .filter((_, i) => i !== 7)
+        .map((j) => j.id)
+        .sort(),
+    );
   });
 
   it("input - a usage batch with one record PostgreSQL refuses loses only that record", async () => {
@@ -166,6 +174,11 @@ describe("input - strings PostgreSQL cannot store never reach a service or a bat
     await recorder.flush();
     expect(lost).toEqual([1]);
     const { rows } = await db.query<{ id: string }>("SELECT id FROM inference.inferences WHERE id = ANY($1::uuid[])", [records.map((r) => r.id)]);
-    expect(rows.map((r) => r.id).sort()).toEqual(records.filter((_, i) => i !== 3).map((r) => r.id).sort());
+    expect(rows.map((r) => r.id).sort()).toEqual(
+      records
+        .filter((_, i) => i !== 3)
+        .map((r) => r.id)
+        .sort(),
+    );
   });
 });

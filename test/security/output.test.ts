@@ -13,7 +13,18 @@ import { DockerExecutor, LABEL_NAMESPACE } from "../../services/gpu-node/docker-
 import { asJobEvent } from "../../lib/gpu-protocol";
 import type { JobLimits } from "../../services/gpu-node/job";
 import { PagedBodyStream } from "../../lib/paged-body";
-import { ChildService, dropDatabase, freePort, http, NATS_URL, spawnServices, startTestPlatform, testDatabaseUrl, uniqueName, waitFor } from "../support/platform";
+import {
+  ChildService,
+  dropDatabase,
+  freePort,
+  http,
+  NATS_URL,
+  spawnServices,
+  startTestPlatform,
+  testDatabaseUrl,
+  uniqueName,
+  waitFor,
+} from "../support/platform";
 
 const TEST_JOB_IMAGE = process.env.TEST_JOB_IMAGE || "ci-platform/test-busybox:latest";
 const MiB = 1024 * 1024;
@@ -59,7 +70,8 @@ async function startPlatform(groups: string[][], env: Record<string, string>) {
   );
   const base = `http://127.0.0.1:${port}`;
   const alive = () => {
-    for (const c of children) if (c.proc.exitCode !== null || c.proc.signalCode !== null) throw new Error(`a service process exited:\n${c.output().slice(-4000)}`);
+    for (const c of children)
+      if (c.proc.exitCode !== null || c.proc.signalCode !== null) throw new Error(`a service process exited:\n${c.output().slice(-4000)}`);
   };
   const stop = async () => {
     await Promise.all(children.map((c) => c.stop("SIGKILL")));
@@ -87,11 +99,14 @@ async function startPlatform(groups: string[][], env: Record<string, string>) {
       return res.body.id as string;
     };
     const until = (id: string, accept: (job: any) => boolean, message: string, timeoutMs = 60_000) =>
-      waitFor(async () => {
-        alive();
-        const res = await http(base, "GET", `/api/gpu/jobs/${id}`, { token });
-        return accept(res.body) ? res.body : false;
-      }, { timeoutMs, intervalMs: 50, message });
+      waitFor(
+        async () => {
+          alive();
+          const res = await http(base, "GET", `/api/gpu/jobs/${id}`, { token });
+          return accept(res.body) ? res.body : false;
+        },
+        { timeoutMs, intervalMs: 50, message },
+      );
     const logs = (id: string) => fetch(`${base}/api/gpu/jobs/${id}/logs`, { headers: { authorization: `Bearer ${token}` } });
     return { base, token, children, alive, stop, submit, until, logs };
   } catch (err) {
@@ -191,14 +206,22 @@ describe("output - a reader that leaves", () => {
     const destroyed = jest.spyOn(PagedBodyStream.prototype, "_destroy");
     try {
       const base = platform.baseUrl;
-      const token = await waitFor(async () => {
-        const res = await http(base, "POST", "/api/auth/register", { body: { email: `${uniqueName("leave")}@example.com`, name: "Leave", password: "correct horse battery" } });
-        return res.status === 201 ? (res.body.accessToken as string) : false;
-      }, { timeoutMs: 30_000, message: "an account" });
+      const token = await waitFor(
+        async () => {
+          const res = await http(base, "POST", "/api/auth/register", {
+            body: { email: `${uniqueName("leave")}@example.com`, name: "Leave", password: "correct horse battery" },
+          });
+          return res.status === 201 ? (res.body.accessToken as string) : false;
+        },
+        { timeoutMs: 30_000, message: "an account" },
+      );
       await waitFor(async () => (await http(base, "GET", "/api/gpu/status", { token })).body?.cluster?.totalGpus === 1, { message: "the card" });
       const created = await http(base, "POST", "/api/gpu/jobs", { token, body: { command: `head -c ${64 * MiB} /dev/zero | tr '\\0' x` } });
       const id = created.body.id;
-      await waitFor(async () => (await http(base, "GET", `/api/gpu/jobs/${id}`, { token })).body.status === "completed", { timeoutMs: 60_000, message: "the job" });
+      await waitFor(async () => (await http(base, "GET", `/api/gpu/jobs/${id}`, { token })).body.status === "completed", {
+        timeoutMs: 60_000,
+        message: "the job",
+      });
       const abort = new AbortController();
       const res = await fetch(`${base}/api/gpu/jobs/${id}/logs`, { headers: { authorization: `Bearer ${token}` }, signal: abort.signal });
       const reader = res.body!.getReader();
@@ -242,7 +265,16 @@ describe("output - gateway, scheduler and node in separate processes over NATS",
 describe("output - Docker jobs", () => {
   const docker = new Docker();
   const namespace = uniqueName("outputtest");
-  const card: NodeCard = { uuid: "GPU-sim-output-0", index: 0, name: "Test GPU", memoryTotal: 1024, memoryUsed: 0, utilization: 0, temperature: 30, simulated: true };
+  const card: NodeCard = {
+    uuid: "GPU-sim-output-0",
+    index: 0,
+    name: "Test GPU",
+    memoryTotal: 1024,
+    memoryUsed: 0,
+    utilization: 0,
+    temperature: 30,
+    simulated: true,
+  };
   let logDir: string;
   beforeAll(async () => {
     await docker.ping();
@@ -251,7 +283,14 @@ describe("output - Docker jobs", () => {
   });
   afterAll(async () => {
     const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL_NAMESPACE}=${namespace}`] } });
-    await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
+    await Promise.all(
+      left.map((c) =>
+        docker
+          .getContainer(c.Id)
+          .remove({ force: true })
+          .catch(() => undefined),
+      ),
+    );
     rmSync(logDir, { recursive: true, force: true });
   });
 
@@ -259,7 +298,13 @@ describe("output - Docker jobs", () => {
     const limits: JobLimits = { timeoutS: 120, graceS: 1, logDir, outputMaxBytes: 64 * MiB };
     const executor = new DockerExecutor(
       docker,
-      () => ({ nodeId: "output-node", namespace, defaultImage: TEST_JOB_IMAGE, limits: { memoryMb: 256, cpus: 1, pids: 64, network: "none" }, allowedRegistries: ["docker.io"] }),
+      () => ({
+        nodeId: "output-node",
+        namespace,
+        defaultImage: TEST_JOB_IMAGE,
+        limits: { memoryMb: 256, cpus: 1, pids: 64, network: "none" },
+        allowedRegistries: ["docker.io"],
+      }),
       () => limits,
     );
     const job = executor.run({ jobId: uniqueName("job"), card, command: "yes 0123456789abcdef | head -c 100000000; echo; echo THE-REAL-LAST-LINE-42" });
@@ -281,7 +326,13 @@ describe("output - Docker jobs", () => {
     const executor = () =>
       new DockerExecutor(
         docker,
-        () => ({ nodeId: "restart-node", namespace, defaultImage: TEST_JOB_IMAGE, limits: { memoryMb: 256, cpus: 1, pids: 64, network: "none" }, allowedRegistries: ["docker.io"] }),
+        () => ({
+          nodeId: "restart-node",
+          namespace,
+          defaultImage: TEST_JOB_IMAGE,
+          limits: { memoryMb: 256, cpus: 1, pids: 64, network: "none" },
+          allowedRegistries: ["docker.io"],
+        }),
         () => limits,
       );
     // The job prints one line a second: some before the node lets go, some while no node watches, some after.

@@ -18,7 +18,16 @@ import { readLogPage } from "../../services/gpu-node/output";
 import { ROOT, startTestPlatform, TestPlatform, uniqueName, waitFor } from "../support/platform";
 import { ensureFullBusyboxImage, testSandbox } from "../support/sandbox";
 
-const card: NodeCard = { uuid: "GPU-sim-sandbox-0", index: 0, name: "Sandbox Test GPU", memoryTotal: 1024, memoryUsed: 0, utilization: 0, temperature: 30, simulated: true };
+const card: NodeCard = {
+  uuid: "GPU-sim-sandbox-0",
+  index: 0,
+  name: "Sandbox Test GPU",
+  memoryTotal: 1024,
+  memoryUsed: 0,
+  utilization: 0,
+  temperature: 30,
+  simulated: true,
+};
 const SECRET = `platform-secret-${uniqueName("s")}`;
 const docker = new Docker();
 const namespace = uniqueName("sandboxtest");
@@ -29,7 +38,7 @@ async function loopbackListener(): Promise<{ port: number; connections: () => nu
   const server = net.createServer((socket) => {
     count++;
     socket.on("error", () => undefined); // the host-side check hangs up at once
-    socket.end("INFO {\"server_id\":\"stand-in\"}\r\n");
+    socket.end('INFO {"server_id":"stand-in"}\r\n');
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   return { port: (server.address() as net.AddressInfo).port, connections: () => count, close: () => new Promise((r) => server.close(() => r())) };
@@ -55,7 +64,13 @@ const executors: [string, () => JobExecutor][] = [
     () =>
       new DockerExecutor(
         docker,
-        () => ({ nodeId: "sandbox-node", namespace, defaultImage: ensureFullBusyboxImage(), limits: { memoryMb: 256, cpus: 1, pids: 64, network: "none" }, allowedRegistries: ["docker.io"] }),
+        () => ({
+          nodeId: "sandbox-node",
+          namespace,
+          defaultImage: ensureFullBusyboxImage(),
+          limits: { memoryMb: 256, cpus: 1, pids: 64, network: "none" },
+          allowedRegistries: ["docker.io"],
+        }),
         () => limits,
       ),
   ],
@@ -83,7 +98,14 @@ afterAll(async () => {
   await listener?.close();
   rmSync(logDir, { recursive: true, force: true });
   const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL_NAMESPACE}=${namespace}`] } });
-  await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
+  await Promise.all(
+    left.map((c) =>
+      docker
+        .getContainer(c.Id)
+        .remove({ force: true })
+        .catch(() => undefined),
+    ),
+  );
 });
 
 describe.each(executors)("sandbox - a hostile job in a %s", (kind, makeExecutor) => {
@@ -127,7 +149,10 @@ describe.each(executors)("sandbox - a hostile job in a %s", (kind, makeExecutor)
   });
 
   test(`sandbox (${kind}) - a job cannot reach the Docker socket`, async () => {
-    const outcome = await runJob(executor, "ls -l /var/run/docker.sock /run/docker.sock 2>/dev/null || echo DENIED; ls /run /var/run 2>/dev/null | grep -c docker");
+    const outcome = await runJob(
+      executor,
+      "ls -l /var/run/docker.sock /run/docker.sock 2>/dev/null || echo DENIED; ls /run /var/run 2>/dev/null | grep -c docker",
+    );
     expect(outcome.output.trim().split("\n")).toEqual(["DENIED", "0"]);
   });
 
@@ -155,7 +180,11 @@ describe.each(executors)("sandbox - a hostile job in a %s", (kind, makeExecutor)
     const saved = limits;
     limits = { ...limits, timeoutS: 1 };
     try {
-      expect(await runJob(executor, "echo working; sleep 300")).toMatchObject({ type: "failed", errorMessage: "Job exceeded the time limit of 1 s", output: "working\n" });
+      expect(await runJob(executor, "echo working; sleep 300")).toMatchObject({
+        type: "failed",
+        errorMessage: "Job exceeded the time limit of 1 s",
+        output: "working\n",
+      });
     } finally {
       limits = saved;
     }
@@ -185,7 +214,9 @@ describe("sandbox - a node that cannot isolate jobs runs none", () => {
   afterEach(async () => {
     await platform?.stop();
     platform = undefined;
-    for (const [k, v] of Object.entries(savedToolEnv)) if (v === undefined) delete process.env[k]; else process.env[k] = v;
+    for (const [k, v] of Object.entries(savedToolEnv))
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
     rmSync(emptyBin, { recursive: true, force: true });
   });
 

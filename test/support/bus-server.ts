@@ -27,7 +27,6 @@ export type BusServer = {
   stop(): Promise<void>;
 };
 
-
 function answers(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = net.connect(port, "127.0.0.1");

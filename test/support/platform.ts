@@ -47,8 +47,7 @@ export async function waitFor<T>(
     } catch (err) {
       lastError = err;
     }
-    if (Date.now() > deadline)
-      throw new Error(`Timed out after ${timeoutMs} ms waiting for ${message}${lastError ? `: ${String(lastError)}` : ""}`);
+    if (Date.now() > deadline) throw new Error(`Timed out after ${timeoutMs} ms waiting for ${message}${lastError ? `: ${String(lastError)}` : ""}`);
     await new Promise((r) => setTimeout(r, intervalMs));
   }
 }
@@ -144,7 +143,15 @@ export function testBroker(overrides: Partial<BrokerOptions>): ServiceBroker {
  * `transporter` the broker joins that bus under a fresh namespace unless one is given.
  */
 export async function startTestPlatform(
-  opts: { services?: string[]; env?: Record<string, string | undefined>; transporter?: string; namespace?: string; databaseUrl?: string; dropDatabase?: boolean; nodeID?: string } = {},
+  opts: {
+    services?: string[];
+    env?: Record<string, string | undefined>;
+    transporter?: string;
+    namespace?: string;
+    databaseUrl?: string;
+    dropDatabase?: boolean;
+    nodeID?: string;
+  } = {},
 ): Promise<TestPlatform> {
   const databaseUrl = opts.databaseUrl ?? testDatabaseUrl();
   const namespace = opts.namespace ?? uniqueName("t");
@@ -192,7 +199,17 @@ export type ChildService = { proc: ChildProcess; output: () => string; stop(sign
 export function spawnServices(services: string[], env: Record<string, string>): ChildService {
   const proc = spawn(process.execPath, ["--import", "tsx", path.join(ROOT, "index.ts")], {
     cwd: ROOT,
-    env: { ...process.env, LOG_LEVEL: "warn", SCRYPT_LOG_N: "14", HEALTH_PORT: "0", METRICS_PORT: "0", SHUTDOWN_TIMEOUT_S: "5", ...dbaasDefaults(), ...env, SERVICES: services.join(",") },
+    env: {
+      ...process.env,
+      LOG_LEVEL: "warn",
+      SCRYPT_LOG_N: "14",
+      HEALTH_PORT: "0",
+      METRICS_PORT: "0",
+      SHUTDOWN_TIMEOUT_S: "5",
+      ...dbaasDefaults(),
+      ...env,
+      SERVICES: services.join(","),
+    },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";

@@ -229,8 +229,7 @@ export class OllamaStandin extends Standin {
     if (key !== "POST /api/chat") return this.json(res, 404, { error: "404 page not found" });
     const body = record.body ?? {};
     if (this.script.fail) return this.json(res, this.script.fail.status, { error: this.script.fail.message });
-    if (!this.models.some((m) => m.name === body.model))
-      return this.json(res, 404, { error: `model "${body.model}" not found, try pulling it first` });
+    if (!this.models.some((m) => m.name === body.model)) return this.json(res, 404, { error: `model "${body.model}" not found, try pulling it first` });
     const base = { model: body.model, created_at: new Date().toISOString() };
     const final = {
       ...base,
@@ -244,8 +243,7 @@ export class OllamaStandin extends Standin {
       eval_duration: 4_535_599_000,
     };
     // Ollama streams unless told `"stream": false`.
-    if (body.stream === false)
-      return this.answer(res, { ...final, message: { role: "assistant", content: this.script.chunks.join("") } }, this.delayFor(body));
+    if (body.stream === false) return this.answer(res, { ...final, message: { role: "assistant", content: this.script.chunks.join("") } }, this.delayFor(body));
     return this.streamLines(
       res,
       this.delayFor(body),
@@ -277,7 +275,13 @@ export class OpenAiStandin extends Standin {
     if (key === "GET /v1/models")
       return this.json(res, 200, {
         object: "list",
-        data: this.models.map((m) => ({ id: m.id, object: "model", created: 1_715_000_000, owned_by: m.owned_by ?? "organization-owner", ...(m.meta ? { meta: m.meta } : {}) })),
+        data: this.models.map((m) => ({
+          id: m.id,
+          object: "model",
+          created: 1_715_000_000,
+          owned_by: m.owned_by ?? "organization-owner",
+          ...(m.meta ? { meta: m.meta } : {}),
+        })),
       });
     if (key !== "POST /v1/chat/completions") return error(404, "Not found", "invalid_request_error");
     const body = record.body ?? {};
@@ -286,16 +290,24 @@ export class OpenAiStandin extends Standin {
       return error(404, `The model \`${body.model}\` does not exist or you do not have access to it.`, "invalid_request_error", "model_not_found");
     const id = `chatcmpl-${Math.random().toString(36).slice(2, 12)}`;
     const created = Math.floor(Date.now() / 1000);
-    const usage = { prompt_tokens: this.script.promptTokens, completion_tokens: this.script.completionTokens, total_tokens: this.script.promptTokens + this.script.completionTokens };
+    const usage = {
+      prompt_tokens: this.script.promptTokens,
+      completion_tokens: this.script.completionTokens,
+      total_tokens: this.script.promptTokens + this.script.completionTokens,
+    };
     if (!body.stream)
-      return this.answer(res, {
-        id,
-        object: "chat.completion",
-        created,
-        model: body.model,
-        choices: [{ index: 0, message: { role: "assistant", content: this.script.chunks.join("") }, logprobs: null, finish_reason: "stop" }],
-        usage,
-      }, this.delayFor(body));
+      return this.answer(
+        res,
+        {
+          id,
+          object: "chat.completion",
+          created,
+          model: body.model,
+          choices: [{ index: 0, message: { role: "assistant", content: this.script.chunks.join("") }, logprobs: null, finish_reason: "stop" }],
+          usage,
+        },
+        this.delayFor(body),
+      );
     const chunk = (delta: Record<string, unknown>, finish: string | null) =>
       `data: ${JSON.stringify({ id, object: "chat.completion.chunk", created, model: body.model, system_fingerprint: "fp_standin", choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] })}\n\n`;
     let first = true;

@@ -38,7 +38,28 @@ export function hostPidsRunning(argv: string[]): number[] {
 
 export const FULL_BUSYBOX_IMAGE = process.env.TEST_JOB_IMAGE_FULL || "ci-platform/test-busybox-full:latest";
 
-const APPLETS = ["sh", "cat", "ls", "ps", "env", "id", "echo", "grep", "head", "tr", "true", "false", "sleep", "wc", "dd", "touch", "nc", "printf", "test", "["];
+const APPLETS = [
+  "sh",
+  "cat",
+  "ls",
+  "ps",
+  "env",
+  "id",
+  "echo",
+  "grep",
+  "head",
+  "tr",
+  "true",
+  "false",
+  "sleep",
+  "wc",
+  "dd",
+  "touch",
+  "nc",
+  "printf",
+  "test",
+  "[",
+];
 
 /** The busybox image with nc and ps (the default test image has neither); built once, locally. */
 export function ensureFullBusyboxImage(): string {

@@ -60,7 +60,9 @@ describe("auth - gateway caller resolution", () => {
   it("auth - a JWT of an account that does not exist is refused", async () => {
     const { resolver } = resolverWith(Date.now);
     const token = signAccessToken("4b6f1c2e-0000-4000-8000-00000000dead", "client", secret);
-    expect(await resolver.resolve(readCredentials({ authorization: `Bearer ${token}` }), null)).toEqual({ error: "The account of these credentials no longer exists" });
+    expect(await resolver.resolve(readCredentials({ authorization: `Bearer ${token}` }), null)).toEqual({
+      error: "The account of these credentials no longer exists",
+    });
   });
 
   it("auth - a refused JWT costs no lookup", async () => {

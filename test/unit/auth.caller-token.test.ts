@@ -40,12 +40,20 @@ describe("auth - caller tokens", () => {
   });
 
   const forged: Array<[string, () => string, string]> = [
-    ["a token signed with another key", () => signCallerToken(caller, 2_000, privateKeyFrom(Buffer.alloc(32, 9).toString("base64"))), "Caller token is invalid"],
-    ["a changed payload", () => {
-      const [, sig] = signCallerToken(caller, 2_000, key).split(".");
-      const payload = Buffer.from(JSON.stringify({ ...caller, clientId: "4b6f1c2e-0000-4000-8000-000000000002", exp: 2_000 })).toString("base64url");
-      return `${payload}.${sig}`;
-    }, "Caller token is invalid"],
+    [
+      "a token signed with another key",
+      () => signCallerToken(caller, 2_000, privateKeyFrom(Buffer.alloc(32, 9).toString("base64"))),
+      "Caller token is invalid",
+    ],
+    [
+      "a changed payload",
+      () => {
+        const [, sig] = signCallerToken(caller, 2_000, key).split(".");
+        const payload = Buffer.from(JSON.stringify({ ...caller, clientId: "4b6f1c2e-0000-4000-8000-000000000002", exp: 2_000 })).toString("base64url");
+        return `${payload}.${sig}`;
+      },
+      "Caller token is invalid",
+    ],
     ["an expired token", () => signCallerToken(caller, 999, key), "Caller token expired"],
     ["garbage", () => "not-a-token", "Caller token is invalid"],
     ["a signed non-UUID client id", () => signCallerToken({ ...caller, clientId: "x" }, 2_000, key), "Caller token is invalid"],

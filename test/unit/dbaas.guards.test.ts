@@ -38,7 +38,11 @@ describe("dbaas server guard", () => {
     ["an unexpected failure proves nothing", { probe: { connected: false, code: "XX000", message: "odd" } }, /not proven/],
     ["the state server's cluster", { tenantSystemId: "7", stateSystemId: "7" }, /state server/],
     ["the state server with the opt-in", { tenantSystemId: "7", stateSystemId: "7", allowStateServer: true }, undefined],
-    ["the state server with the opt-in but trust", { tenantSystemId: "7", stateSystemId: "7", allowStateServer: true, probe: { connected: true } }, /wrong password/],
+    [
+      "the state server with the opt-in but trust",
+      { tenantSystemId: "7", stateSystemId: "7", allowStateServer: true, probe: { connected: true } },
+      /wrong password/,
+    ],
   ])("dbaas server guard - %s", (_name, over, expected) => {
     const reason = refusalReason(facts(over));
     if (expected) expect(reason).toMatch(expected);
@@ -47,9 +51,23 @@ describe("dbaas server guard", () => {
 
   it("dbaas server guard - an unreachable server is checked later; a refused one throws", async () => {
     const down = Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED" });
-    const io = (probe: () => Promise<never> | Promise<{ connected: true }>) => ({ probeWrongPassword: probe, tenantSystemId: async () => "1", stateSystemId: async () => "2" });
-    await expect(verifyTenantServer(io(() => Promise.reject(down)), false)).resolves.toBe(false);
-    await expect(verifyTenantServer(io(async () => ({ connected: true })), false)).rejects.toBeInstanceOf(TenantServerRefused);
+    const io = (probe: () => Promise<never> | Promise<{ connected: true }>) => ({
+      probeWrongPassword: probe,
+      tenantSystemId: async () => "1",
+      stateSystemId: async () => "2",
+    });
+    await expect(
+      verifyTenantServer(
+        io(() => Promise.reject(down)),
+        false,
+      ),
+    ).resolves.toBe(false);
+    await expect(
+      verifyTenantServer(
+        io(async () => ({ connected: true })),
+        false,
+      ),
+    ).rejects.toBeInstanceOf(TenantServerRefused);
   });
 });
 
@@ -171,14 +189,41 @@ describe("dbaas guard SQL", () => {
 
   it("dbaas guard SQL - sessions hides other tenants' sessions and activity, never the names pg_dump and psql \\l read", () => {
     const { revoked, granted } = loops("sessions");
-    for (const name of ["pg_stat_activity", "pg_prepared_xacts", "pg_stat_replication", "pg_stat_subscription", "pg_stat_ssl", "pg_stat_gssapi",
-      "pg_replication_slots", "pg_stat_replication_slots", "pg_stat_wal_receiver", "pg_stat_progress_vacuum", "pg_stat_progress_copy",
-      "pg_stat_database", "pg_stat_database_conflicts", "pg_stat_get_activity(integer)", "pg_stat_get_progress_info(text)",
-      "pg_stat_get_backend_idset()", "pg_stat_get_backend_userid(integer)", "pg_stat_get_backend_activity(integer)"]) {
+    for (const name of [
+      "pg_stat_activity",
+      "pg_prepared_xacts",
+      "pg_stat_replication",
+      "pg_stat_subscription",
+      "pg_stat_ssl",
+      "pg_stat_gssapi",
+      "pg_replication_slots",
+      "pg_stat_replication_slots",
+      "pg_stat_wal_receiver",
+      "pg_stat_progress_vacuum",
+      "pg_stat_progress_copy",
+      "pg_stat_database",
+      "pg_stat_database_conflicts",
+      "pg_stat_get_activity(integer)",
+      "pg_stat_get_progress_info(text)",
+      "pg_stat_get_backend_idset()",
+      "pg_stat_get_backend_userid(integer)",
+      "pg_stat_get_backend_activity(integer)",
+    ]) {
       expect([name, revoked]).toEqual([name, expect.arrayContaining([name])]);
     }
-    for (const name of ["pg_database", "pg_roles", "pg_user", "pg_group", "pg_auth_members", "pg_db_role_setting", "pg_shdepend",
-      "pg_shdescription", "pg_shseclabel", "pg_seclabels", "shobj_description(oid, name)"]) {
+    for (const name of [
+      "pg_database",
+      "pg_roles",
+      "pg_user",
+      "pg_group",
+      "pg_auth_members",
+      "pg_db_role_setting",
+      "pg_shdepend",
+      "pg_shdescription",
+      "pg_shseclabel",
+      "pg_seclabels",
+      "shobj_description(oid, name)",
+    ]) {
       expect([name, revoked]).toEqual([name, expect.not.arrayContaining([name])]);
       expect([name, granted]).toEqual([name, expect.arrayContaining([name])]); // back to the default where `all` had it hidden
     }

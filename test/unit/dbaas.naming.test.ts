@@ -8,7 +8,7 @@ describe("dbaas naming", () => {
   it.each([
     ["a UUID keeps its first 8 hex", "f3921d0e-ac9b-454a-a18a-710bd7250135", "f3921d0e"],
     ["upper case is lowered", "F3921D0E-AC9B-454A-A18A-710BD7250135", "f3921d0e"],
-    ["dashes and symbols are dropped", "ab-cd_ef\"; DROP ROLE x;--12", "abcdefdr"],
+    ["dashes and symbols are dropped", 'ab-cd_ef"; DROP ROLE x;--12', "abcdefdr"],
     ["a short id is padded", "ab", "ab000000"],
   ])("dbaas naming - client prefix: %s", (_name, clientId, prefix) => {
     expect(clientPrefix(clientId)).toBe(prefix);
@@ -79,9 +79,7 @@ describe("dbaas credentials", () => {
     const nonce = "rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0";
     const authMessage = `n=user,r=rOprNGfwEbeRWgbNEkqO,r=${nonce},s=${salt},i=4096,c=biws,r=${nonce}`;
     // The server's signature from the RFC proves ServerKey; the client's proof, un-XORed, proves StoredKey.
-    expect(createHmac("sha256", Buffer.from(serverKey, "base64")).update(authMessage).digest("base64")).toBe(
-      "6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=",
-    );
+    expect(createHmac("sha256", Buffer.from(serverKey, "base64")).update(authMessage).digest("base64")).toBe("6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=");
     const proof = Buffer.from("dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=", "base64");
     const signature = createHmac("sha256", Buffer.from(storedKey, "base64")).update(authMessage).digest();
     const clientKey = Buffer.from(proof.map((byte, i) => byte ^ signature[i]));

@@ -36,10 +36,15 @@ describe("dbaas periodic", () => {
 
   it("dbaas periodic - a failing run is logged and the loop goes on; runNow rejects with the error", async () => {
     let calls = 0;
-    const loop = new Periodic("flaky", async () => {
-      calls++;
-      throw new Error("server down");
-    }, () => 0.005, logger);
+    const loop = new Periodic(
+      "flaky",
+      async () => {
+        calls++;
+        throw new Error("server down");
+      },
+      () => 0.005,
+      logger,
+    );
     loop.start(0);
     await waitFor(() => calls >= 3, { message: "three attempts" });
     await expect(loop.runNow()).rejects.toThrow("server down");

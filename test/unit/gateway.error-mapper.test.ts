@@ -9,7 +9,12 @@ describe("gateway - error mapper", () => {
     ["oversize body", bodyParserError("entity.too.large", 413), 413, "PAYLOAD_TOO_LARGE"],
     ["malformed JSON", bodyParserError("entity.parse.failed", 400), 400, "INVALID_JSON"],
     ["unsupported charset", bodyParserError("charset.unsupported", 415), 415, "UNSUPPORTED_MEDIA_TYPE"],
-    ["validator error", new Errors.ValidationError("bad", "VALIDATION_ERROR", [{ field: "email", message: "bad e-mail", type: "email" }]), 400, "VALIDATION_FAILED"],
+    [
+      "validator error",
+      new Errors.ValidationError("bad", "VALIDATION_ERROR", [{ field: "email", message: "bad e-mail", type: "email" }]),
+      400,
+      "VALIDATION_FAILED",
+    ],
     ["catalogue error", apiError("EMAIL_TAKEN", "taken"), 409, "EMAIL_TAKEN"],
     ["service not found", new Errors.ServiceNotFoundError({ action: "auth.secret", nodeID: "node-7" }), 503, "SERVICE_UNAVAILABLE"],
     ["request timeout", new Errors.RequestTimeoutError({ action: "auth.me", nodeID: "node-7" }), 503, "SERVICE_UNAVAILABLE"],

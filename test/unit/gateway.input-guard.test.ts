@@ -51,7 +51,7 @@ describe("input guard - strings that cannot be stored", () => {
   });
 
   it("input guard - jsonSize is at least the JSON's real byte size", () => {
-    for (const value of [{ a: "é".repeat(1000) }, { b: ["\u0001\"\\", 12.5, true, null] }, { c: { d: "😀" } }, []]) {
+    for (const value of [{ a: "é".repeat(1000) }, { b: ['\u0001"\\', 12.5, true, null] }, { c: { d: "😀" } }, []]) {
       expect(jsonSize(value)).toBeGreaterThanOrEqual(Buffer.byteLength(JSON.stringify(value)));
     }
     expect(jsonSize({ a: "x".repeat(100_000) })).toBeLessThan(100_100);
@@ -101,13 +101,18 @@ describe("gateway errors - bodies that are not what they claim", () => {
   });
 
   it("gateway errors - a body that is not UTF-8 is 400 INVALID_JSON", () => {
-    expect(toPublicError({ name: "MoleculerError", code: 400, type: "entity.invalid.utf8" }, "r")).toMatchObject({ status: 400, body: { error: { code: "INVALID_JSON" } } });
+    expect(toPublicError({ name: "MoleculerError", code: 400, type: "entity.invalid.utf8" }, "r")).toMatchObject({
+      status: 400,
+      body: { error: { code: "INVALID_JSON" } },
+    });
   });
 
   it("gateway errors - the OpenAPI document lists the errors any request may get, in the shared error shape", () => {
     const responses = (buildOpenApi([], { version: "1" }).components as any).responses;
     const codes = Object.values(responses).map((r: any) => r.content["application/json"].schema.allOf[1].properties.error.properties.code.enum[0]);
-    expect(codes).toEqual(expect.arrayContaining(["MALFORMED_REQUEST", "REQUEST_TIMEOUT", "HEADERS_TOO_LARGE", "VALIDATION_FAILED", "PAYLOAD_TOO_LARGE", "SERVICE_UNAVAILABLE"]));
+    expect(codes).toEqual(
+      expect.arrayContaining(["MALFORMED_REQUEST", "REQUEST_TIMEOUT", "HEADERS_TOO_LARGE", "VALIDATION_FAILED", "PAYLOAD_TOO_LARGE", "SERVICE_UNAVAILABLE"]),
+    );
     expect(responses.TooManyConnections.headers["Retry-After"]).toBeDefined();
     for (const r of Object.values(responses) as any[]) expect(r.headers["X-Request-Id"]).toBeDefined();
   });
@@ -141,25 +146,26 @@ describe("gpu-scheduler batching - one bad item fails alone", () => {
 
 describe("gpu-scheduler node labels - clients never see a node id", () => {
   // Asserted: columns other areas add to JobRow play no part in labels.
-  const row = (over: Partial<JobRow>): JobRow => ({
-    id: "9a4c1f6e-8a51-4c8e-9d1e-0d5f0c6f1a2b",
-    client_id: "c",
-    command: "true",
-    container_image: null,
-    gpu_type: null,
-    status: "failed",
-    node_id: "gpu-host-7.example.internal-4242",
-    gpu_uuid: "g",
-    gpu_name: "NVIDIA GeForce RTX 3060",
-    holding: false,
-    created_at: new Date(0),
-    started_at: new Date(0),
-    completed_at: new Date(1000),
-    exit_code: null,
-    output: null,
-    error_message: "GPU node gpu-host-7.example.internal-4242 was lost (no heartbeat for 10 s)",
-    ...over,
-  }) as JobRow;
+  const row = (over: Partial<JobRow>): JobRow =>
+    ({
+      id: "9a4c1f6e-8a51-4c8e-9d1e-0d5f0c6f1a2b",
+      client_id: "c",
+      command: "true",
+      container_image: null,
+      gpu_type: null,
+      status: "failed",
+      node_id: "gpu-host-7.example.internal-4242",
+      gpu_uuid: "g",
+      gpu_name: "NVIDIA GeForce RTX 3060",
+      holding: false,
+      created_at: new Date(0),
+      started_at: new Date(0),
+      completed_at: new Date(1000),
+      exit_code: null,
+      output: null,
+      error_message: "GPU node gpu-host-7.example.internal-4242 was lost (no heartbeat for 10 s)",
+      ...over,
+    }) as JobRow;
 
   it("gpu-scheduler node labels - stable, opaque, keyed: the same id gives one label, another secret another", () => {
     const label = nodeLabel("gpu-host-7-4242", "secret");

@@ -1,6 +1,15 @@
 /** Pure parts of the executors and the event outbox: container requests, job env, retries. */
 import type { NodeCard } from "../../services/gpu-node/discovery";
-import { containerSpec, ContainerContext, dockerMessage, pullFailureReason, LABEL_GPU, LABEL_JOB, LABEL_NAMESPACE, LABEL_NODE } from "../../services/gpu-node/docker-executor";
+import {
+  containerSpec,
+  ContainerContext,
+  dockerMessage,
+  pullFailureReason,
+  LABEL_GPU,
+  LABEL_JOB,
+  LABEL_NAMESPACE,
+  LABEL_NODE,
+} from "../../services/gpu-node/docker-executor";
 import { EventOutbox } from "../../services/gpu-node/outbox";
 import { processJobEnv, withoutNvidiaVariables } from "../../services/gpu-node/process-executor";
 import { checkImage, DEFAULT_ALLOWED_REGISTRIES, isInternalAddress, parseAllowedRegistries, registryOf } from "../../services/gpu-node/registry-policy";
@@ -71,24 +80,52 @@ describe("gpu-node executors - container request", () => {
   });
 
   test.each([
-    ["the engine's JSON message", Object.assign(new Error("(HTTP code 404) no such image - x"), { json: { message: "No such image: x:latest" } }), "No such image: x:latest"],
+    [
+      "the engine's JSON message",
+      Object.assign(new Error("(HTTP code 404) no such image - x"), { json: { message: "No such image: x:latest" } }),
+      "No such image: x:latest",
+    ],
     ["the HTTP prefix is dropped", new Error("(HTTP code 500) server error - pull access denied for x"), "pull access denied for x"],
     ["long text is bounded", new Error("y".repeat(1000)), `${"y".repeat(297)}...`],
     ["newlines become spaces", new Error("a\nb"), "a b"],
-    ["addresses are masked", Object.assign(new Error("x"), { statusCode: 500, json: { message: "lookup r.io on 10.1.2.3:53: no such host" } }), "lookup r.io on <address>: no such host"],
-    ["a socket error says only that the engine did not answer", Object.assign(new Error("connect ENOENT /var/run/docker.sock"), { code: "ENOENT" }), "the container engine did not answer"],
+    [
+      "addresses are masked",
+      Object.assign(new Error("x"), { statusCode: 500, json: { message: "lookup r.io on 10.1.2.3:53: no such host" } }),
+      "lookup r.io on <address>: no such host",
+    ],
+    [
+      "a socket error says only that the engine did not answer",
+      Object.assign(new Error("connect ENOENT /var/run/docker.sock"), { code: "ENOENT" }),
+      "the container engine did not answer",
+    ],
   ])("gpu-node executors - docker error message: %s", (_name, err, expected) => {
     expect(dockerMessage(err)).toBe(expected);
   });
 
   const engine = (message: string) => Object.assign(new Error(message), { statusCode: 500, json: { message } });
   test.each([
-    ["unknown repository", engine("pull access denied for nosuch/image, repository does not exist or may require 'docker login'"), "the image does not exist in its registry, or the registry requires credentials"],
-    ["unknown tag", engine("manifest for busybox:nope not found: manifest unknown: manifest unknown"), "the image does not exist in its registry, or the registry requires credentials"],
+    [
+      "unknown repository",
+      engine("pull access denied for nosuch/image, repository does not exist or may require 'docker login'"),
+      "the image does not exist in its registry, or the registry requires credentials",
+    ],
+    [
+      "unknown tag",
+      engine("manifest for busybox:nope not found: manifest unknown: manifest unknown"),
+      "the image does not exist in its registry, or the registry requires credentials",
+    ],
     ["registry down", engine('Get "http://127.0.0.1:9/v2/": dial tcp 127.0.0.1:9: connect: connection refused'), "its registry could not be reached"],
-    ["no DNS", engine('Get "https://registry-1.docker.io/v2/": dial tcp: lookup registry-1.docker.io on 10.0.0.2:53: no such host'), "its registry could not be reached"],
+    [
+      "no DNS",
+      engine('Get "https://registry-1.docker.io/v2/": dial tcp: lookup registry-1.docker.io on 10.0.0.2:53: no such host'),
+      "its registry could not be reached",
+    ],
     ["anything else: a fixed sentence", engine("unexpected EOF from 192.168.1.9:443"), "its registry did not serve it"],
-    ["what a non-registry answered never shows", engine('Get "http://127.0.0.1:4222/v2/": net/http: HTTP/1.x transport connection broken: malformed HTTP response "INFO {\\"server_id\\":\\"N\\"}"'), "its registry did not serve it"],
+    [
+      "what a non-registry answered never shows",
+      engine('Get "http://127.0.0.1:4222/v2/": net/http: HTTP/1.x transport connection broken: malformed HTTP response "INFO {\\"server_id\\":\\"N\\"}"'),
+      "its registry did not serve it",
+    ],
   ])("gpu-node executors - pull failure reason: %s", (_name, err, expected) => {
     expect(pullFailureReason(err)).toBe(expected);
   });
@@ -156,7 +193,7 @@ describe("gpu-node executors - bubblewrap sandbox argv", () => {
     env: { PATH: "/usr/bin:/bin", CUDA_VISIBLE_DEVICES: "GPU-x" },
     limits: { processes: 64, memoryBytes: 1 << 30, tmpBytes: 1 << 26 },
     files: { "/etc/passwd": "/tmp/ci-job-1/passwd" },
-    argv: ["/bin/sh", "-c", "exec 2>&1; exec /bin/sh -c \"$1\"", "ci-job", "echo hi; cat /etc/shadow"],
+    argv: ["/bin/sh", "-c", 'exec 2>&1; exec /bin/sh -c "$1"', "ci-job", "echo hi; cat /etc/shadow"],
   };
   const args = sandboxArgs(options);
   /** Each `--flag a b` triple as "--flag a b", so a table can ask for it. */
@@ -266,10 +303,13 @@ describe("gpu-node executors - image registry allow-list", () => {
     expect(!check.ok && check.reason).toMatch(/is a loopback or private address/);
   });
 
-  test.each(["registry.example.com/x", "8.8.8.8/x", "docker.io.evil.com/x", "nvcr.io:444/x"])("gpu-node executors - %s (not listed) is refused", (reference) => {
-    const check = checkImage(reference, DEFAULT_ALLOWED_REGISTRIES);
-    expect(check).toMatchObject({ ok: false, reason: expect.stringMatching(/is not one of the operator's allowed registries/) });
-  });
+  test.each(["registry.example.com/x", "8.8.8.8/x", "docker.io.evil.com/x", "nvcr.io:444/x"])(
+    "gpu-node executors - %s (not listed) is refused",
+    (reference) => {
+      const check = checkImage(reference, DEFAULT_ALLOWED_REGISTRIES);
+      expect(check).toMatchObject({ ok: false, reason: expect.stringMatching(/is not one of the operator's allowed registries/) });
+    },
+  );
 
   test.each(["busybox", "nvidia/cuda:12.4.1-base-ubuntu22.04", "nvcr.io/nvidia/pytorch:24.01-py3", "ghcr.io/a/b:1", "quay.io/a/b"])(
     "gpu-node executors - %s from a default public registry is allowed",
@@ -324,12 +364,16 @@ describe("gpu-node executors - job resources from the host", () => {
     const plan = planJobResources(host, 4, { memoryMb: 8192 }, false);
     expect(plan).toEqual({
       ok: false,
-      error: "Job limits overcommit this host: 4 card(s) × GPU_JOB_MEMORY_MB=8192 = 32768 MiB exceeds the host's 23552 MiB. Lower them, or set GPU_ALLOW_OVERCOMMIT=true",
+      error:
+        "Job limits overcommit this host: 4 card(s) × GPU_JOB_MEMORY_MB=8192 = 32768 MiB exceeds the host's 23552 MiB. Lower them, or set GPU_ALLOW_OVERCOMMIT=true",
     });
   });
 
   test("gpu-node executors - too many CPUs is refused; the operator may allow overcommit (with a warning)", () => {
-    expect(planJobResources(host, 4, { cpus: 8 }, false)).toMatchObject({ ok: false, error: expect.stringContaining("4 card(s) × GPU_JOB_CPUS=8 = 32 CPUs exceeds the host's 16") });
+    expect(planJobResources(host, 4, { cpus: 8 }, false)).toMatchObject({
+      ok: false,
+      error: expect.stringContaining("4 card(s) × GPU_JOB_CPUS=8 = 32 CPUs exceeds the host's 16"),
+    });
     const allowed = planJobResources(host, 4, { cpus: 8, memoryMb: 8192 }, true);
     expect(allowed).toMatchObject({ ok: true, limits: { memoryMb: 8192, cpus: 8 } });
     expect(allowed.ok && allowed.warnings).toHaveLength(2);

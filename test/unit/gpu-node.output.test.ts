@@ -237,11 +237,53 @@ describe("gpu-node - output printed while no node watched", () => {
   const container = (entries: Array<[number, string]>) => ({ logs: async () => engineLog(entries) }) as never;
 
   test.each([
-    ["a line the engine stamped just after the node's last write is not written twice", ["line-0\n"], [[3, "line-0\n"], [1000, "line-1\n"], [2000, "line-2\n"]], "line-0\nline-1\nline-2\n"],
-    ["a line stamped just before the last write is not written twice", ["line-0\n"], [[-3, "line-0\n"], [1000, "line-1\n"]], "line-0\nline-1\n"],
-    ["a line stamped near the last write that was not captured is recovered", ["line-0\n"], [[-300, "line-0\n"], [2, "line-1\n"], [900, "line-2\n"]], "line-0\nline-1\nline-2\n"],
-    ["the same text printed again later is kept", ["x\n"], [[2, "x\n"], [1500, "x\n"]], "x\nx\n"],
-    ["lines printed after the new attach are left to the attached stream", ["a\n"], [[1000, "b\n"], [5000, "c\n"]], "a\nb\n"],
+    [
+      "a line the engine stamped just after the node's last write is not written twice",
+      ["line-0\n"],
+      [
+        [3, "line-0\n"],
+        [1000, "line-1\n"],
+        [2000, "line-2\n"],
+      ],
+      "line-0\nline-1\nline-2\n",
+    ],
+    [
+      "a line stamped just before the last write is not written twice",
+      ["line-0\n"],
+      [
+        [-3, "line-0\n"],
+        [1000, "line-1\n"],
+      ],
+      "line-0\nline-1\n",
+    ],
+    [
+      "a line stamped near the last write that was not captured is recovered",
+      ["line-0\n"],
+      [
+        [-300, "line-0\n"],
+        [2, "line-1\n"],
+        [900, "line-2\n"],
+      ],
+      "line-0\nline-1\nline-2\n",
+    ],
+    [
+      "the same text printed again later is kept",
+      ["x\n"],
+      [
+        [2, "x\n"],
+        [1500, "x\n"],
+      ],
+      "x\nx\n",
+    ],
+    [
+      "lines printed after the new attach are left to the attached stream",
+      ["a\n"],
+      [
+        [1000, "b\n"],
+        [5000, "c\n"],
+      ],
+      "a\nb\n",
+    ],
   ] as Array<[string, string[], Array<[number, string]>, string]>)("gpu-node - %s", async (_name, before, entries, expected) => {
     const dir = mkdtempSync(path.join(os.tmpdir(), "gap-"));
     try {

@@ -139,10 +139,13 @@ describe("gpu-scheduler batching", () => {
     let passes = 0;
     let release!: () => void;
     let gate = new Promise<void>((r) => (release = r));
-    const coalescer = new Coalescer(async () => {
-      passes++;
-      if (passes === 1) await gate;
-    }, () => undefined);
+    const coalescer = new Coalescer(
+      async () => {
+        passes++;
+        if (passes === 1) await gate;
+      },
+      () => undefined,
+    );
     const first = coalescer.request();
     const during = [coalescer.request(), coalescer.request(), coalescer.request()];
     release();

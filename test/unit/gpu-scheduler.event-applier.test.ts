@@ -38,7 +38,13 @@ describe("gpu-scheduler event applier - decideEvents", () => {
   test.each([
     ["started for a job this cluster does not know: stopped there", [started("ghost")], new Map<string, JobState>(), [{ jobId: "ghost", nodeId: "node-a" }], 0],
     ["finished for a job this cluster does not know: nothing", [finished("ghost")], new Map<string, JobState>(), [], 0],
-    ["started from a node the job is not on: stopped there, noted", [started("j1", "node-b")], new Map([["j1", placed]]), [{ jobId: "j1", nodeId: "node-b" }], 1],
+    [
+      "started from a node the job is not on: stopped there, noted",
+      [started("j1", "node-b")],
+      new Map([["j1", placed]]),
+      [{ jobId: "j1", nodeId: "node-b" }],
+      1,
+    ],
     ["finished from a node the job is not on: ignored, noted", [finished("j1", "node-b")], new Map([["j1", placed]]), [], 1],
   ] as const)("gpu-scheduler event applier - %s", (_name, events, states, stop, misrouted) => {
     const out = decideEvents([...events], states);

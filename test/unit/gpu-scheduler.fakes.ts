@@ -95,7 +95,9 @@ export class FakeJobs implements EventStore, HousekeepingStore, PlacementStore {
   }
 
   async placements(ids: string[]) {
-    return ids.filter((id) => this.jobs.has(id)).map((id) => ({ id, status: this.get(id).status, node_id: this.get(id).nodeId, exit_code: this.get(id).exitCode }));
+    return ids
+      .filter((id) => this.jobs.has(id))
+      .map((id) => ({ id, status: this.get(id).status, node_id: this.get(id).nodeId, exit_code: this.get(id).exitCode }));
   }
 
   async nodesHoldingCards() {
@@ -107,15 +109,11 @@ export class FakeJobs implements EventStore, HousekeepingStore, PlacementStore {
   }
 
   async staleAssigned(before: Date) {
-    return [...this.jobs]
-      .filter(([, j]) => j.status === "assigned" && j.assignedAt! < before)
-      .map(([id, j]) => ({ id, node_id: j.nodeId! }));
+    return [...this.jobs].filter(([, j]) => j.status === "assigned" && j.assignedAt! < before).map(([id, j]) => ({ id, node_id: j.nodeId! }));
   }
 
   async staleHolding(before: Date) {
-    return [...this.jobs]
-      .filter(([, j]) => j.holding && isTerminal(j.status) && j.completedAt! < before)
-      .map(([id, j]) => ({ id, node_id: j.nodeId! }));
+    return [...this.jobs].filter(([, j]) => j.holding && isTerminal(j.status) && j.completedAt! < before).map(([id, j]) => ({ id, node_id: j.nodeId! }));
   }
 
   async anyQueued() {

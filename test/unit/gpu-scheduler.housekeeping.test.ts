@@ -39,7 +39,12 @@ describe("gpu-scheduler housekeeping - decisions", () => {
       9000,
     );
     expect(fail).toEqual([{ id: "missing-long", node_id: "node-a" }]);
-    expect(missingSince).toEqual(new Map([["missing-new", 10_000], ["missing-long", 1000]]));
+    expect(missingSince).toEqual(
+      new Map([
+        ["missing-new", 10_000],
+        ["missing-long", 1000],
+      ]),
+    );
   });
 
   test("gpu-scheduler housekeeping - node loss counts failed, requeued and released jobs", () => {

@@ -42,7 +42,7 @@ const cases: Case[] = [
     waiting: [["a", "NO_MATCHING_GPU"]],
   },
   {
-    name: "type matching: \"any\" and no type both take any card",
+    name: 'type matching: "any" and no type both take any card',
     snapshot: { cards: [card("n1", "g1"), card("n1", "g2", A100)], queue: [job("a", 1, "any"), job("b", 2, null)] },
     placements: [
       ["a", "g1"],
@@ -96,7 +96,7 @@ const cases: Case[] = [
     waiting: [["rtx-2", "MATCHING_GPUS_BUSY"]],
   },
   {
-    name: "scarce types: an \"any\" job leaves the card a later specific job asked for",
+    name: 'scarce types: an "any" job leaves the card a later specific job asked for',
     snapshot: { cards: [card("n1", "g1", RTX), card("n1", "g2", A100)], queue: [job("any", 1), job("rtx", 2, "3060")] },
     placements: [
       ["any", "g2"],
@@ -166,7 +166,7 @@ describe("gpu-scheduler placement - type names", () => {
 
 /** A small deterministic generator, so a failing case can be replayed. */
 function rng(seed: number) {
-  return () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+  return () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
 }
 
 describe("gpu-scheduler placement - invariants", () => {

@@ -221,8 +221,18 @@ const failedOnCard: JobPatch = { status: "failed", errorMessage: MSG, completedA
 
 const rows: Row[] = [
   // confirmStarted: the one path from assigned to running (run call answered, heartbeat, started event)
-  { name: "confirmStarted - a placed job runs, from now", apply: (j) => confirmStarted(j, "node-a", T2), job: placed, patch: { status: "running", startedAt: T2 } },
-  { name: "confirmStarted - keeps a start time already known", apply: (j) => confirmStarted(j, "node-a", T2), job: job({ status: "assigned" }), patch: { status: "running", startedAt: T1 } },
+  {
+    name: "confirmStarted - a placed job runs, from now",
+    apply: (j) => confirmStarted(j, "node-a", T2),
+    job: placed,
+    patch: { status: "running", startedAt: T2 },
+  },
+  {
+    name: "confirmStarted - keeps a start time already known",
+    apply: (j) => confirmStarted(j, "node-a", T2),
+    job: job({ status: "assigned" }),
+    patch: { status: "running", startedAt: T1 },
+  },
   { name: "confirmStarted - a job already running: nothing", apply: (j) => confirmStarted(j, "node-a", T2), job: job({}), patch: null },
   { name: "confirmStarted - a job cancelled meanwhile: nothing", apply: (j) => confirmStarted(j, "node-a", T2), job: cancelledHolding, patch: null },
   { name: "confirmStarted - placed on another node: nothing", apply: (j) => confirmStarted(j, "node-b", T2), job: placed, patch: null },
@@ -234,7 +244,12 @@ const rows: Row[] = [
   { name: "unplace - already back in the queue: nothing", apply: (j) => unplace(j, "node-a"), job: queued, patch: null },
   // refusePlacement: the node refused it for good
   { name: "refusePlacement - a placed job fails with the reason", apply: (j) => refusePlacement(j, "node-a", MSG, T2), job: placed, patch: failedOnCard },
-  { name: "refusePlacement - a job cancelled meanwhile only frees its card", apply: (j) => refusePlacement(j, "node-a", MSG, T2), job: cancelledHolding, patch: { holding: false } },
+  {
+    name: "refusePlacement - a job cancelled meanwhile only frees its card",
+    apply: (j) => refusePlacement(j, "node-a", MSG, T2),
+    job: cancelledHolding,
+    patch: { holding: false },
+  },
   { name: "refusePlacement - a running job: nothing", apply: (j) => refusePlacement(j, "node-a", MSG, T2), job: job({}), patch: null },
   { name: "refusePlacement - placed on another node: nothing", apply: (j) => refusePlacement(j, "node-b", MSG, T2), job: placed, patch: null },
   // release: the node confirmed the card free

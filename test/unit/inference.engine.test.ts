@@ -40,7 +40,14 @@ function setup(provider: ScriptedProvider) {
   const records: InferenceRecord[] = [];
   const catalogue = new ModelCatalogue({ providers: [provider], ttlMs: 60_000, partialTtlMs: 5_000, fetchTimeoutMs: 1_000, minRefreshMs: 0 });
   let n = 0;
-  const engine = new InferenceEngine({ catalogue, providers: [provider], timeoutMs: 5_000, healthTimeoutMs: 1_000, onFinished: (r) => records.push(r), newId: () => `id-${++n}` });
+  const engine = new InferenceEngine({
+    catalogue,
+    providers: [provider],
+    timeoutMs: 5_000,
+    healthTimeoutMs: 1_000,
+    onFinished: (r) => records.push(r),
+    newId: () => `id-${++n}`,
+  });
   return { engine, records };
 }
 
@@ -85,7 +92,10 @@ describe("inference - engine", () => {
     provider.push({ type: "delta", text: "b" });
     provider.push({ type: "usage", promptTokens: 5, completionTokens: 2 });
     provider.push(null);
-    const events = (await readAll(stream)).trim().split("\n\n").map((e) => JSON.parse(e.slice(6)));
+    const events = (await readAll(stream))
+      .trim()
+      .split("\n\n")
+      .map((e) => JSON.parse(e.slice(6)));
     expect(events[2]).toEqual({ id, model: "m", response: "ab", tokensUsed: 7, durationMs: expect.any(Number), done: true });
     expect(records[0]).toMatchObject({ outcome: "ok", promptTokens: 5, completionTokens: 2, tokensUsed: 7 });
   });

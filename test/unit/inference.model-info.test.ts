@@ -48,8 +48,16 @@ describe("inference - parameterSize", () => {
 
 describe("inference - model description", () => {
   test.each([
-    ["Ollama details", { provider: "ollama", parameterSize: "3.2B", family: "llama", quantization: "Q4_K_M", format: "gguf" }, "llama model with 3.2B parameters (Q4_K_M, GGUF), served by ollama"],
-    ["an OpenAI-compatible model with an owner", { provider: "vllm", parameterSize: "7B", owner: "Qwen" }, "Model with 7B parameters, served by vllm (owned by Qwen)"],
+    [
+      "Ollama details",
+      { provider: "ollama", parameterSize: "3.2B", family: "llama", quantization: "Q4_K_M", format: "gguf" },
+      "llama model with 3.2B parameters (Q4_K_M, GGUF), served by ollama",
+    ],
+    [
+      "an OpenAI-compatible model with an owner",
+      { provider: "vllm", parameterSize: "7B", owner: "Qwen" },
+      "Model with 7B parameters, served by vllm (owned by Qwen)",
+    ],
     ["the owner is the provider itself", { provider: "vllm", parameterSize: "7B", owner: "vllm" }, "Model with 7B parameters, served by vllm"],
     ["unknown size", { provider: "hosted", parameterSize: "0B" }, "Model of unknown size, served by hosted"],
   ])("inference - description: %s", (_name, hints, expected) => {

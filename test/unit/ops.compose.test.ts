@@ -62,7 +62,9 @@ describe("ops - docker-compose.yml", () => {
   });
 
   it("ops - every service of the platform runs in its own container of the one image", () => {
-    const names = platformServices().map(([, s]) => s.environment.SERVICES).sort();
+    const names = platformServices()
+      .map(([, s]) => s.environment.SERVICES)
+      .sort();
     expect(names).toEqual(Object.keys(SERVICE_REGISTRY).sort());
     for (const [name, s] of platformServices()) {
       expect([name, s.environment.SERVICES]).toEqual([name, name]);
@@ -110,7 +112,9 @@ describe("ops - docker-compose.yml", () => {
     for (const [, s] of platformServices()) expect(users.map(([u]) => u)).toContain(s.environment.NATS_USER);
     // The server reads each password from its environment, which compose fills from .env only.
     for (const [, variable] of users) expect(nats.environment[variable]).toMatch(new RegExp(`^\\$\\{${variable}:\\?`));
-    expect(nats.volumes).toEqual(expect.arrayContaining(["./docker/nats-tls/server.pem:/etc/nats/tls/server.pem:ro", "./docker/nats-tls/server-key.pem:/etc/nats/tls/server-key.pem:ro"]));
+    expect(nats.volumes).toEqual(
+      expect.arrayContaining(["./docker/nats-tls/server.pem:/etc/nats/tls/server.pem:ro", "./docker/nats-tls/server-key.pem:/etc/nats/tls/server-key.pem:ro"]),
+    );
   });
 
   it("ops - gpu-node reserves the NVIDIA cards and reaches the host's Docker engine", () => {

@@ -8,14 +8,22 @@ import path from "path";
 
 const ROOT = path.resolve(__dirname, "../..");
 const dockerfile = fs.readFileSync(path.join(ROOT, "Dockerfile"), "utf8");
-const ignore = fs.readFileSync(path.join(ROOT, ".dockerignore"), "utf8").split("\n").map((l) => l.trim()).filter((l) => l && !l.startsWith("#"));
+const ignore = fs
+  .readFileSync(path.join(ROOT, ".dockerignore"), "utf8")
+  .split("\n")
+  .map((l) => l.trim())
+  .filter((l) => l && !l.startsWith("#"));
 
 type Instruction = { op: string; args: string };
 type Stage = { base: string; name: string; instructions: Instruction[] };
 
 /** Dockerfile → stages of instructions (continuation lines joined, comments dropped). */
 function parseDockerfile(text: string): { args: Record<string, string>; stages: Stage[] } {
-  const lines = text.replace(/\\\n\s*/g, " ").split("\n").map((l) => l.trim()).filter((l) => l && !l.startsWith("#"));
+  const lines = text
+    .replace(/\\\n\s*/g, " ")
+    .split("\n")
+    .map((l) => l.trim())
+    .filter((l) => l && !l.startsWith("#"));
   const args: Record<string, string> = {};
   const stages: Stage[] = [];
   for (const line of lines) {

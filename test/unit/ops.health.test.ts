@@ -16,9 +16,24 @@ const never: ReadinessCheck = () => new Promise(() => undefined);
 
 const cases: Case[] = [
   { name: "a started broker whose checks answer is ready", checks: { db: async () => 1 }, ready: true, failing: {} },
-  { name: "a check that rejects makes it unready, naming the check", checks: { db: async () => { throw new Error("connect ECONNREFUSED"); }, cache: async () => "PONG" }, ready: false, failing: { "svc.db": "connect ECONNREFUSED" } },
+  {
+    name: "a check that rejects makes it unready, naming the check",
+    checks: {
+      db: async () => {
+        throw new Error("connect ECONNREFUSED");
+      },
+      cache: async () => "PONG",
+    },
+    ready: false,
+    failing: { "svc.db": "connect ECONNREFUSED" },
+  },
   { name: "a check that does not answer in time fails", checks: { db: never }, ready: false, failing: { "svc.db": "no answer within 50 ms" } },
-  { name: "a declared dependency that is not registered fails", dependencies: ["elsewhere"], ready: false, failing: { dependencies: "not available: elsewhere" } },
+  {
+    name: "a declared dependency that is not registered fails",
+    dependencies: ["elsewhere"],
+    ready: false,
+    failing: { dependencies: "not available: elsewhere" },
+  },
   { name: "a broker not started yet is not ready", start: false, ready: false, failing: { broker: "starting" } },
   { name: "a draining broker is not ready", drain: true, ready: false, failing: { broker: "draining" } },
 ];
@@ -39,7 +54,11 @@ describe("ops - readiness", () => {
 
     const result = await evaluateReadiness(broker, 50);
     expect(result.ready).toBe(c.ready);
-    const failing = Object.fromEntries(Object.entries(result.checks).filter(([, r]) => !r.ok).map(([k, r]) => [k, r.error]));
+    const failing = Object.fromEntries(
+      Object.entries(result.checks)
+        .filter(([, r]) => !r.ok)
+        .map(([k, r]) => [k, r.error]),
+    );
     expect(Object.keys(failing).sort()).toEqual(Object.keys(c.failing).sort());
     for (const [k, msg] of Object.entries(c.failing)) expect(failing[k]).toMatch(msg);
     expect(result.checks.transporter).toEqual({ ok: true }); // no transporter configured

@@ -20,7 +20,15 @@ import { Secret } from "kubernetes-models/v1/Secret";
 import { Service } from "kubernetes-models/v1/Service";
 import { SERVICE_REGISTRY } from "../../moleculer.config";
 
-type Obj = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; labels?: Record<string, string> }; spec?: any; data?: any; stringData?: any; file: string };
+type Obj = {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string; labels?: Record<string, string> };
+  spec?: any;
+  data?: any;
+  stringData?: any;
+  file: string;
+};
 
 const MODELS: Record<string, new (data: any) => { validate(): void }> = {
   "v1/Namespace": Namespace,
@@ -45,7 +53,10 @@ const EXCEPTIONS: Record<string, string[]> = { "ci-platform-gpu/gpu-node": ["hos
 
 function load(): Obj[] {
   const objects: Obj[] = [];
-  for (const file of fs.readdirSync(DIR).filter((f) => /\.ya?ml$/.test(f)).sort()) {
+  for (const file of fs
+    .readdirSync(DIR)
+    .filter((f) => /\.ya?ml$/.test(f))
+    .sort()) {
     for (const doc of parseAllDocuments(fs.readFileSync(path.join(DIR, file), "utf8"))) {
       if (doc.errors.length) throw new Error(`${file}: ${doc.errors.map((e) => e.message).join("; ")}`);
       const value = doc.toJS();
@@ -60,8 +71,7 @@ const ofKind = (kind: string) => objects.filter((o) => o.kind === kind);
 const workloads = () => objects.filter((o) => WORKLOADS.has(o.kind));
 const id = (o: Obj) => `${o.metadata.namespace}/${o.metadata.name}`;
 const env = (c: any, name: string) => c.env?.find((e: any) => e.name === name)?.value;
-const matches = (selector: Record<string, string>, labels: Record<string, string> = {}) =>
-  Object.entries(selector).every(([k, v]) => labels[k] === v);
+const matches = (selector: Record<string, string>, labels: Record<string, string> = {}) => Object.entries(selector).every(([k, v]) => labels[k] === v);
 
 /** Violations of the "restricted" Pod Security Standard in a pod spec. */
 function restrictedViolations(pod: any): string[] {
@@ -111,14 +121,54 @@ describe("ops - Kubernetes manifests", () => {
 
   it("ops - pod and container fields are spelled as Kubernetes knows them (the schemas accept unknown ones)", () => {
     const known = {
-      pod: ["automountServiceAccountToken", "containers", "initContainers", "nodeSelector", "securityContext", "terminationGracePeriodSeconds", "tolerations", "volumes", "affinity", "serviceAccountName", "priorityClassName", "runtimeClassName"],
-      container: ["name", "image", "args", "command", "env", "envFrom", "ports", "resources", "livenessProbe", "readinessProbe", "startupProbe", "securityContext", "volumeMounts", "imagePullPolicy", "lifecycle"],
-      containerSecurity: ["allowPrivilegeEscalation", "readOnlyRootFilesystem", "runAsNonRoot", "runAsUser", "runAsGroup", "capabilities", "seccompProfile", "privileged"],
+      pod: [
+        "automountServiceAccountToken",
+        "containers",
+        "initContainers",
+        "nodeSelector",
+        "securityContext",
+        "terminationGracePeriodSeconds",
+        "tolerations",
+        "volumes",
+        "affinity",
+        "serviceAccountName",
+        "priorityClassName",
+        "runtimeClassName",
+      ],
+      container: [
+        "name",
+        "image",
+        "args",
+        "command",
+        "env",
+        "envFrom",
+        "ports",
+        "resources",
+        "livenessProbe",
+        "readinessProbe",
+        "startupProbe",
+        "securityContext",
+        "volumeMounts",
+        "imagePullPolicy",
+        "lifecycle",
+      ],
+      containerSecurity: [
+        "allowPrivilegeEscalation",
+        "readOnlyRootFilesystem",
+        "runAsNonRoot",
+        "runAsUser",
+        "runAsGroup",
+        "capabilities",
+        "seccompProfile",
+        "privileged",
+      ],
       podSecurity: ["runAsNonRoot", "runAsUser", "runAsGroup", "fsGroup", "supplementalGroups", "seccompProfile"],
       probe: ["httpGet", "exec", "tcpSocket", "periodSeconds", "timeoutSeconds", "failureThreshold", "successThreshold", "initialDelaySeconds"],
     };
     const unknown = (where: string, obj: object | undefined, allowed: string[]) =>
-      Object.keys(obj ?? {}).filter((k) => !allowed.includes(k)).map((k) => `${where}.${k}`);
+      Object.keys(obj ?? {})
+        .filter((k) => !allowed.includes(k))
+        .map((k) => `${where}.${k}`);
     const found: string[] = [];
     for (const w of workloads()) {
       const pod = w.spec.template.spec;
@@ -147,7 +197,8 @@ describe("ops - Kubernetes manifests", () => {
     const byService = new Map<string, Obj>();
     for (const w of workloads()) {
       for (const c of w.spec.template.spec.containers) {
-        const services = env(c, "SERVICES") ?? objects.find((o) => o.kind === "ConfigMap" && o.metadata.namespace === w.metadata.namespace && o.data?.SERVICES)?.data.SERVICES;
+        const services =
+          env(c, "SERVICES") ?? objects.find((o) => o.kind === "ConfigMap" && o.metadata.namespace === w.metadata.namespace && o.data?.SERVICES)?.data.SERVICES;
         if (c.image.includes("/ci-platform:")) byService.set(services, w);
       }
     }
@@ -160,7 +211,8 @@ describe("ops - Kubernetes manifests", () => {
       const pod = w.spec.template.spec;
       for (const c of pod.containers) {
         const where = `${id(w)}/${c.name}`;
-        for (const kind of ["requests", "limits"]) for (const r of ["cpu", "memory"]) expect([where, kind, r, c.resources?.[kind]?.[r]]).not.toContainEqual(undefined);
+        for (const kind of ["requests", "limits"])
+          for (const r of ["cpu", "memory"]) expect([where, kind, r, c.resources?.[kind]?.[r]]).not.toContainEqual(undefined);
         expect([where, !!c.livenessProbe, !!c.readinessProbe]).toEqual([where, true, true]);
         if (!c.image.includes("/ci-platform:")) continue;
         expect(c.livenessProbe.httpGet).toEqual({ path: "/live", port: "health" });
@@ -173,7 +225,11 @@ describe("ops - Kubernetes manifests", () => {
   });
 
   it("ops - pods meet the restricted Pod Security Standard, except gpu-node's documented host mounts", () => {
-    const restricted = new Set(ofKind("Namespace").filter((n) => n.metadata.labels?.["pod-security.kubernetes.io/enforce"] === "restricted").map((n) => n.metadata.name));
+    const restricted = new Set(
+      ofKind("Namespace")
+        .filter((n) => n.metadata.labels?.["pod-security.kubernetes.io/enforce"] === "restricted")
+        .map((n) => n.metadata.name),
+    );
     expect(restricted.has("ci-platform")).toBe(true);
     for (const w of workloads()) {
       const violations = restrictedViolations(w.spec.template.spec);
@@ -196,15 +252,24 @@ describe("ops - Kubernetes manifests", () => {
   });
 
   it("ops - references resolve: HPAs, PDBs, Services, Ingress, ConfigMaps and Secrets", () => {
-    const find = (kind: string, ns: string | undefined, name: string) => objects.find((o) => o.kind === kind && o.metadata.namespace === ns && o.metadata.name === name);
+    const find = (kind: string, ns: string | undefined, name: string) =>
+      objects.find((o) => o.kind === kind && o.metadata.namespace === ns && o.metadata.name === name);
     for (const hpa of ofKind("HorizontalPodAutoscaler")) {
       expect(find(hpa.spec.scaleTargetRef.kind, hpa.metadata.namespace, hpa.spec.scaleTargetRef.name)).toBeDefined();
       expect(hpa.spec.maxReplicas).toBeGreaterThan(hpa.spec.minReplicas);
     }
-    expect(ofKind("HorizontalPodAutoscaler").map((h) => h.metadata.name).sort()).toEqual(["api-gateway", "auth", "inference"]);
-    const podsOf = (ns?: string) => workloads().filter((w) => w.metadata.namespace === ns).map((w) => w.spec.template.metadata.labels);
+    expect(
+      ofKind("HorizontalPodAutoscaler")
+        .map((h) => h.metadata.name)
+        .sort(),
+    ).toEqual(["api-gateway", "auth", "inference"]);
+    const podsOf = (ns?: string) =>
+      workloads()
+        .filter((w) => w.metadata.namespace === ns)
+        .map((w) => w.spec.template.metadata.labels);
     for (const pdb of ofKind("PodDisruptionBudget")) expect(podsOf(pdb.metadata.namespace).some((l) => matches(pdb.spec.selector.matchLabels, l))).toBe(true);
-    for (const svc of ofKind("Service")) expect([svc.metadata.name, podsOf(svc.metadata.namespace).some((l) => matches(svc.spec.selector, l))]).toEqual([svc.metadata.name, true]);
+    for (const svc of ofKind("Service"))
+      expect([svc.metadata.name, podsOf(svc.metadata.namespace).some((l) => matches(svc.spec.selector, l))]).toEqual([svc.metadata.name, true]);
     for (const ing of ofKind("Ingress"))
       for (const rule of ing.spec.rules) for (const p of rule.http.paths) expect(find("Service", ing.metadata.namespace, p.backend.service.name)).toBeDefined();
     for (const w of workloads()) {
@@ -249,7 +314,8 @@ describe("ops - Kubernetes manifests", () => {
   });
 
   it("ops - secrets are placeholders, NATS flushes every write, and pods get time to drain", () => {
-    for (const s of ofKind("Secret")) for (const [k, v] of Object.entries<string>(s.stringData ?? {})) expect([k, v]).toEqual([k, expect.stringContaining("CHANGE-ME")]);
+    for (const s of ofKind("Secret"))
+      for (const [k, v] of Object.entries<string>(s.stringData ?? {})) expect([k, v]).toEqual([k, expect.stringContaining("CHANGE-ME")]);
     expect(ofKind("Secret").every((s) => !s.data)).toBe(true);
     const nats = ofKind("ConfigMap").find((c) => c.metadata.name === "nats-config")!;
     expect(nats.data["nats-server.conf"]).toMatch(/^\s*sync_interval:\s*always\s*$/m);

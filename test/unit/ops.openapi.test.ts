@@ -13,7 +13,11 @@ describe("ops - fastest-validator rules as JSON Schema", () => {
     ["email", { type: "email", max: 254 }, { type: "string", format: "email", maxLength: 254 }],
     ["uuid", { type: "uuid" }, { type: "string", format: "uuid" }],
     ["url", "url", { type: "string", format: "uri" }],
-    ["integer with range and default", { type: "number", integer: true, min: 1, max: 8192, default: 1024 }, { type: "integer", minimum: 1, maximum: 8192, default: 1024 }],
+    [
+      "integer with range and default",
+      { type: "number", integer: true, min: 1, max: 8192, default: 1024 },
+      { type: "integer", minimum: 1, maximum: 8192, default: 1024 },
+    ],
     ["number", { type: "number", min: 0, max: 2 }, { type: "number", minimum: 0, maximum: 2 }],
     ["positive number", { type: "number", positive: true }, { type: "number", exclusiveMinimum: 0 }],
     ["boolean shorthand", "boolean|optional", { type: "boolean" }],
@@ -82,12 +86,23 @@ describe("ops - routes as OpenAPI operations", () => {
     {
       method: "POST",
       path: "/api/things/keys",
-      action: { name: "things.key", rest: "POST /keys", auth: "jwt", params: { $$strict: "remove" }, openapi: { tag: "t", summary: "A key", status: 201, response: { type: "object" } } },
+      action: {
+        name: "things.key",
+        rest: "POST /keys",
+        auth: "jwt",
+        params: { $$strict: "remove" },
+        openapi: { tag: "t", summary: "A key", status: 201, response: { type: "object" } },
+      },
     },
     {
       method: "GET",
       path: "/api/public",
-      action: { name: "things.public", rest: "GET /public", auth: "public", openapi: { tag: "t", summary: "Public", status: 200, response: Type.String(), contentType: "text/plain" } },
+      action: {
+        name: "things.public",
+        rest: "GET /public",
+        auth: "public",
+        openapi: { tag: "t", summary: "Public", status: 200, response: Type.String(), contentType: "text/plain" },
+      },
     },
     { method: "GET", path: "/api/new", action: { name: "things.brandNew", rest: "GET /new" } },
     { method: "GET", path: "/api/assets/:file" },
@@ -106,7 +121,11 @@ describe("ops - routes as OpenAPI operations", () => {
   it("ops - a body route gets a JSON request body; one without fields gets none", () => {
     expect(op("post", "/api/things").requestBody).toEqual({
       required: true,
-      content: { "application/json": { schema: { type: "object", properties: { name: { type: "string", minLength: 1 }, size: { type: "number" } }, required: ["name"] } } },
+      content: {
+        "application/json": {
+          schema: { type: "object", properties: { name: { type: "string", minLength: 1 }, size: { type: "number" } }, required: ["name"] },
+        },
+      },
     });
     expect(op("post", "/api/things/keys").requestBody).toBeUndefined();
   });
@@ -194,7 +213,11 @@ describe("ops - response contracts declared on the actions", () => {
     }
     expect(live.length).toBeGreaterThan(10);
     const served = buildOpenApi(live, { version: "1" });
-    const undocumented = Object.entries(served.paths).flatMap(([path, ops]) => Object.entries(ops).filter(([, op]) => op["x-undocumented"]).map(([m]) => `${m} ${path}`));
+    const undocumented = Object.entries(served.paths).flatMap(([path, ops]) =>
+      Object.entries(ops)
+        .filter(([, op]) => op["x-undocumented"])
+        .map(([m]) => `${m} ${path}`),
+    );
     expect(undocumented).toEqual([]); // a new route: declare its `openapi` beside its `rest` (lib/contract.ts)
     const refs = [...JSON.stringify(served).matchAll(/"#\/components\/schemas\/([^"]+)"/g)].map((m) => m[1]);
     expect(refs.filter((name) => !(name in (served.components as any).schemas))).toEqual([]);

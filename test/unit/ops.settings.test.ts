@@ -16,7 +16,12 @@ describe("settings - a bad value refuses the start, naming the variable", () => 
     ["platform HEALTH_PORT", [], { HEALTH_PORT: "70000" }, /^HEALTH_PORT must be a port number or "off", got "70000"$/],
     ["platform SHUTDOWN_TIMEOUT_S", [], { SHUTDOWN_TIMEOUT_S: "soon" }, /^SHUTDOWN_TIMEOUT_S must be a positive number, got "soon"$/],
     ["dbaas DBAAS_RESERVED_CONNECTIONS", ["dbaas"], { DBAAS_RESERVED_CONNECTIONS: "lots" }, /^DBAAS_RESERVED_CONNECTIONS must be an integer, got "lots"$/],
-    ["dbaas DBAAS_HIDE_CATALOG", ["dbaas"], { DBAAS_HIDE_CATALOG: "yes" }, /^DBAAS_HIDE_CATALOG must be "sessions" \(the default\), "all" \(or "true"\) or "off" \(or "false"\), got "yes"$/],
+    [
+      "dbaas DBAAS_HIDE_CATALOG",
+      ["dbaas"],
+      { DBAAS_HIDE_CATALOG: "yes" },
+      /^DBAAS_HIDE_CATALOG must be "sessions" \(the default\), "all" \(or "true"\) or "off" \(or "false"\), got "yes"$/,
+    ],
     ["dbaas DBAAS_QUOTA_CHECK_S", ["dbaas"], { DBAAS_QUOTA_CHECK_S: "0" }, /^DBAAS_QUOTA_CHECK_S must be a positive number, got "0"$/],
     ["gpu-node GPU_EXECUTOR", ["gpu-node"], { GPU_EXECUTOR: "vm" }, /^GPU_EXECUTOR must be "docker" or "process", got "vm"$/],
     ["gpu-node GPU_JOB_CPUS", ["gpu-node"], { GPU_JOB_CPUS: "-1" }, /^GPU_JOB_CPUS must be a positive number, got "-1"$/],
@@ -26,7 +31,12 @@ describe("settings - a bad value refuses the start, naming the variable", () => 
     ["auth SCRYPT_LOG_N", ["auth"], { SCRYPT_LOG_N: "high" }, /^SCRYPT_LOG_N must be an integer, got "high"$/],
     ["auth JWT_SECRET in production", ["auth"], { NODE_ENV: "production", JWT_SECRET: undefined }, /^JWT_SECRET is required when NODE_ENV=production$/],
     ["api-gateway GATEWAY_TIMEOUT_MS", ["api-gateway"], { GATEWAY_TIMEOUT_MS: "150s" }, /^GATEWAY_TIMEOUT_MS must be an integer, got "150s"$/],
-    ["metrics METRICS_COLLECT_INTERVAL_S", ["metrics"], { METRICS_COLLECT_INTERVAL_S: "-5" }, /^METRICS_COLLECT_INTERVAL_S must be a positive number, got "-5"$/],
+    [
+      "metrics METRICS_COLLECT_INTERVAL_S",
+      ["metrics"],
+      { METRICS_COLLECT_INTERVAL_S: "-5" },
+      /^METRICS_COLLECT_INTERVAL_S must be a positive number, got "-5"$/,
+    ],
   ])("settings - %s", (_name, services, vars, message) => {
     expect(() => createBroker(services, {}, env(vars))).toThrow(message);
   });

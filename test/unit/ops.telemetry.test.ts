@@ -6,8 +6,22 @@ import { dbaasStatsOf, GpuTelemetry, inferenceLabels, schedulerStatsOf, STALE_AF
 /** The metrics service checks heartbeats with the protocol's own check. */
 const isHeartbeat = (v: unknown) => asHeartbeat(v) !== null;
 
-const card = (uuid: string, index = 0) => ({ uuid, index, name: "NVIDIA GeForce RTX 3060", memoryTotal: 12288, memoryUsed: 100, utilization: 5, temperature: 50 });
-const hb = (nodeId: string, cards = [card(`GPU-${nodeId}`)]): NodeHeartbeat => ({ nodeId, cards, runningJobIds: [], executor: "process", at: new Date(0).toISOString() });
+const card = (uuid: string, index = 0) => ({
+  uuid,
+  index,
+  name: "NVIDIA GeForce RTX 3060",
+  memoryTotal: 12288,
+  memoryUsed: 100,
+  utilization: 5,
+  temperature: 50,
+});
+const hb = (nodeId: string, cards = [card(`GPU-${nodeId}`)]): NodeHeartbeat => ({
+  nodeId,
+  cards,
+  runningJobIds: [],
+  executor: "process",
+  at: new Date(0).toISOString(),
+});
 
 describe("ops - GPU telemetry", () => {
   it("ops - reports every card of the nodes heard recently, with its node", () => {
@@ -46,7 +60,10 @@ describe("ops - payload checks", () => {
   it.each(inference)("ops - inference.completed: %s", (_n, value, ok) => expect(isInferenceCompleted(value)).toBe(ok));
 
   it("ops - an unknown model is one label value, not whatever the client typed", () => {
-    expect(inferenceLabels({ model: "typo-123", provider: null, tokensUsed: 0, durationMs: 1, outcome: "error" })).toEqual({ model: "(unknown)", provider: "none" });
+    expect(inferenceLabels({ model: "typo-123", provider: null, tokensUsed: 0, durationMs: 1, outcome: "error" })).toEqual({
+      model: "(unknown)",
+      provider: "none",
+    });
     expect(inferenceLabels({ model: "m", provider: "ollama", tokensUsed: 0, durationMs: 1, outcome: "ok" })).toEqual({ model: "m", provider: "ollama" });
   });
 

@@ -59,7 +59,14 @@ describe("platform - gpu protocol: job event check", () => {
   });
 
   test("platform - gpu protocol: a terminal event is made storable, never refused for its content", () => {
-    const checked = checkJobEvent({ type: "failed", ...ok, errorMessage: "a\u0000b", exitCode: 1, output: "x".repeat(5 * OUTPUT_TAIL_BYTES), outputBase64: "not base64!" });
+    const checked = checkJobEvent({
+      type: "failed",
+      ...ok,
+      errorMessage: "a\u0000b",
+      exitCode: 1,
+      output: "x".repeat(5 * OUTPUT_TAIL_BYTES),
+      outputBase64: "not base64!",
+    });
     expect(checked.ok).toBe(true);
     if (!checked.ok || checked.value.type !== "failed") throw new Error("expected a failed event");
     expect(checked.value.errorMessage).toBe("a\uFFFDb");
@@ -72,7 +79,11 @@ describe("platform - refusal log", () => {
   const setup = () => {
     const lines: string[] = [];
     let now = 0;
-    const log = new RefusalLog((line) => lines.push(line), 60_000, () => now);
+    const log = new RefusalLog(
+      (line) => lines.push(line),
+      60_000,
+      () => now,
+    );
     return { lines, log, at: (ms: number) => (now = ms) };
   };
 

@@ -43,7 +43,11 @@ describe("paged body", () => {
   });
 
   test("paged body - a page that fails ends the body with a note instead of hanging", async () => {
-    const stream = new PagedBodyStream({ data: b64("first"), next: { n: 1 } }, async () => Promise.reject(new Error("node gone")), (err) => `[${err.message}]`);
+    const stream = new PagedBodyStream(
+      { data: b64("first"), next: { n: 1 } },
+      async () => Promise.reject(new Error("node gone")),
+      (err) => `[${err.message}]`,
+    );
     let text = "";
     for await (const chunk of stream) text += chunk;
     expect(text).toBe("first[node gone]");

@@ -32,11 +32,7 @@ export const SCHEMAS: Record<string, JsonSchema> = {
           message: { type: "string", description: "For people" },
           details: {
             description: "null, or structured: for VALIDATION_FAILED a list of {field, message}; for INTERNAL {requestId}",
-            oneOf: [
-              { type: "null" },
-              { type: "array", items: { $ref: "#/components/schemas/FieldError" } },
-              { type: "object" },
-            ],
+            oneOf: [{ type: "null" }, { type: "array", items: { $ref: "#/components/schemas/FieldError" } }, { type: "object" }],
           },
         },
       },
@@ -60,7 +56,10 @@ export const ANY_REQUEST_ERRORS: Record<string, { code: ErrorCode; description: 
     code: "VALIDATION_FAILED",
     description: "A NUL character or an unpaired UTF-16 surrogate in any string (body, query, path, nested fields and field names); `details` names the fields",
   },
-  RequestTimeout: { code: "REQUEST_TIMEOUT", description: "Headers (GATEWAY_HEADERS_TIMEOUT_MS) or the whole request (GATEWAY_REQUEST_TIMEOUT_MS) not received in time" },
+  RequestTimeout: {
+    code: "REQUEST_TIMEOUT",
+    description: "Headers (GATEWAY_HEADERS_TIMEOUT_MS) or the whole request (GATEWAY_REQUEST_TIMEOUT_MS) not received in time",
+  },
   ParamsTooLarge: { code: "PAYLOAD_TOO_LARGE", description: "Body over 1 MiB (after decoding Content-Encoding), or parameters over GATEWAY_MAX_PARAMS_BYTES" },
   HeadersTooLarge: { code: "HEADERS_TOO_LARGE", description: "Request headers over the server's limit (16 KiB)" },
   ExpectationFailed: { code: "EXPECTATION_FAILED", description: "An `Expect` header other than `100-continue`" },

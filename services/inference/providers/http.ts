@@ -12,17 +12,7 @@ const AGENT_OPTIONS = { keepAlive: true, maxSockets: 1024, scheduling: "lifo" as
 const agents = { "http:": new http.Agent(AGENT_OPTIONS), "https:": new https.Agent(AGENT_OPTIONS) };
 
 /** Errors that mean "no working connection to the provider" (503, not 502). */
-const UNREACHABLE = new Set([
-  "ECONNREFUSED",
-  "ENOTFOUND",
-  "EAI_AGAIN",
-  "EHOSTUNREACH",
-  "ENETUNREACH",
-  "ECONNRESET",
-  "EPIPE",
-  "ETIMEDOUT",
-  "ECONNABORTED",
-]);
+const UNREACHABLE = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "ECONNRESET", "EPIPE", "ETIMEDOUT", "ECONNABORTED"]);
 
 const MAX_BODY_BYTES = 16 * 1024 * 1024;
 const MAX_ERROR_BODY_BYTES = 64 * 1024;
@@ -155,11 +145,7 @@ export async function readJson(res: IncomingMessage, signal: AbortSignal): Promi
  * The failure for a provider's HTTP error answer. `messageOf` digs the provider's own message out
  * of its error body; it reaches the client only after scrubbing (see errors.ts).
  */
-export async function httpFailure(
-  res: IncomingMessage,
-  signal: AbortSignal,
-  messageOf: (body: unknown) => string | undefined,
-): Promise<ProviderFailure> {
+export async function httpFailure(res: IncomingMessage, signal: AbortSignal, messageOf: (body: unknown) => string | undefined): Promise<ProviderFailure> {
   const status = res.statusCode ?? 0;
   let message: string | undefined;
   try {
