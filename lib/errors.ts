@@ -26,6 +26,8 @@ export const ErrorCodes = {
   UNSUPPORTED_MEDIA_TYPE: 415,
   /** An `Expect` header other than 100-continue. */
   EXPECTATION_FAILED: 417,
+  /** An `Idempotency-Key` sent again with a different request body. */
+  IDEMPOTENCY_KEY_REUSED: 422,
   RATE_LIMITED: 429,
   /** Request headers over the server's limit (Node's 16 KiB by default). */
   HEADERS_TOO_LARGE: 431,

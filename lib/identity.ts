@@ -15,6 +15,8 @@ export type CallerMeta = {
   /** The gateway's signed, short-lived form of `caller`: the only source the services trust. */
   callerToken?: string;
   clientIp?: string;
+  /** The `Idempotency-Key` request header as sent (checked by the actions that honour it). */
+  idempotencyKey?: string;
   /** Response headers for moleculer-web. */
   $responseHeaders?: Record<string, string>;
   $statusCode?: number;

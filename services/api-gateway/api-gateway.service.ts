@@ -121,6 +121,9 @@ const GatewayService: ServiceSchema = {
           }
           checkForwarded(req.$params, this.config.maxParamsBytes);
           ctx.meta.clientIp = clientAddress(req, this.config.trustProxy);
+          const idempotencyKey = req.headers["idempotency-key"];
+          // Node joins a repeated header with ", " (which the key check then refuses).
+          if (typeof idempotencyKey === "string") ctx.meta.idempotencyKey = idempotencyKey;
         },
         // Streamed answers (SSE): cancel the producer when the client goes away (streaming.ts).
         onAfterCall(this: GatewayThis, ctx: Context, _route: unknown, _req: Req, res: ServerResponse, data: unknown) {

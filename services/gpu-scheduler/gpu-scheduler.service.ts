@@ -30,6 +30,8 @@ import { BrokerNodeClient } from "./node-client";
 import { matchingNames, requestedGpuType } from "./gpu-type";
 import { checkImage, IMAGE_NAME_MAX, IMAGE_NAME_PATTERN } from "../gpu-node/registry-policy";
 import { Clock, Scheduler } from "./scheduler";
+import { checkIdempotencyKey, IDEMPOTENCY_HEADER, requestHash } from "./idempotency";
+import { IdempotencyRepository } from "./idempotency.repository";
 import type { SchedulerStats } from "./stats";
 
 export interface CreateJobParams {
@@ -47,6 +49,8 @@ const EVENT_MAX_RETRIES = 5;
 const EVENT_ACK_WAIT_NS = 5e9;
 /** A shorter housekeeping period would only load the database. */
 const MIN_TICK_MS = 50;
+/** Expired idempotency keys removed per housekeeping tick (bounded, so one pass stays short). */
+const KEY_PURGE_LIMIT = 1000;
 
 type SchedulerThis = Service &
   DbThis & {
@@ -62,9 +66,12 @@ type SchedulerThis = Service &
     /** GPU_ALLOWED_REGISTRIES, parsed once at start. */
     allowedRegistries: string[];
     inserts: Batcher<NewJob, number>;
+    keys: IdempotencyRepository;
     tickTimer?: NodeJS.Timeout;
     ownJob(ctx: Context<JobIdParams, CallerMeta>): Promise<JobRow>;
     checkGpuType(gpuType: string): void;
+    createKeyed(ctx: Context<CreateJobParams, CallerMeta>, key: string, job: NewJob): Promise<CreatedJob>;
+    keysExpireBefore(): Date;
   };
 
 /** A durable channel subscription (@moleculer/channels reads `channels` from the schema). */
@@ -91,9 +98,15 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       openapi: {
         tag: "gpu",
         summary: "Submit a GPU job",
-        description: "A gpuType matching no card of the cluster is 400, with the known types in details.",
+        description:
+          "A gpuType matching no card of the cluster is 400, with the known types in details. " +
+          `Optional request header \`${IDEMPOTENCY_HEADER}\` (1 to 255 visible ASCII characters, kept 24 hours per account): ` +
+          "the same key with the same body answers the first response again (201, same body and Location) with header " +
+          "`Idempotent-Replayed: true` and creates nothing; with a different body it is 422 IDEMPOTENCY_KEY_REUSED; " +
+          "concurrent requests with one key create one job. A malformed key is 400 naming the header.",
         status: 201,
         response: JobCreated,
+        errors: ["IDEMPOTENCY_KEY_REUSED"],
       },
       params: {
         $$strict: "remove",
@@ -103,23 +116,20 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       },
       async handler(this: SchedulerThis, ctx: Context<CreateJobParams, CallerMeta>): Promise<CreatedJob> {
         const { command, containerImage } = ctx.params;
+        const key = checkIdempotencyKey(ctx.meta.idempotencyKey);
         if (!/\S/.test(command)) throw validationFailed([{ field: "command", message: "The 'command' field must not be blank." }]);
         const gpuType = requestedGpuType(ctx.params.gpuType);
         if (gpuType) this.checkGpuType(gpuType);
         // Pulling makes a GPU host connect to the image's registry: only the operator's registries (the node checks again).
         const image = containerImage ? checkImage(containerImage, this.allowedRegistries) : null;
         if (image && !image.ok) throw validationFailed([{ field: "containerImage", message: `The 'containerImage' field is not allowed: ${image.reason}.` }]);
-        const id = randomUUID();
-        const position = await this.inserts.push({
-          id,
-          clientId: ctx.meta.caller!.clientId,
-          command,
-          containerImage: containerImage ?? null,
-          gpuType,
-        });
+        const job: NewJob = { id: randomUUID(), clientId: ctx.meta.caller!.clientId, command, containerImage: containerImage ?? null, gpuType };
+        // Keyed requests take their own transaction; the others stay on the batched inserts.
+        if (key !== undefined) return this.createKeyed(ctx, key, job);
+        const position = await this.inserts.push(job);
         void this.scheduler.schedule({ newJob: true });
-        respondCreated(ctx.meta, `/api/gpu/jobs/${id}`);
-        return { id, status: "queued", queuePosition: position };
+        respondCreated(ctx.meta, `/api/gpu/jobs/${job.id}`);
+        return { id: job.id, status: "queued", queuePosition: position };
       },
     },
 
@@ -272,6 +282,25 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       return row;
     },
 
+    /** A submission with an Idempotency-Key: the job and the key in one transaction, or the first answer again. */
+    async createKeyed(this: SchedulerThis, ctx: Context<CreateJobParams, CallerMeta>, key: string, job: NewJob): Promise<CreatedJob> {
+      const request = { clientId: job.clientId, key, requestHash: requestHash(ctx.params) };
+      const outcome = await this.keys.createOnce(request, job, this.clock.now(), this.keysExpireBefore()).catch((err) => {
+        throw fromDataError(err);
+      });
+      if (outcome.kind === "reused") throw apiError("IDEMPOTENCY_KEY_REUSED", `This ${IDEMPOTENCY_HEADER} was already used with a different request body`);
+      if (outcome.kind === "created") void this.scheduler.schedule({ newJob: true });
+      else ctx.meta.$responseHeaders = { ...ctx.meta.$responseHeaders, "Idempotent-Replayed": "true" };
+      respondCreated(ctx.meta, `/api/gpu/jobs/${outcome.body.id}`);
+      ctx.meta.$statusCode = outcome.status;
+      return outcome.body;
+    },
+
+    /** Keys created before this no longer match (GPU_IDEMPOTENCY_TTL_S). */
+    keysExpireBefore(this: SchedulerThis): Date {
+      return new Date(this.clock.now().getTime() - this.config.idempotencyTtlS * 1000);
+    },
+
     checkGpuType(this: SchedulerThis, gpuType: string) {
       const names = this.scheduler.view.cardNames();
       // An empty or just-restarted view does not know every card yet: the job waits for one.
@@ -295,6 +324,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
     this.clock = { now: () => new Date() };
     this.repo = new JobsRepository(this.db);
     this.places = new PlacementRepository(this.db);
+    this.keys = new IdempotencyRepository(this.db, this.repo);
     const timeoutMs = this.config.dispatchTimeoutS * 1000;
     const nodes = new BrokerNodeClient(this.broker, timeoutMs);
     this.scheduler = new Scheduler(this.repo, this.places, nodes, this.clock, this.logger, {
@@ -316,7 +346,10 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
 
   async started(this: SchedulerThis) {
     await ensureChannelStreams(this.broker, [JOB_EVENTS_CHANNEL]);
-    const tick = () => this.scheduler.tick().catch((err) => this.logger.warn(`Scheduler housekeeping failed: ${(err as Error).message}`));
+    const tick = () =>
+      Promise.all([this.scheduler.tick(), this.keys.removeExpired(this.keysExpireBefore(), KEY_PURGE_LIMIT)]).catch((err) =>
+        this.logger.warn(`Scheduler housekeeping failed: ${(err as Error).message}`),
+      );
     this.tickTimer = setInterval(() => void tick(), Math.max(MIN_TICK_MS, this.config.scheduleTickMs));
     void this.scheduler.schedule();
   },

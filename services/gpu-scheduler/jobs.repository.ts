@@ -1,5 +1,5 @@
 /** SQL for the gpu_scheduler schema; the only place that knows its tables. */
-import type { Pool } from "pg";
+import type { Pool, PoolClient } from "pg";
 import { normalizeGpuType } from "./gpu-type";
 import type { JobPatch, JobState, StoredStatus } from "./transitions";
 
@@ -53,9 +53,9 @@ export const toState = (r: JobRow): JobState => ({
 export class JobsRepository {
   constructor(private readonly db: Pool) {}
 
-  /** Inserts queued jobs; positions are 1-based among queued jobs in FIFO order. */
-  async insert(jobs: NewJob[], now: Date): Promise<Array<{ id: string; position: number }>> {
-    const { rows } = await this.db.query<{ id: string; position: number }>(
+  /** Inserts queued jobs; positions are 1-based among queued jobs in FIFO order. `db`: a transaction's client. */
+  async insert(jobs: NewJob[], now: Date, db: Pool | PoolClient = this.db): Promise<Array<{ id: string; position: number }>> {
+    const { rows } = await db.query<{ id: string; position: number }>(
       `WITH depth AS (SELECT count(*)::int AS n FROM gpu_scheduler.jobs WHERE status = 'queued'),
        ins AS (
          INSERT INTO gpu_scheduler.jobs (id, client_id, command, container_image, gpu_type, gpu_match, status, created_at)

@@ -46,4 +46,24 @@ export const migrations: Migration[] = [
     // output stays readable text; the exact bytes, when they are not plain UTF-8 text (NUL, invalid bytes).
     sql: `ALTER TABLE jobs ADD COLUMN output_base64 text;`,
   },
+  {
+    version: 3,
+    name: "idempotency keys of job submissions",
+    // The primary key makes concurrent requests with one key create one job: the first claims the
+    // row, the others wait for its commit and read the answer it stored.
+    sql: `
+      CREATE TABLE idempotency_keys (
+        client_id uuid NOT NULL,
+        key text NOT NULL,
+        request_hash text NOT NULL,  -- sha256 of the canonical validated body
+        job_id uuid NOT NULL,
+        -- The first answer, written in the transaction that claims the key (never seen null).
+        status integer,
+        response jsonb,
+        created_at timestamptz NOT NULL,
+        PRIMARY KEY (client_id, key)
+      );
+      CREATE INDEX idempotency_keys_created ON idempotency_keys (created_at);
+    `,
+  },
 ];

@@ -17,6 +17,8 @@ export type SchedulerSettings = {
   heartbeatS: number;
   /** Key of the opaque node labels clients see instead of node ids (default: derived from DATABASE_URL, which every replica shares). */
   nodeLabelSecret: string;
+  /** How long an `Idempotency-Key` of a job submission is kept (README "GPU jobs"). */
+  idempotencyTtlS: number;
 };
 
 export const parseSchedulerSettings = (env: Env): SchedulerSettings => ({
@@ -26,4 +28,5 @@ export const parseSchedulerSettings = (env: Env): SchedulerSettings => ({
   dispatchTimeoutS: positive(env, "GPU_DISPATCH_TIMEOUT_S", 10),
   heartbeatS: parseHeartbeatS(env),
   nodeLabelSecret: text(env, "NODE_LABEL_SECRET", `node-label:${text(env, "DATABASE_URL", DEFAULT_DATABASE_URL)}`),
+  idempotencyTtlS: positive(env, "GPU_IDEMPOTENCY_TTL_S", 24 * 3600),
 });
