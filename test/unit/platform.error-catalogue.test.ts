@@ -1,0 +1,23 @@
+/** The error catalogue (lib/errors.ts) and the README's Errors table list the same codes with the same statuses. */
+import { readFileSync } from "fs";
+import path from "path";
+import { ErrorCodes } from "../../lib/errors";
+
+function documentedCodes(): Record<string, number> {
+  const readme = readFileSync(path.resolve(__dirname, "../../README.md"), "utf8");
+  const section = readme.split(/^## Errors$/m)[1].split(/^## /m)[0];
+  const codes: Record<string, number> = {};
+  // Rows: `| 502 / 503 / 504 | PROVIDER_ERROR / SERVICE_UNAVAILABLE / PROVIDER_TIMEOUT | …`, or one status for several codes.
+  for (const [, statusCell, codeCell] of section.matchAll(/^\| ([\d /]+) \| ([A-Z_, /]+) \|/gm)) {
+    const statuses = statusCell.split("/").map((s) => Number(s.trim()));
+    const names = codeCell.split(/[,/]/).map((c) => c.trim());
+    names.forEach((name, i) => (codes[name] = statuses.length === names.length ? statuses[i] : statuses[0]));
+  }
+  return codes;
+}
+
+describe("platform - error catalogue", () => {
+  it("platform - every code of lib/errors.ts is in the README's Errors table with its status, and no other", () => {
+    expect(documentedCodes()).toEqual({ ...ErrorCodes });
+  });
+});
