@@ -51,11 +51,16 @@ export type NodeHeartbeat = {
   at: string;
 };
 
+/** The longest time limit (`timeoutSeconds`) and queue timeout a job may set: one week. */
+export const MAX_JOB_SECONDS = 7 * 24 * 3600;
+
 export type RunJobParams = {
   jobId: string;
   gpuUuid: string;
   command: string;
   containerImage?: string | null;
+  /** The job's time limit; absent: the node's JOB_TIMEOUT_S. */
+  timeoutSeconds?: number;
 };
 
 export type JobEvent =

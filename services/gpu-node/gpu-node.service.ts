@@ -12,7 +12,7 @@ import { ensureChannelStreams, ownChannel, sendToChannel } from "../../lib/chann
 import { onAuthenticatedBus } from "../../lib/nats-transporter";
 import { brokerEnv } from "../../lib/settings";
 import { apiError } from "../../lib/errors";
-import { HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL, JobEvent, LogsPage, LogsParams, NodeHeartbeat, RunJobParams } from "../../lib/gpu-protocol";
+import { HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL, JobEvent, LogsPage, LogsParams, MAX_JOB_SECONDS, NodeHeartbeat, RunJobParams } from "../../lib/gpu-protocol";
 import { addReadinessCheck } from "../../lib/health";
 import { discoverCards, NodeCard, queryNvidiaSmi, simulatedTelemetry } from "./discovery";
 import { JOB_ID_PATTERN, JobExecutor, JobLimits, JobOutcome, RunningJob } from "./job";
@@ -78,9 +78,10 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
         gpuUuid: { type: "string", min: 1, max: 128 },
         command: { type: "string", min: 1, max: 1024 * 1024 },
         containerImage: { type: "string", optional: true, nullable: true, max: IMAGE_NAME_MAX, pattern: IMAGE_NAME_PATTERN },
+        timeoutSeconds: { type: "number", optional: true, integer: true, min: 1, max: MAX_JOB_SECONDS },
       },
       async handler(this: GpuNodeThis, ctx: Context<RunJobParams>): Promise<{ accepted: true }> {
-        const { jobId, gpuUuid, command, containerImage } = ctx.params;
+        const { jobId, gpuUuid, command, containerImage, timeoutSeconds } = ctx.params;
         if (this.refusal) throw apiError("SERVICE_UNAVAILABLE", this.refusal);
         if (!this.accepting) throw apiError("SERVICE_UNAVAILABLE", "This GPU node is shutting down");
         const card = this.cards.find((c) => c.uuid === gpuUuid);
@@ -90,7 +91,7 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
         if (existing) throw apiError("INVALID_STATE", `Job ${jobId} already runs on another card of this node`);
         const busy = [...this.jobs.values()].find((j) => j.gpuUuid === gpuUuid);
         if (busy) throw apiError("INVALID_STATE", `GPU ${gpuUuid} is busy with another job`);
-        const job = this.executor.run({ jobId, card, command, containerImage });
+        const job = this.executor.run({ jobId, card, command, containerImage, timeoutS: timeoutSeconds ?? this.config.jobTimeoutS });
         this.jobs.set(jobId, job);
         this.track(job);
         return { accepted: true };

@@ -9,7 +9,7 @@ import { accessSync, constants as fsConstants, promises as fs } from "fs";
 import os from "os";
 import path from "path";
 import { gpuDeviceMinor, NodeCard } from "./discovery";
-import { joinedShell, JobError, JobExecutor, JobLimits, JobOps, JobSpec, RunningJob } from "./job";
+import { joinedShell, JobError, JobExecutor, JobLimits, JobOps, JobSpec, limitsOf, RunningJob } from "./job";
 import type { OutputCapture } from "./output";
 import { gpuDeviceNodes, HostLayout, identityFiles, SAFE_ETC, SANDBOX_HOME, sandboxArgs, SandboxLimits, SYSTEM_PATHS } from "./sandbox";
 
@@ -241,7 +241,7 @@ export class ProcessExecutor implements JobExecutor {
   ) {}
 
   run(spec: JobSpec): RunningJob {
-    return new RunningJob(spec.jobId, spec.card.uuid, processOps(spec, this.isolation), this.limits());
+    return new RunningJob(spec.jobId, spec.card.uuid, processOps(spec, this.isolation), limitsOf(spec, this.limits()));
   }
 
   /** Process jobs end with the node (it stops them on the way down): nothing to adopt. */

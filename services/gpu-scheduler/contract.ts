@@ -42,6 +42,10 @@ export const Job = Type.Object(
     errorMessage: Nullable(Type.String()),
     command: Type.String({ description: "As submitted" }),
     containerImage: Nullable(Type.String({ description: "As submitted; null: the node's default image" })),
+    timeoutSeconds: Type.Integer({
+      minimum: 1,
+      description: 'The time limit of a run, in seconds (as submitted, or JOB_TIMEOUT_S): a job running longer is stopped and failed ("time limit")',
+    }),
   },
   { $id: "Job" },
 );

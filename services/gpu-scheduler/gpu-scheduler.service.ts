@@ -11,7 +11,7 @@ import { channelSender, ensureChannelStreams, perSenderChannel } from "../../lib
 import { Type } from "../../lib/contract";
 import { brokerEnv } from "../../lib/settings";
 import { apiError, fromDataError, notFound, validationFailed } from "../../lib/errors";
-import { checkHeartbeat, checkJobEvent, HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL } from "../../lib/gpu-protocol";
+import { checkHeartbeat, checkJobEvent, HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL, MAX_JOB_SECONDS } from "../../lib/gpu-protocol";
 import { CallerMeta, respondCreated } from "../../lib/identity";
 import type { BodyPage, PagedBodyMeta } from "../../lib/paged-body";
 import { RefusalLog } from "../../lib/refusal-log";
@@ -36,6 +36,7 @@ export interface CreateJobParams {
   command: string;
   gpuType?: string | null;
   containerImage?: string | null;
+  timeoutSeconds?: number;
 }
 export type JobIdParams = { id: string };
 
@@ -100,6 +101,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
         command: { type: "string", min: 1, max: 64 * 1024 },
         gpuType: { type: "string", optional: true, trim: true, min: 1, max: 200 },
         containerImage: { type: "string", optional: true, min: 1, max: IMAGE_NAME_MAX, pattern: IMAGE_NAME_PATTERN },
+        timeoutSeconds: { type: "number", optional: true, integer: true, min: 1, max: MAX_JOB_SECONDS },
       },
       async handler(this: SchedulerThis, ctx: Context<CreateJobParams, CallerMeta>): Promise<CreatedJob> {
         const { command, containerImage } = ctx.params;
@@ -116,6 +118,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
           command,
           containerImage: containerImage ?? null,
           gpuType,
+          timeoutSeconds: ctx.params.timeoutSeconds ?? this.config.jobTimeoutS,
         });
         void this.scheduler.schedule({ newJob: true });
         respondCreated(ctx.meta, `/api/gpu/jobs/${id}`);
@@ -130,7 +133,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       async handler(this: SchedulerThis, ctx: Context<unknown, CallerMeta>): Promise<{ jobs: JobDetail[] }> {
         const rows = await this.repo.listForClient(ctx.meta.caller!.clientId, LIST_LIMIT);
         const now = this.clock.now();
-        return { jobs: rows.map((r) => toJobDetail(r, now, this.labeler)) };
+        return { jobs: rows.map((r) => toJobDetail(r, now, this.labeler, this.config.jobTimeoutS)) };
       },
     },
 
@@ -140,7 +143,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       openapi: { tag: "gpu", summary: "One job", status: 200, response: Job, errors: ["NOT_FOUND"] },
       params: JOB_ID_PARAMS,
       async handler(this: SchedulerThis, ctx: Context<JobIdParams, CallerMeta>): Promise<JobDetail> {
-        return toJobDetail(await this.ownJob(ctx), this.clock.now(), this.labeler);
+        return toJobDetail(await this.ownJob(ctx), this.clock.now(), this.labeler, this.config.jobTimeoutS);
       },
     },
 
@@ -153,7 +156,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       async handler(this: SchedulerThis, ctx: Context<JobIdParams, CallerMeta>): Promise<JobDetail> {
         const row = await this.ownJob(ctx);
         if (!(await this.scheduler.cancel(row))) throw apiError("INVALID_STATE", `GPU job already finished (${row.status}); it cannot be cancelled`);
-        return toJobDetail((await this.repo.find(row.id))!, this.clock.now(), this.labeler);
+        return toJobDetail((await this.repo.find(row.id))!, this.clock.now(), this.labeler, this.config.jobTimeoutS);
       },
     },
 

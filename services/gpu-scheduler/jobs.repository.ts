@@ -21,6 +21,7 @@ export type JobRow = {
   output: string | null;
   output_base64: string | null;
   error_message: string | null;
+  timeout_seconds: number | null;
 };
 
 export type NewJob = {
@@ -29,10 +30,12 @@ export type NewJob = {
   command: string;
   containerImage: string | null;
   gpuType: string | null;
+  /** The effective limit (the request's, or JOB_TIMEOUT_S). */
+  timeoutSeconds: number;
 };
 
 const COLUMNS = `id, client_id, command, container_image, gpu_type, status, node_id, gpu_uuid, gpu_name, holding,
-  created_at, started_at, completed_at, exit_code, output, output_base64, error_message`;
+  created_at, started_at, completed_at, exit_code, output, output_base64, error_message, timeout_seconds`;
 /** What a decision reads: `output` only as a presence mark (see `states`). */
 const STATE_COLUMNS = `id, status, node_id, gpu_uuid, holding, started_at, completed_at, exit_code, error_message,
   CASE WHEN output IS NULL THEN NULL ELSE '' END AS output`;
@@ -58,10 +61,10 @@ export class JobsRepository {
     const { rows } = await this.db.query<{ id: string; position: number }>(
       `WITH depth AS (SELECT count(*)::int AS n FROM gpu_scheduler.jobs WHERE status = 'queued'),
        ins AS (
-         INSERT INTO gpu_scheduler.jobs (id, client_id, command, container_image, gpu_type, gpu_match, status, created_at)
-         SELECT u.id, u.client_id, u.command, u.image, u.gpu_type, u.gpu_match, 'queued', $7
-         FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[])
-           AS u(id, client_id, command, image, gpu_type, gpu_match)
+         INSERT INTO gpu_scheduler.jobs (id, client_id, command, container_image, gpu_type, gpu_match, status, created_at, timeout_seconds)
+         SELECT u.id, u.client_id, u.command, u.image, u.gpu_type, u.gpu_match, 'queued', $7, u.timeout_seconds
+         FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $8::int[])
+           AS u(id, client_id, command, image, gpu_type, gpu_match, timeout_seconds)
          RETURNING id, seq)
        SELECT ins.id, (depth.n + row_number() OVER (ORDER BY ins.seq))::int AS position FROM ins, depth`,
       [
@@ -72,6 +75,7 @@ export class JobsRepository {
         jobs.map((j) => j.gpuType),
         jobs.map((j) => normalizeGpuType(j.gpuType)),
         now,
+        jobs.map((j) => j.timeoutSeconds),
       ],
     );
     return rows;

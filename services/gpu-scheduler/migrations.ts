@@ -46,4 +46,10 @@ export const migrations: Migration[] = [
     // output stays readable text; the exact bytes, when they are not plain UTF-8 text (NUL, invalid bytes).
     sql: `ALTER TABLE jobs ADD COLUMN output_base64 text;`,
   },
+  {
+    version: 3,
+    name: "job controls",
+    // null: a job from before (it runs under the node's JOB_TIMEOUT_S).
+    sql: `ALTER TABLE jobs ADD COLUMN timeout_seconds integer CHECK (timeout_seconds > 0);`,
+  },
 ];

@@ -8,6 +8,7 @@ import {
   LABEL_GPU,
   LABEL_JOB,
   LABEL_NAMESPACE,
+  LABEL_TIMEOUT,
   LABEL_NODE,
 } from "../../services/gpu-node/docker-executor";
 import { EventOutbox } from "../../services/gpu-node/outbox";
@@ -71,6 +72,8 @@ describe("gpu-node executors - container request", () => {
 
   test("gpu-node executors - labels name the job, node, card and namespace", () => {
     expect(spec.Labels).toEqual({ [LABEL_JOB]: "job-1", [LABEL_NODE]: "node-7", [LABEL_GPU]: real.uuid, [LABEL_NAMESPACE]: "prod" });
+    // The job's own time limit, for the node that adopts the container after a restart.
+    expect(containerSpec({ jobId: "j", card: real, command: "true", timeoutS: 90 }, context).Labels).toMatchObject({ [LABEL_TIMEOUT]: "90" });
   });
 
   test("gpu-node executors - an operator-allowed network is used as given", () => {

@@ -1,0 +1,93 @@
+/**
+ * The job controls of POST /api/gpu/jobs (API-DECISIONS "GPU jobs: controls") through the HTTP
+ * gateway: gateway, auth, gpu-scheduler and a real gpu-node (process executor in the bubblewrap
+ * sandbox, one simulated card) in one process; every platform log line is captured (debug level).
+ */
+import { mkdtempSync, rmSync } from "fs";
+import os from "os";
+import path from "path";
+import { http, startTestPlatform, TestPlatform, waitFor, waitForRoute } from "../support/platform";
+
+const CARD = "Test GPU";
+
+describe("gpu controls - through the gateway", () => {
+  let platform: TestPlatform;
+  let base: string;
+  let alice: string;
+  const work = mkdtempSync(path.join(os.tmpdir(), "gpu-controls-"));
+  const logLines: string[] = [];
+
+  const submit = (body: unknown) => http(base, "POST", "/api/gpu/jobs", { token: alice, body });
+  const detail = (id: string) => http(base, "GET", `/api/gpu/jobs/${id}`, { token: alice });
+  const until = (id: string, accept: (job: any) => boolean, message: string, timeoutMs = 15_000) =>
+    waitFor(
+      async () => {
+        const res = await detail(id);
+        return accept(res.body) ? res.body : false;
+      },
+      { timeoutMs, intervalMs: 50, message },
+    );
+  const ended = (j: any) => ["completed", "failed", "cancelled"].includes(j.status);
+
+  beforeAll(async () => {
+    for (const method of ["log", "warn", "error"] as const)
+      jest.spyOn(console, method).mockImplementation((...args: unknown[]) => void logLines.push(args.map(String).join(" ")));
+    platform = await startTestPlatform({
+      services: ["api-gateway", "auth", "gpu-scheduler", "gpu-node"],
+      env: {
+        LOG_LEVEL: "debug",
+        GPU_EXECUTOR: "process",
+        GPU_SIMULATE: `${CARD}:1024`,
+        GPU_HEARTBEAT_S: "1",
+        GPU_SCHEDULE_TICK_MS: "100",
+        GPU_STOP_GRACE_S: "1",
+        GPU_JOB_LOG_DIR: path.join(work, "logs"),
+      },
+    });
+    base = platform.baseUrl;
+    await waitForRoute(base, "GET", "/api/gpu/status");
+    const res = await http(base, "POST", "/api/auth/register", {
+      body: { email: `alice-${Date.now()}@example.com`, name: "alice", password: "correct horse battery" },
+    });
+    alice = res.body.accessToken;
+    await waitFor(async () => (await http(base, "GET", "/api/gpu/status", { token: alice })).body?.cluster?.totalGpus === 1, {
+      message: "the card announced",
+    });
+  });
+
+  afterAll(async () => {
+    await platform?.stop();
+    jest.restoreAllMocks();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  test.each([
+    ["timeoutSeconds 0", { timeoutSeconds: 0 }, "timeoutSeconds"],
+    ["timeoutSeconds over a week", { timeoutSeconds: 604801 }, "timeoutSeconds"],
+    ["timeoutSeconds not an integer", { timeoutSeconds: 1.5 }, "timeoutSeconds"],
+    ["timeoutSeconds a string", { timeoutSeconds: "60" }, "timeoutSeconds"],
+    ["timeoutSeconds negative", { timeoutSeconds: -1 }, "timeoutSeconds"],
+  ])("gpu controls - bad body: %s is 400 VALIDATION_FAILED naming the field, and creates nothing", async (_name, extra, field) => {
+    const before = (await http(base, "GET", "/api/gpu/jobs", { token: alice })).body.jobs.map((j: any) => j.id);
+    const res = await submit({ command: "echo never", ...extra });
+    expect(res.status).toBe(400);
+    expect(res.body.error.code).toBe("VALIDATION_FAILED");
+    expect(res.body.error.details.map((d: any) => d.field)).toContain(field);
+    expect((await http(base, "GET", "/api/gpu/jobs", { token: alice })).body.jobs.map((j: any) => j.id)).toEqual(before);
+  });
+
+  test('gpu controls - timeoutSeconds: echoed (JOB_TIMEOUT_S by default); a job over its limit is stopped and failed with "time limit"', async () => {
+    const plain = await submit({ command: "true" });
+    expect(plain.status).toBe(201);
+    expect((await until(plain.body.id, ended, "default job ended")).timeoutSeconds).toBe(3600);
+
+    const slow = await submit({ command: "echo started; sleep 30", timeoutSeconds: 1 });
+    expect(slow.status).toBe(201);
+    expect((await detail(slow.body.id)).body.timeoutSeconds).toBe(1);
+    const failed = await until(slow.body.id, ended, "the slow job stopped");
+    expect(failed).toMatchObject({ status: "failed", timeoutSeconds: 1, result: { output: "started\n" } });
+    expect(failed.errorMessage).toContain("time limit");
+    // Stopped at its limit (plus the grace), not after its 30 s.
+    expect(Date.parse(failed.completedAt) - Date.parse(failed.startedAt)).toBeLessThan(10_000);
+  });
+});
