@@ -38,9 +38,10 @@ export type ContainerContext = {
 
 /** The create request of a job container (pure: tested field by field). */
 export function containerSpec(spec: JobSpec, ctx: ContainerContext): Docker.ContainerCreateOptions {
-  const env = ["HOME=/tmp", "TMPDIR=/tmp"];
+  const vars: Record<string, string> = { HOME: "/tmp", TMPDIR: "/tmp", ...spec.env };
   // Pin the card for images whose own ENV says NVIDIA_VISIBLE_DEVICES=all (nvidia/cuda does).
-  if (!spec.card.simulated) env.push(`NVIDIA_VISIBLE_DEVICES=${spec.card.uuid}`);
+  if (!spec.card.simulated) vars.NVIDIA_VISIBLE_DEVICES = spec.card.uuid;
+  const env = Object.entries(vars).map(([name, value]) => `${name}=${value}`);
   const memoryBytes = ctx.limits.memoryMb * 1024 * 1024;
   return {
     Image: imageOf(spec, ctx.defaultImage),

@@ -27,6 +27,8 @@ export type JobSpec = {
   containerImage?: string | null;
   /** The job's own time limit; absent: the node's (JobLimits.timeoutS). */
   timeoutS?: number;
+  /** The job's own environment variables (never logged); the platform's card variables go on top. */
+  env?: Record<string, string>;
 };
 
 /** The limits of one job: the node's, with the job's own time limit when it has one. */

@@ -46,6 +46,10 @@ export const Job = Type.Object(
       minimum: 1,
       description: 'The time limit of a run, in seconds (as submitted, or JOB_TIMEOUT_S): a job running longer is stopped and failed ("time limit")',
     }),
+    envNames: Type.Array(Type.String(), {
+      maxItems: 64,
+      description: "The names of the job's environment variables (`env`), sorted; their values are never returned",
+    }),
   },
   { $id: "Job" },
 );

@@ -11,7 +11,7 @@ import { channelSender, ensureChannelStreams, perSenderChannel } from "../../lib
 import { Type } from "../../lib/contract";
 import { brokerEnv } from "../../lib/settings";
 import { apiError, fromDataError, notFound, validationFailed } from "../../lib/errors";
-import { checkHeartbeat, checkJobEvent, HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL, MAX_JOB_SECONDS } from "../../lib/gpu-protocol";
+import { checkHeartbeat, checkJobEvent, HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL, jobEnvProblem, MAX_JOB_SECONDS } from "../../lib/gpu-protocol";
 import { CallerMeta, respondCreated } from "../../lib/identity";
 import type { BodyPage, PagedBodyMeta } from "../../lib/paged-body";
 import { RefusalLog } from "../../lib/refusal-log";
@@ -37,6 +37,7 @@ export interface CreateJobParams {
   gpuType?: string | null;
   containerImage?: string | null;
   timeoutSeconds?: number;
+  env?: Record<string, string>;
 }
 export type JobIdParams = { id: string };
 
@@ -102,10 +103,15 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
         gpuType: { type: "string", optional: true, trim: true, min: 1, max: 200 },
         containerImage: { type: "string", optional: true, min: 1, max: IMAGE_NAME_MAX, pattern: IMAGE_NAME_PATTERN },
         timeoutSeconds: { type: "number", optional: true, integer: true, min: 1, max: MAX_JOB_SECONDS },
+        // Names and values are checked by jobEnvProblem (one rule for the scheduler and the node).
+        env: { type: "object", optional: true },
       },
       async handler(this: SchedulerThis, ctx: Context<CreateJobParams, CallerMeta>): Promise<CreatedJob> {
         const { command, containerImage } = ctx.params;
         if (!/\S/.test(command)) throw validationFailed([{ field: "command", message: "The 'command' field must not be blank." }]);
+        const env = ctx.params.env ?? {};
+        const envProblem = jobEnvProblem(env);
+        if (envProblem) throw validationFailed([{ field: "env", message: envProblem }]);
         const gpuType = requestedGpuType(ctx.params.gpuType);
         if (gpuType) this.checkGpuType(gpuType);
         // Pulling makes a GPU host connect to the image's registry: only the operator's registries (the node checks again).
@@ -119,6 +125,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
           containerImage: containerImage ?? null,
           gpuType,
           timeoutSeconds: ctx.params.timeoutSeconds ?? this.config.jobTimeoutS,
+          env,
         });
         void this.scheduler.schedule({ newJob: true });
         respondCreated(ctx.meta, `/api/gpu/jobs/${id}`);

@@ -36,6 +36,7 @@ export function toJobDetail(row: JobRow, now: Date, label: NodeLabeler, defaultT
     command: row.command,
     containerImage: row.container_image,
     timeoutSeconds: row.timeout_seconds ?? defaultTimeoutS,
+    envNames: row.env_names ?? [],
   };
 }
 

@@ -22,6 +22,8 @@ export type JobRow = {
   output_base64: string | null;
   error_message: string | null;
   timeout_seconds: number | null;
+  /** The names of the job's variables, sorted (their values are only read to dispatch the job). */
+  env_names: string[];
 };
 
 export type NewJob = {
@@ -32,10 +34,11 @@ export type NewJob = {
   gpuType: string | null;
   /** The effective limit (the request's, or JOB_TIMEOUT_S). */
   timeoutSeconds: number;
+  env?: Record<string, string>;
 };
 
 const COLUMNS = `id, client_id, command, container_image, gpu_type, status, node_id, gpu_uuid, gpu_name, holding,
-  created_at, started_at, completed_at, exit_code, output, output_base64, error_message, timeout_seconds`;
+  created_at, started_at, completed_at, exit_code, output, output_base64, error_message, timeout_seconds, env_names`;
 /** What a decision reads: `output` only as a presence mark (see `states`). */
 const STATE_COLUMNS = `id, status, node_id, gpu_uuid, holding, started_at, completed_at, exit_code, error_message,
   CASE WHEN output IS NULL THEN NULL ELSE '' END AS output`;
@@ -61,10 +64,11 @@ export class JobsRepository {
     const { rows } = await this.db.query<{ id: string; position: number }>(
       `WITH depth AS (SELECT count(*)::int AS n FROM gpu_scheduler.jobs WHERE status = 'queued'),
        ins AS (
-         INSERT INTO gpu_scheduler.jobs (id, client_id, command, container_image, gpu_type, gpu_match, status, created_at, timeout_seconds)
-         SELECT u.id, u.client_id, u.command, u.image, u.gpu_type, u.gpu_match, 'queued', $7, u.timeout_seconds
-         FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $8::int[])
-           AS u(id, client_id, command, image, gpu_type, gpu_match, timeout_seconds)
+         INSERT INTO gpu_scheduler.jobs (id, client_id, command, container_image, gpu_type, gpu_match, status, created_at, timeout_seconds, env, env_names)
+         SELECT u.id, u.client_id, u.command, u.image, u.gpu_type, u.gpu_match, 'queued', $7, u.timeout_seconds, u.env,
+           ARRAY(SELECT k FROM jsonb_object_keys(COALESCE(u.env, '{}')) AS k ORDER BY k COLLATE "C")
+         FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $8::int[], $9::jsonb[])
+           AS u(id, client_id, command, image, gpu_type, gpu_match, timeout_seconds, env)
          RETURNING id, seq)
        SELECT ins.id, (depth.n + row_number() OVER (ORDER BY ins.seq))::int AS position FROM ins, depth`,
       [
@@ -76,6 +80,7 @@ export class JobsRepository {
         jobs.map((j) => normalizeGpuType(j.gpuType)),
         now,
         jobs.map((j) => j.timeoutSeconds),
+        jobs.map((j) => (j.env && Object.keys(j.env).length ? JSON.stringify(j.env) : null)),
       ],
     );
     return rows;

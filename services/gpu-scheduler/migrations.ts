@@ -49,7 +49,13 @@ export const migrations: Migration[] = [
   {
     version: 3,
     name: "job controls",
-    // null: a job from before (it runs under the node's JOB_TIMEOUT_S).
-    sql: `ALTER TABLE jobs ADD COLUMN timeout_seconds integer CHECK (timeout_seconds > 0);`,
+    // timeout_seconds null: a job from before (it runs under the node's JOB_TIMEOUT_S). env: the
+    // job's variables, read only to hand the job to its node (never by a query serving the detail,
+    // which shows env_names); null when it has none.
+    sql: `
+      ALTER TABLE jobs ADD COLUMN timeout_seconds integer CHECK (timeout_seconds > 0);
+      ALTER TABLE jobs ADD COLUMN env jsonb;
+      ALTER TABLE jobs ADD COLUMN env_names text[] NOT NULL DEFAULT '{}';
+    `,
   },
 ];

@@ -171,6 +171,7 @@ export class PlacementLoop {
       command: job.command,
       containerImage: job.container_image,
       ...(job.timeout_seconds !== null && { timeoutSeconds: job.timeout_seconds }),
+      ...(job.env && { env: job.env }),
     };
     this.nodes
       .run(job.node_id, params)

@@ -56,8 +56,7 @@ describe("gpu controls - through the gateway", () => {
   });
 
   afterAll(async () => {
-    await platform?.stop();
-    jest.restoreAllMocks();
+    await platform?.stop(); // the console stays captured: lines logged while the last timers end go nowhere
     rmSync(work, { recursive: true, force: true });
   });
 
@@ -67,12 +66,27 @@ describe("gpu controls - through the gateway", () => {
     ["timeoutSeconds not an integer", { timeoutSeconds: 1.5 }, "timeoutSeconds"],
     ["timeoutSeconds a string", { timeoutSeconds: "60" }, "timeoutSeconds"],
     ["timeoutSeconds negative", { timeoutSeconds: -1 }, "timeoutSeconds"],
+    ["env an array", { env: ["A=1"] }, "env"],
+    ["env a string", { env: "A=1" }, "env"],
+    ["env with 65 variables", { env: Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`V${i}`, "x"])) }, "env"],
+    ["env name starting with a digit", { env: { "1A": "x" } }, "env"],
+    ["env name with a dash", { env: { "A-B": "x" } }, "env"],
+    ["env name empty", { env: { "": "x" } }, "env"],
+    ["env name over 128 characters", { env: { ["A".repeat(129)]: "x" } }, "env"],
+    ["env name NVIDIA_*", { env: { NVIDIA_VISIBLE_DEVICES: "all" } }, "env"],
+    ["env name CUDA_*", { env: { CUDA_VISIBLE_DEVICES: "0" } }, "env"],
+    ["env name cuda_* in lower case", { env: { cuda_visible_devices: "0" } }, "env"],
+    ["env value a number", { env: { A: 1 } }, "env"],
+    ["env value null", { env: { A: null } }, "env"],
+    ["env value an object", { env: { A: {} } }, "env"],
+    ["env value over 4096 characters", { env: { A: "x".repeat(4097) } }, "env"],
   ])("gpu controls - bad body: %s is 400 VALIDATION_FAILED naming the field, and creates nothing", async (_name, extra, field) => {
     const before = (await http(base, "GET", "/api/gpu/jobs", { token: alice })).body.jobs.map((j: any) => j.id);
     const res = await submit({ command: "echo never", ...extra });
     expect(res.status).toBe(400);
     expect(res.body.error.code).toBe("VALIDATION_FAILED");
     expect(res.body.error.details.map((d: any) => d.field)).toContain(field);
+    expect(res.text).not.toContain("xxxx"); // a refused value is not echoed
     expect((await http(base, "GET", "/api/gpu/jobs", { token: alice })).body.jobs.map((j: any) => j.id)).toEqual(before);
   });
 
@@ -89,5 +103,33 @@ describe("gpu controls - through the gateway", () => {
     expect(failed.errorMessage).toContain("time limit");
     // Stopped at its limit (plus the grace), not after its 30 s.
     expect(Date.parse(failed.completedAt) - Date.parse(failed.startedAt)).toBeLessThan(10_000);
+  });
+
+  test("gpu controls - env: the job's process sees each variable exactly; responses show the names only, and no log line a value", async () => {
+    const secret = `s3cr3t-${Date.now()}`;
+    const env = { ZED_TOKEN: secret, A_SPACED: "two  words; $HOME 'quoted'", EMPTY: "" };
+    // The job shows the secret only spelled out (s.3.c…), so the value itself must never appear anywhere.
+    const command = `printf '%s|%s|%s|' "$A_SPACED" "\${EMPTY-unset}" "$CUDA_VISIBLE_DEVICES"; printf '%s' "$ZED_TOKEN" | sed 's/./&./g'`;
+    const res = await submit({ command, env });
+    expect(res.status).toBe(201);
+    const done = await until(res.body.id, ended, "env job ended");
+    expect(done).toMatchObject({ status: "completed", envNames: ["A_SPACED", "EMPTY", "ZED_TOKEN"] });
+    expect(done.result.output).toMatch(/^two {2}words; \$HOME 'quoted'\|\|GPU-\S+\|/);
+    expect(done.result.output.split("|")[3]).toBe(secret.replace(/./g, "$&."));
+    const answers = [
+      res,
+      await detail(res.body.id),
+      await http(base, "GET", "/api/gpu/jobs", { token: alice }),
+      await http(base, "POST", `/api/gpu/jobs/${res.body.id}/cancel`, { token: alice }), // 409: already ended
+      await http(base, "GET", `/api/gpu/jobs/${res.body.id}/logs`, { token: alice }),
+    ];
+    expect(answers[2].body.jobs.find((j: any) => j.id === res.body.id).envNames).toEqual(["A_SPACED", "EMPTY", "ZED_TOKEN"]);
+    for (const answer of answers) expect(answer.text).not.toContain(secret);
+    // No line the platform logged (at debug) holds the value (the job's own output, which it printed spelled out, may be).
+    expect(logLines.join("\n")).toContain(res.body.id); // the capture works: debug lines name the job
+    expect(logLines.filter((line) => line.includes(secret))).toEqual([]);
+    // A job without env lists no names.
+    const plain = await submit({ command: "true" });
+    expect((await detail(plain.body.id)).body.envNames).toEqual([]);
   });
 });

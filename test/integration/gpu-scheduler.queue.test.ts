@@ -137,7 +137,7 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     const { id } = await newJob();
     const odd = "node'); DROP TABLE gpu_scheduler.jobs; --";
     const outcome = await places.placeUnderLock(1, () => [{ jobId: id, nodeId: odd, gpuUuid: "g'1", gpuName: "Card \\ 'quoted'" }], new Date());
-    expect(outcome.assigned).toEqual([{ id, node_id: odd, gpu_uuid: "g'1", command: "true", container_image: null, timeout_seconds: 3600 }]);
+    expect(outcome.assigned).toEqual([{ id, node_id: odd, gpu_uuid: "g'1", command: "true", container_image: null, timeout_seconds: 3600, env: null }]);
     expect(await repo.find(id)).toMatchObject({ status: "assigned", gpu_name: "Card \\ 'quoted'", holding: true });
   });
 

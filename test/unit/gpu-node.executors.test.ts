@@ -142,6 +142,13 @@ describe("gpu-node executors - process environment", () => {
     expect(env.HOME).toBe("/tmp/job");
   });
 
+  test("gpu-node executors - the job's own variables are added (replacing PATH or HOME if it sets them); its card stays the platform's", () => {
+    const env = processJobEnv(real, "/tmp/job", { TOKEN: "t  x", HOME: "/tmp/elsewhere", CUDA_VISIBLE_DEVICES: "all" });
+    expect(env).toMatchObject({ TOKEN: "t  x", HOME: "/tmp/elsewhere", TMPDIR: "/tmp/job", CUDA_VISIBLE_DEVICES: real.uuid });
+    const docker = containerSpec({ jobId: "j", card: real, command: "true", env: { TOKEN: "a=b", NVIDIA_VISIBLE_DEVICES: "all" } }, context);
+    expect(docker.Env).toEqual(["HOME=/tmp", "TMPDIR=/tmp", "TOKEN=a=b", `NVIDIA_VISIBLE_DEVICES=${real.uuid}`]);
+  });
+
   test("gpu-node executors - NVIDIA_* variables are stripped whatever their case", () => {
     expect(withoutNvidiaVariables({ NVIDIA_VISIBLE_DEVICES: "all", nvidia_require_cuda: "x", FOO: "1" })).toEqual({ FOO: "1" });
   });

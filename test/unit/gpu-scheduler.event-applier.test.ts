@@ -18,6 +18,7 @@ const placed: JobState = asPlaced({
   command: "true",
   container_image: null,
   timeout_seconds: null,
+  env: null,
 } satisfies AssignedJob);
 const started = (jobId: string, nodeId = "node-a"): JobEvent => ({ type: "started", jobId, nodeId, gpuUuid: "GPU-1", at: T1.toISOString() });
 const finished = (jobId: string, nodeId = "node-a"): JobEvent => ({

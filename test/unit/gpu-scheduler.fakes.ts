@@ -139,7 +139,7 @@ export class FakeJobs implements EventStore, HousekeepingStore, PlacementStore {
       const j = this.get(p.jobId);
       if (j.status !== "queued") continue;
       Object.assign(j, { status: "assigned", nodeId: p.nodeId, gpuUuid: p.gpuUuid, holding: true, assignedAt: now });
-      assigned.push({ id: p.jobId, node_id: p.nodeId, gpu_uuid: p.gpuUuid, command: j.command, container_image: null, timeout_seconds: null });
+      assigned.push({ id: p.jobId, node_id: p.nodeId, gpu_uuid: p.gpuUuid, command: j.command, container_image: null, timeout_seconds: null, env: null });
     }
     return { planned: placements.length, assigned };
   }
