@@ -50,6 +50,15 @@ export const Job = Type.Object(
       maxItems: 64,
       description: "The names of the job's environment variables (`env`), sorted; their values are never returned",
     }),
+    queueTimeoutSeconds: Nullable(
+      Type.Integer({
+        minimum: 1,
+        description: 'As submitted: a job not started this long after its creation is cancelled (statusReason "…expired…"); null: none',
+      }),
+    ),
+    statusReason: Nullable(
+      Type.String({ description: "Why the job is where it is, in words (e.g. a queue timeout that expired); null when there is nothing to add" }),
+    ),
   },
   { $id: "Job" },
 );

@@ -38,6 +38,7 @@ export interface CreateJobParams {
   containerImage?: string | null;
   timeoutSeconds?: number;
   env?: Record<string, string>;
+  queueTimeoutSeconds?: number;
 }
 export type JobIdParams = { id: string };
 
@@ -103,6 +104,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
         gpuType: { type: "string", optional: true, trim: true, min: 1, max: 200 },
         containerImage: { type: "string", optional: true, min: 1, max: IMAGE_NAME_MAX, pattern: IMAGE_NAME_PATTERN },
         timeoutSeconds: { type: "number", optional: true, integer: true, min: 1, max: MAX_JOB_SECONDS },
+        queueTimeoutSeconds: { type: "number", optional: true, integer: true, min: 1, max: MAX_JOB_SECONDS },
         // Names and values are checked by jobEnvProblem (one rule for the scheduler and the node).
         env: { type: "object", optional: true },
       },
@@ -126,6 +128,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
           gpuType,
           timeoutSeconds: ctx.params.timeoutSeconds ?? this.config.jobTimeoutS,
           env,
+          queueTimeoutSeconds: ctx.params.queueTimeoutSeconds ?? null,
         });
         void this.scheduler.schedule({ newJob: true });
         respondCreated(ctx.meta, `/api/gpu/jobs/${id}`);

@@ -37,6 +37,8 @@ export function toJobDetail(row: JobRow, now: Date, label: NodeLabeler, defaultT
     containerImage: row.container_image,
     timeoutSeconds: row.timeout_seconds ?? defaultTimeoutS,
     envNames: row.env_names ?? [],
+    queueTimeoutSeconds: row.queue_timeout_seconds ?? null,
+    statusReason: row.status_reason ?? null,
   };
 }
 

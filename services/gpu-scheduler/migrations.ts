@@ -56,6 +56,11 @@ export const migrations: Migration[] = [
       ALTER TABLE jobs ADD COLUMN timeout_seconds integer CHECK (timeout_seconds > 0);
       ALTER TABLE jobs ADD COLUMN env jsonb;
       ALTER TABLE jobs ADD COLUMN env_names text[] NOT NULL DEFAULT '{}';
+      -- queueTimeoutSeconds: a job still queued at created_at + it is cancelled (housekeeping reads the index).
+      ALTER TABLE jobs ADD COLUMN queue_timeout_seconds integer CHECK (queue_timeout_seconds > 0);
+      ALTER TABLE jobs ADD COLUMN queue_deadline timestamptz;
+      ALTER TABLE jobs ADD COLUMN status_reason text;
+      CREATE INDEX jobs_queue_deadline ON jobs (queue_deadline) WHERE status = 'queued' AND queue_deadline IS NOT NULL;
     `,
   },
 ];

@@ -79,6 +79,10 @@ describe("gpu controls - through the gateway", () => {
     ["env value a number", { env: { A: 1 } }, "env"],
     ["env value null", { env: { A: null } }, "env"],
     ["env value an object", { env: { A: {} } }, "env"],
+    ["queueTimeoutSeconds 0", { queueTimeoutSeconds: 0 }, "queueTimeoutSeconds"],
+    ["queueTimeoutSeconds over a week", { queueTimeoutSeconds: 604801 }, "queueTimeoutSeconds"],
+    ["queueTimeoutSeconds not an integer", { queueTimeoutSeconds: 2.5 }, "queueTimeoutSeconds"],
+    ["queueTimeoutSeconds a string", { queueTimeoutSeconds: "5" }, "queueTimeoutSeconds"],
     ["env value over 4096 characters", { env: { A: "x".repeat(4097) } }, "env"],
   ])("gpu controls - bad body: %s is 400 VALIDATION_FAILED naming the field, and creates nothing", async (_name, extra, field) => {
     const before = (await http(base, "GET", "/api/gpu/jobs", { token: alice })).body.jobs.map((j: any) => j.id);
@@ -131,5 +135,23 @@ describe("gpu controls - through the gateway", () => {
     // A job without env lists no names.
     const plain = await submit({ command: "true" });
     expect((await detail(plain.body.id)).body.envNames).toEqual([]);
+  });
+
+  test('gpu controls - queueTimeoutSeconds: a job still queued after it is cancelled with statusReason "expired"; one that started is not', async () => {
+    // The one card is busy, so the next job waits.
+    const holder = await submit({ command: "sleep 30", queueTimeoutSeconds: 5 });
+    await until(holder.body.id, (j) => j.status === "running", "holder running");
+    const waiting = await submit({ command: "echo never", queueTimeoutSeconds: 1 });
+    expect(waiting.status).toBe(201);
+    expect((await detail(waiting.body.id)).body).toMatchObject({ status: "queued", queueTimeoutSeconds: 1, statusReason: null });
+    const expired = await until(waiting.body.id, ended, "the waiting job expired");
+    expect(expired).toMatchObject({ status: "cancelled", startedAt: null, result: null, errorMessage: null, queueTimeoutSeconds: 1 });
+    expect(expired.statusReason).toContain("expired");
+    expect(Date.parse(expired.completedAt) - Date.parse(expired.createdAt)).toBeGreaterThanOrEqual(1000);
+    // The holder started within its own queue timeout: still running, no reason.
+    expect((await detail(holder.body.id)).body).toMatchObject({ status: "running", queueTimeoutSeconds: 5, statusReason: null });
+    const cancelled = await http(base, "POST", `/api/gpu/jobs/${holder.body.id}/cancel`, { token: alice });
+    expect(cancelled.body).toMatchObject({ status: "cancelled", statusReason: null, queueTimeoutSeconds: 5 });
+    await until(holder.body.id, (j) => j.result !== null, "the holder stopped on its node");
   });
 });

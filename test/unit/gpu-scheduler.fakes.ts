@@ -25,7 +25,14 @@ export class ManualClock implements Clock {
   }
 }
 
-export type FakeJob = JobState & { seq: number; gpuType: string | null; assignedAt: Date | null; command: string };
+export type FakeJob = JobState & {
+  seq: number;
+  gpuType: string | null;
+  assignedAt: Date | null;
+  command: string;
+  queueTimeoutS?: number;
+  queueDeadline?: Date;
+};
 
 export const blankJob = (over: Partial<FakeJob> = {}): FakeJob => ({
   status: "queued",
@@ -114,6 +121,13 @@ export class FakeJobs implements EventStore, HousekeepingStore, PlacementStore {
 
   async staleHolding(before: Date) {
     return [...this.jobs].filter(([, j]) => j.holding && isTerminal(j.status) && j.completedAt! < before).map(([id, j]) => ({ id, node_id: j.nodeId! }));
+  }
+
+  async expiredQueued(now: Date, limit: number) {
+    return [...this.jobs]
+      .filter(([, j]) => j.status === "queued" && j.queueDeadline && j.queueDeadline <= now)
+      .slice(0, limit)
+      .map(([id, j]) => ({ id, queue_timeout_seconds: j.queueTimeoutS! }));
   }
 
   async anyQueued() {
