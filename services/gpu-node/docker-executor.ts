@@ -7,13 +7,15 @@
  */
 import type Docker from "dockerode";
 import { checkImage } from "./registry-policy";
-import { JOB_ID_PATTERN, joinedShell, JobError, JobExecutor, JobLimits, JobOps, JobSpec, RunningJob } from "./job";
+import { JOB_ID_PATTERN, joinedShell, JobError, JobExecutor, JobLimits, JobOps, JobSpec, limitsOf, RunningJob } from "./job";
 import { attachOptions, captureStream, recoverGap } from "./docker-output";
 
 export const LABEL_JOB = "ci-platform.job-id";
 export const LABEL_NODE = "ci-platform.node";
 export const LABEL_GPU = "ci-platform.gpu-uuid";
 export const LABEL_NAMESPACE = "ci-platform.namespace";
+/** The job's time limit in seconds: a restarted node that adopts the container keeps it. */
+export const LABEL_TIMEOUT = "ci-platform.timeout-s";
 
 /** Writable scratch space of a job (counts against its memory limit). */
 const TMPFS_MB = 1024;
@@ -36,9 +38,10 @@ export type ContainerContext = {
 
 /** The create request of a job container (pure: tested field by field). */
 export function containerSpec(spec: JobSpec, ctx: ContainerContext): Docker.ContainerCreateOptions {
-  const env = ["HOME=/tmp", "TMPDIR=/tmp"];
+  const vars: Record<string, string> = { HOME: "/tmp", TMPDIR: "/tmp", ...spec.env };
   // Pin the card for images whose own ENV says NVIDIA_VISIBLE_DEVICES=all (nvidia/cuda does).
-  if (!spec.card.simulated) env.push(`NVIDIA_VISIBLE_DEVICES=${spec.card.uuid}`);
+  if (!spec.card.simulated) vars.NVIDIA_VISIBLE_DEVICES = spec.card.uuid;
+  const env = Object.entries(vars).map(([name, value]) => `${name}=${value}`);
   const memoryBytes = ctx.limits.memoryMb * 1024 * 1024;
   return {
     Image: imageOf(spec, ctx.defaultImage),
@@ -53,6 +56,7 @@ export function containerSpec(spec: JobSpec, ctx: ContainerContext): Docker.Cont
       [LABEL_NODE]: ctx.nodeId,
       [LABEL_GPU]: spec.card.uuid,
       [LABEL_NAMESPACE]: ctx.namespace,
+      ...(spec.timeoutS && { [LABEL_TIMEOUT]: String(spec.timeoutS) }),
     },
     NetworkDisabled: ctx.limits.network === "none",
     AttachStdin: false,
@@ -146,7 +150,8 @@ export class DockerExecutor implements JobExecutor {
   }
 
   run(spec: JobSpec): RunningJob {
-    return new RunningJob(spec.jobId, spec.card.uuid, this.jobOps(spec), this.limits());
+    const limits = limitsOf(spec, this.limits());
+    return new RunningJob(spec.jobId, spec.card.uuid, this.jobOps({ ...spec, timeoutS: limits.timeoutS }), limits);
   }
 
   /** Containers of this namespace that this node (same node id, or one of its cards) left behind. */
@@ -169,7 +174,10 @@ export class DockerExecutor implements JobExecutor {
       const startedAt = Date.parse(info.State.StartedAt);
       const elapsedMs = Number.isFinite(startedAt) && startedAt > 0 ? Date.now() - startedAt : 0;
       const ops = this.containerOps(container, neverStarted, undefined, info.State.Running);
-      jobs.push(new RunningJob(jobId, summary.Labels[LABEL_GPU] ?? "", ops, { ...this.limits(), elapsedMs, adopted: true }));
+      // Its own time limit (a container from before labels had one: the node's), counted from its real start.
+      const timeoutS = Number(summary.Labels[LABEL_TIMEOUT]);
+      const limits = limitsOf({ timeoutS: Number.isInteger(timeoutS) && timeoutS > 0 ? timeoutS : undefined }, this.limits());
+      jobs.push(new RunningJob(jobId, summary.Labels[LABEL_GPU] ?? "", ops, { ...limits, elapsedMs, adopted: true }));
     }
     return jobs;
   }

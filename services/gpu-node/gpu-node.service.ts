@@ -11,8 +11,18 @@ import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "mole
 import { ensureChannelStreams, ownChannel, sendToChannel } from "../../lib/channels";
 import { onAuthenticatedBus } from "../../lib/nats-transporter";
 import { brokerEnv } from "../../lib/settings";
-import { apiError } from "../../lib/errors";
-import { HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL, JobEvent, LogsPage, LogsParams, NodeHeartbeat, RunJobParams } from "../../lib/gpu-protocol";
+import { apiError, validationFailed } from "../../lib/errors";
+import {
+  HEARTBEAT_EVENT,
+  JOB_EVENTS_CHANNEL,
+  jobEnvProblem,
+  JobEvent,
+  LogsPage,
+  LogsParams,
+  MAX_JOB_SECONDS,
+  NodeHeartbeat,
+  RunJobParams,
+} from "../../lib/gpu-protocol";
 import { addReadinessCheck } from "../../lib/health";
 import { discoverCards, NodeCard, queryNvidiaSmi, simulatedTelemetry } from "./discovery";
 import { JOB_ID_PATTERN, JobExecutor, JobLimits, JobOutcome, RunningJob } from "./job";
@@ -78,10 +88,14 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
         gpuUuid: { type: "string", min: 1, max: 128 },
         command: { type: "string", min: 1, max: 1024 * 1024 },
         containerImage: { type: "string", optional: true, nullable: true, max: IMAGE_NAME_MAX, pattern: IMAGE_NAME_PATTERN },
+        timeoutSeconds: { type: "number", optional: true, integer: true, min: 1, max: MAX_JOB_SECONDS },
+        env: { type: "object", optional: true },
       },
       async handler(this: GpuNodeThis, ctx: Context<RunJobParams>): Promise<{ accepted: true }> {
-        const { jobId, gpuUuid, command, containerImage } = ctx.params;
+        const { jobId, gpuUuid, command, containerImage, timeoutSeconds, env } = ctx.params;
         if (this.refusal) throw apiError("SERVICE_UNAVAILABLE", this.refusal);
+        const envProblem = env === undefined ? null : jobEnvProblem(env);
+        if (envProblem) throw validationFailed([{ field: "env", message: envProblem }]);
         if (!this.accepting) throw apiError("SERVICE_UNAVAILABLE", "This GPU node is shutting down");
         const card = this.cards.find((c) => c.uuid === gpuUuid);
         if (!card) throw apiError("NOT_FOUND", `GPU ${gpuUuid} is not a card of this node`);
@@ -90,7 +104,7 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
         if (existing) throw apiError("INVALID_STATE", `Job ${jobId} already runs on another card of this node`);
         const busy = [...this.jobs.values()].find((j) => j.gpuUuid === gpuUuid);
         if (busy) throw apiError("INVALID_STATE", `GPU ${gpuUuid} is busy with another job`);
-        const job = this.executor.run({ jobId, card, command, containerImage });
+        const job = this.executor.run({ jobId, card, command, containerImage, timeoutS: timeoutSeconds ?? this.config.jobTimeoutS, env });
         this.jobs.set(jobId, job);
         this.track(job);
         return { accepted: true };

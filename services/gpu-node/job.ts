@@ -20,7 +20,19 @@ export function joinedShell(shell: string): string[] {
   return [shell, "-c", `exec 2>&1; exec ${shell} -c "$1"`, "ci-job"];
 }
 
-export type JobSpec = { jobId: string; card: NodeCard; command: string; containerImage?: string | null };
+export type JobSpec = {
+  jobId: string;
+  card: NodeCard;
+  command: string;
+  containerImage?: string | null;
+  /** The job's own time limit; absent: the node's (JobLimits.timeoutS). */
+  timeoutS?: number;
+  /** The job's own environment variables (never logged); the platform's card variables go on top. */
+  env?: Record<string, string>;
+};
+
+/** The limits of one job: the node's, with the job's own time limit when it has one. */
+export const limitsOf = (spec: Pick<JobSpec, "timeoutS">, limits: JobLimits): JobLimits => (spec.timeoutS ? { ...limits, timeoutS: spec.timeoutS } : limits);
 
 export type StopReason = "cancel" | "timeout" | "shutdown";
 

@@ -9,7 +9,7 @@ import { accessSync, constants as fsConstants, promises as fs } from "fs";
 import os from "os";
 import path from "path";
 import { gpuDeviceMinor, NodeCard } from "./discovery";
-import { joinedShell, JobError, JobExecutor, JobLimits, JobOps, JobSpec, RunningJob } from "./job";
+import { joinedShell, JobError, JobExecutor, JobLimits, JobOps, JobSpec, limitsOf, RunningJob } from "./job";
 import type { OutputCapture } from "./output";
 import { gpuDeviceNodes, HostLayout, identityFiles, SAFE_ETC, SANDBOX_HOME, sandboxArgs, SandboxLimits, SYSTEM_PATHS } from "./sandbox";
 
@@ -23,14 +23,17 @@ export function withoutNvidiaVariables(env: Record<string, string>): Record<stri
   return Object.fromEntries(Object.entries(env).filter(([name]) => !/^NVIDIA_/i.test(name)));
 }
 
-/** The whole environment of a job process; nothing of the node's own environment leaks in. */
-export function processJobEnv(card: NodeCard, home: string, extra: Record<string, string> = {}): Record<string, string> {
+/**
+ * The whole environment of a job process; nothing of the node's own environment leaks in. The
+ * job's own variables (`jobEnv`) may replace PATH, HOME, TMPDIR and LANG; never its card's.
+ */
+export function processJobEnv(card: NodeCard, home: string, jobEnv: Record<string, string> = {}): Record<string, string> {
   return withoutNvidiaVariables({
-    ...extra,
     PATH: SAFE_PATH,
     HOME: home,
     TMPDIR: home,
     LANG: "C.UTF-8",
+    ...jobEnv,
     CUDA_VISIBLE_DEVICES: card.uuid,
   });
 }
@@ -75,13 +78,13 @@ function asJobUser(isolation: ProcessIsolation & { kind: "sandbox" }): SpawnOpti
 async function jobProcess(spec: JobSpec, isolation: ProcessIsolation, workDir: string): Promise<{ file: string; args: string[]; options: SpawnOptions }> {
   const shell = [...joinedShell("/bin/sh"), spec.command];
   if (isolation.kind === "unisolated") {
-    return { file: shell[0], args: shell.slice(1), options: { cwd: workDir, env: processJobEnv(spec.card, workDir) } };
+    return { file: shell[0], args: shell.slice(1), options: { cwd: workDir, env: processJobEnv(spec.card, workDir, spec.env) } };
   }
   const identity = identityFiles(isolation.uid, isolation.gid);
   await fs.writeFile(path.join(workDir, "passwd"), identity.passwd, { mode: 0o644 });
   await fs.writeFile(path.join(workDir, "group"), identity.group, { mode: 0o644 });
   await fs.chmod(workDir, 0o755); // bwrap runs as the job's user and binds these files
-  const env = processJobEnv(spec.card, SANDBOX_HOME);
+  const env = processJobEnv(spec.card, SANDBOX_HOME, spec.env);
   const args = sandboxArgs({
     layout: await readHostLayout([spec.card]),
     uid: isolation.uid,
@@ -241,7 +244,7 @@ export class ProcessExecutor implements JobExecutor {
   ) {}
 
   run(spec: JobSpec): RunningJob {
-    return new RunningJob(spec.jobId, spec.card.uuid, processOps(spec, this.isolation), this.limits());
+    return new RunningJob(spec.jobId, spec.card.uuid, processOps(spec, this.isolation), limitsOf(spec, this.limits()));
   }
 
   /** Process jobs end with the node (it stops them on the way down): nothing to adopt. */

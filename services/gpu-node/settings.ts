@@ -14,7 +14,7 @@ export type GpuNodeSettings = {
   defaultImage: string;
   /** Registries job images may come from (registry-policy.ts). */
   allowedRegistries: string[];
-  /** A job running longer than this is stopped and failed. */
+  /** A job running longer than its own limit, or this one when the run call names none, is stopped and failed. */
   jobTimeoutS: number;
   heartbeatS: number;
   telemetryS: number;
@@ -44,13 +44,16 @@ export type GpuNodeSettings = {
 /** GPU_HEARTBEAT_S: how often a node says it is alive (the scheduler reads it too, for its warm-up). */
 export const parseHeartbeatS = (env: Env): number => positive(env, "GPU_HEARTBEAT_S", 2);
 
+/** JOB_TIMEOUT_S: the time limit of a job that sets no `timeoutSeconds` (the scheduler stores it with the job; a node applies it to a run call without one). */
+export const parseJobTimeoutS = (env: Env): number => positive(env, "JOB_TIMEOUT_S", 3600);
+
 export const parseGpuNodeSettings = (env: Env): GpuNodeSettings => ({
   production: isProductionEnv(env),
   executor: oneOf(env, "GPU_EXECUTOR", EXECUTOR_KINDS),
   simulate: text(env, "GPU_SIMULATE"),
   defaultImage: text(env, "GPU_DEFAULT_IMAGE", "nvidia/cuda:12.4.1-base-ubuntu22.04"),
   allowedRegistries: parseAllowedRegistries(env.GPU_ALLOWED_REGISTRIES),
-  jobTimeoutS: positive(env, "JOB_TIMEOUT_S", 3600),
+  jobTimeoutS: parseJobTimeoutS(env),
   heartbeatS: parseHeartbeatS(env),
   telemetryS: positive(env, "GPU_TELEMETRY_S", 5),
   jobMemoryMb: optionalInt(env, "GPU_JOB_MEMORY_MB"),

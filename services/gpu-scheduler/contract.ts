@@ -42,6 +42,23 @@ export const Job = Type.Object(
     errorMessage: Nullable(Type.String()),
     command: Type.String({ description: "As submitted" }),
     containerImage: Nullable(Type.String({ description: "As submitted; null: the node's default image" })),
+    timeoutSeconds: Type.Integer({
+      minimum: 1,
+      description: 'The time limit of a run, in seconds (as submitted, or JOB_TIMEOUT_S): a job running longer is stopped and failed ("time limit")',
+    }),
+    envNames: Type.Array(Type.String(), {
+      maxItems: 64,
+      description: "The names of the job's environment variables (`env`), sorted; their values are never returned",
+    }),
+    queueTimeoutSeconds: Nullable(
+      Type.Integer({
+        minimum: 1,
+        description: 'As submitted: a job not started this long after its creation is cancelled (statusReason "…expired…"); null: none',
+      }),
+    ),
+    statusReason: Nullable(
+      Type.String({ description: "Why the job is where it is, in words (e.g. a queue timeout that expired); null when there is nothing to add" }),
+    ),
   },
   { $id: "Job" },
 );

@@ -11,7 +11,7 @@ import { channelSender, ensureChannelStreams, perSenderChannel } from "../../lib
 import { Type } from "../../lib/contract";
 import { brokerEnv } from "../../lib/settings";
 import { apiError, fromDataError, notFound, validationFailed } from "../../lib/errors";
-import { checkHeartbeat, checkJobEvent, HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL } from "../../lib/gpu-protocol";
+import { checkHeartbeat, checkJobEvent, HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL, jobEnvProblem, MAX_JOB_SECONDS } from "../../lib/gpu-protocol";
 import { CallerMeta, respondCreated } from "../../lib/identity";
 import type { BodyPage, PagedBodyMeta } from "../../lib/paged-body";
 import { RefusalLog } from "../../lib/refusal-log";
@@ -38,6 +38,9 @@ export interface CreateJobParams {
   command: string;
   gpuType?: string | null;
   containerImage?: string | null;
+  timeoutSeconds?: number;
+  env?: Record<string, string>;
+  queueTimeoutSeconds?: number;
 }
 export type JobIdParams = { id: string };
 
@@ -113,17 +116,33 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
         command: { type: "string", min: 1, max: 64 * 1024 },
         gpuType: { type: "string", optional: true, trim: true, min: 1, max: 200 },
         containerImage: { type: "string", optional: true, min: 1, max: IMAGE_NAME_MAX, pattern: IMAGE_NAME_PATTERN },
+        timeoutSeconds: { type: "number", optional: true, integer: true, min: 1, max: MAX_JOB_SECONDS },
+        queueTimeoutSeconds: { type: "number", optional: true, integer: true, min: 1, max: MAX_JOB_SECONDS },
+        // Names and values are checked by jobEnvProblem (one rule for the scheduler and the node).
+        env: { type: "object", optional: true },
       },
       async handler(this: SchedulerThis, ctx: Context<CreateJobParams, CallerMeta>): Promise<CreatedJob> {
         const { command, containerImage } = ctx.params;
         const key = checkIdempotencyKey(ctx.meta.idempotencyKey);
         if (!/\S/.test(command)) throw validationFailed([{ field: "command", message: "The 'command' field must not be blank." }]);
+        const env = ctx.params.env ?? {};
+        const envProblem = jobEnvProblem(env);
+        if (envProblem) throw validationFailed([{ field: "env", message: envProblem }]);
         const gpuType = requestedGpuType(ctx.params.gpuType);
         if (gpuType) this.checkGpuType(gpuType);
         // Pulling makes a GPU host connect to the image's registry: only the operator's registries (the node checks again).
         const image = containerImage ? checkImage(containerImage, this.allowedRegistries) : null;
         if (image && !image.ok) throw validationFailed([{ field: "containerImage", message: `The 'containerImage' field is not allowed: ${image.reason}.` }]);
-        const job: NewJob = { id: randomUUID(), clientId: ctx.meta.caller!.clientId, command, containerImage: containerImage ?? null, gpuType };
+        const job: NewJob = {
+          id: randomUUID(),
+          clientId: ctx.meta.caller!.clientId,
+          command,
+          containerImage: containerImage ?? null,
+          gpuType,
+          timeoutSeconds: ctx.params.timeoutSeconds ?? this.config.jobTimeoutS,
+          env,
+          queueTimeoutSeconds: ctx.params.queueTimeoutSeconds ?? null,
+        };
         // Keyed requests take their own transaction; the others stay on the batched inserts.
         if (key !== undefined) return this.createKeyed(ctx, key, job);
         const position = await this.inserts.push(job);
@@ -140,7 +159,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       async handler(this: SchedulerThis, ctx: Context<unknown, CallerMeta>): Promise<{ jobs: JobDetail[] }> {
         const rows = await this.repo.listForClient(ctx.meta.caller!.clientId, LIST_LIMIT);
         const now = this.clock.now();
-        return { jobs: rows.map((r) => toJobDetail(r, now, this.labeler)) };
+        return { jobs: rows.map((r) => toJobDetail(r, now, this.labeler, this.config.jobTimeoutS)) };
       },
     },
 
@@ -150,7 +169,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       openapi: { tag: "gpu", summary: "One job", status: 200, response: Job, errors: ["NOT_FOUND"] },
       params: JOB_ID_PARAMS,
       async handler(this: SchedulerThis, ctx: Context<JobIdParams, CallerMeta>): Promise<JobDetail> {
-        return toJobDetail(await this.ownJob(ctx), this.clock.now(), this.labeler);
+        return toJobDetail(await this.ownJob(ctx), this.clock.now(), this.labeler, this.config.jobTimeoutS);
       },
     },
 
@@ -163,7 +182,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       async handler(this: SchedulerThis, ctx: Context<JobIdParams, CallerMeta>): Promise<JobDetail> {
         const row = await this.ownJob(ctx);
         if (!(await this.scheduler.cancel(row))) throw apiError("INVALID_STATE", `GPU job already finished (${row.status}); it cannot be cancelled`);
-        return toJobDetail((await this.repo.find(row.id))!, this.clock.now(), this.labeler);
+        return toJobDetail((await this.repo.find(row.id))!, this.clock.now(), this.labeler, this.config.jobTimeoutS);
       },
     },
 

@@ -9,14 +9,16 @@ import type { JobsRepository } from "./jobs.repository";
 import type { JobStateStore, JobWriter } from "./job-writer";
 import type { NodeStopper } from "./node-stopper";
 import type { Clock, SchedulerSettings } from "./ports";
-import { confirmStarted, failUnreported, JobPatch, loseNode, unplace } from "./transitions";
+import { confirmStarted, expireQueued, failUnreported, JobPatch, loseNode, unplace } from "./transitions";
 
 /** The repository calls housekeeping makes (JobsRepository; an in-memory map in unit tests). */
 export interface HousekeepingStore
-  extends JobStateStore, Pick<JobsRepository, "statesOnNode" | "nodesHoldingCards" | "running" | "staleAssigned" | "staleHolding"> {}
+  extends JobStateStore, Pick<JobsRepository, "statesOnNode" | "nodesHoldingCards" | "running" | "staleAssigned" | "staleHolding" | "expiredQueued"> {}
 
 /** A running job missing from its node's heartbeats this many node timeouts is failed. */
 const UNREPORTED_FACTOR = 3;
+/** Queue-expired jobs cancelled per pass (the next tick takes the rest). */
+export const EXPIRE_BATCH = 500;
 
 type JobOnNode = { id: string; node_id: string };
 /** What housekeeping reads of the cluster view: the jobs a live node lists (undefined: not live). */
@@ -96,6 +98,12 @@ export class Housekeeping {
       if (action === "confirm") await this.writer.applyOne(job.id, (state) => confirmStarted(state, job.node_id, now));
       else if (action === "unplace" && (await this.writer.applyOne(job.id, (state) => unplace(state, job.node_id))))
         this.logger.warn(`Job ${job.id} was never confirmed by ${job.node_id}; back to the queue`);
+    }
+    // Queued jobs past their queueTimeoutSeconds; one placed meanwhile is left alone (compare-and-set).
+    const expired = await this.store.expiredQueued(now, EXPIRE_BATCH);
+    if (expired.length) {
+      const timeouts = new Map(expired.map((j) => [j.id, j.queue_timeout_seconds]));
+      await this.writer.applyTo([...timeouts.keys()], (state, id) => expireQueued(state, timeouts.get(id)!, now));
     }
     // Running jobs their live node stopped listing, with no report for a long while: the node
     // restarted and lost them (a report still on its way gets plenty of time first).

@@ -13,7 +13,8 @@ function publicMessage(message: string | null, nodeId: string | null, label: Nod
   return message.split(nodeId).join(label(nodeId));
 }
 
-export function toJobDetail(row: JobRow, now: Date, label: NodeLabeler): JobDetail {
+/** `defaultTimeoutS`: JOB_TIMEOUT_S, the limit of a job stored before jobs had their own. */
+export function toJobDetail(row: JobRow, now: Date, label: NodeLabeler, defaultTimeoutS: number): JobDetail {
   const hasResult = row.exit_code !== null || row.output !== null;
   return {
     id: row.id,
@@ -34,6 +35,10 @@ export function toJobDetail(row: JobRow, now: Date, label: NodeLabeler): JobDeta
     errorMessage: publicMessage(row.error_message, row.node_id, label),
     command: row.command,
     containerImage: row.container_image,
+    timeoutSeconds: row.timeout_seconds ?? defaultTimeoutS,
+    envNames: row.env_names ?? [],
+    queueTimeoutSeconds: row.queue_timeout_seconds ?? null,
+    statusReason: row.status_reason ?? null,
   };
 }
 

@@ -21,6 +21,11 @@ export type JobRow = {
   output: string | null;
   output_base64: string | null;
   error_message: string | null;
+  timeout_seconds: number | null;
+  /** The names of the job's variables, sorted (their values are only read to dispatch the job). */
+  env_names: string[];
+  queue_timeout_seconds: number | null;
+  status_reason: string | null;
 };
 
 export type NewJob = {
@@ -29,10 +34,15 @@ export type NewJob = {
   command: string;
   containerImage: string | null;
   gpuType: string | null;
+  /** The effective limit (the request's, or JOB_TIMEOUT_S). */
+  timeoutSeconds: number;
+  env?: Record<string, string>;
+  queueTimeoutSeconds?: number | null;
 };
 
 const COLUMNS = `id, client_id, command, container_image, gpu_type, status, node_id, gpu_uuid, gpu_name, holding,
-  created_at, started_at, completed_at, exit_code, output, output_base64, error_message`;
+  created_at, started_at, completed_at, exit_code, output, output_base64, error_message, timeout_seconds, env_names,
+  queue_timeout_seconds, status_reason`;
 /** What a decision reads: `output` only as a presence mark (see `states`). */
 const STATE_COLUMNS = `id, status, node_id, gpu_uuid, holding, started_at, completed_at, exit_code, error_message,
   CASE WHEN output IS NULL THEN NULL ELSE '' END AS output`;
@@ -58,10 +68,13 @@ export class JobsRepository {
     const { rows } = await db.query<{ id: string; position: number }>(
       `WITH depth AS (SELECT count(*)::int AS n FROM gpu_scheduler.jobs WHERE status = 'queued'),
        ins AS (
-         INSERT INTO gpu_scheduler.jobs (id, client_id, command, container_image, gpu_type, gpu_match, status, created_at)
-         SELECT u.id, u.client_id, u.command, u.image, u.gpu_type, u.gpu_match, 'queued', $7
-         FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[])
-           AS u(id, client_id, command, image, gpu_type, gpu_match)
+         INSERT INTO gpu_scheduler.jobs (id, client_id, command, container_image, gpu_type, gpu_match, status, created_at, timeout_seconds, env, env_names,
+           queue_timeout_seconds, queue_deadline)
+         SELECT u.id, u.client_id, u.command, u.image, u.gpu_type, u.gpu_match, 'queued', $7, u.timeout_seconds, u.env,
+           ARRAY(SELECT k FROM jsonb_object_keys(COALESCE(u.env, '{}')) AS k ORDER BY k COLLATE "C"),
+           u.queue_timeout, $7::timestamptz + make_interval(secs => u.queue_timeout)
+         FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $8::int[], $9::jsonb[], $10::int[])
+           AS u(id, client_id, command, image, gpu_type, gpu_match, timeout_seconds, env, queue_timeout)
          RETURNING id, seq)
        SELECT ins.id, (depth.n + row_number() OVER (ORDER BY ins.seq))::int AS position FROM ins, depth`,
       [
@@ -72,6 +85,9 @@ export class JobsRepository {
         jobs.map((j) => j.gpuType),
         jobs.map((j) => normalizeGpuType(j.gpuType)),
         now,
+        jobs.map((j) => j.timeoutSeconds),
+        jobs.map((j) => (j.env && Object.keys(j.env).length ? JSON.stringify(j.env) : null)),
+        jobs.map((j) => j.queueTimeoutSeconds ?? null),
       ],
     );
     return rows;
@@ -129,7 +145,7 @@ export class JobsRepository {
          ${set("status", "status", "")}, ${set("holding", "holding", "::boolean")},
          ${set("startedAt", "started_at", "::timestamptz")}, ${set("completedAt", "completed_at", "::timestamptz")},
          ${set("exitCode", "exit_code", "::int")}, ${set("output", "output", "")}, ${set("errorMessage", "error_message", "")},
-         ${set("outputBase64", "output_base64", "")},
+         ${set("outputBase64", "output_base64", "")}, ${set("statusReason", "status_reason", "")},
          ${unplaced("node_id")}, ${unplaced("gpu_uuid")}, ${unplaced("gpu_name")}, ${unplaced("assigned_at")}
        FROM jsonb_to_recordset($1::jsonb) AS p(id uuid, seen_status text, seen_holding boolean, seen_node text, seen_gpu text, patch jsonb)
        WHERE j.id = p.id AND j.status = p.seen_status AND j.holding = p.seen_holding
@@ -170,6 +186,16 @@ export class JobsRepository {
     const { rows } = await this.db.query<{ id: string; node_id: string }>(
       `SELECT id, node_id FROM gpu_scheduler.jobs WHERE status = 'assigned' AND assigned_at < $1`,
       [before],
+    );
+    return rows;
+  }
+
+  /** Queued jobs past their queue deadline, the oldest deadline first, at most `limit` (through jobs_queue_deadline). */
+  async expiredQueued(now: Date, limit: number): Promise<Array<{ id: string; queue_timeout_seconds: number }>> {
+    const { rows } = await this.db.query<{ id: string; queue_timeout_seconds: number }>(
+      `SELECT id, queue_timeout_seconds FROM gpu_scheduler.jobs
+       WHERE status = 'queued' AND queue_deadline IS NOT NULL AND queue_deadline <= $1 ORDER BY queue_deadline LIMIT $2`,
+      [now, limit],
     );
     return rows;
   }

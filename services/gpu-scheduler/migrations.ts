@@ -66,4 +66,21 @@ export const migrations: Migration[] = [
       CREATE INDEX idempotency_keys_created ON idempotency_keys (created_at);
     `,
   },
+  {
+    version: 4,
+    name: "job controls",
+    // timeout_seconds null: a job from before (it runs under the node's JOB_TIMEOUT_S). env: the
+    // job's variables, read only to hand the job to its node (never by a query serving the detail,
+    // which shows env_names); null when it has none.
+    sql: `
+      ALTER TABLE jobs ADD COLUMN timeout_seconds integer CHECK (timeout_seconds > 0);
+      ALTER TABLE jobs ADD COLUMN env jsonb;
+      ALTER TABLE jobs ADD COLUMN env_names text[] NOT NULL DEFAULT '{}';
+      -- queueTimeoutSeconds: a job still queued at created_at + it is cancelled (housekeeping reads the index).
+      ALTER TABLE jobs ADD COLUMN queue_timeout_seconds integer CHECK (queue_timeout_seconds > 0);
+      ALTER TABLE jobs ADD COLUMN queue_deadline timestamptz;
+      ALTER TABLE jobs ADD COLUMN status_reason text;
+      CREATE INDEX jobs_queue_deadline ON jobs (queue_deadline) WHERE status = 'queued' AND queue_deadline IS NOT NULL;
+    `,
+  },
 ];

@@ -165,7 +165,14 @@ export class PlacementLoop {
 
   private dispatch(job: AssignedJob): void {
     this.dispatching.add(job.id);
-    const params: RunJobParams = { jobId: job.id, gpuUuid: job.gpu_uuid, command: job.command, containerImage: job.container_image };
+    const params: RunJobParams = {
+      jobId: job.id,
+      gpuUuid: job.gpu_uuid,
+      command: job.command,
+      containerImage: job.container_image,
+      ...(job.timeout_seconds !== null && { timeoutSeconds: job.timeout_seconds }),
+      ...(job.env && { env: job.env }),
+    };
     this.nodes
       .run(job.node_id, params)
       .then(

@@ -1,7 +1,7 @@
 /** The gpu-scheduler's settings (README "Configuration"), parsed when it is created. */
 import { DEFAULT_DATABASE_URL } from "../../lib/platform-settings";
 import { Env, int, positive, text } from "../../lib/settings";
-import { parseHeartbeatS } from "../gpu-node/settings";
+import { parseHeartbeatS, parseJobTimeoutS } from "../gpu-node/settings";
 import { parseAllowedRegistries } from "../gpu-node/registry-policy";
 
 export type SchedulerSettings = {
@@ -15,6 +15,8 @@ export type SchedulerSettings = {
   dispatchTimeoutS: number;
   /** The nodes' heartbeat period (GPU_HEARTBEAT_S): the view warms up for 1.5 of them after a start. */
   heartbeatS: number;
+  /** JOB_TIMEOUT_S: the `timeoutSeconds` of a job that sets none. */
+  jobTimeoutS: number;
   /** Key of the opaque node labels clients see instead of node ids (default: derived from DATABASE_URL, which every replica shares). */
   nodeLabelSecret: string;
   /** How long an `Idempotency-Key` of a job submission is kept (README "GPU jobs"). */
@@ -27,6 +29,7 @@ export const parseSchedulerSettings = (env: Env): SchedulerSettings => ({
   scheduleTickMs: int(env, "GPU_SCHEDULE_TICK_MS", 1000),
   dispatchTimeoutS: positive(env, "GPU_DISPATCH_TIMEOUT_S", 10),
   heartbeatS: parseHeartbeatS(env),
+  jobTimeoutS: parseJobTimeoutS(env),
   nodeLabelSecret: text(env, "NODE_LABEL_SECRET", `node-label:${text(env, "DATABASE_URL", DEFAULT_DATABASE_URL)}`),
   idempotencyTtlS: positive(env, "GPU_IDEMPOTENCY_TTL_S", 24 * 3600),
 });

@@ -31,6 +31,8 @@ export type JobState = {
   /** The exact bytes of `output` when it is not plain text (lib/output-encoding.ts). */
   outputBase64?: string | null;
   errorMessage: string | null;
+  /** Why the job is where it is, in words (a queue-expired job's reason); written by patches, not read by decisions. */
+  statusReason?: string | null;
 };
 
 /** Columns to change. A placement is only ever cleared here (`nodeId: null` clears the whole placement). */
@@ -163,6 +165,12 @@ export function loseNode(job: JobState, nodeId: string, message: string, now: Da
   if (job.status === "assigned") return backToQueue;
   if (isTerminal(job.status)) return { holding: false };
   return null;
+}
+
+/** A queued job not started within its `queueTimeoutSeconds` of creation (the caller checked the deadline): cancelled. */
+export function expireQueued(job: JobState, queueTimeoutS: number, now: Date): JobPatch | null {
+  if (job.status !== "queued") return null;
+  return { status: "cancelled", completedAt: now, statusReason: `Queue timeout expired: not started within ${queueTimeoutS} s of submission` };
 }
 
 /** A running job its live node no longer has, with no report: it failed there. */

@@ -137,6 +137,19 @@ describe("gpu-node docker executor", () => {
     expect(await containersOf(job.jobId)).toEqual([]);
   });
 
+  test("gpu-node docker executor - a job's own time limit beats the node's, and a restarted node that adopts it keeps it", async () => {
+    const before = executorFor("node-t");
+    const job = before.run({ jobId: uniqueName("job"), card: simulated, command: "echo adopted-slow; sleep 300", timeoutS: 3 });
+    expect(await job.started).toBe(true);
+    job.detach(); // the node stops; the container goes on
+    expect(await job.outcome).toBeNull();
+    // The restarted node's own limit (30 s) is not this job's: it stops at 3 s from its real start.
+    const [adopted] = await executorFor("node-t").adopt([simulated.uuid]);
+    expect(adopted.jobId).toBe(job.jobId);
+    expect(await adopted.outcome).toMatchObject({ type: "failed", errorMessage: "Job exceeded the time limit of 3 s", output: "adopted-slow\n" });
+    expect(await containersOf(job.jobId)).toEqual([]);
+  });
+
   test("gpu-node docker executor - the pids limit holds a fork bomb", async () => {
     // Builtins only (read, [, echo): once the limit is hit nothing can fork. cgroup v1 or v2 path.
     const probe = "for f in /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/pids.max; do [ -r $f ] && { read m < $f; echo max $m; }; done";

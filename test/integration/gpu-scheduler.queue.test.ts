@@ -76,7 +76,7 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
   let places: PlacementRepository;
 
   const newJob = async (gpuType: string | null = null, now = new Date()) => {
-    const [row] = await repo.insert([{ id: randomUUID(), clientId: CLIENT, command: "true", containerImage: null, gpuType }], now);
+    const [row] = await repo.insert([{ id: randomUUID(), clientId: CLIENT, command: "true", containerImage: null, gpuType, timeoutSeconds: 3600 }], now);
     return row;
   };
   const statusOf = async (id: string) => (await repo.find(id))!.status;
@@ -108,7 +108,7 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     const other = new JobsRepository(pools[1]);
     expect(await other.queueDepth()).toBe(3);
     const batch = await other.insert(
-      [1, 2].map(() => ({ id: randomUUID(), clientId: CLIENT, command: "x", containerImage: null, gpuType: null })),
+      [1, 2].map(() => ({ id: randomUUID(), clientId: CLIENT, command: "x", containerImage: null, gpuType: null, timeoutSeconds: 3600 })),
       new Date(),
     );
     expect(batch.map((r) => r.position).sort()).toEqual([4, 5]);
@@ -137,7 +137,7 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     const { id } = await newJob();
     const odd = "node'); DROP TABLE gpu_scheduler.jobs; --";
     const outcome = await places.placeUnderLock(1, () => [{ jobId: id, nodeId: odd, gpuUuid: "g'1", gpuName: "Card \\ 'quoted'" }], new Date());
-    expect(outcome.assigned).toEqual([{ id, node_id: odd, gpu_uuid: "g'1", command: "true", container_image: null }]);
+    expect(outcome.assigned).toEqual([{ id, node_id: odd, gpu_uuid: "g'1", command: "true", container_image: null, timeout_seconds: 3600, env: null }]);
     expect(await repo.find(id)).toMatchObject({ status: "assigned", gpu_name: "Card \\ 'quoted'", holding: true });
   });
 
@@ -255,7 +255,10 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     await s.schedule();
     await waitFor(async () => (await statusOf(first.id)) === "running", { message: "first running" });
     // The second placement is never confirmed by the node.
-    const [second] = await repo.insert([{ id: randomUUID(), clientId: CLIENT, command: "hang", containerImage: null, gpuType: null }], clock.now());
+    const [second] = await repo.insert(
+      [{ id: randomUUID(), clientId: CLIENT, command: "hang", containerImage: null, gpuType: null, timeoutSeconds: 3600 }],
+      clock.now(),
+    );
     const third = await newJob(null, clock.now());
     await s.schedule();
     expect(await statusOf(second.id)).toBe("assigned");

@@ -176,9 +176,9 @@ describe("gpu-scheduler node labels - clients never see a node id", () => {
   });
 
   it("gpu-scheduler node labels - a node-lost error message names the label, not the host", () => {
-    const detail = toJobDetail(row({}), new Date(2000), (id) => nodeLabel(id, "s"));
+    const detail = toJobDetail(row({}), new Date(2000), (id) => nodeLabel(id, "s"), 3600);
     expect(detail.errorMessage).toBe(`GPU node ${nodeLabel("gpu-host-7.example.internal-4242", "s")} was lost (no heartbeat for 10 s)`);
     expect(JSON.stringify(detail)).not.toContain("gpu-host-7");
-    expect(toJobDetail(row({ error_message: "exit code 1" }), new Date(2000), (id) => nodeLabel(id, "s")).errorMessage).toBe("exit code 1");
+    expect(toJobDetail(row({ error_message: "exit code 1" }), new Date(2000), (id) => nodeLabel(id, "s"), 3600).errorMessage).toBe("exit code 1");
   });
 });

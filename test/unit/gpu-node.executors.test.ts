@@ -8,6 +8,7 @@ import {
   LABEL_GPU,
   LABEL_JOB,
   LABEL_NAMESPACE,
+  LABEL_TIMEOUT,
   LABEL_NODE,
 } from "../../services/gpu-node/docker-executor";
 import { EventOutbox } from "../../services/gpu-node/outbox";
@@ -71,6 +72,8 @@ describe("gpu-node executors - container request", () => {
 
   test("gpu-node executors - labels name the job, node, card and namespace", () => {
     expect(spec.Labels).toEqual({ [LABEL_JOB]: "job-1", [LABEL_NODE]: "node-7", [LABEL_GPU]: real.uuid, [LABEL_NAMESPACE]: "prod" });
+    // The job's own time limit, for the node that adopts the container after a restart.
+    expect(containerSpec({ jobId: "j", card: real, command: "true", timeoutS: 90 }, context).Labels).toMatchObject({ [LABEL_TIMEOUT]: "90" });
   });
 
   test("gpu-node executors - an operator-allowed network is used as given", () => {
@@ -137,6 +140,13 @@ describe("gpu-node executors - process environment", () => {
     expect(Object.keys(env).sort()).toEqual(["CUDA_VISIBLE_DEVICES", "HOME", "LANG", "PATH", "TMPDIR"]);
     expect(env.CUDA_VISIBLE_DEVICES).toBe(real.uuid);
     expect(env.HOME).toBe("/tmp/job");
+  });
+
+  test("gpu-node executors - the job's own variables are added (replacing PATH or HOME if it sets them); its card stays the platform's", () => {
+    const env = processJobEnv(real, "/tmp/job", { TOKEN: "t  x", HOME: "/tmp/elsewhere", CUDA_VISIBLE_DEVICES: "all" });
+    expect(env).toMatchObject({ TOKEN: "t  x", HOME: "/tmp/elsewhere", TMPDIR: "/tmp/job", CUDA_VISIBLE_DEVICES: real.uuid });
+    const docker = containerSpec({ jobId: "j", card: real, command: "true", env: { TOKEN: "a=b", NVIDIA_VISIBLE_DEVICES: "all" } }, context);
+    expect(docker.Env).toEqual(["HOME=/tmp", "TMPDIR=/tmp", "TOKEN=a=b", `NVIDIA_VISIBLE_DEVICES=${real.uuid}`]);
   });
 
   test("gpu-node executors - NVIDIA_* variables are stripped whatever their case", () => {

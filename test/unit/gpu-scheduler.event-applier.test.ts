@@ -11,7 +11,15 @@ import { FakeJobs, FakeNodes, heartbeat, ManualClock, quiet, until } from "./gpu
 
 const T1 = new Date("2026-01-01T10:00:05.000Z");
 const T2 = new Date("2026-01-01T10:00:09.000Z");
-const placed: JobState = asPlaced({ id: "job-1", node_id: "node-a", gpu_uuid: "GPU-1", command: "true", container_image: null } satisfies AssignedJob);
+const placed: JobState = asPlaced({
+  id: "job-1",
+  node_id: "node-a",
+  gpu_uuid: "GPU-1",
+  command: "true",
+  container_image: null,
+  timeout_seconds: null,
+  env: null,
+} satisfies AssignedJob);
 const started = (jobId: string, nodeId = "node-a"): JobEvent => ({ type: "started", jobId, nodeId, gpuUuid: "GPU-1", at: T1.toISOString() });
 const finished = (jobId: string, nodeId = "node-a"): JobEvent => ({
   type: "finished",

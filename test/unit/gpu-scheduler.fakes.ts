@@ -25,7 +25,14 @@ export class ManualClock implements Clock {
   }
 }
 
-export type FakeJob = JobState & { seq: number; gpuType: string | null; assignedAt: Date | null; command: string };
+export type FakeJob = JobState & {
+  seq: number;
+  gpuType: string | null;
+  assignedAt: Date | null;
+  command: string;
+  queueTimeoutS?: number;
+  queueDeadline?: Date;
+};
 
 export const blankJob = (over: Partial<FakeJob> = {}): FakeJob => ({
   status: "queued",
@@ -116,6 +123,13 @@ export class FakeJobs implements EventStore, HousekeepingStore, PlacementStore {
     return [...this.jobs].filter(([, j]) => j.holding && isTerminal(j.status) && j.completedAt! < before).map(([id, j]) => ({ id, node_id: j.nodeId! }));
   }
 
+  async expiredQueued(now: Date, limit: number) {
+    return [...this.jobs]
+      .filter(([, j]) => j.status === "queued" && j.queueDeadline && j.queueDeadline <= now)
+      .slice(0, limit)
+      .map(([id, j]) => ({ id, queue_timeout_seconds: j.queueTimeoutS! }));
+  }
+
   async anyQueued() {
     return [...this.jobs.values()].some((j) => j.status === "queued");
   }
@@ -139,7 +153,7 @@ export class FakeJobs implements EventStore, HousekeepingStore, PlacementStore {
       const j = this.get(p.jobId);
       if (j.status !== "queued") continue;
       Object.assign(j, { status: "assigned", nodeId: p.nodeId, gpuUuid: p.gpuUuid, holding: true, assignedAt: now });
-      assigned.push({ id: p.jobId, node_id: p.nodeId, gpu_uuid: p.gpuUuid, command: j.command, container_image: null });
+      assigned.push({ id: p.jobId, node_id: p.nodeId, gpu_uuid: p.gpuUuid, command: j.command, container_image: null, timeout_seconds: null, env: null });
     }
     return { planned: placements.length, assigned };
   }

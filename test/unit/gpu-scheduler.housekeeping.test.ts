@@ -101,4 +101,17 @@ describe("gpu-scheduler housekeeping - on fakes", () => {
     }
     expect(store.get(id).errorMessage).toMatch(/no longer runs the job/);
   });
+
+  test("gpu-scheduler housekeeping - queued jobs past their queue timeout are cancelled (expired), the others wait", async () => {
+    const { clock, store, housekeeping } = setUp();
+    const deadline = (s: number) => ({ queueTimeoutS: s, queueDeadline: new Date(clock.ms + s * 1000) });
+    const due = store.add(randomUUID(), { status: "queued", nodeId: null, gpuUuid: null, holding: false, ...deadline(1) });
+    const later = store.add(randomUUID(), { status: "queued", nodeId: null, gpuUuid: null, holding: false, ...deadline(60) });
+    const none = store.add(randomUUID(), { status: "queued", nodeId: null, gpuUuid: null, holding: false });
+    clock.advance(1000);
+    await housekeeping.run();
+    expect(store.get(due)).toMatchObject({ status: "cancelled", completedAt: clock.now(), statusReason: expect.stringContaining("expired") });
+    expect(store.get(later).status).toBe("queued");
+    expect(store.get(none).status).toBe("queued");
+  });
 });

@@ -3,6 +3,7 @@ import {
   applyJobEvent,
   cancelJob,
   confirmStarted,
+  expireQueued,
   failUnreported,
   failUnstorable,
   gpuSecondsUsed,
@@ -219,7 +220,18 @@ const completedHolding = job({ status: "completed", completedAt: T2, exitCode: 0
 const backToQueue: JobPatch = { status: "queued", nodeId: null, gpuUuid: null, holding: false };
 const failedOnCard: JobPatch = { status: "failed", errorMessage: MSG, completedAt: T2, holding: false };
 
+const EXPIRED = "Queue timeout expired: not started within 30 s of submission";
 const rows: Row[] = [
+  // expireQueued: queued → cancelled once its queueTimeoutSeconds passed (housekeeping checked the deadline)
+  {
+    name: "expireQueued - a queued job is cancelled, saying its queue timeout expired",
+    apply: (j) => expireQueued(j, 30, T2),
+    job: queued,
+    patch: { status: "cancelled", completedAt: T2, statusReason: EXPIRED },
+  },
+  { name: "expireQueued - a job placed meanwhile is left to start", apply: (j) => expireQueued(j, 30, T2), job: placed, patch: null },
+  { name: "expireQueued - a running job is left alone", apply: (j) => expireQueued(j, 30, T2), job: job({}), patch: null },
+  { name: "expireQueued - an ended job is left alone", apply: (j) => expireQueued(j, 30, T2), job: completedFree, patch: null },
   // confirmStarted: the one path from assigned to running (run call answered, heartbeat, started event)
   {
     name: "confirmStarted - a placed job runs, from now",

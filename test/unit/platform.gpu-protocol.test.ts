@@ -1,5 +1,5 @@
 /** The node↔scheduler contract's checks (lib/gpu-protocol.ts) and how refusals are logged (lib/refusal-log.ts). */
-import { checkHeartbeat, checkJobEvent, EXECUTOR_KINDS, NodeHeartbeat, OUTPUT_TAIL_BYTES } from "../../lib/gpu-protocol";
+import { checkHeartbeat, checkJobEvent, EXECUTOR_KINDS, jobEnvProblem, NodeHeartbeat, OUTPUT_TAIL_BYTES } from "../../lib/gpu-protocol";
 import { RefusalLog } from "../../lib/refusal-log";
 
 const card = { uuid: "GPU-1", index: 0, name: "NVIDIA GeForce RTX 3060", memoryTotal: 12288, memoryUsed: 100, utilization: 5, temperature: 50 };
@@ -72,6 +72,32 @@ describe("platform - gpu protocol: job event check", () => {
     expect(checked.value.errorMessage).toBe("a\uFFFDb");
     expect(checked.value.output).toHaveLength(4 * OUTPUT_TAIL_BYTES);
     expect(checked.value).not.toHaveProperty("outputBase64");
+  });
+});
+
+describe("platform - gpu protocol: job env check", () => {
+  const max = Object.fromEntries(Array.from({ length: 64 }, (_, i) => [`V${i}`, "x"]));
+  test.each([
+    ["empty", {}, null],
+    ["64 variables, a 128-character name, a 4096-character value, an empty value", { ...max }, null],
+    ["names with _ and digits", { _A1: "x", a_b: "", ["N".repeat(128)]: "v".repeat(4096) }, null],
+    ["65 variables", { ...max, V64: "x" }, /at most 64/],
+    ["a name starting with a digit", { "9A": "x" }, /"9A" is not allowed/],
+    ["a name with a dot", { "A.B": "x" }, /not allowed/],
+    ["a 129-character name", { ["N".repeat(129)]: "x" }, /at most 128/],
+    ["NVIDIA_*", { NVIDIA_DRIVER_CAPABILITIES: "all" }, /set by the platform/],
+    ["CUDA_*", { CUDA_VISIBLE_DEVICES: "0" }, /set by the platform/],
+    ["Cuda_* in another case", { Cuda_Cache_Path: "/x" }, /set by the platform/],
+    ["a number value", { A: 5 }, /string value/],
+    ["a 4097-character value", { A: "v".repeat(4097) }, /longer than 4096/],
+    ["an array", ["A=1"], /must be an object/],
+    ["null", null, /must be an object/],
+  ])("platform - gpu protocol: env %s", (_name, env, problem) => {
+    const found = jobEnvProblem(env);
+    if (problem === null) expect(found).toBeNull();
+    else expect(found).toMatch(problem);
+    // A refusal names the variable, never its value.
+    if (found) expect(found).not.toMatch(/vvvv|=1|\/x/);
   });
 });
 
