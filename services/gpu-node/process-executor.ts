@@ -89,12 +89,11 @@ async function jobProcess(spec: JobSpec, isolation: ProcessIsolation, workDir: s
     layout: await readHostLayout([spec.card]),
     uid: isolation.uid,
     gid: isolation.gid,
-    env,
     limits: isolation.limits,
     files: { "/etc/passwd": path.join(workDir, "passwd"), "/etc/group": path.join(workDir, "group") },
     argv: shell,
   });
-  // bwrap's own environment is readable inside (/proc/1/environ): give it the job's only.
+  // bwrap passes its own environment on, and it is readable inside (/proc/1/environ): the job's only.
   return { file: isolation.bwrap, args, options: { cwd: "/", env, ...asJobUser(isolation) } };
 }
 

@@ -33,7 +33,6 @@ export type SandboxOptions = {
   layout: HostLayout;
   uid: number;
   gid: number;
-  env: Record<string, string>;
   limits: SandboxLimits;
   /** Files written by the node for the job, bound read-only: `{ "/etc/passwd": "/tmp/ci-job-x/passwd" }`. */
   files: Record<string, string>;
@@ -96,8 +95,9 @@ export function sandboxArgs(opts: SandboxOptions): string[] {
   args.push("--dir", "/etc");
   for (const entry of opts.layout.etc) args.push("--ro-bind", `/etc/${entry}`, `/etc/${entry}`);
   for (const [inside, host] of Object.entries(opts.files)) args.push("--ro-bind", host, inside);
-  args.push("--chdir", SANDBOX_HOME, "--clearenv");
-  for (const [name, value] of Object.entries(opts.env)) args.push("--setenv", name, value);
+  // The job's environment is bwrap's own (the spawn's env), never arguments: a command line is
+  // readable by every user of the host (/proc/<pid>/cmdline), and env values often hold tokens.
+  args.push("--chdir", SANDBOX_HOME);
   args.push(PRLIMIT, `--nproc=${opts.limits.processes}`, `--data=${opts.limits.memoryBytes}`, "--core=0", "--", ...opts.argv);
   return args;
 }

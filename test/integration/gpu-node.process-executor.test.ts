@@ -2,7 +2,7 @@
  * The process executor with real bubblewrap sandboxes, shells and process groups (and once
  * unisolated, as GPU_UNSAFE_UNISOLATED_JOBS runs it). Hostile jobs: test/security/sandbox.test.ts.
  */
-import { mkdtempSync, readFileSync, rmSync } from "fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "fs";
 import os from "os";
 import path from "path";
 import type { NodeCard } from "../../services/gpu-node/discovery";
@@ -79,6 +79,27 @@ describe.each([
       delete process.env.NVIDIA_VISIBLE_DEVICES;
       delete process.env.GPU_NODE_SECRET_FOR_TEST;
     }
+  });
+
+  test(`gpu-node process executor (${mode}) - the job's env reaches it, and no host command line shows a value`, async () => {
+    const secret = `tok-${uniqueSleep()}`;
+    const sleep = uniqueSleep();
+    const job = executor.run({ jobId: uniqueName("job"), card, command: `echo "$API_TOKEN"; sleep ${sleep}`, env: { API_TOKEN: secret } });
+    expect(await job.started).toBe(true);
+    await waitFor(() => hostPidsRunning(["sleep", sleep]).length > 0, { message: "the job's sleep on the host" });
+    // /proc/<pid>/cmdline is readable by every user of the host: a value there is a leak.
+    const leaking = readdirSync("/proc")
+      .filter((pid) => /^\d+$/.test(pid))
+      .filter((pid) => {
+        try {
+          return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(secret);
+        } catch {
+          return false; // ended meanwhile
+        }
+      });
+    expect(leaking).toEqual([]);
+    expect(await job.stop("cancel")).toBe(true);
+    expect((await job.outcome)?.output).toBe(`${secret}\n`);
   });
 
   test(`gpu-node process executor (${mode}) - cancel kills every process of the job, even children ignoring SIGTERM`, async () => {
