@@ -5,7 +5,7 @@
  */
 import type { Pool } from "pg";
 
-export type AssignedJob = { id: string; node_id: string; gpu_uuid: string; command: string; container_image: string | null };
+export type AssignedJob = { id: string; node_id: string; gpu_uuid: string; command: string; container_image: string | null; assigned_at: Date };
 export type PlacementRow = { jobId: string; nodeId: string; gpuUuid: string; gpuName: string };
 export type QueuedRow = { jobId: string; gpuType: string | null; seq: number };
 
@@ -67,7 +67,7 @@ export class PlacementRepository {
              assigned_at = ${lit(now.toISOString())}::timestamptz
          FROM (VALUES ${values}) AS p(id, node_id, gpu_uuid, gpu_name)
          WHERE j.id = p.id AND j.status = 'queued'
-         RETURNING j.id, j.node_id, j.gpu_uuid, j.command, j.container_image;
+         RETURNING j.id, j.node_id, j.gpu_uuid, j.command, j.container_image, j.assigned_at;
          COMMIT`,
       )) as unknown as Array<{ rows: AssignedJob[] }>;
       return { planned: placements.length, assigned: written[0].rows };
