@@ -91,6 +91,7 @@ export type RunJobParams = {
 };
 
 export type JobEvent =
+  /** `at`: when the job's process or container started (after any image pull), not when the node took the job. */
   | { type: "started"; jobId: string; nodeId: string; gpuUuid: string; at: string }
   | {
       type: "finished";
@@ -98,6 +99,8 @@ export type JobEvent =
       nodeId: string;
       gpuUuid: string;
       at: string;
+      /** When the job's process or container started (absent: it never did). */
+      startedAt?: string;
       exitCode: number;
       /** Last 64 KiB of stdout+stderr, readable (see JobOutput). */
       output: string;
@@ -110,6 +113,7 @@ export type JobEvent =
       nodeId: string;
       gpuUuid: string;
       at: string;
+      startedAt?: string;
       errorMessage: string;
       exitCode: number | null;
       output: string;
@@ -122,6 +126,7 @@ export type JobEvent =
       nodeId: string;
       gpuUuid: string;
       at: string;
+      startedAt?: string;
       exitCode: number | null;
       output: string;
       outputBase64?: string;
@@ -219,6 +224,7 @@ function jobEventProblem(v: unknown): string | null {
   if (!isTime(v.at)) return "at";
   if (!["started", "finished", "failed", "cancelled"].includes(v.type as string)) return "type";
   if (v.type === "started") return null;
+  if (v.startedAt !== undefined && !isTime(v.startedAt)) return "startedAt";
   if (v.type === "failed" && !isStr(v.errorMessage)) return "errorMessage";
   if (!(v.type === "finished" ? isInt(v.exitCode) : isIntOrNull(v.exitCode))) return "exitCode";
   return typeof v.output === "string" ? null : "output";

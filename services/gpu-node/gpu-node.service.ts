@@ -200,9 +200,12 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
       void done.finally(() => this.tracking.delete(done));
     },
 
+    /** `started` is stamped with the job's real start (after any image pull); an outcome carries it too. */
     event(this: GpuNodeThis, job: RunningJob, extra: { type: "started" } | JobOutcome): JobEvent {
+      const startedAt = job.startedAt?.toISOString();
       const base = { jobId: job.jobId, nodeId: this.broker.nodeID, gpuUuid: job.gpuUuid, at: new Date().toISOString() };
-      return { ...extra, ...base } as JobEvent;
+      if (extra.type === "started") return { ...extra, ...base, at: startedAt ?? base.at };
+      return { ...extra, ...base, ...(startedAt && { startedAt }) } as JobEvent;
     },
 
     heartbeat(this: GpuNodeThis): NodeHeartbeat {

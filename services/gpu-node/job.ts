@@ -87,6 +87,13 @@ export class RunningJob {
   readonly started: Promise<boolean>;
   /** The one terminal outcome; null when the node let go of the job (it keeps running). */
   readonly outcome: Promise<JobOutcome | null>;
+  /**
+   * When its process or container started (launch done: after any pull and create; an adopted
+   * job's container start); unset while launching and for a job that never started.
+   */
+  startedAt?: Date;
+  /** An adopted job's start, from how long it has run. */
+  private readonly adoptedStartMs?: number;
   private stopReason?: StopReason;
   private launched = false;
   private ended = false;
@@ -102,6 +109,7 @@ export class RunningJob {
     private readonly ops: JobOps,
     private readonly limits: JobLimits,
   ) {
+    if (limits.adopted && limits.elapsedMs) this.adoptedStartMs = Date.now() - limits.elapsedMs;
     this.started = this.launch();
     this.outcome = this.supervise();
   }
@@ -114,6 +122,7 @@ export class RunningJob {
     try {
       this.capture = await OutputCapture.open(this.limits.logDir, this.jobId, { maxFileBytes: this.limits.outputMaxBytes, resume: this.limits.adopted });
       await this.ops.launch(this.capture);
+      this.startedAt = new Date(this.adoptedStartMs ?? Date.now());
       this.launched = true;
       return true;
     } catch (err) {

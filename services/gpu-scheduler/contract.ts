@@ -20,9 +20,14 @@ export const Job = Type.Object(
     id: Type.String(),
     status: JobStatus,
     gpuType: Type.String({ description: 'The requested type (or "any") until a card is assigned, then its name' }),
-    gpuSecondsUsed: Type.Number({ minimum: 0 }),
+    gpuSecondsUsed: Type.Number({ minimum: 0, description: "Wall seconds the job has run on its card, from startedAt; 0 until it starts" }),
     createdAt: dateTime(),
-    startedAt: Nullable(dateTime()),
+    startedAt: Nullable(
+      Type.String({
+        format: "date-time",
+        description: "When its container or process really started (after any image pull); null until then, and for a job that ended before starting",
+      }),
+    ),
     completedAt: Nullable(dateTime()),
     result: OrNull(
       Type.Object({

@@ -11,7 +11,7 @@ import type { JobsRepository } from "./jobs.repository";
 import { CAS_ATTEMPTS, JobStateStore, JobWriter } from "./job-writer";
 import type { NodeStopper } from "./node-stopper";
 import type { Clock } from "./ports";
-import { applyJobEvent, confirmStarted, failUnstorable, isTerminal, JobPatch, JobState } from "./transitions";
+import { applyJobEvent, confirmPlacement, failUnstorable, isTerminal, JobPatch, JobState } from "./transitions";
 
 /** The repository calls the applier makes (JobsRepository; an in-memory map in unit tests). */
 export interface EventStore extends JobStateStore {
@@ -30,8 +30,8 @@ export type DecidedEvents = {
   misrouted: JobEvent[];
 };
 
-/** Decides a batch of events on the jobs' states, a job's events in arrival order. Pure. */
-export function decideEvents(events: JobEvent[], states: Map<string, JobState>): DecidedEvents {
+/** Decides a batch of events on the jobs' states, a job's events in arrival order, at `now`. Pure. */
+export function decideEvents(events: JobEvent[], states: Map<string, JobState>, now: Date): DecidedEvents {
   const out: DecidedEvents = { decided: new Map(), stop: [], misrouted: [] };
   for (const event of events) {
     const entry = out.decided.get(event.jobId);
@@ -41,7 +41,7 @@ export function decideEvents(events: JobEvent[], states: Map<string, JobState>):
       continue;
     }
     if (current.nodeId !== event.nodeId) out.misrouted.push(event);
-    const outcome = applyJobEvent(current, event);
+    const outcome = applyJobEvent(current, event, now);
     if (outcome.cancelOnNode) out.stop.push({ jobId: event.jobId, nodeId: event.nodeId });
     if (!outcome.patch) continue;
     out.decided.set(event.jobId, {
@@ -102,10 +102,7 @@ export class EventApplier {
     const rows = await this.store.placements(hb.runningJobIds.filter(isUuid));
     const { confirm, stop } = reconcileHeartbeat(hb, rows);
     for (const jobId of stop) void this.stopper.stop(jobId, hb.nodeId);
-    if (confirm.length) {
-      const now = this.clock.now();
-      await this.writer.applyTo(confirm, (job) => confirmStarted(job, hb.nodeId, now));
-    }
+    if (confirm.length) await this.writer.applyTo(confirm, (job) => confirmPlacement(job, hb.nodeId));
   }
 
   /**
@@ -128,7 +125,7 @@ export class EventApplier {
     let freed = false;
     for (let attempt = 0; attempt < CAS_ATTEMPTS && pending.length; attempt++) {
       const states = await this.store.states([...new Set(pending.map((e) => e.jobId))]);
-      const { decided, stop, misrouted } = decideEvents(pending, states);
+      const { decided, stop, misrouted } = decideEvents(pending, states, this.clock.now());
       for (const e of misrouted) this.logger.warn(`Ignored job event ${e.type} of ${e.jobId} from ${e.nodeId}: the job is not on that node`);
       for (const s of stop) void this.stopper.stop(s.jobId, s.nodeId);
       const updates = [...decided].map(([id, d]) => ({ id, seen: d.seen, patch: d.patch }));

@@ -9,7 +9,7 @@ import type { JobsRepository } from "./jobs.repository";
 import type { JobStateStore, JobWriter } from "./job-writer";
 import type { NodeStopper } from "./node-stopper";
 import type { Clock, SchedulerSettings } from "./ports";
-import { confirmStarted, expireQueued, failUnreported, JobPatch, loseNode, unplace } from "./transitions";
+import { confirmPlacement, expireQueued, failUnreported, JobPatch, loseNode, unplace } from "./transitions";
 
 /** The repository calls housekeeping makes (JobsRepository; an in-memory map in unit tests). */
 export interface HousekeepingStore
@@ -95,7 +95,7 @@ export class Housekeeping {
     // Placements the node never confirmed (this replica or another one died while handing them over).
     for (const job of await this.store.staleAssigned(new Date(nowMs - 2 * this.settings.dispatchTimeoutMs))) {
       const action = staleAssignedAction(job, runningOn, this.isDispatching(job.id));
-      if (action === "confirm") await this.writer.applyOne(job.id, (state) => confirmStarted(state, job.node_id, now));
+      if (action === "confirm") await this.writer.applyOne(job.id, (state) => confirmPlacement(state, job.node_id));
       else if (action === "unplace" && (await this.writer.applyOne(job.id, (state) => unplace(state, job.node_id))))
         this.logger.warn(`Job ${job.id} was never confirmed by ${job.node_id}; back to the queue`);
     }

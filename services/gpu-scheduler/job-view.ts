@@ -18,7 +18,7 @@ export function toJobDetail(row: JobRow, now: Date, label: NodeLabeler, defaultT
   const hasResult = row.exit_code !== null || row.output !== null;
   return {
     id: row.id,
-    status: publicStatus(row.status),
+    status: publicStatus(row.status, row.started_at),
     // The requested type until a card is assigned, that card's name from then on.
     gpuType: row.gpu_name ?? row.gpu_type ?? "any",
     gpuSecondsUsed: gpuSecondsUsed({ status: row.status, startedAt: row.started_at, completedAt: row.completed_at }, now),

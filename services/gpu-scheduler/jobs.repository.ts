@@ -15,6 +15,7 @@ export type JobRow = {
   gpu_name: string | null;
   holding: boolean;
   created_at: Date;
+  assigned_at: Date | null;
   started_at: Date | null;
   completed_at: Date | null;
   exit_code: number | null;
@@ -41,10 +42,10 @@ export type NewJob = {
 };
 
 const COLUMNS = `id, client_id, command, container_image, gpu_type, status, node_id, gpu_uuid, gpu_name, holding,
-  created_at, started_at, completed_at, exit_code, output, output_base64, error_message, timeout_seconds, env_names,
+  created_at, assigned_at, started_at, completed_at, exit_code, output, output_base64, error_message, timeout_seconds, env_names,
   queue_timeout_seconds, status_reason`;
 /** What a decision reads: `output` only as a presence mark (see `states`). */
-const STATE_COLUMNS = `id, status, node_id, gpu_uuid, holding, started_at, completed_at, exit_code, error_message,
+const STATE_COLUMNS = `id, status, node_id, gpu_uuid, holding, assigned_at, started_at, completed_at, exit_code, error_message,
   CASE WHEN output IS NULL THEN NULL ELSE '' END AS output`;
 const TERMINAL_SQL = `('completed', 'failed', 'cancelled')`;
 
@@ -53,6 +54,7 @@ export const toState = (r: JobRow): JobState => ({
   nodeId: r.node_id,
   gpuUuid: r.gpu_uuid,
   holding: r.holding,
+  assignedAt: r.assigned_at,
   startedAt: r.started_at,
   completedAt: r.completed_at,
   exitCode: r.exit_code,
@@ -218,14 +220,20 @@ export class JobsRepository {
     return rows;
   }
 
-  /** Jobs waiting, as clients see them (placed-but-unconfirmed counts as queued). */
+  /** Jobs waiting, as clients see them (placed, or taken by a node but not started yet, counts as queued). */
   async queueDepth(): Promise<number> {
-    const { rows } = await this.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM gpu_scheduler.jobs WHERE status IN ('queued', 'assigned')`);
+    const { rows } = await this.db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM gpu_scheduler.jobs WHERE status IN ('queued', 'assigned') OR (status = 'running' AND started_at IS NULL)`,
+    );
     return rows[0].n;
   }
 
+  /** Jobs per status; a job its node has but has not started yet counts as `assigned` (clients see both as queued). */
   async countByStatus(): Promise<Record<StoredStatus, number>> {
-    const { rows } = await this.db.query<{ status: StoredStatus; n: number }>(`SELECT status, count(*)::int AS n FROM gpu_scheduler.jobs GROUP BY status`);
+    const { rows } = await this.db.query<{ status: StoredStatus; n: number }>(
+      `SELECT CASE WHEN status = 'running' AND started_at IS NULL THEN 'assigned' ELSE status END AS status, count(*)::int AS n
+       FROM gpu_scheduler.jobs GROUP BY 1`,
+    );
     const counts = { queued: 0, assigned: 0, running: 0, completed: 0, failed: 0, cancelled: 0 };
     for (const r of rows) counts[r.status] = r.n;
     return counts;

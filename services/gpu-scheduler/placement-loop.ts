@@ -12,7 +12,7 @@ import type { NodeStopper } from "./node-stopper";
 import { plan, WaitReason, Waiting } from "./placement";
 import type { AssignedJob, PlacementRepository, PlacementRow, QueuedRow } from "./placement.repository";
 import type { Clock, NodeClient } from "./ports";
-import { confirmStarted, JobState, refusePlacement, unplace } from "./transitions";
+import { confirmPlacement, JobState, refusePlacement, unplace } from "./transitions";
 
 /** The placement transaction (PlacementRepository; a fake in unit tests). */
 export type PlacementStore = Pick<PlacementRepository, "anyQueued" | "placeUnderLock">;
@@ -59,6 +59,7 @@ export const asPlaced = (job: AssignedJob): JobState => ({
   nodeId: job.node_id,
   gpuUuid: job.gpu_uuid,
   holding: true,
+  assignedAt: job.assigned_at,
   startedAt: null,
   completedAt: null,
   exitCode: null,
@@ -184,15 +185,15 @@ export class PlacementLoop {
   }
 
   /**
-   * The nodes accepted these jobs: they run now. One cancelled meanwhile is stopped on its node.
+   * The nodes accepted these jobs: they hold them now (started once their `started` event says so).
+   * One cancelled meanwhile is stopped on its node.
    * Decided first on the state the placement wrote, so the usual case is one write and no read;
    * the compare-and-set catches a job that changed since, which is then read and decided again.
    */
   private async confirmAccepted(accepted: AssignedJob[]): Promise<boolean[]> {
-    const now = this.clock.now();
     const acceptedBy = new Map(accepted.map((job) => [job.id, job.node_id]));
     const { written, seen } = await this.writer.apply(new Map(accepted.map((job) => [job.id, asPlaced(job)])), (job, id) =>
-      confirmStarted(job, acceptedBy.get(id)!, now),
+      confirmPlacement(job, acceptedBy.get(id)!),
     );
     for (const [id, job] of seen) {
       if (!written.has(id) && job.status === "cancelled" && job.nodeId !== null) void this.stopper.stop(id, job.nodeId);

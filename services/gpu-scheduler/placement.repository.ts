@@ -14,6 +14,7 @@ export type AssignedJob = {
   timeout_seconds: number | null;
   /** The job's variables: read here only, to hand the job to its node. */
   env: Record<string, string> | null;
+  assigned_at: Date;
 };
 export type PlacementRow = { jobId: string; nodeId: string; gpuUuid: string; gpuName: string };
 export type QueuedRow = { jobId: string; gpuType: string | null; seq: number };
@@ -76,7 +77,7 @@ export class PlacementRepository {
              assigned_at = ${lit(now.toISOString())}::timestamptz
          FROM (VALUES ${values}) AS p(id, node_id, gpu_uuid, gpu_name)
          WHERE j.id = p.id AND j.status = 'queued'
-         RETURNING j.id, j.node_id, j.gpu_uuid, j.command, j.container_image, j.timeout_seconds, j.env;
+         RETURNING j.id, j.node_id, j.gpu_uuid, j.command, j.container_image, j.timeout_seconds, j.env, j.assigned_at;
          COMMIT`,
       )) as unknown as Array<{ rows: AssignedJob[] }>;
       return { planned: placements.length, assigned: written[0].rows };

@@ -7,8 +7,11 @@
  *
  * Stored statuses are the public ones plus `assigned`: placed on a card, not yet confirmed by the
  * node. A client sees `assigned` as `queued` (it has not started; if the node turns it down it goes
- * back to the queue, and `running → queued` is not a transition clients may see). `holding` says
- * the job still occupies its card: from placement until the node confirms it is gone.
+ * back to the queue, and `running → queued` is not a transition clients may see). Stored `running`
+ * means the node has the job; it really runs (spec: "executing on a GPU") once its process or
+ * container has started, which only the node's report of that moment tells: `startedAt`, null
+ * until then (an image pull is not GPU time), and until then the job reads `queued` too.
+ * `holding` says the job still occupies its card: from placement until the node confirms it is gone.
  */
 import type { JobEvent } from "../../lib/gpu-protocol";
 
@@ -24,6 +27,8 @@ export type JobState = {
   nodeId: string | null;
   gpuUuid: string | null;
   holding: boolean;
+  /** When the placement was written (the earliest a node may say the job started). */
+  assignedAt: Date | null;
   startedAt: Date | null;
   completedAt: Date | null;
   exitCode: number | null;
@@ -36,7 +41,7 @@ export type JobState = {
 };
 
 /** Columns to change. A placement is only ever cleared here (`nodeId: null` clears the whole placement). */
-export type JobPatch = Partial<Omit<JobState, "nodeId" | "gpuUuid">> & { nodeId?: null; gpuUuid?: null };
+export type JobPatch = Partial<Omit<JobState, "nodeId" | "gpuUuid" | "assignedAt">> & { nodeId?: null; gpuUuid?: null };
 
 export type EventOutcome = {
   /** Columns to change; null when the event changes nothing (duplicate, late or stale). */
@@ -45,34 +50,43 @@ export type EventOutcome = {
   cancelOnNode: boolean;
 };
 
-const later = (a: Date, b: Date | null) => (b && b > a ? b : a);
+/** A time a node reported, within what the scheduler knows: a node's clock is not trusted. */
+const within = (at: Date, earliest: Date | null, latest: Date) => {
+  const upper = at > latest ? latest : at;
+  return earliest && earliest > upper ? earliest : upper;
+};
 
-/** Applies one node event. Terminal statuses never change; a repeated event returns no patch. */
-export function applyJobEvent(job: JobState, event: JobEvent): EventOutcome {
-  const at = new Date(event.at);
+/**
+ * Applies one node event. Terminal statuses never change; a repeated event returns no patch.
+ * Start times come from the node (the `started` event's `at`, or a terminal event's `startedAt`),
+ * kept between the placement and `now`; a job with no reported start never ran: no start time,
+ * no result, no GPU seconds.
+ */
+export function applyJobEvent(job: JobState, event: JobEvent, now: Date): EventOutcome {
   if (job.nodeId !== event.nodeId || job.gpuUuid !== event.gpuUuid) {
     // Not (or no longer) this node's job: it was put back in the queue or placed elsewhere.
     return { patch: null, cancelOnNode: event.type === "started" };
   }
+  const reportedStart = event.type === "started" ? event.at : event.startedAt;
+  // Ended before the report (cancelled, node lost): the start counts up to the end at most.
+  const startedAt = job.startedAt ?? (reportedStart ? within(new Date(reportedStart), job.assignedAt, job.completedAt ?? now) : null);
+  const learntStart: JobPatch | null = !job.startedAt && startedAt ? { startedAt } : null;
 
   if (event.type === "started") {
-    if (job.status === "assigned") return { patch: confirmStarted(job, event.nodeId, at), cancelOnNode: false };
-    if (job.status === "running") return { patch: job.startedAt ? null : { startedAt: at }, cancelOnNode: false };
+    if (job.status === "assigned") return { patch: { status: "running", ...learntStart }, cancelOnNode: false };
+    if (job.status === "running") return { patch: learntStart, cancelOnNode: false };
     // Ended here without the node saying so (cancelled, node lost): the node must stop it.
     const nodeReportedEnd = job.exitCode !== null || job.output !== null;
-    return { patch: null, cancelOnNode: !nodeReportedEnd };
+    return { patch: learntStart, cancelOnNode: !nodeReportedEnd };
   }
 
   if (onCard(job.status)) {
-    const startedAt = job.startedAt ?? at;
-    const common = {
-      startedAt,
-      completedAt: later(at, startedAt),
-      exitCode: event.exitCode,
-      output: event.output,
-      ...(event.outputBase64 !== undefined && { outputBase64: event.outputBase64 }),
-      holding: false,
-    };
+    const completedAt = within(new Date(event.at), startedAt ?? job.assignedAt, now);
+    // A job that never started has no result (spec 2.4: null while none), only its errorMessage.
+    const result = startedAt
+      ? { exitCode: event.exitCode, output: event.output, ...(event.outputBase64 !== undefined && { outputBase64: event.outputBase64 }) }
+      : {};
+    const common = { ...learntStart, completedAt, ...result, holding: false };
     switch (event.type) {
       case "finished":
         return event.exitCode === 0
@@ -88,10 +102,10 @@ export function applyJobEvent(job: JobState, event: JobEvent): EventOutcome {
     }
   }
 
-  // Already terminal: the node is done with the card; a cancelled job keeps the output for its logs.
-  const patch: JobPatch = {};
+  // Already terminal: the node is done with the card; a cancelled job that ran keeps the output for its logs.
+  const patch: JobPatch = { ...learntStart };
   if (job.holding) patch.holding = false;
-  if (job.status === "cancelled" && job.exitCode === null && job.output === null) {
+  if (job.status === "cancelled" && startedAt && job.exitCode === null && job.output === null) {
     patch.exitCode = event.exitCode;
     patch.output = event.output;
     if (event.outputBase64 !== undefined) patch.outputBase64 = event.outputBase64;
@@ -123,12 +137,12 @@ const backToQueue: JobPatch = { status: "queued", nodeId: null, gpuUuid: null, h
 const failOnCard = (message: string, now: Date): JobPatch => ({ status: "failed", errorMessage: message, completedAt: now, holding: false });
 
 /**
- * `nodeId` took the job (its run call returned, its heartbeat lists it, or its `started` event):
- * assigned → running. The one path from assigned to running.
+ * `nodeId` took the job (its run call returned, or its heartbeat lists it): assigned → running,
+ * with no start time yet; that comes with the node's `started` event (it may pull an image first).
  */
-export function confirmStarted(job: JobState, nodeId: string, at: Date): JobPatch | null {
+export function confirmPlacement(job: JobState, nodeId: string): JobPatch | null {
   if (!onNode(job, nodeId) || job.status !== "assigned") return null;
-  return { status: "running", startedAt: job.startedAt ?? at };
+  return { status: "running" };
 }
 
 /**
@@ -188,7 +202,8 @@ export function failUnstorable(job: JobState, nodeId: string, message: string, n
   return onCard(job.status) ? { ...failOnCard(message, now), completedAt } : { holding: false, completedAt };
 }
 
-export const publicStatus = (s: StoredStatus): PublicStatus => (s === "assigned" ? "queued" : s);
+/** What a client sees: a job runs once it has started (a node pulling its image holds it `queued`). */
+export const publicStatus = (s: StoredStatus, startedAt: Date | null): PublicStatus => (s === "assigned" || (s === "running" && !startedAt) ? "queued" : s);
 
 /** Wall seconds the job held its card: up to now while running, up to completion after. */
 export function gpuSecondsUsed(job: Pick<JobState, "status" | "startedAt" | "completedAt">, now: Date): number {

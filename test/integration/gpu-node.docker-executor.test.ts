@@ -264,7 +264,7 @@ describe("gpu-node docker executor", () => {
       expect(heartbeats.at(-1)!.executor).toBe("docker");
       const jobId = uniqueName("job");
       await first.broker.call("gpu-node.run", { jobId, gpuUuid: card.uuid, command: "echo survivor; sleep 300" });
-      await waitFor(() => events.some((e) => e.jobId === jobId && e.type === "started"), { message: "started" });
+      const firstStart = await waitFor(() => events.find((e) => e.jobId === jobId && e.type === "started"), { message: "started" });
       await first.stop(); // as on SIGTERM: the container keeps running
       expect((await containersOf(jobId)).map((c) => c.State)).toEqual(["running"]);
       const seen = heartbeats.length;
@@ -275,6 +275,13 @@ describe("gpu-node docker executor", () => {
       expect(await second.broker.call("gpu-node.cancel", { jobId })).toEqual({ stopped: true });
       const cancelled = await waitFor(() => events.find((e) => e.jobId === jobId && e.type === "cancelled"), { message: "cancelled" });
       expect(cancelled).toMatchObject({ type: "cancelled", output: "survivor\n" });
+      // The adopted job's start is its container's (Docker's State.StartedAt), not the adoption's:
+      // no later than the first report, which was stamped once start() had returned.
+      const again = events.filter((e) => e.jobId === jobId && e.type === "started").at(-1)!;
+      expect(again).not.toBe(firstStart);
+      expect(Date.parse(again.at)).toBeLessThanOrEqual(Date.parse(firstStart.at));
+      expect(Date.parse(firstStart.at) - Date.parse(again.at)).toBeLessThan(1000);
+      expect(cancelled.type === "cancelled" && cancelled.startedAt).toBe(again.at);
       expect(await containersOf(jobId)).toEqual([]);
     } finally {
       await sink.stop();

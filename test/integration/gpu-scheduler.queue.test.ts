@@ -67,7 +67,17 @@ const heartbeat = (nodeId: string, cards: string[], runningJobIds: string[] = []
 const event = (type: "started" | "finished", run: RunJobParams & { nodeId: string }, at: Date): JobEvent =>
   type === "started"
     ? { type, jobId: run.jobId, nodeId: run.nodeId, gpuUuid: run.gpuUuid, at: at.toISOString() }
-    : { type, jobId: run.jobId, nodeId: run.nodeId, gpuUuid: run.gpuUuid, at: at.toISOString(), exitCode: 0, output: `out ${run.jobId}` };
+    : // a job that ran: its node says when it started
+      {
+        type,
+        jobId: run.jobId,
+        nodeId: run.nodeId,
+        gpuUuid: run.gpuUuid,
+        at: at.toISOString(),
+        startedAt: at.toISOString(),
+        exitCode: 0,
+        output: `out ${run.jobId}`,
+      };
 
 describe("gpu-scheduler queue - against PostgreSQL", () => {
   const url = testDatabaseUrl();
@@ -137,7 +147,9 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     const { id } = await newJob();
     const odd = "node'); DROP TABLE gpu_scheduler.jobs; --";
     const outcome = await places.placeUnderLock(1, () => [{ jobId: id, nodeId: odd, gpuUuid: "g'1", gpuName: "Card \\ 'quoted'" }], new Date());
-    expect(outcome.assigned).toEqual([{ id, node_id: odd, gpu_uuid: "g'1", command: "true", container_image: null, timeout_seconds: 3600, env: null }]);
+    expect(outcome.assigned).toEqual([
+      { id, node_id: odd, gpu_uuid: "g'1", command: "true", container_image: null, timeout_seconds: 3600, env: null, assigned_at: expect.any(Date) },
+    ]);
     expect(await repo.find(id)).toMatchObject({ status: "assigned", gpu_name: "Card \\ 'quoted'", holding: true });
   });
 

@@ -11,6 +11,10 @@ import {
   LABEL_TIMEOUT,
   LABEL_NODE,
 } from "../../services/gpu-node/docker-executor";
+import { mkdtempSync, rmSync } from "fs";
+import os from "os";
+import path from "path";
+import { JobError, JobOps, RunningJob } from "../../services/gpu-node/job";
 import { EventOutbox } from "../../services/gpu-node/outbox";
 import { processJobEnv, withoutNvidiaVariables } from "../../services/gpu-node/process-executor";
 import { checkImage, DEFAULT_ALLOWED_REGISTRIES, isInternalAddress, parseAllowedRegistries, registryOf } from "../../services/gpu-node/registry-policy";
@@ -151,6 +155,62 @@ describe("gpu-node executors - process environment", () => {
 
   test("gpu-node executors - NVIDIA_* variables are stripped whatever their case", () => {
     expect(withoutNvidiaVariables({ NVIDIA_VISIBLE_DEVICES: "all", nvidia_require_cuda: "x", FOO: "1" })).toEqual({ FOO: "1" });
+  });
+});
+
+describe("gpu-node executors - a job's start time", () => {
+  let logDir: string;
+  beforeEach(() => (logDir = mkdtempSync(path.join(os.tmpdir(), "job-start-"))));
+  afterEach(() => rmSync(logDir, { recursive: true, force: true }));
+
+  /** Ops whose launch (pull, create, start) ends when the test says so, or throws `launchError`. */
+  const gatedOps = (launchError?: Error) => {
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const ops: JobOps = {
+      launch: async () => {
+        await gate;
+        if (launchError) throw launchError;
+      },
+      exited: () => new Promise<number>(() => {}),
+      kill: async () => {},
+      cleanup: async () => {},
+      detach: () => {},
+    };
+    return { ops, open };
+  };
+
+  test("gpu-node executors - a job's start time is when its launch ended (after any pull), not when the node took it", async () => {
+    const { ops, open } = gatedOps();
+    const job = new RunningJob("job-1", "GPU-1", ops, { timeoutS: 60, graceS: 1, logDir });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(job.startedAt).toBeUndefined(); // still launching (pulling its image)
+    const launchEnds = Date.now();
+    open();
+    expect(await job.started).toBe(true);
+    expect(job.startedAt!.getTime()).toBeGreaterThanOrEqual(launchEnds);
+    job.detach();
+  });
+
+  test("gpu-node executors - a job that could not be launched has no start time", async () => {
+    const { ops, open } = gatedOps(new JobError("Container image 'x' could not be pulled: its registry could not be reached"));
+    const job = new RunningJob("job-2", "GPU-1", ops, { timeoutS: 60, graceS: 1, logDir });
+    open();
+    expect(await job.started).toBe(false);
+    expect(await job.outcome).toMatchObject({ type: "failed", exitCode: null });
+    expect(job.startedAt).toBeUndefined();
+  });
+
+  test("gpu-node executors - an adopted job keeps the start of its container, however late the node took it back", async () => {
+    const { ops, open } = gatedOps();
+    const before = Date.now();
+    const job = new RunningJob("job-3", "GPU-1", ops, { timeoutS: 60, graceS: 1, logDir, adopted: true, elapsedMs: 90_000 });
+    const after = Date.now();
+    open();
+    expect(await job.started).toBe(true);
+    expect(job.startedAt!.getTime()).toBeGreaterThanOrEqual(before - 90_000);
+    expect(job.startedAt!.getTime()).toBeLessThanOrEqual(after - 90_000);
+    job.detach();
   });
 });
 

@@ -9,6 +9,7 @@ import { asPlaced } from "../../services/gpu-scheduler/placement-loop";
 import { JobState } from "../../services/gpu-scheduler/transitions";
 import { FakeJobs, FakeNodes, heartbeat, ManualClock, quiet, until } from "./gpu-scheduler.fakes";
 
+const T0 = new Date("2026-01-01T10:00:00.000Z");
 const T1 = new Date("2026-01-01T10:00:05.000Z");
 const T2 = new Date("2026-01-01T10:00:09.000Z");
 const placed: JobState = asPlaced({
@@ -19,6 +20,7 @@ const placed: JobState = asPlaced({
   container_image: null,
   timeout_seconds: null,
   env: null,
+  assigned_at: T0,
 } satisfies AssignedJob);
 const started = (jobId: string, nodeId = "node-a"): JobEvent => ({ type: "started", jobId, nodeId, gpuUuid: "GPU-1", at: T1.toISOString() });
 const finished = (jobId: string, nodeId = "node-a"): JobEvent => ({
@@ -27,13 +29,14 @@ const finished = (jobId: string, nodeId = "node-a"): JobEvent => ({
   nodeId,
   gpuUuid: "GPU-1",
   at: T2.toISOString(),
+  startedAt: T1.toISOString(),
   exitCode: 0,
   output: "done",
 });
 
 describe("gpu-scheduler event applier - decideEvents", () => {
   test("gpu-scheduler event applier - a job's events fold in arrival order into one patch from the state first seen", () => {
-    const { decided, stop, misrouted } = decideEvents([started("j1"), finished("j1")], new Map([["j1", placed]]));
+    const { decided, stop, misrouted } = decideEvents([started("j1"), finished("j1")], new Map([["j1", placed]]), T2);
     expect(stop).toEqual([]);
     expect(misrouted).toEqual([]);
     expect(decided.get("j1")).toEqual({
@@ -55,7 +58,7 @@ describe("gpu-scheduler event applier - decideEvents", () => {
     ],
     ["finished from a node the job is not on: ignored, noted", [finished("j1", "node-b")], new Map([["j1", placed]]), [], 1],
   ] as const)("gpu-scheduler event applier - %s", (_name, events, states, stop, misrouted) => {
-    const out = decideEvents([...events], states);
+    const out = decideEvents([...events], states, T2);
     expect(out.decided.size).toBe(0);
     expect(out.stop).toEqual(stop);
     expect(out.misrouted).toHaveLength(misrouted);
@@ -108,12 +111,12 @@ describe("gpu-scheduler event applier - on fakes", () => {
     expect(store.writes).toBe(2);
   });
 
-  test("gpu-scheduler event applier - a heartbeat confirms a placement and stops a job this cluster does not know", async () => {
+  test("gpu-scheduler event applier - a heartbeat confirms a placement (not a start) and stops a job this cluster does not know", async () => {
     const { store, nodes, applier } = setUp();
     const id = store.add(randomUUID(), placed);
     const ghost = randomUUID();
     await applier.reconcile(heartbeat("node-a", ["GPU-1"], [id, ghost]));
-    expect(store.get(id)).toMatchObject({ status: "running", startedAt: T2 });
+    expect(store.get(id)).toMatchObject({ status: "running", startedAt: null });
     await until(() => nodes.cancels.length === 1, "the stop");
     expect(nodes.cancels).toEqual([{ nodeId: "node-a", jobId: ghost }]);
   });

@@ -28,7 +28,6 @@ export class ManualClock implements Clock {
 export type FakeJob = JobState & {
   seq: number;
   gpuType: string | null;
-  assignedAt: Date | null;
   command: string;
   queueTimeoutS?: number;
   queueDeadline?: Date;
@@ -56,6 +55,7 @@ const stateOf = (j: FakeJob): JobState => ({
   nodeId: j.nodeId,
   gpuUuid: j.gpuUuid,
   holding: j.holding,
+  assignedAt: j.assignedAt,
   startedAt: j.startedAt,
   completedAt: j.completedAt,
   exitCode: j.exitCode,
@@ -153,7 +153,16 @@ export class FakeJobs implements EventStore, HousekeepingStore, PlacementStore {
       const j = this.get(p.jobId);
       if (j.status !== "queued") continue;
       Object.assign(j, { status: "assigned", nodeId: p.nodeId, gpuUuid: p.gpuUuid, holding: true, assignedAt: now });
-      assigned.push({ id: p.jobId, node_id: p.nodeId, gpu_uuid: p.gpuUuid, command: j.command, container_image: null, timeout_seconds: null, env: null });
+      assigned.push({
+        id: p.jobId,
+        node_id: p.nodeId,
+        gpu_uuid: p.gpuUuid,
+        command: j.command,
+        container_image: null,
+        timeout_seconds: null,
+        env: null,
+        assigned_at: now,
+      });
     }
     return { planned: placements.length, assigned };
   }

@@ -78,7 +78,7 @@ describe("gpu-scheduler housekeeping - on fakes", () => {
     expect(view.has("node-a")).toBe(false);
   });
 
-  test("gpu-scheduler housekeeping - a placement never confirmed goes back to the queue; one the node lists runs", async () => {
+  test("gpu-scheduler housekeeping - a placement never confirmed goes back to the queue; one the node lists is the node's (not started yet)", async () => {
     const { clock, store, view, housekeeping } = setUp();
     const at = clock.now();
     const lost = store.add(randomUUID(), { status: "assigned", nodeId: "node-a", gpuUuid: "GPU-1", holding: true, assignedAt: at });
@@ -87,7 +87,7 @@ describe("gpu-scheduler housekeeping - on fakes", () => {
     view.heard(heartbeat("node-a", ["GPU-1", "GPU-2"], [runs]), clock.ms);
     await housekeeping.run();
     expect(store.get(lost)).toMatchObject({ status: "queued", nodeId: null, holding: false });
-    expect(store.get(runs)).toMatchObject({ status: "running", startedAt: clock.now(), holding: true });
+    expect(store.get(runs)).toMatchObject({ status: "running", startedAt: null, holding: true });
   });
 
   test("gpu-scheduler housekeeping - a running job its live node stopped listing fails after three node timeouts", async () => {

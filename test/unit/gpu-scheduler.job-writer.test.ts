@@ -1,6 +1,6 @@
 /** Writing transitions by compare-and-set: conflicts are decided again on the new state. */
 import { JobWriter } from "../../services/gpu-scheduler/job-writer";
-import { confirmStarted } from "../../services/gpu-scheduler/transitions";
+import { confirmPlacement } from "../../services/gpu-scheduler/transitions";
 import { FakeJobs } from "./gpu-scheduler.fakes";
 
 const AT = new Date("2026-01-01T10:00:00.000Z");
@@ -12,8 +12,8 @@ describe("gpu-scheduler job writer", () => {
     store.add("j1", placed);
     store.add("j2", { ...placed, nodeId: "node-b", gpuUuid: "GPU-2" });
     store.add("j3", { ...placed, status: "running", startedAt: AT });
-    const { written, seen } = await new JobWriter(store).applyTo(["j1", "j2", "j3"], (job) => confirmStarted(job, "node-a", AT));
-    expect(written).toEqual(new Map([["j1", { status: "running", startedAt: AT }]]));
+    const { written, seen } = await new JobWriter(store).applyTo(["j1", "j2", "j3"], (job) => confirmPlacement(job, "node-a"));
+    expect(written).toEqual(new Map([["j1", { status: "running" }]]));
     expect([...seen.keys()]).toEqual(["j1", "j2", "j3"]);
     expect(store.writes).toBe(1);
     expect(store.get("j2").status).toBe("assigned");
@@ -27,7 +27,7 @@ describe("gpu-scheduler job writer", () => {
       if (first) Object.assign(store.get("j1"), { status: "cancelled", completedAt: AT }); // a client's cancel won
       first = false;
     };
-    const { written, seen } = await new JobWriter(store).applyTo(["j1"], (job) => confirmStarted(job, "node-a", AT));
+    const { written, seen } = await new JobWriter(store).applyTo(["j1"], (job) => confirmPlacement(job, "node-a"));
     expect(written.size).toBe(0);
     expect(seen.get("j1")?.status).toBe("cancelled");
     expect(store.get("j1").status).toBe("cancelled");

@@ -58,7 +58,7 @@ describe("gpu-scheduler placement loop - on fakes", () => {
     return { clock, store, nodes, view, loop };
   };
 
-  test("gpu-scheduler placement loop - a placed job is handed to its node and runs once the node accepts it", async () => {
+  test("gpu-scheduler placement loop - a placed job is handed to its node and is the node's once accepted, with no start time until it starts", async () => {
     const { clock, store, nodes, view, loop } = setUp();
     view.heard(heartbeat("node-a", ["GPU-1"]), clock.ms);
     const first = store.add(randomUUID());
@@ -66,7 +66,7 @@ describe("gpu-scheduler placement loop - on fakes", () => {
     await loop.schedule({ newJob: true });
     await until(() => store.get(first).status === "running", "the first job to run");
     expect(nodes.runs).toEqual([{ jobId: first, gpuUuid: "GPU-1", command: "true", containerImage: null, nodeId: "node-a" }]);
-    expect(store.get(first)).toMatchObject({ startedAt: clock.now(), holding: true });
+    expect(store.get(first)).toMatchObject({ startedAt: null, holding: true }); // the node's started event brings it
     expect(store.get(a100).status).toBe("queued");
     expect(loop.waiting).toEqual(new Map([[a100, "NO_MATCHING_GPU"]]));
     await loop.stop();

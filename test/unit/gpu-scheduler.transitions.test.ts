@@ -2,7 +2,7 @@ import type { JobEvent } from "../../lib/gpu-protocol";
 import {
   applyJobEvent,
   cancelJob,
-  confirmStarted,
+  confirmPlacement,
   expireQueued,
   failUnreported,
   failUnstorable,
@@ -19,12 +19,15 @@ import {
 const T0 = new Date("2026-01-01T10:00:00.000Z");
 const T1 = new Date("2026-01-01T10:00:05.000Z");
 const T2 = new Date("2026-01-01T10:00:09.500Z");
+/** The scheduler's clock when it applies an event. */
+const NOW = new Date("2026-01-01T10:00:30.000Z");
 
 const base: JobState = {
   status: "running",
   nodeId: "node-a",
   gpuUuid: "GPU-1",
   holding: true,
+  assignedAt: T0,
   startedAt: T1,
   completedAt: null,
   exitCode: null,
@@ -33,10 +36,18 @@ const base: JobState = {
 };
 const job = (over: Partial<JobState>): JobState => ({ ...base, ...over });
 const ids = { jobId: "6f1c2b8e-0000-4000-8000-000000000001", nodeId: "node-a", gpuUuid: "GPU-1", at: T2.toISOString() };
-const started: JobEvent = { type: "started", ...ids, at: T1.toISOString() };
-const finished = (exitCode: number, output = "done\n"): JobEvent => ({ type: "finished", ...ids, exitCode, output });
-const failed: JobEvent = { type: "failed", ...ids, errorMessage: "Image busybox:nope not found", exitCode: null, output: "" };
-const cancelled: JobEvent = { type: "cancelled", ...ids, exitCode: 143, output: "partial" };
+const startedAt = (at: Date | string): JobEvent => ({ type: "started", ...ids, at: typeof at === "string" ? at : at.toISOString() });
+const started = startedAt(T1);
+const ran = { startedAt: T1.toISOString() };
+const finished = (exitCode: number, output = "done\n", over: Partial<JobEvent> = ran): JobEvent =>
+  ({ type: "finished", ...ids, exitCode, output, ...over }) as JobEvent;
+const failed: JobEvent = { type: "failed", ...ids, ...ran, errorMessage: "Job exceeded the time limit of 5 s", exitCode: null, output: "" };
+/** What a node reports for a job whose image could not be pulled: no start. */
+const failedToStart: JobEvent = { type: "failed", ...ids, errorMessage: "Container image 'x' could not be pulled", exitCode: null, output: "" };
+const cancelled: JobEvent = { type: "cancelled", ...ids, ...ran, exitCode: 143, output: "partial" };
+const cancelledBeforeStart: JobEvent = { type: "cancelled", ...ids, exitCode: null, output: "" };
+/** Taken by its node (run answered), its process or container not started yet (pulling its image). */
+const taken = job({ startedAt: null });
 
 type Case = { name: string; job: JobState; event: JobEvent; patch: JobPatch | null; cancelOnNode?: boolean };
 
@@ -48,54 +59,76 @@ const cases: Case[] = [
     patch: { status: "running", startedAt: T1 },
   },
   {
-    name: "started on a job already running since the node accepted it: nothing changes",
-    job: job({}),
+    name: "started on a job its node took (image pulled meanwhile): the start time is the node's, not the run answer's",
+    job: taken,
     event: started,
+    patch: { startedAt: T1 },
+  },
+  {
+    name: "started again for a job whose start is known (a restarted node adopting its container): nothing moves",
+    job: job({}),
+    event: startedAt(T2),
     patch: null,
   },
   {
-    name: "started on a running job without a start time: records it",
-    job: job({ startedAt: null }),
-    event: started,
-    patch: { startedAt: T1 },
+    name: "started stamped before the placement (node clock behind): the placement time",
+    job: taken,
+    event: startedAt("2026-01-01T09:59:00.000Z"),
+    patch: { startedAt: T0 },
+  },
+  {
+    name: "started stamped in the future (node clock ahead): now",
+    job: taken,
+    event: startedAt("2026-01-01T10:05:00.000Z"),
+    patch: { startedAt: NOW },
   },
   {
     name: "finished with exit 0: completed, result kept, card free",
     job: job({}),
     event: finished(0),
-    patch: { status: "completed", startedAt: T1, completedAt: T2, exitCode: 0, output: "done\n", holding: false, errorMessage: null },
+    patch: { status: "completed", completedAt: T2, exitCode: 0, output: "done\n", holding: false, errorMessage: null },
   },
   {
     name: "finished with exit 3: failed with the exit code in errorMessage, result kept",
     job: job({}),
     event: finished(3, "boom"),
-    patch: {
-      status: "failed",
-      startedAt: T1,
-      completedAt: T2,
-      exitCode: 3,
-      output: "boom",
-      holding: false,
-      errorMessage: "Command exited with code 3",
-    },
+    patch: { status: "failed", completedAt: T2, exitCode: 3, output: "boom", holding: false, errorMessage: "Command exited with code 3" },
   },
   {
-    name: "finished before started was applied: completes from assigned, start time taken from the event",
+    name: "finished before started was applied: completes from assigned, start time taken from the event's startedAt",
     job: job({ status: "assigned", startedAt: null }),
     event: finished(0),
-    patch: { status: "completed", startedAt: T2, completedAt: T2, exitCode: 0, output: "done\n", holding: false, errorMessage: null },
+    patch: { status: "completed", startedAt: T1, completedAt: T2, exitCode: 0, output: "done\n", holding: false, errorMessage: null },
   },
   {
-    name: "failed by the node: failed with its message",
+    name: "failed by the node after starting (time limit): failed with its message, result kept",
     job: job({}),
     event: failed,
-    patch: { status: "failed", startedAt: T1, completedAt: T2, exitCode: null, output: "", holding: false, errorMessage: "Image busybox:nope not found" },
+    patch: { status: "failed", completedAt: T2, exitCode: null, output: "", holding: false, errorMessage: "Job exceeded the time limit of 5 s" },
+  },
+  {
+    name: "failed before starting (image not pulled): failed with its message, no start time, no result",
+    job: taken,
+    event: failedToStart,
+    patch: { status: "failed", completedAt: T2, holding: false, errorMessage: "Container image 'x' could not be pulled" },
+  },
+  {
+    name: "failed before starting, its run answer not applied yet: the same",
+    job: job({ status: "assigned", startedAt: null }),
+    event: failedToStart,
+    patch: { status: "failed", completedAt: T2, holding: false, errorMessage: "Container image 'x' could not be pulled" },
   },
   {
     name: "cancelled by the node on a running job: cancelled",
     job: job({}),
     event: cancelled,
-    patch: { status: "cancelled", startedAt: T1, completedAt: T2, exitCode: 143, output: "partial", holding: false, errorMessage: null },
+    patch: { status: "cancelled", completedAt: T2, exitCode: 143, output: "partial", holding: false, errorMessage: null },
+  },
+  {
+    name: "cancelled by the node before the job started: cancelled, no start time, no result",
+    job: taken,
+    event: cancelledBeforeStart,
+    patch: { status: "cancelled", completedAt: T2, holding: false, errorMessage: null },
   },
   {
     name: "duplicate finished on a completed job: nothing changes",
@@ -108,6 +141,18 @@ const cases: Case[] = [
     job: job({ status: "cancelled", completedAt: T2 }),
     event: finished(0, "all of it"),
     patch: { holding: false, exitCode: 0, output: "all of it" },
+  },
+  {
+    name: "late finished on a job cancelled before its start was known: the start is recorded, no later than the cancel",
+    job: job({ status: "cancelled", startedAt: null, completedAt: T1 }),
+    event: finished(0, "all of it", { startedAt: T2.toISOString() }),
+    patch: { startedAt: T1, holding: false, exitCode: 0, output: "all of it" },
+  },
+  {
+    name: "cancelled event for a job cancelled while its image was pulled: only frees the card (no result)",
+    job: job({ status: "cancelled", startedAt: null, completedAt: T2 }),
+    event: cancelledBeforeStart,
+    patch: { holding: false },
   },
   {
     name: "cancelled event after a cancel whose output is already kept: only frees the card",
@@ -126,6 +171,13 @@ const cases: Case[] = [
     job: job({ status: "failed", holding: false, completedAt: T2, errorMessage: "GPU node node-a was lost" }),
     event: started,
     patch: null,
+    cancelOnNode: true,
+  },
+  {
+    name: "started on a job cancelled while its image was pulled: the start is recorded up to the cancel; the node must stop it",
+    job: job({ status: "cancelled", startedAt: null, completedAt: T1 }),
+    event: startedAt(T2),
+    patch: { startedAt: T1 },
     cancelOnNode: true,
   },
   {
@@ -159,7 +211,6 @@ const cases: Case[] = [
     event: finished(0),
     patch: {
       status: "completed",
-      startedAt: new Date("2026-01-01T10:00:20.000Z"),
       completedAt: new Date("2026-01-01T10:00:20.000Z"),
       exitCode: 0,
       output: "done\n",
@@ -167,27 +218,33 @@ const cases: Case[] = [
       errorMessage: null,
     },
   },
+  {
+    name: "an end stamped in the future (node clock ahead): completedAt is now",
+    job: job({}),
+    event: { ...finished(0), at: "2026-01-01T11:00:00.000Z" },
+    patch: { status: "completed", completedAt: NOW, exitCode: 0, output: "done\n", holding: false, errorMessage: null },
+  },
 ];
 
 describe("gpu-scheduler transitions - job events", () => {
   test.each(cases)("$name", ({ job, event, patch, cancelOnNode = false }) => {
-    const outcome = applyJobEvent(job, event);
+    const outcome = applyJobEvent(job, event, NOW);
     expect(outcome.patch).toEqual(patch);
     expect(outcome.cancelOnNode).toBe(cancelOnNode);
   });
 
   test("gpu-scheduler transitions - applying every event twice changes nothing the second time", () => {
     for (const c of cases) {
-      const first = applyJobEvent(c.job, c.event);
+      const first = applyJobEvent(c.job, c.event, NOW);
       const after = { ...c.job, ...(first.patch ?? {}) } as JobState;
-      expect(applyJobEvent(after, c.event).patch).toBeNull();
+      expect(applyJobEvent(after, c.event, NOW).patch).toBeNull();
     }
   });
 
   test("gpu-scheduler transitions - no event moves a terminal job to another status", () => {
     for (const status of ["completed", "failed", "cancelled"] as const) {
       for (const event of [started, finished(0), finished(1), failed, cancelled]) {
-        const patch = applyJobEvent(job({ status, completedAt: T2 }), event).patch;
+        const patch = applyJobEvent(job({ status, completedAt: T2 }), event, NOW).patch;
         expect(patch?.status).toBeUndefined();
       }
     }
@@ -232,22 +289,16 @@ const rows: Row[] = [
   { name: "expireQueued - a job placed meanwhile is left to start", apply: (j) => expireQueued(j, 30, T2), job: placed, patch: null },
   { name: "expireQueued - a running job is left alone", apply: (j) => expireQueued(j, 30, T2), job: job({}), patch: null },
   { name: "expireQueued - an ended job is left alone", apply: (j) => expireQueued(j, 30, T2), job: completedFree, patch: null },
-  // confirmStarted: the one path from assigned to running (run call answered, heartbeat, started event)
+  // confirmPlacement: the node took the job (run call answered, heartbeat); its start comes with its started event
   {
-    name: "confirmStarted - a placed job runs, from now",
-    apply: (j) => confirmStarted(j, "node-a", T2),
+    name: "confirmPlacement - a placed job is the node's now, with no start time yet (it may pull its image first)",
+    apply: (j) => confirmPlacement(j, "node-a"),
     job: placed,
-    patch: { status: "running", startedAt: T2 },
+    patch: { status: "running" },
   },
-  {
-    name: "confirmStarted - keeps a start time already known",
-    apply: (j) => confirmStarted(j, "node-a", T2),
-    job: job({ status: "assigned" }),
-    patch: { status: "running", startedAt: T1 },
-  },
-  { name: "confirmStarted - a job already running: nothing", apply: (j) => confirmStarted(j, "node-a", T2), job: job({}), patch: null },
-  { name: "confirmStarted - a job cancelled meanwhile: nothing", apply: (j) => confirmStarted(j, "node-a", T2), job: cancelledHolding, patch: null },
-  { name: "confirmStarted - placed on another node: nothing", apply: (j) => confirmStarted(j, "node-b", T2), job: placed, patch: null },
+  { name: "confirmPlacement - a job already running: nothing", apply: (j) => confirmPlacement(j, "node-a"), job: job({}), patch: null },
+  { name: "confirmPlacement - a job cancelled meanwhile: nothing", apply: (j) => confirmPlacement(j, "node-a"), job: cancelledHolding, patch: null },
+  { name: "confirmPlacement - placed on another node: nothing", apply: (j) => confirmPlacement(j, "node-b"), job: placed, patch: null },
   // unplace: the node did not take it
   { name: "unplace - a placed job goes back to the queue, card free", apply: (j) => unplace(j, "node-a"), job: placed, patch: backToQueue },
   { name: "unplace - a job cancelled meanwhile only frees its card", apply: (j) => unplace(j, "node-a"), job: cancelledHolding, patch: { holding: false } },
@@ -272,6 +323,12 @@ const rows: Row[] = [
   { name: "release - from another node: nothing", apply: (j) => release(j, "node-b"), job: completedHolding, patch: null },
   // loseNode: the node left the cluster
   { name: "loseNode - a running job fails", apply: (j) => loseNode(j, "node-a", MSG, T2), job: job({}), patch: failedOnCard },
+  {
+    name: "loseNode - a job its node had not started yet fails, with no start time",
+    apply: (j) => loseNode(j, "node-a", MSG, T2),
+    job: taken,
+    patch: failedOnCard,
+  },
   { name: "loseNode - a placed job goes back to the queue", apply: (j) => loseNode(j, "node-a", MSG, T2), job: placed, patch: backToQueue },
   { name: "loseNode - an ended job frees its card", apply: (j) => loseNode(j, "node-a", MSG, T2), job: completedHolding, patch: { holding: false } },
   { name: "loseNode - an ended job with its card free: nothing", apply: (j) => loseNode(j, "node-a", MSG, T2), job: completedFree, patch: null },
@@ -322,10 +379,14 @@ describe("gpu-scheduler transitions - views", () => {
     expect(gpuSecondsUsed({ status: "completed", startedAt: T0, completedAt: T1 }, T2)).toBe(5);
     expect(gpuSecondsUsed({ status: "queued", startedAt: null, completedAt: null }, T2)).toBe(0);
     expect(gpuSecondsUsed({ status: "cancelled", startedAt: null, completedAt: T1 }, T2)).toBe(0);
+    expect(gpuSecondsUsed({ status: "running", startedAt: null, completedAt: null }, T2)).toBe(0); // its image still being pulled
+    expect(gpuSecondsUsed({ status: "failed", startedAt: null, completedAt: T2 }, T2)).toBe(0); // failed before it started
   });
 
-  test("gpu-scheduler transitions - a placed job looks queued to clients", () => {
-    expect(publicStatus("assigned")).toBe("queued");
-    expect(publicStatus("running")).toBe("running");
+  test("gpu-scheduler transitions - a job looks queued to clients until it has started (placed, or its image being pulled)", () => {
+    expect(publicStatus("assigned", null)).toBe("queued");
+    expect(publicStatus("running", null)).toBe("queued");
+    expect(publicStatus("running", T1)).toBe("running");
+    expect(publicStatus("failed", null)).toBe("failed");
   });
 });

@@ -43,6 +43,8 @@ describe("platform - gpu protocol: job event check", () => {
     ["finished", { type: "finished", ...ok, exitCode: 0, output: "" }, "ok"],
     ["failed without exit code", { type: "failed", ...ok, errorMessage: "x", exitCode: null, output: "" }, "ok"],
     ["cancelled", { type: "cancelled", ...ok, exitCode: 137, output: "" }, "ok"],
+    ["finished with the job's start", { type: "finished", ...ok, startedAt: ok.at, exitCode: 0, output: "" }, "ok"],
+    ["a bad start time", { type: "failed", ...ok, startedAt: "at some point", errorMessage: "x", exitCode: null, output: "" }, "startedAt"],
     ["not an object", "started", "the message"],
     ["a job id that is not a UUID", { type: "started", ...ok, jobId: "x" }, "jobId"],
     ["no node id", { type: "started", ...ok, nodeId: "" }, "nodeId"],
