@@ -217,6 +217,13 @@ const GatewayService: ServiceSchema = {
   created(this: Service) {
     addReadinessCheck(this, "routes", routesReadiness(this as never));
   },
+
+  stopped(this: Service & { regenerateAllAutoAliases?: (() => void) & { cancel(): void } }) {
+    // moleculer-web regenerates routes 500 ms after services change (debounced), and services keep
+    // stopping after the gateway: a stopped gateway must not regenerate (and log) later.
+    this.regenerateAllAutoAliases?.cancel();
+    this.regenerateAllAutoAliases = Object.assign(() => undefined, { cancel: () => undefined });
+  },
 };
 
 export default GatewayService;
