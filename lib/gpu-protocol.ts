@@ -88,16 +88,23 @@ export type RunJobParams = {
   timeoutSeconds?: number;
   /** The job's own environment variables (jobEnvProblem); never logged. */
   env?: Record<string, string>;
+  /** Which attempt of the job this is, 1-based (a failed attempt may be retried); absent: 1. Events carry it back. */
+  attempt?: number;
 };
+
+/** The most retries a job may ask for (`maxRetries`): a job runs at most MAX_JOB_RETRIES + 1 attempts. */
+export const MAX_JOB_RETRIES = 10;
 
 export type JobEvent =
   /** `at`: when the job's process or container started (after any image pull), not when the node took the job. */
-  | { type: "started"; jobId: string; nodeId: string; gpuUuid: string; at: string }
+  | { type: "started"; jobId: string; nodeId: string; gpuUuid: string; at: string; attempt?: number }
   | {
       type: "finished";
       jobId: string;
       nodeId: string;
       gpuUuid: string;
+      /** The attempt reported on (RunJobParams.attempt); absent: 1. */
+      attempt?: number;
       at: string;
       /** When the job's process or container started (absent: it never did). */
       startedAt?: string;
@@ -112,6 +119,8 @@ export type JobEvent =
       jobId: string;
       nodeId: string;
       gpuUuid: string;
+      /** The attempt reported on (RunJobParams.attempt); absent: 1. */
+      attempt?: number;
       at: string;
       startedAt?: string;
       errorMessage: string;
@@ -125,6 +134,8 @@ export type JobEvent =
       jobId: string;
       nodeId: string;
       gpuUuid: string;
+      /** The attempt reported on (RunJobParams.attempt); absent: 1. */
+      attempt?: number;
       at: string;
       startedAt?: string;
       exitCode: number | null;
@@ -132,7 +143,8 @@ export type JobEvent =
       outputBase64?: string;
     };
 
-export type LogsParams = { jobId: string; offset?: number; limit?: number };
+/** `attempt`: which attempt's log (absent: 1). */
+export type LogsParams = { jobId: string; attempt?: number; offset?: number; limit?: number };
 /** Byte offsets into the node's log file; `data` is the page's raw bytes in base64 (output is bytes). */
 export type LogsPage = { data: string; offset: number; nextOffset: number | null; totalBytes: number };
 
@@ -222,6 +234,7 @@ function jobEventProblem(v: unknown): string | null {
   if (!isStr(v.nodeId)) return "nodeId";
   if (!isStr(v.gpuUuid)) return "gpuUuid";
   if (!isTime(v.at)) return "at";
+  if (v.attempt !== undefined && !(isInt(v.attempt) && (v.attempt as number) >= 1)) return "attempt";
   if (!["started", "finished", "failed", "cancelled"].includes(v.type as string)) return "type";
   if (v.type === "started") return null;
   if (v.startedAt !== undefined && !isTime(v.startedAt)) return "startedAt";

@@ -16,6 +16,7 @@ export const LABEL_GPU = "ci-platform.gpu-uuid";
 export const LABEL_NAMESPACE = "ci-platform.namespace";
 /** The job's time limit in seconds: a restarted node that adopts the container keeps it. */
 export const LABEL_TIMEOUT = "ci-platform.timeout-s";
+export const LABEL_ATTEMPT = "ci-platform.attempt";
 
 /** Writable scratch space of a job (counts against its memory limit). */
 const TMPFS_MB = 1024;
@@ -57,6 +58,7 @@ export function containerSpec(spec: JobSpec, ctx: ContainerContext): Docker.Cont
       [LABEL_GPU]: spec.card.uuid,
       [LABEL_NAMESPACE]: ctx.namespace,
       ...(spec.timeoutS && { [LABEL_TIMEOUT]: String(spec.timeoutS) }),
+      ...(spec.attempt && { [LABEL_ATTEMPT]: String(spec.attempt) }),
     },
     NetworkDisabled: ctx.limits.network === "none",
     AttachStdin: false,
@@ -151,7 +153,7 @@ export class DockerExecutor implements JobExecutor {
 
   run(spec: JobSpec): RunningJob {
     const limits = limitsOf(spec, this.limits());
-    return new RunningJob(spec.jobId, spec.card.uuid, this.jobOps({ ...spec, timeoutS: limits.timeoutS }), limits);
+    return new RunningJob(spec.jobId, spec.card.uuid, this.jobOps({ ...spec, timeoutS: limits.timeoutS }), limits, spec.attempt);
   }
 
   /** Containers of this namespace that this node (same node id, or one of its cards) left behind. */
@@ -177,7 +179,9 @@ export class DockerExecutor implements JobExecutor {
       // Its own time limit (a container from before labels had one: the node's), counted from its real start.
       const timeoutS = Number(summary.Labels[LABEL_TIMEOUT]);
       const limits = limitsOf({ timeoutS: Number.isInteger(timeoutS) && timeoutS > 0 ? timeoutS : undefined }, this.limits());
-      jobs.push(new RunningJob(jobId, summary.Labels[LABEL_GPU] ?? "", ops, { ...limits, elapsedMs, adopted: true }));
+      const attempt = Number(summary.Labels[LABEL_ATTEMPT]); // a container from before attempts: the first
+      const limitsNow = { ...limits, elapsedMs, adopted: true };
+      jobs.push(new RunningJob(jobId, summary.Labels[LABEL_GPU] ?? "", ops, limitsNow, Number.isInteger(attempt) && attempt > 0 ? attempt : 1));
     }
     return jobs;
   }

@@ -19,6 +19,7 @@ import {
   JobEvent,
   LogsPage,
   LogsParams,
+  MAX_JOB_RETRIES,
   MAX_JOB_SECONDS,
   NodeHeartbeat,
   RunJobParams,
@@ -28,7 +29,7 @@ import { discoverCards, NodeCard, queryNvidiaSmi, simulatedTelemetry } from "./d
 import { JOB_ID_PATTERN, JobExecutor, JobLimits, JobOutcome, RunningJob } from "./job";
 import { GpuNodeSettings, parseGpuNodeSettings } from "./settings";
 import { LogBudget, LOGS_PAGE_BYTES, pruneLogs, readLogChunk } from "./log-store";
-import { logFilePath } from "./output";
+import { logFilePath, logKey } from "./output";
 import { promises as fsp } from "fs";
 import { EventOutbox } from "./outbox";
 import { setUpExecutor } from "./executor-setup";
@@ -37,6 +38,7 @@ import { IMAGE_NAME_MAX, IMAGE_NAME_PATTERN } from "./registry-policy";
 export type CancelParams = { jobId: string };
 
 const JOB_ID = { type: "string", pattern: JOB_ID_PATTERN } as const;
+const ATTEMPT = { type: "number", optional: true, integer: true, min: 1, max: MAX_JOB_RETRIES + 1, convert: true } as const;
 const LOG_RETENTION_MS = 7 * 24 * 3600 * 1000;
 /** How long a stopping node waits for events to reach JetStream before it gives up on them. */
 const FLUSH_ON_STOP_MS = 10_000;
@@ -69,7 +71,7 @@ type GpuNodeThis = Service & {
   refreshTelemetry(): Promise<void>;
   pruneLogs(): Promise<void>;
   logBudget: LogBudget;
-  noteFinishedLog(jobId: string): Promise<void>;
+  noteFinishedLog(logKey: string): Promise<void>;
 };
 
 const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
@@ -90,9 +92,11 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
         containerImage: { type: "string", optional: true, nullable: true, max: IMAGE_NAME_MAX, pattern: IMAGE_NAME_PATTERN },
         timeoutSeconds: { type: "number", optional: true, integer: true, min: 1, max: MAX_JOB_SECONDS },
         env: { type: "object", optional: true },
+        attempt: ATTEMPT,
       },
       async handler(this: GpuNodeThis, ctx: Context<RunJobParams>): Promise<{ accepted: true }> {
         const { jobId, gpuUuid, command, containerImage, timeoutSeconds, env } = ctx.params;
+        const attempt = ctx.params.attempt ?? 1;
         if (this.refusal) throw apiError("SERVICE_UNAVAILABLE", this.refusal);
         const envProblem = env === undefined ? null : jobEnvProblem(env);
         if (envProblem) throw validationFailed([{ field: "env", message: envProblem }]);
@@ -100,11 +104,16 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
         const card = this.cards.find((c) => c.uuid === gpuUuid);
         if (!card) throw apiError("NOT_FOUND", `GPU ${gpuUuid} is not a card of this node`);
         const existing = this.jobs.get(jobId);
-        if (existing?.gpuUuid === gpuUuid) return { accepted: true }; // a repeated call: already running
+        if (existing && existing.attempt < attempt) {
+          // An earlier attempt the scheduler gave up on (its node was lost, then came back): stop it, the retry comes again.
+          void existing.stop("cancel");
+          throw apiError("INVALID_STATE", `An earlier attempt of job ${jobId} is still stopping on this node`);
+        }
+        if (existing?.gpuUuid === gpuUuid && existing.attempt === attempt) return { accepted: true }; // a repeated call: already running
         if (existing) throw apiError("INVALID_STATE", `Job ${jobId} already runs on another card of this node`);
         const busy = [...this.jobs.values()].find((j) => j.gpuUuid === gpuUuid);
         if (busy) throw apiError("INVALID_STATE", `GPU ${gpuUuid} is busy with another job`);
-        const job = this.executor.run({ jobId, card, command, containerImage, timeoutS: timeoutSeconds ?? this.config.jobTimeoutS, env });
+        const job = this.executor.run({ jobId, card, command, containerImage, timeoutS: timeoutSeconds ?? this.config.jobTimeoutS, env, attempt });
         this.jobs.set(jobId, job);
         this.track(job);
         return { accepted: true };
@@ -129,12 +138,13 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
       params: {
         $$strict: "remove",
         jobId: JOB_ID,
+        attempt: ATTEMPT,
         offset: { type: "number", integer: true, min: 0, optional: true, convert: true },
         limit: { type: "number", integer: true, min: 4, max: LOGS_PAGE_BYTES, optional: true, convert: true },
       },
       async handler(this: GpuNodeThis, ctx: Context<LogsParams>): Promise<LogsPage> {
-        const page = await readLogChunk(this.config.jobLogDir, ctx.params.jobId, ctx.params.offset, ctx.params.limit);
-        if (!page) throw apiError("NOT_FOUND", `No output of job ${ctx.params.jobId} on this node`);
+        const page = await readLogChunk(this.config.jobLogDir, logKey(ctx.params.jobId, ctx.params.attempt), ctx.params.offset, ctx.params.limit);
+        if (!page) throw apiError("NOT_FOUND", `No output of job ${ctx.params.jobId} (attempt ${ctx.params.attempt ?? 1}) on this node`);
         return page;
       },
     },
@@ -194,7 +204,7 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
         const outcome = await job.outcome;
         if (this.jobs.get(job.jobId) === job) this.jobs.delete(job.jobId);
         if (outcome) this.outbox.push(this.event(job, outcome));
-        if (outcome) await this.noteFinishedLog(job.jobId); // a finished log may take the node over its storage cap
+        if (outcome) await this.noteFinishedLog(job.logKey); // a finished log may take the node over its storage cap
       })().catch((err) => this.logger.error(`Reporting job ${job.jobId} failed`, err));
       this.tracking.add(done);
       void done.finally(() => this.tracking.delete(done));
@@ -203,7 +213,7 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
     /** `started` is stamped with the job's real start (after any image pull); an outcome carries it too. */
     event(this: GpuNodeThis, job: RunningJob, extra: { type: "started" } | JobOutcome): JobEvent {
       const startedAt = job.startedAt?.toISOString();
-      const base = { jobId: job.jobId, nodeId: this.broker.nodeID, gpuUuid: job.gpuUuid, at: new Date().toISOString() };
+      const base = { jobId: job.jobId, nodeId: this.broker.nodeID, gpuUuid: job.gpuUuid, attempt: job.attempt, at: new Date().toISOString() };
       if (extra.type === "started") return { ...extra, ...base, at: startedAt ?? base.at };
       return { ...extra, ...base, ...(startedAt && { startedAt }) } as JobEvent;
     },
@@ -230,7 +240,11 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
     /** Keeps job logs within 7 days and GPU_JOB_LOG_MAX_TOTAL_MB; running jobs' logs stay. */
     async pruneLogs(this: GpuNodeThis) {
       const maxTotalBytes = Math.round(this.config.jobLogMaxTotalMb * 1024 * 1024);
-      const result = await pruneLogs(this.config.jobLogDir, { maxAgeMs: LOG_RETENTION_MS, maxTotalBytes, active: new Set(this.jobs.keys()) }).catch((err) => {
+      const result = await pruneLogs(this.config.jobLogDir, {
+        maxAgeMs: LOG_RETENTION_MS,
+        maxTotalBytes,
+        active: new Set([...this.jobs.values()].map((j) => j.logKey)),
+      }).catch((err) => {
         this.logger.warn(`Job logs not pruned: ${(err as Error).message}`);
         return null;
       });
@@ -241,8 +255,8 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
     },
 
     /** Counts a finished job's log against the node's cap; scans and prunes only when it is crossed. */
-    async noteFinishedLog(this: GpuNodeThis, jobId: string) {
-      const size = (await fsp.stat(logFilePath(this.config.jobLogDir, jobId)).catch(() => null))?.size ?? 0;
+    async noteFinishedLog(this: GpuNodeThis, key: string) {
+      const size = (await fsp.stat(logFilePath(this.config.jobLogDir, key)).catch(() => null))?.size ?? 0;
       if (this.logBudget.add(size)) await this.pruneLogs();
     },
 

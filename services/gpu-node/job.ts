@@ -6,7 +6,7 @@
 import type { NodeCard } from "./discovery";
 import type { ExecutorKind } from "../../lib/gpu-protocol";
 import type { EncodedOutput } from "../../lib/output-encoding";
-import { OutputCapture } from "./output";
+import { logKey, OutputCapture } from "./output";
 
 /** Job ids also name log files: no path separators, bounded. */
 export const JOB_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
@@ -29,6 +29,8 @@ export type JobSpec = {
   timeoutS?: number;
   /** The job's own environment variables (never logged); the platform's card variables go on top. */
   env?: Record<string, string>;
+  /** Which attempt of the job (RunJobParams.attempt); absent: 1. Each has its own log file. */
+  attempt?: number;
 };
 
 /** The limits of one job: the node's, with the job's own time limit when it has one. */
@@ -108,10 +110,17 @@ export class RunningJob {
     readonly gpuUuid: string,
     private readonly ops: JobOps,
     private readonly limits: JobLimits,
+    /** Which attempt of the job this is (events carry it; its log file is its own). */
+    readonly attempt = 1,
   ) {
     if (limits.adopted && limits.elapsedMs) this.adoptedStartMs = Date.now() - limits.elapsedMs;
     this.started = this.launch();
     this.outcome = this.supervise();
+  }
+
+  /** The name of this attempt's log file (output.ts logKey). */
+  get logKey(): string {
+    return logKey(this.jobId, this.attempt);
   }
 
   get stopping(): StopReason | undefined {
@@ -120,7 +129,7 @@ export class RunningJob {
 
   private async launch(): Promise<boolean> {
     try {
-      this.capture = await OutputCapture.open(this.limits.logDir, this.jobId, { maxFileBytes: this.limits.outputMaxBytes, resume: this.limits.adopted });
+      this.capture = await OutputCapture.open(this.limits.logDir, this.logKey, { maxFileBytes: this.limits.outputMaxBytes, resume: this.limits.adopted });
       await this.ops.launch(this.capture);
       this.startedAt = new Date(this.adoptedStartMs ?? Date.now());
       this.launched = true;

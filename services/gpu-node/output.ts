@@ -63,8 +63,12 @@ export class TailBuffer {
   }
 }
 
-export function logFilePath(dir: string, jobId: string): string {
-  return path.join(dir, `${jobId}.log`);
+/** What names an attempt's log file: the job id for its first attempt, `<jobId>.<attempt>` for a retry. */
+export const logKey = (jobId: string, attempt = 1): string => (attempt > 1 ? `${jobId}.${attempt}` : jobId);
+
+/** `key`: logKey (a job id names its first attempt's log). */
+export function logFilePath(dir: string, key: string): string {
+  return path.join(dir, `${key}.log`);
 }
 
 /** The line that ends a capped log and heads a capped result. */

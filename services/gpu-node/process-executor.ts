@@ -243,7 +243,7 @@ export class ProcessExecutor implements JobExecutor {
   ) {}
 
   run(spec: JobSpec): RunningJob {
-    return new RunningJob(spec.jobId, spec.card.uuid, processOps(spec, this.isolation), limitsOf(spec, this.limits()));
+    return new RunningJob(spec.jobId, spec.card.uuid, processOps(spec, this.isolation), limitsOf(spec, this.limits()), spec.attempt);
   }
 
   /** Process jobs end with the node (it stops them on the way down): nothing to adopt. */

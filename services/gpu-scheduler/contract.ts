@@ -62,8 +62,20 @@ export const Job = Type.Object(
       }),
     ),
     statusReason: Nullable(
-      Type.String({ description: "Why the job is where it is, in words (e.g. a queue timeout that expired); null when there is nothing to add" }),
+      Type.String({
+        description:
+          'Why the job is where it is, in words (e.g. a queue timeout that expired, or "retry 2 of 3 in 10 s after: exit code 1" while a failed attempt waits for its retry); null when there is nothing to add',
+      }),
     ),
+    maxRetries: Type.Integer({
+      minimum: 0,
+      maximum: 10,
+      description: "As submitted (default 0): how many times a failed attempt goes back to the queue (never after the time limit or a cancel)",
+    }),
+    attempts: Type.Integer({
+      minimum: 0,
+      description: "Attempts started so far (at most maxRetries + 1); the other fields describe the current or last one",
+    }),
   },
   { $id: "Job" },
 );

@@ -31,7 +31,7 @@ export type DecidedEvents = {
 };
 
 /** Decides a batch of events on the jobs' states, a job's events in arrival order, at `now`. Pure. */
-export function decideEvents(events: JobEvent[], states: Map<string, JobState>, now: Date): DecidedEvents {
+export function decideEvents(events: JobEvent[], states: Map<string, JobState>, now: Date, retryBackoffS?: number): DecidedEvents {
   const out: DecidedEvents = { decided: new Map(), stop: [], misrouted: [] };
   for (const event of events) {
     const entry = out.decided.get(event.jobId);
@@ -41,7 +41,7 @@ export function decideEvents(events: JobEvent[], states: Map<string, JobState>, 
       continue;
     }
     if (current.nodeId !== event.nodeId) out.misrouted.push(event);
-    const outcome = applyJobEvent(current, event, now);
+    const outcome = applyJobEvent(current, event, now, retryBackoffS);
     if (outcome.cancelOnNode) out.stop.push({ jobId: event.jobId, nodeId: event.nodeId });
     if (!outcome.patch) continue;
     out.decided.set(event.jobId, {
@@ -83,6 +83,8 @@ export class EventApplier {
     private readonly logger: LoggerInstance,
     /** A card was freed: another placement pass may use it. */
     private readonly onFreed: () => void,
+    /** RETRY_BACKOFF_S (absent: the default). */
+    private readonly retryBackoffS?: number,
   ) {
     this.events = new Batcher((events) => this.applyEvents(events), { maxBatch: 200, maxInFlight: 2 });
   }
@@ -125,7 +127,7 @@ export class EventApplier {
     let freed = false;
     for (let attempt = 0; attempt < CAS_ATTEMPTS && pending.length; attempt++) {
       const states = await this.store.states([...new Set(pending.map((e) => e.jobId))]);
-      const { decided, stop, misrouted } = decideEvents(pending, states, this.clock.now());
+      const { decided, stop, misrouted } = decideEvents(pending, states, this.clock.now(), this.retryBackoffS);
       for (const e of misrouted) this.logger.warn(`Ignored job event ${e.type} of ${e.jobId} from ${e.nodeId}: the job is not on that node`);
       for (const s of stop) void this.stopper.stop(s.jobId, s.nodeId);
       const updates = [...decided].map(([id, d]) => ({ id, seen: d.seen, patch: d.patch }));

@@ -11,7 +11,7 @@ import { channelSender, ensureChannelStreams, perSenderChannel } from "../../lib
 import { Type } from "../../lib/contract";
 import { brokerEnv } from "../../lib/settings";
 import { apiError, fromDataError, notFound, validationFailed } from "../../lib/errors";
-import { checkHeartbeat, checkJobEvent, HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL, jobEnvProblem, MAX_JOB_SECONDS } from "../../lib/gpu-protocol";
+import { checkHeartbeat, checkJobEvent, HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL, jobEnvProblem, MAX_JOB_RETRIES, MAX_JOB_SECONDS } from "../../lib/gpu-protocol";
 import { CallerMeta, respondCreated } from "../../lib/identity";
 import type { BodyPage, PagedBodyMeta } from "../../lib/paged-body";
 import { RefusalLog } from "../../lib/refusal-log";
@@ -25,7 +25,7 @@ import { parseSchedulerSettings, SchedulerSettings } from "./settings";
 import { JobRow, JobsRepository, NewJob } from "./jobs.repository";
 import { PlacementRepository } from "./placement.repository";
 import { migrations } from "./migrations";
-import { JobLogs, LogCursor } from "./job-logs";
+import { earlierAttempt, JobLogs, lastAttempt, LogCursor, LogTarget } from "./job-logs";
 import { BrokerNodeClient } from "./node-client";
 import { matchingNames, requestedGpuType } from "./gpu-type";
 import { checkImage, IMAGE_NAME_MAX, IMAGE_NAME_PATTERN } from "../gpu-node/registry-policy";
@@ -41,11 +41,15 @@ export interface CreateJobParams {
   timeoutSeconds?: number;
   env?: Record<string, string>;
   queueTimeoutSeconds?: number;
+  maxRetries?: number;
 }
 export type JobIdParams = { id: string };
+/** `attempt`: 1-based; absent: the last one. */
+export type JobLogsParams = JobIdParams & { attempt?: number };
 
 const LIST_LIMIT = 50;
 const JOB_ID_PARAMS = { id: { type: "string", max: 64 } };
+const ATTEMPT_PARAM = { type: "number", optional: true, integer: true, min: 1, max: MAX_JOB_RETRIES + 1, convert: true };
 /** Deliveries of a job event that fails to apply before the scheduler gives up on it (then: dead letter). */
 const EVENT_MAX_RETRIES = 5;
 /** Applying an event takes milliseconds; one unacknowledged this long went to a replica that died. */
@@ -72,6 +76,7 @@ type SchedulerThis = Service &
     keys: IdempotencyRepository;
     tickTimer?: NodeJS.Timeout;
     ownJob(ctx: Context<JobIdParams, CallerMeta>): Promise<JobRow>;
+    logTarget(ctx: Context<JobLogsParams, CallerMeta>): Promise<LogTarget>;
     checkGpuType(gpuType: string): void;
     createKeyed(ctx: Context<CreateJobParams, CallerMeta>, key: string, job: NewJob): Promise<CreatedJob>;
     keysExpireBefore(): Date;
@@ -118,6 +123,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
         containerImage: { type: "string", optional: true, min: 1, max: IMAGE_NAME_MAX, pattern: IMAGE_NAME_PATTERN },
         timeoutSeconds: { type: "number", optional: true, integer: true, min: 1, max: MAX_JOB_SECONDS },
         queueTimeoutSeconds: { type: "number", optional: true, integer: true, min: 1, max: MAX_JOB_SECONDS },
+        maxRetries: { type: "number", optional: true, integer: true, min: 0, max: MAX_JOB_RETRIES },
         // Names and values are checked by jobEnvProblem (one rule for the scheduler and the node).
         env: { type: "object", optional: true },
       },
@@ -142,6 +148,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
           timeoutSeconds: ctx.params.timeoutSeconds ?? this.config.jobTimeoutS,
           env,
           queueTimeoutSeconds: ctx.params.queueTimeoutSeconds ?? null,
+          maxRetries: ctx.params.maxRetries ?? 0,
         };
         // Keyed requests take their own transaction; the others stay on the batched inserts.
         if (key !== undefined) return this.createKeyed(ctx, key, job);
@@ -196,14 +203,15 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       openapi: {
         tag: "gpu",
         summary: "The job's whole captured output: the exact bytes it printed, streamed (chunked)",
+        description: "Of its last attempt; `?attempt=N` (1-based) reads an earlier one. An attempt the job has not started is 404.",
         status: 200,
         response: Type.String(),
         contentType: "text/plain",
         errors: ["NOT_FOUND"],
       },
-      params: JOB_ID_PARAMS,
-      async handler(this: SchedulerThis, ctx: Context<JobIdParams, CallerMeta & PagedBodyMeta & { $responseType?: string }>): Promise<BodyPage> {
-        const page = await this.jobLogs.first(await this.ownJob(ctx));
+      params: { ...JOB_ID_PARAMS, attempt: ATTEMPT_PARAM },
+      async handler(this: SchedulerThis, ctx: Context<JobLogsParams, CallerMeta & PagedBodyMeta & { $responseType?: string }>): Promise<BodyPage> {
+        const page = await this.jobLogs.first(await this.logTarget(ctx));
         ctx.meta.$responseType = "text/plain; charset=utf-8";
         ctx.meta.$pagedBody = { action: "gpu-scheduler.logsPage" };
         return page;
@@ -218,12 +226,12 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       params: {
         $$strict: "remove",
         id: { type: "string", max: 64 },
+        attempt: ATTEMPT_PARAM,
         source: { type: "enum", values: ["node", "result"] },
         offset: { type: "number", integer: true, min: 0 },
       },
       async handler(this: SchedulerThis, ctx: Context<LogCursor, CallerMeta>): Promise<BodyPage> {
-        const row = await this.ownJob(ctx);
-        return this.jobLogs.page(row, ctx.params.source, ctx.params.offset);
+        return this.jobLogs.page(await this.logTarget(ctx), ctx.params.source, ctx.params.offset);
       },
     },
 
@@ -301,6 +309,16 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       return row;
     },
 
+    /** Whose log `?attempt=N` reads: the last attempt is the job's row, an earlier one its kept record; one not started is 404. */
+    async logTarget(this: SchedulerThis, ctx: Context<JobLogsParams, CallerMeta>): Promise<LogTarget> {
+      const row = await this.ownJob(ctx);
+      const attempt = ctx.params.attempt;
+      if (attempt === undefined || attempt === row.attempts) return lastAttempt(row, attempt);
+      const kept = attempt < row.attempts ? await this.repo.attempt(row.id, attempt) : undefined;
+      if (!kept) throw notFound(`Attempt ${attempt} of the GPU job`);
+      return earlierAttempt(row.id, kept);
+    },
+
     /** A submission with an Idempotency-Key: the job and the key in one transaction, or the first answer again. */
     async createKeyed(this: SchedulerThis, ctx: Context<CreateJobParams, CallerMeta>, key: string, job: NewJob): Promise<CreatedJob> {
       const request = { clientId: job.clientId, key, requestHash: requestHash(ctx.params) };
@@ -350,6 +368,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       nodeTimeoutMs: this.config.nodeTimeoutS * 1000,
       dispatchTimeoutMs: timeoutMs,
       warmUpMs: this.config.heartbeatS * 1500,
+      retryBackoffS: this.config.retryBackoffS,
     });
     this.jobLogs = new JobLogs(nodes, this.scheduler.view, (message) => this.logger.debug(message));
     this.inserts = new Batcher(

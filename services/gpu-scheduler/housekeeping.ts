@@ -62,7 +62,7 @@ export function unreportedJobs(
 export function nodeLossCounts(patches: Iterable<JobPatch>): { failed: number; requeued: number; released: number } {
   const counts = { failed: 0, requeued: 0, released: 0 };
   for (const patch of patches) {
-    if (patch.status === "failed") counts.failed++;
+    if (patch.status === "failed" || patch.endedAttempt) counts.failed++;
     else if (patch.status === "queued") counts.requeued++;
     else counts.released++;
   }
@@ -117,7 +117,8 @@ export class Housekeeping {
     );
     for (const job of fail) {
       const message = `GPU node ${job.node_id} no longer runs the job and never reported its end (the node restarted?)`;
-      if (await this.writer.applyOne(job.id, (state) => failUnreported(state, job.node_id, message, now))) this.logger.warn(`Job ${job.id}: ${message}`);
+      if (await this.writer.applyOne(job.id, (state) => failUnreported(state, job.node_id, message, now, this.settings.retryBackoffS)))
+        this.logger.warn(`Job ${job.id}: ${message}`);
     }
     this.unreported = missingSince;
     // Ended jobs whose node never confirmed the card free.
@@ -134,7 +135,9 @@ export class Housekeeping {
     this.view.remove(nodeId);
     const seconds = this.settings.nodeTimeoutMs / 1000;
     const message = `GPU node ${nodeId} was lost (no heartbeat for ${seconds} s)`;
-    const { written } = await this.writer.apply(await this.store.statesOnNode(nodeId), (job) => loseNode(job, nodeId, message, now));
+    const { written } = await this.writer.apply(await this.store.statesOnNode(nodeId), (job) =>
+      loseNode(job, nodeId, message, now, this.settings.retryBackoffS),
+    );
     const outcome = nodeLossCounts(written.values());
     if (outcome.failed || outcome.requeued || outcome.released)
       this.logger.warn(`GPU node ${nodeId} lost: ${outcome.failed} running job(s) failed, ${outcome.requeued} placement(s) back in the queue`);

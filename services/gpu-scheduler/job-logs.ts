@@ -3,24 +3,61 @@
  * from the log file on the node that ran it while that node is in the cluster, else from the
  * result the scheduler kept (its last 64 KiB). The first page picks the source and every later
  * page keeps it, so one response never mixes the two. Bytes are passed through untouched.
+ * Each attempt of a retried job has its own: the last one is the job's row, an earlier one the
+ * record kept when it ended (job_attempts), and the node keeps one log file per attempt.
  */
 import type { LogsPage } from "../../lib/gpu-protocol";
 import { decodeOutput } from "../../lib/output-encoding";
 import type { BodyPage } from "../../lib/paged-body";
-import type { JobRow } from "./jobs.repository";
+import type { AttemptRow, JobRow } from "./jobs.repository";
 import type { StoredStatus } from "./transitions";
 
 export type LogSource = "node" | "result";
-/** The params of `gpu-scheduler.logsPage`. */
-export type LogCursor = { id: string; source: LogSource; offset: number };
+/** The params of `gpu-scheduler.logsPage` (`attempt`: as the first page's request). */
+export type LogCursor = { id: string; attempt?: number; source: LogSource; offset: number };
 
 export interface NodeLogs {
-  logPage(nodeId: string, jobId: string, offset: number): Promise<LogsPage>;
+  logPage(nodeId: string, jobId: string, offset: number, attempt?: number): Promise<LogsPage>;
 }
+
+/** One attempt's log: where it ran (`onNode`: its node may have a log file) and the output the scheduler kept. */
+export type LogTarget = {
+  id: string;
+  /** Absent: the job's last attempt, as requested without `?attempt`. */
+  attempt?: number;
+  /** The attempt the node's log file belongs to (1 for a job that never ran). */
+  nodeAttempt: number;
+  nodeId: string | null;
+  onNode: boolean;
+  output: string | null;
+  outputBase64: string | null;
+};
 
 /** Bytes per page from the kept result (it is at most 64 KiB and a note: usually one page). */
 const RESULT_PAGE_BYTES = 256 * 1024;
 const ON_NODE: StoredStatus[] = ["running", "completed", "failed", "cancelled"];
+
+/** The job's current or last attempt, from its row; `attempt`: as requested. */
+export const lastAttempt = (row: JobRow, attempt?: number): LogTarget => ({
+  id: row.id,
+  ...(attempt !== undefined && { attempt }),
+  nodeAttempt: Math.max(row.attempts ?? 1, 1),
+  nodeId: row.node_id,
+  onNode: ON_NODE.includes(row.status),
+  output: row.output,
+  outputBase64: row.output_base64,
+});
+
+/** An ended attempt of a retried job, from its kept record. */
+export const earlierAttempt = (id: string, kept: AttemptRow): LogTarget => ({
+  id,
+  attempt: kept.attempt,
+  nodeAttempt: kept.attempt,
+  nodeId: kept.node_id,
+  onNode: true,
+  output: kept.output,
+  outputBase64: kept.output_base64,
+});
 
 export class JobLogs {
   constructor(
@@ -29,25 +66,26 @@ export class JobLogs {
     private readonly debug: (message: string) => void = () => undefined,
   ) {}
 
-  async first(row: JobRow): Promise<BodyPage> {
-    if (row.node_id && ON_NODE.includes(row.status) && this.view.has(row.node_id)) {
+  async first(job: LogTarget): Promise<BodyPage> {
+    if (job.nodeId && job.onNode && this.view.has(job.nodeId)) {
       try {
-        return await this.page(row, "node", 0);
+        return await this.page(job, "node", 0);
       } catch (err) {
-        this.debug(`Logs of job ${row.id} unavailable on ${row.node_id}: ${(err as Error).message}`);
+        this.debug(`Logs of job ${job.id} (attempt ${job.nodeAttempt}) unavailable on ${job.nodeId}: ${(err as Error).message}`);
       }
     }
-    return this.page(row, "result", 0);
+    return this.page(job, "result", 0);
   }
 
-  async page(row: JobRow, source: LogSource, offset: number): Promise<BodyPage> {
-    const next = (nextOffset: number | null): BodyPage["next"] => (nextOffset === null ? null : { id: row.id, source, offset: nextOffset });
+  async page(job: LogTarget, source: LogSource, offset: number): Promise<BodyPage> {
+    const cursor = { id: job.id, ...(job.attempt !== undefined && { attempt: job.attempt }), source };
+    const next = (nextOffset: number | null): BodyPage["next"] => (nextOffset === null ? null : { ...cursor, offset: nextOffset });
     if (source === "node") {
-      if (!row.node_id) throw new Error(`Job ${row.id} ran on no node`);
-      const page = await this.nodes.logPage(row.node_id, row.id, offset);
+      if (!job.nodeId) throw new Error(`Job ${job.id} ran on no node`);
+      const page = await this.nodes.logPage(job.nodeId, job.id, offset, job.nodeAttempt);
       return { data: page.data, next: next(page.nextOffset) };
     }
-    const bytes = decodeOutput({ output: row.output ?? "", outputBase64: row.output_base64 ?? undefined });
+    const bytes = decodeOutput({ output: job.output ?? "", outputBase64: job.outputBase64 ?? undefined });
     const end = Math.min(bytes.length, offset + RESULT_PAGE_BYTES);
     return { data: bytes.subarray(Math.min(offset, end), end).toString("base64"), next: next(end < bytes.length ? end : null) };
   }

@@ -39,6 +39,8 @@ export function toJobDetail(row: JobRow, now: Date, label: NodeLabeler, defaultT
     envNames: row.env_names ?? [],
     queueTimeoutSeconds: row.queue_timeout_seconds ?? null,
     statusReason: row.status_reason ?? null,
+    maxRetries: row.max_retries ?? 0,
+    attempts: row.attempts ?? 0,
   };
 }
 

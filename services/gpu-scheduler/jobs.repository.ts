@@ -27,7 +27,13 @@ export type JobRow = {
   env_names: string[];
   queue_timeout_seconds: number | null;
   status_reason: string | null;
+  max_retries: number;
+  /** Attempts started so far (placement counts one). */
+  attempts: number;
 };
+
+/** An ended attempt of a retried job (job_attempts). */
+export type AttemptRow = { attempt: number; node_id: string | null; exit_code: number | null; output: string | null; output_base64: string | null };
 
 export type NewJob = {
   id: string;
@@ -39,13 +45,14 @@ export type NewJob = {
   timeoutSeconds: number;
   env?: Record<string, string>;
   queueTimeoutSeconds?: number | null;
+  maxRetries?: number;
 };
 
 const COLUMNS = `id, client_id, command, container_image, gpu_type, status, node_id, gpu_uuid, gpu_name, holding,
   created_at, assigned_at, started_at, completed_at, exit_code, output, output_base64, error_message, timeout_seconds, env_names,
-  queue_timeout_seconds, status_reason`;
+  queue_timeout_seconds, status_reason, max_retries, attempts`;
 /** What a decision reads: `output` only as a presence mark (see `states`). */
-const STATE_COLUMNS = `id, status, node_id, gpu_uuid, holding, assigned_at, started_at, completed_at, exit_code, error_message,
+const STATE_COLUMNS = `id, status, node_id, gpu_uuid, holding, assigned_at, started_at, completed_at, exit_code, error_message, attempts, max_retries,
   CASE WHEN output IS NULL THEN NULL ELSE '' END AS output`;
 const TERMINAL_SQL = `('completed', 'failed', 'cancelled')`;
 
@@ -60,6 +67,8 @@ export const toState = (r: JobRow): JobState => ({
   exitCode: r.exit_code,
   output: r.output,
   errorMessage: r.error_message,
+  attempts: r.attempts,
+  maxRetries: r.max_retries,
 });
 
 export class JobsRepository {
@@ -71,12 +80,12 @@ export class JobsRepository {
       `WITH depth AS (SELECT count(*)::int AS n FROM gpu_scheduler.jobs WHERE status = 'queued'),
        ins AS (
          INSERT INTO gpu_scheduler.jobs (id, client_id, command, container_image, gpu_type, gpu_match, status, created_at, timeout_seconds, env, env_names,
-           queue_timeout_seconds, queue_deadline)
+           queue_timeout_seconds, queue_deadline, max_retries)
          SELECT u.id, u.client_id, u.command, u.image, u.gpu_type, u.gpu_match, 'queued', $7, u.timeout_seconds, u.env,
            ARRAY(SELECT k FROM jsonb_object_keys(COALESCE(u.env, '{}')) AS k ORDER BY k COLLATE "C"),
-           u.queue_timeout, $7::timestamptz + make_interval(secs => u.queue_timeout)
-         FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $8::int[], $9::jsonb[], $10::int[])
-           AS u(id, client_id, command, image, gpu_type, gpu_match, timeout_seconds, env, queue_timeout)
+           u.queue_timeout, $7::timestamptz + make_interval(secs => u.queue_timeout), u.max_retries
+         FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $8::int[], $9::jsonb[], $10::int[], $11::int[])
+           AS u(id, client_id, command, image, gpu_type, gpu_match, timeout_seconds, env, queue_timeout, max_retries)
          RETURNING id, seq)
        SELECT ins.id, (depth.n + row_number() OVER (ORDER BY ins.seq))::int AS position FROM ins, depth`,
       [
@@ -90,6 +99,7 @@ export class JobsRepository {
         jobs.map((j) => j.timeoutSeconds),
         jobs.map((j) => (j.env && Object.keys(j.env).length ? JSON.stringify(j.env) : null)),
         jobs.map((j) => j.queueTimeoutSeconds ?? null),
+        jobs.map((j) => j.maxRetries ?? 0),
       ],
     );
     return rows;
@@ -102,6 +112,15 @@ export class JobsRepository {
 
   async find(id: string): Promise<JobRow | undefined> {
     const { rows } = await this.db.query<JobRow>(`SELECT ${COLUMNS} FROM gpu_scheduler.jobs WHERE id = $1`, [id]);
+    return rows[0];
+  }
+
+  /** An ended attempt of a retried job (the current or last one is the job's row). */
+  async attempt(jobId: string, attempt: number): Promise<AttemptRow | undefined> {
+    const { rows } = await this.db.query<AttemptRow>(
+      `SELECT attempt, node_id, exit_code, output, output_base64 FROM gpu_scheduler.job_attempts WHERE job_id = $1 AND attempt = $2`,
+      [jobId, attempt],
+    );
     return rows[0];
   }
 
@@ -133,7 +152,8 @@ export class JobsRepository {
   /**
    * Writes each patch only if the job's status, holding and placement (node, card) are still what
    * its decision saw (compare-and-set); returns the ids written. One statement for the whole batch.
-   * `nodeId: null` in a patch clears the whole placement (node, card, its name, when it was placed).
+   * `nodeId: null` in a patch clears the whole placement (node, card, its name, when it was placed);
+   * an `endedAttempt` is kept in job_attempts by the same statement, only if its patch is written.
    */
   async compareAndSet(
     updates: Array<{ id: string; seen: Pick<JobState, "status" | "holding" | "nodeId" | "gpuUuid">; patch: JobPatch }>,
@@ -143,8 +163,9 @@ export class JobsRepository {
       `${column} = CASE WHEN p.patch ? '${field}' THEN (p.patch->>'${field}')${cast} ELSE j.${column} END`;
     const unplaced = (column: string) => `${column} = CASE WHEN p.patch ? 'nodeId' THEN NULL ELSE j.${column} END`;
     const { rows } = await this.db.query<{ id: string }>(
-      `UPDATE gpu_scheduler.jobs j SET
+      `WITH written AS (UPDATE gpu_scheduler.jobs j SET
          ${set("status", "status", "")}, ${set("holding", "holding", "::boolean")},
+         ${set("attempts", "attempts", "::int")}, ${set("notBefore", "not_before", "::timestamptz")},
          ${set("startedAt", "started_at", "::timestamptz")}, ${set("completedAt", "completed_at", "::timestamptz")},
          ${set("exitCode", "exit_code", "::int")}, ${set("output", "output", "")}, ${set("errorMessage", "error_message", "")},
          ${set("outputBase64", "output_base64", "")}, ${set("statusReason", "status_reason", "")},
@@ -152,7 +173,14 @@ export class JobsRepository {
        FROM jsonb_to_recordset($1::jsonb) AS p(id uuid, seen_status text, seen_holding boolean, seen_node text, seen_gpu text, patch jsonb)
        WHERE j.id = p.id AND j.status = p.seen_status AND j.holding = p.seen_holding
          AND j.node_id IS NOT DISTINCT FROM p.seen_node AND j.gpu_uuid IS NOT DISTINCT FROM p.seen_gpu
-       RETURNING j.id`,
+       RETURNING j.id, p.patch->'endedAttempt' AS ended),
+       kept AS (INSERT INTO gpu_scheduler.job_attempts (job_id, attempt, node_id, started_at, ended_at, exit_code, output, output_base64, error_message)
+         SELECT w.id, a.attempt, a."nodeId", a."startedAt", a."endedAt", a."exitCode", a.output, a."outputBase64", a."errorMessage"
+         FROM written w, jsonb_to_record(w.ended) AS a(attempt int, "nodeId" text, "startedAt" timestamptz, "endedAt" timestamptz, "exitCode" int,
+           output text, "outputBase64" text, "errorMessage" text)
+         WHERE w.ended IS NOT NULL
+         ON CONFLICT (job_id, attempt) DO NOTHING)
+       SELECT id FROM written`,
       [
         JSON.stringify(
           updates.map((u) => ({
@@ -196,7 +224,7 @@ export class JobsRepository {
   async expiredQueued(now: Date, limit: number): Promise<Array<{ id: string; queue_timeout_seconds: number }>> {
     const { rows } = await this.db.query<{ id: string; queue_timeout_seconds: number }>(
       `SELECT id, queue_timeout_seconds FROM gpu_scheduler.jobs
-       WHERE status = 'queued' AND queue_deadline IS NOT NULL AND queue_deadline <= $1 ORDER BY queue_deadline LIMIT $2`,
+       WHERE status = 'queued' AND queue_deadline IS NOT NULL AND queue_deadline <= $1 AND attempts = 0 ORDER BY queue_deadline LIMIT $2`,
       [now, limit],
     );
     return rows;

@@ -83,4 +83,31 @@ export const migrations: Migration[] = [
       CREATE INDEX jobs_queue_deadline ON jobs (queue_deadline) WHERE status = 'queued' AND queue_deadline IS NOT NULL;
     `,
   },
+  {
+    version: 5,
+    name: "job retries",
+    // attempts: started so far (placement counts one); a job already placed before counts its one.
+    // not_before: a retried job is not placed before its backoff ends (placement's queue read
+    // filters on it; the partial index lists the jobs waiting for one). job_attempts: the ended
+    // attempts of retried jobs (the job's row holds the current or last one).
+    sql: `
+      ALTER TABLE jobs ADD COLUMN max_retries integer NOT NULL DEFAULT 0 CHECK (max_retries BETWEEN 0 AND 10);
+      ALTER TABLE jobs ADD COLUMN attempts integer NOT NULL DEFAULT 0 CHECK (attempts >= 0);
+      ALTER TABLE jobs ADD COLUMN not_before timestamptz;
+      UPDATE jobs SET attempts = 1 WHERE node_id IS NOT NULL;
+      CREATE INDEX jobs_queue_not_before ON jobs (not_before) WHERE status = 'queued' AND not_before IS NOT NULL;
+      CREATE TABLE job_attempts (
+        job_id uuid NOT NULL,
+        attempt integer NOT NULL CHECK (attempt >= 1),
+        node_id text,
+        started_at timestamptz,
+        ended_at timestamptz NOT NULL,
+        exit_code integer,
+        output text,
+        output_base64 text,
+        error_message text NOT NULL,
+        PRIMARY KEY (job_id, attempt)
+      );
+    `,
+  },
 ];

@@ -19,7 +19,7 @@ export class BrokerNodeClient implements NodeClient, NodeLogs {
   }
 
   /** One page of the job's log file on its node (raw bytes, base64; a bus message stays small). */
-  logPage(nodeId: string, jobId: string, offset: number): Promise<LogsPage> {
-    return this.broker.call("gpu-node.logs", { jobId, offset }, { nodeID: nodeId, timeout: this.timeoutMs });
+  logPage(nodeId: string, jobId: string, offset: number, attempt?: number): Promise<LogsPage> {
+    return this.broker.call("gpu-node.logs", { jobId, offset, ...(attempt && attempt > 1 && { attempt }) }, { nodeID: nodeId, timeout: this.timeoutMs });
   }
 }

@@ -65,6 +65,8 @@ export const asPlaced = (job: AssignedJob): JobState => ({
   exitCode: null,
   output: null,
   errorMessage: null,
+  attempts: job.attempts,
+  maxRetries: job.max_retries,
 });
 
 export class PlacementLoop {
@@ -173,6 +175,7 @@ export class PlacementLoop {
       containerImage: job.container_image,
       ...(job.timeout_seconds !== null && { timeoutSeconds: job.timeout_seconds }),
       ...(job.env && { env: job.env }),
+      attempt: job.attempts,
     };
     this.nodes
       .run(job.node_id, params)

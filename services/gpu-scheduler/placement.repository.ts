@@ -15,6 +15,9 @@ export type AssignedJob = {
   /** The job's variables: read here only, to hand the job to its node. */
   env: Record<string, string> | null;
   assigned_at: Date;
+  /** This placement's attempt (1-based: the placement counts it). */
+  attempts: number;
+  max_retries: number;
 };
 export type PlacementRow = { jobId: string; nodeId: string; gpuUuid: string; gpuName: string };
 export type QueuedRow = { jobId: string; gpuType: string | null; seq: number };
@@ -24,7 +27,7 @@ export type QueuedRow = { jobId: string; gpuType: string | null; seq: number };
  * requested type, at most as many per type as there may be free cards. The distinct types come
  * from skipping through an index (one probe per type), so the cost does not grow with the backlog.
  */
-function snapshotSql(cardCount: number): string {
+function snapshotSql(cardCount: number, nowLiteral: string): string {
   return `WITH RECURSIVE types(m) AS (
       (SELECT gpu_match FROM gpu_scheduler.jobs WHERE status = 'queued' ORDER BY gpu_match LIMIT 1)
       UNION ALL
@@ -35,7 +38,8 @@ function snapshotSql(cardCount: number): string {
     queue AS (
       SELECT q.id, q.gpu_type, q.seq FROM types, held,
         LATERAL (SELECT id, gpu_type, seq FROM gpu_scheduler.jobs j
-                 WHERE j.status = 'queued' AND j.gpu_match = types.m ORDER BY j.seq LIMIT GREATEST(${cardCount} - held.n, 0)) q
+                 WHERE j.status = 'queued' AND j.gpu_match = types.m AND (j.not_before IS NULL OR j.not_before <= ${nowLiteral}::timestamptz)
+                 ORDER BY j.seq LIMIT GREATEST(${cardCount} - held.n, 0)) q
       WHERE types.m IS NOT NULL)
     SELECT (SELECT uuids FROM held) AS held, (SELECT json_agg(queue ORDER BY seq) FROM queue) AS queue`;
 }
@@ -60,7 +64,7 @@ export class PlacementRepository {
       const results = (await tx.query(
         `BEGIN;
          SELECT pg_advisory_xact_lock(hashtext('ci-platform:gpu-scheduler:placement'));
-         ${snapshotSql(Math.max(0, Math.floor(cardCount)))}`,
+         ${snapshotSql(Math.max(0, Math.floor(cardCount)), tx.escapeLiteral(now.toISOString()))}`,
       )) as unknown as Array<{ rows: Array<{ held: string[] | null; queue: Array<{ id: string; gpu_type: string | null; seq: number }> | null }> }>;
       const row = results[2].rows[0];
       const queue = (row.queue ?? []).map((q) => ({ jobId: q.id, gpuType: q.gpu_type, seq: Number(q.seq) }));
@@ -74,10 +78,10 @@ export class PlacementRepository {
       const written = (await tx.query(
         `UPDATE gpu_scheduler.jobs j
          SET status = 'assigned', node_id = p.node_id, gpu_uuid = p.gpu_uuid, gpu_name = p.gpu_name, holding = true,
-             assigned_at = ${lit(now.toISOString())}::timestamptz
+             assigned_at = ${lit(now.toISOString())}::timestamptz, attempts = j.attempts + 1
          FROM (VALUES ${values}) AS p(id, node_id, gpu_uuid, gpu_name)
          WHERE j.id = p.id AND j.status = 'queued'
-         RETURNING j.id, j.node_id, j.gpu_uuid, j.command, j.container_image, j.timeout_seconds, j.env, j.assigned_at;
+         RETURNING j.id, j.node_id, j.gpu_uuid, j.command, j.container_image, j.timeout_seconds, j.env, j.assigned_at, j.attempts, j.max_retries;
          COMMIT`,
       )) as unknown as Array<{ rows: AssignedJob[] }>;
       return { planned: placements.length, assigned: written[0].rows };

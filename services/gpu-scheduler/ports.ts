@@ -14,4 +14,6 @@ export type SchedulerSettings = {
   dispatchTimeoutMs: number;
   /** Until this long after start, not every live node has announced itself yet. */
   warmUpMs: number;
+  /** RETRY_BACKOFF_S: the wait before a failed job's first retry (doubling for each later one); absent: 5. */
+  retryBackoffS?: number;
 };

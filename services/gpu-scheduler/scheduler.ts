@@ -44,7 +44,7 @@ export class Scheduler {
     this.writer = new JobWriter(repo);
     this.stopper = new NodeStopper(nodes, this.writer, freed, logger);
     this.placement = new PlacementLoop(places, this.writer, this.view, nodes, this.stopper, clock, logger);
-    this.events = new EventApplier(repo, this.writer, this.stopper, clock, logger, freed);
+    this.events = new EventApplier(repo, this.writer, this.stopper, clock, logger, freed, settings.retryBackoffS);
     this.housekeeping = new Housekeeping(repo, this.writer, this.view, this.stopper, (id) => this.placement.isDispatching(id), clock, logger, settings);
   }
 

@@ -21,6 +21,8 @@ export type SchedulerSettings = {
   nodeLabelSecret: string;
   /** How long an `Idempotency-Key` of a job submission is kept (README "GPU jobs"). */
   idempotencyTtlS: number;
+  /** RETRY_BACKOFF_S: a failed job with retries left waits this long before its first retry, twice as long before each later one. */
+  retryBackoffS: number;
 };
 
 export const parseSchedulerSettings = (env: Env): SchedulerSettings => ({
@@ -32,4 +34,5 @@ export const parseSchedulerSettings = (env: Env): SchedulerSettings => ({
   jobTimeoutS: parseJobTimeoutS(env),
   nodeLabelSecret: text(env, "NODE_LABEL_SECRET", `node-label:${text(env, "DATABASE_URL", DEFAULT_DATABASE_URL)}`),
   idempotencyTtlS: positive(env, "GPU_IDEMPOTENCY_TTL_S", 24 * 3600),
+  retryBackoffS: positive(env, "RETRY_BACKOFF_S", 5),
 });

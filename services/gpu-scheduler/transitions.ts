@@ -38,10 +38,82 @@ export type JobState = {
   errorMessage: string | null;
   /** Why the job is where it is, in words (a queue-expired job's reason); written by patches, not read by decisions. */
   statusReason?: string | null;
+  /** Attempts started so far (placement counts one; a placement the node never took is given back); absent: 1. */
+  attempts?: number;
+  /** How many times a failed attempt may be retried (`maxRetries`); absent: 0. */
+  maxRetries?: number;
+};
+
+/** One ended attempt of a job that is retried, kept apart (the job's row then describes the next attempt). */
+export type EndedAttempt = {
+  attempt: number;
+  nodeId: string | null;
+  startedAt: Date | null;
+  endedAt: Date;
+  exitCode: number | null;
+  output: string | null;
+  outputBase64?: string | null;
+  errorMessage: string;
 };
 
 /** Columns to change. A placement is only ever cleared here (`nodeId: null` clears the whole placement). */
-export type JobPatch = Partial<Omit<JobState, "nodeId" | "gpuUuid" | "assignedAt">> & { nodeId?: null; gpuUuid?: null };
+export type JobPatch = Partial<Omit<JobState, "nodeId" | "gpuUuid" | "assignedAt" | "maxRetries">> & {
+  nodeId?: null;
+  gpuUuid?: null;
+  /** Not placeable before this time (a retry's backoff). */
+  notBefore?: Date | null;
+  /** The attempt that ended, to keep (a retry). */
+  endedAttempt?: EndedAttempt;
+};
+
+/** Back to the queue at its original position (FIFO is by insertion order), card free. */
+const backToQueue: JobPatch = { status: "queued", nodeId: null, gpuUuid: null, holding: false };
+
+/** RETRY_BACKOFF_S: the wait before the first retry; each later one waits twice the one before. */
+export const DEFAULT_RETRY_BACKOFF_S = 5;
+const attemptOf = (job: JobState) => job.attempts || 1;
+/** The failure of a time limit is never retried (it would only run into it again). */
+const isTimeLimit = (message: string) => message.includes("time limit");
+
+/**
+ * A failed attempt (`failed`: the patch that fails the job): back to the queue after a backoff of
+ * `backoffS` × 2^(attempt−1) while `attempts <= maxRetries`, the attempt kept; else the failure,
+ * which says when the retries ran out. `why`: the failure in words for the statusReason.
+ */
+function failOrRetry(job: JobState, failed: JobPatch & { errorMessage: string; completedAt: Date }, why: string, now: Date, backoffS: number): JobPatch {
+  const attempt = attemptOf(job);
+  const maxRetries = job.maxRetries ?? 0;
+  if (maxRetries === 0) return failed;
+  if (attempt > maxRetries || isTimeLimit(failed.errorMessage))
+    return {
+      ...failed,
+      statusReason: `no retry after attempt ${attempt} of ${maxRetries + 1}${attempt > maxRetries ? "" : " (the time limit is never retried)"}`,
+    };
+  const delayS = backoffS * 2 ** (attempt - 1);
+  const startedAt = failed.startedAt === undefined ? job.startedAt : failed.startedAt;
+  return {
+    ...backToQueue,
+    notBefore: new Date(now.getTime() + delayS * 1000),
+    statusReason: `retry ${attempt} of ${maxRetries} in ${delayS} s after: ${why}`,
+    // The row describes the next attempt: not started, no result.
+    startedAt: null,
+    completedAt: null,
+    exitCode: null,
+    output: null,
+    outputBase64: null,
+    errorMessage: null,
+    endedAttempt: {
+      attempt,
+      nodeId: job.nodeId,
+      startedAt: startedAt ?? null,
+      endedAt: failed.completedAt,
+      exitCode: failed.exitCode ?? null,
+      output: failed.output ?? null,
+      ...(failed.outputBase64 !== undefined && { outputBase64: failed.outputBase64 }),
+      errorMessage: failed.errorMessage,
+    },
+  };
+}
 
 export type EventOutcome = {
   /** Columns to change; null when the event changes nothing (duplicate, late or stale). */
@@ -62,19 +134,23 @@ const within = (at: Date, earliest: Date | null, latest: Date) => {
  * kept between the placement and `now`; a job with no reported start never ran: no start time,
  * no result, no GPU seconds.
  */
-export function applyJobEvent(job: JobState, event: JobEvent, now: Date): EventOutcome {
+export function applyJobEvent(job: JobState, event: JobEvent, now: Date, backoffS = DEFAULT_RETRY_BACKOFF_S): EventOutcome {
   if (job.nodeId !== event.nodeId || job.gpuUuid !== event.gpuUuid) {
     // Not (or no longer) this node's job: it was put back in the queue or placed elsewhere.
     return { patch: null, cancelOnNode: event.type === "started" };
   }
+  // An earlier attempt's report (an event without one comes from a node that runs first attempts only).
+  if ((event.attempt ?? 1) !== attemptOf(job)) return { patch: null, cancelOnNode: false };
   const reportedStart = event.type === "started" ? event.at : event.startedAt;
   // Ended before the report (cancelled, node lost): the start counts up to the end at most.
   const startedAt = job.startedAt ?? (reportedStart ? within(new Date(reportedStart), job.assignedAt, job.completedAt ?? now) : null);
   const learntStart: JobPatch | null = !job.startedAt && startedAt ? { startedAt } : null;
 
   if (event.type === "started") {
-    if (job.status === "assigned") return { patch: { status: "running", ...learntStart }, cancelOnNode: false };
-    if (job.status === "running") return { patch: learntStart, cancelOnNode: false };
+    // A retry that starts no longer waits for it.
+    const started = learntStart && attemptOf(job) > 1 ? { ...learntStart, statusReason: null } : learntStart;
+    if (job.status === "assigned") return { patch: { status: "running", ...started }, cancelOnNode: false };
+    if (job.status === "running") return { patch: started, cancelOnNode: false };
     // Ended here without the node saying so (cancelled, node lost): the node must stop it.
     const nodeReportedEnd = job.exitCode !== null || job.output !== null;
     return { patch: learntStart, cancelOnNode: !nodeReportedEnd };
@@ -92,11 +168,20 @@ export function applyJobEvent(job: JobState, event: JobEvent, now: Date): EventO
         return event.exitCode === 0
           ? { patch: { ...common, status: "completed", errorMessage: null }, cancelOnNode: false }
           : {
-              patch: { ...common, status: "failed", errorMessage: `Command exited with code ${event.exitCode}` },
+              patch: failOrRetry(
+                job,
+                { ...common, status: "failed", errorMessage: `Command exited with code ${event.exitCode}` },
+                `exit code ${event.exitCode}`,
+                now,
+                backoffS,
+              ),
               cancelOnNode: false,
             };
       case "failed":
-        return { patch: { ...common, status: "failed", errorMessage: event.errorMessage }, cancelOnNode: false };
+        return {
+          patch: failOrRetry(job, { ...common, status: "failed", errorMessage: event.errorMessage }, event.errorMessage, now, backoffS),
+          cancelOnNode: false,
+        };
       case "cancelled":
         return { patch: { ...common, status: "cancelled", errorMessage: null }, cancelOnNode: false };
     }
@@ -132,9 +217,9 @@ export function cancelJob(job: JobState, now: Date): CancelOutcome {
 // --- the other transitions: (job, what happened) → patch | null ---
 
 const onNode = (job: JobState, nodeId: string) => job.nodeId === nodeId;
-/** Back to the queue at its original position (FIFO is by insertion order), card free. */
-const backToQueue: JobPatch = { status: "queued", nodeId: null, gpuUuid: null, holding: false };
-const failOnCard = (message: string, now: Date): JobPatch => ({ status: "failed", errorMessage: message, completedAt: now, holding: false });
+/** A placement the node never took: back to the queue, the attempt it counted given back. */
+const unplaced = (job: JobState): JobPatch => (job.attempts ? { ...backToQueue, attempts: job.attempts - 1 } : backToQueue);
+const failOnCard = (message: string, now: Date) => ({ status: "failed" as const, errorMessage: message, completedAt: now, holding: false });
 
 /**
  * `nodeId` took the job (its run call returned, or its heartbeat lists it): assigned → running,
@@ -151,7 +236,7 @@ export function confirmPlacement(job: JobState, nodeId: string): JobPatch | null
  */
 export function unplace(job: JobState, nodeId: string): JobPatch | null {
   if (!onNode(job, nodeId) || !job.holding) return null;
-  if (job.status === "assigned") return backToQueue;
+  if (job.status === "assigned") return unplaced(job);
   if (job.status === "cancelled") return { holding: false };
   return null;
 }
@@ -173,23 +258,25 @@ export function release(job: JobState, nodeId: string): JobPatch | null {
  * `nodeId` left the cluster: a running job fails, a placed-but-unconfirmed one goes back to the
  * queue, an ended one frees its card.
  */
-export function loseNode(job: JobState, nodeId: string, message: string, now: Date): JobPatch | null {
+export function loseNode(job: JobState, nodeId: string, message: string, now: Date, backoffS = DEFAULT_RETRY_BACKOFF_S): JobPatch | null {
   if (!onNode(job, nodeId) || !job.holding) return null;
-  if (job.status === "running") return failOnCard(message, now);
-  if (job.status === "assigned") return backToQueue;
+  if (job.status === "running") return failOrRetry(job, failOnCard(message, now), "its GPU node was lost", now, backoffS);
+  if (job.status === "assigned") return unplaced(job);
   if (isTerminal(job.status)) return { holding: false };
   return null;
 }
 
 /** A queued job not started within its `queueTimeoutSeconds` of creation (the caller checked the deadline): cancelled. */
 export function expireQueued(job: JobState, queueTimeoutS: number, now: Date): JobPatch | null {
-  if (job.status !== "queued") return null;
+  // A job waiting for a retry has started before: the queue timeout no longer applies.
+  if (job.status !== "queued" || (job.attempts ?? 0) > 0) return null;
   return { status: "cancelled", completedAt: now, statusReason: `Queue timeout expired: not started within ${queueTimeoutS} s of submission` };
 }
 
 /** A running job its live node no longer has, with no report: it failed there. */
-export function failUnreported(job: JobState, nodeId: string, message: string, now: Date): JobPatch | null {
-  return onNode(job, nodeId) && job.status === "running" ? failOnCard(message, now) : null;
+export function failUnreported(job: JobState, nodeId: string, message: string, now: Date, backoffS = DEFAULT_RETRY_BACKOFF_S): JobPatch | null {
+  if (!onNode(job, nodeId) || job.status !== "running") return null;
+  return failOrRetry(job, failOnCard(message, now), "its GPU node no longer ran the job", now, backoffS);
 }
 
 /**

@@ -13,7 +13,7 @@ import { JobsRepository } from "../../services/gpu-scheduler/jobs.repository";
 import { PlacementRepository, QueuedRow } from "../../services/gpu-scheduler/placement.repository";
 import { migrations } from "../../services/gpu-scheduler/migrations";
 import { Clock, NodeClient, Scheduler, UNSTORABLE_EVENT_MESSAGE } from "../../services/gpu-scheduler/scheduler";
-import { JobLogs } from "../../services/gpu-scheduler/job-logs";
+import { JobLogs, lastAttempt } from "../../services/gpu-scheduler/job-logs";
 import { encodeOutput } from "../../lib/output-encoding";
 import { dropDatabase, testDatabaseUrl, waitFor } from "../support/platform";
 
@@ -103,7 +103,7 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     places = new PlacementRepository(pools[0]);
   });
   beforeEach(async () => {
-    await pools[0].query("TRUNCATE gpu_scheduler.jobs");
+    await pools[0].query("TRUNCATE gpu_scheduler.jobs, gpu_scheduler.job_attempts");
   });
   afterAll(async () => {
     await Promise.all(pools.map((p) => p.end()));
@@ -148,7 +148,18 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     const odd = "node'); DROP TABLE gpu_scheduler.jobs; --";
     const outcome = await places.placeUnderLock(1, () => [{ jobId: id, nodeId: odd, gpuUuid: "g'1", gpuName: "Card \\ 'quoted'" }], new Date());
     expect(outcome.assigned).toEqual([
-      { id, node_id: odd, gpu_uuid: "g'1", command: "true", container_image: null, timeout_seconds: 3600, env: null, assigned_at: expect.any(Date) },
+      {
+        id,
+        node_id: odd,
+        gpu_uuid: "g'1",
+        command: "true",
+        container_image: null,
+        timeout_seconds: 3600,
+        env: null,
+        assigned_at: expect.any(Date),
+        attempts: 1,
+        max_retries: 0,
+      },
     ]);
     expect(await repo.find(id)).toMatchObject({ status: "assigned", gpu_name: "Card \\ 'quoted'", holding: true });
   });
@@ -410,7 +421,7 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     const row = await repo.find(run.jobId);
     expect(row).toMatchObject({ status: "completed", holding: false, output: "ok\ufffd\ufffd\n" });
     expect(Buffer.from(row!.output_base64!, "base64").equals(bytes)).toBe(true);
-    const page = await new JobLogs({ logPage: () => Promise.reject(new Error("node gone")) }, { has: () => true }).first(row!);
+    const page = await new JobLogs({ logPage: () => Promise.reject(new Error("node gone")) }, { has: () => true }).first(lastAttempt(row!));
     expect(Buffer.from(page.data, "base64").equals(bytes)).toBe(true); // the logs fallback returns the raw bytes
     await s.stop();
   });
@@ -443,12 +454,59 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     await s.stop();
   });
 
+  test("gpu-scheduler queue - retries: a failed attempt waits its backoff in the queue, then runs again as attempt 2 and completes; attempt 1 is kept", async () => {
+    const clock = new ManualClock(Date.now());
+    const nodes = new FakeNodes();
+    const s = new Scheduler(repo, places, nodes, clock, quiet, { ...SETTINGS, retryBackoffS: 7 });
+    await s.heartbeat(heartbeat("n-a", ["a0"]));
+    const [row] = await repo.insert(
+      [{ id: randomUUID(), clientId: CLIENT, command: "false", containerImage: null, gpuType: null, timeoutSeconds: 3600, maxRetries: 2 }],
+      clock.now(),
+    );
+    await s.schedule({ newJob: true });
+    await waitFor(async () => nodes.runs.length === 1, { message: "attempt 1 dispatched" });
+    const first = nodes.runs[0];
+    expect(first.attempt).toBe(1);
+    nodes.finish("a0");
+    const t = clock.now();
+    await s.applyEvent({ ...event("finished", first, t), attempt: 1, exitCode: 1, output: "first try\n" } as JobEvent);
+    expect(await repo.find(row.id)).toMatchObject({
+      status: "queued",
+      holding: false,
+      node_id: null,
+      attempts: 1,
+      max_retries: 2,
+      exit_code: null,
+      output: null,
+      started_at: null,
+      status_reason: "retry 1 of 2 in 7 s after: exit code 1",
+    });
+    expect(await repo.attempt(row.id, 1)).toEqual({ attempt: 1, node_id: "n-a", exit_code: 1, output: "first try\n", output_base64: null });
+    // Not placeable before the backoff ends, though the card is free.
+    await s.schedule();
+    expect(nodes.runs).toHaveLength(1);
+    clock.advance(7000);
+    await s.schedule();
+    await waitFor(async () => nodes.runs.length === 2, { message: "attempt 2 dispatched" });
+    const second = nodes.runs[1];
+    expect(second).toMatchObject({ jobId: row.id, attempt: 2 });
+    // A late report of attempt 1 changes nothing on attempt 2.
+    await s.applyEvent({ ...event("finished", { ...second, attempt: 1 }, clock.now()), attempt: 1, exitCode: 3 } as JobEvent);
+    expect(await repo.find(row.id)).toMatchObject({ status: expect.stringMatching(/^(assigned|running)$/), attempts: 2, exit_code: null });
+    await s.applyEvent({ ...event("started", second, clock.now()), attempt: 2 });
+    expect((await repo.find(row.id))!.status_reason).toBeNull();
+    await s.applyEvent({ ...event("finished", second, clock.now()), attempt: 2 });
+    expect(await repo.find(row.id)).toMatchObject({ status: "completed", attempts: 2, exit_code: 0, output: `out ${row.id}` });
+    expect(await repo.attempt(row.id, 2)).toBeUndefined(); // the last attempt is the job's row
+    await s.stop();
+  });
+
   test("gpu-scheduler queue - logs come page by page from the node, and from the kept result once the node is gone", async () => {
     const nodes = new FakeNodes();
     const s = replica(nodes);
     const [run] = await runningJobs(s, nodes, ["a0"]);
     await s.applyEvent(event("finished", run, new Date()));
-    const row = (await repo.find(run.jobId))!;
+    const row = lastAttempt((await repo.find(run.jobId))!);
     const file = Buffer.from("0123456789");
     const asked: number[] = [];
     const logPage = async (_node: string, _job: string, offset: number) => {

@@ -193,6 +193,22 @@ export function waitForRoute(baseUrl: string, method: string, urlPath: string, t
   );
 }
 
+/**
+ * A GPU test platform ready for jobs: once its gateway routes the GPU API, registers a new user
+ * and waits until the cluster shows `cards` cards; returns that user's access token.
+ */
+export async function gpuTestUser(baseUrl: string, cards = 1): Promise<string> {
+  await waitForRoute(baseUrl, "GET", "/api/gpu/status");
+  const res = await http(baseUrl, "POST", "/api/auth/register", {
+    body: { email: `gpu-${Date.now()}-${randomBytes(3).toString("hex")}@example.com`, name: "gpu user", password: "correct horse battery" },
+  });
+  const token: string = res.body.accessToken;
+  await waitFor(async () => (await http(baseUrl, "GET", "/api/gpu/status", { token })).body?.cluster?.totalGpus === cards, {
+    message: `${cards} card(s) announced`,
+  });
+  return token;
+}
+
 export type ChildService = { proc: ChildProcess; output: () => string; stop(signal?: NodeJS.Signals): Promise<number | null> };
 
 /** Runs `index.ts` with SERVICES=`services` in a separate Node process. */

@@ -21,6 +21,8 @@ const placed: JobState = asPlaced({
   timeout_seconds: null,
   env: null,
   assigned_at: T0,
+  attempts: 1,
+  max_retries: 0,
 } satisfies AssignedJob);
 const started = (jobId: string, nodeId = "node-a"): JobEvent => ({ type: "started", jobId, nodeId, gpuUuid: "GPU-1", at: T1.toISOString() });
 const finished = (jobId: string, nodeId = "node-a"): JobEvent => ({

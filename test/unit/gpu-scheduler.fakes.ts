@@ -31,6 +31,9 @@ export type FakeJob = JobState & {
   command: string;
   queueTimeoutS?: number;
   queueDeadline?: Date;
+  notBefore?: Date | null;
+  /** Ended attempts kept by retries. */
+  endedAttempts?: NonNullable<JobPatch["endedAttempt"]>[];
 };
 
 export const blankJob = (over: Partial<FakeJob> = {}): FakeJob => ({
@@ -61,6 +64,8 @@ const stateOf = (j: FakeJob): JobState => ({
   exitCode: j.exitCode,
   output: j.output,
   errorMessage: j.errorMessage,
+  ...(j.attempts !== undefined && { attempts: j.attempts }),
+  ...(j.maxRetries !== undefined && { maxRetries: j.maxRetries }),
 });
 
 /** The jobs table as a map, with the repositories' semantics (compare-and-set on status, holding, node, card). */
@@ -94,7 +99,9 @@ export class FakeJobs implements EventStore, HousekeepingStore, PlacementStore {
     for (const { id, seen, patch } of updates) {
       const j = this.jobs.get(id);
       if (!j || j.status !== seen.status || j.holding !== seen.holding || j.nodeId !== seen.nodeId || j.gpuUuid !== seen.gpuUuid) continue;
-      Object.assign(j, patch);
+      const { endedAttempt, ...columns } = patch;
+      Object.assign(j, columns);
+      if (endedAttempt) j.endedAttempts = [...(j.endedAttempts ?? []), endedAttempt];
       if ("nodeId" in patch) Object.assign(j, { nodeId: null, gpuUuid: null, assignedAt: null });
       written.add(id);
     }
@@ -125,7 +132,7 @@ export class FakeJobs implements EventStore, HousekeepingStore, PlacementStore {
 
   async expiredQueued(now: Date, limit: number) {
     return [...this.jobs]
-      .filter(([, j]) => j.status === "queued" && j.queueDeadline && j.queueDeadline <= now)
+      .filter(([, j]) => j.status === "queued" && j.queueDeadline && j.queueDeadline <= now && !j.attempts)
       .slice(0, limit)
       .map(([id, j]) => ({ id, queue_timeout_seconds: j.queueTimeoutS! }));
   }
@@ -139,7 +146,7 @@ export class FakeJobs implements EventStore, HousekeepingStore, PlacementStore {
     // As the repository: the oldest queued jobs of each requested type, as many as there may be free cards.
     const perType = new Map<string, number>();
     const queue = [...this.jobs]
-      .filter(([, j]) => j.status === "queued")
+      .filter(([, j]) => j.status === "queued" && !(j.notBefore && j.notBefore > now))
       .sort(([, a], [, b]) => a.seq - b.seq)
       .filter(([, j]) => {
         const type = (j.gpuType ?? "").toLowerCase();
@@ -152,7 +159,7 @@ export class FakeJobs implements EventStore, HousekeepingStore, PlacementStore {
     for (const p of placements) {
       const j = this.get(p.jobId);
       if (j.status !== "queued") continue;
-      Object.assign(j, { status: "assigned", nodeId: p.nodeId, gpuUuid: p.gpuUuid, holding: true, assignedAt: now });
+      Object.assign(j, { status: "assigned", nodeId: p.nodeId, gpuUuid: p.gpuUuid, holding: true, assignedAt: now, attempts: (j.attempts ?? 0) + 1 });
       assigned.push({
         id: p.jobId,
         node_id: p.nodeId,
@@ -162,6 +169,8 @@ export class FakeJobs implements EventStore, HousekeepingStore, PlacementStore {
         timeout_seconds: null,
         env: null,
         assigned_at: now,
+        attempts: j.attempts!,
+        max_retries: j.maxRetries ?? 0,
       });
     }
     return { planned: placements.length, assigned };

@@ -65,7 +65,7 @@ describe("gpu-scheduler placement loop - on fakes", () => {
     const a100 = store.add(randomUUID(), { gpuType: "A100" });
     await loop.schedule({ newJob: true });
     await until(() => store.get(first).status === "running", "the first job to run");
-    expect(nodes.runs).toEqual([{ jobId: first, gpuUuid: "GPU-1", command: "true", containerImage: null, nodeId: "node-a" }]);
+    expect(nodes.runs).toEqual([{ jobId: first, gpuUuid: "GPU-1", command: "true", containerImage: null, attempt: 1, nodeId: "node-a" }]);
     expect(store.get(first)).toMatchObject({ startedAt: null, holding: true }); // the node's started event brings it
     expect(store.get(a100).status).toBe("queued");
     expect(loop.waiting).toEqual(new Map([[a100, "NO_MATCHING_GPU"]]));

@@ -390,3 +390,137 @@ describe("gpu-scheduler transitions - views", () => {
     expect(publicStatus("failed", null)).toBe("failed");
   });
 });
+
+describe("gpu-scheduler transitions - retries", () => {
+  /** Attempt `attempts` of a job allowing `maxRetries`, running on node-a. */
+  const attempt = (attempts: number, maxRetries: number, over: Partial<JobState> = {}) => job({ attempts, maxRetries, ...over });
+  const at = (s: number) => new Date(NOW.getTime() + s * 1000);
+  const requeued = { status: "queued", nodeId: null, gpuUuid: null, holding: false, startedAt: null, completedAt: null, exitCode: null, output: null };
+  const exit1 = finished(1, "boom\n");
+  const lostMsg = "GPU node node-a was lost (no heartbeat for 10 s)";
+  type RetryRow = { name: string; job: JobState; apply: (j: JobState) => JobPatch | null; retry: { reason: string; notBefore: Date } | null };
+  /** The event of the job's current attempt. */
+  const onEvent =
+    (event: JobEvent, backoffS = 5) =>
+    (j: JobState) =>
+      applyJobEvent(j, { ...event, attempt: j.attempts }, NOW, backoffS).patch;
+  const retryRows: RetryRow[] = [
+    {
+      name: "a non-zero exit with retries left goes back to the queue after the backoff",
+      job: attempt(1, 2),
+      apply: onEvent(exit1),
+      retry: { reason: "retry 1 of 2 in 5 s after: exit code 1", notBefore: at(5) },
+    },
+    {
+      name: "the backoff doubles with each attempt (RETRY_BACKOFF_S × 2^(attempt−1))",
+      job: attempt(2, 3),
+      apply: onEvent(exit1),
+      retry: { reason: "retry 2 of 3 in 10 s after: exit code 1", notBefore: at(10) },
+    },
+    {
+      name: "the backoff follows RETRY_BACKOFF_S",
+      job: attempt(3, 3),
+      apply: onEvent(exit1, 2),
+      retry: { reason: "retry 3 of 3 in 8 s after: exit code 1", notBefore: at(8) },
+    },
+    {
+      name: "a container that could not start is retried",
+      job: attempt(1, 1, { startedAt: null }),
+      apply: onEvent(failedToStart),
+      retry: { reason: "retry 1 of 1 in 5 s after: Container image 'x' could not be pulled", notBefore: at(5) },
+    },
+    {
+      name: "a lost node's running job is retried",
+      job: attempt(1, 1),
+      apply: (j) => loseNode(j, "node-a", lostMsg, NOW, 5),
+      retry: { reason: "retry 1 of 1 in 5 s after: its GPU node was lost", notBefore: at(5) },
+    },
+    {
+      name: "a job its node stopped listing is retried",
+      job: attempt(1, 1),
+      apply: (j) => failUnreported(j, "node-a", "gone", NOW, 5),
+      retry: { reason: "retry 1 of 1 in 5 s after: its GPU node no longer ran the job", notBefore: at(5) },
+    },
+    { name: "the last allowed attempt fails for good (attempts > maxRetries)", job: attempt(3, 2), apply: onEvent(exit1), retry: null },
+    { name: "no retries asked for: fails as before", job: attempt(1, 0), apply: onEvent(exit1), retry: null },
+    { name: "the time limit is never retried", job: attempt(1, 5), apply: onEvent(failed), retry: null },
+    { name: "a cancelled attempt is never retried", job: attempt(1, 5), apply: onEvent(cancelled), retry: null },
+    {
+      name: "a job cancelled while running is never retried when its end arrives",
+      job: attempt(1, 5, { status: "cancelled" }),
+      apply: onEvent(exit1),
+      retry: null,
+    },
+    { name: "a successful attempt completes", job: attempt(1, 5), apply: onEvent(finished(0)), retry: null },
+    {
+      name: "a refusal of the request is not retried (it would fail again)",
+      job: attempt(1, 5, { status: "assigned", startedAt: null }),
+      apply: (j) => refusePlacement(j, "node-a", "bad", NOW),
+      retry: null,
+    },
+  ];
+
+  test.each(retryRows)("gpu-scheduler transitions - retries: $name", ({ job: j, apply, retry }) => {
+    const patch = apply(j)!;
+    if (!retry) {
+      expect(patch.status).not.toBe("queued");
+      expect(patch.endedAttempt).toBeUndefined();
+      return;
+    }
+    expect(patch).toMatchObject({ ...requeued, statusReason: retry.reason, notBefore: retry.notBefore });
+    expect(patch.endedAttempt).toMatchObject({ attempt: j.attempts, nodeId: "node-a" });
+  });
+
+  test("gpu-scheduler transitions - retries: the ended attempt keeps its exit code, output, start and error", () => {
+    const patch = applyJobEvent(attempt(1, 2), exit1, NOW).patch!;
+    expect(patch.endedAttempt).toEqual({
+      attempt: 1,
+      nodeId: "node-a",
+      startedAt: T1,
+      endedAt: T2,
+      exitCode: 1,
+      output: "boom\n",
+      errorMessage: "Command exited with code 1",
+    });
+  });
+
+  test("gpu-scheduler transitions - retries: a failure with no retry left says so", () => {
+    expect(applyJobEvent(attempt(3, 2), { ...exit1, attempt: 3 }, NOW).patch).toMatchObject({
+      status: "failed",
+      statusReason: "no retry after attempt 3 of 3",
+    });
+    expect(applyJobEvent(attempt(1, 2), failed, NOW).patch).toMatchObject({
+      status: "failed",
+      errorMessage: "Job exceeded the time limit of 5 s",
+      statusReason: "no retry after attempt 1 of 3 (the time limit is never retried)",
+    });
+  });
+
+  test.each(["started", "finished", "failed", "cancelled"] as const)(
+    "gpu-scheduler transitions - retries: a %s event of an earlier attempt changes nothing on the later one",
+    (type) => {
+      const events = { started, finished: exit1, failed, cancelled };
+      const stale = { ...events[type], attempt: 1 } as JobEvent;
+      for (const later of [attempt(2, 3), attempt(2, 3, { status: "assigned", startedAt: null }), attempt(2, 3, { startedAt: null })]) {
+        expect(applyJobEvent(later, stale, NOW)).toEqual({ patch: null, cancelOnNode: false });
+        // An event without an attempt comes from a node that runs first attempts only.
+        expect(applyJobEvent(later, { ...stale, attempt: undefined } as JobEvent, NOW)).toEqual({ patch: null, cancelOnNode: false });
+      }
+      // The current attempt's own event applies.
+      expect(applyJobEvent(attempt(2, 3, { status: "assigned", startedAt: null }), { ...events[type], attempt: 2 } as JobEvent, NOW).patch).not.toBeNull();
+    },
+  );
+
+  test("gpu-scheduler transitions - retries: a retry that starts no longer says it waits", () => {
+    const retried = attempt(2, 3, { status: "assigned", startedAt: null });
+    expect(applyJobEvent(retried, { ...started, attempt: 2 }, NOW).patch).toEqual({ status: "running", startedAt: T1, statusReason: null });
+  });
+
+  test("gpu-scheduler transitions - retries: a placement the node never took gives its attempt back; a retried job is not queue-expired", () => {
+    expect(unplace(attempt(2, 3, { status: "assigned", startedAt: null }), "node-a")).toEqual({ ...backToQueue, attempts: 1 });
+    expect(loseNode(attempt(1, 3, { status: "assigned", startedAt: null }), "node-a", lostMsg, NOW)).toEqual({ ...backToQueue, attempts: 0 });
+    const waiting = attempt(1, 3, { status: "queued", nodeId: null, gpuUuid: null, holding: false, startedAt: null });
+    expect(expireQueued(waiting, 30, NOW)).toBeNull();
+    expect(expireQueued({ ...waiting, attempts: 0 }, 30, NOW)).not.toBeNull();
+  });
+});
