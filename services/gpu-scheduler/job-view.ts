@@ -21,7 +21,11 @@ export function toJobDetail(row: JobRow, now: Date, label: NodeLabeler, defaultT
     status: publicStatus(row.status, row.started_at),
     // The requested type until a card is assigned, that card's name from then on.
     gpuType: row.gpu_name ?? row.gpu_type ?? "any",
-    gpuSecondsUsed: gpuSecondsUsed({ status: row.status, startedAt: row.started_at, completedAt: row.completed_at }, now),
+    // Every attempt's time counts: the ended ones (kept with the row) and the current or last one.
+    gpuSecondsUsed:
+      Math.round(
+        (Number(row.prior_gpu_seconds ?? 0) + gpuSecondsUsed({ status: row.status, startedAt: row.started_at, completedAt: row.completed_at }, now)) * 1000,
+      ) / 1000,
     createdAt: row.created_at.toISOString(),
     startedAt: row.started_at?.toISOString() ?? null,
     completedAt: row.completed_at?.toISOString() ?? null,

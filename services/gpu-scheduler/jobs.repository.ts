@@ -30,6 +30,8 @@ export type JobRow = {
   max_retries: number;
   /** Attempts started so far (placement counts one). */
   attempts: number;
+  /** GPU-seconds of the ended attempts of a retried job. */
+  prior_gpu_seconds: number;
 };
 
 /** An ended attempt of a retried job (job_attempts). */
@@ -50,7 +52,7 @@ export type NewJob = {
 
 const COLUMNS = `id, client_id, command, container_image, gpu_type, status, node_id, gpu_uuid, gpu_name, holding,
   created_at, assigned_at, started_at, completed_at, exit_code, output, output_base64, error_message, timeout_seconds, env_names,
-  queue_timeout_seconds, status_reason, max_retries, attempts`;
+  queue_timeout_seconds, status_reason, max_retries, attempts, prior_gpu_seconds`;
 /** What a decision reads: `output` only as a presence mark (see `states`). */
 const STATE_COLUMNS = `id, status, node_id, gpu_uuid, holding, assigned_at, started_at, completed_at, exit_code, error_message, attempts, max_retries,
   CASE WHEN output IS NULL THEN NULL ELSE '' END AS output`;
@@ -169,7 +171,9 @@ export class JobsRepository {
          ${set("startedAt", "started_at", "::timestamptz")}, ${set("completedAt", "completed_at", "::timestamptz")},
          ${set("exitCode", "exit_code", "::int")}, ${set("output", "output", "")}, ${set("errorMessage", "error_message", "")},
          ${set("outputBase64", "output_base64", "")}, ${set("statusReason", "status_reason", "")},
-         ${unplaced("node_id")}, ${unplaced("gpu_uuid")}, ${unplaced("gpu_name")}, ${unplaced("assigned_at")}
+         ${unplaced("node_id")}, ${unplaced("gpu_uuid")}, ${unplaced("gpu_name")}, ${unplaced("assigned_at")},
+         prior_gpu_seconds = j.prior_gpu_seconds + COALESCE(GREATEST(0, EXTRACT(EPOCH FROM
+           (p.patch->'endedAttempt'->>'endedAt')::timestamptz - (p.patch->'endedAttempt'->>'startedAt')::timestamptz)), 0)
        FROM jsonb_to_recordset($1::jsonb) AS p(id uuid, seen_status text, seen_holding boolean, seen_node text, seen_gpu text, patch jsonb)
        WHERE j.id = p.id AND j.status = p.seen_status AND j.holding = p.seen_holding
          AND j.node_id IS NOT DISTINCT FROM p.seen_node AND j.gpu_uuid IS NOT DISTINCT FROM p.seen_gpu

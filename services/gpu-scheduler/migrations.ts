@@ -94,6 +94,8 @@ export const migrations: Migration[] = [
       ALTER TABLE jobs ADD COLUMN max_retries integer NOT NULL DEFAULT 0 CHECK (max_retries BETWEEN 0 AND 10);
       ALTER TABLE jobs ADD COLUMN attempts integer NOT NULL DEFAULT 0 CHECK (attempts >= 0);
       ALTER TABLE jobs ADD COLUMN not_before timestamptz;
+      -- GPU-seconds of the job's ended attempts: the client used (and pays for) every attempt's time.
+      ALTER TABLE jobs ADD COLUMN prior_gpu_seconds double precision NOT NULL DEFAULT 0;
       UPDATE jobs SET attempts = 1 WHERE node_id IS NOT NULL;
       CREATE INDEX jobs_queue_not_before ON jobs (not_before) WHERE status = 'queued' AND not_before IS NOT NULL;
       CREATE TABLE job_attempts (

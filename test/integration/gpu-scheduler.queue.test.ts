@@ -14,6 +14,7 @@ import { PlacementRepository, QueuedRow } from "../../services/gpu-scheduler/pla
 import { migrations } from "../../services/gpu-scheduler/migrations";
 import { Clock, NodeClient, Scheduler, UNSTORABLE_EVENT_MESSAGE } from "../../services/gpu-scheduler/scheduler";
 import { JobLogs, lastAttempt } from "../../services/gpu-scheduler/job-logs";
+import { toJobDetail } from "../../services/gpu-scheduler/job-view";
 import { encodeOutput } from "../../lib/output-encoding";
 import { dropDatabase, testDatabaseUrl, waitFor } from "../support/platform";
 
@@ -467,6 +468,8 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     await waitFor(async () => nodes.runs.length === 1, { message: "attempt 1 dispatched" });
     const first = nodes.runs[0];
     expect(first.attempt).toBe(1);
+    await s.applyEvent({ ...event("started", first, clock.now()), attempt: 1 });
+    clock.advance(2000); // attempt 1 runs 2 s
     nodes.finish("a0");
     const t = clock.now();
     await s.applyEvent({ ...event("finished", first, t), attempt: 1, exitCode: 1, output: "first try\n" } as JobEvent);
@@ -495,8 +498,11 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     expect(await repo.find(row.id)).toMatchObject({ status: expect.stringMatching(/^(assigned|running)$/), attempts: 2, exit_code: null });
     await s.applyEvent({ ...event("started", second, clock.now()), attempt: 2 });
     expect((await repo.find(row.id))!.status_reason).toBeNull();
+    clock.advance(3000); // attempt 2 runs 3 s
     await s.applyEvent({ ...event("finished", second, clock.now()), attempt: 2 });
     expect(await repo.find(row.id)).toMatchObject({ status: "completed", attempts: 2, exit_code: 0, output: `out ${row.id}` });
+    // The client used (and pays for) both attempts: 2 s + 3 s.
+    expect(toJobDetail((await repo.find(row.id))!, clock.now(), (n) => n, 3600).gpuSecondsUsed).toBeCloseTo(5, 0);
     expect(await repo.attempt(row.id, 2)).toBeUndefined(); // the last attempt is the job's row
     await s.stop();
   });
