@@ -4,6 +4,8 @@
  * gpu-node is replaced by a small in-memory NodeClient (the scheduler's narrow interface to it)
  * so the test controls exactly when each node answers; the real gpu-node is in the e2e tests.
  */
+import { EnvAccountLimits } from "../../services/gpu-scheduler/account-limits";
+import { QueuePositions } from "../../services/gpu-scheduler/queue-positions";
 import { randomUUID } from "crypto";
 import type { LoggerInstance } from "moleculer";
 import { Pool } from "pg";
@@ -114,14 +116,15 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     const a = await newJob();
     const b = await newJob("RTX");
     const c = await newJob();
-    expect([a.position, b.position, c.position]).toEqual([1, 2, 3]);
+    const positions = new QueuePositions(repo, new EnvAccountLimits({ weight: 1, runningGpus: null, queuedJobs: 1000 }));
+    expect(await positions.of([a.id, b.id, c.id])).toEqual(new Map([a, b, c].map((j, i) => [j.id, i + 1])));
     const other = new JobsRepository(pools[1]);
     expect(await other.queueDepth()).toBe(3);
     const batch = await other.insert(
       [1, 2].map(() => ({ id: randomUUID(), clientId: CLIENT, command: "x", containerImage: null, gpuType: null, timeoutSeconds: 3600 })),
       new Date(),
     );
-    expect(batch.map((r) => r.position).sort()).toEqual([4, 5]);
+    expect([...(await positions.of(batch.map((r) => r.id))).values()].sort()).toEqual([4, 5]);
   });
 
   test("gpu-scheduler queue - placement reads the oldest N queued jobs of each requested type, in FIFO order", async () => {
@@ -163,7 +166,7 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     const a100 = (await newJob("A100")).id;
     await scheduler.schedule({ newJob: true });
     for (const id of placed) expect(await statusOf(id)).toBe("assigned");
-    expect(scheduler.waiting).toEqual(
+    expect(new Map([...scheduler.waiting].map(([id, w]) => [id, w.reason]))).toEqual(
       new Map([
         [rtx, "MATCHING_GPUS_BUSY"],
         [a100, "NO_MATCHING_GPU"],
