@@ -105,7 +105,7 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     places = new PlacementRepository(pools[0]);
   });
   beforeEach(async () => {
-    await pools[0].query("TRUNCATE gpu_scheduler.jobs");
+    await pools[0].query("TRUNCATE gpu_scheduler.jobs, gpu_scheduler.account_usage");
   });
   afterAll(async () => {
     await Promise.all(pools.map((p) => p.end()));
@@ -144,6 +144,35 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     expect(window.map((j) => j.gpuType)).toEqual([null, "RTX 3060", null, "rtx  3060", "A100", "A100"]);
     expect(await snapshot(100)).toHaveLength(types.length);
     expect(await snapshot(0)).toEqual([]);
+  });
+
+  test("gpu-scheduler queue - a started job that ends adds its GPU-seconds to its account's usage, decayed when read; one that never started adds none", async () => {
+    const halfLife = new JobsRepository(pools[0], 2); // seconds, so decay shows within the test
+    const started = await newJob();
+    const neverStarted = await newJob();
+    await places.placeUnderLock(2, ({ queue }) => queue.map((q, i) => ({ jobId: q.jobId, nodeId: "n1", gpuUuid: `g${i}`, gpuName: "Card" })), new Date());
+    const seen = await halfLife.states([started.id, neverStarted.id]);
+    const at = (id: string) => ({ ...seen.get(id)!, status: seen.get(id)!.status });
+    const t0 = new Date(Date.now() - 10_000);
+    expect(await halfLife.compareAndSet([{ id: started.id, seen: at(started.id), patch: { status: "running", startedAt: t0 } }])).toEqual(
+      new Set([started.id]),
+    );
+    const running = (await halfLife.states([started.id])).get(started.id)!;
+    const end = new Date(t0.getTime() + 8_000);
+    const ended = await halfLife.compareAndSet([
+      { id: started.id, seen: running, patch: { status: "completed", completedAt: end, exitCode: 0 } },
+      { id: neverStarted.id, seen: at(neverStarted.id), patch: { status: "cancelled", completedAt: end } },
+    ]);
+    expect(ended.size).toBe(2);
+    const { rows } = await pools[0].query("SELECT client_id, gpu_seconds FROM gpu_scheduler.account_usage");
+    expect(rows).toEqual([{ client_id: CLIENT, gpu_seconds: 8 }]);
+    // A job queued again for the account: its usage, decayed with the half-life (2 s) since it was added.
+    await newJob();
+    const [account] = await halfLife.queueAccounts();
+    expect(account.clientId).toBe(CLIENT);
+    expect(account.usage).toBeGreaterThan(0);
+    expect(account.usage).toBeLessThanOrEqual(8);
+    await waitFor(async () => (await halfLife.queueAccounts())[0].usage < 4, { timeoutMs: 10_000, message: "usage halved after a half-life" });
   });
 
   test("gpu-scheduler queue - a placement commit writes names and ids as literals safely", async () => {
