@@ -113,21 +113,40 @@ export class JobsRepository {
   }
 
   /**
-   * Every account with queued jobs (skipping through an index: one probe per account), with its
-   * decayed usage and the GPUs it holds; `queued` is left 0 (see `countQueued`).
+   * For `queuePosition`, in one round trip: each queued job of `ids` with its account and how many
+   * of that account's queued jobs come before it (priority, then age), and every account with
+   * queued jobs (skipping through an index: one probe per account) with its decayed usage and the
+   * GPUs it holds; `queued` is left 0 (see `countQueued`).
    */
-  async queueAccounts(db: Pool | PoolClient = this.db): Promise<Array<Omit<QueueAccount, "weight">>> {
-    const { rows } = await db.query<{ client_id: string; usage: number; held: number }>(
+  async queueStanding(
+    ids: string[],
+    db: Pool | PoolClient = this.db,
+  ): Promise<{ targets: Array<{ id: string; clientId: string; ahead: number }>; accounts: Array<Omit<QueueAccount, "weight">> }> {
+    const { rows } = await db.query<{
+      targets: Array<{ id: string; c: string; ahead: number }> | null;
+      accounts: Array<{ c: string; u: number; h: number }> | null;
+    }>(
       `WITH RECURSIVE accts(c) AS (
          (SELECT client_id FROM gpu_scheduler.jobs WHERE status = 'queued' ORDER BY client_id LIMIT 1)
          UNION ALL
          SELECT (SELECT j.client_id FROM gpu_scheduler.jobs j WHERE j.status = 'queued' AND j.client_id > accts.c ORDER BY j.client_id LIMIT 1)
-         FROM accts WHERE accts.c IS NOT NULL)
-       SELECT a.c AS client_id, COALESCE(${decayedUsageSql(this.halfLifeS)}, 0)::float8 AS usage,
-         (SELECT count(*)::int FROM gpu_scheduler.jobs h WHERE h.holding AND h.client_id = a.c) AS held
-       FROM accts a LEFT JOIN gpu_scheduler.account_usage u ON u.client_id = a.c WHERE a.c IS NOT NULL`,
+         FROM accts WHERE accts.c IS NOT NULL),
+       targets AS (
+         SELECT t.id, t.client_id AS c,
+           (SELECT count(*)::int FROM gpu_scheduler.jobs o WHERE o.status = 'queued' AND o.client_id = t.client_id
+              AND (o.priority > t.priority OR (o.priority = t.priority AND o.seq < t.seq))) AS ahead
+         FROM gpu_scheduler.jobs t WHERE t.id = ANY($1::uuid[]) AND t.status = 'queued'),
+       accounts AS (
+         SELECT a.c, COALESCE(${decayedUsageSql(this.halfLifeS)}, 0)::float8 AS u,
+           (SELECT count(*)::int FROM gpu_scheduler.jobs h WHERE h.holding AND h.client_id = a.c) AS h
+         FROM accts a LEFT JOIN gpu_scheduler.account_usage u ON u.client_id = a.c WHERE a.c IS NOT NULL AND EXISTS (SELECT 1 FROM targets))
+       SELECT (SELECT json_agg(targets) FROM targets) AS targets, (SELECT json_agg(accounts) FROM accounts) AS accounts`,
+      [ids],
     );
-    return rows.map((r) => ({ clientId: r.client_id, usage: Number(r.usage), held: r.held, queued: 0 }));
+    return {
+      targets: (rows[0].targets ?? []).map((t) => ({ id: t.id, clientId: t.c, ahead: t.ahead })),
+      accounts: (rows[0].accounts ?? []).map((a) => ({ clientId: a.c, usage: Number(a.u), held: a.h, queued: 0 })),
+    };
   }
 
   /** Queued jobs per account, each count stopping at its limit (the cost is bounded by the limits). */
@@ -138,18 +157,6 @@ export class JobsRepository {
       [[...limits.keys()], [...limits.values()]],
     );
     return new Map(rows.map((r) => [r.c, r.n]));
-  }
-
-  /** For each queued job of `ids`: its account and how many of that account's queued jobs come before it (priority, then age). */
-  async aheadInAccount(ids: string[], db: Pool | PoolClient = this.db): Promise<Array<{ id: string; clientId: string; ahead: number }>> {
-    const { rows } = await db.query<{ id: string; client_id: string; ahead: number }>(
-      `SELECT t.id, t.client_id,
-         (SELECT count(*)::int FROM gpu_scheduler.jobs o WHERE o.status = 'queued' AND o.client_id = t.client_id
-            AND (o.priority > t.priority OR (o.priority = t.priority AND o.seq < t.seq))) AS ahead
-       FROM gpu_scheduler.jobs t WHERE t.id = ANY($1::uuid[]) AND t.status = 'queued'`,
-      [ids],
-    );
-    return rows.map((r) => ({ id: r.id, clientId: r.client_id, ahead: r.ahead }));
   }
 
   async findForClient(id: string, clientId: string): Promise<JobRow | undefined> {

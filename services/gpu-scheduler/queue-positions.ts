@@ -12,16 +12,15 @@ import { jobsAhead, QueueAccount, queuePosition, shareBefore } from "./placement
 
 export class QueuePositions {
   constructor(
-    private readonly repo: Pick<JobsRepository, "aheadInAccount" | "queueAccounts" | "countQueued">,
+    private readonly repo: Pick<JobsRepository, "queueStanding" | "countQueued">,
     private readonly limits: AccountLimits,
   ) {}
 
   /** The positions of those of `ids` that are queued (the others are absent). `db`: a transaction's client. */
   async of(ids: string[], db?: Pool | PoolClient): Promise<Map<string, number>> {
     if (!ids.length) return new Map();
-    const targets = await this.repo.aheadInAccount(ids, db);
+    const { targets, accounts: found } = await this.repo.queueStanding(ids, db);
     if (!targets.length) return new Map();
-    const found = await this.repo.queueAccounts(db);
     const weights = await this.limits.limitsFor(found.map((a) => a.clientId));
     const accounts: QueueAccount[] = found.map((a) => ({ ...a, weight: weights.get(a.clientId)?.weight ?? 1, queued: Infinity }));
     const byId = new Map(accounts.map((a) => [a.clientId, a]));
@@ -36,7 +35,8 @@ export class QueuePositions {
         bounds.set(b.clientId, Math.max(bounds.get(b.clientId) ?? 0, Math.min(jobsAhead(b, share, t.clientId), 1_000_000)));
       }
     }
-    const counted = await this.repo.countQueued(bounds, db);
+    // Only the job's own account waits: nothing to count.
+    const counted = bounds.size ? await this.repo.countQueued(bounds, db) : new Map<string, number>();
     for (const a of accounts) a.queued = counted.get(a.clientId) ?? 0;
     return new Map(targets.map((t) => [t.id, queuePosition(t, accounts)]));
   }

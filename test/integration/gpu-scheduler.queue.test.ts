@@ -167,12 +167,15 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     const { rows } = await pools[0].query("SELECT client_id, gpu_seconds FROM gpu_scheduler.account_usage");
     expect(rows).toEqual([{ client_id: CLIENT, gpu_seconds: 8 }]);
     // A job queued again for the account: its usage, decayed with the half-life (2 s) since it was added.
-    await newJob();
-    const [account] = await halfLife.queueAccounts();
+    const queued = await newJob();
+    const [account] = (await halfLife.queueStanding([queued.id])).accounts;
     expect(account.clientId).toBe(CLIENT);
     expect(account.usage).toBeGreaterThan(0);
     expect(account.usage).toBeLessThanOrEqual(8);
-    await waitFor(async () => (await halfLife.queueAccounts())[0].usage < 4, { timeoutMs: 10_000, message: "usage halved after a half-life" });
+    await waitFor(async () => (await halfLife.queueStanding([queued.id])).accounts[0].usage < 4, {
+      timeoutMs: 10_000,
+      message: "usage halved after a half-life",
+    });
   });
 
   test("gpu-scheduler queue - a placement commit writes names and ids as literals safely", async () => {
