@@ -64,7 +64,14 @@ export const Job = Type.Object(
     statusReason: Nullable(
       Type.String({
         description:
-          'Why the job is where it is, in words (e.g. a queue timeout that expired, or "retry 2 of 3 in 10 s after: exit code 1" while a failed attempt waits for its retry); null when there is nothing to add',
+          'Why the job is where it is, in words: for a queued job what it waits for (e.g. "waiting for a free GPU matching \\"A100\\"", "account limit of 2 running GPUs reached"), "retry 2 of 3 in 10 s after: exit code 1" while a failed attempt waits for its retry, a queue timeout that expired; null when there is nothing to add',
+      }),
+    ),
+    priority: StringEnum(["low", "normal", "high"], { description: "As submitted (default normal): the order of the account's own queued jobs" }),
+    queuePosition: Nullable(
+      Type.Integer({
+        minimum: 1,
+        description: "While queued: the job's 1-based place in the order the scheduler would start the queued jobs now; null otherwise",
       }),
     ),
     maxRetries: Type.Integer({

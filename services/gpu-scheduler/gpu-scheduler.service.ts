@@ -33,6 +33,9 @@ import { Clock, Scheduler } from "./scheduler";
 import { checkIdempotencyKey, IDEMPOTENCY_HEADER, requestHash } from "./idempotency";
 import { IdempotencyRepository } from "./idempotency.repository";
 import type { SchedulerStats } from "./stats";
+import { AccountLimits, EnvAccountLimits } from "./account-limits";
+import { PRIORITIES, Priority } from "./placement";
+import { QueuePositions } from "./queue-positions";
 
 export interface CreateJobParams {
   command: string;
@@ -42,6 +45,7 @@ export interface CreateJobParams {
   env?: Record<string, string>;
   queueTimeoutSeconds?: number;
   maxRetries?: number;
+  priority?: Priority;
 }
 export type JobIdParams = { id: string };
 /** `attempt`: 1-based; absent: the last one. */
@@ -73,6 +77,11 @@ type SchedulerThis = Service &
     /** GPU_ALLOWED_REGISTRIES, parsed once at start. */
     allowedRegistries: string[];
     inserts: Batcher<NewJob, number>;
+    limits: AccountLimits;
+    positions: QueuePositions;
+    detail(row: JobRow, positions?: Map<string, number>): JobDetail;
+    details(rows: JobRow[]): Promise<JobDetail[]>;
+    checkQueuedQuota(clientId: string): Promise<void>;
     keys: IdempotencyRepository;
     tickTimer?: NodeJS.Timeout;
     ownJob(ctx: Context<JobIdParams, CallerMeta>): Promise<JobRow>;
@@ -114,7 +123,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
           "concurrent requests with one key create one job. A malformed key is 400 naming the header.",
         status: 201,
         response: JobCreated,
-        errors: ["IDEMPOTENCY_KEY_REUSED"],
+        errors: ["IDEMPOTENCY_KEY_REUSED", "QUOTA_EXCEEDED"],
       },
       params: {
         $$strict: "remove",
@@ -126,6 +135,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
         maxRetries: { type: "number", optional: true, integer: true, min: 0, max: MAX_JOB_RETRIES },
         // Names and values are checked by jobEnvProblem (one rule for the scheduler and the node).
         env: { type: "object", optional: true },
+        priority: { type: "enum", values: [...PRIORITIES], optional: true },
       },
       async handler(this: SchedulerThis, ctx: Context<CreateJobParams, CallerMeta>): Promise<CreatedJob> {
         const { command, containerImage } = ctx.params;
@@ -149,7 +159,9 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
           env,
           queueTimeoutSeconds: ctx.params.queueTimeoutSeconds ?? null,
           maxRetries: ctx.params.maxRetries ?? 0,
+          priority: PRIORITIES.indexOf(ctx.params.priority ?? "normal"),
         };
+        await this.checkQueuedQuota(job.clientId);
         // Keyed requests take their own transaction; the others stay on the batched inserts.
         if (key !== undefined) return this.createKeyed(ctx, key, job);
         const position = await this.inserts.push(job);
@@ -165,8 +177,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       openapi: { tag: "gpu", summary: "The caller's 50 most recent jobs, newest first", status: 200, response: JobList },
       async handler(this: SchedulerThis, ctx: Context<unknown, CallerMeta>): Promise<{ jobs: JobDetail[] }> {
         const rows = await this.repo.listForClient(ctx.meta.caller!.clientId, LIST_LIMIT);
-        const now = this.clock.now();
-        return { jobs: rows.map((r) => toJobDetail(r, now, this.labeler, this.config.jobTimeoutS)) };
+        return { jobs: await this.details(rows) };
       },
     },
 
@@ -176,7 +187,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       openapi: { tag: "gpu", summary: "One job", status: 200, response: Job, errors: ["NOT_FOUND"] },
       params: JOB_ID_PARAMS,
       async handler(this: SchedulerThis, ctx: Context<JobIdParams, CallerMeta>): Promise<JobDetail> {
-        return toJobDetail(await this.ownJob(ctx), this.clock.now(), this.labeler, this.config.jobTimeoutS);
+        return (await this.details([await this.ownJob(ctx)]))[0];
       },
     },
 
@@ -189,7 +200,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       async handler(this: SchedulerThis, ctx: Context<JobIdParams, CallerMeta>): Promise<JobDetail> {
         const row = await this.ownJob(ctx);
         if (!(await this.scheduler.cancel(row))) throw apiError("INVALID_STATE", `GPU job already finished (${row.status}); it cannot be cancelled`);
-        return toJobDetail((await this.repo.find(row.id))!, this.clock.now(), this.labeler, this.config.jobTimeoutS);
+        return this.detail((await this.repo.find(row.id))!);
       },
     },
 
@@ -302,6 +313,25 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
   },
 
   methods: {
+    detail(this: SchedulerThis, row: JobRow, positions?: Map<string, number>): JobDetail {
+      const waiting = row.status === "queued" ? this.scheduler.waitingFor(row.id, row.gpu_type) : undefined;
+      const queued = { queuePosition: positions?.get(row.id), waiting };
+      return toJobDetail(row, this.clock.now(), this.labeler, this.config.jobTimeoutS, queued);
+    },
+
+    /** Details of `rows`, with the queue positions of the queued ones (queue-positions.ts). */
+    async details(this: SchedulerThis, rows: JobRow[]): Promise<JobDetail[]> {
+      const positions = await this.positions.of(rows.filter((r) => r.status === "queued").map((r) => r.id));
+      return rows.map((r) => this.detail(r, positions));
+    },
+
+    /** 403 QUOTA_EXCEEDED when the account already has its limit of queued jobs (counted up to the limit). */
+    async checkQueuedQuota(this: SchedulerThis, clientId: string): Promise<void> {
+      const limit = (await this.limits.limitsFor([clientId])).get(clientId)!.queuedJobs;
+      const used = await this.repo.queuedOf(clientId, limit);
+      if (used >= limit) throw apiError("QUOTA_EXCEEDED", `An account may have at most ${limit} queued GPU jobs`, { resource: "queuedJobs", limit, used });
+    },
+
     /** The caller's job; another account's, or a malformed id, is the same 404. */
     async ownJob(this: SchedulerThis, ctx: Context<JobIdParams, CallerMeta>): Promise<JobRow> {
       const row = isUuid(ctx.params.id) ? await this.repo.findForClient(ctx.params.id, ctx.meta.caller!.clientId) : undefined;
@@ -359,23 +389,34 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
     this.labeler = (nodeId) => nodeLabel(nodeId, nodeLabelSecret);
     this.allowedRegistries = this.config.allowedRegistries;
     this.clock = { now: () => new Date() };
-    this.repo = new JobsRepository(this.db);
-    this.places = new PlacementRepository(this.db);
-    this.keys = new IdempotencyRepository(this.db, this.repo);
+    this.repo = new JobsRepository(this.db, this.config.fairShareHalfLifeS);
+    this.places = new PlacementRepository(this.db, this.config.fairShareHalfLifeS);
+    this.limits = new EnvAccountLimits(this.config.accountDefaults);
+    this.positions = new QueuePositions(this.repo, this.limits);
+    this.keys = new IdempotencyRepository(this.db, this.repo, this.positions);
     const timeoutMs = this.config.dispatchTimeoutS * 1000;
     const nodes = new BrokerNodeClient(this.broker, timeoutMs);
-    this.scheduler = new Scheduler(this.repo, this.places, nodes, this.clock, this.logger, {
-      nodeTimeoutMs: this.config.nodeTimeoutS * 1000,
-      dispatchTimeoutMs: timeoutMs,
-      warmUpMs: this.config.heartbeatS * 1500,
-      retryBackoffS: this.config.retryBackoffS,
-    });
+    this.scheduler = new Scheduler(
+      this.repo,
+      this.places,
+      nodes,
+      this.clock,
+      this.logger,
+      {
+        nodeTimeoutMs: this.config.nodeTimeoutS * 1000,
+        dispatchTimeoutMs: timeoutMs,
+        warmUpMs: this.config.heartbeatS * 1500,
+        retryBackoffS: this.config.retryBackoffS,
+      },
+      this.limits,
+    );
     this.jobLogs = new JobLogs(nodes, this.scheduler.view, (message) => this.logger.debug(message));
     this.inserts = new Batcher(
       async (jobs) => {
-        const rows = await this.repo.insert(jobs, this.clock.now());
-        const positions = new Map(rows.map((r) => [r.id, r.position]));
-        return jobs.map((j) => positions.get(j.id)!);
+        await this.repo.insert(jobs, this.clock.now());
+        const positions = await this.positions.of(jobs.map((j) => j.id));
+        // A job placed already (by a pass since) is next: 1.
+        return jobs.map((j) => positions.get(j.id) ?? 1);
       },
       // A job PostgreSQL refuses fails alone (400 for a data error), never its batch.
       { maxBatch: 200, maxInFlight: 2, itemError: fromDataError },

@@ -2,6 +2,7 @@
 import type { Pool } from "pg";
 import { transaction } from "../../lib/db";
 import type { CreatedJob } from "./contract";
+import type { QueuePositions } from "./queue-positions";
 import type { JobsRepository, NewJob } from "./jobs.repository";
 
 export type KeyedRequest = { clientId: string; key: string; requestHash: string };
@@ -16,6 +17,7 @@ export class IdempotencyRepository {
   constructor(
     private readonly db: Pool,
     private readonly jobs: JobsRepository,
+    private readonly positions: QueuePositions,
   ) {}
 
   /**
@@ -35,8 +37,9 @@ export class IdempotencyRepository {
           [req.clientId, req.key, req.requestHash, job.id, now, expiredBefore],
         );
         if (!claim.rowCount) return undefined;
-        const [row] = await this.jobs.insert([job], now, client);
-        const body: CreatedJob = { id: job.id, status: "queued", queuePosition: row.position };
+        await this.jobs.insert([job], now, client);
+        const position = (await this.positions.of([job.id], client)).get(job.id)!;
+        const body: CreatedJob = { id: job.id, status: "queued", queuePosition: position };
         await client.query(`UPDATE gpu_scheduler.idempotency_keys SET status = $3, response = $4 WHERE client_id = $1 AND key = $2`, [
           req.clientId,
           req.key,

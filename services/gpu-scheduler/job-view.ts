@@ -2,7 +2,26 @@
 import type { ClusterStatus, JobDetail } from "./contract";
 import type { JobRow } from "./jobs.repository";
 import type { ViewCard } from "./cluster-view";
+import { PRIORITIES, Waiting } from "./placement";
 import { gpuSecondsUsed, publicStatus } from "./transitions";
+
+/** What a queued job waits for, in words (statusReason), from the last placement pass's reason. */
+export function waitingReason(waiting: Waiting, gpuType: string | null): string {
+  const matching = gpuType ? ` matching "${gpuType}"` : "";
+  switch (waiting.reason) {
+    case "NO_GPUS":
+      return "waiting for a GPU node to join the cluster";
+    case "NO_MATCHING_GPU":
+      return `waiting for a GPU${matching} to join the cluster`;
+    case "MATCHING_GPUS_BUSY":
+      return `waiting for a free GPU${matching}`;
+    case "ACCOUNT_LIMIT":
+      return `account limit of ${waiting.limit} running GPU${waiting.limit === 1 ? "" : "s"} reached`;
+  }
+}
+
+/** Read-time facts of a queued job: its place in the start order and what it waits for (absent: unknown). */
+export type QueuedFacts = { queuePosition?: number; waiting?: Waiting };
 
 /** Real node id → the opaque label clients get (operators keep the real id in logs and the database). */
 export type NodeLabeler = (nodeId: string) => string;
@@ -14,7 +33,8 @@ function publicMessage(message: string | null, nodeId: string | null, label: Nod
 }
 
 /** `defaultTimeoutS`: JOB_TIMEOUT_S, the limit of a job stored before jobs had their own. */
-export function toJobDetail(row: JobRow, now: Date, label: NodeLabeler, defaultTimeoutS: number): JobDetail {
+export function toJobDetail(row: JobRow, now: Date, label: NodeLabeler, defaultTimeoutS: number, queued: QueuedFacts = {}): JobDetail {
+  const isQueued = row.status === "queued";
   const hasResult = row.exit_code !== null || row.output !== null;
   return {
     id: row.id,
@@ -42,7 +62,9 @@ export function toJobDetail(row: JobRow, now: Date, label: NodeLabeler, defaultT
     timeoutSeconds: row.timeout_seconds ?? defaultTimeoutS,
     envNames: row.env_names ?? [],
     queueTimeoutSeconds: row.queue_timeout_seconds ?? null,
-    statusReason: row.status_reason ?? null,
+    statusReason: row.status_reason ?? (isQueued && queued.waiting ? waitingReason(queued.waiting, row.gpu_type) : null),
+    priority: PRIORITIES[row.priority] ?? "normal",
+    queuePosition: isQueued ? (queued.queuePosition ?? null) : null,
     maxRetries: row.max_retries ?? 0,
     attempts: row.attempts ?? 0,
   };

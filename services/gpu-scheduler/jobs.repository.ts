@@ -1,6 +1,8 @@
 /** SQL for the gpu_scheduler schema; the only place that knows its tables. */
 import type { Pool, PoolClient } from "pg";
 import { normalizeGpuType } from "./gpu-type";
+import type { QueueAccount } from "./placement";
+import { decayedUsageSql } from "./placement.repository";
 import type { JobPatch, JobState, StoredStatus } from "./transitions";
 
 export type JobRow = {
@@ -32,6 +34,8 @@ export type JobRow = {
   attempts: number;
   /** GPU-seconds of the ended attempts of a retried job. */
   prior_gpu_seconds: number;
+  /** 0 low, 1 normal, 2 high. */
+  priority: number;
 };
 
 /** An ended attempt of a retried job (job_attempts). */
@@ -48,11 +52,13 @@ export type NewJob = {
   env?: Record<string, string>;
   queueTimeoutSeconds?: number | null;
   maxRetries?: number;
+  /** 0 low, 1 normal (default), 2 high. */
+  priority?: number;
 };
 
 const COLUMNS = `id, client_id, command, container_image, gpu_type, status, node_id, gpu_uuid, gpu_name, holding,
   created_at, assigned_at, started_at, completed_at, exit_code, output, output_base64, error_message, timeout_seconds, env_names,
-  queue_timeout_seconds, status_reason, max_retries, attempts, prior_gpu_seconds`;
+  queue_timeout_seconds, status_reason, max_retries, attempts, prior_gpu_seconds, priority`;
 /** What a decision reads: `output` only as a presence mark (see `states`). */
 const STATE_COLUMNS = `id, status, node_id, gpu_uuid, holding, assigned_at, started_at, completed_at, exit_code, error_message, attempts, max_retries,
   CASE WHEN output IS NULL THEN NULL ELSE '' END AS output`;
@@ -74,22 +80,23 @@ export const toState = (r: JobRow): JobState => ({
 });
 
 export class JobsRepository {
-  constructor(private readonly db: Pool) {}
+  /** `halfLifeS`: FAIR_SHARE_HALF_LIFE_S (the decay of account_usage). */
+  constructor(
+    private readonly db: Pool,
+    private readonly halfLifeS = 3600,
+  ) {}
 
-  /** Inserts queued jobs; positions are 1-based among queued jobs in FIFO order. `db`: a transaction's client. */
-  async insert(jobs: NewJob[], now: Date, db: Pool | PoolClient = this.db): Promise<Array<{ id: string; position: number }>> {
-    const { rows } = await db.query<{ id: string; position: number }>(
-      `WITH depth AS (SELECT count(*)::int AS n FROM gpu_scheduler.jobs WHERE status = 'queued'),
-       ins AS (
-         INSERT INTO gpu_scheduler.jobs (id, client_id, command, container_image, gpu_type, gpu_match, status, created_at, timeout_seconds, env, env_names,
-           queue_timeout_seconds, queue_deadline, max_retries)
+  /** Inserts queued jobs. `db`: a transaction's client. */
+  async insert(jobs: NewJob[], now: Date, db: Pool | PoolClient = this.db): Promise<Array<{ id: string }>> {
+    const { rows } = await db.query<{ id: string }>(
+      `INSERT INTO gpu_scheduler.jobs (id, client_id, command, container_image, gpu_type, gpu_match, status, created_at, timeout_seconds, env, env_names,
+           queue_timeout_seconds, queue_deadline, priority, max_retries)
          SELECT u.id, u.client_id, u.command, u.image, u.gpu_type, u.gpu_match, 'queued', $7, u.timeout_seconds, u.env,
            ARRAY(SELECT k FROM jsonb_object_keys(COALESCE(u.env, '{}')) AS k ORDER BY k COLLATE "C"),
-           u.queue_timeout, $7::timestamptz + make_interval(secs => u.queue_timeout), u.max_retries
-         FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $8::int[], $9::jsonb[], $10::int[], $11::int[])
-           AS u(id, client_id, command, image, gpu_type, gpu_match, timeout_seconds, env, queue_timeout, max_retries)
-         RETURNING id, seq)
-       SELECT ins.id, (depth.n + row_number() OVER (ORDER BY ins.seq))::int AS position FROM ins, depth`,
+           u.queue_timeout, $7::timestamptz + make_interval(secs => u.queue_timeout), u.priority, u.max_retries
+         FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $8::int[], $9::jsonb[], $10::int[], $11::smallint[], $12::int[])
+           AS u(id, client_id, command, image, gpu_type, gpu_match, timeout_seconds, env, queue_timeout, priority, max_retries)
+         RETURNING id`,
       [
         jobs.map((j) => j.id),
         jobs.map((j) => j.clientId),
@@ -101,10 +108,67 @@ export class JobsRepository {
         jobs.map((j) => j.timeoutSeconds),
         jobs.map((j) => (j.env && Object.keys(j.env).length ? JSON.stringify(j.env) : null)),
         jobs.map((j) => j.queueTimeoutSeconds ?? null),
+        jobs.map((j) => j.priority ?? 1),
         jobs.map((j) => j.maxRetries ?? 0),
       ],
     );
     return rows;
+  }
+
+  /** How many jobs the account has queued, counting at most to `limit` (through jobs_queue_by_account_order). */
+  async queuedOf(clientId: string, limit: number): Promise<number> {
+    const { rows } = await this.db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM (SELECT 1 FROM gpu_scheduler.jobs WHERE status = 'queued' AND client_id = $1 LIMIT $2) q`,
+      [clientId, limit],
+    );
+    return rows[0].n;
+  }
+
+  /**
+   * For `queuePosition`, in one round trip: each queued job of `ids` with its account and how many
+   * of that account's queued jobs come before it (priority, then age), and every account with
+   * queued jobs (skipping through an index: one probe per account) with its decayed usage and the
+   * GPUs it holds; `queued` is left 0 (see `countQueued`).
+   */
+  async queueStanding(
+    ids: string[],
+    db: Pool | PoolClient = this.db,
+  ): Promise<{ targets: Array<{ id: string; clientId: string; ahead: number }>; accounts: Array<Omit<QueueAccount, "weight">> }> {
+    const { rows } = await db.query<{
+      targets: Array<{ id: string; c: string; ahead: number }> | null;
+      accounts: Array<{ c: string; u: number; h: number }> | null;
+    }>(
+      `WITH RECURSIVE accts(c) AS (
+         (SELECT client_id FROM gpu_scheduler.jobs WHERE status = 'queued' ORDER BY client_id LIMIT 1)
+         UNION ALL
+         SELECT (SELECT j.client_id FROM gpu_scheduler.jobs j WHERE j.status = 'queued' AND j.client_id > accts.c ORDER BY j.client_id LIMIT 1)
+         FROM accts WHERE accts.c IS NOT NULL),
+       targets AS (
+         SELECT t.id, t.client_id AS c,
+           (SELECT count(*)::int FROM gpu_scheduler.jobs o WHERE o.status = 'queued' AND o.client_id = t.client_id
+              AND (o.priority > t.priority OR (o.priority = t.priority AND o.seq < t.seq))) AS ahead
+         FROM gpu_scheduler.jobs t WHERE t.id = ANY($1::uuid[]) AND t.status = 'queued'),
+       accounts AS (
+         SELECT a.c, COALESCE(${decayedUsageSql(this.halfLifeS)}, 0)::float8 AS u,
+           (SELECT count(*)::int FROM gpu_scheduler.jobs h WHERE h.holding AND h.client_id = a.c) AS h
+         FROM accts a LEFT JOIN gpu_scheduler.account_usage u ON u.client_id = a.c WHERE a.c IS NOT NULL AND EXISTS (SELECT 1 FROM targets))
+       SELECT (SELECT json_agg(targets) FROM targets) AS targets, (SELECT json_agg(accounts) FROM accounts) AS accounts`,
+      [ids],
+    );
+    return {
+      targets: (rows[0].targets ?? []).map((t) => ({ id: t.id, clientId: t.c, ahead: t.ahead })),
+      accounts: (rows[0].accounts ?? []).map((a) => ({ clientId: a.c, usage: Number(a.u), held: a.h, queued: 0 })),
+    };
+  }
+
+  /** Queued jobs per account, each count stopping at its limit (the cost is bounded by the limits). */
+  async countQueued(limits: Map<string, number>, db: Pool | PoolClient = this.db): Promise<Map<string, number>> {
+    const { rows } = await db.query<{ c: string; n: number }>(
+      `SELECT t.c, (SELECT count(*)::int FROM (SELECT 1 FROM gpu_scheduler.jobs j WHERE j.status = 'queued' AND j.client_id = t.c LIMIT t.l) x) AS n
+       FROM unnest($1::uuid[], $2::int[]) AS t(c, l)`,
+      [[...limits.keys()], [...limits.values()]],
+    );
+    return new Map(rows.map((r) => [r.c, r.n]));
   }
 
   async findForClient(id: string, clientId: string): Promise<JobRow | undefined> {
@@ -164,6 +228,7 @@ export class JobsRepository {
     const set = (field: keyof JobPatch, column: string, cast: string) =>
       `${column} = CASE WHEN p.patch ? '${field}' THEN (p.patch->>'${field}')${cast} ELSE j.${column} END`;
     const unplaced = (column: string) => `${column} = CASE WHEN p.patch ? 'nodeId' THEN NULL ELSE j.${column} END`;
+    // A job that started and ends here adds its GPU-seconds to its account's decayed usage (fair share).
     const { rows } = await this.db.query<{ id: string }>(
       `WITH written AS (UPDATE gpu_scheduler.jobs j SET
          ${set("status", "status", "")}, ${set("holding", "holding", "::boolean")},
@@ -177,13 +242,22 @@ export class JobsRepository {
        FROM jsonb_to_recordset($1::jsonb) AS p(id uuid, seen_status text, seen_holding boolean, seen_node text, seen_gpu text, patch jsonb)
        WHERE j.id = p.id AND j.status = p.seen_status AND j.holding = p.seen_holding
          AND j.node_id IS NOT DISTINCT FROM p.seen_node AND j.gpu_uuid IS NOT DISTINCT FROM p.seen_gpu
-       RETURNING j.id, p.patch->'endedAttempt' AS ended),
+       RETURNING j.id, j.client_id, p.patch->'endedAttempt' AS ended,
+         CASE WHEN p.seen_status NOT IN ${TERMINAL_SQL} AND j.status IN ${TERMINAL_SQL} AND j.started_at IS NOT NULL
+           THEN GREATEST(extract(epoch FROM COALESCE(j.completed_at, j.started_at) - j.started_at), 0)
+           -- an attempt ended and the job went back to the queue (retry): its time counts too
+           WHEN p.patch ? 'endedAttempt' THEN GREATEST(extract(epoch FROM
+             (p.patch->'endedAttempt'->>'endedAt')::timestamptz - (p.patch->'endedAttempt'->>'startedAt')::timestamptz), 0) END AS used),
        kept AS (INSERT INTO gpu_scheduler.job_attempts (job_id, attempt, node_id, started_at, ended_at, exit_code, output, output_base64, error_message)
          SELECT w.id, a.attempt, a."nodeId", a."startedAt", a."endedAt", a."exitCode", a.output, a."outputBase64", a."errorMessage"
          FROM written w, jsonb_to_record(w.ended) AS a(attempt int, "nodeId" text, "startedAt" timestamptz, "endedAt" timestamptz, "exitCode" int,
            output text, "outputBase64" text, "errorMessage" text)
          WHERE w.ended IS NOT NULL
-         ON CONFLICT (job_id, attempt) DO NOTHING)
+         ON CONFLICT (job_id, attempt) DO NOTHING),
+       usage AS (
+         INSERT INTO gpu_scheduler.account_usage AS u (client_id, gpu_seconds, at)
+         SELECT client_id, sum(used), now() FROM written WHERE used IS NOT NULL GROUP BY client_id
+         ON CONFLICT (client_id) DO UPDATE SET gpu_seconds = ${decayedUsageSql(this.halfLifeS)} + EXCLUDED.gpu_seconds, at = now())
        SELECT id FROM written`,
       [
         JSON.stringify(

@@ -112,4 +112,23 @@ export const migrations: Migration[] = [
       );
     `,
   },
+  {
+    version: 6,
+    name: "fair share",
+    // priority: 0 low, 1 normal, 2 high. account_usage: an account's GPU-seconds decayed to `at`
+    // (FAIR_SHARE_HALF_LIFE_S), added to when one of its jobs that started ends; decayed on read.
+    sql: `
+      ALTER TABLE jobs ADD COLUMN priority smallint NOT NULL DEFAULT 1 CHECK (priority BETWEEN 0 AND 2);
+      -- Per account and requested type, in the account's order: placement skips through the pairs.
+      CREATE INDEX jobs_queue_by_account ON jobs (client_id, gpu_match, priority DESC, seq) WHERE status = 'queued';
+      -- Per account in its order: queue positions and the queued-jobs limit count through it.
+      CREATE INDEX jobs_queue_by_account_order ON jobs (client_id, priority DESC, seq) WHERE status = 'queued';
+      CREATE INDEX jobs_holding_by_client ON jobs (client_id) WHERE holding;
+      CREATE TABLE account_usage (
+        client_id uuid PRIMARY KEY,
+        gpu_seconds double precision NOT NULL,
+        at timestamptz NOT NULL
+      );
+    `,
+  },
 ];

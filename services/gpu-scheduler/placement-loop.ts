@@ -9,8 +9,9 @@ import { Batcher, Coalescer } from "./batcher";
 import type { ClusterView, ViewCard } from "./cluster-view";
 import type { JobWriter } from "./job-writer";
 import type { NodeStopper } from "./node-stopper";
-import { plan, WaitReason, Waiting } from "./placement";
-import type { AssignedJob, PlacementRepository, PlacementRow, QueuedRow } from "./placement.repository";
+import type { AccountLimit, AccountLimits } from "./account-limits";
+import { AccountShare, plan, Waiting } from "./placement";
+import type { AssignedJob, PlacementRepository, PlacementRow, PlacementSnapshot } from "./placement.repository";
 import type { Clock, NodeClient } from "./ports";
 import { confirmPlacement, JobState, refusePlacement, unplace } from "./transitions";
 
@@ -35,15 +36,27 @@ export function isPermanentRejection(err: unknown): boolean {
  */
 export function decidePass(
   cards: ViewCard[],
-  snapshot: { held: Set<string>; queue: QueuedRow[] },
+  snapshot: PlacementSnapshot,
   heldElsewhereBefore: number,
+  limits: ReadonlyMap<string, AccountLimit> = new Map(),
 ): { placements: PlacementRow[]; waiting: Waiting[]; heldElsewhere: number; readAgain: boolean } {
   const schedulable = new Set(cards.map((c) => c.uuid));
   const heldElsewhere = [...snapshot.held].filter((uuid) => !schedulable.has(uuid)).length;
   const names = new Map(cards.map((c) => [c.uuid, c.name]));
+  const accounts = new Map<string, AccountShare>();
+  for (const { clientId = "" } of snapshot.queue) {
+    const limit = limits.get(clientId);
+    accounts.set(clientId, {
+      usage: snapshot.usage?.get(clientId) ?? 0,
+      held: snapshot.heldBy?.get(clientId) ?? 0,
+      weight: limit?.weight ?? 1,
+      runningGpus: limit?.runningGpus ?? null,
+    });
+  }
   const { placements, waiting } = plan({
     cards: cards.map((c) => ({ nodeId: c.nodeId, uuid: c.uuid, name: c.name, busy: snapshot.held.has(c.uuid) })),
     queue: snapshot.queue,
+    accounts,
   });
   return {
     placements: placements.map((p) => ({ ...p, gpuName: names.get(p.gpuUuid)! })),
@@ -79,7 +92,7 @@ export class PlacementLoop {
   private newJobs = false;
   /** Cards holding a job outside the schedulable ones (suspended or vanished nodes), at the last pass. */
   private heldElsewhere = 0;
-  private waitingNow = new Map<string, WaitReason>();
+  private waitingNow = new Map<string, Waiting>();
 
   constructor(
     private readonly places: PlacementStore,
@@ -89,6 +102,7 @@ export class PlacementLoop {
     private readonly stopper: NodeStopper,
     private readonly clock: Clock,
     private readonly logger: LoggerInstance,
+    private readonly limits?: AccountLimits,
   ) {
     this.passes = new Coalescer(
       () => this.placeOnce(),
@@ -103,7 +117,7 @@ export class PlacementLoop {
    * oldest of each type, as many as there may be free cards). A pass that reads none (nothing
    * queued, no schedulable card, every card held) leaves it empty: a job absent has no known reason.
    */
-  get waiting(): ReadonlyMap<string, WaitReason> {
+  get waiting(): ReadonlyMap<string, Waiting> {
     return this.waitingNow;
   }
 
@@ -142,12 +156,13 @@ export class PlacementLoop {
       // The snapshot reads at most as many jobs per type as there may be free cards.
       outcome = await this.places.placeUnderLock(
         cards.length + this.heldElsewhere,
-        (snapshot) => {
+        async (snapshot) => {
           decided = true;
-          const pass = decidePass(cards, snapshot, this.heldElsewhere);
+          const limits = this.limits ? await this.limits.limitsFor([...new Set(snapshot.queue.map((q) => q.clientId ?? ""))]) : undefined;
+          const pass = decidePass(cards, snapshot, this.heldElsewhere, limits);
           if (pass.readAgain) again = true; // the bound was too small: read again
           this.heldElsewhere = pass.heldElsewhere;
-          this.waitingNow = new Map(pass.waiting.map((w) => [w.jobId, w.reason]));
+          this.waitingNow = new Map(pass.waiting.map((w) => [w.jobId, w]));
           return pass.placements;
         },
         this.clock.now(),

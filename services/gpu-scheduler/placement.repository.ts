@@ -4,6 +4,7 @@
  * replica decide at a time.
  */
 import type { Pool } from "pg";
+import type { QueuedJob } from "./placement";
 
 export type AssignedJob = {
   id: string;
@@ -20,32 +21,62 @@ export type AssignedJob = {
   max_retries: number;
 };
 export type PlacementRow = { jobId: string; nodeId: string; gpuUuid: string; gpuName: string };
-export type QueuedRow = { jobId: string; gpuType: string | null; seq: number };
+/** A candidate job (`clientId` and `priority` as placement.ts's QueuedJob). */
+export type QueuedRow = QueuedJob;
+/** What one placement decision reads: held cards, candidate jobs, and the standing of their accounts. */
+export type PlacementSnapshot = {
+  held: Set<string>;
+  queue: QueuedRow[];
+  /** GPUs each account holds now (accounts holding none are absent). */
+  heldBy?: Map<string, number>;
+  /** GPU-seconds each account of `queue` has used, decayed to now (absent: none). */
+  usage?: Map<string, number>;
+};
+
+/** An account's GPU-seconds decayed to the database's now with half-life `halfLifeS` (SQL over account_usage `u`). */
+export const decayedUsageSql = (halfLifeS: number) => `u.gpu_seconds * power(2, -extract(epoch FROM now() - u.at) / ${Number(halfLifeS)})`;
 
 /**
- * The placement snapshot in one row: the cards holding a job, and the oldest queued jobs of each
- * requested type, at most as many per type as there may be free cards. The distinct types come
- * from skipping through an index (one probe per type), so the cost does not grow with the backlog.
+ * The placement snapshot in one row: the cards holding a job (and per account how many), the first
+ * queued jobs of each account and requested type in the account's order (priority, then age), at
+ * most as many per pair as there may be free cards, and the decayed usage of those accounts. The
+ * distinct (account, type) pairs come from skipping through an index (one probe per pair), so the
+ * cost grows with the accounts waiting, not with the backlog.
  */
-function snapshotSql(cardCount: number, nowLiteral: string): string {
-  return `WITH RECURSIVE types(m) AS (
-      (SELECT gpu_match FROM gpu_scheduler.jobs WHERE status = 'queued' ORDER BY gpu_match LIMIT 1)
+function snapshotSql(cardCount: number, halfLifeS: number, nowLiteral: string): string {
+  return `WITH RECURSIVE pairs(c, m) AS (
+      (SELECT client_id, gpu_match FROM gpu_scheduler.jobs WHERE status = 'queued' ORDER BY client_id, gpu_match LIMIT 1)
       UNION ALL
-      SELECT (SELECT j.gpu_match FROM gpu_scheduler.jobs j
-              WHERE j.status = 'queued' AND j.gpu_match > types.m ORDER BY j.gpu_match LIMIT 1)
-      FROM types WHERE types.m IS NOT NULL),
+      SELECT s.client_id, s.gpu_match FROM pairs,
+        LATERAL (SELECT j.client_id, j.gpu_match FROM gpu_scheduler.jobs j
+                 WHERE j.status = 'queued' AND (j.client_id, j.gpu_match) > (pairs.c, pairs.m) ORDER BY j.client_id, j.gpu_match LIMIT 1) s),
     held AS (SELECT array_agg(gpu_uuid) AS uuids, count(*) AS n FROM gpu_scheduler.jobs WHERE holding),
+    held_by AS (SELECT client_id AS c, count(*)::int AS n FROM gpu_scheduler.jobs WHERE holding GROUP BY client_id),
     queue AS (
-      SELECT q.id, q.gpu_type, q.seq FROM types, held,
-        LATERAL (SELECT id, gpu_type, seq FROM gpu_scheduler.jobs j
-                 WHERE j.status = 'queued' AND j.gpu_match = types.m AND (j.not_before IS NULL OR j.not_before <= ${nowLiteral}::timestamptz)
-                 ORDER BY j.seq LIMIT GREATEST(${cardCount} - held.n, 0)) q
-      WHERE types.m IS NOT NULL)
-    SELECT (SELECT uuids FROM held) AS held, (SELECT json_agg(queue ORDER BY seq) FROM queue) AS queue`;
+      SELECT q.id, q.gpu_type, q.seq, q.client_id, q.priority FROM pairs, held,
+        LATERAL (SELECT id, gpu_type, seq, client_id, priority FROM gpu_scheduler.jobs j
+                 WHERE j.status = 'queued' AND j.client_id = pairs.c AND j.gpu_match = pairs.m
+                   AND (j.not_before IS NULL OR j.not_before <= ${nowLiteral}::timestamptz)
+                 ORDER BY j.priority DESC, j.seq LIMIT GREATEST(${cardCount} - held.n, 0)) q)
+    SELECT (SELECT uuids FROM held) AS held, (SELECT json_agg(queue ORDER BY seq) FROM queue) AS queue,
+      (SELECT json_agg(held_by) FROM held_by) AS held_by,
+      (SELECT json_agg(json_build_object('c', u.client_id, 'u', ${decayedUsageSql(halfLifeS)}))
+       FROM gpu_scheduler.account_usage u WHERE u.client_id IN (SELECT client_id FROM queue)) AS usage`;
 }
 
+type SnapshotRow = {
+  held: string[] | null;
+  queue: Array<{ id: string; gpu_type: string | null; seq: number; client_id: string; priority: number }> | null;
+  held_by: Array<{ c: string; n: number }> | null;
+  usage: Array<{ c: string; u: number }> | null;
+};
+
 export class PlacementRepository {
-  constructor(private readonly db: Pool) {}
+  /** `halfLifeS`: FAIR_SHARE_HALF_LIFE_S. */
+  constructor(
+    private readonly db: Pool,
+    private readonly halfLifeS = 3600,
+  ) {}
 
   /**
    * One placement decision under the placement lock (one replica decides at a time): reads the
@@ -56,7 +87,7 @@ export class PlacementRepository {
    */
   async placeUnderLock(
     cardCount: number,
-    decide: (snapshot: { held: Set<string>; queue: QueuedRow[] }) => PlacementRow[],
+    decide: (snapshot: PlacementSnapshot) => PlacementRow[] | Promise<PlacementRow[]>,
     now: Date,
   ): Promise<{ planned: number; assigned: AssignedJob[] }> {
     const tx = await this.db.connect();
@@ -64,11 +95,18 @@ export class PlacementRepository {
       const results = (await tx.query(
         `BEGIN;
          SELECT pg_advisory_xact_lock(hashtext('ci-platform:gpu-scheduler:placement'));
-         ${snapshotSql(Math.max(0, Math.floor(cardCount)), tx.escapeLiteral(now.toISOString()))}`,
-      )) as unknown as Array<{ rows: Array<{ held: string[] | null; queue: Array<{ id: string; gpu_type: string | null; seq: number }> | null }> }>;
+         ${snapshotSql(Math.max(0, Math.floor(cardCount)), this.halfLifeS, tx.escapeLiteral(now.toISOString()))}`,
+      )) as unknown as Array<{ rows: SnapshotRow[] }>;
       const row = results[2].rows[0];
-      const queue = (row.queue ?? []).map((q) => ({ jobId: q.id, gpuType: q.gpu_type, seq: Number(q.seq) }));
-      const placements = queue.length ? decide({ held: new Set(row.held ?? []), queue }) : [];
+      const queue = (row.queue ?? []).map((q) => ({ jobId: q.id, gpuType: q.gpu_type, seq: Number(q.seq), clientId: q.client_id, priority: q.priority }));
+      const placements = queue.length
+        ? await decide({
+            held: new Set(row.held ?? []),
+            queue,
+            heldBy: new Map((row.held_by ?? []).map((h) => [h.c, h.n])),
+            usage: new Map((row.usage ?? []).map((u) => [u.c, u.u])),
+          })
+        : [];
       if (!placements.length) {
         await tx.query("COMMIT");
         return { planned: 0, assigned: [] };

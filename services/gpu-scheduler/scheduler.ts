@@ -13,7 +13,9 @@ import { Housekeeping, HousekeepingStore } from "./housekeeping";
 import type { JobRow } from "./jobs.repository";
 import { CAS_ATTEMPTS, JobWriter } from "./job-writer";
 import { NodeStopper } from "./node-stopper";
-import type { WaitReason } from "./placement";
+import type { AccountLimits } from "./account-limits";
+import { matchingNames } from "./gpu-type";
+import type { Waiting } from "./placement";
 import { PlacementLoop, PlacementStore } from "./placement-loop";
 import type { Clock, NodeClient, SchedulerSettings } from "./ports";
 import { cancelJob } from "./transitions";
@@ -38,12 +40,13 @@ export class Scheduler {
     private readonly clock: Clock,
     logger: LoggerInstance,
     private readonly settings: SchedulerSettings,
+    limits?: AccountLimits,
   ) {
     this.view = new ClusterView(clock.now().getTime());
     const freed = () => void this.schedule();
     this.writer = new JobWriter(repo);
     this.stopper = new NodeStopper(nodes, this.writer, freed, logger);
-    this.placement = new PlacementLoop(places, this.writer, this.view, nodes, this.stopper, clock, logger);
+    this.placement = new PlacementLoop(places, this.writer, this.view, nodes, this.stopper, clock, logger, limits);
     this.events = new EventApplier(repo, this.writer, this.stopper, clock, logger, freed, settings.retryBackoffS);
     this.housekeeping = new Housekeeping(repo, this.writer, this.view, this.stopper, (id) => this.placement.isDispatching(id), clock, logger, settings);
   }
@@ -57,8 +60,21 @@ export class Scheduler {
   }
 
   /** Why queued jobs wait, as the last placement pass saw them (jobId → reason). */
-  get waiting(): ReadonlyMap<string, WaitReason> {
+  get waiting(): ReadonlyMap<string, Waiting> {
     return this.placement.waiting;
+  }
+
+  /**
+   * Why a queued job waits: the last pass's reason, or, for a job that pass did not read (it reads
+   * the first jobs of each account and type, as many as there may be free cards), what the cards
+   * known now say. In memory: no query.
+   */
+  waitingFor(jobId: string, gpuType: string | null): Waiting {
+    const known = this.placement.waiting.get(jobId);
+    if (known) return known;
+    const names = this.view.cardNames();
+    if (!names.length) return { jobId, reason: "NO_GPUS" };
+    return { jobId, reason: matchingNames(names, gpuType).length ? "MATCHING_GPUS_BUSY" : "NO_MATCHING_GPU" };
   }
 
   /** No new passes; waits for the pass, event and confirmation batches under way. */

@@ -1,6 +1,7 @@
 /** The gpu-scheduler's settings (README "Configuration"), parsed when it is created. */
 import { DEFAULT_DATABASE_URL } from "../../lib/platform-settings";
-import { Env, int, positive, text } from "../../lib/settings";
+import { Env, int, optionalInt, positive, text } from "../../lib/settings";
+import type { AccountLimit } from "./account-limits";
 import { parseHeartbeatS, parseJobTimeoutS } from "../gpu-node/settings";
 import { parseAllowedRegistries } from "../gpu-node/registry-policy";
 
@@ -23,6 +24,10 @@ export type SchedulerSettings = {
   idempotencyTtlS: number;
   /** RETRY_BACKOFF_S: a failed job with retries left waits this long before its first retry, twice as long before each later one. */
   retryBackoffS: number;
+  /** FAIR_SHARE_HALF_LIFE_S: GPU-seconds used count half after this long, for fair sharing. */
+  fairShareHalfLifeS: number;
+  /** Every account's limits (QUOTA_RUNNING_GPUS, QUOTA_QUEUED_JOBS; weight 1) until an admin sets its own. */
+  accountDefaults: AccountLimit;
 };
 
 export const parseSchedulerSettings = (env: Env): SchedulerSettings => ({
@@ -35,4 +40,10 @@ export const parseSchedulerSettings = (env: Env): SchedulerSettings => ({
   nodeLabelSecret: text(env, "NODE_LABEL_SECRET", `node-label:${text(env, "DATABASE_URL", DEFAULT_DATABASE_URL)}`),
   idempotencyTtlS: positive(env, "GPU_IDEMPOTENCY_TTL_S", 24 * 3600),
   retryBackoffS: positive(env, "RETRY_BACKOFF_S", 5),
+  fairShareHalfLifeS: positive(env, "FAIR_SHARE_HALF_LIFE_S", 3600),
+  accountDefaults: {
+    weight: 1,
+    runningGpus: optionalInt(env, "QUOTA_RUNNING_GPUS") ?? null,
+    queuedJobs: int(env, "QUOTA_QUEUED_JOBS", 1000),
+  },
 });

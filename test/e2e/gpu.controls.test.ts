@@ -143,7 +143,7 @@ describe("gpu controls - through the gateway", () => {
     await until(holder.body.id, (j) => j.status === "running", "holder running");
     const waiting = await submit({ command: "echo never", queueTimeoutSeconds: 1 });
     expect(waiting.status).toBe(201);
-    expect((await detail(waiting.body.id)).body).toMatchObject({ status: "queued", queueTimeoutSeconds: 1, statusReason: null });
+    expect((await detail(waiting.body.id)).body).toMatchObject({ status: "queued", queueTimeoutSeconds: 1, statusReason: "waiting for a free GPU" });
     const expired = await until(waiting.body.id, ended, "the waiting job expired");
     expect(expired).toMatchObject({ status: "cancelled", startedAt: null, result: null, errorMessage: null, queueTimeoutSeconds: 1 });
     expect(expired.statusReason).toContain("expired");

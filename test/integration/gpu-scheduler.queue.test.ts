@@ -4,6 +4,8 @@
  * gpu-node is replaced by a small in-memory NodeClient (the scheduler's narrow interface to it)
  * so the test controls exactly when each node answers; the real gpu-node is in the e2e tests.
  */
+import { EnvAccountLimits } from "../../services/gpu-scheduler/account-limits";
+import { QueuePositions } from "../../services/gpu-scheduler/queue-positions";
 import { randomUUID } from "crypto";
 import type { LoggerInstance } from "moleculer";
 import { Pool } from "pg";
@@ -104,7 +106,7 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     places = new PlacementRepository(pools[0]);
   });
   beforeEach(async () => {
-    await pools[0].query("TRUNCATE gpu_scheduler.jobs, gpu_scheduler.job_attempts");
+    await pools[0].query("TRUNCATE gpu_scheduler.jobs, gpu_scheduler.job_attempts, gpu_scheduler.account_usage");
   });
   afterAll(async () => {
     await Promise.all(pools.map((p) => p.end()));
@@ -115,14 +117,15 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     const a = await newJob();
     const b = await newJob("RTX");
     const c = await newJob();
-    expect([a.position, b.position, c.position]).toEqual([1, 2, 3]);
+    const positions = new QueuePositions(repo, new EnvAccountLimits({ weight: 1, runningGpus: null, queuedJobs: 1000 }));
+    expect(await positions.of([a.id, b.id, c.id])).toEqual(new Map([a, b, c].map((j, i) => [j.id, i + 1])));
     const other = new JobsRepository(pools[1]);
     expect(await other.queueDepth()).toBe(3);
     const batch = await other.insert(
       [1, 2].map(() => ({ id: randomUUID(), clientId: CLIENT, command: "x", containerImage: null, gpuType: null, timeoutSeconds: 3600 })),
       new Date(),
     );
-    expect(batch.map((r) => r.position).sort()).toEqual([4, 5]);
+    expect([...(await positions.of(batch.map((r) => r.id))).values()].sort()).toEqual([4, 5]);
   });
 
   test("gpu-scheduler queue - placement reads the oldest N queued jobs of each requested type, in FIFO order", async () => {
@@ -142,6 +145,38 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     expect(window.map((j) => j.gpuType)).toEqual([null, "RTX 3060", null, "rtx  3060", "A100", "A100"]);
     expect(await snapshot(100)).toHaveLength(types.length);
     expect(await snapshot(0)).toEqual([]);
+  });
+
+  test("gpu-scheduler queue - a started job that ends adds its GPU-seconds to its account's usage, decayed when read; one that never started adds none", async () => {
+    const halfLife = new JobsRepository(pools[0], 2); // seconds, so decay shows within the test
+    const started = await newJob();
+    const neverStarted = await newJob();
+    await places.placeUnderLock(2, ({ queue }) => queue.map((q, i) => ({ jobId: q.jobId, nodeId: "n1", gpuUuid: `g${i}`, gpuName: "Card" })), new Date());
+    const seen = await halfLife.states([started.id, neverStarted.id]);
+    const at = (id: string) => ({ ...seen.get(id)!, status: seen.get(id)!.status });
+    const t0 = new Date(Date.now() - 10_000);
+    expect(await halfLife.compareAndSet([{ id: started.id, seen: at(started.id), patch: { status: "running", startedAt: t0 } }])).toEqual(
+      new Set([started.id]),
+    );
+    const running = (await halfLife.states([started.id])).get(started.id)!;
+    const end = new Date(t0.getTime() + 8_000);
+    const ended = await halfLife.compareAndSet([
+      { id: started.id, seen: running, patch: { status: "completed", completedAt: end, exitCode: 0 } },
+      { id: neverStarted.id, seen: at(neverStarted.id), patch: { status: "cancelled", completedAt: end } },
+    ]);
+    expect(ended.size).toBe(2);
+    const { rows } = await pools[0].query("SELECT client_id, gpu_seconds FROM gpu_scheduler.account_usage");
+    expect(rows).toEqual([{ client_id: CLIENT, gpu_seconds: 8 }]);
+    // A job queued again for the account: its usage, decayed with the half-life (2 s) since it was added.
+    const queued = await newJob();
+    const [account] = (await halfLife.queueStanding([queued.id])).accounts;
+    expect(account.clientId).toBe(CLIENT);
+    expect(account.usage).toBeGreaterThan(0);
+    expect(account.usage).toBeLessThanOrEqual(8);
+    await waitFor(async () => (await halfLife.queueStanding([queued.id])).accounts[0].usage < 4, {
+      timeoutMs: 10_000,
+      message: "usage halved after a half-life",
+    });
   });
 
   test("gpu-scheduler queue - a placement commit writes names and ids as literals safely", async () => {
@@ -175,7 +210,7 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     const a100 = (await newJob("A100")).id;
     await scheduler.schedule({ newJob: true });
     for (const id of placed) expect(await statusOf(id)).toBe("assigned");
-    expect(scheduler.waiting).toEqual(
+    expect(new Map([...scheduler.waiting].map(([id, w]) => [id, w.reason]))).toEqual(
       new Map([
         [rtx, "MATCHING_GPUS_BUSY"],
         [a100, "NO_MATCHING_GPU"],
@@ -503,6 +538,9 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     expect(await repo.find(row.id)).toMatchObject({ status: "completed", attempts: 2, exit_code: 0, output: `out ${row.id}` });
     // The client used (and pays for) both attempts: 2 s + 3 s.
     expect(toJobDetail((await repo.find(row.id))!, clock.now(), (n) => n, 3600).gpuSecondsUsed).toBeCloseTo(5, 0);
+    // Its account's fair-share usage counts both attempts too (the retry's compare-and-set adds attempt 1).
+    const usage = await pools[0].query("SELECT gpu_seconds FROM gpu_scheduler.account_usage WHERE client_id = $1", [CLIENT]);
+    expect(usage.rows[0].gpu_seconds).toBeCloseTo(5, 0);
     expect(await repo.attempt(row.id, 2)).toBeUndefined(); // the last attempt is the job's row
     await s.stop();
   });

@@ -7,7 +7,7 @@ import type { LoggerInstance } from "moleculer";
 import type { NodeHeartbeat, RunJobParams } from "../../lib/gpu-protocol";
 import type { EventStore } from "../../services/gpu-scheduler/event-applier";
 import type { HousekeepingStore } from "../../services/gpu-scheduler/housekeeping";
-import type { AssignedJob, PlacementRow, QueuedRow } from "../../services/gpu-scheduler/placement.repository";
+import type { AssignedJob, PlacementRow, PlacementSnapshot } from "../../services/gpu-scheduler/placement.repository";
 import type { PlacementStore } from "../../services/gpu-scheduler/placement-loop";
 import type { Clock, NodeClient } from "../../services/gpu-scheduler/ports";
 import { ClusterView } from "../../services/gpu-scheduler/cluster-view";
@@ -141,7 +141,7 @@ export class FakeJobs implements EventStore, HousekeepingStore, PlacementStore {
     return [...this.jobs.values()].some((j) => j.status === "queued");
   }
 
-  async placeUnderLock(cardCount: number, decide: (s: { held: Set<string>; queue: QueuedRow[] }) => PlacementRow[], now: Date) {
+  async placeUnderLock(cardCount: number, decide: (s: PlacementSnapshot) => PlacementRow[] | Promise<PlacementRow[]>, now: Date) {
     const held = new Set([...this.jobs.values()].filter((j) => j.holding).map((j) => j.gpuUuid!));
     // As the repository: the oldest queued jobs of each requested type, as many as there may be free cards.
     const perType = new Map<string, number>();
@@ -154,7 +154,7 @@ export class FakeJobs implements EventStore, HousekeepingStore, PlacementStore {
         return perType.get(type)! <= cardCount - held.size;
       })
       .map(([id, j]) => ({ jobId: id, gpuType: j.gpuType, seq: j.seq }));
-    const placements = queue.length ? decide({ held, queue }) : [];
+    const placements = queue.length ? await decide({ held, queue }) : [];
     const assigned: AssignedJob[] = [];
     for (const p of placements) {
       const j = this.get(p.jobId);

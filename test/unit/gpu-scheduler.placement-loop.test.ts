@@ -68,7 +68,7 @@ describe("gpu-scheduler placement loop - on fakes", () => {
     expect(nodes.runs).toEqual([{ jobId: first, gpuUuid: "GPU-1", command: "true", containerImage: null, attempt: 1, nodeId: "node-a" }]);
     expect(store.get(first)).toMatchObject({ startedAt: null, holding: true }); // the node's started event brings it
     expect(store.get(a100).status).toBe("queued");
-    expect(loop.waiting).toEqual(new Map([[a100, "NO_MATCHING_GPU"]]));
+    expect(new Map([...loop.waiting].map(([id, w]) => [id, w.reason]))).toEqual(new Map([[a100, "NO_MATCHING_GPU"]]));
     await loop.stop();
   });
 

@@ -1,10 +1,13 @@
 import { matchesGpuType, requestedGpuType } from "../../services/gpu-scheduler/gpu-type";
-import { plan, QueuedJob, Snapshot, SnapshotCard } from "../../services/gpu-scheduler/placement";
+import { AccountShare, plan, QueueAccount, QueuedJob, queuePosition, Snapshot, SnapshotCard, walkFair } from "../../services/gpu-scheduler/placement";
 
 const RTX = "NVIDIA GeForce RTX 3060";
 const A100 = "NVIDIA A100-SXM4-80GB";
 const card = (nodeId: string, uuid: string, name = RTX, busy = false): SnapshotCard => ({ nodeId, uuid, name, busy });
 const job = (jobId: string, seq: number, gpuType: string | null = null): QueuedJob => ({ jobId, seq, gpuType });
+/** A job of account `clientId` with `priority` (0 low, 1 normal, 2 high). */
+const of = (clientId: string, jobId: string, seq: number, priority = 1): QueuedJob => ({ jobId, seq, gpuType: null, clientId, priority });
+const share = (usage: number, held = 0, weight = 1, runningGpus: number | null = null): AccountShare => ({ usage, held, weight, runningGpus });
 
 type Case = {
   name: string;
@@ -126,6 +129,84 @@ const cases: Case[] = [
     placements: [["j1", "b1"]],
     waiting: [],
   },
+  {
+    name: "fair share: a busy account's 50 queued jobs do not delay another account's single job",
+    snapshot: {
+      cards: [card("n1", "g1")],
+      queue: [...Array.from({ length: 50 }, (_, i) => of("a", `a${i}`, i + 1)), of("b", "b0", 51)],
+      accounts: new Map([["a", share(30)]]),
+    },
+    placements: [["b0", "g1"]],
+    waiting: Array.from({ length: 50 }, (_, i): [string, string] => [`a${i}`, "MATCHING_GPUS_BUSY"]),
+  },
+  {
+    name: "fair share: an account that holds a GPU goes after one holding none",
+    snapshot: { cards: [card("n1", "g1"), card("n1", "g2", RTX, true)], queue: [of("a", "a1", 1), of("b", "b1", 2)], accounts: new Map([["a", share(0, 1)]]) },
+    placements: [["b1", "g1"]],
+    waiting: [["a1", "MATCHING_GPUS_BUSY"]],
+  },
+  {
+    name: "fair share: an account that has used nothing goes before one that has, whatever the age",
+    snapshot: { cards: [card("n1", "g1")], queue: [of("a", "a1", 1), of("z", "z1", 2)], accounts: new Map([["a", share(0.5)]]) },
+    placements: [["z1", "g1"]],
+    waiting: [["a1", "MATCHING_GPUS_BUSY"]],
+  },
+  {
+    name: "fair share: smaller decayed usage first; each card placed counts for its account",
+    snapshot: {
+      cards: [card("n1", "g1"), card("n1", "g2"), card("n1", "g3")],
+      queue: [of("a", "a1", 1), of("a", "a2", 2), of("b", "b1", 3), of("b", "b2", 4)],
+      accounts: new Map([
+        ["a", share(1.5)],
+        ["b", share(1)],
+      ]),
+    },
+    // b (1) → b1; b (2) vs a (1.5) → a1; a (2.5) vs b (2) → b2
+    placements: [
+      ["b1", "g1"],
+      ["a1", "g2"],
+      ["b2", "g3"],
+    ],
+    waiting: [["a2", "MATCHING_GPUS_BUSY"]],
+  },
+  {
+    name: "fair share: usage is divided by the weight",
+    snapshot: {
+      cards: [card("n1", "g1")],
+      queue: [of("a", "a1", 1), of("b", "b1", 2)],
+      accounts: new Map([
+        ["a", share(100, 0, 1)],
+        ["b", share(150, 0, 2)],
+      ]),
+    },
+    placements: [["b1", "g1"]],
+    waiting: [["a1", "MATCHING_GPUS_BUSY"]],
+  },
+  {
+    name: "priority: within an account high before normal before low, then age",
+    snapshot: { cards: [card("n1", "g1"), card("n1", "g2")], queue: [of("a", "low", 1, 0), of("a", "normal", 2, 1), of("a", "high", 3, 2)] },
+    placements: [
+      ["high", "g1"],
+      ["normal", "g2"],
+    ],
+    waiting: [["low", "MATCHING_GPUS_BUSY"]],
+  },
+  {
+    name: "running-GPU limit: an account at its limit waits with ACCOUNT_LIMIT; the card goes to another",
+    snapshot: {
+      cards: [card("n1", "g1"), card("n1", "g2"), card("n1", "g3")],
+      queue: [of("a", "a1", 1), of("a", "a2", 2), of("a", "a3", 3), of("b", "b1", 4)],
+      accounts: new Map([["a", share(0, 0, 1, 1)]]),
+    },
+    placements: [
+      ["a1", "g1"],
+      ["b1", "g2"],
+    ],
+    waiting: [
+      ["a2", "ACCOUNT_LIMIT"],
+      ["a3", "ACCOUNT_LIMIT"],
+    ],
+  },
 ];
 
 describe("gpu-scheduler placement - table", () => {
@@ -214,6 +295,29 @@ describe("gpu-scheduler placement - invariants", () => {
           const taker = byJob.get(placements.find((p) => p.gpuUuid === c.uuid)!.jobId)!;
           expect(taker.seq).toBeLessThan(wanted.seq);
         }
+      }
+    }
+  });
+});
+
+describe("gpu-scheduler placement - queue positions", () => {
+  test("gpu-scheduler placement - queuePosition of every job is its place in the fair order, for random queues", () => {
+    let seed = 7;
+    const random = () => (seed = (seed * 16807) % 2147483647) / 2147483647;
+    for (let round = 0; round < 200; round++) {
+      const ids = ["a", "b", "c", "d"].slice(0, 1 + Math.floor(random() * 4));
+      const accounts = new Map(
+        ids.map((id) => [id, share(Math.floor(random() * 4) * (random() < 0.5 ? 1 : 0.5), Math.floor(random() * 3), 1 + Math.floor(random() * 3))]),
+      );
+      const queue = Array.from({ length: Math.floor(random() * 20) }, (_, i) =>
+        of(ids[Math.floor(random() * ids.length)], `j${i}`, i + 1, Math.floor(random() * 3)),
+      );
+      const order: string[] = [];
+      walkFair(queue, accounts, (j) => (order.push(j.jobId), true));
+      const rows: QueueAccount[] = ids.map((id) => ({ clientId: id, ...accounts.get(id)!, queued: queue.filter((j) => j.clientId === id).length }));
+      for (const j of queue) {
+        const ahead = queue.filter((o) => o.clientId === j.clientId && (o.priority! > j.priority! || (o.priority === j.priority && o.seq < j.seq))).length;
+        expect(queuePosition({ clientId: j.clientId!, ahead }, rows)).toBe(order.indexOf(j.jobId) + 1);
       }
     }
   });
