@@ -9,6 +9,7 @@ import type Docker from "dockerode";
 import { checkImage } from "./registry-policy";
 import { JOB_ID_PATTERN, joinedShell, JobError, JobExecutor, JobLimits, JobOps, JobSpec, limitsOf, RunningJob } from "./job";
 import { attachOptions, captureStream, recoverGap } from "./docker-output";
+import { DEFAULT_SHM_MB } from "./settings";
 
 export const LABEL_JOB = "ci-platform.job-id";
 export const LABEL_NODE = "ci-platform.node";
@@ -25,6 +26,8 @@ export type ContainerLimits = {
   cpus: number;
   pids: number;
   network: string;
+  /** /dev/shm of each job in MiB (GPU_JOB_SHM_MB); counts against its memory limit. */
+  shmMb?: number;
 };
 
 export type ContainerContext = {
@@ -78,6 +81,7 @@ export function containerSpec(spec: JobSpec, ctx: ContainerContext): Docker.Cont
       MemorySwap: memoryBytes, // no swap beyond the memory limit
       NanoCpus: Math.round(ctx.limits.cpus * 1e9),
       IpcMode: "private",
+      ShmSize: (ctx.limits.shmMb ?? DEFAULT_SHM_MB) * 1024 * 1024,
       AutoRemove: false, // the exit code and logs are read first, then the node removes it
       LogConfig: { Type: "json-file", Config: { "max-size": "64m", "max-file": "1" } },
       // A simulated card has no device: asking for one would fail without the NVIDIA runtime.

@@ -8,6 +8,8 @@
  * (HostLayout) is read by the caller (readHostLayout in process-executor.ts).
  */
 
+import { DEFAULT_SHM_MB } from "./settings";
+
 /** What the builder needs to know about the host's root: which top-level paths exist, and how. */
 export type HostLayout = {
   /** Top-level system paths (`/bin`, `/lib64`, …) that are symlinks on the host (merged /usr), with their target. */
@@ -27,6 +29,8 @@ export type SandboxLimits = {
   memoryBytes: number;
   /** Size of the job's writable /tmp (tmpfs). */
   tmpBytes: number;
+  /** Size of the job's /dev/shm (tmpfs; GPU_JOB_SHM_MB); the node's default when unset. */
+  shmBytes?: number;
 };
 
 export type SandboxOptions = {
@@ -90,6 +94,8 @@ export function sandboxArgs(opts: SandboxOptions): string[] {
     else if (opts.layout.directories.includes(dir)) args.push("--ro-bind", dir, dir);
   }
   args.push("--proc", "/proc", "--dev", "/dev");
+  // bwrap's /dev/shm is a plain folder of the sandbox's root tmpfs: a bounded tmpfs of its own instead.
+  args.push("--perms", "1777", "--size", String(opts.limits.shmBytes ?? DEFAULT_SHM_MB * 1024 * 1024), "--tmpfs", "/dev/shm");
   for (const device of opts.layout.devices) args.push("--dev-bind", device, device);
   args.push("--perms", "1777", "--size", String(opts.limits.tmpBytes), "--tmpfs", SANDBOX_HOME);
   args.push("--dir", "/etc");

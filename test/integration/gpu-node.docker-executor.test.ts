@@ -93,6 +93,14 @@ describe("gpu-node docker executor", () => {
     expect(lines).toEqual(["65534", "65534", "CapEff:\t0000000000000000", "NoNewPrivs:\t1", "root-read-only", "ok", "lo"]);
   });
 
+  test("gpu-node docker executor - /dev/shm is a tmpfs of GPU_JOB_SHM_MB", async () => {
+    context.limits.shmMb = 96;
+    const outcome = await run("stat -f -c '%b %S' /dev/shm").outcome;
+    expect(outcome).toMatchObject({ type: "finished", exitCode: 0 });
+    const [blocks, blockSize] = outcome!.output.trim().split(" ").map(Number);
+    expect(blocks * blockSize).toBe(96 * 1024 * 1024);
+  });
+
   test("gpu-node docker executor - docker inspect shows the hardening; cancel stops the running container", async () => {
     const job = run("echo ready; sleep 300");
     expect(await job.started).toBe(true);

@@ -60,6 +60,7 @@ describe("gpu-node executors - container request", () => {
     expect(host.NanoCpus).toBe(1.5e9);
     expect(host.AutoRemove).toBe(false);
     expect(Object.keys(host.Tmpfs ?? {})).toEqual(["/tmp"]);
+    expect(host.ShmSize).toBe(1024 * 1024 * 1024); // GPU_JOB_SHM_MB's default
   });
 
   test("gpu-node executors - a real card is requested by UUID, alone", () => {
@@ -282,6 +283,7 @@ describe("gpu-node executors - bubblewrap sandbox argv", () => {
     ["its card's device node", ["--dev-bind", "/dev/nvidia3", "/dev/nvidia3"]],
     ["the driver's control node", ["--dev-bind", "/dev/nvidiactl", "/dev/nvidiactl"]],
     ["a bounded, world-writable tmpfs as /tmp", ["--perms", "1777", "--size", String(1 << 26), "--tmpfs", "/tmp"]],
+    ["a bounded /dev/shm of the node's default size", ["--perms", "1777", "--size", String(1 << 30), "--tmpfs", "/dev/shm"]],
     ["safe /etc entries only, read-only", ["--ro-bind", "/etc/ssl", "/etc/ssl"]],
     ["the node's minimal passwd", ["--ro-bind", "/tmp/ci-job-1/passwd", "/etc/passwd"]],
     ["cwd /tmp", ["--chdir", "/tmp"]],
