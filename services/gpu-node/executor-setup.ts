@@ -113,7 +113,14 @@ export async function setUpExecutor(ctx: SetupContext): Promise<ExecutorSetup> {
     nodeId: ctx.nodeId(),
     namespace: ctx.namespace(),
     defaultImage: settings.defaultImage,
-    limits: { memoryMb: limits.memoryMb, cpus: limits.cpus, pids: settings.jobPids, network: settings.jobNetwork, shmMb: settings.jobShmMb },
+    limits: {
+      memoryMb: limits.memoryMb,
+      cpus: limits.cpus,
+      pids: settings.jobPids,
+      network: settings.jobNetwork,
+      shmMb: settings.jobShmMb,
+      fileMaxBytes: Math.round(settings.jobOutMaxMb * 1024 * 1024),
+    },
     allowedRegistries,
   });
   return { executor: new DockerExecutor(docker, context, ctx.jobLimits), limits, ping: () => docker.ping() };

@@ -2,7 +2,7 @@
  * gpu-node: one per GPU host. Announces its cards (nvidia-smi, or GPU_SIMULATE) with live
  * telemetry in a heartbeat, runs the jobs the scheduler places on them (Docker by default,
  * bubblewrap-sandboxed processes on hosts without it; executor-setup.ts) and reports each job's life on the durable job-events channel.
- * Internal only: the scheduler calls `run`, `cancel` and `logs` on the node that holds the card.
+ * Internal only: the scheduler calls `run`, `cancel`, `logs` and `artifacts` on the node that holds the card.
  *
  * On SIGTERM it refuses new work and publishes what it still has to report. Docker jobs keep
  * running and are re-adopted when the node comes back; process jobs are stopped and failed.
@@ -27,7 +27,8 @@ import { addReadinessCheck } from "../../lib/health";
 import { discoverCards, NodeCard, queryNvidiaSmi, simulatedTelemetry } from "./discovery";
 import { JOB_ID_PATTERN, JobExecutor, JobLimits, JobOutcome, RunningJob } from "./job";
 import { GpuNodeSettings, parseGpuNodeSettings } from "./settings";
-import { LogBudget, LOGS_PAGE_BYTES, pruneLogs, readLogChunk } from "./log-store";
+import { LogBudget, LOGS_PAGE_BYTES, pruneLogs, readFileChunk, readLogChunk } from "./log-store";
+import { artifactPath } from "./artifacts";
 import { logFilePath } from "./output";
 import { promises as fsp } from "fs";
 import { EventOutbox } from "./outbox";
@@ -37,6 +38,13 @@ import { IMAGE_NAME_MAX, IMAGE_NAME_PATTERN } from "./registry-policy";
 export type CancelParams = { jobId: string };
 
 const JOB_ID = { type: "string", pattern: JOB_ID_PATTERN } as const;
+/** A page of a job's file (`logs`, `artifacts`): a bus message must stay small. */
+const PAGE_PARAMS = {
+  $$strict: "remove",
+  jobId: JOB_ID,
+  offset: { type: "number", integer: true, min: 0, optional: true, convert: true },
+  limit: { type: "number", integer: true, min: 4, max: LOGS_PAGE_BYTES, optional: true, convert: true },
+} as const;
 const LOG_RETENTION_MS = 7 * 24 * 3600 * 1000;
 /** How long a stopping node waits for events to reach JetStream before it gives up on them. */
 const FLUSH_ON_STOP_MS = 10_000;
@@ -126,15 +134,22 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
     logs: {
       visibility: "public",
       callers: ["gpu-scheduler"],
-      params: {
-        $$strict: "remove",
-        jobId: JOB_ID,
-        offset: { type: "number", integer: true, min: 0, optional: true, convert: true },
-        limit: { type: "number", integer: true, min: 4, max: LOGS_PAGE_BYTES, optional: true, convert: true },
-      },
+      params: PAGE_PARAMS,
       async handler(this: GpuNodeThis, ctx: Context<LogsParams>): Promise<LogsPage> {
         const page = await readLogChunk(this.config.jobLogDir, ctx.params.jobId, ctx.params.offset, ctx.params.limit);
         if (!page) throw apiError("NOT_FOUND", `No output of job ${ctx.params.jobId} on this node`);
+        return page;
+      },
+    },
+
+    /** A page of the tar of what the job left under /out, paged as `logs`; NOT_FOUND when it left nothing (or not yet). */
+    artifacts: {
+      visibility: "public",
+      callers: ["gpu-scheduler"],
+      params: PAGE_PARAMS,
+      async handler(this: GpuNodeThis, ctx: Context<LogsParams>): Promise<LogsPage> {
+        const page = await readFileChunk(artifactPath(this.config.jobLogDir, ctx.params.jobId), ctx.params.offset, ctx.params.limit);
+        if (!page) throw apiError("NOT_FOUND", `No artifacts of job ${ctx.params.jobId} on this node`);
         return page;
       },
     },
@@ -183,6 +198,7 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
         graceS: this.config.stopGraceS,
         logDir: this.config.jobLogDir,
         outputMaxBytes: Math.round(this.config.jobOutputMaxMb * 1024 * 1024),
+        outMaxBytes: Math.round(this.config.jobOutMaxMb * 1024 * 1024),
         log: (message, err) => this.logger.error(message, err),
       };
     },
@@ -240,9 +256,10 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
       if (removed.length) this.logger.info(`Removed ${removed.length} old job log(s) (retention or GPU_JOB_LOG_MAX_TOTAL_MB)`);
     },
 
-    /** Counts a finished job's log against the node's cap; scans and prunes only when it is crossed. */
+    /** Counts a finished job's log (and artifacts) against the node's cap; scans and prunes only when it is crossed. */
     async noteFinishedLog(this: GpuNodeThis, jobId: string) {
-      const size = (await fsp.stat(logFilePath(this.config.jobLogDir, jobId)).catch(() => null))?.size ?? 0;
+      const sizeOf = async (file: string) => (await fsp.stat(file).catch(() => null))?.size ?? 0;
+      const size = (await sizeOf(logFilePath(this.config.jobLogDir, jobId))) + (await sizeOf(artifactPath(this.config.jobLogDir, jobId)));
       if (this.logBudget.add(size)) await this.pruneLogs();
     },
 

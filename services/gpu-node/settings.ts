@@ -33,6 +33,8 @@ export type GpuNodeSettings = {
   jobNetwork: string;
   /** Size of each job's /dev/shm in MiB (PyTorch DataLoader workers share tensors through it). */
   jobShmMb: number;
+  /** What a job leaves under /out is kept up to this many MiB (as a tar); also the largest file a job may write. */
+  jobOutMaxMb: number;
   /** Seconds between SIGTERM and SIGKILL when a job is cancelled or times out. */
   stopGraceS: number;
   /** Where the node keeps each job's whole output (`<jobId>.log`). */
@@ -70,6 +72,7 @@ export const parseGpuNodeSettings = (env: Env): GpuNodeSettings => ({
   jobPids: int(env, "GPU_JOB_PIDS", 1024),
   jobNetwork: text(env, "GPU_JOB_NETWORK", "none"),
   jobShmMb: positive(env, "GPU_JOB_SHM_MB", DEFAULT_SHM_MB),
+  jobOutMaxMb: positive(env, "GPU_JOB_OUT_MAX_MB", 1024),
   stopGraceS: positive(env, "GPU_STOP_GRACE_S", 10),
   jobLogDir: text(env, "GPU_JOB_LOG_DIR", path.join(os.tmpdir(), "ci-platform-jobs")),
   jobOutputMaxMb: positive(env, "GPU_JOB_OUTPUT_MAX_MB", 64),

@@ -3,6 +3,8 @@
  * from the log file on the node that ran it while that node is in the cluster, else from the
  * result the scheduler kept (its last 64 KiB). The first page picks the source and every later
  * page keeps it, so one response never mixes the two. Bytes are passed through untouched.
+ * GET /api/gpu/jobs/:id/artifacts pages the tar of the job's /out the same way (source
+ * `artifacts`: only on its node, nothing kept by the scheduler).
  */
 import type { LogsPage } from "../../lib/gpu-protocol";
 import { decodeOutput } from "../../lib/output-encoding";
@@ -10,12 +12,14 @@ import type { BodyPage } from "../../lib/paged-body";
 import type { JobRow } from "./jobs.repository";
 import type { StoredStatus } from "./transitions";
 
-export type LogSource = "node" | "result";
+export type LogSource = "node" | "result" | "artifacts";
 /** The params of `gpu-scheduler.logsPage`. */
 export type LogCursor = { id: string; source: LogSource; offset: number };
 
 export interface NodeLogs {
   logPage(nodeId: string, jobId: string, offset: number): Promise<LogsPage>;
+  /** NOT_FOUND (code 404) when the node keeps no artifacts of the job. */
+  artifactsPage(nodeId: string, jobId: string, offset: number): Promise<LogsPage>;
 }
 
 /** Bytes per page from the kept result (it is at most 64 KiB and a note: usually one page). */
@@ -40,11 +44,23 @@ export class JobLogs {
     return this.page(row, "result", 0);
   }
 
+  /** The first page of the job's artifacts; null when there are none (yet), or its node has left. */
+  async firstArtifacts(row: JobRow): Promise<BodyPage | null> {
+    if (!row.node_id || !ON_NODE.includes(row.status) || !this.view.has(row.node_id)) return null;
+    try {
+      return await this.page(row, "artifacts", 0);
+    } catch (err) {
+      if ((err as { code?: number }).code === 404) return null;
+      throw err;
+    }
+  }
+
   async page(row: JobRow, source: LogSource, offset: number): Promise<BodyPage> {
     const next = (nextOffset: number | null): BodyPage["next"] => (nextOffset === null ? null : { id: row.id, source, offset: nextOffset });
-    if (source === "node") {
+    if (source !== "result") {
       if (!row.node_id) throw new Error(`Job ${row.id} ran on no node`);
-      const page = await this.nodes.logPage(row.node_id, row.id, offset);
+      const read = source === "node" ? this.nodes.logPage : this.nodes.artifactsPage;
+      const page = await read.call(this.nodes, row.node_id, row.id, offset);
       return { data: page.data, next: next(page.nextOffset) };
     }
     const bytes = decodeOutput({ output: row.output ?? "", outputBase64: row.output_base64 ?? undefined });

@@ -9,7 +9,7 @@ import path from "path";
 import { HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL, JobEvent, NodeHeartbeat, OUTPUT_TAIL_BYTES } from "../../lib/gpu-protocol";
 import { perSenderChannel } from "../../lib/channels";
 import type { NodeCard } from "../../services/gpu-node/discovery";
-import { ContainerContext, DockerExecutor, LABEL_JOB, LABEL_NAMESPACE } from "../../services/gpu-node/docker-executor";
+import { ContainerContext, DockerExecutor, LABEL_JOB, LABEL_NAMESPACE, outVolumeName } from "../../services/gpu-node/docker-executor";
 import type { JobLimits, RunningJob } from "../../services/gpu-node/job";
 import { readLogPage } from "../../services/gpu-node/output";
 import { NATS_URL, startTestPlatform, testBroker, TestPlatform, uniqueName, waitFor } from "../support/platform";
@@ -126,7 +126,9 @@ describe("gpu-node docker executor", () => {
     expect(host.NanoCpus).toBe(1e9);
     expect(host.ReadonlyRootfs).toBe(true);
     expect(host.Binds ?? []).toEqual([]);
-    expect(info.Mounts.filter((m) => m.Type === "bind" || m.Type === "volume")).toEqual([]);
+    // No host path; one volume, the job's own /out (outVolumeName), removed with the container.
+    expect(info.Mounts.filter((m) => m.Type === "bind")).toEqual([]);
+    expect(info.Mounts.filter((m) => m.Type === "volume").map((m) => [m.Name, m.Destination, m.RW])).toEqual([[outVolumeName(job.jobId), "/out", true]]);
     expect(host.DeviceRequests ?? []).toEqual([]); // simulated card: no device
     expect(host.AutoRemove).toBe(false);
 

@@ -10,6 +10,7 @@ import {
   LABEL_NAMESPACE,
   LABEL_TIMEOUT,
   LABEL_NODE,
+  outVolumeName,
 } from "../../services/gpu-node/docker-executor";
 import { mkdtempSync, rmSync } from "fs";
 import os from "os";
@@ -53,7 +54,8 @@ describe("gpu-node executors - container request", () => {
     expect(host.NetworkMode).toBe("none");
     expect(spec.NetworkDisabled).toBe(true);
     expect(host.Binds).toEqual([]);
-    expect(host.Mounts).toEqual([]);
+    // No host path: the job's own volume at /out, which outlives the exit so /out can be archived.
+    expect(host.Mounts).toEqual([{ Type: "volume", Source: outVolumeName("job-1"), Target: "/out" }]);
     expect(host.PidsLimit).toBe(256);
     expect(host.Memory).toBe(2048 * 1024 * 1024);
     expect(host.MemorySwap).toBe(host.Memory);
