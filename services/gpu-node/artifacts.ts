@@ -10,6 +10,8 @@ import path from "path";
 import type { Readable } from "stream";
 import { pipeline } from "stream/promises";
 import { Transform } from "stream";
+import type { JobLimits } from "./job";
+import type { OutputCapture } from "./output";
 
 /** Where the node keeps artifacts: a folder of its own beside the log files. */
 export const artifactsDir = (logDir: string): string => path.join(logDir, "artifacts");
@@ -191,3 +193,22 @@ export async function storeArchive(archive: Readable, dest: string, maxBytes: nu
 /** The log's line for an archive over the limit. */
 export const overLimitNote = (maxBytes: number): string =>
   `the job's /out held more than ${Math.round(maxBytes / (1024 * 1024))} MiB (the node's limit, GPU_JOB_OUT_MAX_MB): its artifacts were not kept`;
+
+/**
+ * Keeps a job's artifacts as the executor stores them (`store`: Docker's archive, or the packed
+ * folder; undefined when there is nothing to read), within GPU_JOB_OUT_MAX_MB: over it, the job's
+ * log says so. Never throws: a job's outcome does not depend on its artifacts.
+ */
+export async function keepArtifacts(
+  jobId: string,
+  limits: JobLimits,
+  output: OutputCapture | undefined,
+  store: (dest: string, maxBytes: number) => Promise<StoreResult | undefined>,
+): Promise<void> {
+  const maxBytes = limits.outMaxBytes ?? Infinity;
+  try {
+    if ((await store(artifactPath(limits.logDir, jobId), maxBytes)) === "over-limit") output?.note(overLimitNote(maxBytes));
+  } catch (err) {
+    limits.log?.(`Artifacts of job ${jobId} not kept`, err);
+  }
+}

@@ -11,7 +11,7 @@ import { checkImage } from "./registry-policy";
 import { JOB_ID_PATTERN, joinedShell, JobError, JobExecutor, JobLimits, JobOps, JobSpec, limitsOf, RunningJob } from "./job";
 import { attachOptions, captureStream, recoverGap } from "./docker-output";
 import { DEFAULT_SHM_MB } from "./settings";
-import { artifactPath, emptyOutTar, overLimitNote, storeArchive } from "./artifacts";
+import { emptyOutTar, keepArtifacts, storeArchive } from "./artifacts";
 import type { OutputCapture } from "./output";
 
 export const LABEL_JOB = "ci-platform.job-id";
@@ -267,16 +267,6 @@ export class DockerExecutor implements JobExecutor {
     }
   }
 
-  /** Keeps what the job left under /out (artifacts.ts); the log says when it was over the limit. */
-  private async keepOut(container: Docker.Container, jobId: string, output: OutputCapture | undefined): Promise<void> {
-    const limits = this.limits();
-    const maxBytes = limits.outMaxBytes ?? Infinity;
-    const archive = await container.getArchive({ path: OUT_PATH }).catch(ignoreStatus(404));
-    if (!archive) return; // a container from before /out existed
-    const result = await storeArchive(archive as Readable, artifactPath(limits.logDir, jobId), maxBytes);
-    if (result === "over-limit") output?.note(overLimitNote(maxBytes));
-  }
-
   private async removeOut(jobId: string): Promise<void> {
     await this.docker.getVolume(outVolumeName(jobId)).remove().catch(ignoreStatus(404, 409));
   }
@@ -318,7 +308,12 @@ export class DockerExecutor implements JobExecutor {
     let stream: NodeJS.ReadableStream | undefined = attached;
     let logsDone: Promise<void> = Promise.resolve();
     let capture: OutputCapture | undefined;
-    const keepOut = () => this.keepOut(container, jobId, capture).catch((err) => this.limits().log?.(`Artifacts of job ${jobId} not kept`, err));
+    // Kept from the stopped container's /out volume (artifacts.ts); a container from before /out has none (404).
+    const keepOut = () =>
+      keepArtifacts(jobId, this.limits(), capture, async (dest, maxBytes) => {
+        const archive = await container.getArchive({ path: OUT_PATH }).catch(ignoreStatus(404));
+        return archive ? storeArchive(archive as Readable, dest, maxBytes) : undefined;
+      });
     const removeOut = () => this.removeOut(jobId);
     return {
       async launch(output) {

@@ -33,6 +33,9 @@ export type SandboxLimits = {
   shmBytes?: number;
 };
 
+/** Where a job leaves files to keep (artifacts.ts). */
+export const SANDBOX_OUT = "/out";
+
 export type SandboxOptions = {
   layout: HostLayout;
   uid: number;
@@ -42,6 +45,10 @@ export type SandboxOptions = {
   files: Record<string, string>;
   /** The program and arguments run inside (after prlimit). */
   argv: string[];
+  /** The job's own host folder, bound writable as /out (packed by the node when the job ends). */
+  outDir?: string;
+  /** RLIMIT_FSIZE: the largest file the job may write (GPU_JOB_OUT_MAX_MB). */
+  fileMaxBytes?: number;
 };
 
 /** Where programs and libraries live; nothing else of the host's root is shown. */
@@ -101,10 +108,12 @@ export function sandboxArgs(opts: SandboxOptions): string[] {
   args.push("--dir", "/etc");
   for (const entry of opts.layout.etc) args.push("--ro-bind", `/etc/${entry}`, `/etc/${entry}`);
   for (const [inside, host] of Object.entries(opts.files)) args.push("--ro-bind", host, inside);
+  if (opts.outDir) args.push("--bind", opts.outDir, SANDBOX_OUT);
   // The job's environment is bwrap's own (the spawn's env), never arguments: a command line is
   // readable by every user of the host (/proc/<pid>/cmdline), and env values often hold tokens.
   args.push("--chdir", SANDBOX_HOME);
-  args.push(PRLIMIT, `--nproc=${opts.limits.processes}`, `--data=${opts.limits.memoryBytes}`, "--core=0", "--", ...opts.argv);
+  const fsize = opts.fileMaxBytes ? [`--fsize=${opts.fileMaxBytes}`] : [];
+  args.push(PRLIMIT, `--nproc=${opts.limits.processes}`, `--data=${opts.limits.memoryBytes}`, ...fsize, "--core=0", "--", ...opts.argv);
   return args;
 }
 

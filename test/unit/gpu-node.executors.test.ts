@@ -294,6 +294,14 @@ describe("gpu-node executors - bubblewrap sandbox argv", () => {
     expect(has(...parts)).toBe(true);
   });
 
+  test("gpu-node executors - sandbox: the job's own folder bound writable as /out, and no file over GPU_JOB_OUT_MAX_MB", () => {
+    const withOut = sandboxArgs({ ...options, outDir: "/tmp/ci-job-1/out", fileMaxBytes: 1 << 20 });
+    const at = (...parts: string[]) => withOut.some((_, i) => parts.every((p, j) => withOut[i + j] === p));
+    expect(at("--bind", "/tmp/ci-job-1/out", "/out")).toBe(true);
+    expect(at(PRLIMIT, "--nproc=64", `--data=${1 << 30}`, `--fsize=${1 << 20}`, "--core=0", "--")).toBe(true);
+    expect(args).not.toContain("/out"); // no folder given: no /out
+  });
+
   test.each([
     ["network", "--share-net"],
     ["the host's root", "/"],
