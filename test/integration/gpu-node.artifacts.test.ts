@@ -1,9 +1,11 @@
 /**
  * Artifacts of sandboxed process jobs: the job's /out is a host folder of its own, packed by the
  * node when the job ends (regular files and folders only, never through a symlink), bounded by
- * GPU_JOB_OUT_MAX_MB. The tar is read with Debian's tar and with the node's own reader.
+ * GPU_JOB_OUT_MAX_MB. The tar is read with Debian's tar and with the node's own reader. Also: a
+ * Docker job that ended while no node watched keeps its /out (archived when it is adopted).
  */
 import { execFileSync } from "child_process";
+import Docker from "dockerode";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "fs";
 import os from "os";
 import path from "path";
@@ -11,12 +13,14 @@ import { artifactPath, tarEntryNames } from "../../services/gpu-node/artifacts";
 import type { NodeCard } from "../../services/gpu-node/discovery";
 import type { JobLimits } from "../../services/gpu-node/job";
 import { readLogPage } from "../../services/gpu-node/output";
+import { DockerExecutor, LABEL_JOB, outVolumeName } from "../../services/gpu-node/docker-executor";
 import { ProcessExecutor } from "../../services/gpu-node/process-executor";
-import { uniqueName } from "../support/platform";
+import { uniqueName, waitFor } from "../support/platform";
 import { testSandbox } from "../support/sandbox";
 
 const card: NodeCard = { uuid: "GPU-sim-artifacts", index: 0, name: "Sim", memoryTotal: 1024, memoryUsed: 0, utilization: 0, temperature: 30, simulated: true };
 const MiB = 1024 * 1024;
+const TEST_JOB_IMAGE = process.env.TEST_JOB_IMAGE || "ci-platform/test-busybox:latest";
 
 describe("gpu-node artifacts - sandboxed process jobs", () => {
   let logDir: string;
@@ -81,5 +85,48 @@ describe("gpu-node artifacts - sandboxed process jobs", () => {
     const outcome = await big.outcome;
     expect(outcome).toMatchObject({ type: "finished", exitCode: 0 });
     expect(outcome!.output.trim().split("\n").pop()).toBe("153"); // SIGXFSZ (RLIMIT_FSIZE)
+  });
+});
+
+describe("gpu-node artifacts - Docker jobs adopted after a node restart", () => {
+  const docker = new Docker();
+  const namespace = uniqueName("artifacts");
+  let logDir: string;
+  const limits = (): JobLimits => ({ timeoutS: 30, graceS: 1, logDir, outMaxBytes: MiB });
+  const executor = () =>
+    new DockerExecutor(
+      docker,
+      () => ({
+        nodeId: "node-art",
+        namespace,
+        defaultImage: TEST_JOB_IMAGE,
+        limits: { memoryMb: 256, cpus: 1, pids: 64, network: "none" },
+        allowedRegistries: ["docker.io"],
+      }),
+      limits,
+    );
+
+  beforeAll(async () => {
+    await docker.getImage(TEST_JOB_IMAGE).inspect(); // never skipped: without the image this fails
+    logDir = mkdtempSync(path.join(os.tmpdir(), "gpu-node-artifacts-docker-"));
+  });
+  afterAll(() => rmSync(logDir, { recursive: true, force: true }));
+
+  test("gpu-node artifacts - a job that ended while no node watched still has its /out kept; container and volume go", async () => {
+    const job = executor().run({ jobId: uniqueName("job"), card, command: "echo kept > /out/result.txt" });
+    expect(await job.started).toBe(true);
+    job.detach(); // the node goes away, the container runs on and ends
+    await waitFor(
+      async () => {
+        const [c] = await docker.listContainers({ all: true, filters: { label: [`${LABEL_JOB}=${job.jobId}`] } });
+        return c?.State === "exited";
+      },
+      { message: "the job to end while no node watches" },
+    );
+    const [adopted] = await executor().adopt([card.uuid]);
+    expect(adopted.jobId).toBe(job.jobId);
+    expect(await adopted.outcome).toMatchObject({ type: "finished", exitCode: 0 });
+    expect(execFileSync("tar", ["-xOf", artifactPath(logDir, job.jobId), "out/result.txt"], { encoding: "utf8" })).toBe("kept\n");
+    await expect(docker.getVolume(outVolumeName(job.jobId)).inspect()).rejects.toMatchObject({ statusCode: 404 });
   });
 });
