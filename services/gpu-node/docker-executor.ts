@@ -156,6 +156,8 @@ export class DockerExecutor implements JobExecutor {
   readonly jobsOutliveNode = true;
   /** One pull per image however many jobs wait for it. */
   private readonly pulls = new Map<string, Promise<void>>();
+  /** Removals of /out helper containers still under way, by job id. */
+  private readonly helpers = new Map<string, Promise<void>>();
 
   constructor(
     private readonly docker: Docker,
@@ -260,14 +262,23 @@ export class DockerExecutor implements JobExecutor {
       NetworkDisabled: true,
       HostConfig: { NetworkMode: "none", Mounts: [{ Type: "volume", Source: outVolumeName(jobId), Target: OUT_PATH }] },
     });
+    // Removed off the job's start path; removeOut waits for it (a volume in use cannot go).
+    const removeHelper = () => {
+      const removal = helper.remove({ force: true }).then(() => undefined, ignoreStatus(404, 409));
+      this.helpers.set(
+        jobId,
+        removal.finally(() => this.helpers.delete(jobId)),
+      );
+    };
     try {
       await helper.putArchive(emptyOutTar(), { path: "/" });
     } finally {
-      await helper.remove({ force: true }).catch(ignoreStatus(404, 409));
+      removeHelper();
     }
   }
 
   private async removeOut(jobId: string): Promise<void> {
+    await this.helpers.get(jobId)?.catch(() => undefined);
     await this.docker.getVolume(outVolumeName(jobId)).remove().catch(ignoreStatus(404, 409));
   }
 
