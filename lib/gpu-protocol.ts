@@ -8,7 +8,8 @@
  *   `gpu-node.run` (RunJobParams → { accepted: true }, returns as soon as the job is handed to the
  *   executor), `gpu-node.cancel` ({ jobId } → { stopped }), `gpu-node.logs` (LogsParams →
  *   LogsPage: one page of the job's whole output, since a bus message must stay small; follow
- *   `nextOffset` until it is null).
+ *   `nextOffset` until it is null), `gpu-node.artifacts` (LogsParams → LogsPage: the same paging
+ *   of the tar of what the job left under /out; NOT_FOUND while there is none).
  * - node → scheduler, durable channel JOB_EVENTS_CHANNEL (JobEvent): what happened to each job.
  *   Sent over JetStream so nothing is lost while the scheduler restarts; the scheduler applies
  *   each event idempotently and never changes a terminal state.

@@ -6,9 +6,13 @@
  * Containers carry labels so a restarted node finds the jobs it left running.
  */
 import type Docker from "dockerode";
+import type { Readable } from "stream";
 import { checkImage } from "./registry-policy";
 import { JOB_ID_PATTERN, joinedShell, JobError, JobExecutor, JobLimits, JobOps, JobSpec, limitsOf, RunningJob } from "./job";
 import { attachOptions, captureStream, recoverGap } from "./docker-output";
+import { DEFAULT_SHM_MB } from "./settings";
+import { emptyOutTar, keepArtifacts, storeArchive } from "./artifacts";
+import type { OutputCapture } from "./output";
 
 export const LABEL_JOB = "ci-platform.job-id";
 export const LABEL_NODE = "ci-platform.node";
@@ -17,15 +21,29 @@ export const LABEL_NAMESPACE = "ci-platform.namespace";
 /** The job's time limit in seconds: a restarted node that adopts the container keeps it. */
 export const LABEL_TIMEOUT = "ci-platform.timeout-s";
 export const LABEL_ATTEMPT = "ci-platform.attempt";
+/** On the short-lived helper that prepares a job's /out volume (never started). */
+export const LABEL_OUT_OF = "ci-platform.out-of";
 
 /** Writable scratch space of a job (counts against its memory limit). */
 const TMPFS_MB = 1024;
+/** Where a job leaves files to keep (artifacts.ts). */
+export const OUT_PATH = "/out";
+
+/**
+ * The Docker volume holding a job's /out. A volume, not a tmpfs: a container's tmpfs is gone the
+ * moment it exits, and /out is archived after the exit.
+ */
+export const outVolumeName = (jobId: string): string => `ci-platform-out-${jobId}`;
 
 export type ContainerLimits = {
   memoryMb: number;
   cpus: number;
   pids: number;
   network: string;
+  /** /dev/shm of each job in MiB (GPU_JOB_SHM_MB); counts against its memory limit. */
+  shmMb?: number;
+  /** Largest file a job may write (GPU_JOB_OUT_MAX_MB, RLIMIT_FSIZE); none when unset. */
+  fileMaxBytes?: number;
 };
 
 export type ContainerContext = {
@@ -74,12 +92,15 @@ export function containerSpec(spec: JobSpec, ctx: ContainerContext): Docker.Cont
       ReadonlyRootfs: true,
       Tmpfs: { "/tmp": `rw,nosuid,nodev,size=${TMPFS_MB}m,mode=1777` },
       Binds: [],
-      Mounts: [],
+      // The job's own volume (never a host path): it outlives the exit, so /out can be archived.
+      Mounts: [{ Type: "volume", Source: outVolumeName(spec.jobId), Target: OUT_PATH }],
       PidsLimit: ctx.limits.pids,
       Memory: memoryBytes,
       MemorySwap: memoryBytes, // no swap beyond the memory limit
       NanoCpus: Math.round(ctx.limits.cpus * 1e9),
+      ...(ctx.limits.fileMaxBytes && { Ulimits: [{ Name: "fsize", Soft: ctx.limits.fileMaxBytes, Hard: ctx.limits.fileMaxBytes }] }),
       IpcMode: "private",
+      ShmSize: (ctx.limits.shmMb ?? DEFAULT_SHM_MB) * 1024 * 1024,
       AutoRemove: false, // the exit code and logs are read first, then the node removes it
       LogConfig: { Type: "json-file", Config: { "max-size": "64m", "max-file": "1" } },
       // A simulated card has no device: asking for one would fail without the NVIDIA runtime.
@@ -137,6 +158,8 @@ export class DockerExecutor implements JobExecutor {
   readonly jobsOutliveNode = true;
   /** One pull per image however many jobs wait for it. */
   private readonly pulls = new Map<string, Promise<void>>();
+  /** Removals of /out helper containers still under way, by job id. */
+  private readonly helpers = new Map<string, Promise<void>>();
 
   constructor(
     private readonly docker: Docker,
@@ -175,7 +198,7 @@ export class DockerExecutor implements JobExecutor {
       const neverStarted = info.State.Status === "created";
       const startedAt = Date.parse(info.State.StartedAt);
       const elapsedMs = Number.isFinite(startedAt) && startedAt > 0 ? Date.now() - startedAt : 0;
-      const ops = this.containerOps(container, neverStarted, undefined, info.State.Running);
+      const ops = this.containerOps(container, summary.Labels[LABEL_JOB], neverStarted, undefined, info.State.Running);
       // Its own time limit (a container from before labels had one: the node's), counted from its real start.
       const timeoutS = Number(summary.Labels[LABEL_TIMEOUT]);
       const limits = limitsOf({ timeoutS: Number.isInteger(timeoutS) && timeoutS > 0 ? timeoutS : undefined }, this.limits());
@@ -211,18 +234,56 @@ export class DockerExecutor implements JobExecutor {
     // Checked before the engine sees the name at all: a present image is refused like a pulled one.
     const allowed = checkImage(request.Image!, context.allowedRegistries);
     if (!allowed.ok) throw new JobError(`Container image '${request.Image}' is not allowed: ${allowed.reason}`);
+    let container: Docker.Container;
     try {
-      return await this.docker.createContainer(request);
+      container = await this.docker.createContainer(request);
     } catch (err) {
       if (statusOf(err) !== 404) throw new JobError(`The job's container could not be created: ${dockerMessage(err)}`);
+      // Missing image: pull it (once, shared by concurrent jobs) and create again.
+      await this.ensureImage(request.Image!);
+      try {
+        container = await this.docker.createContainer(request);
+      } catch (err) {
+        throw new JobError(`The job's container could not be created: ${dockerMessage(err)}`);
+      }
     }
-    // Missing image: pull it (once, shared by concurrent jobs) and create again.
-    await this.ensureImage(request.Image!);
+    await this.prepareOut(spec.jobId, request).catch((err) => {
+      throw new JobError(`The job's /out folder could not be prepared: ${dockerMessage(err)}`);
+    });
+    return container;
+  }
+
+  /**
+   * A fresh volume belongs to root, mode 755: the job (nobody) could not write to it. The job's
+   * own container has a read-only root, so the volume's mode is set through a helper container
+   * that is created and removed, never started.
+   */
+  private async prepareOut(jobId: string, request: Docker.ContainerCreateOptions): Promise<void> {
+    const helper = await this.docker.createContainer({
+      Image: request.Image,
+      Entrypoint: ["/ci-platform-never-started"],
+      Labels: { [LABEL_NAMESPACE]: request.Labels![LABEL_NAMESPACE], [LABEL_OUT_OF]: jobId }, // not a job: never adopted
+      NetworkDisabled: true,
+      HostConfig: { NetworkMode: "none", Mounts: [{ Type: "volume", Source: outVolumeName(jobId), Target: OUT_PATH }] },
+    });
+    // Removed off the job's start path; removeOut waits for it (a volume in use cannot go).
+    const removeHelper = () => {
+      const removal = helper.remove({ force: true }).then(() => undefined, ignoreStatus(404, 409));
+      this.helpers.set(
+        jobId,
+        removal.finally(() => this.helpers.delete(jobId)),
+      );
+    };
     try {
-      return await this.docker.createContainer(request);
-    } catch (err) {
-      throw new JobError(`The job's container could not be created: ${dockerMessage(err)}`);
+      await helper.putArchive(emptyOutTar(), { path: "/" });
+    } finally {
+      removeHelper();
     }
+  }
+
+  private async removeOut(jobId: string): Promise<void> {
+    await this.helpers.get(jobId)?.catch(() => undefined);
+    await this.docker.getVolume(outVolumeName(jobId)).remove().catch(ignoreStatus(404, 409));
   }
 
   private jobOps(spec: JobSpec): JobOps {
@@ -239,7 +300,7 @@ export class DockerExecutor implements JobExecutor {
           (attached as { destroy?: () => void }).destroy?.();
           throw new JobError(`The job's container could not be started: ${dockerMessage(err)}`);
         }
-        inner = this.containerOps(created, false, attached);
+        inner = this.containerOps(created, spec.jobId, false, attached);
         await inner.launch(output);
       },
       exited: () => inner!.exited(),
@@ -248,6 +309,7 @@ export class DockerExecutor implements JobExecutor {
         if (inner) return inner.cleanup();
         // Created but never started: remove what is left.
         await created?.remove({ force: true }).catch(ignoreStatus(404, 409));
+        if (created) await this.removeOut(spec.jobId);
       },
       detach: () => inner?.detach(),
     };
@@ -257,11 +319,20 @@ export class DockerExecutor implements JobExecutor {
    * Watching a container: its output (the stream attached before start, or for an adopted one a
    * new attach plus what the engine logged meanwhile), its exit, stop and removal.
    */
-  private containerOps(container: Docker.Container, neverStarted: boolean, attached?: NodeJS.ReadableStream, running = true): JobOps {
+  private containerOps(container: Docker.Container, jobId: string, neverStarted: boolean, attached?: NodeJS.ReadableStream, running = true): JobOps {
     let stream: NodeJS.ReadableStream | undefined = attached;
     let logsDone: Promise<void> = Promise.resolve();
+    let capture: OutputCapture | undefined;
+    // Kept from the stopped container's /out volume (artifacts.ts); a container from before /out has none (404).
+    const keepOut = () =>
+      keepArtifacts(jobId, this.limits(), capture, async (dest, maxBytes) => {
+        const archive = await container.getArchive({ path: OUT_PATH }).catch(ignoreStatus(404));
+        return archive ? storeArchive(archive as Readable, dest, maxBytes) : undefined;
+      });
+    const removeOut = () => this.removeOut(jobId);
     return {
       async launch(output) {
+        capture = output;
         if (neverStarted) throw new JobError("The GPU node stopped before the job's container started");
         if (!stream) {
           const attachedAt = Date.now();
@@ -286,7 +357,10 @@ export class DockerExecutor implements JobExecutor {
         const bounded = new Promise<void>((resolve) => setTimeout(resolve, 5000).unref());
         await Promise.race([logsDone, bounded]);
         (stream as { destroy?: () => void } | undefined)?.destroy?.();
+        // Before the removal: the archive is read from the stopped container's /out volume.
+        await keepOut();
         await container.remove({ force: true }).catch(ignoreStatus(404, 409));
+        await removeOut();
       },
       detach() {
         (stream as { destroy?: () => void } | undefined)?.destroy?.();

@@ -73,7 +73,12 @@ async function processSetup(ctx: SetupContext): Promise<ExecutorSetup> {
     bwrap,
     uid: ctx.settings.jobUid,
     gid: ctx.settings.jobGid,
-    limits: { processes: ctx.settings.jobPids, memoryBytes: limits.memoryMb * 1024 * 1024, tmpBytes: SANDBOX_TMP_MB * 1024 * 1024 },
+    limits: {
+      processes: ctx.settings.jobPids,
+      memoryBytes: limits.memoryMb * 1024 * 1024,
+      tmpBytes: SANDBOX_TMP_MB * 1024 * 1024,
+      shmBytes: ctx.settings.jobShmMb * 1024 * 1024,
+    },
   };
   const broken = await probeSandbox(isolation);
   if (broken) return { refusal: refusalMessage(`the bubblewrap sandbox does not work here (${broken})`) };
@@ -108,7 +113,14 @@ export async function setUpExecutor(ctx: SetupContext): Promise<ExecutorSetup> {
     nodeId: ctx.nodeId(),
     namespace: ctx.namespace(),
     defaultImage: settings.defaultImage,
-    limits: { memoryMb: limits.memoryMb, cpus: limits.cpus, pids: settings.jobPids, network: settings.jobNetwork },
+    limits: {
+      memoryMb: limits.memoryMb,
+      cpus: limits.cpus,
+      pids: settings.jobPids,
+      network: settings.jobNetwork,
+      shmMb: settings.jobShmMb,
+      fileMaxBytes: Math.round(settings.jobOutMaxMb * 1024 * 1024),
+    },
     allowedRegistries,
   });
   return { executor: new DockerExecutor(docker, context, ctx.jobLimits), limits, ping: () => docker.ping() };

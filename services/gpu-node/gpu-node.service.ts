@@ -2,7 +2,7 @@
  * gpu-node: one per GPU host. Announces its cards (nvidia-smi, or GPU_SIMULATE) with live
  * telemetry in a heartbeat, runs the jobs the scheduler places on them (Docker by default,
  * bubblewrap-sandboxed processes on hosts without it; executor-setup.ts) and reports each job's life on the durable job-events channel.
- * Internal only: the scheduler calls `run`, `cancel` and `logs` on the node that holds the card.
+ * Internal only: the scheduler calls `run`, `cancel`, `logs` and `artifacts` on the node that holds the card.
  *
  * On SIGTERM it refuses new work and publishes what it still has to report. Docker jobs keep
  * running and are re-adopted when the node comes back; process jobs are stopped and failed.
@@ -28,7 +28,8 @@ import { addReadinessCheck } from "../../lib/health";
 import { discoverCards, NodeCard, queryNvidiaSmi, simulatedTelemetry } from "./discovery";
 import { JOB_ID_PATTERN, JobExecutor, JobLimits, JobOutcome, RunningJob } from "./job";
 import { GpuNodeSettings, parseGpuNodeSettings } from "./settings";
-import { LogBudget, LOGS_PAGE_BYTES, pruneLogs, readLogChunk } from "./log-store";
+import { LogBudget, LOGS_PAGE_BYTES, pruneLogs, readFileChunk, readLogChunk } from "./log-store";
+import { artifactPath } from "./artifacts";
 import { logFilePath, logKey } from "./output";
 import { promises as fsp } from "fs";
 import { EventOutbox } from "./outbox";
@@ -39,6 +40,13 @@ export type CancelParams = { jobId: string };
 
 const JOB_ID = { type: "string", pattern: JOB_ID_PATTERN } as const;
 const ATTEMPT = { type: "number", optional: true, integer: true, min: 1, max: MAX_JOB_RETRIES + 1, convert: true } as const;
+/** A page of a job's file (`logs`, `artifacts`): a bus message must stay small. */
+const PAGE_PARAMS = {
+  $$strict: "remove",
+  jobId: JOB_ID,
+  offset: { type: "number", integer: true, min: 0, optional: true, convert: true },
+  limit: { type: "number", integer: true, min: 4, max: LOGS_PAGE_BYTES, optional: true, convert: true },
+} as const;
 const LOG_RETENTION_MS = 7 * 24 * 3600 * 1000;
 /** How long a stopping node waits for events to reach JetStream before it gives up on them. */
 const FLUSH_ON_STOP_MS = 10_000;
@@ -71,7 +79,7 @@ type GpuNodeThis = Service & {
   refreshTelemetry(): Promise<void>;
   pruneLogs(): Promise<void>;
   logBudget: LogBudget;
-  noteFinishedLog(logKey: string): Promise<void>;
+  noteFinishedLog(logKey: string, jobId: string): Promise<void>;
 };
 
 const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
@@ -135,16 +143,22 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
     logs: {
       visibility: "public",
       callers: ["gpu-scheduler"],
-      params: {
-        $$strict: "remove",
-        jobId: JOB_ID,
-        attempt: ATTEMPT,
-        offset: { type: "number", integer: true, min: 0, optional: true, convert: true },
-        limit: { type: "number", integer: true, min: 4, max: LOGS_PAGE_BYTES, optional: true, convert: true },
-      },
+      params: { ...PAGE_PARAMS, attempt: ATTEMPT },
       async handler(this: GpuNodeThis, ctx: Context<LogsParams>): Promise<LogsPage> {
         const page = await readLogChunk(this.config.jobLogDir, logKey(ctx.params.jobId, ctx.params.attempt), ctx.params.offset, ctx.params.limit);
         if (!page) throw apiError("NOT_FOUND", `No output of job ${ctx.params.jobId} (attempt ${ctx.params.attempt ?? 1}) on this node`);
+        return page;
+      },
+    },
+
+    /** A page of the tar of what the job left under /out, paged as `logs`; NOT_FOUND when it left nothing (or not yet). */
+    artifacts: {
+      visibility: "public",
+      callers: ["gpu-scheduler"],
+      params: PAGE_PARAMS,
+      async handler(this: GpuNodeThis, ctx: Context<LogsParams>): Promise<LogsPage> {
+        const page = await readFileChunk(artifactPath(this.config.jobLogDir, ctx.params.jobId), ctx.params.offset, ctx.params.limit);
+        if (!page) throw apiError("NOT_FOUND", `No artifacts of job ${ctx.params.jobId} on this node`);
         return page;
       },
     },
@@ -193,6 +207,7 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
         graceS: this.config.stopGraceS,
         logDir: this.config.jobLogDir,
         outputMaxBytes: Math.round(this.config.jobOutputMaxMb * 1024 * 1024),
+        outMaxBytes: Math.round(this.config.jobOutMaxMb * 1024 * 1024),
         log: (message, err) => this.logger.error(message, err),
       };
     },
@@ -204,7 +219,7 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
         const outcome = await job.outcome;
         if (this.jobs.get(job.jobId) === job) this.jobs.delete(job.jobId);
         if (outcome) this.outbox.push(this.event(job, outcome));
-        if (outcome) await this.noteFinishedLog(job.logKey); // a finished log may take the node over its storage cap
+        if (outcome) await this.noteFinishedLog(job.logKey, job.jobId); // a finished log may take the node over its storage cap
       })().catch((err) => this.logger.error(`Reporting job ${job.jobId} failed`, err));
       this.tracking.add(done);
       void done.finally(() => this.tracking.delete(done));
@@ -254,9 +269,10 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
       if (removed.length) this.logger.info(`Removed ${removed.length} old job log(s) (retention or GPU_JOB_LOG_MAX_TOTAL_MB)`);
     },
 
-    /** Counts a finished job's log against the node's cap; scans and prunes only when it is crossed. */
-    async noteFinishedLog(this: GpuNodeThis, key: string) {
-      const size = (await fsp.stat(logFilePath(this.config.jobLogDir, key)).catch(() => null))?.size ?? 0;
+    /** Counts a finished attempt's log (and the job's artifacts) against the node's cap; scans and prunes only when it is crossed. */
+    async noteFinishedLog(this: GpuNodeThis, key: string, jobId: string) {
+      const sizeOf = async (file: string) => (await fsp.stat(file).catch(() => null))?.size ?? 0;
+      const size = (await sizeOf(logFilePath(this.config.jobLogDir, key))) + (await sizeOf(artifactPath(this.config.jobLogDir, jobId)));
       if (this.logBudget.add(size)) await this.pruneLogs();
     },
 

@@ -66,6 +66,8 @@ export type JobLimits = {
   logDir: string;
   /** Cap of the job's log file (GPU_JOB_OUTPUT_MAX_MB); the result's tail goes on past it. */
   outputMaxBytes?: number;
+  /** Most bytes of the archive of what a job leaves under /out (GPU_JOB_OUT_MAX_MB); also the largest file it may write. */
+  outMaxBytes?: number;
   /** A job adopted after a node restart: its log is continued, not restarted. */
   adopted?: boolean;
   /** How long the job has already run (adopted jobs), so the time limit counts from its start. */

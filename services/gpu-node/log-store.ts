@@ -7,16 +7,17 @@ import { promises as fs } from "fs";
 import path from "path";
 import type { LogsPage } from "../../lib/gpu-protocol";
 import { logFilePath, utf8End } from "./output";
+import { artifactPath, artifactsDir } from "./artifacts";
 
 /** `gpu-node.logs` returns at most this many bytes per call (base64 on the bus: ~350 KB). */
 export const LOGS_PAGE_BYTES = 256 * 1024;
 
 type ByteWindow = { bytes: Buffer; offset: number; totalBytes: number };
 
-async function readWindow(dir: string, jobId: string, offset: number, limit: number): Promise<ByteWindow | null> {
+async function readWindow(file: string, offset: number, limit: number): Promise<ByteWindow | null> {
   let handle: fs.FileHandle;
   try {
-    handle = await fs.open(logFilePath(dir, jobId), "r");
+    handle = await fs.open(file, "r");
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === "ENOENT") return null;
     throw err;
@@ -33,8 +34,12 @@ async function readWindow(dir: string, jobId: string, offset: number, limit: num
 }
 
 /** A page of a job's log as raw bytes (base64), for the bus. null when the node has no log. */
-export async function readLogChunk(dir: string, jobId: string, offset = 0, limit = LOGS_PAGE_BYTES): Promise<LogsPage | null> {
-  const w = await readWindow(dir, jobId, offset, limit);
+export const readLogChunk = (dir: string, jobId: string, offset = 0, limit = LOGS_PAGE_BYTES): Promise<LogsPage | null> =>
+  readFileChunk(logFilePath(dir, jobId), offset, limit);
+
+/** A page of one of the node's job files (a log, an artifacts tar) as raw bytes (base64). null when there is no such file. */
+export async function readFileChunk(file: string, offset = 0, limit = LOGS_PAGE_BYTES): Promise<LogsPage | null> {
+  const w = await readWindow(file, offset, limit);
   if (!w) return null;
   const next = w.offset + w.bytes.length;
   return { data: w.bytes.toString("base64"), offset: w.offset, nextOffset: next < w.totalBytes ? next : null, totalBytes: w.totalBytes };
@@ -44,7 +49,7 @@ export type LogTextPage = { text: string; offset: number; nextOffset: number | n
 
 /** A page of a job's log as text, cut on UTF-8 character boundaries (operators, tests). */
 export async function readLogPage(dir: string, jobId: string, offset = 0, limit = LOGS_PAGE_BYTES): Promise<LogTextPage | null> {
-  const w = await readWindow(dir, jobId, offset, limit);
+  const w = await readWindow(logFilePath(dir, jobId), offset, limit);
   if (!w) return null;
   const end = w.offset + w.bytes.length < w.totalBytes ? utf8End(w.bytes, w.bytes.length) : w.bytes.length;
   const next = w.offset + end;
@@ -79,20 +84,32 @@ export async function pruneLogs(
   dir: string,
   opts: { maxAgeMs: number; maxTotalBytes: number; active?: Set<string>; now?: number },
 ): Promise<{ removed: string[]; keptBytes: number }> {
-  const names = await fs.readdir(dir).catch(() => [] as string[]);
-  const files: LogFile[] = [];
-  for (const name of names) {
-    if (!name.endsWith(".log")) continue;
-    const stat = await fs.stat(path.join(dir, name)).catch(() => null);
-    if (stat?.isFile()) files.push({ jobId: name.slice(0, -4), bytes: stat.size, mtimeMs: stat.mtimeMs });
+  const byJob = new Map<string, LogFile>();
+  // A job's artifacts count with its log and go with it ("kept as long as the logs").
+  for (const [folder, suffix] of [
+    [dir, ".log"],
+    [artifactsDir(dir), ".tar"],
+  ]) {
+    for (const name of await fs.readdir(folder).catch(() => [] as string[])) {
+      if (!name.endsWith(suffix)) continue;
+      const stat = await fs.stat(path.join(folder, name)).catch(() => null);
+      if (!stat?.isFile()) continue;
+      const jobId = name.slice(0, -suffix.length);
+      const known = byJob.get(jobId);
+      byJob.set(jobId, { jobId, bytes: (known?.bytes ?? 0) + stat.size, mtimeMs: Math.max(known?.mtimeMs ?? 0, stat.mtimeMs) });
+    }
   }
+  const files = [...byJob.values()];
   const chosen = logsToPrune(files, {
     maxAgeMs: opts.maxAgeMs,
     maxTotalBytes: opts.maxTotalBytes,
     now: opts.now ?? Date.now(),
     active: opts.active ?? new Set(),
   });
-  for (const jobId of chosen) await fs.rm(logFilePath(dir, jobId), { force: true });
+  for (const jobId of chosen) {
+    await fs.rm(logFilePath(dir, jobId), { force: true });
+    await fs.rm(artifactPath(dir, jobId), { force: true });
+  }
   const gone = new Set(chosen);
   return { removed: chosen, keptBytes: files.filter((f) => !gone.has(f.jobId)).reduce((sum, f) => sum + f.bytes, 0) };
 }

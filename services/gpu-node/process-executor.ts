@@ -11,6 +11,7 @@ import path from "path";
 import { gpuDeviceMinor, NodeCard } from "./discovery";
 import { joinedShell, JobError, JobExecutor, JobLimits, JobOps, JobSpec, limitsOf, RunningJob } from "./job";
 import type { OutputCapture } from "./output";
+import { keepArtifacts, packFolder } from "./artifacts";
 import { gpuDeviceNodes, HostLayout, identityFiles, SAFE_ETC, SANDBOX_HOME, sandboxArgs, SandboxLimits, SYSTEM_PATHS } from "./sandbox";
 
 const SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -75,7 +76,12 @@ function asJobUser(isolation: ProcessIsolation & { kind: "sandbox" }): SpawnOpti
 }
 
 /** The program, arguments and spawn options of one job. */
-async function jobProcess(spec: JobSpec, isolation: ProcessIsolation, workDir: string): Promise<{ file: string; args: string[]; options: SpawnOptions }> {
+async function jobProcess(
+  spec: JobSpec,
+  isolation: ProcessIsolation,
+  workDir: string,
+  fileMaxBytes?: number,
+): Promise<{ file: string; args: string[]; options: SpawnOptions }> {
   const shell = [...joinedShell("/bin/sh"), spec.command];
   if (isolation.kind === "unisolated") {
     return { file: shell[0], args: shell.slice(1), options: { cwd: workDir, env: processJobEnv(spec.card, workDir, spec.env) } };
@@ -84,6 +90,9 @@ async function jobProcess(spec: JobSpec, isolation: ProcessIsolation, workDir: s
   await fs.writeFile(path.join(workDir, "passwd"), identity.passwd, { mode: 0o644 });
   await fs.writeFile(path.join(workDir, "group"), identity.group, { mode: 0o644 });
   await fs.chmod(workDir, 0o755); // bwrap runs as the job's user and binds these files
+  const outDir = path.join(workDir, "out");
+  await fs.mkdir(outDir, { mode: 0o700 });
+  if (process.getuid?.() === 0) await fs.chown(outDir, isolation.uid, isolation.gid);
   const env = processJobEnv(spec.card, SANDBOX_HOME, spec.env);
   const args = sandboxArgs({
     layout: await readHostLayout([spec.card]),
@@ -92,6 +101,8 @@ async function jobProcess(spec: JobSpec, isolation: ProcessIsolation, workDir: s
     limits: isolation.limits,
     files: { "/etc/passwd": path.join(workDir, "passwd"), "/etc/group": path.join(workDir, "group") },
     argv: shell,
+    outDir,
+    fileMaxBytes,
   });
   // bwrap passes its own environment on, and it is readable inside (/proc/1/environ): the job's only.
   return { file: isolation.bwrap, args, options: { cwd: "/", env, ...asJobUser(isolation) } };
@@ -170,16 +181,18 @@ async function terminate(child: ChildProcess, isolation: ProcessIsolation): Prom
   for (const pid of await descendantPids(init)) signal(pid, "SIGTERM");
 }
 
-function processOps(spec: JobSpec, isolation: ProcessIsolation): JobOps {
+function processOps(spec: JobSpec, isolation: ProcessIsolation, limits: JobLimits): JobOps {
   let child: ChildProcess | undefined;
   let workDir: string | undefined;
   let exit: Promise<number> | undefined;
   let outputClosed: Promise<void> = Promise.resolve();
+  let capture: OutputCapture | undefined;
 
   return {
     async launch(output: OutputCapture) {
+      capture = output;
       workDir = await fs.mkdtemp(path.join(os.tmpdir(), "ci-job-"));
-      const { file, args, options } = await jobProcess(spec, isolation, workDir);
+      const { file, args, options } = await jobProcess(spec, isolation, workDir, limits.outMaxBytes);
       // The outer shell joins stderr into stdout (one pipe keeps their order), then runs the job.
       const proc = spawn(file, args, { ...options, detached: true, stdio: ["ignore", "pipe", "ignore"] });
       child = proc;
@@ -224,6 +237,11 @@ function processOps(spec: JobSpec, isolation: ProcessIsolation): JobOps {
         await Promise.race([outputClosed, bounded]);
         child.stdout?.destroy();
       }
+      // Every process of the sandbox has ended: what is under /out can no longer change.
+      if (workDir && isolation.kind === "sandbox" && child?.pid) {
+        const outDir = path.join(workDir, "out");
+        await keepArtifacts(spec.jobId, limits, capture, (dest, maxBytes) => packFolder(outDir, dest, maxBytes));
+      }
       if (workDir) await fs.rm(workDir, { recursive: true, force: true });
     },
 
@@ -243,7 +261,8 @@ export class ProcessExecutor implements JobExecutor {
   ) {}
 
   run(spec: JobSpec): RunningJob {
-    return new RunningJob(spec.jobId, spec.card.uuid, processOps(spec, this.isolation), limitsOf(spec, this.limits()), spec.attempt);
+    const limits = limitsOf(spec, this.limits());
+    return new RunningJob(spec.jobId, spec.card.uuid, processOps(spec, this.isolation, limits), limits, spec.attempt);
   }
 
   /** Process jobs end with the node (it stops them on the way down): nothing to adopt. */

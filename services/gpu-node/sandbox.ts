@@ -8,6 +8,8 @@
  * (HostLayout) is read by the caller (readHostLayout in process-executor.ts).
  */
 
+import { DEFAULT_SHM_MB } from "./settings";
+
 /** What the builder needs to know about the host's root: which top-level paths exist, and how. */
 export type HostLayout = {
   /** Top-level system paths (`/bin`, `/lib64`, …) that are symlinks on the host (merged /usr), with their target. */
@@ -27,7 +29,12 @@ export type SandboxLimits = {
   memoryBytes: number;
   /** Size of the job's writable /tmp (tmpfs). */
   tmpBytes: number;
+  /** Size of the job's /dev/shm (tmpfs; GPU_JOB_SHM_MB); the node's default when unset. */
+  shmBytes?: number;
 };
+
+/** Where a job leaves files to keep (artifacts.ts). */
+export const SANDBOX_OUT = "/out";
 
 export type SandboxOptions = {
   layout: HostLayout;
@@ -38,6 +45,10 @@ export type SandboxOptions = {
   files: Record<string, string>;
   /** The program and arguments run inside (after prlimit). */
   argv: string[];
+  /** The job's own host folder, bound writable as /out (packed by the node when the job ends). */
+  outDir?: string;
+  /** RLIMIT_FSIZE: the largest file the job may write (GPU_JOB_OUT_MAX_MB). */
+  fileMaxBytes?: number;
 };
 
 /** Where programs and libraries live; nothing else of the host's root is shown. */
@@ -90,15 +101,19 @@ export function sandboxArgs(opts: SandboxOptions): string[] {
     else if (opts.layout.directories.includes(dir)) args.push("--ro-bind", dir, dir);
   }
   args.push("--proc", "/proc", "--dev", "/dev");
+  // bwrap's /dev/shm is a plain folder of the sandbox's root tmpfs: a bounded tmpfs of its own instead.
+  args.push("--perms", "1777", "--size", String(opts.limits.shmBytes ?? DEFAULT_SHM_MB * 1024 * 1024), "--tmpfs", "/dev/shm");
   for (const device of opts.layout.devices) args.push("--dev-bind", device, device);
   args.push("--perms", "1777", "--size", String(opts.limits.tmpBytes), "--tmpfs", SANDBOX_HOME);
   args.push("--dir", "/etc");
   for (const entry of opts.layout.etc) args.push("--ro-bind", `/etc/${entry}`, `/etc/${entry}`);
   for (const [inside, host] of Object.entries(opts.files)) args.push("--ro-bind", host, inside);
+  if (opts.outDir) args.push("--bind", opts.outDir, SANDBOX_OUT);
   // The job's environment is bwrap's own (the spawn's env), never arguments: a command line is
   // readable by every user of the host (/proc/<pid>/cmdline), and env values often hold tokens.
   args.push("--chdir", SANDBOX_HOME);
-  args.push(PRLIMIT, `--nproc=${opts.limits.processes}`, `--data=${opts.limits.memoryBytes}`, "--core=0", "--", ...opts.argv);
+  const fsize = opts.fileMaxBytes ? [`--fsize=${opts.fileMaxBytes}`] : [];
+  args.push(PRLIMIT, `--nproc=${opts.limits.processes}`, `--data=${opts.limits.memoryBytes}`, ...fsize, "--core=0", "--", ...opts.argv);
   return args;
 }
 

@@ -31,6 +31,10 @@ export type GpuNodeSettings = {
   jobPids: number;
   /** Docker network of job containers; `none` keeps untrusted code off every network. */
   jobNetwork: string;
+  /** Size of each job's /dev/shm in MiB (PyTorch DataLoader workers share tensors through it). */
+  jobShmMb: number;
+  /** What a job leaves under /out is kept up to this many MiB (as a tar); also the largest file a job may write. */
+  jobOutMaxMb: number;
   /** Seconds between SIGTERM and SIGKILL when a job is cancelled or times out. */
   stopGraceS: number;
   /** Where the node keeps each job's whole output (`<jobId>.log`). */
@@ -40,6 +44,9 @@ export type GpuNodeSettings = {
   /** All job logs on the node together stay under this many MiB (oldest finished jobs' logs go first). */
   jobLogMaxTotalMb: number;
 };
+
+/** GPU_JOB_SHM_MB's default: 1 GiB of /dev/shm (Docker's own default, 64 MiB, breaks multi-worker data loading). */
+export const DEFAULT_SHM_MB = 1024;
 
 /** GPU_HEARTBEAT_S: how often a node says it is alive (the scheduler reads it too, for its warm-up). */
 export const parseHeartbeatS = (env: Env): number => positive(env, "GPU_HEARTBEAT_S", 2);
@@ -64,6 +71,8 @@ export const parseGpuNodeSettings = (env: Env): GpuNodeSettings => ({
   jobGid: int(env, "GPU_JOB_GID", 65534),
   jobPids: int(env, "GPU_JOB_PIDS", 1024),
   jobNetwork: text(env, "GPU_JOB_NETWORK", "none"),
+  jobShmMb: positive(env, "GPU_JOB_SHM_MB", DEFAULT_SHM_MB),
+  jobOutMaxMb: positive(env, "GPU_JOB_OUT_MAX_MB", 1024),
   stopGraceS: positive(env, "GPU_STOP_GRACE_S", 10),
   jobLogDir: text(env, "GPU_JOB_LOG_DIR", path.join(os.tmpdir(), "ci-platform-jobs")),
   jobOutputMaxMb: positive(env, "GPU_JOB_OUTPUT_MAX_MB", 64),

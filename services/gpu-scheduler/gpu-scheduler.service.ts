@@ -51,6 +51,15 @@ export type JobIdParams = { id: string };
 /** `attempt`: 1-based; absent: the last one. */
 export type JobLogsParams = JobIdParams & { attempt?: number };
 
+type PagedMeta = CallerMeta & PagedBodyMeta & { $responseType?: string };
+
+/** A streamed answer: its first page now, the next ones from `logsPage` as the client reads (lib/paged-body.ts). */
+function pagedAnswer(ctx: Context<unknown, PagedMeta>, first: BodyPage, contentType: string): BodyPage {
+  ctx.meta.$responseType = contentType;
+  ctx.meta.$pagedBody = { action: "gpu-scheduler.logsPage" };
+  return first;
+}
+
 const LIST_LIMIT = 50;
 const JOB_ID_PARAMS = { id: { type: "string", max: 64 } };
 const ATTEMPT_PARAM = { type: "number", optional: true, integer: true, min: 1, max: MAX_JOB_RETRIES + 1, convert: true };
@@ -221,15 +230,35 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
         errors: ["NOT_FOUND"],
       },
       params: { ...JOB_ID_PARAMS, attempt: ATTEMPT_PARAM },
-      async handler(this: SchedulerThis, ctx: Context<JobLogsParams, CallerMeta & PagedBodyMeta & { $responseType?: string }>): Promise<BodyPage> {
-        const page = await this.jobLogs.first(await this.logTarget(ctx));
-        ctx.meta.$responseType = "text/plain; charset=utf-8";
-        ctx.meta.$pagedBody = { action: "gpu-scheduler.logsPage" };
-        return page;
+      async handler(this: SchedulerThis, ctx: Context<JobLogsParams, PagedMeta>): Promise<BodyPage> {
+        return pagedAnswer(ctx, await this.jobLogs.first(await this.logTarget(ctx)), "text/plain; charset=utf-8");
       },
     },
 
-    /** The next page of a `logs` answer; the same caller, so another account's job is the same 404. */
+    /**
+     * What the job left under /out, as a tar streamed like `logs` (the node keeps it as long as
+     * the job's log); 404 while there is none: the job has not ended, left nothing, or its node has left.
+     */
+    artifacts: {
+      rest: "GET /jobs/:id/artifacts",
+      auth: "required",
+      openapi: {
+        tag: "gpu",
+        summary: "The files the job left under /out, as a tar (streamed, chunked); 404 while there are none",
+        status: 200,
+        response: Type.String({ format: "binary" }),
+        contentType: "application/x-tar",
+        errors: ["NOT_FOUND"],
+      },
+      params: JOB_ID_PARAMS,
+      async handler(this: SchedulerThis, ctx: Context<JobIdParams, PagedMeta>): Promise<BodyPage> {
+        const page = await this.jobLogs.firstArtifacts(lastAttempt(await this.ownJob(ctx)));
+        if (!page) throw apiError("NOT_FOUND", "The GPU job has no artifacts (yet): files it leaves under /out are kept when it ends");
+        return pagedAnswer(ctx, page, "application/x-tar");
+      },
+    },
+
+    /** The next page of a `logs` or `artifacts` answer; the same caller, so another account's job is the same 404. */
     logsPage: {
       visibility: "public",
       callers: ["api-gateway"], // the gateway fetches the pages as its client reads
@@ -238,7 +267,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
         $$strict: "remove",
         id: { type: "string", max: 64 },
         attempt: ATTEMPT_PARAM,
-        source: { type: "enum", values: ["node", "result"] },
+        source: { type: "enum", values: ["node", "result", "artifacts"] },
         offset: { type: "number", integer: true, min: 0 },
       },
       async handler(this: SchedulerThis, ctx: Context<LogCursor, CallerMeta>): Promise<BodyPage> {

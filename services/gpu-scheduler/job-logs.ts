@@ -5,6 +5,8 @@
  * page keeps it, so one response never mixes the two. Bytes are passed through untouched.
  * Each attempt of a retried job has its own: the last one is the job's row, an earlier one the
  * record kept when it ended (job_attempts), and the node keeps one log file per attempt.
+ * GET /api/gpu/jobs/:id/artifacts pages the tar of the job's /out the same way (source
+ * `artifacts`: only on its node, nothing kept by the scheduler; the last attempt that left any).
  */
 import type { LogsPage } from "../../lib/gpu-protocol";
 import { decodeOutput } from "../../lib/output-encoding";
@@ -12,12 +14,14 @@ import type { BodyPage } from "../../lib/paged-body";
 import type { AttemptRow, JobRow } from "./jobs.repository";
 import type { StoredStatus } from "./transitions";
 
-export type LogSource = "node" | "result";
+export type LogSource = "node" | "result" | "artifacts";
 /** The params of `gpu-scheduler.logsPage` (`attempt`: as the first page's request). */
 export type LogCursor = { id: string; attempt?: number; source: LogSource; offset: number };
 
 export interface NodeLogs {
   logPage(nodeId: string, jobId: string, offset: number, attempt?: number): Promise<LogsPage>;
+  /** NOT_FOUND (code 404) when the node keeps no artifacts of the job. */
+  artifactsPage(nodeId: string, jobId: string, offset: number): Promise<LogsPage>;
 }
 
 /** One attempt's log: where it ran (`onNode`: its node may have a log file) and the output the scheduler kept. */
@@ -77,12 +81,24 @@ export class JobLogs {
     return this.page(job, "result", 0);
   }
 
+  /** The first page of the job's artifacts; null when there are none (yet), or its node has left. */
+  async firstArtifacts(job: LogTarget): Promise<BodyPage | null> {
+    if (!job.nodeId || !job.onNode || !this.view.has(job.nodeId)) return null;
+    try {
+      return await this.page(job, "artifacts", 0);
+    } catch (err) {
+      if ((err as { code?: number }).code === 404) return null;
+      throw err;
+    }
+  }
+
   async page(job: LogTarget, source: LogSource, offset: number): Promise<BodyPage> {
     const cursor = { id: job.id, ...(job.attempt !== undefined && { attempt: job.attempt }), source };
     const next = (nextOffset: number | null): BodyPage["next"] => (nextOffset === null ? null : { ...cursor, offset: nextOffset });
-    if (source === "node") {
+    if (source !== "result") {
       if (!job.nodeId) throw new Error(`Job ${job.id} ran on no node`);
-      const page = await this.nodes.logPage(job.nodeId, job.id, offset, job.nodeAttempt);
+      const page =
+        source === "node" ? await this.nodes.logPage(job.nodeId, job.id, offset, job.nodeAttempt) : await this.nodes.artifactsPage(job.nodeId, job.id, offset);
       return { data: page.data, next: next(page.nextOffset) };
     }
     const bytes = decodeOutput({ output: job.output ?? "", outputBase64: job.outputBase64 ?? undefined });

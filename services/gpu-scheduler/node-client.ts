@@ -22,4 +22,9 @@ export class BrokerNodeClient implements NodeClient, NodeLogs {
   logPage(nodeId: string, jobId: string, offset: number, attempt?: number): Promise<LogsPage> {
     return this.broker.call("gpu-node.logs", { jobId, offset, ...(attempt && attempt > 1 && { attempt }) }, { nodeID: nodeId, timeout: this.timeoutMs });
   }
+
+  /** One page of the tar of the job's /out kept on its node. */
+  artifactsPage(nodeId: string, jobId: string, offset: number): Promise<LogsPage> {
+    return this.broker.call("gpu-node.artifacts", { jobId, offset }, { nodeID: nodeId, timeout: this.timeoutMs });
+  }
 }

@@ -9,7 +9,7 @@ import path from "path";
 import { HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL, JobEvent, NodeHeartbeat, OUTPUT_TAIL_BYTES } from "../../lib/gpu-protocol";
 import { perSenderChannel } from "../../lib/channels";
 import type { NodeCard } from "../../services/gpu-node/discovery";
-import { ContainerContext, DockerExecutor, LABEL_JOB, LABEL_NAMESPACE } from "../../services/gpu-node/docker-executor";
+import { ContainerContext, DockerExecutor, LABEL_JOB, LABEL_NAMESPACE, outVolumeName } from "../../services/gpu-node/docker-executor";
 import type { JobLimits, RunningJob } from "../../services/gpu-node/job";
 import { readLogPage } from "../../services/gpu-node/output";
 import { NATS_URL, startTestPlatform, testBroker, TestPlatform, uniqueName, waitFor } from "../support/platform";
@@ -93,6 +93,14 @@ describe("gpu-node docker executor", () => {
     expect(lines).toEqual(["65534", "65534", "CapEff:\t0000000000000000", "NoNewPrivs:\t1", "root-read-only", "ok", "lo"]);
   });
 
+  test("gpu-node docker executor - /dev/shm is a tmpfs of GPU_JOB_SHM_MB", async () => {
+    context.limits.shmMb = 96;
+    const outcome = await run("stat -f -c '%b %S' /dev/shm").outcome;
+    expect(outcome).toMatchObject({ type: "finished", exitCode: 0 });
+    const [blocks, blockSize] = outcome!.output.trim().split(" ").map(Number);
+    expect(blocks * blockSize).toBe(96 * 1024 * 1024);
+  });
+
   test("gpu-node docker executor - docker inspect shows the hardening; cancel stops the running container", async () => {
     const job = run("echo ready; sleep 300");
     expect(await job.started).toBe(true);
@@ -118,7 +126,9 @@ describe("gpu-node docker executor", () => {
     expect(host.NanoCpus).toBe(1e9);
     expect(host.ReadonlyRootfs).toBe(true);
     expect(host.Binds ?? []).toEqual([]);
-    expect(info.Mounts.filter((m) => m.Type === "bind" || m.Type === "volume")).toEqual([]);
+    // No host path; one volume, the job's own /out (outVolumeName), removed with the container.
+    expect(info.Mounts.filter((m) => m.Type === "bind")).toEqual([]);
+    expect(info.Mounts.filter((m) => m.Type === "volume").map((m) => [m.Name, m.Destination, m.RW])).toEqual([[outVolumeName(job.jobId), "/out", true]]);
     expect(host.DeviceRequests ?? []).toEqual([]); // simulated card: no device
     expect(host.AutoRemove).toBe(false);
 

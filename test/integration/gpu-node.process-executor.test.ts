@@ -181,6 +181,23 @@ describe("gpu-node process executor - sandbox probe and limits", () => {
     expect(await probeSandbox(testSandbox({ bwrap: "/nonexistent/bwrap" }))).toMatch(/could not be started/);
   });
 
+  test("gpu-node process executor - the sandbox's /dev/shm is a writable tmpfs of GPU_JOB_SHM_MB", async () => {
+    const logDir = mkdtempSync(path.join(os.tmpdir(), "gpu-node-proc-"));
+    try {
+      const sandbox = testSandbox();
+      const executor = new ProcessExecutor(() => ({ timeoutS: 30, graceS: 1, logDir }), testSandbox({ limits: { ...sandbox.limits, shmBytes: 24 << 20 } }));
+      const command =
+        "stat -f -c '%b %S' /dev/shm; echo x > /dev/shm/w && cat /dev/shm/w; dd if=/dev/zero of=/dev/shm/fill bs=1M count=32 2>/dev/null || echo shm-full";
+      const outcome = await executor.run({ jobId: uniqueName("job"), card, command }).outcome;
+      expect(outcome).toMatchObject({ type: "finished", exitCode: 0 });
+      const [size, written, full] = outcome!.output.trim().split("\n");
+      const [blocks, blockSize] = size.split(" ").map(Number);
+      expect([blocks * blockSize, written, full]).toEqual([24 << 20, "x", "shm-full"]);
+    } finally {
+      rmSync(logDir, { recursive: true, force: true });
+    }
+  });
+
   test("gpu-node process executor - inside the sandbox: the job's uid, no capabilities, a bounded private /tmp, process limit", async () => {
     const logDir = mkdtempSync(path.join(os.tmpdir(), "gpu-node-proc-"));
     try {

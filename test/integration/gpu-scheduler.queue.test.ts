@@ -457,7 +457,10 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     const row = await repo.find(run.jobId);
     expect(row).toMatchObject({ status: "completed", holding: false, output: "ok\ufffd\ufffd\n" });
     expect(Buffer.from(row!.output_base64!, "base64").equals(bytes)).toBe(true);
-    const page = await new JobLogs({ logPage: () => Promise.reject(new Error("node gone")) }, { has: () => true }).first(lastAttempt(row!));
+    const page = await new JobLogs(
+      { logPage: () => Promise.reject(new Error("node gone")), artifactsPage: () => Promise.reject(new Error("node gone")) },
+      { has: () => true },
+    ).first(lastAttempt(row!));
     expect(Buffer.from(page.data, "base64").equals(bytes)).toBe(true); // the logs fallback returns the raw bytes
     await s.stop();
   });
@@ -559,7 +562,7 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
       return { data: file.subarray(offset, end).toString("base64"), offset, nextOffset: end < file.length ? end : null, totalBytes: file.length };
     };
     let live = true;
-    const logs = new JobLogs({ logPage }, { has: () => live });
+    const logs = new JobLogs({ logPage, artifactsPage: logPage }, { has: () => live });
     let page = await logs.first(row);
     let text = Buffer.from(page.data, "base64").toString();
     while (page.next) {

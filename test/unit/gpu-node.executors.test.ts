@@ -10,6 +10,7 @@ import {
   LABEL_NAMESPACE,
   LABEL_TIMEOUT,
   LABEL_NODE,
+  outVolumeName,
 } from "../../services/gpu-node/docker-executor";
 import { mkdtempSync, rmSync } from "fs";
 import os from "os";
@@ -53,13 +54,15 @@ describe("gpu-node executors - container request", () => {
     expect(host.NetworkMode).toBe("none");
     expect(spec.NetworkDisabled).toBe(true);
     expect(host.Binds).toEqual([]);
-    expect(host.Mounts).toEqual([]);
+    // No host path: the job's own volume at /out, which outlives the exit so /out can be archived.
+    expect(host.Mounts).toEqual([{ Type: "volume", Source: outVolumeName("job-1"), Target: "/out" }]);
     expect(host.PidsLimit).toBe(256);
     expect(host.Memory).toBe(2048 * 1024 * 1024);
     expect(host.MemorySwap).toBe(host.Memory);
     expect(host.NanoCpus).toBe(1.5e9);
     expect(host.AutoRemove).toBe(false);
     expect(Object.keys(host.Tmpfs ?? {})).toEqual(["/tmp"]);
+    expect(host.ShmSize).toBe(1024 * 1024 * 1024); // GPU_JOB_SHM_MB's default
   });
 
   test("gpu-node executors - a real card is requested by UUID, alone", () => {
@@ -282,12 +285,21 @@ describe("gpu-node executors - bubblewrap sandbox argv", () => {
     ["its card's device node", ["--dev-bind", "/dev/nvidia3", "/dev/nvidia3"]],
     ["the driver's control node", ["--dev-bind", "/dev/nvidiactl", "/dev/nvidiactl"]],
     ["a bounded, world-writable tmpfs as /tmp", ["--perms", "1777", "--size", String(1 << 26), "--tmpfs", "/tmp"]],
+    ["a bounded /dev/shm of the node's default size", ["--perms", "1777", "--size", String(1 << 30), "--tmpfs", "/dev/shm"]],
     ["safe /etc entries only, read-only", ["--ro-bind", "/etc/ssl", "/etc/ssl"]],
     ["the node's minimal passwd", ["--ro-bind", "/tmp/ci-job-1/passwd", "/etc/passwd"]],
     ["cwd /tmp", ["--chdir", "/tmp"]],
     ["process and memory limits inside", [PRLIMIT, "--nproc=64", `--data=${1 << 30}`, "--core=0", "--"]],
   ])("gpu-node executors - sandbox: %s", (_name, parts) => {
     expect(has(...parts)).toBe(true);
+  });
+
+  test("gpu-node executors - sandbox: the job's own folder bound writable as /out, and no file over GPU_JOB_OUT_MAX_MB", () => {
+    const withOut = sandboxArgs({ ...options, outDir: "/tmp/ci-job-1/out", fileMaxBytes: 1 << 20 });
+    const at = (...parts: string[]) => withOut.some((_, i) => parts.every((p, j) => withOut[i + j] === p));
+    expect(at("--bind", "/tmp/ci-job-1/out", "/out")).toBe(true);
+    expect(at(PRLIMIT, "--nproc=64", `--data=${1 << 30}`, `--fsize=${1 << 20}`, "--core=0", "--")).toBe(true);
+    expect(args).not.toContain("/out"); // no folder given: no /out
   });
 
   test.each([
