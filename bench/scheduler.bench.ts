@@ -130,6 +130,8 @@ async function runCluster(mode: BusMode): Promise<Figures> {
     const platform = spawnTs("index.ts", {
       ...common,
       SERVICES: "api-gateway,auth,gpu-scheduler",
+      // One account submits the whole run: throughput is measured here, not the per-account queue cap.
+      QUOTA_QUEUED_JOBS: "1000000",
       PORT: String(port),
       NODE_ID: `${namespace}-platform`,
     });
