@@ -170,9 +170,9 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
           maxRetries: ctx.params.maxRetries ?? 0,
           priority: PRIORITIES.indexOf(ctx.params.priority ?? "normal"),
         };
-        await this.checkQueuedQuota(job.clientId);
-        // Keyed requests take their own transaction; the others stay on the batched inserts.
+        // Keyed requests take their own transaction (a replay answers even at the queued-jobs cap); the others stay on the batched inserts.
         if (key !== undefined) return this.createKeyed(ctx, key, job);
+        await this.checkQueuedQuota(job.clientId);
         const position = await this.inserts.push(job);
         void this.scheduler.schedule({ newJob: true });
         respondCreated(ctx.meta, `/api/gpu/jobs/${job.id}`);
@@ -381,7 +381,8 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
     /** A submission with an Idempotency-Key: the job and the key in one transaction, or the first answer again. */
     async createKeyed(this: SchedulerThis, ctx: Context<CreateJobParams, CallerMeta>, key: string, job: NewJob): Promise<CreatedJob> {
       const request = { clientId: job.clientId, key, requestHash: requestHash(ctx.params) };
-      const outcome = await this.keys.createOnce(request, job, this.clock.now(), this.keysExpireBefore()).catch((err) => {
+      const admit = () => this.checkQueuedQuota(job.clientId);
+      const outcome = await this.keys.createOnce(request, job, this.clock.now(), this.keysExpireBefore(), admit).catch((err) => {
         throw fromDataError(err);
       });
       if (outcome.kind === "reused") throw apiError("IDEMPOTENCY_KEY_REUSED", `This ${IDEMPOTENCY_HEADER} was already used with a different request body`);

@@ -24,8 +24,10 @@ export class IdempotencyRepository {
    * Creates `job` unless the key is already held (since `expiredBefore`). The key row is inserted
    * first (a concurrent request with the same key waits on its primary key until this commits),
    * then the job and the answer, in one transaction: a key is never seen without its answer.
+   * `admit` runs only for a request that would create the job (never for a replay); it refuses by
+   * throwing, which leaves no key behind.
    */
-  async createOnce(req: KeyedRequest, job: NewJob, now: Date, expiredBefore: Date): Promise<KeyedOutcome> {
+  async createOnce(req: KeyedRequest, job: NewJob, now: Date, expiredBefore: Date, admit: () => Promise<void>): Promise<KeyedOutcome> {
     for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
       const created = await transaction(this.db, async (client) => {
         // An expired key is taken over, as if housekeeping had already removed it.
@@ -37,6 +39,7 @@ export class IdempotencyRepository {
           [req.clientId, req.key, req.requestHash, job.id, now, expiredBefore],
         );
         if (!claim.rowCount) return undefined;
+        await admit();
         await this.jobs.insert([job], now, client);
         const position = (await this.positions.of([job.id], client)).get(job.id)!;
         const body: CreatedJob = { id: job.id, status: "queued", queuePosition: position };

@@ -112,15 +112,26 @@ describe("gpu fair share - through the gateway", () => {
   test("gpu fair share - over QUOTA_QUEUED_JOBS a submission is 403 QUOTA_EXCEEDED with its details, and creates nothing", async () => {
     const holder = await holdCard("alice");
     const queued: string[] = [];
-    for (let i = 0; i < QUEUED_LIMIT; i++) {
+    for (let i = 0; i < QUEUED_LIMIT - 1; i++) {
       const res = await submit("carol", { command: "true" });
       expect(res.status).toBe(201);
       queued.push(res.body.id);
     }
+    const keyed = { command: "true" };
+    const last = await http(base, "POST", "/api/gpu/jobs", { token: tokens.carol, body: keyed, headers: { "Idempotency-Key": "carol-last" } });
+    expect(last.status).toBe(201);
+    queued.push(last.body.id);
     const before = (await list("carol")).map((j) => j.id);
     const refused = await submit("carol", { command: "true" });
     expect(refused.status).toBe(403);
     expect(refused.body.error).toMatchObject({ code: "QUOTA_EXCEEDED", details: { resource: "queuedJobs", limit: QUEUED_LIMIT, used: QUEUED_LIMIT } });
+    // A refused keyed request stores nothing; a replay of one already answered gets its answer, cap or not.
+    const refusedKeyed = await http(base, "POST", "/api/gpu/jobs", { token: tokens.carol, body: keyed, headers: { "Idempotency-Key": "carol-new" } });
+    expect(refusedKeyed.status).toBe(403);
+    const replay = await http(base, "POST", "/api/gpu/jobs", { token: tokens.carol, body: keyed, headers: { "Idempotency-Key": "carol-last" } });
+    expect(replay.status).toBe(201);
+    expect(replay.headers.get("idempotent-replayed")).toBe("true");
+    expect(replay.body).toEqual(last.body);
     expect((await list("carol")).map((j) => j.id)).toEqual(before);
     // Another account is not limited by carol's queue.
     const bobs = await submit("bob", { command: "true" });
