@@ -17,6 +17,7 @@ import path from "path";
 import { promisify } from "util";
 import type { NodeCard } from "../services/gpu-node/discovery";
 import { DockerExecutor, LABEL_NAMESPACE } from "../services/gpu-node/docker-executor";
+import { removeContainersOf } from "../test/support/docker";
 
 const exec = promisify(execFile);
 
@@ -136,15 +137,7 @@ export async function benchDockerExecutor(opts: { runs?: number; image?: string 
       for (const [measure, into] of pairs) into.push(await measure());
     }
   } finally {
-    const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL_NAMESPACE}=${namespace}`] } });
-    await Promise.all(
-      left.map((c) =>
-        docker
-          .getContainer(c.Id)
-          .remove({ force: true })
-          .catch(() => undefined),
-      ),
-    );
+    await removeContainersOf(docker, namespace);
     rmSync(logDir, { recursive: true, force: true });
   }
 

@@ -9,10 +9,11 @@ import path from "path";
 import { HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL, JobEvent, NodeHeartbeat, OUTPUT_TAIL_BYTES } from "../../lib/gpu-protocol";
 import { perSenderChannel } from "../../lib/channels";
 import type { NodeCard } from "../../services/gpu-node/discovery";
-import { ContainerContext, DockerExecutor, LABEL_JOB, LABEL_NAMESPACE, outVolumeName } from "../../services/gpu-node/docker-executor";
+import { ContainerContext, DockerExecutor, LABEL_JOB, outVolumeName } from "../../services/gpu-node/docker-executor";
 import type { JobLimits, RunningJob } from "../../services/gpu-node/job";
 import { readLogPage } from "../../services/gpu-node/output";
 import { NATS_URL, startTestPlatform, testBroker, TestPlatform, uniqueName, waitFor } from "../support/platform";
+import { removeContainersOf } from "../support/docker";
 
 export const TEST_JOB_IMAGE = process.env.TEST_JOB_IMAGE || "ci-platform/test-busybox:latest";
 
@@ -65,15 +66,7 @@ describe("gpu-node docker executor", () => {
   afterEach(() => rmSync(logDir, { recursive: true, force: true }));
 
   afterAll(async () => {
-    const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL_NAMESPACE}=${namespace}`] } });
-    await Promise.all(
-      left.map((c) =>
-        docker
-          .getContainer(c.Id)
-          .remove({ force: true })
-          .catch(() => undefined),
-      ),
-    );
+    await removeContainersOf(docker, namespace);
   });
 
   test("gpu-node docker executor - output in the order written and the exit code; the container is removed", async () => {

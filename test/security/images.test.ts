@@ -9,10 +9,11 @@ import net from "net";
 import os from "os";
 import path from "path";
 import type { NodeCard } from "../../services/gpu-node/discovery";
-import { DockerExecutor, LABEL_JOB, LABEL_NAMESPACE } from "../../services/gpu-node/docker-executor";
+import { DockerExecutor, LABEL_JOB } from "../../services/gpu-node/docker-executor";
 import type { JobLimits } from "../../services/gpu-node/job";
 import { DEFAULT_ALLOWED_REGISTRIES } from "../../services/gpu-node/registry-policy";
 import { http, spawnServices, startTestPlatform, TestPlatform, uniqueName, waitFor, waitForRoute } from "../support/platform";
+import { removeContainersOf } from "../support/docker";
 
 const docker = new Docker();
 const namespace = uniqueName("imagetest");
@@ -48,15 +49,7 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const socket of sockets) socket.destroy(); // the engine may hold its half open
   await new Promise((resolve) => server.close(resolve));
-  const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL_NAMESPACE}=${namespace}`] } });
-  await Promise.all(
-    left.map((c) =>
-      docker
-        .getContainer(c.Id)
-        .remove({ force: true })
-        .catch(() => undefined),
-    ),
-  );
+  await removeContainersOf(docker, namespace);
 });
 
 describe("images - POST /api/gpu/jobs refuses registries off the operator's list", () => {

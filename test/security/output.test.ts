@@ -9,7 +9,7 @@ import { mkdtempSync, readFileSync, rmSync, statSync } from "fs";
 import os from "os";
 import path from "path";
 import type { NodeCard } from "../../services/gpu-node/discovery";
-import { DockerExecutor, LABEL_NAMESPACE } from "../../services/gpu-node/docker-executor";
+import { DockerExecutor } from "../../services/gpu-node/docker-executor";
 import { asJobEvent } from "../../lib/gpu-protocol";
 import type { JobLimits } from "../../services/gpu-node/job";
 import { PagedBodyStream } from "../../lib/paged-body";
@@ -25,6 +25,7 @@ import {
   uniqueName,
   waitFor,
 } from "../support/platform";
+import { removeContainersOf } from "../support/docker";
 
 const TEST_JOB_IMAGE = process.env.TEST_JOB_IMAGE || "ci-platform/test-busybox:latest";
 const MiB = 1024 * 1024;
@@ -282,15 +283,7 @@ describe("output - Docker jobs", () => {
     logDir = mkdtempSync(path.join(os.tmpdir(), "output-docker-"));
   });
   afterAll(async () => {
-    const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL_NAMESPACE}=${namespace}`] } });
-    await Promise.all(
-      left.map((c) =>
-        docker
-          .getContainer(c.Id)
-          .remove({ force: true })
-          .catch(() => undefined),
-      ),
-    );
+    await removeContainersOf(docker, namespace);
     rmSync(logDir, { recursive: true, force: true });
   });
 

@@ -11,12 +11,13 @@ import os from "os";
 import path from "path";
 import { evaluateReadiness } from "../../lib/health";
 import type { NodeCard } from "../../services/gpu-node/discovery";
-import { DockerExecutor, LABEL_NAMESPACE } from "../../services/gpu-node/docker-executor";
+import { DockerExecutor } from "../../services/gpu-node/docker-executor";
 import type { JobExecutor, JobLimits, JobOutcome } from "../../services/gpu-node/job";
 import { ProcessExecutor } from "../../services/gpu-node/process-executor";
 import { readLogPage } from "../../services/gpu-node/output";
 import { ROOT, startTestPlatform, TestPlatform, uniqueName, waitFor } from "../support/platform";
 import { ensureFullBusyboxImage, testSandbox } from "../support/sandbox";
+import { removeContainersOf } from "../support/docker";
 
 const card: NodeCard = {
   uuid: "GPU-sim-sandbox-0",
@@ -97,15 +98,7 @@ afterAll(async () => {
   delete process.env.CI_PLATFORM_TEST_SECRET;
   await listener?.close();
   rmSync(logDir, { recursive: true, force: true });
-  const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL_NAMESPACE}=${namespace}`] } });
-  await Promise.all(
-    left.map((c) =>
-      docker
-        .getContainer(c.Id)
-        .remove({ force: true })
-        .catch(() => undefined),
-    ),
-  );
+  await removeContainersOf(docker, namespace);
 });
 
 describe.each(executors)("sandbox - a hostile job in a %s", (kind, makeExecutor) => {
