@@ -27,9 +27,14 @@ export type CallerMeta = {
  * An action's policy, declared on the action as `auth`:
  * - "public": anyone (default for actions with a REST route is "required", see the middleware);
  * - "required": a JWT or an API key;
- * - "jwt": a JWT only (an API key gets 403).
+ * - "jwt": a JWT only (an API key gets 403);
+ * - "admin": a JWT or an API key of an account with role `admin` (anyone else gets 403).
  */
-export type AuthPolicy = "public" | "required" | "jwt";
+export type AuthPolicy = "public" | "required" | "jwt" | "admin";
+
+/** The role of operators (accounts whose e-mail is in ADMIN_EMAILS); clients have `client`. */
+export const ADMIN_ROLE = "admin";
+export const CLIENT_ROLE = "client";
 
 /** Marks the response 201 Created with the new resource's address (moleculer-web sets Location). */
 export function respondCreated(meta: CallerMeta & { $location?: string }, location: string): void {

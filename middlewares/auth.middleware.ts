@@ -11,7 +11,7 @@ import type { ActionSchema, Context, Middleware, ServiceBroker } from "moleculer
 import { callersOf, senderMayCall } from "../lib/bus-identity";
 import { CallerKeySettings, callerVerifier, checkCallerKeys } from "../lib/caller-keys";
 import { forbidden, unauthorized } from "../lib/errors";
-import type { AuthPolicy, CallerMeta } from "../lib/identity";
+import { ADMIN_ROLE, AuthPolicy, CallerMeta } from "../lib/identity";
 
 type AuthMeta = CallerMeta & { authError?: string };
 
@@ -39,7 +39,7 @@ function keysNeeded(broker: ServiceBroker): { sign: boolean; verify: boolean } {
   const verify = broker.services.some((s) =>
     Object.values(s.schema.actions ?? {}).some((a) => {
       const policy = typeof a === "object" && a ? policyOf(a) : undefined;
-      return policy === "required" || policy === "jwt";
+      return policy !== undefined && policy !== "public";
     }),
   );
   return { sign, verify };
@@ -70,6 +70,7 @@ export const AuthMiddleware = (keys: CallerKeySettings): Middleware => ({
       const caller = ctx.meta.caller;
       if (!caller) return Promise.reject(unauthorized(reason));
       if (policy === "jwt" && caller.via !== "jwt") return Promise.reject(forbidden("This endpoint requires a JWT access token, not an API key"));
+      if (policy === "admin" && caller.role !== ADMIN_ROLE) return Promise.reject(forbidden("This endpoint is for administrators"));
       return handler(ctx);
     } as typeof handler;
   },

@@ -1,7 +1,9 @@
 /**
  * Turns a request's credentials into the caller, or the reason there is none.
  * - JWT: verified here (lib/jwt.ts rules), then its account must exist: positive answers are
- *   cached per process (bounded, ACCOUNT_CACHE_MS), so the hot path reads no database.
+ *   cached per process (bounded, ACCOUNT_CACHE_MS), so the hot path reads no database. The role is
+ *   the account's, not the token's: an account removed from ADMIN_EMAILS loses `admin` within
+ *   ACCOUNT_CACHE_MS, even with a token signed before.
  * - API key: its shape is checked here (anything else, an overlong key included, is 401), and only
  *   its SHA-256 goes to auth over the bus. Keys are not cached: a rotated key stops at once.
  * The lookups are injected, so the decisions are tested without a broker.
@@ -20,12 +22,12 @@ export type Resolution = { caller: Caller } | { error?: string };
 export type CallerLookups<T> = {
   /** The caller owning the key with this SHA-256, or null. */
   apiKey(via: T, keyHash: string): Promise<Caller | null>;
-  /** Whether an account with this id exists. */
-  accountExists(via: T, id: string): Promise<boolean>;
+  /** The role of the account with this id, or null when there is none. */
+  accountRole(via: T, id: string): Promise<string | null>;
 };
 
 export class CallerResolver<T> {
-  private readonly accounts = new LruCache<string, number>(ACCOUNT_CACHE_ENTRIES); // id → valid until (ms)
+  private readonly accounts = new LruCache<string, { role: string; until: number }>(ACCOUNT_CACHE_ENTRIES); // id → role, valid until (ms)
 
   constructor(
     private readonly lookups: CallerLookups<T>,
@@ -54,12 +56,12 @@ export class CallerResolver<T> {
     const now = this.now();
     const claims = verifyAccessToken(token, this.jwtSecret, now);
     if ("error" in claims) return { error: claims.error };
-    const caller: Caller = { clientId: claims.sub, role: claims.role, via: "jwt" };
-    const validUntil = this.accounts.get(claims.sub);
-    if (validUntil !== undefined && validUntil > now) return { caller };
-    if (!(await this.lookups.accountExists(via, claims.sub))) return { error: "The account of these credentials no longer exists" };
-    this.accounts.set(claims.sub, now + ACCOUNT_CACHE_MS);
-    return { caller };
+    const cached = this.accounts.get(claims.sub);
+    if (cached !== undefined && cached.until > now) return { caller: { clientId: claims.sub, role: cached.role, via: "jwt" } };
+    const role = await this.lookups.accountRole(via, claims.sub);
+    if (role === null) return { error: "The account of these credentials no longer exists" };
+    this.accounts.set(claims.sub, { role, until: now + ACCOUNT_CACHE_MS });
+    return { caller: { clientId: claims.sub, role, via: "jwt" } };
   }
 }
 
@@ -70,7 +72,7 @@ export const gatewayCallerResolver = (jwtSecret: string): CallerResolver<Calling
   new CallerResolver<CallingContext>(
     {
       apiKey: (ctx, keyHash) => ctx.call<Caller | null, { keyHash: string }>("auth.resolveApiKey", { keyHash }),
-      accountExists: async (ctx, id) => (await ctx.call<{ id: string } | null, { id: string }>("auth.resolveAccount", { id })) !== null,
+      accountRole: async (ctx, id) => (await ctx.call<{ role: string } | null, { id: string }>("auth.resolveAccount", { id }))?.role ?? null,
     },
     jwtSecret,
   );

@@ -12,7 +12,7 @@ import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "mole
 import { platformSettingsOf } from "../../lib/platform-settings";
 import { brokerEnv } from "../../lib/settings";
 import { apiError, rateLimited, unauthorized } from "../../lib/errors";
-import { Caller, CallerMeta, respondCreated } from "../../lib/identity";
+import { ADMIN_ROLE, Caller, CallerMeta, CLIENT_ROLE, respondCreated } from "../../lib/identity";
 import { signAccessToken } from "../../lib/jwt";
 import { AuthSettings, parseAuthSettings } from "./settings";
 import { MemoryRateLimiter, RedisRateLimiter } from "../../lib/rate-limiter";
@@ -44,6 +44,7 @@ type AuthThis = Service &
     dummyHash: Promise<string>;
     refuseIfLimited(decision: { allowed: boolean; retryAfterS: number }): void;
     issue(client: PublicClient): AuthResult;
+    roleFor(email: string): string;
   };
 
 const INVALID_LOGIN = "Invalid e-mail or password";
@@ -75,6 +76,7 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
           email,
           name,
           password_hash: await hashPassword(password, this.config.scryptLogN),
+          role: this.roleFor(email),
         });
         if (!client) throw apiError("EMAIL_TAKEN", "An account with this e-mail already exists");
         respondCreated(ctx.meta, "/api/auth/me");
@@ -109,7 +111,10 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
           await this.throttle.loginFailed(email, address);
           throw unauthorized(INVALID_LOGIN);
         }
-        return this.issue(toPublicClient(row));
+        // ADMIN_EMAILS decides the role at every login: removing an e-mail from it demotes the account.
+        const role = this.roleFor(row.email);
+        if (role !== row.role) await this.clients.setRole(row.id, role);
+        return this.issue(toPublicClient({ ...row, role }));
       },
     },
 
@@ -169,6 +174,10 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
   methods: {
     refuseIfLimited(this: AuthThis, decision: { allowed: boolean; retryAfterS: number }) {
       if (!decision.allowed) throw rateLimited(decision.retryAfterS);
+    },
+
+    roleFor(this: AuthThis, email: string): string {
+      return this.config.adminEmails.has(email.toLowerCase()) ? ADMIN_ROLE : CLIENT_ROLE;
     },
 
     issue(this: AuthThis, client: PublicClient): AuthResult {

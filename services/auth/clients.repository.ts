@@ -17,12 +17,12 @@ export class ClientsRepository {
   constructor(private readonly db: Pool) {}
 
   /** Returns null when the e-mail is already taken. */
-  async insert(client: Omit<ClientRow, "role">): Promise<PublicClient | null> {
+  async insert(client: ClientRow): Promise<PublicClient | null> {
     try {
       const { rows } = await this.db.query<PublicClient>(
-        `INSERT INTO auth.clients (id, email, name, password_hash) VALUES ($1, $2, $3, $4)
+        `INSERT INTO auth.clients (id, email, name, password_hash, role) VALUES ($1, $2, $3, $4, $5)
          RETURNING id, email, name, role`,
-        [client.id, client.email, client.name, client.password_hash],
+        [client.id, client.email, client.name, client.password_hash, client.role],
       );
       return rows[0];
     } catch (err) {
@@ -39,6 +39,11 @@ export class ClientsRepository {
   async findById(id: string): Promise<PublicClient | undefined> {
     const { rows } = await this.db.query<PublicClient>("SELECT id, email, name, role FROM auth.clients WHERE id = $1", [id]);
     return rows[0];
+  }
+
+  /** Sets an account's role (ADMIN_EMAILS is applied at login). */
+  async setRole(id: string, role: string): Promise<void> {
+    await this.db.query("UPDATE auth.clients SET role = $2 WHERE id = $1 AND role IS DISTINCT FROM $2", [id, role]);
   }
 
   /** Stores the client's only key, replacing any previous one in the same statement. */

@@ -1,6 +1,6 @@
 /** The auth service's settings (README "Configuration"), parsed when it is created. */
 import { parseJwtSecret } from "../../lib/jwt";
-import { Env, int } from "../../lib/settings";
+import { Env, int, list } from "../../lib/settings";
 
 export type AuthSettings = {
   /** Signs access tokens (required in production). */
@@ -11,6 +11,8 @@ export type AuthSettings = {
   rateLimitPerIp: number;
   rateLimitPerEmail: number;
   rateWindowS: number;
+  /** ADMIN_EMAILS, lower case: these accounts get role `admin` at register and login; any other gets `client`. */
+  adminEmails: ReadonlySet<string>;
 };
 
 export const parseAuthSettings = (env: Env): AuthSettings => ({
@@ -19,4 +21,5 @@ export const parseAuthSettings = (env: Env): AuthSettings => ({
   rateLimitPerIp: int(env, "AUTH_RATE_LIMIT_PER_IP", 60),
   rateLimitPerEmail: int(env, "AUTH_RATE_LIMIT_PER_EMAIL", 10),
   rateWindowS: int(env, "AUTH_RATE_WINDOW_S", 60),
+  adminEmails: new Set(list(env, "ADMIN_EMAILS").map((e) => e.toLowerCase())),
 });

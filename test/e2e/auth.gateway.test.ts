@@ -11,6 +11,7 @@ let platform: TestPlatform;
 let base: string;
 const SECRET = "e2e-secret";
 
+const ADMIN_EMAIL = `ops-${Math.random().toString(36).slice(2, 10)}@example.com`;
 const email = (tag: string) => `${tag}-${Math.random().toString(36).slice(2, 10)}@example.com`;
 
 async function register(tag = "user", password = "password-123") {
@@ -56,11 +57,21 @@ const Leaky: ServiceSchema = {
         throw new Errors.MoleculerClientError("Nope", 409, "INVALID_STATE", null);
       },
     } as never,
+    operators: {
+      rest: "GET /operators",
+      auth: "admin",
+      handler(ctx: { meta: { caller?: { clientId: string; role: string } } }) {
+        return { caller: ctx.meta.caller };
+      },
+    } as never,
   },
 };
 
 beforeAll(async () => {
-  platform = await startTestPlatform({ services: ["api-gateway", "auth"], env: { JWT_SECRET: SECRET, AUTH_RATE_LIMIT_PER_IP: "10000" } });
+  platform = await startTestPlatform({
+    services: ["api-gateway", "auth"],
+    env: { JWT_SECRET: SECRET, AUTH_RATE_LIMIT_PER_IP: "10000", ADMIN_EMAILS: ` other@example.com, ${ADMIN_EMAIL.toUpperCase()} ` },
+  });
   platform.broker.createService(Leaky);
   base = platform.baseUrl;
   await waitForRoute(base, "GET", "/api/leaky/boom");
@@ -109,6 +120,37 @@ describe("auth - register and login", () => {
     );
     expect(results.filter((r) => r.status === 201)).toHaveLength(1);
     expect(results.filter((r) => r.status === 409)).toHaveLength(7);
+  });
+});
+
+describe("auth - the admin role", () => {
+  it("auth - an account whose e-mail is in ADMIN_EMAILS is admin and may use admin routes, with a JWT or its API key", async () => {
+    const res = await http(base, "POST", "/api/auth/register", { body: { email: ADMIN_EMAIL, name: "Ops", password: "password-123" } });
+    expect(res.status).toBe(201);
+    expect(res.body.client.role).toBe("admin");
+    const jwtRes = await http(base, "GET", "/api/leaky/operators", { token: res.body.accessToken });
+    expect(jwtRes.status).toBe(200);
+    expect(jwtRes.body.caller).toMatchObject({ clientId: res.body.client.id, role: "admin" });
+    const key = await http(base, "POST", "/api/auth/api-keys", { token: res.body.accessToken });
+    expect((await http(base, "GET", "/api/leaky/operators", { token: key.body.apiKey })).status).toBe(200);
+    const login = await http(base, "POST", "/api/auth/login", { body: { email: ADMIN_EMAIL, password: "password-123" } });
+    expect(login.body.client.role).toBe("admin");
+  });
+
+  it("auth - anyone else gets 403 FORBIDDEN on an admin route (401 without credentials)", async () => {
+    const { accessToken } = await register("notadmin");
+    expectError(await http(base, "GET", "/api/leaky/operators", { token: accessToken }), 403, "FORBIDDEN");
+    expectError(await http(base, "GET", "/api/leaky/operators"), 401, "UNAUTHORIZED");
+  });
+
+  it("auth - a role in the register body, or a forged admin claim in a token, does not make an admin", async () => {
+    const res = await http(base, "POST", "/api/auth/register", { body: { email: email("sneaky"), name: "Sneaky", password: "password-123", role: "admin" } });
+    expect(res.status).toBe(201);
+    expect(res.body.client.role).toBe("client");
+    const forged = jwt.sign({ role: "admin", jti: "forged" }, SECRET, { subject: res.body.client.id, algorithm: "HS256", expiresIn: 3600 });
+    expectError(await http(base, "GET", "/api/leaky/operators", { token: forged }), 403, "FORBIDDEN");
+    const me = await http(base, "GET", "/api/auth/me", { token: res.body.accessToken });
+    expect(me.body.role).toBe("client");
   });
 });
 

@@ -11,16 +11,16 @@ const SECRET = "auth-caller-resolver-test-secret"; // the gateway's JWT_SECRET h
 
 function resolverWith(now: () => number) {
   const seen = { apiKey: [] as string[], account: [] as string[] };
-  const accounts = new Set([ID]);
+  const accounts = new Map([[ID, "client"]]);
   const resolver = new CallerResolver<null>(
     {
       apiKey: async (_ctx, hash) => {
         seen.apiKey.push(hash);
         return hash === hashApiKey(KEY) ? ({ clientId: ID, role: "client", via: "apiKey" } as Caller) : null;
       },
-      accountExists: async (_ctx, id) => {
+      accountRole: async (_ctx, id) => {
         seen.account.push(id);
-        return accounts.has(id);
+        return accounts.get(id) ?? null;
       },
     },
     SECRET,
@@ -55,6 +55,17 @@ describe("auth - gateway caller resolution", () => {
     accounts.delete(ID);
     now += ACCOUNT_CACHE_MS + 1;
     expect(await resolver.resolve(creds, null)).toEqual({ error: "The account of these credentials no longer exists" });
+  });
+
+  it("auth - a JWT's role is the account's, not the token's: a forged or stale admin claim is not admin", async () => {
+    let now = Date.now();
+    const { resolver, accounts } = resolverWith(() => now);
+    const adminClaim = readCredentials({ authorization: `Bearer ${signAccessToken(ID, "admin", secret)}` });
+    expect(await resolver.resolve(adminClaim, null)).toEqual({ caller: { clientId: ID, role: "client", via: "jwt" } });
+    accounts.set(ID, "admin"); // promoted: seen once the cached answer expires
+    now += ACCOUNT_CACHE_MS + 1;
+    const clientClaim = readCredentials({ authorization: `Bearer ${signAccessToken(ID, "client", secret)}` });
+    expect(await resolver.resolve(clientClaim, null)).toEqual({ caller: { clientId: ID, role: "admin", via: "jwt" } });
   });
 
   it("auth - a JWT of an account that does not exist is refused", async () => {

@@ -59,7 +59,7 @@ function implicitErrors(route: LiveRoute, policy: AuthPolicy, hasParams: boolean
   if (hasParams) codes.push("VALIDATION_FAILED");
   if (BODY_METHODS.has(route.method)) codes.push("INVALID_JSON", "PAYLOAD_TOO_LARGE", "UNSUPPORTED_MEDIA_TYPE");
   if (policy !== "public") codes.push("UNAUTHORIZED");
-  if (policy === "jwt") codes.push("FORBIDDEN");
+  if (policy === "jwt" || policy === "admin") codes.push("FORBIDDEN");
   codes.push("INTERNAL", "SERVICE_UNAVAILABLE");
   return codes;
 }
