@@ -8,15 +8,18 @@ import { gpuSecondsUsed, publicStatus } from "./transitions";
 /** What a queued job waits for, in words (statusReason), from the last placement pass's reason. */
 export function waitingReason(waiting: Waiting, gpuType: string | null): string {
   const matching = gpuType ? ` matching "${gpuType}"` : "";
+  const n = waiting.needed ?? 1;
   switch (waiting.reason) {
     case "NO_GPUS":
       return "waiting for a GPU node to join the cluster";
     case "NO_MATCHING_GPU":
       return `waiting for a GPU${matching} to join the cluster`;
+    case "NO_NODE_BIG_ENOUGH":
+      return `no node has ${n} GPUs${matching} of one type: waiting for one to join the cluster`;
     case "MATCHING_GPUS_BUSY":
-      return `waiting for a free GPU${matching}`;
+      return n > 1 ? `waiting for ${n} free GPUs${matching} on one node` : `waiting for a free GPU${matching}`;
     case "ACCOUNT_LIMIT":
-      return `account limit of ${waiting.limit} running GPU${waiting.limit === 1 ? "" : "s"} reached`;
+      return `account limit of ${waiting.limit} running GPU${waiting.limit === 1 ? "" : "s"} reached${n > 1 ? ` (this job needs ${n})` : ""}`;
   }
 }
 
