@@ -151,7 +151,11 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     const halfLife = new JobsRepository(pools[0], 2); // seconds, so decay shows within the test
     const started = await newJob();
     const neverStarted = await newJob();
-    await places.placeUnderLock(2, ({ queue }) => queue.map((q, i) => ({ jobId: q.jobId, nodeId: "n1", gpuUuid: `g${i}`, gpuName: "Card" })), new Date());
+    await places.placeUnderLock(
+      2,
+      ({ queue }) => queue.map((q, i) => ({ jobId: q.jobId, nodeId: "n1", gpuUuid: `g${i}`, gpuUuids: [`g${i}`], gpuName: "Card" })),
+      new Date(),
+    );
     const seen = await halfLife.states([started.id, neverStarted.id]);
     const at = (id: string) => ({ ...seen.get(id)!, status: seen.get(id)!.status });
     const t0 = new Date(Date.now() - 10_000);
@@ -182,12 +186,17 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
   test("gpu-scheduler queue - a placement commit writes names and ids as literals safely", async () => {
     const { id } = await newJob();
     const odd = "node'); DROP TABLE gpu_scheduler.jobs; --";
-    const outcome = await places.placeUnderLock(1, () => [{ jobId: id, nodeId: odd, gpuUuid: "g'1", gpuName: "Card \\ 'quoted'" }], new Date());
+    const outcome = await places.placeUnderLock(
+      1,
+      () => [{ jobId: id, nodeId: odd, gpuUuid: "g'1", gpuUuids: ["g'1"], gpuName: "Card \\ 'quoted'" }],
+      new Date(),
+    );
     expect(outcome.assigned).toEqual([
       {
         id,
         node_id: odd,
         gpu_uuid: "g'1",
+        gpu_uuids: ["g'1"],
         command: "true",
         container_image: null,
         timeout_seconds: 3600,

@@ -143,14 +143,14 @@ describe("gpu-node executors - container request", () => {
 
 describe("gpu-node executors - process environment", () => {
   test("gpu-node executors - only a minimal env, with the card in CUDA_VISIBLE_DEVICES", () => {
-    const env = processJobEnv(real, "/tmp/job", { NVIDIA_VISIBLE_DEVICES: "all", NVIDIA_DRIVER_CAPABILITIES: "all" });
+    const env = processJobEnv([real], "/tmp/job", { NVIDIA_VISIBLE_DEVICES: "all", NVIDIA_DRIVER_CAPABILITIES: "all" });
     expect(Object.keys(env).sort()).toEqual(["CUDA_VISIBLE_DEVICES", "HOME", "LANG", "PATH", "TMPDIR"]);
     expect(env.CUDA_VISIBLE_DEVICES).toBe(real.uuid);
     expect(env.HOME).toBe("/tmp/job");
   });
 
   test("gpu-node executors - the job's own variables are added (replacing PATH or HOME if it sets them); its card stays the platform's", () => {
-    const env = processJobEnv(real, "/tmp/job", { TOKEN: "t  x", HOME: "/tmp/elsewhere", CUDA_VISIBLE_DEVICES: "all" });
+    const env = processJobEnv([real], "/tmp/job", { TOKEN: "t  x", HOME: "/tmp/elsewhere", CUDA_VISIBLE_DEVICES: "all" });
     expect(env).toMatchObject({ TOKEN: "t  x", HOME: "/tmp/elsewhere", TMPDIR: "/tmp/job", CUDA_VISIBLE_DEVICES: real.uuid });
     const docker = containerSpec({ jobId: "j", card: real, command: "true", env: { TOKEN: "a=b", NVIDIA_VISIBLE_DEVICES: "all" } }, context);
     expect(docker.Env).toEqual(["HOME=/tmp", "TMPDIR=/tmp", "TOKEN=a=b", `NVIDIA_VISIBLE_DEVICES=${real.uuid}`]);
