@@ -412,19 +412,17 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
      * account may ever hold at once, would wait forever: 400.
      */
     async checkGpuCount(this: SchedulerThis, gpuCount: number, gpuType: string | null, clientId: string) {
+      const known = this.scheduler.view.cardNames().length > 0 && !this.scheduler.warmingUp();
+      const most = known ? this.scheduler.view.mostCardsOnOneNode(gpuType) : gpuCount;
+      if (gpuCount > most) {
+        const matching = gpuType ? ` matching "${gpuType}"` : "";
+        const message = `No GPU node has ${gpuCount} GPUs${matching} of one type; the most on one node is ${most}.`;
+        throw validationFailed([{ field: "gpuCount", message }]);
+      }
       const { runningGpus } = (await this.limits.limitsFor([clientId])).get(clientId)!;
       if (runningGpus !== null && gpuCount > runningGpus)
         throw validationFailed([
           { field: "gpuCount", message: `The 'gpuCount' field (${gpuCount}) exceeds this account's limit of ${runningGpus} running GPUs.` },
-        ]);
-      if (!this.scheduler.view.cardNames().length || this.scheduler.warmingUp()) return;
-      const most = this.scheduler.view.mostCardsOnOneNode(gpuType);
-      if (gpuCount > most)
-        throw validationFailed([
-          {
-            field: "gpuCount",
-            message: `No GPU node has ${gpuCount} GPUs${gpuType ? ` matching "${gpuType}"` : ""} of one type; the most on one node is ${most}.`,
-          },
         ]);
     },
 
