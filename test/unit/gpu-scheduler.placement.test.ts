@@ -429,6 +429,47 @@ describe("gpu-scheduler placement - invariants", () => {
   });
 });
 
+describe("gpu-scheduler placement - gang invariants", () => {
+  test("gpu-scheduler placement - random snapshots with gangs: k free cards of one name on one node, each card once", () => {
+    const names = [RTX, A100];
+    const types = [null, "rtx", "A100", "H100"];
+    const random = rng(11);
+    for (let round = 0; round < 300; round++) {
+      const cards = Array.from({ length: Math.floor(random() * 16) }, (_, i) =>
+        card(`n${Math.floor(random() * 3)}`, `g${round}-${i}`, names[Math.floor(random() * names.length)], random() < 0.3),
+      );
+      const queue = Array.from({ length: Math.floor(random() * 10) }, (_, i) =>
+        gang(`j${i}`, i + 1, 1 + Math.floor(random() * 4), types[Math.floor(random() * types.length)], `acct${Math.floor(random() * 3)}`),
+      );
+      const limit = Math.floor(random() * 6);
+      const accounts = new Map([["acct0", share(0, 0, 1, limit)]]);
+      const { placements, waiting } = plan({ cards, queue, accounts });
+      const byUuid = new Map(cards.map((c) => [c.uuid, c]));
+      const byJob = new Map(queue.map((j) => [j.jobId, j]));
+      expect([...placements.map((p) => p.jobId), ...waiting.map((w) => w.jobId)].sort()).toEqual(queue.map((j) => j.jobId).sort());
+      const used = placements.flatMap((p) => p.gpuUuids);
+      expect(new Set(used).size).toBe(used.length);
+      for (const p of placements) {
+        const wanted = byJob.get(p.jobId)!;
+        expect(p.gpuUuids).toHaveLength(wanted.gpuCount!);
+        const mine = p.gpuUuids.map((u) => byUuid.get(u)!);
+        expect(mine.every((c) => !c.busy && c.nodeId === p.nodeId && c.name === mine[0].name && matchesGpuType(c.name, wanted.gpuType))).toBe(true);
+      }
+      // The limited account never holds more than its limit.
+      const held0 = placements.filter((p) => byJob.get(p.jobId)!.clientId === "acct0").reduce((n, p) => n + p.gpuUuids.length, 0);
+      expect(held0).toBeLessThanOrEqual(limit);
+      // A gang waiting for lack of a big enough node really has none.
+      for (const w of waiting.filter((w) => w.reason === "NO_NODE_BIG_ENOUGH")) {
+        const wanted = byJob.get(w.jobId)!;
+        const sizes = new Map<string, number>();
+        for (const c of cards.filter((c) => matchesGpuType(c.name, wanted.gpuType)))
+          sizes.set(`${c.nodeId}/${c.name}`, (sizes.get(`${c.nodeId}/${c.name}`) ?? 0) + 1);
+        expect(Math.max(0, ...sizes.values())).toBeLessThan(wanted.gpuCount!);
+      }
+    }
+  });
+});
+
 describe("gpu-scheduler placement - queue positions", () => {
   test("gpu-scheduler placement - queuePosition of every job is its place in the fair order, for random queues", () => {
     let seed = 7;
