@@ -80,9 +80,15 @@ export function jobEnvProblem(env: unknown): string | null {
   return null;
 }
 
+/**
+ * `gpuUuids`: every card of the job (a multi-card job's, all of one node), the first being
+ * `gpuUuid`. A node of the version before multi-card jobs ignores `gpuUuids` and runs on
+ * `gpuUuid` alone; one that reads it takes all or none. Events name the first card.
+ */
 export type RunJobParams = {
   jobId: string;
   gpuUuid: string;
+  gpuUuids?: string[];
   command: string;
   containerImage?: string | null;
   /** The job's time limit; absent: the node's JOB_TIMEOUT_S. */

@@ -8,7 +8,7 @@
 import type Docker from "dockerode";
 import type { Readable } from "stream";
 import { checkImage } from "./registry-policy";
-import { JOB_ID_PATTERN, joinedShell, JobError, JobExecutor, JobLimits, JobOps, JobSpec, limitsOf, RunningJob } from "./job";
+import { JOB_ID_PATTERN, jobCards, joinedShell, JobError, JobExecutor, JobLimits, JobOps, JobSpec, limitsOf, RunningJob, visibleDevices } from "./job";
 import { attachOptions, captureStream, recoverGap } from "./docker-output";
 import { DEFAULT_SHM_MB } from "./settings";
 import { emptyOutTar, keepArtifacts, storeArchive } from "./artifacts";
@@ -17,6 +17,8 @@ import type { OutputCapture } from "./output";
 export const LABEL_JOB = "ci-platform.job-id";
 export const LABEL_NODE = "ci-platform.node";
 export const LABEL_GPU = "ci-platform.gpu-uuid";
+/** All the job's cards, comma-separated (LABEL_GPU is the first): a restarted node keeps them busy. */
+export const LABEL_GPUS = "ci-platform.gpu-uuids";
 export const LABEL_NAMESPACE = "ci-platform.namespace";
 /** The job's time limit in seconds: a restarted node that adopts the container keeps it. */
 export const LABEL_TIMEOUT = "ci-platform.timeout-s";
@@ -58,8 +60,10 @@ export type ContainerContext = {
 /** The create request of a job container (pure: tested field by field). */
 export function containerSpec(spec: JobSpec, ctx: ContainerContext): Docker.ContainerCreateOptions {
   const vars: Record<string, string> = { HOME: "/tmp", TMPDIR: "/tmp", ...spec.env };
-  // Pin the card for images whose own ENV says NVIDIA_VISIBLE_DEVICES=all (nvidia/cuda does).
-  if (!spec.card.simulated) vars.NVIDIA_VISIBLE_DEVICES = spec.card.uuid;
+  const cards = jobCards(spec);
+  const real = cards.filter((c) => !c.simulated);
+  // Pin the cards for images whose own ENV says NVIDIA_VISIBLE_DEVICES=all (nvidia/cuda does).
+  if (real.length) vars.NVIDIA_VISIBLE_DEVICES = visibleDevices(real);
   const env = Object.entries(vars).map(([name, value]) => `${name}=${value}`);
   const memoryBytes = ctx.limits.memoryMb * 1024 * 1024;
   return {
@@ -74,6 +78,7 @@ export function containerSpec(spec: JobSpec, ctx: ContainerContext): Docker.Cont
       [LABEL_JOB]: spec.jobId,
       [LABEL_NODE]: ctx.nodeId,
       [LABEL_GPU]: spec.card.uuid,
+      ...(cards.length > 1 && { [LABEL_GPUS]: visibleDevices(cards) }),
       [LABEL_NAMESPACE]: ctx.namespace,
       ...(spec.timeoutS && { [LABEL_TIMEOUT]: String(spec.timeoutS) }),
       ...(spec.attempt && { [LABEL_ATTEMPT]: String(spec.attempt) }),
@@ -103,8 +108,8 @@ export function containerSpec(spec: JobSpec, ctx: ContainerContext): Docker.Cont
       ShmSize: (ctx.limits.shmMb ?? DEFAULT_SHM_MB) * 1024 * 1024,
       AutoRemove: false, // the exit code and logs are read first, then the node removes it
       LogConfig: { Type: "json-file", Config: { "max-size": "64m", "max-file": "1" } },
-      // A simulated card has no device: asking for one would fail without the NVIDIA runtime.
-      DeviceRequests: spec.card.simulated ? [] : [{ Driver: "nvidia", DeviceIDs: [spec.card.uuid], Capabilities: [["gpu"]] }],
+      // Exactly the job's cards, by UUID; a simulated card has no device (asking would fail without the NVIDIA runtime).
+      DeviceRequests: real.length ? [{ Driver: "nvidia", DeviceIDs: real.map((c) => c.uuid), Capabilities: [["gpu"]] }] : [],
     },
   };
 }
@@ -176,7 +181,8 @@ export class DockerExecutor implements JobExecutor {
 
   run(spec: JobSpec): RunningJob {
     const limits = limitsOf(spec, this.limits());
-    return new RunningJob(spec.jobId, spec.card.uuid, this.jobOps({ ...spec, timeoutS: limits.timeoutS }), limits, spec.attempt);
+    const uuids = jobCards(spec).map((c) => c.uuid);
+    return new RunningJob(spec.jobId, spec.card.uuid, this.jobOps({ ...spec, timeoutS: limits.timeoutS }), limits, spec.attempt, uuids);
   }
 
   /** Containers of this namespace that this node (same node id, or one of its cards) left behind. */
@@ -204,7 +210,9 @@ export class DockerExecutor implements JobExecutor {
       const limits = limitsOf({ timeoutS: Number.isInteger(timeoutS) && timeoutS > 0 ? timeoutS : undefined }, this.limits());
       const attempt = Number(summary.Labels[LABEL_ATTEMPT]); // a container from before attempts: the first
       const limitsNow = { ...limits, elapsedMs, adopted: true };
-      jobs.push(new RunningJob(jobId, summary.Labels[LABEL_GPU] ?? "", ops, limitsNow, Number.isInteger(attempt) && attempt > 0 ? attempt : 1));
+      const first = summary.Labels[LABEL_GPU] ?? "";
+      const uuids = summary.Labels[LABEL_GPUS]?.split(",").filter(Boolean) ?? [first];
+      jobs.push(new RunningJob(jobId, first, ops, limitsNow, Number.isInteger(attempt) && attempt > 0 ? attempt : 1, uuids));
     }
     return jobs;
   }

@@ -74,6 +74,7 @@ type GpuNodeThis = Service & {
   track(job: RunningJob): void;
   event(job: RunningJob, extra: { type: "started" } | JobOutcome): JobEvent;
   heartbeat(): NodeHeartbeat;
+  busyCards(): Set<string>;
   beginHeartbeats(): void;
   sendHeartbeat(): void;
   refreshTelemetry(): Promise<void>;
@@ -88,7 +89,10 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
   settings: {},
 
   actions: {
-    /** Starts a job on one of this node's cards; answers once the executor has it. */
+    /**
+     * Starts a job on its cards of this node (`gpuUuids`, or `gpuUuid` alone): all of them or
+     * none; answers once the executor has it.
+     */
     run: {
       visibility: "public",
       callers: ["gpu-scheduler"],
@@ -96,6 +100,7 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
         $$strict: "remove",
         jobId: JOB_ID,
         gpuUuid: { type: "string", min: 1, max: 128 },
+        gpuUuids: { type: "array", optional: true, min: 1, max: 16, items: { type: "string", min: 1, max: 128 } },
         command: { type: "string", min: 1, max: 1024 * 1024 },
         containerImage: { type: "string", optional: true, nullable: true, max: IMAGE_NAME_MAX, pattern: IMAGE_NAME_PATTERN },
         timeoutSeconds: { type: "number", optional: true, integer: true, min: 1, max: MAX_JOB_SECONDS },
@@ -109,19 +114,35 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
         const envProblem = env === undefined ? null : jobEnvProblem(env);
         if (envProblem) throw validationFailed([{ field: "env", message: envProblem }]);
         if (!this.accepting) throw apiError("SERVICE_UNAVAILABLE", "This GPU node is shutting down");
-        const card = this.cards.find((c) => c.uuid === gpuUuid);
-        if (!card) throw apiError("NOT_FOUND", `GPU ${gpuUuid} is not a card of this node`);
+        const uuids = ctx.params.gpuUuids ?? [gpuUuid];
+        if (uuids[0] !== gpuUuid || new Set(uuids).size !== uuids.length)
+          throw validationFailed([{ field: "gpuUuids", message: "The 'gpuUuids' field must list distinct cards, the first being 'gpuUuid'." }]);
+        const cards = uuids.map((uuid) => {
+          const card = this.cards.find((c) => c.uuid === uuid);
+          if (!card) throw apiError("NOT_FOUND", `GPU ${uuid} is not a card of this node`);
+          return card;
+        });
         const existing = this.jobs.get(jobId);
         if (existing && existing.attempt < attempt) {
           // An earlier attempt the scheduler gave up on (its node was lost, then came back): stop it, the retry comes again.
           void existing.stop("cancel");
           throw apiError("INVALID_STATE", `An earlier attempt of job ${jobId} is still stopping on this node`);
         }
-        if (existing?.gpuUuid === gpuUuid && existing.attempt === attempt) return { accepted: true }; // a repeated call: already running
-        if (existing) throw apiError("INVALID_STATE", `Job ${jobId} already runs on another card of this node`);
-        const busy = [...this.jobs.values()].find((j) => j.gpuUuid === gpuUuid);
-        if (busy) throw apiError("INVALID_STATE", `GPU ${gpuUuid} is busy with another job`);
-        const job = this.executor.run({ jobId, card, command, containerImage, timeoutS: timeoutSeconds ?? this.config.jobTimeoutS, env, attempt });
+        if (existing?.gpuUuids.join() === uuids.join() && existing.attempt === attempt) return { accepted: true }; // a repeated call: already running
+        if (existing) throw apiError("INVALID_STATE", `Job ${jobId} already runs on other cards of this node`);
+        const busy = this.busyCards();
+        const taken = uuids.find((uuid) => busy.has(uuid));
+        if (taken) throw apiError("INVALID_STATE", `GPU ${taken} is busy with another job`);
+        const job = this.executor.run({
+          jobId,
+          card: cards[0],
+          cards,
+          command,
+          containerImage,
+          timeoutS: timeoutSeconds ?? this.config.jobTimeoutS,
+          env,
+          attempt,
+        });
         this.jobs.set(jobId, job);
         this.track(job);
         return { accepted: true };
@@ -233,8 +254,13 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
       return { ...extra, ...base, ...(startedAt && { startedAt }) } as JobEvent;
     },
 
+    /** Every card of every job this node runs. */
+    busyCards(this: GpuNodeThis): Set<string> {
+      return new Set([...this.jobs.values()].flatMap((j) => j.gpuUuids));
+    },
+
     heartbeat(this: GpuNodeThis): NodeHeartbeat {
-      const busy = new Set([...this.jobs.values()].map((j) => j.gpuUuid));
+      const busy = this.busyCards();
       const cards = this.cards.map(({ simulated, ...card }) =>
         simulated ? { ...card, ...simulatedTelemetry(card.memoryTotal, busy.has(card.uuid), this.heartbeats) } : card,
       );

@@ -22,7 +22,10 @@ export function joinedShell(shell: string): string[] {
 
 export type JobSpec = {
   jobId: string;
+  /** The job's (first) card. */
   card: NodeCard;
+  /** All the job's cards, `card` first (a multi-card job); absent: `card` alone. */
+  cards?: NodeCard[];
   command: string;
   containerImage?: string | null;
   /** The job's own time limit; absent: the node's (JobLimits.timeoutS). */
@@ -32,6 +35,11 @@ export type JobSpec = {
   /** Which attempt of the job (RunJobParams.attempt); absent: 1. Each has its own log file. */
   attempt?: number;
 };
+
+/** Every card the job holds and sees. */
+export const jobCards = (spec: Pick<JobSpec, "card" | "cards">): NodeCard[] => (spec.cards?.length ? spec.cards : [spec.card]);
+/** Their uuids, comma-separated, as CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES take them. */
+export const visibleDevices = (cards: NodeCard[]): string => cards.map((c) => c.uuid).join(",");
 
 /** The limits of one job: the node's, with the job's own time limit when it has one. */
 export const limitsOf = (spec: Pick<JobSpec, "timeoutS">, limits: JobLimits): JobLimits => (spec.timeoutS ? { ...limits, timeoutS: spec.timeoutS } : limits);
@@ -114,6 +122,8 @@ export class RunningJob {
     private readonly limits: JobLimits,
     /** Which attempt of the job this is (events carry it; its log file is its own). */
     readonly attempt = 1,
+    /** Every card it holds (`gpuUuid` first): the node counts them all busy until it ends. */
+    readonly gpuUuids: string[] = [gpuUuid],
   ) {
     if (limits.adopted && limits.elapsedMs) this.adoptedStartMs = Date.now() - limits.elapsedMs;
     this.started = this.launch();

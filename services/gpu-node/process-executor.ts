@@ -1,7 +1,7 @@
 /**
  * The process executor (GPU_EXECUTOR=process), for hosts without Docker: each job runs in a
  * bubblewrap sandbox (sandbox.ts) as an unprivileged user, in its own namespaces, with a minimal
- * environment and CUDA_VISIBLE_DEVICES naming its card. Only GPU_UNSAFE_UNISOLATED_JOBS=true runs
+ * environment and CUDA_VISIBLE_DEVICES naming its cards. Only GPU_UNSAFE_UNISOLATED_JOBS=true runs
  * jobs as plain processes of the node's own user (development on a machine without bubblewrap).
  */
 import { ChildProcess, spawn, SpawnOptions } from "child_process";
@@ -9,7 +9,7 @@ import { accessSync, constants as fsConstants, promises as fs } from "fs";
 import os from "os";
 import path from "path";
 import { gpuDeviceMinor, NodeCard } from "./discovery";
-import { joinedShell, JobError, JobExecutor, JobLimits, JobOps, JobSpec, limitsOf, RunningJob } from "./job";
+import { jobCards, joinedShell, JobError, JobExecutor, JobLimits, JobOps, JobSpec, limitsOf, RunningJob, visibleDevices } from "./job";
 import type { OutputCapture } from "./output";
 import { keepArtifacts, packFolder } from "./artifacts";
 import { gpuDeviceNodes, HostLayout, identityFiles, SAFE_ETC, SANDBOX_HOME, sandboxArgs, SandboxLimits, SYSTEM_PATHS } from "./sandbox";
@@ -26,16 +26,16 @@ export function withoutNvidiaVariables(env: Record<string, string>): Record<stri
 
 /**
  * The whole environment of a job process; nothing of the node's own environment leaks in. The
- * job's own variables (`jobEnv`) may replace PATH, HOME, TMPDIR and LANG; never its card's.
+ * job's own variables (`jobEnv`) may replace PATH, HOME, TMPDIR and LANG; never its cards'.
  */
-export function processJobEnv(card: NodeCard, home: string, jobEnv: Record<string, string> = {}): Record<string, string> {
+export function processJobEnv(cards: NodeCard[], home: string, jobEnv: Record<string, string> = {}): Record<string, string> {
   return withoutNvidiaVariables({
     PATH: SAFE_PATH,
     HOME: home,
     TMPDIR: home,
     LANG: "C.UTF-8",
     ...jobEnv,
-    CUDA_VISIBLE_DEVICES: card.uuid,
+    CUDA_VISIBLE_DEVICES: visibleDevices(cards),
   });
 }
 
@@ -84,7 +84,7 @@ async function jobProcess(
 ): Promise<{ file: string; args: string[]; options: SpawnOptions }> {
   const shell = [...joinedShell("/bin/sh"), spec.command];
   if (isolation.kind === "unisolated") {
-    return { file: shell[0], args: shell.slice(1), options: { cwd: workDir, env: processJobEnv(spec.card, workDir, spec.env) } };
+    return { file: shell[0], args: shell.slice(1), options: { cwd: workDir, env: processJobEnv(jobCards(spec), workDir, spec.env) } };
   }
   const identity = identityFiles(isolation.uid, isolation.gid);
   await fs.writeFile(path.join(workDir, "passwd"), identity.passwd, { mode: 0o644 });
@@ -93,9 +93,9 @@ async function jobProcess(
   const outDir = path.join(workDir, "out");
   await fs.mkdir(outDir, { mode: 0o700 });
   if (process.getuid?.() === 0) await fs.chown(outDir, isolation.uid, isolation.gid);
-  const env = processJobEnv(spec.card, SANDBOX_HOME, spec.env);
+  const env = processJobEnv(jobCards(spec), SANDBOX_HOME, spec.env);
   const args = sandboxArgs({
-    layout: await readHostLayout([spec.card]),
+    layout: await readHostLayout(jobCards(spec)),
     uid: isolation.uid,
     gid: isolation.gid,
     limits: isolation.limits,
@@ -262,7 +262,8 @@ export class ProcessExecutor implements JobExecutor {
 
   run(spec: JobSpec): RunningJob {
     const limits = limitsOf(spec, this.limits());
-    return new RunningJob(spec.jobId, spec.card.uuid, processOps(spec, this.isolation, limits), limits, spec.attempt);
+    const uuids = jobCards(spec).map((c) => c.uuid);
+    return new RunningJob(spec.jobId, spec.card.uuid, processOps(spec, this.isolation, limits), limits, spec.attempt, uuids);
   }
 
   /** Process jobs end with the node (it stops them on the way down): nothing to adopt. */

@@ -5,6 +5,7 @@
  */
 import { createHmac } from "crypto";
 import type { GpuCard, NodeHeartbeat } from "../../lib/gpu-protocol";
+import { matchesGpuType } from "./gpu-type";
 
 /**
  * What clients see instead of a node's id (which names its host): `node-` and 8 hex digits of an
@@ -100,6 +101,14 @@ export class ClusterView {
   schedulableCards(): ViewCard[] {
     this.schedulable ??= this.cards().filter((c) => !this.nodes.get(c.nodeId)!.suspended);
     return this.schedulable;
+  }
+
+  /** The most cards of one name matching `gpuType` on one node: the largest gpuCount the cluster can hold now. */
+  mostCardsOnOneNode(gpuType: string | null): number {
+    const sets = new Map<string, number>();
+    for (const card of this.cards())
+      if (matchesGpuType(card.name, gpuType)) sets.set(`${card.nodeId}\u0000${card.name}`, (sets.get(`${card.nodeId}\u0000${card.name}`) ?? 0) + 1);
+    return Math.max(0, ...sets.values());
   }
 
   /** Distinct card names, for validating a requested gpuType. */

@@ -20,7 +20,11 @@ export const Job = Type.Object(
     id: Type.String(),
     status: JobStatus,
     gpuType: Type.String({ description: 'The requested type (or "any") until a card is assigned, then its name' }),
-    gpuSecondsUsed: Type.Number({ minimum: 0, description: "Wall seconds the job has run on its card, from startedAt; 0 until it starts" }),
+    gpuSecondsUsed: Type.Number({
+      minimum: 0,
+      description: "Wall seconds the job has run, from startedAt, times its gpuCount (every attempt's); 0 until it starts",
+    }),
+    gpuCount: Type.Integer({ minimum: 1, maximum: 16, description: "As submitted (default 1): cards of one type on one node, all seen by the job" }),
     createdAt: dateTime(),
     startedAt: Nullable(
       Type.String({

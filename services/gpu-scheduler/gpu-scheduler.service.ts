@@ -46,6 +46,7 @@ export interface CreateJobParams {
   queueTimeoutSeconds?: number;
   maxRetries?: number;
   priority?: Priority;
+  gpuCount?: number;
 }
 export type JobIdParams = { id: string };
 /** `attempt`: 1-based; absent: the last one. */
@@ -61,6 +62,8 @@ function pagedAnswer(ctx: Context<unknown, PagedMeta>, first: BodyPage, contentT
 }
 
 const LIST_LIMIT = 50;
+/** The most cards one job may ask for (`gpuCount`). */
+const MAX_GPU_COUNT = 16;
 const JOB_ID_PARAMS = { id: { type: "string", max: 64 } };
 const ATTEMPT_PARAM = { type: "number", optional: true, integer: true, min: 1, max: MAX_JOB_RETRIES + 1, convert: true };
 /** Deliveries of a job event that fails to apply before the scheduler gives up on it (then: dead letter). */
@@ -96,6 +99,7 @@ type SchedulerThis = Service &
     ownJob(ctx: Context<JobIdParams, CallerMeta>): Promise<JobRow>;
     logTarget(ctx: Context<JobLogsParams, CallerMeta>): Promise<LogTarget>;
     checkGpuType(gpuType: string): void;
+    checkGpuCount(gpuCount: number, gpuType: string | null, clientId: string): Promise<void>;
     createKeyed(ctx: Context<CreateJobParams, CallerMeta>, key: string, job: NewJob): Promise<CreatedJob>;
     keysExpireBefore(): Date;
   };
@@ -126,6 +130,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
         summary: "Submit a GPU job",
         description:
           "A gpuType matching no card of the cluster is 400, with the known types in details. " +
+          "A gpuCount larger than the most cards of one (matching) type on any node, or than the account's running-GPU limit, is 400. " +
           `Optional request header \`${IDEMPOTENCY_HEADER}\` (1 to 255 visible ASCII characters, kept 24 hours per account): ` +
           "the same key with the same body answers the first response again (201, same body and Location) with header " +
           "`Idempotent-Replayed: true` and creates nothing; with a different body it is 422 IDEMPOTENCY_KEY_REUSED; " +
@@ -145,6 +150,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
         // Names and values are checked by jobEnvProblem (one rule for the scheduler and the node).
         env: { type: "object", optional: true },
         priority: { type: "enum", values: [...PRIORITIES], optional: true },
+        gpuCount: { type: "number", optional: true, integer: true, min: 1, max: MAX_GPU_COUNT },
       },
       async handler(this: SchedulerThis, ctx: Context<CreateJobParams, CallerMeta>): Promise<CreatedJob> {
         const { command, containerImage } = ctx.params;
@@ -155,6 +161,8 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
         if (envProblem) throw validationFailed([{ field: "env", message: envProblem }]);
         const gpuType = requestedGpuType(ctx.params.gpuType);
         if (gpuType) this.checkGpuType(gpuType);
+        const gpuCount = ctx.params.gpuCount ?? 1;
+        if (gpuCount > 1) await this.checkGpuCount(gpuCount, gpuType, ctx.meta.caller!.clientId);
         // Pulling makes a GPU host connect to the image's registry: only the operator's registries (the node checks again).
         const image = containerImage ? checkImage(containerImage, this.allowedRegistries) : null;
         if (image && !image.ok) throw validationFailed([{ field: "containerImage", message: `The 'containerImage' field is not allowed: ${image.reason}.` }]);
@@ -169,6 +177,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
           queueTimeoutSeconds: ctx.params.queueTimeoutSeconds ?? null,
           maxRetries: ctx.params.maxRetries ?? 0,
           priority: PRIORITIES.indexOf(ctx.params.priority ?? "normal"),
+          gpuCount,
         };
         // Keyed requests take their own transaction (a replay answers even at the queued-jobs cap); the others stay on the batched inserts.
         if (key !== undefined) return this.createKeyed(ctx, key, job);
@@ -343,7 +352,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
 
   methods: {
     detail(this: SchedulerThis, row: JobRow, positions?: Map<string, number>): JobDetail {
-      const waiting = row.status === "queued" ? this.scheduler.waitingFor(row.id, row.gpu_type) : undefined;
+      const waiting = row.status === "queued" ? this.scheduler.waitingFor(row.id, row.gpu_type, row.gpu_count) : undefined;
       const queued = { queuePosition: positions?.get(row.id), waiting };
       return toJobDetail(row, this.clock.now(), this.labeler, this.config.jobTimeoutS, queued);
     },
@@ -396,6 +405,25 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
     /** Keys created before this no longer match (GPU_IDEMPOTENCY_TTL_S). */
     keysExpireBefore(this: SchedulerThis): Date {
       return new Date(this.clock.now().getTime() - this.config.idempotencyTtlS * 1000);
+    },
+
+    /**
+     * A count no node can hold (once the cluster is known: as checkGpuType), or more than the
+     * account may ever hold at once, would wait forever: 400.
+     */
+    async checkGpuCount(this: SchedulerThis, gpuCount: number, gpuType: string | null, clientId: string) {
+      const known = this.scheduler.view.cardNames().length > 0 && !this.scheduler.warmingUp();
+      const most = known ? this.scheduler.view.mostCardsOnOneNode(gpuType) : gpuCount;
+      if (gpuCount > most) {
+        const matching = gpuType ? ` matching "${gpuType}"` : "";
+        const message = `No GPU node has ${gpuCount} GPUs${matching} of one type; the most on one node is ${most}.`;
+        throw validationFailed([{ field: "gpuCount", message }]);
+      }
+      const { runningGpus } = (await this.limits.limitsFor([clientId])).get(clientId)!;
+      if (runningGpus !== null && gpuCount > runningGpus)
+        throw validationFailed([
+          { field: "gpuCount", message: `The 'gpuCount' field (${gpuCount}) exceeds this account's limit of ${runningGpus} running GPUs.` },
+        ]);
     },
 
     checkGpuType(this: SchedulerThis, gpuType: string) {

@@ -8,15 +8,18 @@ import { gpuSecondsUsed, publicStatus } from "./transitions";
 /** What a queued job waits for, in words (statusReason), from the last placement pass's reason. */
 export function waitingReason(waiting: Waiting, gpuType: string | null): string {
   const matching = gpuType ? ` matching "${gpuType}"` : "";
+  const n = waiting.needed ?? 1;
   switch (waiting.reason) {
     case "NO_GPUS":
       return "waiting for a GPU node to join the cluster";
     case "NO_MATCHING_GPU":
       return `waiting for a GPU${matching} to join the cluster`;
+    case "NO_NODE_BIG_ENOUGH":
+      return `no node has ${n} GPUs${matching} of one type: waiting for one to join the cluster`;
     case "MATCHING_GPUS_BUSY":
-      return `waiting for a free GPU${matching}`;
+      return n > 1 ? `waiting for ${n} free GPUs${matching} on one node` : `waiting for a free GPU${matching}`;
     case "ACCOUNT_LIMIT":
-      return `account limit of ${waiting.limit} running GPU${waiting.limit === 1 ? "" : "s"} reached`;
+      return `account limit of ${waiting.limit} running GPU${waiting.limit === 1 ? "" : "s"} reached${n > 1 ? ` (this job needs ${n})` : ""}`;
   }
 }
 
@@ -36,16 +39,20 @@ function publicMessage(message: string | null, nodeId: string | null, label: Nod
 export function toJobDetail(row: JobRow, now: Date, label: NodeLabeler, defaultTimeoutS: number, queued: QueuedFacts = {}): JobDetail {
   const isQueued = row.status === "queued";
   const hasResult = row.exit_code !== null || row.output !== null;
+  const gpuCount = row.gpu_count ?? 1;
   return {
     id: row.id,
     status: publicStatus(row.status, row.started_at),
     // The requested type until a card is assigned, that card's name from then on.
     gpuType: row.gpu_name ?? row.gpu_type ?? "any",
-    // Every attempt's time counts: the ended ones (kept with the row) and the current or last one.
+    // Every attempt's time counts, times its cards: the ended ones (kept with the row, multiplied) and the current or last one.
     gpuSecondsUsed:
       Math.round(
-        (Number(row.prior_gpu_seconds ?? 0) + gpuSecondsUsed({ status: row.status, startedAt: row.started_at, completedAt: row.completed_at }, now)) * 1000,
+        (Number(row.prior_gpu_seconds ?? 0) +
+          gpuCount * gpuSecondsUsed({ status: row.status, startedAt: row.started_at, completedAt: row.completed_at }, now)) *
+          1000,
       ) / 1000,
+    gpuCount,
     createdAt: row.created_at.toISOString(),
     startedAt: row.started_at?.toISOString() ?? null,
     completedAt: row.completed_at?.toISOString() ?? null,

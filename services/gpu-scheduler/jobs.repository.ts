@@ -36,6 +36,10 @@ export type JobRow = {
   prior_gpu_seconds: number;
   /** 0 low, 1 normal, 2 high. */
   priority: number;
+  /** Cards the job takes (gpuCount). */
+  gpu_count: number;
+  /** All its cards while placed (the first is gpu_uuid). */
+  gpu_uuids: string[] | null;
 };
 
 /** An ended attempt of a retried job (job_attempts). */
@@ -54,11 +58,13 @@ export type NewJob = {
   maxRetries?: number;
   /** 0 low, 1 normal (default), 2 high. */
   priority?: number;
+  /** Cards of one name on one node (default 1). */
+  gpuCount?: number;
 };
 
 const COLUMNS = `id, client_id, command, container_image, gpu_type, status, node_id, gpu_uuid, gpu_name, holding,
   created_at, assigned_at, started_at, completed_at, exit_code, output, output_base64, error_message, timeout_seconds, env_names,
-  queue_timeout_seconds, status_reason, max_retries, attempts, prior_gpu_seconds, priority`;
+  queue_timeout_seconds, status_reason, max_retries, attempts, prior_gpu_seconds, priority, gpu_count, gpu_uuids`;
 /** What a decision reads: `output` only as a presence mark (see `states`). */
 const STATE_COLUMNS = `id, status, node_id, gpu_uuid, holding, assigned_at, started_at, completed_at, exit_code, error_message, attempts, max_retries,
   CASE WHEN output IS NULL THEN NULL ELSE '' END AS output`;
@@ -90,12 +96,13 @@ export class JobsRepository {
   async insert(jobs: NewJob[], now: Date, db: Pool | PoolClient = this.db): Promise<Array<{ id: string }>> {
     const { rows } = await db.query<{ id: string }>(
       `INSERT INTO gpu_scheduler.jobs (id, client_id, command, container_image, gpu_type, gpu_match, status, created_at, timeout_seconds, env, env_names,
-           queue_timeout_seconds, queue_deadline, priority, max_retries)
+           queue_timeout_seconds, queue_deadline, priority, max_retries, gpu_count)
          SELECT u.id, u.client_id, u.command, u.image, u.gpu_type, u.gpu_match, 'queued', $7, u.timeout_seconds, u.env,
            ARRAY(SELECT k FROM jsonb_object_keys(COALESCE(u.env, '{}')) AS k ORDER BY k COLLATE "C"),
-           u.queue_timeout, $7::timestamptz + make_interval(secs => u.queue_timeout), u.priority, u.max_retries
-         FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $8::int[], $9::jsonb[], $10::int[], $11::smallint[], $12::int[])
-           AS u(id, client_id, command, image, gpu_type, gpu_match, timeout_seconds, env, queue_timeout, priority, max_retries)
+           u.queue_timeout, $7::timestamptz + make_interval(secs => u.queue_timeout), u.priority, u.max_retries, u.gpu_count
+         FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $8::int[], $9::jsonb[], $10::int[], $11::smallint[], $12::int[],
+             $13::smallint[])
+           AS u(id, client_id, command, image, gpu_type, gpu_match, timeout_seconds, env, queue_timeout, priority, max_retries, gpu_count)
          RETURNING id`,
       [
         jobs.map((j) => j.id),
@@ -110,6 +117,7 @@ export class JobsRepository {
         jobs.map((j) => j.queueTimeoutSeconds ?? null),
         jobs.map((j) => j.priority ?? 1),
         jobs.map((j) => j.maxRetries ?? 0),
+        jobs.map((j) => j.gpuCount ?? 1),
       ],
     );
     return rows;
@@ -150,7 +158,7 @@ export class JobsRepository {
          FROM gpu_scheduler.jobs t WHERE t.id = ANY($1::uuid[]) AND t.status = 'queued'),
        accounts AS (
          SELECT a.c, COALESCE(${decayedUsageSql(this.halfLifeS)}, 0)::float8 AS u,
-           (SELECT count(*)::int FROM gpu_scheduler.jobs h WHERE h.holding AND h.client_id = a.c) AS h
+           (SELECT COALESCE(sum(h.gpu_count), 0)::int FROM gpu_scheduler.jobs h WHERE h.holding AND h.client_id = a.c) AS h
          FROM accts a LEFT JOIN gpu_scheduler.account_usage u ON u.client_id = a.c WHERE a.c IS NOT NULL AND EXISTS (SELECT 1 FROM targets))
        SELECT (SELECT json_agg(targets) FROM targets) AS targets, (SELECT json_agg(accounts) FROM accounts) AS accounts`,
       [ids],
@@ -218,7 +226,8 @@ export class JobsRepository {
   /**
    * Writes each patch only if the job's status, holding and placement (node, card) are still what
    * its decision saw (compare-and-set); returns the ids written. One statement for the whole batch.
-   * `nodeId: null` in a patch clears the whole placement (node, card, its name, when it was placed);
+   * `nodeId: null` in a patch clears the whole placement (node, cards, their name, when it was placed);
+   * GPU-seconds (the ended attempt's, the account's usage) count seconds × the job's cards;
    * an `endedAttempt` is kept in job_attempts by the same statement, only if its patch is written.
    */
   async compareAndSet(
@@ -236,17 +245,17 @@ export class JobsRepository {
          ${set("startedAt", "started_at", "::timestamptz")}, ${set("completedAt", "completed_at", "::timestamptz")},
          ${set("exitCode", "exit_code", "::int")}, ${set("output", "output", "")}, ${set("errorMessage", "error_message", "")},
          ${set("outputBase64", "output_base64", "")}, ${set("statusReason", "status_reason", "")},
-         ${unplaced("node_id")}, ${unplaced("gpu_uuid")}, ${unplaced("gpu_name")}, ${unplaced("assigned_at")},
-         prior_gpu_seconds = j.prior_gpu_seconds + COALESCE(GREATEST(0, EXTRACT(EPOCH FROM
+         ${unplaced("node_id")}, ${unplaced("gpu_uuid")}, ${unplaced("gpu_uuids")}, ${unplaced("gpu_name")}, ${unplaced("assigned_at")},
+         prior_gpu_seconds = j.prior_gpu_seconds + j.gpu_count * COALESCE(GREATEST(0, EXTRACT(EPOCH FROM
            (p.patch->'endedAttempt'->>'endedAt')::timestamptz - (p.patch->'endedAttempt'->>'startedAt')::timestamptz)), 0)
        FROM jsonb_to_recordset($1::jsonb) AS p(id uuid, seen_status text, seen_holding boolean, seen_node text, seen_gpu text, patch jsonb)
        WHERE j.id = p.id AND j.status = p.seen_status AND j.holding = p.seen_holding
          AND j.node_id IS NOT DISTINCT FROM p.seen_node AND j.gpu_uuid IS NOT DISTINCT FROM p.seen_gpu
        RETURNING j.id, j.client_id, p.patch->'endedAttempt' AS ended,
          CASE WHEN p.seen_status NOT IN ${TERMINAL_SQL} AND j.status IN ${TERMINAL_SQL} AND j.started_at IS NOT NULL
-           THEN GREATEST(extract(epoch FROM COALESCE(j.completed_at, j.started_at) - j.started_at), 0)
+           THEN j.gpu_count * GREATEST(extract(epoch FROM COALESCE(j.completed_at, j.started_at) - j.started_at), 0)
            -- an attempt ended and the job went back to the queue (retry): its time counts too
-           WHEN p.patch ? 'endedAttempt' THEN GREATEST(extract(epoch FROM
+           WHEN p.patch ? 'endedAttempt' THEN j.gpu_count * GREATEST(extract(epoch FROM
              (p.patch->'endedAttempt'->>'endedAt')::timestamptz - (p.patch->'endedAttempt'->>'startedAt')::timestamptz), 0) END AS used),
        kept AS (INSERT INTO gpu_scheduler.job_attempts (job_id, attempt, node_id, started_at, ended_at, exit_code, output, output_base64, error_message)
          SELECT w.id, a.attempt, a."nodeId", a."startedAt", a."endedAt", a."exitCode", a.output, a."outputBase64", a."errorMessage"

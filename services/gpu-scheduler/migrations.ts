@@ -131,4 +131,18 @@ export const migrations: Migration[] = [
       );
     `,
   },
+  {
+    version: 7,
+    name: "multi-card jobs",
+    // gpu_count: cards of one name on one node (gpuCount). gpu_uuids: all the job's cards while it is
+    // placed, gpu_uuid staying the first (so jobs_one_per_card still guards one card in the database;
+    // the others are guarded by placement's advisory lock and its read of every held card).
+    sql: `
+      ALTER TABLE jobs ADD COLUMN gpu_count smallint NOT NULL DEFAULT 1 CHECK (gpu_count BETWEEN 1 AND 16);
+      ALTER TABLE jobs ADD COLUMN gpu_uuids text[];
+      UPDATE jobs SET gpu_uuids = ARRAY[gpu_uuid] WHERE gpu_uuid IS NOT NULL;
+      ALTER TABLE jobs ADD CONSTRAINT jobs_cards_placed
+        CHECK (gpu_uuid IS NULL OR (gpu_uuids[1] = gpu_uuid AND cardinality(gpu_uuids) = gpu_count));
+    `,
+  },
 ];

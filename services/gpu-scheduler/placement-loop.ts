@@ -186,6 +186,7 @@ export class PlacementLoop {
     const params: RunJobParams = {
       jobId: job.id,
       gpuUuid: job.gpu_uuid,
+      gpuUuids: job.gpu_uuids,
       command: job.command,
       containerImage: job.container_image,
       ...(job.timeout_seconds !== null && { timeoutSeconds: job.timeout_seconds }),

@@ -10,6 +10,8 @@ export type AssignedJob = {
   id: string;
   node_id: string;
   gpu_uuid: string;
+  /** All the job's cards (the first is gpu_uuid). */
+  gpu_uuids: string[];
   command: string;
   container_image: string | null;
   timeout_seconds: number | null;
@@ -20,14 +22,16 @@ export type AssignedJob = {
   attempts: number;
   max_retries: number;
 };
-export type PlacementRow = { jobId: string; nodeId: string; gpuUuid: string; gpuName: string };
+/** `gpuUuids`: all the job's cards, the first `gpuUuid`; `gpuName`: their one name. */
+export type PlacementRow = { jobId: string; nodeId: string; gpuUuid: string; gpuUuids: string[]; gpuName: string };
 /** A candidate job (`clientId` and `priority` as placement.ts's QueuedJob). */
 export type QueuedRow = QueuedJob;
 /** What one placement decision reads: held cards, candidate jobs, and the standing of their accounts. */
 export type PlacementSnapshot = {
+  /** Every card of every job holding its cards. */
   held: Set<string>;
   queue: QueuedRow[];
-  /** GPUs each account holds now (accounts holding none are absent). */
+  /** Cards each account holds now (accounts holding none are absent). */
   heldBy?: Map<string, number>;
   /** GPU-seconds each account of `queue` has used, decayed to now (absent: none). */
   usage?: Map<string, number>;
@@ -37,9 +41,10 @@ export type PlacementSnapshot = {
 export const decayedUsageSql = (halfLifeS: number) => `u.gpu_seconds * power(2, -extract(epoch FROM now() - u.at) / ${Number(halfLifeS)})`;
 
 /**
- * The placement snapshot in one row: the cards holding a job (and per account how many), the first
+ * The placement snapshot in one row: every card holding a job (and per account how many), the first
  * queued jobs of each account and requested type in the account's order (priority, then age), at
- * most as many per pair as there may be free cards, and the decayed usage of those accounts. The
+ * most as many per pair as there may be free cards (each job takes one at least), and the decayed
+ * usage of those accounts. The
  * distinct (account, type) pairs come from skipping through an index (one probe per pair), so the
  * cost grows with the accounts waiting, not with the backlog.
  */
@@ -50,11 +55,11 @@ function snapshotSql(cardCount: number, halfLifeS: number, nowLiteral: string): 
       SELECT s.client_id, s.gpu_match FROM pairs,
         LATERAL (SELECT j.client_id, j.gpu_match FROM gpu_scheduler.jobs j
                  WHERE j.status = 'queued' AND (j.client_id, j.gpu_match) > (pairs.c, pairs.m) ORDER BY j.client_id, j.gpu_match LIMIT 1) s),
-    held AS (SELECT array_agg(gpu_uuid) AS uuids, count(*) AS n FROM gpu_scheduler.jobs WHERE holding),
-    held_by AS (SELECT client_id AS c, count(*)::int AS n FROM gpu_scheduler.jobs WHERE holding GROUP BY client_id),
+    held AS (SELECT array_agg(u) AS uuids, count(*) AS n FROM gpu_scheduler.jobs, unnest(gpu_uuids) AS u WHERE holding),
+    held_by AS (SELECT client_id AS c, sum(gpu_count)::int AS n FROM gpu_scheduler.jobs WHERE holding GROUP BY client_id),
     queue AS (
-      SELECT q.id, q.gpu_type, q.seq, q.client_id, q.priority FROM pairs, held,
-        LATERAL (SELECT id, gpu_type, seq, client_id, priority FROM gpu_scheduler.jobs j
+      SELECT q.id, q.gpu_type, q.seq, q.client_id, q.priority, q.gpu_count FROM pairs, held,
+        LATERAL (SELECT id, gpu_type, seq, client_id, priority, gpu_count FROM gpu_scheduler.jobs j
                  WHERE j.status = 'queued' AND j.client_id = pairs.c AND j.gpu_match = pairs.m
                    AND (j.not_before IS NULL OR j.not_before <= ${nowLiteral}::timestamptz)
                  ORDER BY j.priority DESC, j.seq LIMIT GREATEST(${cardCount} - held.n, 0)) q)
@@ -66,7 +71,7 @@ function snapshotSql(cardCount: number, halfLifeS: number, nowLiteral: string): 
 
 type SnapshotRow = {
   held: string[] | null;
-  queue: Array<{ id: string; gpu_type: string | null; seq: number; client_id: string; priority: number }> | null;
+  queue: Array<{ id: string; gpu_type: string | null; seq: number; client_id: string; priority: number; gpu_count: number }> | null;
   held_by: Array<{ c: string; n: number }> | null;
   usage: Array<{ c: string; u: number }> | null;
 };
@@ -98,7 +103,14 @@ export class PlacementRepository {
          ${snapshotSql(Math.max(0, Math.floor(cardCount)), this.halfLifeS, tx.escapeLiteral(now.toISOString()))}`,
       )) as unknown as Array<{ rows: SnapshotRow[] }>;
       const row = results[2].rows[0];
-      const queue = (row.queue ?? []).map((q) => ({ jobId: q.id, gpuType: q.gpu_type, seq: Number(q.seq), clientId: q.client_id, priority: q.priority }));
+      const queue = (row.queue ?? []).map((q) => ({
+        jobId: q.id,
+        gpuType: q.gpu_type,
+        seq: Number(q.seq),
+        clientId: q.client_id,
+        priority: q.priority,
+        gpuCount: q.gpu_count,
+      }));
       const placements = queue.length
         ? await decide({
             held: new Set(row.held ?? []),
@@ -112,14 +124,15 @@ export class PlacementRepository {
         return { planned: 0, assigned: [] };
       }
       const lit = (v: string) => tx.escapeLiteral(v);
-      const values = placements.map((p) => `(${lit(p.jobId)}::uuid, ${lit(p.nodeId)}, ${lit(p.gpuUuid)}, ${lit(p.gpuName)})`).join(", ");
+      const cards = (uuids: string[]) => `ARRAY[${uuids.map(lit).join(", ")}]::text[]`;
+      const values = placements.map((p) => `(${lit(p.jobId)}::uuid, ${lit(p.nodeId)}, ${cards(p.gpuUuids)}, ${lit(p.gpuName)})`).join(", ");
       const written = (await tx.query(
         `UPDATE gpu_scheduler.jobs j
-         SET status = 'assigned', node_id = p.node_id, gpu_uuid = p.gpu_uuid, gpu_name = p.gpu_name, holding = true,
+         SET status = 'assigned', node_id = p.node_id, gpu_uuid = p.gpu_uuids[1], gpu_uuids = p.gpu_uuids, gpu_name = p.gpu_name, holding = true,
              assigned_at = ${lit(now.toISOString())}::timestamptz, attempts = j.attempts + 1
-         FROM (VALUES ${values}) AS p(id, node_id, gpu_uuid, gpu_name)
-         WHERE j.id = p.id AND j.status = 'queued'
-         RETURNING j.id, j.node_id, j.gpu_uuid, j.command, j.container_image, j.timeout_seconds, j.env, j.assigned_at, j.attempts, j.max_retries;
+         FROM (VALUES ${values}) AS p(id, node_id, gpu_uuids, gpu_name)
+         WHERE j.id = p.id AND j.status = 'queued' AND j.gpu_count = cardinality(p.gpu_uuids)
+         RETURNING j.id, j.node_id, j.gpu_uuid, j.gpu_uuids, j.command, j.container_image, j.timeout_seconds, j.env, j.assigned_at, j.attempts, j.max_retries;
          COMMIT`,
       )) as unknown as Array<{ rows: AssignedJob[] }>;
       return { planned: placements.length, assigned: written[0].rows };
@@ -137,9 +150,11 @@ export class PlacementRepository {
     return rows[0].queued;
   }
 
-  /** Cards holding a job (for the status). */
+  /** Cards holding a job, every card of each (for the status). */
   async heldCards(): Promise<Set<string>> {
-    const { rows } = await this.db.query<{ held: string[] | null }>(`SELECT array_agg(gpu_uuid) AS held FROM gpu_scheduler.jobs WHERE holding`);
+    const { rows } = await this.db.query<{ held: string[] | null }>(
+      `SELECT array_agg(u) AS held FROM gpu_scheduler.jobs, unnest(gpu_uuids) AS u WHERE holding`,
+    );
     return new Set(rows[0].held ?? []);
   }
 }

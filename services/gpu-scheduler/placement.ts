@@ -5,23 +5,28 @@
  * The rule, in order:
  * 1. Jobs are considered in fair-share order (`walkFair`): next comes a job of the account with the
  *    smallest share, (decayed GPU-seconds used + GPUs held now) / weight, ties by account id; within
- *    an account, higher `priority` first, then oldest (by `seq`). Each job placed adds its card to
- *    its account's held GPUs, so the next card may go to another account. An account holding its
- *    `runningGpus` limit places nothing (its jobs wait with ACCOUNT_LIMIT).
- * 2. A job may use a free card whose name matches its `gpuType` (case-insensitive, any part of
- *    the name); no `gpuType` matches every card (gpu-type.ts).
- * 3. A job with no free matching card waits, and does not block later jobs that can run on
- *    other cards (no head-of-line blocking across types). A later job can never take a card an
- *    earlier waiting job could use: that card would have been free at the earlier job's turn.
- * 4. Among its free matching cards a job takes the one fewest specific requests in the queue
- *    want (so "any" jobs leave scarce types to the jobs that asked for them), then the one on
- *    the node with the most free cards (spreads load over hosts), then by node id and uuid.
+ *    an account, higher `priority` first, then oldest (by `seq`). Each job placed adds its cards to
+ *    its account's held GPUs, so the next card may go to another account. An account that would
+ *    hold more than its `runningGpus` limit places nothing more (its jobs wait with ACCOUNT_LIMIT).
+ * 2. A job of `gpuCount` k takes k free cards of one name on one node, the name matching its
+ *    `gpuType` (case-insensitive, any part of the name); no `gpuType` matches every card (gpu-type.ts).
+ * 3. A job that cannot be placed waits, and does not block later jobs that can run on other cards
+ *    (no head-of-line blocking across types). A later job can never take a card an earlier waiting
+ *    one-card job could use: that card would have been free at the earlier job's turn. A waiting
+ *    gang (k > 1) whose cards exist but are busy reserves, for this pass, the node where it lacks
+ *    the fewest: later jobs leave that node's matching free cards alone, so as its jobs end the
+ *    gang gets a whole set there instead of starving behind a stream of one-card jobs. Only the
+ *    first such gang of a pass reserves (in fair-share order), so reservations idle at most one node.
+ * 4. Among the (node, name) sets that fit, a job takes the name fewest specific requests in the
+ *    queue want (so "any" jobs leave scarce types to the jobs that asked for them), then the best
+ *    fit: the node left with the fewest free cards of that name (small jobs fill partly used
+ *    nodes and whole nodes stay whole for big gangs), then by node id; the cards by uuid.
  */
 import { isAnyGpuType, matchingNames, normalizeGpuType } from "./gpu-type";
 
 export type SnapshotCard = { nodeId: string; uuid: string; name: string; busy: boolean };
-/** `clientId`: its account (default: one shared account); `priority`: 0 low, 1 normal (default), 2 high. */
-export type QueuedJob = { jobId: string; gpuType: string | null; seq: number; clientId?: string; priority?: number };
+/** `clientId`: its account (default: one shared account); `priority`: 0 low, 1 normal (default), 2 high; `gpuCount`: cards (default 1). */
+export type QueuedJob = { jobId: string; gpuType: string | null; seq: number; clientId?: string; priority?: number; gpuCount?: number };
 /**
  * An account's standing: `usage` its GPU-seconds decayed to now, `held` the GPUs it holds now,
  * `weight` its share (> 0), `runningGpus` the most GPUs it may hold (null: no limit).
@@ -30,10 +35,12 @@ export type AccountShare = { usage: number; held: number; weight: number; runnin
 /** `accounts`: absent ones have used nothing, hold nothing, weigh 1, have no limit. */
 export type Snapshot = { cards: SnapshotCard[]; queue: QueuedJob[]; accounts?: ReadonlyMap<string, AccountShare> };
 
-export type Placement = { jobId: string; nodeId: string; gpuUuid: string };
-export type WaitReason = "NO_GPUS" | "NO_MATCHING_GPU" | "MATCHING_GPUS_BUSY" | "ACCOUNT_LIMIT";
-/** `limit`: the account's running-GPU limit, for ACCOUNT_LIMIT. */
-export type Waiting = { jobId: string; reason: WaitReason; limit?: number };
+/** `gpuUuid`: the first of the job's cards `gpuUuids` (all on `nodeId`, of one name). */
+export type Placement = { jobId: string; nodeId: string; gpuUuid: string; gpuUuids: string[] };
+/** NO_NODE_BIG_ENOUGH: matching cards exist, but no node has `needed` of one name. */
+export type WaitReason = "NO_GPUS" | "NO_MATCHING_GPU" | "NO_NODE_BIG_ENOUGH" | "MATCHING_GPUS_BUSY" | "ACCOUNT_LIMIT";
+/** `limit`: the account's running-GPU limit, for ACCOUNT_LIMIT; `needed`: the job's card count when more than 1. */
+export type Waiting = { jobId: string; reason: WaitReason; limit?: number; needed?: number };
 export type Plan = { placements: Placement[]; waiting: Waiting[] };
 
 export const PRIORITIES = ["low", "normal", "high"] as const;
@@ -41,11 +48,13 @@ export type Priority = (typeof PRIORITIES)[number];
 export const NORMAL_PRIORITY = 1;
 const UNUSED: AccountShare = { usage: 0, held: 0, weight: 1, runningGpus: null };
 
+/** A job's card count: at least 1. */
+export const cardsOf = (job: Pick<QueuedJob, "gpuCount">) => Math.max(1, job.gpuCount ?? 1);
 const shareOf = (a: AccountShare, started: number) => (a.usage + a.held + started) / a.weight;
 
 /**
  * Visits the queued jobs in fair-share order. `visit` answers whether the job started (its account
- * then holds one more GPU, which may put another account first). Accounts are compared by scanning
+ * then holds its cards more, which may put another account first). Accounts are compared by scanning
  * them at each step: the snapshot holds a bounded number of jobs and accounts.
  */
 export function walkFair<J extends QueuedJob>(
@@ -77,7 +86,8 @@ export function walkFair<J extends QueuedJob>(
       }
     }
     if (!best) return;
-    if (visit(best.jobs[best.next++], best.account)) best.account.started++;
+    const job = best.jobs[best.next++];
+    if (visit(job, best.account)) best.account.started += cardsOf(job);
   }
 }
 
@@ -96,58 +106,66 @@ export function plan(snapshot: Snapshot): Plan {
     return set;
   };
 
-  // Demand per name: how many queued jobs asked specifically for a type this name satisfies.
+  // Demand per name: how many cards queued jobs asked for specifically by a type this name satisfies.
   const demand = new Map<string, number>();
   for (const job of queue) {
     if (isAnyGpuType(job.gpuType)) continue;
-    for (const name of namesFor(job.gpuType)) demand.set(name, (demand.get(name) ?? 0) + 1);
+    for (const name of namesFor(job.gpuType)) demand.set(name, (demand.get(name) ?? 0) + cardsOf(job));
   }
 
-  const free = snapshot.cards.filter((c) => !c.busy);
-  const freePerNode = new Map<string, number>();
-  for (const card of free) freePerNode.set(card.nodeId, (freePerNode.get(card.nodeId) ?? 0) + 1);
-  const taken = new Set<string>();
+  // Per (node, name): every card, and the free ones in uuid order (placing or reserving removes them).
+  const sets = new Map<string, CardSet>();
+  for (const card of [...snapshot.cards].sort((a, b) => (a.uuid < b.uuid ? -1 : a.uuid > b.uuid ? 1 : 0))) {
+    const key = `${card.nodeId}\u0000${card.name}`;
+    let set = sets.get(key);
+    if (!set) sets.set(key, (set = { nodeId: card.nodeId, name: card.name, size: 0, free: [] }));
+    set.size++;
+    if (!card.busy) set.free.push(card.uuid);
+  }
+  let reserved = false;
 
   walkFair(queue, snapshot.accounts ?? new Map(), (job, account) => {
     const wanted = namesFor(job.gpuType);
-    if (snapshot.cards.length === 0) {
-      waiting.push({ jobId: job.jobId, reason: "NO_GPUS" });
+    const k = cardsOf(job);
+    const wait = (reason: WaitReason, extra: Partial<Waiting> = {}) => {
+      waiting.push({ jobId: job.jobId, reason, ...extra, ...(k > 1 && { needed: k }) });
       return false;
-    }
-    if (wanted.size === 0) {
-      waiting.push({ jobId: job.jobId, reason: "NO_MATCHING_GPU" });
-      return false;
-    }
-    if (account.runningGpus !== null && account.held + account.started >= account.runningGpus) {
-      waiting.push({ jobId: job.jobId, reason: "ACCOUNT_LIMIT", limit: account.runningGpus });
-      return false;
-    }
-    let best: SnapshotCard | undefined;
-    for (const card of free) {
-      if (taken.has(card.uuid) || !wanted.has(card.name)) continue;
-      if (!best || better(card, best, demand, freePerNode)) best = card;
-    }
+    };
+    if (snapshot.cards.length === 0) return wait("NO_GPUS");
+    if (wanted.size === 0) return wait("NO_MATCHING_GPU");
+    if (account.runningGpus !== null && account.held + account.started + k > account.runningGpus) return wait("ACCOUNT_LIMIT", { limit: account.runningGpus });
+    const candidates = [...sets.values()].filter((set) => wanted.has(set.name));
+    let best: CardSet | undefined;
+    for (const set of candidates) if (set.free.length >= k && (!best || better(set, best, demand))) best = set;
     if (!best) {
-      waiting.push({ jobId: job.jobId, reason: "MATCHING_GPUS_BUSY" });
-      return false;
+      const big = candidates.filter((set) => set.size >= k);
+      if (!big.length) return wait("NO_NODE_BIG_ENOUGH");
+      if (k > 1 && !reserved) {
+        // Hold the free cards of the set nearest to fitting, so later jobs cannot keep the gang out forever.
+        reserved = true;
+        const nearest = big.reduce((a, b) => (b.free.length > a.free.length || (b.free.length === a.free.length && b.nodeId < a.nodeId) ? b : a));
+        nearest.free = [];
+      }
+      return wait("MATCHING_GPUS_BUSY");
     }
-    taken.add(best.uuid);
-    freePerNode.set(best.nodeId, (freePerNode.get(best.nodeId) ?? 1) - 1);
-    placements.push({ jobId: job.jobId, nodeId: best.nodeId, gpuUuid: best.uuid });
+    const gpuUuids = best.free.splice(0, k);
+    placements.push({ jobId: job.jobId, nodeId: best.nodeId, gpuUuid: gpuUuids[0], gpuUuids });
     return true;
   });
   return { placements, waiting };
 }
 
-function better(a: SnapshotCard, b: SnapshotCard, demand: Map<string, number>, freePerNode: Map<string, number>): boolean {
+/** The cards of one name on one node. */
+type CardSet = { nodeId: string; name: string; size: number; free: string[] };
+
+/** Whether `a` is the better set for a job of `k` cards: less specific demand, then best fit, then node id, then first free uuid. */
+function better(a: CardSet, b: CardSet, demand: Map<string, number>): boolean {
   const da = demand.get(a.name) ?? 0;
   const db = demand.get(b.name) ?? 0;
   if (da !== db) return da < db;
-  const fa = freePerNode.get(a.nodeId) ?? 0;
-  const fb = freePerNode.get(b.nodeId) ?? 0;
-  if (fa !== fb) return fa > fb;
+  if (a.free.length !== b.free.length) return a.free.length < b.free.length; // fewer left after taking k
   if (a.nodeId !== b.nodeId) return a.nodeId < b.nodeId;
-  return a.uuid < b.uuid;
+  return a.free[0] < b.free[0];
 }
 
 /** One account in the queue, for `queuePositions`: its standing and how many jobs it has queued (counting may stop at what matters). */

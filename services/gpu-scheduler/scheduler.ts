@@ -69,12 +69,14 @@ export class Scheduler {
    * the first jobs of each account and type, as many as there may be free cards), what the cards
    * known now say. In memory: no query.
    */
-  waitingFor(jobId: string, gpuType: string | null): Waiting {
+  waitingFor(jobId: string, gpuType: string | null, gpuCount = 1): Waiting {
     const known = this.placement.waiting.get(jobId);
     if (known) return known;
     const names = this.view.cardNames();
     if (!names.length) return { jobId, reason: "NO_GPUS" };
-    return { jobId, reason: matchingNames(names, gpuType).length ? "MATCHING_GPUS_BUSY" : "NO_MATCHING_GPU" };
+    const needed = gpuCount > 1 ? { needed: gpuCount } : {};
+    if (!matchingNames(names, gpuType).length) return { jobId, reason: "NO_MATCHING_GPU", ...needed };
+    return { jobId, reason: gpuCount > this.view.mostCardsOnOneNode(gpuType) ? "NO_NODE_BIG_ENOUGH" : "MATCHING_GPUS_BUSY", ...needed };
   }
 
   /** No new passes; waits for the pass, event and confirmation batches under way. */

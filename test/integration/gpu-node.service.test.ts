@@ -137,6 +137,41 @@ describe("gpu-node service over NATS", () => {
     expect(await call("cancel", { jobId })).toEqual({ stopped: false });
   });
 
+  test("gpu-node service - a multi-card job takes all its cards or none, sees them all, and frees them all", async () => {
+    platform = await startNode(undefined, { GPU_SIMULATE: "Test GPU:8192,Test GPU:8192,Test GPU:8192" });
+    const s = await sink();
+    const [c0, c1, c2] = (await cardsOf(s)).map((c) => c.uuid);
+    const jobId = uniqueName("job");
+    await call("run", { jobId, gpuUuid: c0, gpuUuids: [c0, c1], command: 'printf "%s" "$CUDA_VISIBLE_DEVICES"; sleep 300' });
+    const hb = await waitFor(() => s.heartbeats.find((h) => h.runningJobIds.includes(jobId)), { message: "a heartbeat with the job" });
+    expect(hb.cards.map((c) => c.utilization > 0)).toEqual([true, true, false]);
+    // A repeated call is the same run; any card of it is taken, and a refused call takes none of its cards.
+    expect(await call("run", { jobId, gpuUuid: c0, gpuUuids: [c0, c1], command: "true" })).toEqual({ accepted: true });
+    await expect(call("run", { jobId: uniqueName("job"), gpuUuid: c2, gpuUuids: [c2, c1], command: "true" })).rejects.toMatchObject({
+      type: "INVALID_STATE",
+      message: expect.stringContaining(c1),
+    });
+    const refused: Array<[string, Record<string, unknown>, string]> = [
+      ["the first card not gpuUuid", { gpuUuid: c2, gpuUuids: [c1, c2] }, "VALIDATION_FAILED"],
+      ["a card twice", { gpuUuid: c2, gpuUuids: [c2, c2] }, "VALIDATION_FAILED"],
+      ["a card of another node", { gpuUuid: c2, gpuUuids: [c2, "GPU-not-here"] }, "NOT_FOUND"],
+    ];
+    for (const [name, params, type] of refused)
+      await expect(call("run", { jobId: uniqueName("job"), command: "true", ...params }).then(() => `accepted: ${name}`)).rejects.toMatchObject({ type });
+    for (const gpuUuids of [[], Array.from({ length: 17 }, (_, i) => `GPU-${i}`), [5]])
+      await expect(call("run", { jobId: uniqueName("job"), gpuUuid: c2, gpuUuids, command: "true" })).rejects.toMatchObject({ name: "ValidationError" });
+    const alone = uniqueName("job");
+    await call("run", { jobId: alone, gpuUuid: c2, command: "true" });
+    expect(await waitFor(() => eventsOf(s, alone).find((e) => e.type === "finished"), { message: "c2 still free" })).toMatchObject({ exitCode: 0 });
+
+    await waitFor(() => eventsOf(s, jobId).some((e) => e.type === "started"), { message: "started" });
+    expect(await call("cancel", { jobId })).toEqual({ stopped: true });
+    const cancelled = await waitFor(() => eventsOf(s, jobId).find((e) => e.type === "cancelled"), { message: "cancelled" });
+    // Events name the first card; the process saw exactly both.
+    expect(cancelled).toMatchObject({ gpuUuid: c0, output: `${c0},${c1}` });
+    await waitFor(() => s.heartbeats.at(-1)!.cards.every((c) => c.utilization === 0), { message: "every card free" });
+  });
+
   test("gpu-node service - bad calls are refused with a clear error and run nothing", async () => {
     platform = await startNode();
     const s = await sink();

@@ -151,7 +151,11 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     const halfLife = new JobsRepository(pools[0], 2); // seconds, so decay shows within the test
     const started = await newJob();
     const neverStarted = await newJob();
-    await places.placeUnderLock(2, ({ queue }) => queue.map((q, i) => ({ jobId: q.jobId, nodeId: "n1", gpuUuid: `g${i}`, gpuName: "Card" })), new Date());
+    await places.placeUnderLock(
+      2,
+      ({ queue }) => queue.map((q, i) => ({ jobId: q.jobId, nodeId: "n1", gpuUuid: `g${i}`, gpuUuids: [`g${i}`], gpuName: "Card" })),
+      new Date(),
+    );
     const seen = await halfLife.states([started.id, neverStarted.id]);
     const at = (id: string) => ({ ...seen.get(id)!, status: seen.get(id)!.status });
     const t0 = new Date(Date.now() - 10_000);
@@ -182,12 +186,17 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
   test("gpu-scheduler queue - a placement commit writes names and ids as literals safely", async () => {
     const { id } = await newJob();
     const odd = "node'); DROP TABLE gpu_scheduler.jobs; --";
-    const outcome = await places.placeUnderLock(1, () => [{ jobId: id, nodeId: odd, gpuUuid: "g'1", gpuName: "Card \\ 'quoted'" }], new Date());
+    const outcome = await places.placeUnderLock(
+      1,
+      () => [{ jobId: id, nodeId: odd, gpuUuid: "g'1", gpuUuids: ["g'1"], gpuName: "Card \\ 'quoted'" }],
+      new Date(),
+    );
     expect(outcome.assigned).toEqual([
       {
         id,
         node_id: odd,
         gpu_uuid: "g'1",
+        gpu_uuids: ["g'1"],
         command: "true",
         container_image: null,
         timeout_seconds: 3600,
@@ -255,6 +264,59 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     expect(new Set(nodes.runs.map((r) => r.jobId))).toEqual(new Set(ids));
     expect(nodes.doubleBookings).toBe(0);
     await Promise.all(replicas.map((r) => r.stop()));
+  });
+
+  test("gpu-scheduler queue - a multi-card job holds every card it was given until it ends, and its seconds count times its cards", async () => {
+    const nodes = new FakeNodes();
+    const clock = new ManualClock();
+    const s = replica(nodes, clock);
+    await s.heartbeat(heartbeat("n1", ["a0", "a1", "a2", "a3"]));
+    const insert = (gpuCount: number) =>
+      repo.insert([{ id: randomUUID(), clientId: CLIENT, command: "true", containerImage: null, gpuType: null, timeoutSeconds: 3600, gpuCount }], clock.now());
+    const [gang] = await insert(2);
+    const [single] = await insert(1);
+    const [second] = await insert(2);
+    await s.schedule();
+    await waitFor(async () => (await statusOf(gang.id)) === "running" && (await statusOf(single.id)) === "running", { message: "gang and single running" });
+    const gangRun = nodes.runs.find((r) => r.jobId === gang.id)!;
+    expect(gangRun.gpuUuids).toHaveLength(2);
+    expect(gangRun.gpuUuid).toBe(gangRun.gpuUuids![0]);
+    expect(await repo.find(gang.id)).toMatchObject({ gpu_count: 2, gpu_uuids: gangRun.gpuUuids, gpu_uuid: gangRun.gpuUuid, holding: true });
+    // Every card of every holding job is held, and the account holds three.
+    const singleCard = nodes.runs.find((r) => r.jobId === single.id)!.gpuUuid;
+    expect([...(await places.heldCards())].sort()).toEqual([...gangRun.gpuUuids!, singleCard].sort());
+    let seen: { held: string[]; heldBy?: Map<string, number> } | undefined;
+    await places.placeUnderLock(4, (snapshot) => ((seen = { held: [...snapshot.held], heldBy: snapshot.heldBy }), []), clock.now());
+    expect(seen!.held.sort()).toEqual([...gangRun.gpuUuids!, singleCard].sort());
+    expect(seen!.heldBy!.get(CLIENT)).toBe(3);
+    expect(await statusOf(second.id)).toBe("queued"); // one card free: the second gang waits
+    expect(s.waiting.get(second.id)).toMatchObject({ reason: "MATCHING_GPUS_BUSY", needed: 2 });
+
+    const startedAt = new Date(clock.ms + 1000);
+    clock.advance(10_000); // a node's times count only up to the scheduler's now
+    await s.applyEvent({ type: "started", jobId: gang.id, nodeId: "n1", gpuUuid: gangRun.gpuUuid, at: startedAt.toISOString() });
+    const endedAt = new Date(startedAt.getTime() + 8000);
+    await s.applyEvent({
+      type: "finished",
+      jobId: gang.id,
+      nodeId: "n1",
+      gpuUuid: gangRun.gpuUuid,
+      at: endedAt.toISOString(),
+      startedAt: startedAt.toISOString(),
+      exitCode: 0,
+      output: "",
+    });
+    const done = (await repo.find(gang.id))!;
+    expect(toJobDetail(done, clock.now(), (n) => n, 3600)).toMatchObject({ status: "completed", gpuCount: 2, gpuSecondsUsed: 16 });
+    const { rows } = await pools[0].query("SELECT gpu_seconds FROM gpu_scheduler.account_usage WHERE client_id = $1", [CLIENT]);
+    expect(rows).toEqual([{ gpu_seconds: 16 }]);
+    // Both cards are free again: the second gang gets them.
+    for (const uuid of gangRun.gpuUuids!) nodes.finish(uuid);
+    await s.schedule();
+    await waitFor(async () => (await statusOf(second.id)) === "running", { message: "the second gang on the freed cards" });
+    expect(nodes.runs.find((r) => r.jobId === second.id)!.gpuUuids!.sort()).toEqual([...gangRun.gpuUuids!].sort());
+    expect(nodes.doubleBookings).toBe(0);
+    await s.stop();
   });
 
   test("gpu-scheduler queue - events apply once: duplicates and late events change nothing", async () => {

@@ -6,6 +6,7 @@ import {
   dockerMessage,
   pullFailureReason,
   LABEL_GPU,
+  LABEL_GPUS,
   LABEL_JOB,
   LABEL_NAMESPACE,
   LABEL_TIMEOUT,
@@ -77,6 +78,23 @@ describe("gpu-node executors - container request", () => {
     expect(sim.Env!.some((e) => e.startsWith("NVIDIA_"))).toBe(false);
   });
 
+  const real2: NodeCard = { ...real, uuid: "GPU-7f3a2b10-0c4d-4e8f-9a61-2d5b7c9e0f13", index: 1 };
+  const real3: NodeCard = { ...real, uuid: "GPU-0d9c1e2f-3a4b-4c5d-8e6f-7a8b9c0d1e2f", index: 2 };
+  test.each([
+    ["one real card: that one", [real], [real.uuid]],
+    ["two real cards: both, in order", [real, real2], [real.uuid, real2.uuid]],
+    ["three real cards: all three", [real, real2, real3], [real.uuid, real2.uuid, real3.uuid]],
+    ["simulated cards: no device", [simulated, { ...simulated, uuid: "GPU-sim-2" }], []],
+  ] as const)("gpu-node executors - device request of a multi-card job, %s", (_name, cards, uuids) => {
+    const request = containerSpec({ jobId: "gang", card: cards[0], cards: [...cards], command: "true" }, context);
+    expect(request.HostConfig!.DeviceRequests).toEqual(uuids.length ? [{ Driver: "nvidia", DeviceIDs: uuids, Capabilities: [["gpu"]] }] : []);
+    const visible = request.Env!.filter((e) => e.startsWith("NVIDIA_VISIBLE_DEVICES="));
+    expect(visible).toEqual(uuids.length ? [`NVIDIA_VISIBLE_DEVICES=${uuids.join(",")}`] : []);
+    // A restarted node reads every card of the job back from its labels.
+    expect(request.Labels![LABEL_GPU]).toBe(cards[0].uuid);
+    expect(request.Labels![LABEL_GPUS]).toBe(cards.length > 1 ? cards.map((c) => c.uuid).join(",") : undefined);
+  });
+
   test("gpu-node executors - labels name the job, node, card and namespace", () => {
     expect(spec.Labels).toEqual({ [LABEL_JOB]: "job-1", [LABEL_NODE]: "node-7", [LABEL_GPU]: real.uuid, [LABEL_NAMESPACE]: "prod" });
     // The job's own time limit, for the node that adopts the container after a restart.
@@ -143,14 +161,19 @@ describe("gpu-node executors - container request", () => {
 
 describe("gpu-node executors - process environment", () => {
   test("gpu-node executors - only a minimal env, with the card in CUDA_VISIBLE_DEVICES", () => {
-    const env = processJobEnv(real, "/tmp/job", { NVIDIA_VISIBLE_DEVICES: "all", NVIDIA_DRIVER_CAPABILITIES: "all" });
+    const env = processJobEnv([real], "/tmp/job", { NVIDIA_VISIBLE_DEVICES: "all", NVIDIA_DRIVER_CAPABILITIES: "all" });
     expect(Object.keys(env).sort()).toEqual(["CUDA_VISIBLE_DEVICES", "HOME", "LANG", "PATH", "TMPDIR"]);
     expect(env.CUDA_VISIBLE_DEVICES).toBe(real.uuid);
     expect(env.HOME).toBe("/tmp/job");
   });
 
+  test("gpu-node executors - a multi-card job's process sees all its cards, comma-separated, in order", () => {
+    const second = { ...real, uuid: "GPU-7f3a2b10-0c4d-4e8f-9a61-2d5b7c9e0f13" };
+    expect(processJobEnv([real, second], "/tmp/job", { CUDA_VISIBLE_DEVICES: "0" }).CUDA_VISIBLE_DEVICES).toBe(`${real.uuid},${second.uuid}`);
+  });
+
   test("gpu-node executors - the job's own variables are added (replacing PATH or HOME if it sets them); its card stays the platform's", () => {
-    const env = processJobEnv(real, "/tmp/job", { TOKEN: "t  x", HOME: "/tmp/elsewhere", CUDA_VISIBLE_DEVICES: "all" });
+    const env = processJobEnv([real], "/tmp/job", { TOKEN: "t  x", HOME: "/tmp/elsewhere", CUDA_VISIBLE_DEVICES: "all" });
     expect(env).toMatchObject({ TOKEN: "t  x", HOME: "/tmp/elsewhere", TMPDIR: "/tmp/job", CUDA_VISIBLE_DEVICES: real.uuid });
     const docker = containerSpec({ jobId: "j", card: real, command: "true", env: { TOKEN: "a=b", NVIDIA_VISIBLE_DEVICES: "all" } }, context);
     expect(docker.Env).toEqual(["HOME=/tmp", "TMPDIR=/tmp", "TOKEN=a=b", `NVIDIA_VISIBLE_DEVICES=${real.uuid}`]);

@@ -16,6 +16,7 @@ const placed: JobState = asPlaced({
   id: "job-1",
   node_id: "node-a",
   gpu_uuid: "GPU-1",
+  gpu_uuids: ["GPU-1"],
   command: "true",
   container_image: null,
   timeout_seconds: null,

@@ -164,6 +164,7 @@ export class FakeJobs implements EventStore, HousekeepingStore, PlacementStore {
         id: p.jobId,
         node_id: p.nodeId,
         gpu_uuid: p.gpuUuid,
+        gpu_uuids: p.gpuUuids,
         command: j.command,
         container_image: null,
         timeout_seconds: null,

@@ -24,7 +24,7 @@ describe("gpu-scheduler placement loop - decidePass", () => {
 
   test("gpu-scheduler placement loop - places on free cards with their name and keeps why the others wait", () => {
     const pass = decidePass([card("node-a", "GPU-1"), card("node-a", "GPU-2")], { held: new Set(["GPU-2"]), queue }, 0);
-    expect(pass.placements).toEqual([{ jobId: "any-1", nodeId: "node-a", gpuUuid: "GPU-1", gpuName: "NVIDIA GeForce RTX 3060" }]);
+    expect(pass.placements).toEqual([{ jobId: "any-1", nodeId: "node-a", gpuUuid: "GPU-1", gpuUuids: ["GPU-1"], gpuName: "NVIDIA GeForce RTX 3060" }]);
     expect(pass.waiting).toEqual([
       { jobId: "a100-job", reason: "NO_MATCHING_GPU" },
       { jobId: "any-2", reason: "MATCHING_GPUS_BUSY" },
@@ -65,7 +65,7 @@ describe("gpu-scheduler placement loop - on fakes", () => {
     const a100 = store.add(randomUUID(), { gpuType: "A100" });
     await loop.schedule({ newJob: true });
     await until(() => store.get(first).status === "running", "the first job to run");
-    expect(nodes.runs).toEqual([{ jobId: first, gpuUuid: "GPU-1", command: "true", containerImage: null, attempt: 1, nodeId: "node-a" }]);
+    expect(nodes.runs).toEqual([{ jobId: first, gpuUuid: "GPU-1", gpuUuids: ["GPU-1"], command: "true", containerImage: null, attempt: 1, nodeId: "node-a" }]);
     expect(store.get(first)).toMatchObject({ startedAt: null, holding: true }); // the node's started event brings it
     expect(store.get(a100).status).toBe("queued");
     expect(new Map([...loop.waiting].map(([id, w]) => [id, w.reason]))).toEqual(new Map([[a100, "NO_MATCHING_GPU"]]));

@@ -108,14 +108,15 @@ const cases: Case[] = [
     waiting: [],
   },
   {
-    name: "many nodes: jobs spread over nodes (most free cards first), ties by node id",
+    name: "many nodes: best fit, the node left with the fewest free cards first, ties by node id",
     snapshot: {
       cards: [card("n1", "a1"), card("n1", "a2"), card("n2", "b1"), card("n2", "b2"), card("n3", "c1")],
       queue: [job("j1", 1), job("j2", 2), job("j3", 3)],
     },
+    // n3 (1 free) fills first, then n1 and n2 tie at 2 (n1 by id), then n1's last card.
     placements: [
-      ["j1", "a1"],
-      ["j2", "b1"],
+      ["j1", "c1"],
+      ["j2", "a1"],
       ["j3", "a2"],
     ],
     waiting: [],
@@ -126,7 +127,7 @@ const cases: Case[] = [
       cards: [card("n1", "a1", RTX, true), card("n1", "a2", RTX, true), card("n1", "a3"), card("n2", "b1"), card("n2", "b2")],
       queue: [job("j1", 1)],
     },
-    placements: [["j1", "b1"]],
+    placements: [["j1", "a3"]],
     waiting: [],
   },
   {
@@ -219,6 +220,134 @@ describe("gpu-scheduler placement - table", () => {
   });
 });
 
+/** A job of `gpuCount` cards (of account `clientId`, default the shared one). */
+const gang = (jobId: string, seq: number, gpuCount: number, gpuType: string | null = null, clientId?: string): QueuedJob => ({
+  jobId,
+  seq,
+  gpuType,
+  gpuCount,
+  ...(clientId && { clientId }),
+});
+/** `n` cards of node `nodeId` named `<prefix>1`…, the listed indexes (1-based) busy. */
+const node = (nodeId: string, prefix: string, n: number, busy: number[] = [], name = RTX) =>
+  Array.from({ length: n }, (_, i) => card(nodeId, `${prefix}${i + 1}`, name, busy.includes(i + 1)));
+
+type GangCase = {
+  name: string;
+  snapshot: Snapshot;
+  placements: Array<[jobId: string, gpuUuids: string[]]>;
+  waiting: Array<[jobId: string, reason: string, needed?: number]>;
+};
+
+const gangCases: GangCase[] = [
+  {
+    name: "gangs: a 2-card job takes two free cards of the one node that has them",
+    snapshot: { cards: [...node("n1", "a", 3, [2]), ...node("n2", "b", 2, [1])], queue: [gang("g", 1, 2)] },
+    placements: [["g", ["a1", "a3"]]],
+    waiting: [],
+  },
+  {
+    name: "gangs: 2 + 2 free cards on two nodes never make a 4-card job; a later 1-card job runs beside it",
+    snapshot: { cards: [...node("n1", "a", 4, [3, 4]), ...node("n2", "b", 4, [3, 4])], queue: [gang("g4", 1, 4), job("one", 2)] },
+    // g4 reserves n1 (nearest to fitting, ties by node id): the 1-card job goes to n2.
+    placements: [["one", ["b1"]]],
+    waiting: [["g4", "MATCHING_GPUS_BUSY", 4]],
+  },
+  {
+    name: "gangs: more cards than any node has waits with NO_NODE_BIG_ENOUGH, reserving nothing",
+    snapshot: { cards: [...node("n1", "a", 2), ...node("n2", "b", 2)], queue: [gang("g3", 1, 3), job("one", 2)] },
+    placements: [["one", ["a1"]]],
+    waiting: [["g3", "NO_NODE_BIG_ENOUGH", 3]],
+  },
+  {
+    name: "gangs: best fit keeps a whole node for a later big job",
+    snapshot: { cards: [...node("n1", "a", 4), ...node("n2", "b", 4, [1])], queue: [job("one", 1), gang("big", 2, 4)] },
+    placements: [
+      ["one", ["b2"]],
+      ["big", ["a1", "a2", "a3", "a4"]],
+    ],
+    waiting: [],
+  },
+  {
+    name: "gangs: mixed sizes fill one node in order; the first gang that does not fit holds the rest of its node",
+    snapshot: { cards: node("n1", "a", 8), queue: [gang("three", 1, 3), gang("two", 2, 2), gang("four", 3, 4), job("one", 4)] },
+    placements: [
+      ["three", ["a1", "a2", "a3"]],
+      ["two", ["a4", "a5"]],
+    ],
+    waiting: [
+      ["four", "MATCHING_GPUS_BUSY", 4],
+      ["one", "MATCHING_GPUS_BUSY"],
+    ],
+  },
+  {
+    name: "gangs: mixed sizes over two nodes: small jobs fill the partly used node, the gang gets the whole one",
+    snapshot: { cards: [...node("n1", "a", 4, [1]), ...node("n2", "b", 4)], queue: [job("s1", 1), job("s2", 2), gang("g4", 3, 4), job("s3", 4)] },
+    placements: [
+      ["s1", ["a2"]],
+      ["s2", ["a3"]],
+      ["g4", ["b1", "b2", "b3", "b4"]],
+      ["s3", ["a4"]],
+    ],
+    waiting: [],
+  },
+  {
+    name: "gangs: the running-GPU limit counts cards: 1 held + 4 > 3 waits, 1 held + 2 fits",
+    snapshot: {
+      cards: node("n1", "a", 8),
+      queue: [gang("big", 1, 4, null, "a"), gang("pair", 2, 2, null, "a"), gang("other", 3, 3, null, "b")],
+      accounts: new Map([["a", share(0, 1, 1, 3)]]),
+    },
+    // b (holding nothing) goes first.
+    placements: [
+      ["other", ["a1", "a2", "a3"]],
+      ["pair", ["a4", "a5"]],
+    ],
+    waiting: [["big", "ACCOUNT_LIMIT", 4]],
+  },
+  {
+    name: "gangs: gpuType picks cards of that name only; one name per job",
+    snapshot: {
+      cards: [card("n1", "x1", A100), card("n1", "x2", A100), card("n1", "r1"), card("n1", "r2"), card("n2", "m1", A100), card("n2", "m2")],
+      queue: [gang("rtx", 1, 2, "rtx 3060"), gang("a100", 2, 3, "A100"), gang("any", 3, 2)],
+    },
+    // No node has 3 A100s; "any" cannot mix the A100 and RTX of n2 but takes n1's two A100s.
+    placements: [
+      ["rtx", ["r1", "r2"]],
+      ["any", ["x1", "x2"]],
+    ],
+    waiting: [["a100", "NO_NODE_BIG_ENOUGH", 3]],
+  },
+  {
+    name: "gangs: fair share counts a gang's cards: after a 4-card start the last card goes to the other account",
+    snapshot: {
+      cards: node("n1", "a", 5),
+      queue: [gang("a-gang", 1, 4, null, "a"), gang("a-one", 2, 1, null, "a"), gang("b-one", 3, 1, null, "b")],
+      accounts: new Map([["b", share(3.5)]]),
+    },
+    placements: [
+      ["a-gang", ["a1", "a2", "a3", "a4"]],
+      ["b-one", ["a5"]],
+    ],
+    waiting: [["a-one", "MATCHING_GPUS_BUSY"]],
+  },
+];
+
+describe("gpu-scheduler placement - gangs", () => {
+  test.each(gangCases)("$name", ({ snapshot, placements, waiting }) => {
+    const result = plan(snapshot);
+    expect(result.placements.map((p) => [p.jobId, p.gpuUuids])).toEqual(placements);
+    expect(result.waiting.map((w) => (w.needed ? [w.jobId, w.reason, w.needed] : [w.jobId, w.reason]))).toEqual(waiting);
+    const byUuid = new Map(snapshot.cards.map((c) => [c.uuid, c]));
+    for (const p of result.placements) {
+      expect(p.gpuUuid).toBe(p.gpuUuids[0]);
+      expect(new Set(p.gpuUuids.map((u) => `${byUuid.get(u)!.nodeId}/${byUuid.get(u)!.name}`))).toEqual(
+        new Set([`${p.nodeId}/${byUuid.get(p.gpuUuid)!.name}`]),
+      );
+    }
+  });
+});
+
 describe("gpu-scheduler placement - type names", () => {
   test.each([
     ["RTX 3060", RTX, true],
@@ -295,6 +424,47 @@ describe("gpu-scheduler placement - invariants", () => {
           const taker = byJob.get(placements.find((p) => p.gpuUuid === c.uuid)!.jobId)!;
           expect(taker.seq).toBeLessThan(wanted.seq);
         }
+      }
+    }
+  });
+});
+
+describe("gpu-scheduler placement - gang invariants", () => {
+  test("gpu-scheduler placement - random snapshots with gangs: k free cards of one name on one node, each card once", () => {
+    const names = [RTX, A100];
+    const types = [null, "rtx", "A100", "H100"];
+    const random = rng(11);
+    for (let round = 0; round < 300; round++) {
+      const cards = Array.from({ length: Math.floor(random() * 16) }, (_, i) =>
+        card(`n${Math.floor(random() * 3)}`, `g${round}-${i}`, names[Math.floor(random() * names.length)], random() < 0.3),
+      );
+      const queue = Array.from({ length: Math.floor(random() * 10) }, (_, i) =>
+        gang(`j${i}`, i + 1, 1 + Math.floor(random() * 4), types[Math.floor(random() * types.length)], `acct${Math.floor(random() * 3)}`),
+      );
+      const limit = Math.floor(random() * 6);
+      const accounts = new Map([["acct0", share(0, 0, 1, limit)]]);
+      const { placements, waiting } = plan({ cards, queue, accounts });
+      const byUuid = new Map(cards.map((c) => [c.uuid, c]));
+      const byJob = new Map(queue.map((j) => [j.jobId, j]));
+      expect([...placements.map((p) => p.jobId), ...waiting.map((w) => w.jobId)].sort()).toEqual(queue.map((j) => j.jobId).sort());
+      const used = placements.flatMap((p) => p.gpuUuids);
+      expect(new Set(used).size).toBe(used.length);
+      for (const p of placements) {
+        const wanted = byJob.get(p.jobId)!;
+        expect(p.gpuUuids).toHaveLength(wanted.gpuCount!);
+        const mine = p.gpuUuids.map((u) => byUuid.get(u)!);
+        expect(mine.every((c) => !c.busy && c.nodeId === p.nodeId && c.name === mine[0].name && matchesGpuType(c.name, wanted.gpuType))).toBe(true);
+      }
+      // The limited account never holds more than its limit.
+      const held0 = placements.filter((p) => byJob.get(p.jobId)!.clientId === "acct0").reduce((n, p) => n + p.gpuUuids.length, 0);
+      expect(held0).toBeLessThanOrEqual(limit);
+      // A gang waiting for lack of a big enough node really has none.
+      for (const w of waiting.filter((w) => w.reason === "NO_NODE_BIG_ENOUGH")) {
+        const wanted = byJob.get(w.jobId)!;
+        const sizes = new Map<string, number>();
+        for (const c of cards.filter((c) => matchesGpuType(c.name, wanted.gpuType)))
+          sizes.set(`${c.nodeId}/${c.name}`, (sizes.get(`${c.nodeId}/${c.name}`) ?? 0) + 1);
+        expect(Math.max(0, ...sizes.values())).toBeLessThan(wanted.gpuCount!);
       }
     }
   });
