@@ -7,7 +7,8 @@
  */
 import { randomUUID } from "crypto";
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
-import { channelSender, ensureChannelStreams, perSenderChannel } from "../../lib/channels";
+import { channelSender, ensureChannelStreams, ownChannel, perSenderChannel, sendToChannel } from "../../lib/channels";
+import { USAGE_CHANNEL } from "../../lib/usage-protocol";
 import { Type } from "../../lib/contract";
 import { brokerEnv } from "../../lib/settings";
 import { apiError, fromDataError, notFound, validationFailed } from "../../lib/errors";
@@ -22,7 +23,8 @@ import { ClusterStatus, CreatedJob, Job, JobCreated, JobDetail, JobList } from "
 import { NodeLabeler, toClusterStatus, toJobDetail } from "./job-view";
 import { nodeLabel } from "./cluster-view";
 import { parseSchedulerSettings, SchedulerSettings } from "./settings";
-import { JobRow, JobsRepository, NewJob } from "./jobs.repository";
+import { AccountState, JobRow, JobsRepository, NewJob } from "./jobs.repository";
+import { UsageOutbox } from "./usage-outbox";
 import { PlacementRepository } from "./placement.repository";
 import { migrations } from "./migrations";
 import { earlierAttempt, JobLogs, lastAttempt, LogCursor, LogTarget } from "./job-logs";
@@ -88,6 +90,7 @@ type SchedulerThis = Service &
     inserts: Batcher<NewJob, number>;
     limits: AccountLimits;
     positions: QueuePositions;
+    usageOutbox: UsageOutbox;
     detail(row: JobRow, positions?: Map<string, number>): JobDetail;
     details(rows: JobRow[]): Promise<JobDetail[]>;
     checkQueuedQuota(clientId: string): Promise<void>;
@@ -285,6 +288,16 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       },
     },
 
+    /** Internal: what each account holds and has queued now, for its usage and quotas. */
+    accountState: {
+      visibility: "public",
+      callers: ["usage"],
+      params: { clientIds: { type: "array", items: "uuid", min: 1, max: 1000 } },
+      handler(this: SchedulerThis, ctx: Context<{ clientIds: string[] }>): Promise<Record<string, AccountState>> {
+        return this.repo.accountState(ctx.params.clientIds);
+      },
+    },
+
     /** Internal: figures for the metrics service. */
     stats: {
       visibility: "public",
@@ -423,6 +436,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
     this.places = new PlacementRepository(this.db, this.config.fairShareHalfLifeS);
     this.limits = new EnvAccountLimits(this.config.accountDefaults);
     this.positions = new QueuePositions(this.repo, this.limits);
+    this.usageOutbox = new UsageOutbox(this.db, (batch) => sendToChannel(this.broker, ownChannel(USAGE_CHANNEL, this.broker.nodeID), batch));
     this.keys = new IdempotencyRepository(this.db, this.repo, this.positions);
     const timeoutMs = this.config.dispatchTimeoutS * 1000;
     const nodes = new BrokerNodeClient(this.broker, timeoutMs);
@@ -456,7 +470,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
   async started(this: SchedulerThis) {
     await ensureChannelStreams(this.broker, [JOB_EVENTS_CHANNEL]);
     const tick = () =>
-      Promise.all([this.scheduler.tick(), this.keys.removeExpired(this.keysExpireBefore(), KEY_PURGE_LIMIT)]).catch((err) =>
+      Promise.all([this.scheduler.tick(), this.keys.removeExpired(this.keysExpireBefore(), KEY_PURGE_LIMIT), this.usageOutbox.drain()]).catch((err) =>
         this.logger.warn(`Scheduler housekeeping failed: ${(err as Error).message}`),
       );
     this.tickTimer = setInterval(() => void tick(), Math.max(MIN_TICK_MS, this.config.scheduleTickMs));

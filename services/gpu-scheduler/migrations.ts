@@ -131,4 +131,23 @@ export const migrations: Migration[] = [
       );
     `,
   },
+  {
+    version: 7,
+    name: "usage outbox",
+    // The GPU time of each ended attempt, written by the statement that ends it and kept until the
+    // usage ledger has it (published on USAGE_CHANNEL, then deleted): a replica dying in between
+    // publishes it again later, and the ledger stores a (job, attempt) once.
+    sql: `
+      CREATE TABLE usage_outbox (
+        job_id uuid NOT NULL,
+        attempt integer NOT NULL,
+        client_id uuid NOT NULL,
+        started_at timestamptz NOT NULL,
+        ended_at timestamptz NOT NULL,
+        cards integer NOT NULL,
+        gpu_name text NOT NULL,
+        PRIMARY KEY (job_id, attempt)
+      );
+    `,
+  },
 ];

@@ -17,7 +17,10 @@ import { InferenceEngine, InferenceRecord, InferParams } from "./engine";
 import { INFERENCE_COMPLETED, inferenceCompleted } from "./events";
 import { migrations } from "./migrations";
 import { createProviders } from "./providers";
-import { InferencesRepository, UsageRecorder } from "./usage.repository";
+import { inferenceUsage, InferencesRepository, UsageRecorder } from "./usage.repository";
+import { UsagePublisher } from "../../lib/usage-publisher";
+import { ownChannel, sendToChannel } from "../../lib/channels";
+import { USAGE_CHANNEL } from "../../lib/usage-protocol";
 
 export interface InferActionParams extends InferParams {
   stream: boolean;
@@ -30,6 +33,7 @@ type InferenceThis = Service &
     config: InferenceSettings;
     engine: InferenceEngine;
     recorder: UsageRecorder;
+    usage: UsagePublisher;
     redisUrl?: string;
     recordFinished(record: InferenceRecord): void;
   };
@@ -113,6 +117,8 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
     /** Off the response path: a batched row for accounting, an event for metrics. */
     recordFinished(this: InferenceThis, record: InferenceRecord) {
       this.recorder.add(record);
+      // Answered, or tokens generated (a stream abandoned): it counts in the account's usage.
+      if (record.provider && (record.outcome === "ok" || record.tokensUsed > 0)) this.usage.add(inferenceUsage(record));
       this.broker.emit(INFERENCE_COMPLETED, inferenceCompleted(record)).catch(() => undefined);
     },
   },
@@ -139,6 +145,10 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
     this.recorder = new UsageRecorder(new InferencesRepository(this.db), (err, lost) =>
       this.logger.error(`Could not record ${lost} inference(s) for usage accounting: ${(err as Error).message}`),
     );
+    this.usage = new UsagePublisher(
+      (batch) => sendToChannel(this.broker, ownChannel(USAGE_CHANNEL, this.broker.nodeID), batch),
+      (err, attempt) => attempt === 1 && this.logger.warn(`Usage records not published yet (retrying): ${(err as Error).message}`),
+    );
     this.engine = new InferenceEngine({
       catalogue,
       providers,
@@ -151,6 +161,8 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
   async stopped(this: InferenceThis) {
     this.engine.abortAll();
     await this.recorder.flush();
+    const lost = await this.usage.close(2000);
+    if (lost) this.logger.error(`${lost} inference usage record(s) could not be published before stopping`);
     if (this.redisUrl) await releaseRedis(this.redisUrl);
   },
 };
