@@ -22,6 +22,8 @@ import type { DatabaseStats } from "./stats";
 import { Reconciler, ReconcileReport } from "./reconciler";
 import { Periodic } from "./periodic";
 import { StorageSampler } from "./usage-sampler";
+import { QuotaGate } from "../../lib/quota-gate";
+import { platformSettingsOf } from "../../lib/platform-settings";
 import { ownChannel, sendToChannel } from "../../lib/channels";
 import { USAGE_CHANNEL } from "../../lib/usage-protocol";
 import { TenantServer } from "./tenant-server";
@@ -49,6 +51,7 @@ type DbaasThis = Service &
     quotaLoop: Periodic<QuotaReport>;
     reconcileLoop: Periodic<ReconcileReport>;
     sampler: StorageSampler;
+    gate: QuotaGate;
     sampleLoop: Periodic<number>;
     detail(row: DatabaseRow): DatabaseDetail;
     findOwn(ctx: Context<{ id: string }, CallerMeta>): Promise<DatabaseRow>;
@@ -87,6 +90,8 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       },
       params: { $$strict: "remove" }, // no body: anything sent is ignored
       async handler(this: DbaasThis, ctx: Context<unknown, CallerMeta>): Promise<DatabaseCreated> {
+        // Monthly credits, the account's storage and its (overridable) number of databases; the provisioner still holds DBAAS_MAX_PER_ACCOUNT race-free.
+        await this.gate.check(ctx.meta.caller!.clientId, ["credits", "storageMb", "databases"]);
         if (!(await this.verifyServer())) throw unavailable();
         const { row, password } = await this.provisioner.provision(ctx.meta.caller!.clientId);
         const { host, port } = this.detail(row);
@@ -271,6 +276,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
     // A bad value (an unknown DBAAS_HIDE_CATALOG, a number that is none) stops the start here, before anything is touched.
     this.config = parseDbaasSettings(brokerEnv(this.broker));
     this.repo = new DatabasesRepository(this.db);
+    this.gate = new QuotaGate(this.broker, platformSettingsOf(this.broker).quotaCacheMs, (m) => this.logger.warn(m));
     this.sampler = new StorageSampler(this.db, (batch) => sendToChannel(this.broker, ownChannel(USAGE_CHANNEL, this.broker.nodeID), batch));
     this.sampleLoop = new Periodic(
       "Storage usage sample",

@@ -35,7 +35,10 @@ import { Clock, Scheduler } from "./scheduler";
 import { checkIdempotencyKey, IDEMPOTENCY_HEADER, requestHash } from "./idempotency";
 import { IdempotencyRepository } from "./idempotency.repository";
 import type { SchedulerStats } from "./stats";
-import { AccountLimits, EnvAccountLimits } from "./account-limits";
+import { AccountLimits, GPU_MONTHLY, UsageAccountLimits } from "./account-limits";
+import { QuotaGate } from "../../lib/quota-gate";
+import { platformSettingsOf } from "../../lib/platform-settings";
+import type { QuotaResource } from "../usage/summary";
 import { PRIORITIES, Priority } from "./placement";
 import { QueuePositions } from "./queue-positions";
 
@@ -89,6 +92,7 @@ type SchedulerThis = Service &
     allowedRegistries: string[];
     inserts: Batcher<NewJob, number>;
     limits: AccountLimits;
+    gate: QuotaGate;
     positions: QueuePositions;
     usageOutbox: UsageOutbox;
     detail(row: JobRow, positions?: Map<string, number>): JobDetail;
@@ -369,6 +373,8 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
 
     /** 403 QUOTA_EXCEEDED when the account already has its limit of queued jobs (counted up to the limit). */
     async checkQueuedQuota(this: SchedulerThis, clientId: string): Promise<void> {
+      // At or over a monthly quota a job uses up: 403 before anything is queued.
+      await this.gate.check(clientId, GPU_MONTHLY as QuotaResource[]);
       const limit = (await this.limits.limitsFor([clientId])).get(clientId)!.queuedJobs;
       const used = await this.repo.queuedOf(clientId, limit);
       if (used >= limit) throw apiError("QUOTA_EXCEEDED", `An account may have at most ${limit} queued GPU jobs`, { resource: "queuedJobs", limit, used });
@@ -434,7 +440,8 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
     this.clock = { now: () => new Date() };
     this.repo = new JobsRepository(this.db, this.config.fairShareHalfLifeS);
     this.places = new PlacementRepository(this.db, this.config.fairShareHalfLifeS);
-    this.limits = new EnvAccountLimits(this.config.accountDefaults);
+    this.gate = new QuotaGate(this.broker, platformSettingsOf(this.broker).quotaCacheMs, (m) => this.logger.warn(m));
+    this.limits = new UsageAccountLimits(this.gate, this.config.accountDefaults);
     this.positions = new QueuePositions(this.repo, this.limits);
     this.usageOutbox = new UsageOutbox(this.db, (batch) => sendToChannel(this.broker, ownChannel(USAGE_CHANNEL, this.broker.nodeID), batch));
     this.keys = new IdempotencyRepository(this.db, this.repo, this.positions);

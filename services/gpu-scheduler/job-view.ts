@@ -17,6 +17,8 @@ export function waitingReason(waiting: Waiting, gpuType: string | null): string 
       return `waiting for a free GPU${matching}`;
     case "ACCOUNT_LIMIT":
       return `account limit of ${waiting.limit} running GPU${waiting.limit === 1 ? "" : "s"} reached`;
+    case "QUOTA_EXCEEDED":
+      return `monthly ${waiting.quota} quota of the account used up: waiting for the next month or a higher quota`;
   }
 }
 

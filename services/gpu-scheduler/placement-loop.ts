@@ -51,6 +51,7 @@ export function decidePass(
       held: snapshot.heldBy?.get(clientId) ?? 0,
       weight: limit?.weight ?? 1,
       runningGpus: limit?.runningGpus ?? null,
+      overQuota: limit?.overQuota,
     });
   }
   const { placements, waiting } = plan({

@@ -26,14 +26,14 @@ export type QueuedJob = { jobId: string; gpuType: string | null; seq: number; cl
  * An account's standing: `usage` its GPU-seconds decayed to now, `held` the GPUs it holds now,
  * `weight` its share (> 0), `runningGpus` the most GPUs it may hold (null: no limit).
  */
-export type AccountShare = { usage: number; held: number; weight: number; runningGpus: number | null };
+export type AccountShare = { usage: number; held: number; weight: number; runningGpus: number | null; overQuota?: string };
 /** `accounts`: absent ones have used nothing, hold nothing, weigh 1, have no limit. */
 export type Snapshot = { cards: SnapshotCard[]; queue: QueuedJob[]; accounts?: ReadonlyMap<string, AccountShare> };
 
 export type Placement = { jobId: string; nodeId: string; gpuUuid: string };
-export type WaitReason = "NO_GPUS" | "NO_MATCHING_GPU" | "MATCHING_GPUS_BUSY" | "ACCOUNT_LIMIT";
-/** `limit`: the account's running-GPU limit, for ACCOUNT_LIMIT. */
-export type Waiting = { jobId: string; reason: WaitReason; limit?: number };
+export type WaitReason = "NO_GPUS" | "NO_MATCHING_GPU" | "MATCHING_GPUS_BUSY" | "ACCOUNT_LIMIT" | "QUOTA_EXCEEDED";
+/** `limit`: the account's running-GPU limit, for ACCOUNT_LIMIT; `quota`: the monthly quota used up, for QUOTA_EXCEEDED. */
+export type Waiting = { jobId: string; reason: WaitReason; limit?: number; quota?: string };
 export type Plan = { placements: Placement[]; waiting: Waiting[] };
 
 export const PRIORITIES = ["low", "normal", "high"] as const;
@@ -116,6 +116,10 @@ export function plan(snapshot: Snapshot): Plan {
     }
     if (wanted.size === 0) {
       waiting.push({ jobId: job.jobId, reason: "NO_MATCHING_GPU" });
+      return false;
+    }
+    if (account.overQuota) {
+      waiting.push({ jobId: job.jobId, reason: "QUOTA_EXCEEDED", quota: account.overQuota });
       return false;
     }
     if (account.runningGpus !== null && account.held + account.started >= account.runningGpus) {

@@ -19,6 +19,7 @@ import { migrations } from "./migrations";
 import { createProviders } from "./providers";
 import { inferenceUsage, InferencesRepository, UsageRecorder } from "./usage.repository";
 import { UsagePublisher } from "../../lib/usage-publisher";
+import { QuotaGate } from "../../lib/quota-gate";
 import { ownChannel, sendToChannel } from "../../lib/channels";
 import { USAGE_CHANNEL } from "../../lib/usage-protocol";
 
@@ -34,6 +35,7 @@ type InferenceThis = Service &
     engine: InferenceEngine;
     recorder: UsageRecorder;
     usage: UsagePublisher;
+    gate: QuotaGate;
     redisUrl?: string;
     recordFinished(record: InferenceRecord): void;
   };
@@ -70,7 +72,7 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
         status: 200,
         response: InferenceResult,
         alternatives: { "text/event-stream": INFER_STREAM },
-        errors: ["MODEL_NOT_FOUND", "PROVIDER_ERROR", "PROVIDER_TIMEOUT"],
+        errors: ["MODEL_NOT_FOUND", "PROVIDER_ERROR", "PROVIDER_TIMEOUT", "QUOTA_EXCEEDED"],
       },
       params: {
         $$strict: "remove",
@@ -83,6 +85,8 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
       },
       async handler(this: InferenceThis, ctx: Context<InferActionParams, InferenceMeta>) {
         const clientId = ctx.meta.caller!.clientId;
+        // At or over a monthly quota an inference uses up: 403 before the provider is asked.
+        await this.gate.check(clientId, ["credits", "tokens"]);
         if (!ctx.params.stream) return this.engine.infer(clientId, ctx.params) as Promise<InferenceResult>;
         const { id, stream } = await this.engine.openStream(clientId, ctx.params);
         ctx.meta.$responseType = "text/event-stream";
@@ -145,6 +149,7 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
     this.recorder = new UsageRecorder(new InferencesRepository(this.db), (err, lost) =>
       this.logger.error(`Could not record ${lost} inference(s) for usage accounting: ${(err as Error).message}`),
     );
+    this.gate = new QuotaGate(this.broker, platform.quotaCacheMs, (m) => this.logger.warn(m));
     this.usage = new UsagePublisher(
       (batch) => sendToChannel(this.broker, ownChannel(USAGE_CHANNEL, this.broker.nodeID), batch),
       (err, attempt) => attempt === 1 && this.logger.warn(`Usage records not published yet (retrying): ${(err as Error).message}`),
