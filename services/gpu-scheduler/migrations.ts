@@ -131,4 +131,22 @@ export const migrations: Migration[] = [
       );
     `,
   },
+  {
+    version: 7,
+    name: "node drains and lost nodes; admin job listing",
+    // nodes: what outlives a replica's in-memory view of a node: an operator's drain (placement
+    // reads it under its lock) and when the scheduler last declared it lost. The two indexes serve
+    // GET /api/admin/jobs newest first per status, with or without an account.
+    sql: `
+      CREATE TABLE nodes (
+        node_id text PRIMARY KEY,
+        draining boolean NOT NULL DEFAULT false,
+        drained_at timestamptz,
+        drained_by uuid,
+        lost_at timestamptz
+      );
+      CREATE INDEX jobs_by_status ON jobs (status, seq DESC);
+      CREATE INDEX jobs_by_client_status ON jobs (client_id, status, seq DESC);
+    `,
+  },
 ];
