@@ -5,7 +5,7 @@
  * hooks write the audit trail of every action in one place (audit.ts).
  */
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
-import type { CallerMeta } from "../../lib/identity";
+import { ADMIN_ROLE, type CallerMeta } from "../../lib/identity";
 import { DbMixin, DbThis } from "../../mixins/db.mixin";
 import { ADMIN_JOBS_PARAMS, AdminJob, AdminJobList, AdminNode, AdminNodeList, NODE_ID_PARAMS, SCHEDULER_ADMIN_ACTIONS } from "../gpu-scheduler/admin-contract";
 import { AuditRepository, auditEntry, auditLine } from "./audit";
@@ -102,8 +102,13 @@ const AdminService: ServiceSchema<ServiceSettingSchema, AdminThis> = {
   },
 
   methods: {
-    /** The log line, then the row; a row that cannot be written is logged, never turns the answer into an error. */
+    /**
+     * The log line, then the row; a row that cannot be written is logged, never turns the answer
+     * into an error. Only administrators' actions: the hooks also see requests the auth policy
+     * refused (401/403), which must not let anyone fill the table.
+     */
     async recordAudit(this: AdminThis, ctx: Context<unknown, CallerMeta>, err?: unknown): Promise<void> {
+      if (ctx.meta.caller?.role !== ADMIN_ROLE) return;
       const entry = auditEntry(ctx.action?.name ?? "admin.?", ctx.meta.caller?.clientId, ctx.params, err);
       this.logger.info(auditLine(entry));
       await this.audit.record(entry).catch((e) => this.logger.error(`Audit row not written (${(e as Error).message}): ${auditLine(entry)}`));
