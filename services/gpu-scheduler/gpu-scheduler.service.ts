@@ -26,6 +26,9 @@ import { parseSchedulerSettings, SchedulerSettings } from "./settings";
 import { AccountState, JobRow, JobsRepository, NewJob } from "./jobs.repository";
 import { UsageOutbox } from "./usage-outbox";
 import { PlacementRepository } from "./placement.repository";
+import { NodesRepository } from "./nodes.repository";
+import { JobSearchRepository } from "./job-search.repository";
+import { AdminActionsMixin } from "./admin-actions";
 import { migrations } from "./migrations";
 import { earlierAttempt, JobLogs, lastAttempt, LogCursor, LogTarget } from "./job-logs";
 import { BrokerNodeClient } from "./node-client";
@@ -77,7 +80,7 @@ const MIN_TICK_MS = 50;
 /** Expired idempotency keys removed per housekeeping tick (bounded, so one pass stays short). */
 const KEY_PURGE_LIMIT = 1000;
 
-type SchedulerThis = Service &
+export type SchedulerThis = Service &
   DbThis & {
     config: SchedulerSettings;
     labeler: NodeLabeler;
@@ -95,8 +98,10 @@ type SchedulerThis = Service &
     gate: QuotaGate;
     positions: QueuePositions;
     usageOutbox: UsageOutbox;
-    detail(row: JobRow, positions?: Map<string, number>): JobDetail;
-    details(rows: JobRow[]): Promise<JobDetail[]>;
+    detail(row: JobRow, positions?: Map<string, number>, label?: NodeLabeler): JobDetail;
+    details(rows: JobRow[], label?: NodeLabeler): Promise<JobDetail[]>;
+    nodeBook: NodesRepository;
+    jobSearch: JobSearchRepository;
     checkQueuedQuota(clientId: string): Promise<void>;
     keys: IdempotencyRepository;
     tickTimer?: NodeJS.Timeout;
@@ -118,7 +123,8 @@ type ChannelDef = {
 
 const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & { channels: Record<string, ChannelDef> } = {
   name: "gpu-scheduler",
-  mixins: [DbMixin({ schema: "gpu_scheduler", migrations, poolSize: 20 })],
+  // The operators' actions (admin-actions.ts) live beside the clients' in their own module.
+  mixins: [DbMixin({ schema: "gpu_scheduler", migrations, poolSize: 20 }), AdminActionsMixin],
 
   settings: {
     rest: "/gpu",
@@ -287,8 +293,8 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       auth: "required",
       openapi: { tag: "gpu", summary: "Cluster status: GPUs and queue depth", status: 200, response: ClusterStatus },
       async handler(this: SchedulerThis): Promise<ClusterStatus> {
-        const [held, depth] = await Promise.all([this.places.heldCards(), this.repo.queueDepth()]);
-        return toClusterStatus(this.scheduler.view.cards(), held, depth, this.labeler);
+        const [held, depth, drained] = await Promise.all([this.places.heldCards(), this.repo.queueDepth(), this.nodeBook.drained()]);
+        return toClusterStatus(this.scheduler.view.cards(), held, depth, this.labeler, drained);
       },
     },
 
@@ -359,16 +365,17 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
   },
 
   methods: {
-    detail(this: SchedulerThis, row: JobRow, positions?: Map<string, number>): JobDetail {
+    /** `label`: what node ids in messages become (clients: the opaque labels). */
+    detail(this: SchedulerThis, row: JobRow, positions?: Map<string, number>, label = this.labeler): JobDetail {
       const waiting = row.status === "queued" ? this.scheduler.waitingFor(row.id, row.gpu_type) : undefined;
       const queued = { queuePosition: positions?.get(row.id), waiting };
-      return toJobDetail(row, this.clock.now(), this.labeler, this.config.jobTimeoutS, queued);
+      return toJobDetail(row, this.clock.now(), label, this.config.jobTimeoutS, queued);
     },
 
     /** Details of `rows`, with the queue positions of the queued ones (queue-positions.ts). */
-    async details(this: SchedulerThis, rows: JobRow[]): Promise<JobDetail[]> {
+    async details(this: SchedulerThis, rows: JobRow[], label?: NodeLabeler): Promise<JobDetail[]> {
       const positions = await this.positions.of(rows.filter((r) => r.status === "queued").map((r) => r.id));
-      return rows.map((r) => this.detail(r, positions));
+      return rows.map((r) => this.detail(r, positions, label));
     },
 
     /** 403 QUOTA_EXCEEDED when the account already has its limit of queued jobs (counted up to the limit). */
@@ -440,6 +447,8 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
     this.clock = { now: () => new Date() };
     this.repo = new JobsRepository(this.db, this.config.fairShareHalfLifeS);
     this.places = new PlacementRepository(this.db, this.config.fairShareHalfLifeS);
+    this.nodeBook = new NodesRepository(this.db);
+    this.jobSearch = new JobSearchRepository(this.db);
     this.gate = new QuotaGate(this.broker, platformSettingsOf(this.broker).quotaCacheMs, (m) => this.logger.warn(m));
     this.limits = new UsageAccountLimits(this.gate, this.config.accountDefaults);
     this.positions = new QueuePositions(this.repo, this.limits);
@@ -460,6 +469,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
         retryBackoffS: this.config.retryBackoffS,
       },
       this.limits,
+      this.nodeBook,
     );
     this.jobLogs = new JobLogs(nodes, this.scheduler.view, (message) => this.logger.debug(message));
     this.inserts = new Batcher(

@@ -72,10 +72,17 @@ export function toJobDetail(row: JobRow, now: Date, label: NodeLabeler, defaultT
   };
 }
 
-export function toClusterStatus(cards: ViewCard[], held: Set<string>, queueDepth: number, label: NodeLabeler): ClusterStatus {
+/** `drained`: nodes an operator drained; their cards stay listed but none is available (it takes no job). */
+export function toClusterStatus(
+  cards: ViewCard[],
+  held: Set<string>,
+  queueDepth: number,
+  label: NodeLabeler,
+  drained: ReadonlySet<string> = new Set(),
+): ClusterStatus {
   const gpus = cards.map((c) => ({
     name: c.name,
-    available: !held.has(c.uuid),
+    available: !held.has(c.uuid) && !drained.has(c.nodeId),
     utilization: c.utilization,
     memoryUsed: c.memoryUsed,
     memoryTotal: c.memoryTotal,

@@ -59,7 +59,7 @@ export type NewJob = {
   priority?: number;
 };
 
-const COLUMNS = `id, client_id, command, container_image, gpu_type, status, node_id, gpu_uuid, gpu_name, holding,
+export const COLUMNS = `id, client_id, command, container_image, gpu_type, status, node_id, gpu_uuid, gpu_name, holding,
   created_at, assigned_at, started_at, completed_at, exit_code, output, output_base64, error_message, timeout_seconds, env_names,
   queue_timeout_seconds, status_reason, max_retries, attempts, prior_gpu_seconds, priority`;
 /** What a decision reads: `output` only as a presence mark (see `states`). */

@@ -133,6 +133,24 @@ export const migrations: Migration[] = [
   },
   {
     version: 7,
+    name: "node drains and lost nodes; admin job listing",
+    // nodes: what outlives a replica's in-memory view of a node: an operator's drain (placement
+    // reads it under its lock) and when the scheduler last declared it lost. The two indexes serve
+    // GET /api/admin/jobs newest first per status, with or without an account.
+    sql: `
+      CREATE TABLE nodes (
+        node_id text PRIMARY KEY,
+        draining boolean NOT NULL DEFAULT false,
+        drained_at timestamptz,
+        drained_by uuid,
+        lost_at timestamptz
+      );
+      CREATE INDEX jobs_by_status ON jobs (status, seq DESC);
+      CREATE INDEX jobs_by_client_status ON jobs (client_id, status, seq DESC);
+    `,
+  },
+  {
+    version: 8,
     name: "usage outbox",
     // The GPU time of each ended attempt, written by the statement that ends it and kept until the
     // usage ledger has it (published on USAGE_CHANNEL, then deleted): a replica dying in between

@@ -8,7 +8,7 @@
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import { channelSender, ensureChannelStreams, perSenderChannel } from "../../lib/channels";
 import { roleOfNodeID } from "../../lib/bus-identity";
-import { validationFailed } from "../../lib/errors";
+import { notFound, validationFailed } from "../../lib/errors";
 import type { CallerMeta } from "../../lib/identity";
 import { RefusalLog } from "../../lib/refusal-log";
 import { brokerEnv } from "../../lib/settings";
@@ -20,7 +20,25 @@ import { migrations } from "./migrations";
 import { OverridesRepository } from "./overrides.repository";
 import { parseUsageSettings, UsageSettings } from "./settings";
 import { Standing, UsageReader } from "./reader";
-import { Quota, UsageSummary } from "./summary";
+import { OVERRIDABLE, Overrides, Quota, UsageSummary } from "./summary";
+
+type AdminClient = { id: string; email: string; name: string; role: string };
+export type AdminAccount = AdminClient & { usage: UsageSummary; quotas: Quota[]; overrides: Overrides };
+
+const limitParam = (rule: Record<string, unknown>) => ({ ...rule, optional: true, nullable: true });
+/** PUT /api/admin/accounts/:id/quotas: each a limit, null for the default. */
+export const OVERRIDE_PARAMS = {
+  credits: limitParam({ type: "number", min: 0 }),
+  gpuSeconds: limitParam({ type: "number", min: 0 }),
+  tokens: limitParam({ type: "number", integer: true, min: 0 }),
+  databases: limitParam({ type: "number", integer: true, min: 0, max: 100000 }),
+  storageMb: limitParam({ type: "number", min: 0 }),
+  runningGpus: limitParam({ type: "number", integer: true, min: 0, max: 100000 }),
+  queuedJobs: limitParam({ type: "number", integer: true, min: 0, max: 1000000 }),
+  requestsPerMinute: limitParam({ type: "number", integer: true, min: 1, max: 1000000 }),
+  tokensPerMinute: limitParam({ type: "number", integer: true, min: 1, max: 1000000000 }),
+  fairShareWeight: limitParam({ type: "number", min: 0.001, max: 1000 }),
+};
 
 type UsageThis = Service &
   DbThis & {
@@ -29,6 +47,7 @@ type UsageThis = Service &
     overrides: OverridesRepository;
     reader: UsageReader;
     refusals: RefusalLog;
+    adminView(ctx: Context, clients: AdminClient[]): Promise<AdminAccount[]>;
   };
 
 /** The longest window GET /api/usage sums (a year and a day: any calendar year). */
@@ -100,6 +119,59 @@ const UsageService: ServiceSchema<ServiceSettingSchema, UsageThis> = {
       async handler(this: UsageThis, ctx: Context<{ clientIds: string[] }>): Promise<Standing[]> {
         return this.reader.standings(ctx, [...new Set(ctx.params.clientIds)], new Date());
       },
+    },
+
+    /** Internal (admin facade): each account with its usage this month and its quotas, a page at a time in id order. */
+    adminAccounts: {
+      visibility: "public",
+      callers: ["admin"],
+      auth: "admin",
+      params: {
+        $$strict: "remove",
+        after: { type: "uuid", optional: true },
+        limit: { type: "number", integer: true, min: 1, max: 200, optional: true, convert: true },
+      },
+      async handler(this: UsageThis, ctx: Context<{ after?: string; limit?: number }>): Promise<{ accounts: AdminAccount[]; nextCursor: string | null }> {
+        const limit = ctx.params.limit ?? 50;
+        const clients = await ctx.call<AdminClient[], object>("auth.listClients", { after: ctx.params.after, limit });
+        const accounts = await this.adminView(ctx, clients);
+        return { accounts, nextCursor: clients.length === limit ? clients[clients.length - 1].id : null };
+      },
+    },
+
+    /** Internal (admin facade): sets an account's overrides (null: back to the default); unknown fields and bad values are 400, nothing changed. */
+    adminSetQuotas: {
+      visibility: "public",
+      callers: ["admin"],
+      auth: "admin",
+      params: { $$strict: true, id: { type: "uuid" }, ...OVERRIDE_PARAMS },
+      async handler(this: UsageThis, ctx: Context<Overrides & { id: string }, CallerMeta>): Promise<AdminAccount> {
+        const { id, ...changes } = ctx.params;
+        if (!Object.keys(changes).length) throw validationFailed([{ field: "body", message: `Give at least one of: ${OVERRIDABLE.join(", ")}.` }]);
+        const [client] = await ctx.call<AdminClient[], object>("auth.listClients", { ids: [id] });
+        if (!client) throw notFound("Account");
+        const overrides = await this.overrides.set(id, changes, ctx.meta.caller?.clientId ?? "unknown");
+        return { ...(await this.adminView(ctx, [client]))[0], overrides };
+      },
+    },
+  },
+
+  methods: {
+    /** Accounts with their usage this month, quotas and overrides. */
+    async adminView(this: UsageThis, ctx: Context, clients: AdminClient[]): Promise<AdminAccount[]> {
+      if (!clients.length) return [];
+      const now = new Date();
+      const ids = clients.map((c) => c.id);
+      const [standings, overrides] = await Promise.all([this.reader.standings(ctx, ids, now), this.overrides.of(ids)]);
+      const month = this.reader.month(now);
+      return Promise.all(
+        clients.map(async (c, i) => ({
+          ...c,
+          usage: await this.reader.usage(ctx, c.id, { from: month.start, to: now }, now),
+          quotas: standings[i].quotas,
+          overrides: overrides.get(c.id) ?? {},
+        })),
+      );
     },
   },
 
