@@ -8,7 +8,7 @@
 import type { ActionSchema, ServiceSchema } from "moleculer";
 
 /** A process role per platform service; "core" is a process running several core services. */
-export const SERVICE_ROLES = ["api-gateway", "auth", "gpu-scheduler", "gpu-node", "inference", "dbaas", "metrics"] as const;
+export const SERVICE_ROLES = ["api-gateway", "auth", "gpu-scheduler", "gpu-node", "inference", "dbaas", "metrics", "admin", "usage"] as const;
 export type ServiceRole = (typeof SERVICE_ROLES)[number];
 export const CORE_ROLE = "core";
 const CORE_MEMBERS: readonly ServiceRole[] = SERVICE_ROLES.filter((r) => r !== "gpu-node");

@@ -8,6 +8,7 @@
 import { INFERENCE_COMPLETED } from "../services/inference/events";
 import { CORE_ROLE, CallerTableRow, nodeIDFor, rolesOf, SERVICE_ROLES } from "./bus-identity";
 import { HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL } from "./gpu-protocol";
+import { USAGE_CHANNEL, USAGE_OWNERS } from "./usage-protocol";
 
 /** Events that cross processes: who sends them, who handles them, and how. */
 export type BusEvent = { event: string; from: readonly string[]; to: readonly string[]; kind: "broadcast" | "emit" };
@@ -20,7 +21,11 @@ export const BUS_EVENTS: readonly BusEvent[] = [
 /** Durable per-sender channels (lib/channels.ts): publishers send under their own node id. */
 export type BusChannel = { channel: string; publishers: readonly string[]; consumers: readonly string[] };
 
-export const BUS_CHANNELS: readonly BusChannel[] = [{ channel: JOB_EVENTS_CHANNEL, publishers: ["gpu-node"], consumers: ["gpu-scheduler"] }];
+export const BUS_CHANNELS: readonly BusChannel[] = [
+  { channel: JOB_EVENTS_CHANNEL, publishers: ["gpu-node"], consumers: ["gpu-scheduler"] },
+  // Each resource's owner reports its usage to the ledger.
+  { channel: USAGE_CHANNEL, publishers: Object.values(USAGE_OWNERS), consumers: ["usage"] },
+];
 
 export const DEAD_LETTER = "dead-letter";
 

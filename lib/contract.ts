@@ -12,7 +12,7 @@ import type { ErrorCode } from "./errors";
 export { type Static, Type };
 
 /** The document's tags (their descriptions: generator.ts). */
-export type ApiTag = "auth" | "gpu" | "models" | "databases" | "reference";
+export type ApiTag = "auth" | "gpu" | "models" | "databases" | "admin" | "usage" | "reference";
 
 /** An action's route in the OpenAPI document, beyond what its `rest`, `params` and `auth` say. */
 export type RouteDoc = {

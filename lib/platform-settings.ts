@@ -48,6 +48,8 @@ export type PlatformSettings = {
   shutdownDelayS: number;
   /** After SIGTERM: in-flight work gets this long to finish before the process exits anyway. */
   shutdownTimeoutS: number;
+  /** QUOTA_CACHE_MS: how long an enforcing replica trusts an account's quota standing (lib/quota-gate.ts). */
+  quotaCacheMs: number;
 };
 
 export function parsePlatformSettings(env: Env): PlatformSettings {
@@ -77,6 +79,7 @@ export function parsePlatformSettings(env: Env): PlatformSettings {
     readyCheckTimeoutMs: int(env, "READY_CHECK_TIMEOUT_MS", 2000),
     shutdownDelayS: int(env, "SHUTDOWN_DELAY_S", 0),
     shutdownTimeoutS: positive(env, "SHUTDOWN_TIMEOUT_S", 30),
+    quotaCacheMs: int(env, "QUOTA_CACHE_MS", 2000),
   };
 }
 

@@ -10,11 +10,20 @@ export const API_PREFIX = "/api";
 
 export type RestBase = readonly [base: string, service: string];
 
+/** The bases a service serves: its `settings.rest`, and any `basePath` of an action's `rest` object (a second base, e.g. /quotas). */
+function basesOf(schema: ServiceSchema): string[] {
+  const own = typeof schema.settings?.rest === "string" ? [schema.settings.rest] : [];
+  const extra = Object.values(schema.actions ?? {}).flatMap((a) => {
+    const rest = typeof a === "object" && a !== null ? (a as { rest?: unknown }).rest : undefined;
+    const base = typeof rest === "object" && rest !== null ? (rest as { basePath?: unknown }).basePath : undefined;
+    return typeof base === "string" ? [base] : [];
+  });
+  return [...new Set([...own, ...extra])];
+}
+
 /** The REST bases of these [name, schema] pairs (the gateway's own routes excluded). */
 export function restBasesOf(schemas: ReadonlyArray<readonly [name: string, schema: ServiceSchema]>): RestBase[] {
-  return schemas
-    .map(([name, schema]) => [schema.settings?.rest, name] as const)
-    .filter((entry): entry is RestBase => typeof entry[0] === "string" && entry[1] !== "api-gateway");
+  return schemas.filter(([name]) => name !== "api-gateway").flatMap(([name, schema]) => basesOf(schema).map((base) => [base, name] as const));
 }
 
 /** The service whose routes `path` (without query) falls under, if any. */

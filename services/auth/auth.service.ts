@@ -169,6 +169,20 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
         return found ? { id: found.id, role: found.role } : null;
       },
     },
+
+    /** Internal: accounts in id order (`after`: the last id of the page before), or the given ones; for the admin account routes. */
+    listClients: {
+      visibility: "public",
+      callers: ["usage"],
+      params: {
+        ids: { type: "array", items: "uuid", optional: true, max: 1000 },
+        after: { type: "uuid", optional: true },
+        limit: { type: "number", integer: true, min: 1, max: 500, optional: true },
+      },
+      handler(this: AuthThis, ctx: Context<{ ids?: string[]; after?: string; limit?: number }>): Promise<PublicClient[]> {
+        return this.clients.list(ctx.params);
+      },
+    },
   },
 
   methods: {

@@ -41,6 +41,17 @@ export class ClientsRepository {
     return rows[0];
   }
 
+  /** Accounts in id order: the given `ids`, or a page of at most `limit` after `after`. */
+  async list(opts: { ids?: string[]; after?: string; limit?: number }): Promise<PublicClient[]> {
+    const { rows } = opts.ids
+      ? await this.db.query<PublicClient>("SELECT id, email, name, role FROM auth.clients WHERE id = ANY($1::uuid[]) ORDER BY id", [opts.ids])
+      : await this.db.query<PublicClient>("SELECT id, email, name, role FROM auth.clients WHERE $1::uuid IS NULL OR id > $1 ORDER BY id LIMIT $2", [
+          opts.after ?? null,
+          opts.limit ?? 100,
+        ]);
+    return rows;
+  }
+
   /** Sets an account's role (ADMIN_EMAILS is applied at login). */
   async setRole(id: string, role: string): Promise<void> {
     await this.db.query("UPDATE auth.clients SET role = $2 WHERE id = $1 AND role IS DISTINCT FROM $2", [id, role]);

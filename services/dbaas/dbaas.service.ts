@@ -21,6 +21,11 @@ import { guardIo, MISSING_ADMIN_URL, TenantServerRefused, verifyTenantServer } f
 import type { DatabaseStats } from "./stats";
 import { Reconciler, ReconcileReport } from "./reconciler";
 import { Periodic } from "./periodic";
+import { StorageSampler } from "./usage-sampler";
+import { QuotaGate } from "../../lib/quota-gate";
+import { platformSettingsOf } from "../../lib/platform-settings";
+import { ownChannel, sendToChannel } from "../../lib/channels";
+import { USAGE_CHANNEL } from "../../lib/usage-protocol";
 import { TenantServer } from "./tenant-server";
 import { DbaasSettings, parseDbaasSettings } from "./settings";
 
@@ -45,6 +50,9 @@ type DbaasThis = Service &
     reconciler: Reconciler;
     quotaLoop: Periodic<QuotaReport>;
     reconcileLoop: Periodic<ReconcileReport>;
+    sampler: StorageSampler;
+    gate: QuotaGate;
+    sampleLoop: Periodic<number>;
     detail(row: DatabaseRow): DatabaseDetail;
     findOwn(ctx: Context<{ id: string }, CallerMeta>): Promise<DatabaseRow>;
   };
@@ -82,6 +90,8 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       },
       params: { $$strict: "remove" }, // no body: anything sent is ignored
       async handler(this: DbaasThis, ctx: Context<unknown, CallerMeta>): Promise<DatabaseCreated> {
+        // Monthly credits, the account's storage and its (overridable) number of databases; the provisioner still holds DBAAS_MAX_PER_ACCOUNT race-free.
+        await this.gate.check(ctx.meta.caller!.clientId, ["credits", "storageMb", "databases"]);
         if (!(await this.verifyServer())) throw unavailable();
         const { row, password } = await this.provisioner.provision(ctx.meta.caller!.clientId);
         const { host, port } = this.detail(row);
@@ -180,6 +190,25 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       },
     },
 
+    /** Internal: each account's active databases and storage now, for its usage and quotas. */
+    accountState: {
+      visibility: "public",
+      callers: ["usage"],
+      params: { clientIds: { type: "array", items: "uuid", min: 1, max: 1000 } },
+      handler(this: DbaasThis, ctx: Context<{ clientIds: string[] }>): Promise<Record<string, { databases: number; storageMb: number }>> {
+        return this.sampler.accountState(ctx.params.clientIds);
+      },
+    },
+
+    /** Internal: reports this hour's storage of every active database to the usage ledger now (also every DBAAS_USAGE_SAMPLE_S). */
+    sampleUsage: {
+      visibility: "public",
+      callers: [], // operators and tests, in-process only
+      handler(this: DbaasThis): Promise<number> {
+        return this.sampleLoop.runNow();
+      },
+    },
+
     /** Internal: figures for the metrics service. */
     stats: {
       visibility: "public",
@@ -247,6 +276,14 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
     // A bad value (an unknown DBAAS_HIDE_CATALOG, a number that is none) stops the start here, before anything is touched.
     this.config = parseDbaasSettings(brokerEnv(this.broker));
     this.repo = new DatabasesRepository(this.db);
+    this.gate = new QuotaGate(this.broker, platformSettingsOf(this.broker).quotaCacheMs, (m) => this.logger.warn(m));
+    this.sampler = new StorageSampler(this.db, (batch) => sendToChannel(this.broker, ownChannel(USAGE_CHANNEL, this.broker.nodeID), batch));
+    this.sampleLoop = new Periodic(
+      "Storage usage sample",
+      () => this.sampler.sample(),
+      () => this.config.usageSampleS,
+      this.logger,
+    );
   },
 
   async started(this: DbaasThis) {
@@ -308,10 +345,11 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
     // Both start in the background: a tenant server that is down must not stop the service starting.
     this.reconcileLoop.start(0);
     this.quotaLoop.start(this.config.quotaCheckS * 1000);
+    this.sampleLoop.start(this.config.usageSampleS * 1000);
   },
 
   async stopped(this: DbaasThis) {
-    await Promise.all([this.quotaLoop?.stop(), this.reconcileLoop?.stop()]);
+    await Promise.all([this.quotaLoop?.stop(), this.reconcileLoop?.stop(), this.sampleLoop?.stop()]);
     await Promise.all([this.tenant?.close(), this.lease?.stop()]);
   },
 };

@@ -43,6 +43,8 @@ export type DbaasSettings = {
   reconcileS: number;
   /** CREATE DATABASE statements running at once on the tenant server (across replicas). */
   createConcurrency: number;
+  /** How often storage is reported to the usage ledger (seconds; each hour counts its first report). */
+  usageSampleS: number;
 };
 
 export const parseDbaasSettings = (env: Env): DbaasSettings => ({
@@ -60,4 +62,5 @@ export const parseDbaasSettings = (env: Env): DbaasSettings => ({
   quotaNearCheckS: positive(env, "DBAAS_QUOTA_NEAR_CHECK_S", 1),
   reconcileS: positive(env, "DBAAS_RECONCILE_S", 60),
   createConcurrency: int(env, "DBAAS_CREATE_CONCURRENCY", 2),
+  usageSampleS: positive(env, "DBAAS_USAGE_SAMPLE_S", 300),
 });

@@ -1,3 +1,6 @@
+import type { QuotaGate } from "../../lib/quota-gate";
+import { isUuid } from "../../lib/uuid";
+
 /**
  * Per-account limits and fair-share weight: the one place the scheduler asks for them. Today every
  * account has the environment's defaults (EnvAccountLimits); an admin table can feed another
@@ -10,6 +13,8 @@ export type AccountLimit = {
   runningGpus: number | null;
   /** The most jobs it may have queued (QUOTA_QUEUED_JOBS); over it a submission is 403 QUOTA_EXCEEDED. */
   queuedJobs: number;
+  /** A monthly quota the account is at or over (its queued jobs wait; running ones finish); absent: none. */
+  overQuota?: string;
 };
 
 export interface AccountLimits {
@@ -24,3 +29,32 @@ export class EnvAccountLimits implements AccountLimits {
     return Promise.resolve(new Map(clientIds.map((id) => [id, this.defaults])));
   }
 }
+
+/**
+ * Limits from the usage service (per-account overrides of runningGpus, queuedJobs and
+ * fairShareWeight, and the monthly quota it is over), through the QuotaGate's cache: every replica
+ * sees an admin's change within QUOTA_CACHE_MS. An account the gate knows nothing of (no usage
+ * service) gets the defaults.
+ */
+export class UsageAccountLimits implements AccountLimits {
+  constructor(
+    private readonly gate: Pick<QuotaGate, "standings">,
+    private readonly defaults: AccountLimit,
+  ) {}
+
+  async limitsFor(clientIds: readonly string[]): Promise<Map<string, AccountLimit>> {
+    const known = await this.gate.standings(clientIds.filter((id) => isUuid(id)));
+    return new Map(
+      clientIds.map((id) => {
+        const s = known.get(id);
+        if (!s) return [id, this.defaults];
+        const over = s.quotas.find((q) => GPU_MONTHLY.includes(q.resource) && q.limit !== null && q.used >= q.limit);
+        const limit: AccountLimit = { weight: s.limits.fairShareWeight, runningGpus: s.limits.runningGpus, queuedJobs: s.limits.queuedJobs };
+        return [id, over ? { ...limit, overQuota: over.resource } : limit];
+      }),
+    );
+  }
+}
+
+/** The monthly quotas a GPU job uses up. */
+export const GPU_MONTHLY: readonly string[] = ["credits", "gpuSeconds"];

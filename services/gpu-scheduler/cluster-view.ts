@@ -75,6 +75,11 @@ export class ClusterView {
     return this.nodes.get(nodeId);
   }
 
+  /** Every node heard (and not declared lost since). */
+  nodeEntries(): NodeEntry[] {
+    return [...this.nodes.values()];
+  }
+
   /** Nodes silent for longer than `timeoutMs`. */
   silent(nowMs: number, timeoutMs: number): string[] {
     return [...this.nodes.values()].filter((n) => nowMs - n.lastSeenMs > timeoutMs).map((n) => n.nodeId);

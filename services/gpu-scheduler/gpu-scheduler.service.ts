@@ -7,7 +7,8 @@
  */
 import { randomUUID } from "crypto";
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
-import { channelSender, ensureChannelStreams, perSenderChannel } from "../../lib/channels";
+import { channelSender, ensureChannelStreams, ownChannel, perSenderChannel, sendToChannel } from "../../lib/channels";
+import { USAGE_CHANNEL } from "../../lib/usage-protocol";
 import { Type } from "../../lib/contract";
 import { brokerEnv } from "../../lib/settings";
 import { apiError, fromDataError, notFound, validationFailed } from "../../lib/errors";
@@ -22,8 +23,12 @@ import { ClusterStatus, CreatedJob, Job, JobCreated, JobDetail, JobList } from "
 import { NodeLabeler, toClusterStatus, toJobDetail } from "./job-view";
 import { nodeLabel } from "./cluster-view";
 import { parseSchedulerSettings, SchedulerSettings } from "./settings";
-import { JobRow, JobsRepository, NewJob } from "./jobs.repository";
+import { AccountState, JobRow, JobsRepository, NewJob } from "./jobs.repository";
+import { UsageOutbox } from "./usage-outbox";
 import { PlacementRepository } from "./placement.repository";
+import { NodesRepository } from "./nodes.repository";
+import { JobSearchRepository } from "./job-search.repository";
+import { AdminActionsMixin } from "./admin-actions";
 import { migrations } from "./migrations";
 import { earlierAttempt, JobLogs, lastAttempt, LogCursor, LogTarget } from "./job-logs";
 import { BrokerNodeClient } from "./node-client";
@@ -33,7 +38,10 @@ import { Clock, Scheduler } from "./scheduler";
 import { checkIdempotencyKey, IDEMPOTENCY_HEADER, requestHash } from "./idempotency";
 import { IdempotencyRepository } from "./idempotency.repository";
 import type { SchedulerStats } from "./stats";
-import { AccountLimits, EnvAccountLimits } from "./account-limits";
+import { AccountLimits, GPU_MONTHLY, UsageAccountLimits } from "./account-limits";
+import { QuotaGate } from "../../lib/quota-gate";
+import { platformSettingsOf } from "../../lib/platform-settings";
+import type { QuotaResource } from "../usage/summary";
 import { PRIORITIES, Priority } from "./placement";
 import { QueuePositions } from "./queue-positions";
 
@@ -75,7 +83,7 @@ const MIN_TICK_MS = 50;
 /** Expired idempotency keys removed per housekeeping tick (bounded, so one pass stays short). */
 const KEY_PURGE_LIMIT = 1000;
 
-type SchedulerThis = Service &
+export type SchedulerThis = Service &
   DbThis & {
     config: SchedulerSettings;
     labeler: NodeLabeler;
@@ -90,9 +98,13 @@ type SchedulerThis = Service &
     allowedRegistries: string[];
     inserts: Batcher<NewJob, number>;
     limits: AccountLimits;
+    gate: QuotaGate;
     positions: QueuePositions;
-    detail(row: JobRow, positions?: Map<string, number>): JobDetail;
-    details(rows: JobRow[]): Promise<JobDetail[]>;
+    usageOutbox: UsageOutbox;
+    detail(row: JobRow, positions?: Map<string, number>, label?: NodeLabeler): JobDetail;
+    details(rows: JobRow[], label?: NodeLabeler): Promise<JobDetail[]>;
+    nodeBook: NodesRepository;
+    jobSearch: JobSearchRepository;
     checkQueuedQuota(clientId: string): Promise<void>;
     keys: IdempotencyRepository;
     tickTimer?: NodeJS.Timeout;
@@ -115,7 +127,8 @@ type ChannelDef = {
 
 const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & { channels: Record<string, ChannelDef> } = {
   name: "gpu-scheduler",
-  mixins: [DbMixin({ schema: "gpu_scheduler", migrations, poolSize: 20 })],
+  // The operators' actions (admin-actions.ts) live beside the clients' in their own module.
+  mixins: [DbMixin({ schema: "gpu_scheduler", migrations, poolSize: 20 }), AdminActionsMixin],
 
   settings: {
     rest: "/gpu",
@@ -289,8 +302,18 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       auth: "required",
       openapi: { tag: "gpu", summary: "Cluster status: GPUs and queue depth", status: 200, response: ClusterStatus },
       async handler(this: SchedulerThis): Promise<ClusterStatus> {
-        const [held, depth] = await Promise.all([this.places.heldCards(), this.repo.queueDepth()]);
-        return toClusterStatus(this.scheduler.view.cards(), held, depth, this.labeler);
+        const [held, depth, drained] = await Promise.all([this.places.heldCards(), this.repo.queueDepth(), this.nodeBook.drained()]);
+        return toClusterStatus(this.scheduler.view.cards(), held, depth, this.labeler, drained);
+      },
+    },
+
+    /** Internal: what each account holds and has queued now, for its usage and quotas. */
+    accountState: {
+      visibility: "public",
+      callers: ["usage"],
+      params: { clientIds: { type: "array", items: "uuid", min: 1, max: 1000 } },
+      handler(this: SchedulerThis, ctx: Context<{ clientIds: string[] }>): Promise<Record<string, AccountState>> {
+        return this.repo.accountState(ctx.params.clientIds);
       },
     },
 
@@ -351,20 +374,23 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
   },
 
   methods: {
-    detail(this: SchedulerThis, row: JobRow, positions?: Map<string, number>): JobDetail {
+    /** `label`: what node ids in messages become (clients: the opaque labels). */
+    detail(this: SchedulerThis, row: JobRow, positions?: Map<string, number>, label = this.labeler): JobDetail {
       const waiting = row.status === "queued" ? this.scheduler.waitingFor(row.id, row.gpu_type, row.gpu_count) : undefined;
       const queued = { queuePosition: positions?.get(row.id), waiting };
-      return toJobDetail(row, this.clock.now(), this.labeler, this.config.jobTimeoutS, queued);
+      return toJobDetail(row, this.clock.now(), label, this.config.jobTimeoutS, queued);
     },
 
     /** Details of `rows`, with the queue positions of the queued ones (queue-positions.ts). */
-    async details(this: SchedulerThis, rows: JobRow[]): Promise<JobDetail[]> {
+    async details(this: SchedulerThis, rows: JobRow[], label?: NodeLabeler): Promise<JobDetail[]> {
       const positions = await this.positions.of(rows.filter((r) => r.status === "queued").map((r) => r.id));
-      return rows.map((r) => this.detail(r, positions));
+      return rows.map((r) => this.detail(r, positions, label));
     },
 
     /** 403 QUOTA_EXCEEDED when the account already has its limit of queued jobs (counted up to the limit). */
     async checkQueuedQuota(this: SchedulerThis, clientId: string): Promise<void> {
+      // At or over a monthly quota a job uses up: 403 before anything is queued.
+      await this.gate.check(clientId, GPU_MONTHLY as QuotaResource[]);
       const limit = (await this.limits.limitsFor([clientId])).get(clientId)!.queuedJobs;
       const used = await this.repo.queuedOf(clientId, limit);
       if (used >= limit) throw apiError("QUOTA_EXCEEDED", `An account may have at most ${limit} queued GPU jobs`, { resource: "queuedJobs", limit, used });
@@ -449,8 +475,12 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
     this.clock = { now: () => new Date() };
     this.repo = new JobsRepository(this.db, this.config.fairShareHalfLifeS);
     this.places = new PlacementRepository(this.db, this.config.fairShareHalfLifeS);
-    this.limits = new EnvAccountLimits(this.config.accountDefaults);
+    this.nodeBook = new NodesRepository(this.db);
+    this.jobSearch = new JobSearchRepository(this.db);
+    this.gate = new QuotaGate(this.broker, platformSettingsOf(this.broker).quotaCacheMs, (m) => this.logger.warn(m));
+    this.limits = new UsageAccountLimits(this.gate, this.config.accountDefaults);
     this.positions = new QueuePositions(this.repo, this.limits);
+    this.usageOutbox = new UsageOutbox(this.db, (batch) => sendToChannel(this.broker, ownChannel(USAGE_CHANNEL, this.broker.nodeID), batch));
     this.keys = new IdempotencyRepository(this.db, this.repo, this.positions);
     const timeoutMs = this.config.dispatchTimeoutS * 1000;
     const nodes = new BrokerNodeClient(this.broker, timeoutMs);
@@ -467,6 +497,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
         retryBackoffS: this.config.retryBackoffS,
       },
       this.limits,
+      this.nodeBook,
     );
     this.jobLogs = new JobLogs(nodes, this.scheduler.view, (message) => this.logger.debug(message));
     this.inserts = new Batcher(
@@ -484,7 +515,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
   async started(this: SchedulerThis) {
     await ensureChannelStreams(this.broker, [JOB_EVENTS_CHANNEL]);
     const tick = () =>
-      Promise.all([this.scheduler.tick(), this.keys.removeExpired(this.keysExpireBefore(), KEY_PURGE_LIMIT)]).catch((err) =>
+      Promise.all([this.scheduler.tick(), this.keys.removeExpired(this.keysExpireBefore(), KEY_PURGE_LIMIT), this.usageOutbox.drain()]).catch((err) =>
         this.logger.warn(`Scheduler housekeeping failed: ${(err as Error).message}`),
       );
     this.tickTimer = setInterval(() => void tick(), Math.max(MIN_TICK_MS, this.config.scheduleTickMs));

@@ -20,6 +20,9 @@ const UNREPORTED_FACTOR = 3;
 /** Queue-expired jobs cancelled per pass (the next tick takes the rest). */
 export const EXPIRE_BATCH = 500;
 
+/** Records a node loss (NodesRepository), for operators' node list. */
+export type LostNodeBook = { markLost(nodeId: string, at: Date): Promise<void> };
+
 type JobOnNode = { id: string; node_id: string };
 /** What housekeeping reads of the cluster view: the jobs a live node lists (undefined: not live). */
 export type RunningOn = (nodeId: string) => ReadonlySet<string> | undefined;
@@ -82,6 +85,7 @@ export class Housekeeping {
     private readonly clock: Clock,
     private readonly logger: LoggerInstance,
     private readonly settings: SchedulerSettings,
+    private readonly lostNodes?: LostNodeBook,
   ) {}
 
   async run(): Promise<void> {
@@ -133,6 +137,7 @@ export class Housekeeping {
    */
   private async nodeLost(nodeId: string, now: Date): Promise<void> {
     this.view.remove(nodeId);
+    await this.lostNodes?.markLost(nodeId, now);
     const seconds = this.settings.nodeTimeoutMs / 1000;
     const message = `GPU node ${nodeId} was lost (no heartbeat for ${seconds} s)`;
     const { written } = await this.writer.apply(await this.store.statesOnNode(nodeId), (job) =>

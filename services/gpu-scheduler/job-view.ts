@@ -20,6 +20,8 @@ export function waitingReason(waiting: Waiting, gpuType: string | null): string 
       return n > 1 ? `waiting for ${n} free GPUs${matching} on one node` : `waiting for a free GPU${matching}`;
     case "ACCOUNT_LIMIT":
       return `account limit of ${waiting.limit} running GPU${waiting.limit === 1 ? "" : "s"} reached${n > 1 ? ` (this job needs ${n})` : ""}`;
+    case "QUOTA_EXCEEDED":
+      return `monthly ${waiting.quota} quota of the account used up: waiting for the next month or a higher quota`;
   }
 }
 
@@ -77,10 +79,17 @@ export function toJobDetail(row: JobRow, now: Date, label: NodeLabeler, defaultT
   };
 }
 
-export function toClusterStatus(cards: ViewCard[], held: Set<string>, queueDepth: number, label: NodeLabeler): ClusterStatus {
+/** `drained`: nodes an operator drained; their cards stay listed but none is available (it takes no job). */
+export function toClusterStatus(
+  cards: ViewCard[],
+  held: Set<string>,
+  queueDepth: number,
+  label: NodeLabeler,
+  drained: ReadonlySet<string> = new Set(),
+): ClusterStatus {
   const gpus = cards.map((c) => ({
     name: c.name,
-    available: !held.has(c.uuid),
+    available: !held.has(c.uuid) && !drained.has(c.nodeId),
     utilization: c.utilization,
     memoryUsed: c.memoryUsed,
     memoryTotal: c.memoryTotal,

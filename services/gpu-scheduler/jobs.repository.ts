@@ -42,6 +42,9 @@ export type JobRow = {
   gpu_uuids: string[] | null;
 };
 
+/** What the usage service asks of an account now (services/usage/summary.ts AccountNow). */
+export type AccountState = { heldGpus: number; queuedJobs: number; running: Array<{ startedAt: string; cards: number; gpuName: string }> };
+
 /** An ended attempt of a retried job (job_attempts). */
 export type AttemptRow = { attempt: number; node_id: string | null; exit_code: number | null; output: string | null; output_base64: string | null };
 
@@ -62,13 +65,15 @@ export type NewJob = {
   gpuCount?: number;
 };
 
-const COLUMNS = `id, client_id, command, container_image, gpu_type, status, node_id, gpu_uuid, gpu_name, holding,
+export const COLUMNS = `id, client_id, command, container_image, gpu_type, status, node_id, gpu_uuid, gpu_name, holding,
   created_at, assigned_at, started_at, completed_at, exit_code, output, output_base64, error_message, timeout_seconds, env_names,
   queue_timeout_seconds, status_reason, max_retries, attempts, prior_gpu_seconds, priority, gpu_count, gpu_uuids`;
 /** What a decision reads: `output` only as a presence mark (see `states`). */
 const STATE_COLUMNS = `id, status, node_id, gpu_uuid, holding, assigned_at, started_at, completed_at, exit_code, error_message, attempts, max_retries,
   CASE WHEN output IS NULL THEN NULL ELSE '' END AS output`;
 const TERMINAL_SQL = `('completed', 'failed', 'cancelled')`;
+/** The cards a job holds, for its usage (× seconds). */
+export const usageCardsSql = (job: string) => `${job}.gpu_count`;
 
 export const toState = (r: JobRow): JobState => ({
   status: r.status,
@@ -130,6 +135,19 @@ export class JobsRepository {
       [clientId, limit],
     );
     return rows[0].n;
+  }
+
+  /** For the usage service: each account's started attempts holding cards now, its held GPUs and its queued jobs. */
+  async accountState(clientIds: string[]): Promise<Record<string, AccountState>> {
+    const { rows } = await this.db.query<{ client_id: string; held: number; queued: number; running: AccountState["running"] | null }>(
+      `SELECT client_id, COALESCE(sum(${usageCardsSql("j")}) FILTER (WHERE holding), 0)::int AS held,
+         count(*) FILTER (WHERE status = 'queued')::int AS queued,
+         jsonb_agg(jsonb_build_object('startedAt', started_at, 'cards', ${usageCardsSql("j")}, 'gpuName', COALESCE(gpu_name, 'unknown')))
+           FILTER (WHERE holding AND status = 'running' AND started_at IS NOT NULL) AS running
+       FROM gpu_scheduler.jobs j WHERE client_id = ANY($1::uuid[]) AND (holding OR status = 'queued') GROUP BY client_id`,
+      [clientIds],
+    );
+    return Object.fromEntries(rows.map((r) => [r.client_id, { heldGpus: r.held, queuedJobs: r.queued, running: r.running ?? [] }]));
   }
 
   /**
@@ -237,9 +255,11 @@ export class JobsRepository {
     const set = (field: keyof JobPatch, column: string, cast: string) =>
       `${column} = CASE WHEN p.patch ? '${field}' THEN (p.patch->>'${field}')${cast} ELSE j.${column} END`;
     const unplaced = (column: string) => `${column} = CASE WHEN p.patch ? 'nodeId' THEN NULL ELSE j.${column} END`;
-    // A job that started and ends here adds its GPU-seconds to its account's decayed usage (fair share).
+    // A job that started and ends here adds its GPU-seconds to its account's decayed usage (fair share),
+    // and its attempt's time to the usage outbox (the ledger's source, usage-outbox.ts).
     const { rows } = await this.db.query<{ id: string }>(
-      `WITH written AS (UPDATE gpu_scheduler.jobs j SET
+      `WITH before AS (SELECT id, gpu_name FROM gpu_scheduler.jobs WHERE id IN (SELECT (x->>'id')::uuid FROM jsonb_array_elements($1::jsonb) x)),
+       written AS (UPDATE gpu_scheduler.jobs j SET
          ${set("status", "status", "")}, ${set("holding", "holding", "::boolean")},
          ${set("attempts", "attempts", "::int")}, ${set("notBefore", "not_before", "::timestamptz")},
          ${set("startedAt", "started_at", "::timestamptz")}, ${set("completedAt", "completed_at", "::timestamptz")},
@@ -251,7 +271,10 @@ export class JobsRepository {
        FROM jsonb_to_recordset($1::jsonb) AS p(id uuid, seen_status text, seen_holding boolean, seen_node text, seen_gpu text, patch jsonb)
        WHERE j.id = p.id AND j.status = p.seen_status AND j.holding = p.seen_holding
          AND j.node_id IS NOT DISTINCT FROM p.seen_node AND j.gpu_uuid IS NOT DISTINCT FROM p.seen_gpu
-       RETURNING j.id, j.client_id, p.patch->'endedAttempt' AS ended,
+       RETURNING j.id, j.client_id, p.patch->'endedAttempt' AS ended, ${usageCardsSql("j")} AS cards,
+         COALESCE((p.patch->'endedAttempt'->>'attempt')::int, GREATEST(j.attempts, 1)) AS attempt,
+         COALESCE((p.patch->'endedAttempt'->>'startedAt')::timestamptz, j.started_at) AS use_start,
+         COALESCE((p.patch->'endedAttempt'->>'endedAt')::timestamptz, j.completed_at, j.started_at) AS use_end,
          CASE WHEN p.seen_status NOT IN ${TERMINAL_SQL} AND j.status IN ${TERMINAL_SQL} AND j.started_at IS NOT NULL
            THEN j.gpu_count * GREATEST(extract(epoch FROM COALESCE(j.completed_at, j.started_at) - j.started_at), 0)
            -- an attempt ended and the job went back to the queue (retry): its time counts too
@@ -266,7 +289,12 @@ export class JobsRepository {
        usage AS (
          INSERT INTO gpu_scheduler.account_usage AS u (client_id, gpu_seconds, at)
          SELECT client_id, sum(used), now() FROM written WHERE used IS NOT NULL GROUP BY client_id
-         ON CONFLICT (client_id) DO UPDATE SET gpu_seconds = ${decayedUsageSql(this.halfLifeS)} + EXCLUDED.gpu_seconds, at = now())
+         ON CONFLICT (client_id) DO UPDATE SET gpu_seconds = ${decayedUsageSql(this.halfLifeS)} + EXCLUDED.gpu_seconds, at = now()),
+       outbox AS (
+         INSERT INTO gpu_scheduler.usage_outbox (job_id, attempt, client_id, started_at, ended_at, cards, gpu_name)
+         SELECT w.id, w.attempt, w.client_id, w.use_start, GREATEST(w.use_end, w.use_start), w.cards, COALESCE(b.gpu_name, 'unknown')
+         FROM written w JOIN before b ON b.id = w.id WHERE w.used IS NOT NULL AND w.use_start IS NOT NULL
+         ON CONFLICT (job_id, attempt) DO NOTHING)
        SELECT id FROM written`,
       [
         JSON.stringify(

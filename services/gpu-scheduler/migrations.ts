@@ -145,4 +145,41 @@ export const migrations: Migration[] = [
         CHECK (gpu_uuid IS NULL OR (gpu_uuids[1] = gpu_uuid AND cardinality(gpu_uuids) = gpu_count));
     `,
   },
+  {
+    version: 8,
+    name: "node drains and lost nodes; admin job listing",
+    // nodes: what outlives a replica's in-memory view of a node: an operator's drain (placement
+    // reads it under its lock) and when the scheduler last declared it lost. The two indexes serve
+    // GET /api/admin/jobs newest first per status, with or without an account.
+    sql: `
+      CREATE TABLE nodes (
+        node_id text PRIMARY KEY,
+        draining boolean NOT NULL DEFAULT false,
+        drained_at timestamptz,
+        drained_by uuid,
+        lost_at timestamptz
+      );
+      CREATE INDEX jobs_by_status ON jobs (status, seq DESC);
+      CREATE INDEX jobs_by_client_status ON jobs (client_id, status, seq DESC);
+    `,
+  },
+  {
+    version: 9,
+    name: "usage outbox",
+    // The GPU time of each ended attempt, written by the statement that ends it and kept until the
+    // usage ledger has it (published on USAGE_CHANNEL, then deleted): a replica dying in between
+    // publishes it again later, and the ledger stores a (job, attempt) once.
+    sql: `
+      CREATE TABLE usage_outbox (
+        job_id uuid NOT NULL,
+        attempt integer NOT NULL,
+        client_id uuid NOT NULL,
+        started_at timestamptz NOT NULL,
+        ended_at timestamptz NOT NULL,
+        cards integer NOT NULL,
+        gpu_name text NOT NULL,
+        PRIMARY KEY (job_id, attempt)
+      );
+    `,
+  },
 ];

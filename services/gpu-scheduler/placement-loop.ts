@@ -51,10 +51,12 @@ export function decidePass(
       held: snapshot.heldBy?.get(clientId) ?? 0,
       weight: limit?.weight ?? 1,
       runningGpus: limit?.runningGpus ?? null,
+      overQuota: limit?.overQuota,
     });
   }
   const { placements, waiting } = plan({
-    cards: cards.map((c) => ({ nodeId: c.nodeId, uuid: c.uuid, name: c.name, busy: snapshot.held.has(c.uuid) })),
+    // A drained node's cards count as busy: nothing new starts there, and its jobs wait for "a free GPU".
+    cards: cards.map((c) => ({ nodeId: c.nodeId, uuid: c.uuid, name: c.name, busy: snapshot.held.has(c.uuid) || Boolean(snapshot.drained?.has(c.nodeId)) })),
     queue: snapshot.queue,
     accounts,
   });

@@ -22,6 +22,9 @@ export type AssignedJob = {
   attempts: number;
   max_retries: number;
 };
+/** Taken by each placement decision, and by a drain, so no pass that read the node as ready commits after the drain. */
+export const PLACEMENT_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext('ci-platform:gpu-scheduler:placement'))";
+
 /** `gpuUuids`: all the job's cards, the first `gpuUuid`; `gpuName`: their one name. */
 export type PlacementRow = { jobId: string; nodeId: string; gpuUuid: string; gpuUuids: string[]; gpuName: string };
 /** A candidate job (`clientId` and `priority` as placement.ts's QueuedJob). */
@@ -35,6 +38,8 @@ export type PlacementSnapshot = {
   heldBy?: Map<string, number>;
   /** GPU-seconds each account of `queue` has used, decayed to now (absent: none). */
   usage?: Map<string, number>;
+  /** Nodes an operator drained: none of their cards takes a job (absent: none). */
+  drained?: Set<string>;
 };
 
 /** An account's GPU-seconds decayed to the database's now with half-life `halfLifeS` (SQL over account_usage `u`). */
@@ -66,7 +71,8 @@ function snapshotSql(cardCount: number, halfLifeS: number, nowLiteral: string): 
     SELECT (SELECT uuids FROM held) AS held, (SELECT json_agg(queue ORDER BY seq) FROM queue) AS queue,
       (SELECT json_agg(held_by) FROM held_by) AS held_by,
       (SELECT json_agg(json_build_object('c', u.client_id, 'u', ${decayedUsageSql(halfLifeS)}))
-       FROM gpu_scheduler.account_usage u WHERE u.client_id IN (SELECT client_id FROM queue)) AS usage`;
+       FROM gpu_scheduler.account_usage u WHERE u.client_id IN (SELECT client_id FROM queue)) AS usage,
+      (SELECT array_agg(node_id) FROM gpu_scheduler.nodes WHERE draining) AS drained`;
 }
 
 type SnapshotRow = {
@@ -74,6 +80,7 @@ type SnapshotRow = {
   queue: Array<{ id: string; gpu_type: string | null; seq: number; client_id: string; priority: number; gpu_count: number }> | null;
   held_by: Array<{ c: string; n: number }> | null;
   usage: Array<{ c: string; u: number }> | null;
+  drained: string[] | null;
 };
 
 export class PlacementRepository {
@@ -99,7 +106,7 @@ export class PlacementRepository {
     try {
       const results = (await tx.query(
         `BEGIN;
-         SELECT pg_advisory_xact_lock(hashtext('ci-platform:gpu-scheduler:placement'));
+         ${PLACEMENT_LOCK_SQL};
          ${snapshotSql(Math.max(0, Math.floor(cardCount)), this.halfLifeS, tx.escapeLiteral(now.toISOString()))}`,
       )) as unknown as Array<{ rows: SnapshotRow[] }>;
       const row = results[2].rows[0];
@@ -117,6 +124,7 @@ export class PlacementRepository {
             queue,
             heldBy: new Map((row.held_by ?? []).map((h) => [h.c, h.n])),
             usage: new Map((row.usage ?? []).map((u) => [u.c, u.u])),
+            drained: new Set(row.drained ?? []),
           })
         : [];
       if (!placements.length) {

@@ -31,16 +31,19 @@ export type QueuedJob = { jobId: string; gpuType: string | null; seq: number; cl
  * An account's standing: `usage` its GPU-seconds decayed to now, `held` the GPUs it holds now,
  * `weight` its share (> 0), `runningGpus` the most GPUs it may hold (null: no limit).
  */
-export type AccountShare = { usage: number; held: number; weight: number; runningGpus: number | null };
+export type AccountShare = { usage: number; held: number; weight: number; runningGpus: number | null; overQuota?: string };
 /** `accounts`: absent ones have used nothing, hold nothing, weigh 1, have no limit. */
 export type Snapshot = { cards: SnapshotCard[]; queue: QueuedJob[]; accounts?: ReadonlyMap<string, AccountShare> };
 
 /** `gpuUuid`: the first of the job's cards `gpuUuids` (all on `nodeId`, of one name). */
 export type Placement = { jobId: string; nodeId: string; gpuUuid: string; gpuUuids: string[] };
 /** NO_NODE_BIG_ENOUGH: matching cards exist, but no node has `needed` of one name. */
-export type WaitReason = "NO_GPUS" | "NO_MATCHING_GPU" | "NO_NODE_BIG_ENOUGH" | "MATCHING_GPUS_BUSY" | "ACCOUNT_LIMIT";
-/** `limit`: the account's running-GPU limit, for ACCOUNT_LIMIT; `needed`: the job's card count when more than 1. */
-export type Waiting = { jobId: string; reason: WaitReason; limit?: number; needed?: number };
+export type WaitReason = "NO_GPUS" | "NO_MATCHING_GPU" | "NO_NODE_BIG_ENOUGH" | "MATCHING_GPUS_BUSY" | "ACCOUNT_LIMIT" | "QUOTA_EXCEEDED";
+/**
+ * `limit`: the account's running-GPU limit, for ACCOUNT_LIMIT; `quota`: the monthly quota used up, for
+ * QUOTA_EXCEEDED; `needed`: the job's card count when more than 1.
+ */
+export type Waiting = { jobId: string; reason: WaitReason; limit?: number; quota?: string; needed?: number };
 export type Plan = { placements: Placement[]; waiting: Waiting[] };
 
 export const PRIORITIES = ["low", "normal", "high"] as const;
@@ -133,6 +136,7 @@ export function plan(snapshot: Snapshot): Plan {
     };
     if (snapshot.cards.length === 0) return wait("NO_GPUS");
     if (wanted.size === 0) return wait("NO_MATCHING_GPU");
+    if (account.overQuota) return wait("QUOTA_EXCEEDED", { quota: account.overQuota });
     if (account.runningGpus !== null && account.held + account.started + k > account.runningGpus) return wait("ACCOUNT_LIMIT", { limit: account.runningGpus });
     const candidates = [...sets.values()].filter((set) => wanted.has(set.name));
     let best: CardSet | undefined;

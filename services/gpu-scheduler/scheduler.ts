@@ -9,7 +9,7 @@ import type { LoggerInstance } from "moleculer";
 import type { JobEvent, NodeHeartbeat } from "../../lib/gpu-protocol";
 import { ClusterView } from "./cluster-view";
 import { EventApplier, EventStore } from "./event-applier";
-import { Housekeeping, HousekeepingStore } from "./housekeeping";
+import { Housekeeping, HousekeepingStore, LostNodeBook } from "./housekeeping";
 import type { JobRow } from "./jobs.repository";
 import { CAS_ATTEMPTS, JobWriter } from "./job-writer";
 import { NodeStopper } from "./node-stopper";
@@ -41,6 +41,8 @@ export class Scheduler {
     logger: LoggerInstance,
     private readonly settings: SchedulerSettings,
     limits?: AccountLimits,
+    /** Where node losses are recorded for operators (absent: nowhere). */
+    lostNodes?: LostNodeBook,
   ) {
     this.view = new ClusterView(clock.now().getTime());
     const freed = () => void this.schedule();
@@ -48,7 +50,17 @@ export class Scheduler {
     this.stopper = new NodeStopper(nodes, this.writer, freed, logger);
     this.placement = new PlacementLoop(places, this.writer, this.view, nodes, this.stopper, clock, logger, limits);
     this.events = new EventApplier(repo, this.writer, this.stopper, clock, logger, freed, settings.retryBackoffS);
-    this.housekeeping = new Housekeeping(repo, this.writer, this.view, this.stopper, (id) => this.placement.isDispatching(id), clock, logger, settings);
+    this.housekeeping = new Housekeeping(
+      repo,
+      this.writer,
+      this.view,
+      this.stopper,
+      (id) => this.placement.isDispatching(id),
+      clock,
+      logger,
+      settings,
+      lostNodes,
+    );
   }
 
   /**
@@ -110,11 +122,11 @@ export class Scheduler {
 
   // --- clients ---
 
-  /** Cancels a queued, placed or running job; returns false when it had already finished. */
-  async cancel(row: JobRow): Promise<boolean> {
+  /** Cancels a queued, placed or running job; returns false when it had already finished. `reason`: its statusReason (an operator's cancel). */
+  async cancel(row: JobRow, reason?: string): Promise<boolean> {
     for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
       const state = (await this.repo.states([row.id])).get(row.id)!;
-      const outcome = cancelJob(state, this.clock.now());
+      const outcome = cancelJob(state, this.clock.now(), reason);
       if (!outcome.ok) return false;
       if ((await this.repo.compareAndSet([{ id: row.id, seen: state, patch: outcome.patch }])).has(row.id)) {
         if (outcome.stopOnNode) {

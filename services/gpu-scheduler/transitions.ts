@@ -208,10 +208,11 @@ export type CancelOutcome =
     };
 
 /** A client's cancel: queued, assigned and running jobs become cancelled at once. */
-export function cancelJob(job: JobState, now: Date): CancelOutcome {
+export function cancelJob(job: JobState, now: Date, statusReason?: string): CancelOutcome {
   if (isTerminal(job.status)) return { ok: false, reason: "finished" };
   // The card stays held (holding unchanged) until the node confirms the job is gone.
-  return { ok: true, patch: { status: "cancelled", completedAt: now }, stopOnNode: onCard(job.status) };
+  const patch: JobPatch = { status: "cancelled", completedAt: now, ...(statusReason !== undefined && { statusReason }) };
+  return { ok: true, patch, stopOnNode: onCard(job.status) };
 }
 
 // --- the other transitions: (job, what happened) → patch | null ---

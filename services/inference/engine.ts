@@ -189,10 +189,13 @@ export class InferenceEngine {
     };
     let text = "";
     let usage: Usage = { promptTokens: 0, completionTokens: 0 };
+    // Providers stream one token per chunk: what a stream that stops before its usage report generated.
+    let generated = 0;
     try {
       for await (const chunk of chunks) {
         control.touch();
         if (chunk.type === "delta") {
+          generated++;
           text += chunk.text;
           send({ id, model: entry.name, delta: chunk.text });
         } else usage = chunk;
@@ -203,7 +206,8 @@ export class InferenceEngine {
       this.finish(id, clientId, entry, true, durationMs, "ok", null, usage);
     } catch (err) {
       const failure = asFailure(err);
-      const pub = this.failed(id, clientId, entry, true, startedAt, failure, usage);
+      const sofar = usage.promptTokens + usage.completionTokens > 0 ? usage : { promptTokens: 0, completionTokens: generated };
+      const pub = this.failed(id, clientId, entry, true, startedAt, failure, sofar);
       if (failure.kind !== "aborted") send({ error: { code: pub.code, message: pub.message, details: pub.details } });
     } finally {
       control.dispose();

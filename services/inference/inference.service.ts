@@ -17,7 +17,11 @@ import { InferenceEngine, InferenceRecord, InferParams } from "./engine";
 import { INFERENCE_COMPLETED, inferenceCompleted } from "./events";
 import { migrations } from "./migrations";
 import { createProviders } from "./providers";
-import { InferencesRepository, UsageRecorder } from "./usage.repository";
+import { inferenceUsage, InferencesRepository, UsageRecorder } from "./usage.repository";
+import { UsagePublisher } from "../../lib/usage-publisher";
+import { QuotaGate } from "../../lib/quota-gate";
+import { ownChannel, sendToChannel } from "../../lib/channels";
+import { USAGE_CHANNEL } from "../../lib/usage-protocol";
 
 export interface InferActionParams extends InferParams {
   stream: boolean;
@@ -30,6 +34,8 @@ type InferenceThis = Service &
     config: InferenceSettings;
     engine: InferenceEngine;
     recorder: UsageRecorder;
+    usage: UsagePublisher;
+    gate: QuotaGate;
     redisUrl?: string;
     recordFinished(record: InferenceRecord): void;
   };
@@ -66,7 +72,7 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
         status: 200,
         response: InferenceResult,
         alternatives: { "text/event-stream": INFER_STREAM },
-        errors: ["MODEL_NOT_FOUND", "PROVIDER_ERROR", "PROVIDER_TIMEOUT"],
+        errors: ["MODEL_NOT_FOUND", "PROVIDER_ERROR", "PROVIDER_TIMEOUT", "QUOTA_EXCEEDED"],
       },
       params: {
         $$strict: "remove",
@@ -79,6 +85,8 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
       },
       async handler(this: InferenceThis, ctx: Context<InferActionParams, InferenceMeta>) {
         const clientId = ctx.meta.caller!.clientId;
+        // At or over a monthly quota an inference uses up: 403 before the provider is asked.
+        await this.gate.check(clientId, ["credits", "tokens"]);
         if (!ctx.params.stream) return this.engine.infer(clientId, ctx.params) as Promise<InferenceResult>;
         const { id, stream } = await this.engine.openStream(clientId, ctx.params);
         ctx.meta.$responseType = "text/event-stream";
@@ -113,6 +121,8 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
     /** Off the response path: a batched row for accounting, an event for metrics. */
     recordFinished(this: InferenceThis, record: InferenceRecord) {
       this.recorder.add(record);
+      // Answered, or tokens generated (a stream abandoned): it counts in the account's usage.
+      if (record.provider && (record.outcome === "ok" || record.tokensUsed > 0)) this.usage.add(inferenceUsage(record));
       this.broker.emit(INFERENCE_COMPLETED, inferenceCompleted(record)).catch(() => undefined);
     },
   },
@@ -139,6 +149,11 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
     this.recorder = new UsageRecorder(new InferencesRepository(this.db), (err, lost) =>
       this.logger.error(`Could not record ${lost} inference(s) for usage accounting: ${(err as Error).message}`),
     );
+    this.gate = new QuotaGate(this.broker, platform.quotaCacheMs, (m) => this.logger.warn(m));
+    this.usage = new UsagePublisher(
+      (batch) => sendToChannel(this.broker, ownChannel(USAGE_CHANNEL, this.broker.nodeID), batch),
+      (err, attempt) => attempt === 1 && this.logger.warn(`Usage records not published yet (retrying): ${(err as Error).message}`),
+    );
     this.engine = new InferenceEngine({
       catalogue,
       providers,
@@ -151,6 +166,8 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
   async stopped(this: InferenceThis) {
     this.engine.abortAll();
     await this.recorder.flush();
+    const lost = await this.usage.close(2000);
+    if (lost) this.logger.error(`${lost} inference usage record(s) could not be published before stopping`);
     if (this.redisUrl) await releaseRedis(this.redisUrl);
   },
 };

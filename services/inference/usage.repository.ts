@@ -5,6 +5,21 @@
 import type { Pool } from "pg";
 import { isDataError } from "../../lib/errors";
 import type { InferenceRecord } from "./engine";
+import { inferenceUsageKey, UsageRecord } from "../../lib/usage-protocol";
+
+/** The ledger's record of an inference: its tokens, under its model, at the time it finished. */
+export function inferenceUsage(record: InferenceRecord, at = new Date()): UsageRecord {
+  const end = at.toISOString();
+  return {
+    key: inferenceUsageKey(record.id),
+    clientId: record.clientId,
+    resource: "inference",
+    name: record.model,
+    start: end,
+    end,
+    quantity: record.tokensUsed,
+  };
+}
 
 export class InferencesRepository {
   constructor(private readonly db: Pool) {}

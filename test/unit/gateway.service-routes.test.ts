@@ -8,7 +8,8 @@ describe("gateway - which service owns a path", () => {
     const routed = Object.entries(SERVICE_REGISTRY)
       .map(([name, load]) => [load().settings?.rest, name] as const)
       .filter(([base, name]) => typeof base === "string" && name !== "api-gateway");
-    expect([...REST_BASES].sort()).toEqual([...routed].sort());
+    // Plus the second bases of actions' rest objects (`basePath`).
+    expect([...REST_BASES].sort()).toEqual([...routed, ["/quotas", "usage"]].sort());
   });
 
   const cases: Array<[string, string | undefined]> = [
@@ -17,6 +18,8 @@ describe("gateway - which service owns a path", () => {
     ["/api/models/infer", "inference"],
     ["/api/databases/1234", "dbaas"],
     ["/api/auth/login", "auth"],
+    ["/api/usage", "usage"],
+    ["/api/quotas", "usage"],
     ["/api/gpus", undefined],
     ["/api/nothing", undefined],
     ["/gpu/jobs", undefined],

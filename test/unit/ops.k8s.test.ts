@@ -262,7 +262,7 @@ describe("ops - Kubernetes manifests", () => {
       ofKind("HorizontalPodAutoscaler")
         .map((h) => h.metadata.name)
         .sort(),
-    ).toEqual(["api-gateway", "auth", "inference"]);
+    ).toEqual(["api-gateway", "auth", "inference", "usage"]);
     const podsOf = (ns?: string) =>
       workloads()
         .filter((w) => w.metadata.namespace === ns)

@@ -168,6 +168,8 @@ const TAGS: Array<{ name: ApiTag; description: string }> = [
   { name: "gpu", description: "GPU jobs and cluster status" },
   { name: "models", description: "Hosted model inference" },
   { name: "databases", description: "On-demand PostgreSQL databases" },
+  { name: "admin", description: "Operators (role admin, from ADMIN_EMAILS): nodes, all jobs, accounts" },
+  { name: "usage", description: "Usage, credits and quotas of the account" },
   { name: "reference", description: "This reference" },
 ];
 

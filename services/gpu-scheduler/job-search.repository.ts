@@ -1,0 +1,43 @@
+/**
+ * Every account's jobs for operators (GET /api/admin/jobs): newest first, filtered by status and
+ * account, in pages keyed by the job's sequence number. A public status spans stored ones (a placed
+ * job still shows `queued`), so each stored status is read through its own index range
+ * (jobs_by_status, jobs_by_client_status) and the ranges are merged: no scan of the history.
+ */
+import type { Pool } from "pg";
+import type { PublicStatus } from "./transitions";
+import { COLUMNS, JobRow } from "./jobs.repository";
+
+export type JobSearch = { status?: PublicStatus; clientId?: string; limit: number; before?: string };
+/** `seq`: bigint, which pg hands over as a string. */
+export type FoundJob = JobRow & { seq: string };
+
+/** The stored statuses (with an extra condition) that a public status covers (transitions.ts publicStatus). */
+export const STORED_RANGES: Record<PublicStatus, Array<[stored: string, extra?: string]>> = {
+  queued: [["queued"], ["assigned"], ["running", "started_at IS NULL"]],
+  running: [["running", "started_at IS NOT NULL"]],
+  completed: [["completed"]],
+  failed: [["failed"]],
+  cancelled: [["cancelled"]],
+};
+
+export class JobSearchRepository {
+  constructor(private readonly db: Pool) {}
+
+  /** One page, and the cursor of the next (null when this page is the last). */
+  async search(q: JobSearch): Promise<{ rows: FoundJob[]; nextCursor: string | null }> {
+    const params: unknown[] = [q.limit + 1];
+    const common: string[] = [];
+    if (q.clientId !== undefined) common.push(`client_id = $${params.push(q.clientId)}::uuid`);
+    if (q.before !== undefined) common.push(`seq < $${params.push(q.before)}::bigint`);
+    const ranges = q.status ? STORED_RANGES[q.status] : [[undefined]];
+    const parts = ranges.map(([stored, extra]) => {
+      const where = [...common, ...(stored ? [`status = $${params.push(stored)}`] : []), ...(extra ? [extra] : [])];
+      return `(SELECT ${COLUMNS}, seq FROM gpu_scheduler.jobs ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY seq DESC LIMIT $1)`;
+    });
+    const sql = parts.length === 1 ? parts[0] : `SELECT * FROM (${parts.join(" UNION ALL ")}) j ORDER BY seq DESC LIMIT $1`;
+    const { rows } = await this.db.query<FoundJob>(sql, params);
+    const page = rows.slice(0, q.limit);
+    return { rows: page, nextCursor: rows.length > q.limit ? page[page.length - 1].seq : null };
+  }
+}

@@ -1,0 +1,49 @@
+import type { Migration } from "../../lib/db";
+
+export const migrations: Migration[] = [
+  {
+    version: 1,
+    name: "usage ledger, hourly rollups, quota overrides",
+    // records: one row per source key (what an owner measured once); a redelivery inserts nothing.
+    // hourly: the records split at hour edges and summed per (account, resource, name, hour), so a
+    // window is a sum over whole hours plus the records of its two partial hours.
+    sql: `
+      CREATE TABLE records (
+        key text PRIMARY KEY,
+        client_id uuid NOT NULL,
+        resource text NOT NULL CHECK (resource IN ('gpu', 'inference', 'storage')),
+        name text NOT NULL,
+        started_at timestamptz NOT NULL,
+        ended_at timestamptz NOT NULL CHECK (ended_at >= started_at),
+        amount double precision NOT NULL CHECK (amount >= 0),
+        recorded_at timestamptz NOT NULL DEFAULT now()
+      );
+      -- The partial hours at a window's edges: records of one account ending after a time.
+      CREATE INDEX records_client_ended ON records (client_id, ended_at);
+      CREATE TABLE hourly (
+        client_id uuid NOT NULL,
+        hour timestamptz NOT NULL,
+        resource text NOT NULL,
+        name text NOT NULL,
+        amount double precision NOT NULL,
+        events bigint NOT NULL,
+        PRIMARY KEY (client_id, hour, resource, name)
+      );
+      CREATE TABLE quota_overrides (
+        client_id uuid PRIMARY KEY,
+        credits double precision CHECK (credits >= 0),
+        gpu_seconds double precision CHECK (gpu_seconds >= 0),
+        tokens bigint CHECK (tokens >= 0),
+        databases integer CHECK (databases >= 0),
+        storage_mb double precision CHECK (storage_mb >= 0),
+        running_gpus integer CHECK (running_gpus >= 0),
+        queued_jobs integer CHECK (queued_jobs >= 0),
+        requests_per_minute integer CHECK (requests_per_minute >= 1),
+        tokens_per_minute integer CHECK (tokens_per_minute >= 1),
+        fair_share_weight double precision CHECK (fair_share_weight > 0),
+        updated_at timestamptz NOT NULL DEFAULT now(),
+        updated_by text
+      );
+    `,
+  },
+];

@@ -1,0 +1,70 @@
+/**
+ * Reads an account's usage and standing: the ledger's sums, plus what the owners know now (jobs
+ * running and queued from gpu-scheduler, databases from dbaas), asked over the bus in one call per
+ * owner for any number of accounts. An owner not running (or failing) counts as nothing now, with
+ * a warning: usage and quotas stay readable while a service is down.
+ */
+import { Context, Errors } from "moleculer";
+import type { LedgerRepository, UsageTotal } from "./ledger.repository";
+import type { OverridesRepository } from "./overrides.repository";
+import type { UsageSettings } from "./settings";
+import { AccountNow, EffectiveLimits, effectiveLimits, exceededMonthly, monthOf, NOTHING_NOW, Quota, quotasOf, summarize, UsageSummary } from "./summary";
+
+/** An account's limits now, its quotas, and the monthly quota it is over (null: none). */
+export type Standing = { clientId: string; limits: EffectiveLimits; quotas: Quota[]; exceeded: Quota | null };
+
+type GpuNow = Record<string, Pick<AccountNow, "running" | "heldGpus" | "queuedJobs">>;
+type DbNow = Record<string, Pick<AccountNow, "databases" | "storageMb">>;
+
+export class UsageReader {
+  constructor(
+    private readonly ledger: Pick<LedgerRepository, "totals">,
+    private readonly overrides: Pick<OverridesRepository, "of">,
+    private readonly config: UsageSettings,
+    private readonly warn: (message: string) => void,
+  ) {}
+
+  month(now: Date) {
+    return monthOf(now);
+  }
+
+  async usage(ctx: Context, clientId: string, window: { from: Date; to: Date }, now: Date): Promise<UsageSummary> {
+    const [totals, states] = await Promise.all([this.ledger.totals([clientId], window.from, window.to), this.now(ctx, [clientId])]);
+    return summarize(totals, states.get(clientId)!, window, now, this.config.prices);
+  }
+
+  /** Each account's standing this month (in the order given). */
+  async standings(ctx: Context, clientIds: string[], now: Date): Promise<Standing[]> {
+    const month = monthOf(now);
+    const [totals, states, overrides] = await Promise.all([
+      this.ledger.totals(clientIds, month.start, now),
+      this.now(ctx, clientIds),
+      this.overrides.of(clientIds),
+    ]);
+    const byClient = new Map<string, UsageTotal[]>();
+    for (const t of totals) byClient.set(t.clientId, [...(byClient.get(t.clientId) ?? []), t]);
+    return clientIds.map((clientId) => {
+      const state = states.get(clientId)!;
+      const limits = effectiveLimits(this.config.defaults, overrides.get(clientId));
+      const summary = summarize(byClient.get(clientId) ?? [], state, { from: month.start, to: now }, now, this.config.prices);
+      const quotas = quotasOf(limits, summary, state, now);
+      return { clientId, limits, quotas, exceeded: exceededMonthly(quotas) ?? null };
+    });
+  }
+
+  /** What gpu-scheduler and dbaas say of these accounts now. */
+  private async now(ctx: Context, clientIds: string[]): Promise<Map<string, AccountNow>> {
+    const ask = async <T>(action: string): Promise<Record<string, T>> => {
+      // A platform without that service (not deployed, or down) has nothing of it to count now.
+      if (!(ctx.broker.registry as unknown as { hasService(name: string): boolean }).hasService(action.split(".")[0])) return {};
+      try {
+        return await ctx.call<Record<string, T>, { clientIds: string[] }>(action, { clientIds });
+      } catch (err) {
+        if (!(err instanceof Errors.ServiceNotFoundError)) this.warn(`${action} failed, counted as nothing now: ${(err as Error).message}`);
+        return {};
+      }
+    };
+    const [gpu, db] = await Promise.all([ask<GpuNow[string]>("gpu-scheduler.accountState"), ask<DbNow[string]>("dbaas.accountState")]);
+    return new Map(clientIds.map((id) => [id, { ...NOTHING_NOW, ...gpu[id], ...db[id] }]));
+  }
+}

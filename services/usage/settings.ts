@@ -1,0 +1,51 @@
+/** The usage service's settings (README "Configuration" and "Usage, quotas and credits"), parsed when it is created. */
+import { Env, int, optionalInt, SettingError } from "../../lib/settings";
+import { parsePrice, Price } from "./pricing";
+
+/** A monthly or standing limit: a number ≥ 0, or null for none. */
+function optionalLimit(env: Env, name: string): number | null {
+  const raw = (env[name] ?? "").trim();
+  if (raw === "") return null;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value < 0) throw new SettingError(name, raw, "a number ≥ 0 (unset: no limit)");
+  return value;
+}
+
+export type QuotaDefaults = {
+  credits: number | null;
+  gpuSeconds: number | null;
+  tokens: number | null;
+  databases: number;
+  storageMb: number | null;
+  runningGpus: number | null;
+  queuedJobs: number;
+  requestsPerMinute: number | null;
+  tokensPerMinute: number | null;
+  fairShareWeight: number;
+};
+
+export type UsageSettings = {
+  prices: { gpuSecond: Price; kTokens: Price; gbHour: Price };
+  defaults: QuotaDefaults;
+};
+
+export const parseUsageSettings = (env: Env): UsageSettings => ({
+  prices: {
+    gpuSecond: parsePrice("CREDITS_PER_GPU_SECOND", env.CREDITS_PER_GPU_SECOND),
+    kTokens: parsePrice("CREDITS_PER_1K_TOKENS", env.CREDITS_PER_1K_TOKENS),
+    gbHour: parsePrice("CREDITS_PER_GB_HOUR", env.CREDITS_PER_GB_HOUR),
+  },
+  defaults: {
+    credits: optionalLimit(env, "QUOTA_CREDITS_PER_MONTH"),
+    gpuSeconds: optionalLimit(env, "QUOTA_GPU_SECONDS_PER_MONTH"),
+    tokens: optionalLimit(env, "QUOTA_TOKENS_PER_MONTH"),
+    // The same variables dbaas, gpu-scheduler and inference read: one default, whoever enforces it.
+    databases: int(env, "DBAAS_MAX_PER_ACCOUNT", 5),
+    storageMb: optionalLimit(env, "QUOTA_STORAGE_MB"),
+    runningGpus: optionalInt(env, "QUOTA_RUNNING_GPUS") ?? null,
+    queuedJobs: int(env, "QUOTA_QUEUED_JOBS", 1000),
+    requestsPerMinute: optionalInt(env, "INFERENCE_RPM") ?? null,
+    tokensPerMinute: optionalInt(env, "INFERENCE_TPM") ?? null,
+    fairShareWeight: 1,
+  },
+});

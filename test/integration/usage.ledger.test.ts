@@ -1,0 +1,118 @@
+/**
+ * The usage ledger against PostgreSQL: a source key counts once (a redelivered or concurrently
+ * republished batch changes nothing), a job's GPU-seconds split at hour edges so any window cuts
+ * it exactly, events count where they end, and the sums are per account.
+ */
+import { randomUUID } from "crypto";
+import { Pool } from "pg";
+import { ensureDatabase, migrate } from "../../lib/db";
+import { gpuUsageKey, inferenceUsageKey, UsageRecord } from "../../lib/usage-protocol";
+import { LedgerRepository } from "../../services/usage/ledger.repository";
+import { migrations } from "../../services/usage/migrations";
+import { dropDatabase, testDatabaseUrl } from "../support/platform";
+
+const T = (iso: string) => new Date(`2030-01-15T${iso}Z`);
+const gpu = (clientId: string, start: string, end: string, cards = 1, name = "A100", key = gpuUsageKey(randomUUID(), 1)): UsageRecord => ({
+  key,
+  clientId,
+  resource: "gpu",
+  name,
+  start: T(start).toISOString(),
+  end: T(end).toISOString(),
+  quantity: cards,
+});
+const tokens = (clientId: string, at: string, n: number, model = "llama"): UsageRecord => ({
+  key: inferenceUsageKey(randomUUID()),
+  clientId,
+  resource: "inference",
+  name: model,
+  start: T(at).toISOString(),
+  end: T(at).toISOString(),
+  quantity: n,
+});
+
+describe("usage ledger - against PostgreSQL", () => {
+  const url = testDatabaseUrl();
+  let pool: Pool;
+  let ledger: LedgerRepository;
+  let alice: string;
+  let bob: string;
+  const sum = async (clientId: string, from: string, to: string, resource = "gpu") =>
+    (await ledger.totals([clientId], T(from), T(to)))
+      .filter((t) => t.resource === resource)
+      .reduce((a, t) => ({ amount: a.amount + t.amount, events: a.events + t.events }), { amount: 0, events: 0 });
+
+  beforeAll(async () => {
+    await ensureDatabase(url);
+    pool = new Pool({ connectionString: url, max: 8 });
+    pool.on("error", () => undefined);
+    await migrate(pool, "usage", migrations);
+    ledger = new LedgerRepository(pool);
+  });
+  beforeEach(() => {
+    alice = randomUUID();
+    bob = randomUUID();
+  });
+  afterAll(async () => {
+    await pool.end();
+    await dropDatabase(url);
+  });
+
+  it("usage ledger - a job across two hour edges: every window cuts it exactly (seconds × cards)", async () => {
+    // 10:30 → 12:15 on 2 cards: 6300 s × 2.
+    expect(await ledger.record([gpu(alice, "10:30:00", "12:15:00", 2)])).toBe(1);
+    const cases: Array<[string, string, string, number]> = [
+      ["the whole day", "00:00:00", "23:00:00", 12600],
+      ["whole hours only", "11:00:00", "12:00:00", 7200],
+      ["its first half", "10:00:00", "11:22:30", 2 * 3150],
+      ["its second half", "11:22:30", "13:00:00", 2 * 3150],
+      ["inside one hour", "11:10:00", "11:20:00", 1200],
+      ["two partial hours", "10:45:00", "11:15:00", 3600],
+      ["before it", "09:00:00", "10:30:00", 0],
+      ["after it", "12:15:00", "14:00:00", 0],
+    ];
+    for (const [name, from, to, expected] of cases) expect([name, (await sum(alice, from, to)).amount]).toEqual([name, expect.closeTo(expected, 6)]);
+    // The job counts once, in the window holding its end.
+    expect((await sum(alice, "10:00:00", "12:00:00")).events).toBe(0);
+    expect((await sum(alice, "12:00:00", "12:15:00")).events).toBe(1);
+    expect((await sum(alice, "00:00:00", "23:00:00")).events).toBe(1);
+  });
+
+  it("usage ledger - a redelivered batch, and the same keys published concurrently by two replicas, count once", async () => {
+    const batch = [gpu(alice, "10:00:00", "10:00:10"), tokens(alice, "10:05:00", 123), tokens(alice, "10:06:00", 7)];
+    expect(await ledger.record(batch)).toBe(3);
+    expect(await ledger.record(batch)).toBe(0);
+    const concurrent = await Promise.all([ledger.record([...batch, tokens(alice, "10:07:00", 5)]), ledger.record([tokens(alice, "10:08:00", 1), ...batch])]);
+    expect(concurrent.sort()).toEqual([1, 1]);
+    const t = await sum(alice, "10:00:00", "11:00:00", "inference");
+    expect(t).toEqual({ amount: 123 + 7 + 5 + 1, events: 4 });
+    expect((await sum(alice, "10:00:00", "11:00:00")).amount).toBeCloseTo(10, 6);
+    // A batch repeating one key inside itself counts it once too.
+    const dup = tokens(alice, "10:09:00", 1000);
+    expect(await ledger.record([dup, dup])).toBe(1);
+  });
+
+  it("usage ledger - tokens count where they were answered; sums are per account and per name", async () => {
+    await ledger.record([tokens(alice, "10:59:59", 10, "a"), tokens(alice, "11:00:00", 20, "b"), tokens(bob, "10:30:00", 40, "a")]);
+    expect(await sum(alice, "10:00:00", "11:00:00", "inference")).toEqual({ amount: 10, events: 1 });
+    expect(await sum(alice, "11:00:00", "11:00:01", "inference")).toEqual({ amount: 20, events: 1 });
+    const both = await ledger.totals([alice, bob], T("00:00:00"), T("23:00:00"));
+    const of = (c: string, name: string) => both.find((t) => t.clientId === c && t.name === name)?.amount;
+    expect([of(alice, "a"), of(alice, "b"), of(bob, "a"), of(bob, "b")]).toEqual([10, 20, 40, undefined]);
+  });
+
+  it("usage ledger - storage held over an hour is MB-hours, the elapsed part of it in a window", async () => {
+    const record: UsageRecord = {
+      key: `storage:${randomUUID()}:x`,
+      clientId: alice,
+      resource: "storage",
+      name: "postgresql",
+      start: T("10:00:00").toISOString(),
+      end: T("11:00:00").toISOString(),
+      quantity: 300,
+    };
+    await ledger.record([record]);
+    expect((await sum(alice, "00:00:00", "23:00:00", "storage")).amount).toBeCloseTo(300, 6);
+    expect((await sum(alice, "10:00:00", "10:20:00", "storage")).amount).toBeCloseTo(100, 6);
+  });
+});
