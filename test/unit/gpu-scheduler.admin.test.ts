@@ -73,7 +73,7 @@ describe("gpu-scheduler admin - a drained node in placement and in the clients' 
   const cards = [card("drained", "d0"), card("drained", "d1"), card("ready", "r0")];
 
   test.each<[string, Set<string> | undefined, string[], string[]]>([
-    ["no drain: every free card takes a job", undefined, ["d0", "d1"], []],
+    ["no drain: every free card takes a job (best fit: the single card first)", undefined, ["r0", "d0"], []],
     ["drained: its free cards take none, the others do; the rest wait for a free GPU", new Set(["drained"]), ["r0"], ["j2"]],
     ["every node drained: nothing starts", new Set(["drained", "ready"]), [], ["j1", "j2"]],
   ])("gpu-scheduler admin - %s", (_name, drained, placedOn, waiting) => {
