@@ -85,7 +85,18 @@ describe("bus - permissions", () => {
   const node = users["gpu-node.n1"];
 
   it("bus - users: one per role, core, and one per gpu-node", () => {
-    expect(Object.keys(users).sort()).toEqual(["admin", "api-gateway", "auth", "core", "dbaas", "gpu-node.n1", "gpu-scheduler", "inference", "metrics", "usage"]);
+    expect(Object.keys(users).sort()).toEqual([
+      "admin",
+      "api-gateway",
+      "auth",
+      "core",
+      "dbaas",
+      "gpu-node.n1",
+      "gpu-scheduler",
+      "inference",
+      "metrics",
+      "usage",
+    ]);
   });
 
   it("bus - a gpu-node publishes only under its own id, never a call, and reads only its own subjects", () => {
