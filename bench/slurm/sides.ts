@@ -38,6 +38,16 @@ export function printedStart(output: string, id: string): number {
   return Number(BigInt(ns) / 1000n) / 1000;
 }
 
+/** Each job's final state (COMPLETED, FAILED, …) by id, from Slurm's jobcomp/filetxt log. */
+export function jobCompStates(log: string): Map<string, string> {
+  const states = new Map<string, string>();
+  for (const line of log.split("\n")) {
+    const m = /^JobId=(\d+) .*?\bJobState=(\S+)/.exec(line);
+    if (m) states.set(m[1], m[2]);
+  }
+  return states;
+}
+
 export class SlurmSide implements Side {
   readonly name = "Slurm";
   private readonly env: NodeJS.ProcessEnv;
@@ -68,12 +78,7 @@ export class SlurmSide implements Side {
 
   async completed(ids: string[]): Promise<boolean> {
     const log = path.join(this.dir, "jobcomp.txt");
-    const states = new Map<string, string>();
-    if (existsSync(log))
-      for (const line of readFileSync(log, "utf8").split("\n")) {
-        const m = /^JobId=(\d+) .*?JobState=(\S+)/.exec(line);
-        if (m) states.set(m[1], m[2]);
-      }
+    const states = jobCompStates(existsSync(log) ? readFileSync(log, "utf8") : "");
     const bad = ids.filter((id) => states.has(id) && states.get(id) !== "COMPLETED");
     if (bad.length) throw new Error(`Slurm jobs ${bad.slice(0, 5).join(", ")} ended ${states.get(bad[0])}`);
     return ids.every((id) => states.has(id));
