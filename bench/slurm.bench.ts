@@ -96,6 +96,7 @@ async function main() {
   // Ctrl-C or a kill: the daemons must not outlive the bench.
   const interrupted = async () => {
     await slurm?.stop().catch(() => undefined);
+    rmSync(work, { recursive: true, force: true });
     process.exit(130);
   };
   process.once("SIGINT", () => void interrupted());
