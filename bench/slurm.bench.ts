@@ -92,9 +92,11 @@ async function measure(side: Side): Promise<Figures> {
 async function main() {
   const started = Date.now();
   const work = mkdtempSync(path.join(os.tmpdir(), "bench-slurm-"));
+  let platform: PlatformSide | undefined;
   let slurm: SlurmSide | undefined;
-  // Ctrl-C or a kill: the daemons must not outlive the bench.
+  // Ctrl-C or a kill: neither the platform process nor the daemons may outlive the bench.
   const interrupted = async () => {
+    await platform?.stop().catch(() => undefined);
     await slurm?.stop().catch(() => undefined);
     rmSync(work, { recursive: true, force: true });
     process.exit(130);
@@ -103,14 +105,12 @@ async function main() {
   process.once("SIGTERM", () => void interrupted());
   try {
     console.log(`bench:slurm — one host, ${GPUS} GPUs (fake device files for Slurm, simulated cards for the platform), ${os.cpus().length} CPU cores\n`);
-    const platform = await PlatformSide.start(path.join(work, "platform"));
-    let ours: Figures;
-    try {
-      ours = await measure(platform);
-    } finally {
-      await platform.stop();
-    }
-    slurm = await SlurmSide.start(path.join(work, "slurm"));
+    platform = await PlatformSide.start(path.join(work, "platform"));
+    const ours = await measure(platform);
+    await platform.stop();
+    platform = undefined;
+    slurm = new SlurmSide(path.join(work, "slurm"));
+    await slurm.start();
     const theirs = await measure(slurm);
     await slurm.stop();
     slurm = undefined;
@@ -122,6 +122,7 @@ async function main() {
     );
     console.log(`  submit → running under load: p50 ${fmt(ours.loadP50)} / ${fmt(theirs.loadP50)} ms = ${fmt(theirs.loadP50 / ours.loadP50, 2)}× lower`);
   } finally {
+    await platform?.stop().catch((err) => console.error(`stopping the platform: ${err}`));
     await slurm?.stop().catch((err) => console.error(`stopping Slurm: ${err}`));
     rmSync(work, { recursive: true, force: true });
   }

@@ -53,21 +53,23 @@ export class SlurmSide implements Side {
   private readonly env: NodeJS.ProcessEnv;
   private readonly script = path.join(__dirname, "cluster.sh");
 
-  private constructor(private readonly dir: string) {
+  /** cluster.sh start while it runs: a stop waits for it, or the daemons it starts would outlive the stop. */
+  private starting?: Promise<{ stdout: string }>;
+
+  constructor(private readonly dir: string) {
     this.env = { ...process.env, SLURM_CONF: path.join(dir, "slurm.conf") };
   }
 
   /** Installs (if absent), configures and starts the cluster in `dir`; prints what it started. */
-  static async start(dir: string): Promise<SlurmSide> {
-    const side = new SlurmSide(dir);
+  async start(): Promise<void> {
+    this.starting = run("bash", [this.script, "start", this.dir], { timeout: 600_000 });
     try {
-      const { stdout } = await run("bash", [side.script, "start", dir], { timeout: 600_000 });
+      const { stdout } = await this.starting;
       process.stdout.write(stdout);
     } catch (err) {
-      await side.stop();
+      await this.stop();
       throw err;
     }
-    return side;
   }
 
   async submit(): Promise<string> {
@@ -89,6 +91,7 @@ export class SlurmSide implements Side {
   }
 
   async stop(): Promise<void> {
+    await this.starting?.catch(() => undefined);
     await run("bash", [this.script, "stop", this.dir], { timeout: 60_000 });
   }
 }
