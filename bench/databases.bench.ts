@@ -2,14 +2,15 @@
  * bench:databases — provisioning latency (POST /api/databases, p50/p99) sequentially and at 10
  * concurrent, beside a bare script sending the same CREATE ROLE + CREATE DATABASE + REVOKE/GRANT
  * statements (the schema step, catalog level included, from tenant-sql.ts) to the same tenant server over a plain pg Pool, in the same run (alternating, so
- * other load on the machine falls on both alike); and the ratio.
+ * other load on the machine falls on both alike); and the ratio. Both run at the concurrency the
+ * platform allows: 10 tenant-server connections, at most DBAAS_CREATE_CONCURRENCY CREATE DATABASE at once.
  * Goal: platform ≤ 1.3× the bare script. Needs the tenant cluster (.ci/setup.d/30-tenant-postgres.sh).
  */
 import { randomBytes, randomUUID } from "crypto";
 import { Client, Pool } from "pg";
 import { ChildService, dropDatabase, freePort, http, spawnServices, testDatabaseUrl, waitFor } from "../test/support/platform";
 import { purgeMarked, TENANT_ADMIN_URL, tenantEnv, withClient } from "../test/integration/dbaas.helpers";
-import { parseCatalogLevel } from "../services/dbaas/settings";
+import { parseCatalogLevel, parseDbaasSettings } from "../services/dbaas/settings";
 import { prepareSchemaSql, tempFileLimitSql } from "../services/dbaas/tenant-sql";
 
 const SEQUENTIAL = Number(process.env.BENCH_SEQUENTIAL || 20);
@@ -48,10 +49,22 @@ async function runAlternating(sides: Array<() => Promise<void>>, count: number, 
   return samples.map((s, i) => figures(s, wall[i]));
 }
 
-/** The bare baseline: the same tenant-side statements, no platform around them. */
+/** The tenant-server connections dbaas keeps (TenantServer's default pool size). */
+const TENANT_POOL_SIZE = 10;
+
+/**
+ * The bare baseline: the same tenant-side statements, no platform around them, at the platform's
+ * concurrency: CREATE DATABASE on its own pool of `createConcurrency` connections, as dbaas does,
+ * so at most that many run at once.
+ */
 class Bare {
-  private readonly pool = new Pool({ connectionString: TENANT_ADMIN_URL, max: 10 });
+  private readonly pool = new Pool({ connectionString: TENANT_ADMIN_URL, max: TENANT_POOL_SIZE });
+  private readonly createPool: Pool;
   readonly made: Array<{ db: string; user: string }> = [];
+
+  constructor(createConcurrency: number) {
+    this.createPool = new Pool({ connectionString: TENANT_ADMIN_URL, max: createConcurrency });
+  }
 
   async provision(): Promise<void> {
     const hex = randomBytes(6).toString("hex");
@@ -63,7 +76,7 @@ class Bare {
       `CREATE ROLE "${user}" LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT NOREPLICATION NOBYPASSRLS CONNECTION LIMIT 1 PASSWORD '${password}'`,
     );
     await this.pool.query(tempFileLimitSql(user, 1024));
-    await this.pool.query(`CREATE DATABASE "${db}" TEMPLATE template0`);
+    await this.createPool.query(`CREATE DATABASE "${db}" TEMPLATE template0`);
     await this.pool.query(`REVOKE CONNECT, TEMPORARY ON DATABASE "${db}" FROM PUBLIC; GRANT CONNECT, TEMPORARY, CREATE ON DATABASE "${db}" TO "${user}"`);
     const url = new URL(TENANT_ADMIN_URL);
     url.pathname = `/${db}`;
@@ -80,7 +93,7 @@ class Bare {
     }
   }
 
-  end = () => this.pool.end();
+  end = () => Promise.all([this.pool.end(), this.createPool.end()]);
 }
 
 const fmt = (ms: number) => `${ms.toFixed(1)} ms`.padStart(10);
@@ -91,9 +104,18 @@ async function main() {
   const base = `http://127.0.0.1:${port}`;
   // One account holds every database here: one connection each keeps its budget within the server's room.
   const limits = { DBAAS_MAX_PER_ACCOUNT: "1000", DBAAS_CONNECTIONS_PER_ACCOUNT: "60", DBAAS_CONNECTION_LIMIT: "1" };
-  const env = { ...tenantEnv(limits), DATABASE_URL: databaseUrl, PORT: String(port), TRANSPORTER: "", LOG_LEVEL: "error" };
+  // The platform's limit, read as dbaas reads it, and handed to both sides.
+  const { createConcurrency } = parseDbaasSettings({ ...process.env, ...tenantEnv(limits) });
+  const env = {
+    ...tenantEnv(limits),
+    DBAAS_CREATE_CONCURRENCY: String(createConcurrency),
+    DATABASE_URL: databaseUrl,
+    PORT: String(port),
+    TRANSPORTER: "",
+    LOG_LEVEL: "error",
+  };
   const platform: ChildService = spawnServices(["api-gateway", "auth", "dbaas"], env);
-  const bare = new Bare();
+  const bare = new Bare(createConcurrency);
   let marker: string | undefined;
   try {
     await waitFor(
@@ -136,9 +158,8 @@ async function main() {
       await destroyAll();
     }
 
-    console.log(
-      `\nbench:databases — provisioning on ${new URL(TENANT_ADMIN_URL).host} (DBAAS_CREATE_CONCURRENCY=${process.env.DBAAS_CREATE_CONCURRENCY || "2"})\n`,
-    );
+    console.log(`\nbench:databases — provisioning on ${new URL(TENANT_ADMIN_URL).host}`);
+    console.log(`both sides: ${TENANT_POOL_SIZE} tenant-server connections, at most ${createConcurrency} CREATE DATABASE at once (DBAAS_CREATE_CONCURRENCY)\n`);
     console.log(`${"".padEnd(26)}${"n".padStart(4)}${"p50".padStart(10)}${"p99".padStart(10)}${"mean".padStart(10)}${"wall".padStart(12)}`);
     for (const [label, f] of rows)
       console.log(`${label.padEnd(26)}${String(f.n).padStart(4)}${fmt(f.p50)}${fmt(f.p99)}${fmt(f.mean)}${fmt(f.wallMs).padStart(12)}`);

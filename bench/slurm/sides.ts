@@ -1,0 +1,184 @@
+/**
+ * The two sides of bench:slurm, behind one shape: submit one job printing its start time
+ * (`date +%s%N`, run by the host's own `date` on both sides), tell when a set of jobs has
+ * completed, and read back when each started by that printed clock.
+ * - SlurmSide: the one-host cluster of bench/slurm/cluster.sh, jobs through `sbatch --gres=gpu:1`,
+ *   completions from its job completion log (jobcomp/filetxt), start times from the jobs' output files.
+ * - PlatformSide: gateway, auth, gpu-scheduler and one gpu-node (8 simulated cards, the process
+ *   executor: each job a real process in the bubblewrap sandbox) in one process (`npm start` on one
+ *   box), jobs through POST /api/gpu/jobs, completions from its database, start times from the job logs.
+ */
+import { execFile } from "child_process";
+import { existsSync, readFileSync } from "fs";
+import path from "path";
+import { promisify } from "util";
+import { Client } from "pg";
+import { ChildService, dropDatabase, freePort, http, spawnServices, testDatabaseUrl, waitFor } from "../../test/support/platform";
+
+const run = promisify(execFile);
+/** What every job runs: its start, by the host clock, in nanoseconds. */
+export const JOB_COMMAND = "date +%s%N";
+export const GPUS = 8;
+
+export interface Side {
+  readonly name: string;
+  /** Submits one job; resolves with its id once the submission was accepted. */
+  submit(): Promise<string>;
+  /** Whether every one of `ids` completed; throws when one of them ended otherwise. */
+  completed(ids: string[]): Promise<boolean>;
+  /** When each job started (epoch ms, from the line it printed). */
+  startTimes(ids: string[]): Promise<Map<string, number>>;
+  stop(): Promise<void>;
+}
+
+/** The epoch ms in a job's output (`date +%s%N`). */
+export function printedStart(output: string, id: string): number {
+  const ns = output.trim().split("\n")[0];
+  if (!/^\d{19}$/.test(ns)) throw new Error(`job ${id} printed ${JSON.stringify(output.slice(0, 80))}, not its start`);
+  return Number(BigInt(ns) / 1000n) / 1000;
+}
+
+/** Each job's final state (COMPLETED, FAILED, …) by id, from Slurm's jobcomp/filetxt log. */
+export function jobCompStates(log: string): Map<string, string> {
+  const states = new Map<string, string>();
+  for (const line of log.split("\n")) {
+    const m = /^JobId=(\d+) .*?\bJobState=(\S+)/.exec(line);
+    if (m) states.set(m[1], m[2]);
+  }
+  return states;
+}
+
+export class SlurmSide implements Side {
+  readonly name = "Slurm";
+  private readonly env: NodeJS.ProcessEnv;
+  private readonly script = path.join(__dirname, "cluster.sh");
+
+  /** cluster.sh start while it runs: a stop waits for it, or the daemons it starts would outlive the stop. */
+  private starting?: Promise<{ stdout: string }>;
+
+  constructor(private readonly dir: string) {
+    this.env = { ...process.env, SLURM_CONF: path.join(dir, "slurm.conf") };
+  }
+
+  /** Installs (if absent), configures and starts the cluster in `dir`; prints what it started. */
+  async start(): Promise<void> {
+    this.starting = run("bash", [this.script, "start", this.dir], { timeout: 600_000 });
+    try {
+      const { stdout } = await this.starting;
+      process.stdout.write(stdout);
+    } catch (err) {
+      await this.stop();
+      throw err;
+    }
+  }
+
+  async submit(): Promise<string> {
+    const args = ["--parsable", "--gres=gpu:1", `--chdir=${this.dir}`, `--output=${this.dir}/%j.out`, "--wrap", JOB_COMMAND];
+    const { stdout } = await run("sbatch", args, { env: this.env });
+    return stdout.trim().split(";")[0];
+  }
+
+  async completed(ids: string[]): Promise<boolean> {
+    const log = path.join(this.dir, "jobcomp.txt");
+    const states = jobCompStates(existsSync(log) ? readFileSync(log, "utf8") : "");
+    const bad = ids.filter((id) => states.has(id) && states.get(id) !== "COMPLETED");
+    if (bad.length) throw new Error(`Slurm jobs ${bad.slice(0, 5).join(", ")} ended ${states.get(bad[0])}`);
+    return ids.every((id) => states.has(id));
+  }
+
+  async startTimes(ids: string[]): Promise<Map<string, number>> {
+    return new Map(ids.map((id) => [id, printedStart(readFileSync(path.join(this.dir, `${id}.out`), "utf8"), id)]));
+  }
+
+  async stop(): Promise<void> {
+    await this.starting?.catch(() => undefined);
+    await run("bash", [this.script, "stop", this.dir], { timeout: 60_000 });
+  }
+}
+
+export class PlatformSide implements Side {
+  readonly name = "platform";
+  private token = "";
+  private constructor(
+    private readonly proc: ChildService,
+    private readonly db: Client,
+    private readonly databaseUrl: string,
+    private readonly base: string,
+  ) {}
+
+  /** Starts the platform with one gpu-node of GPUS simulated cards; job logs under `dir`. */
+  static async start(dir: string): Promise<PlatformSide> {
+    const databaseUrl = testDatabaseUrl();
+    const port = await freePort();
+    const proc = spawnServices(["api-gateway", "auth", "gpu-scheduler", "gpu-node"], {
+      TRANSPORTER: "",
+      DATABASE_URL: databaseUrl,
+      PORT: String(port),
+      JWT_SECRET: "bench-secret",
+      GPU_EXECUTOR: "process",
+      GPU_SIMULATE: Array.from({ length: GPUS }, () => "NVIDIA H100 80GB HBM3:81920").join(","),
+      GPU_JOB_LOG_DIR: path.join(dir, "logs"),
+      // One account submits the whole run: throughput is measured here, not the per-account queue cap.
+      QUOTA_QUEUED_JOBS: "1000000",
+    });
+    const side = new PlatformSide(proc, new Client({ connectionString: databaseUrl }), databaseUrl, `http://127.0.0.1:${port}`);
+    try {
+      await side.ready();
+      return side;
+    } catch (err) {
+      await side.stop();
+      throw err;
+    }
+  }
+
+  /** Once the gateway answers: registers the bench's account and waits for the cards. */
+  private async ready(): Promise<void> {
+    const reg = await waitFor(
+      async () => {
+        if (this.proc.proc.exitCode !== null) throw new Error(this.proc.output());
+        const body = { email: "bench@example.com", name: "Bench", password: "bench-password" };
+        const res = await http(this.base, "POST", "/api/auth/register", { body }).catch(() => undefined);
+        return res?.status === 201 ? res : false;
+      },
+      { timeoutMs: 60_000, message: "the gateway to answer" },
+    );
+    this.token = reg.body.accessToken;
+    await waitFor(async () => (await http(this.base, "GET", "/api/gpu/status", { token: this.token })).body?.cluster?.totalGpus === GPUS, {
+      timeoutMs: 30_000,
+      message: `${GPUS} cards announced`,
+    });
+    await this.db.connect();
+  }
+
+  async submit(): Promise<string> {
+    const res = await http(this.base, "POST", "/api/gpu/jobs", { token: this.token, body: { command: JOB_COMMAND } });
+    if (res.status !== 201) throw new Error(`POST /api/gpu/jobs: ${res.status} ${res.text}`);
+    return res.body.id;
+  }
+
+  async completed(ids: string[]): Promise<boolean> {
+    const { rows } = await this.db.query<{ n: number; bad: number }>(
+      `SELECT count(*) FILTER (WHERE status = 'completed')::int AS n, count(*) FILTER (WHERE status IN ('failed', 'cancelled'))::int AS bad
+       FROM gpu_scheduler.jobs WHERE id = ANY($1::uuid[])`,
+      [ids],
+    );
+    if (rows[0].bad) throw new Error(`${rows[0].bad} platform jobs did not complete`);
+    return rows[0].n === ids.length;
+  }
+
+  async startTimes(ids: string[]): Promise<Map<string, number>> {
+    const times = new Map<string, number>();
+    for (const id of ids) {
+      const res = await http(this.base, "GET", `/api/gpu/jobs/${id}/logs`, { token: this.token });
+      if (res.status !== 200) throw new Error(`GET logs of ${id}: ${res.status} ${res.text}`);
+      times.set(id, printedStart(res.text, id));
+    }
+    return times;
+  }
+
+  async stop(): Promise<void> {
+    await this.proc.stop();
+    await this.db.end().catch(() => undefined);
+    await dropDatabase(this.databaseUrl).catch(() => undefined);
+  }
+}
