@@ -36,6 +36,7 @@ import type { SchedulerStats } from "./stats";
 import { AccountLimits, EnvAccountLimits } from "./account-limits";
 import { PRIORITIES, Priority } from "./placement";
 import { QueuePositions } from "./queue-positions";
+import { publishStatusChanges } from "./status-events";
 
 export interface CreateJobParams {
   command: string;
@@ -419,7 +420,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
     this.labeler = (nodeId) => nodeLabel(nodeId, nodeLabelSecret);
     this.allowedRegistries = this.config.allowedRegistries;
     this.clock = { now: () => new Date() };
-    this.repo = new JobsRepository(this.db, this.config.fairShareHalfLifeS);
+    this.repo = new JobsRepository(this.db, this.config.fairShareHalfLifeS, (changes) => publishStatusChanges(this.broker, changes));
     this.places = new PlacementRepository(this.db, this.config.fairShareHalfLifeS);
     this.limits = new EnvAccountLimits(this.config.accountDefaults);
     this.positions = new QueuePositions(this.repo, this.limits);

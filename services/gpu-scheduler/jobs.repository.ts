@@ -4,6 +4,7 @@ import { normalizeGpuType } from "./gpu-type";
 import type { QueueAccount } from "./placement";
 import { decayedUsageSql } from "./placement.repository";
 import type { JobPatch, JobState, StoredStatus } from "./transitions";
+import { JobStatusChanged, statusChanges, WrittenJob } from "./status-events";
 
 export type JobRow = {
   id: string;
@@ -84,6 +85,8 @@ export class JobsRepository {
   constructor(
     private readonly db: Pool,
     private readonly halfLifeS = 3600,
+    /** Told of the public status changes each compare-and-set committed (status-events.ts). */
+    private readonly onStatusChanged: (changes: JobStatusChanged[]) => void = () => undefined,
   ) {}
 
   /** Inserts queued jobs. `db`: a transaction's client. */
@@ -222,14 +225,14 @@ export class JobsRepository {
    * an `endedAttempt` is kept in job_attempts by the same statement, only if its patch is written.
    */
   async compareAndSet(
-    updates: Array<{ id: string; seen: Pick<JobState, "status" | "holding" | "nodeId" | "gpuUuid">; patch: JobPatch }>,
+    updates: Array<{ id: string; seen: Pick<JobState, "status" | "holding" | "nodeId" | "gpuUuid"> & { startedAt?: Date | null }; patch: JobPatch }>,
   ): Promise<Set<string>> {
     if (!updates.length) return new Set();
     const set = (field: keyof JobPatch, column: string, cast: string) =>
       `${column} = CASE WHEN p.patch ? '${field}' THEN (p.patch->>'${field}')${cast} ELSE j.${column} END`;
     const unplaced = (column: string) => `${column} = CASE WHEN p.patch ? 'nodeId' THEN NULL ELSE j.${column} END`;
     // A job that started and ends here adds its GPU-seconds to its account's decayed usage (fair share).
-    const { rows } = await this.db.query<{ id: string }>(
+    const { rows } = await this.db.query<WrittenJob>(
       `WITH written AS (UPDATE gpu_scheduler.jobs j SET
          ${set("status", "status", "")}, ${set("holding", "holding", "::boolean")},
          ${set("attempts", "attempts", "::int")}, ${set("notBefore", "not_before", "::timestamptz")},
@@ -242,7 +245,7 @@ export class JobsRepository {
        FROM jsonb_to_recordset($1::jsonb) AS p(id uuid, seen_status text, seen_holding boolean, seen_node text, seen_gpu text, patch jsonb)
        WHERE j.id = p.id AND j.status = p.seen_status AND j.holding = p.seen_holding
          AND j.node_id IS NOT DISTINCT FROM p.seen_node AND j.gpu_uuid IS NOT DISTINCT FROM p.seen_gpu
-       RETURNING j.id, j.client_id, p.patch->'endedAttempt' AS ended,
+       RETURNING j.id, j.client_id, j.status, j.started_at, j.attempts, p.patch->'endedAttempt' AS ended,
          CASE WHEN p.seen_status NOT IN ${TERMINAL_SQL} AND j.status IN ${TERMINAL_SQL} AND j.started_at IS NOT NULL
            THEN GREATEST(extract(epoch FROM COALESCE(j.completed_at, j.started_at) - j.started_at), 0)
            -- an attempt ended and the job went back to the queue (retry): its time counts too
@@ -258,7 +261,7 @@ export class JobsRepository {
          INSERT INTO gpu_scheduler.account_usage AS u (client_id, gpu_seconds, at)
          SELECT client_id, sum(used), now() FROM written WHERE used IS NOT NULL GROUP BY client_id
          ON CONFLICT (client_id) DO UPDATE SET gpu_seconds = ${decayedUsageSql(this.halfLifeS)} + EXCLUDED.gpu_seconds, at = now())
-       SELECT id FROM written`,
+       SELECT id, client_id, status, started_at, attempts FROM written`,
       [
         JSON.stringify(
           updates.map((u) => ({
@@ -272,6 +275,8 @@ export class JobsRepository {
         ),
       ],
     );
+    const changes = statusChanges(new Map(updates.map((u) => [u.id, u.seen])), rows, new Date());
+    if (changes.length) this.onStatusChanged(changes);
     return new Set(rows.map((r) => r.id));
   }
 
