@@ -36,7 +36,8 @@ import type { SchedulerStats } from "./stats";
 import { AccountLimits, EnvAccountLimits } from "./account-limits";
 import { PRIORITIES, Priority } from "./placement";
 import { QueuePositions } from "./queue-positions";
-import { publishStatusChanges } from "./status-events";
+import { JOB_STATUS_CHANGED, JobStatusChanged, publishStatusChanges } from "./status-events";
+import { EventsCursor, nextEventsPage, statusEventPage, StatusWatch } from "./job-watch";
 
 export interface CreateJobParams {
   command: string;
@@ -54,10 +55,10 @@ export type JobLogsParams = JobIdParams & { attempt?: number };
 
 type PagedMeta = CallerMeta & PagedBodyMeta & { $responseType?: string };
 
-/** A streamed answer: its first page now, the next ones from `logsPage` as the client reads (lib/paged-body.ts). */
-function pagedAnswer(ctx: Context<unknown, PagedMeta>, first: BodyPage, contentType: string): BodyPage {
+/** A streamed answer: its first page now, the next ones from `action` as the client reads (lib/paged-body.ts). */
+function pagedAnswer(ctx: Context<unknown, PagedMeta>, first: BodyPage, contentType: string, action = "gpu-scheduler.logsPage", stop?: string): BodyPage {
   ctx.meta.$responseType = contentType;
-  ctx.meta.$pagedBody = { action: "gpu-scheduler.logsPage" };
+  ctx.meta.$pagedBody = { action, ...(stop && { stop }) };
   return first;
 }
 
@@ -89,6 +90,8 @@ type SchedulerThis = Service &
     inserts: Batcher<NewJob, number>;
     limits: AccountLimits;
     positions: QueuePositions;
+    /** SSE watchers and log followers of this replica waiting for a job's next status change. */
+    watch: StatusWatch;
     detail(row: JobRow, positions?: Map<string, number>): JobDetail;
     details(rows: JobRow[]): Promise<JobDetail[]>;
     checkQueuedQuota(clientId: string): Promise<void>;
@@ -276,6 +279,39 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       },
     },
 
+    /** Server-sent events: the job's detail now, then at each status change; ends after a terminal one (job-watch.ts). */
+    events: {
+      rest: "GET /jobs/:id/events",
+      auth: "required",
+      openapi: {
+        tag: "gpu",
+        summary: "The job's status as server-sent events: its detail now, then one `status` event per change; ends after a terminal status",
+        description: "Each event is `event: status` with `data: <job detail>`; a `: keep-alive` comment every 15 s (GPU_EVENTS_KEEPALIVE_MS) keeps it open.",
+        status: 200,
+        response: Type.String(),
+        contentType: "text/event-stream",
+        errors: ["NOT_FOUND"],
+      },
+      params: JOB_ID_PARAMS,
+      async handler(this: SchedulerThis, ctx: Context<JobIdParams, PagedMeta>): Promise<BodyPage> {
+        const first = statusEventPage((await this.details([await this.ownJob(ctx)]))[0]);
+        ctx.meta.$responseHeaders = { ...ctx.meta.$responseHeaders, "Cache-Control": "no-cache", "X-Accel-Buffering": "no" };
+        return pagedAnswer(ctx, first, "text/event-stream; charset=utf-8", "gpu-scheduler.eventsPage");
+      },
+    },
+
+    /** The next event of an `events` stream (or a keep-alive after GPU_EVENTS_KEEPALIVE_MS); the same caller's job only. */
+    eventsPage: {
+      visibility: "public",
+      callers: ["api-gateway"],
+      auth: "required",
+      params: { $$strict: "remove", id: { type: "string", max: 64 }, last: { type: "string", max: 32 } },
+      async handler(this: SchedulerThis, ctx: Context<EventsCursor, CallerMeta>): Promise<BodyPage> {
+        const read = async () => (await this.details([await this.ownJob(ctx)]))[0];
+        return nextEventsPage(ctx.params, read, this.watch, this.config.eventsKeepAliveMs);
+      },
+    },
+
     status: {
       rest: "GET /status",
       auth: "required",
@@ -302,6 +338,12 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
   },
 
   events: {
+    /** Any replica's committed change wakes this replica's watchers of that job. */
+    [JOB_STATUS_CHANGED]: {
+      handler(this: SchedulerThis, ctx: Context<JobStatusChanged>) {
+        if (typeof ctx.params?.jobId === "string") this.watch.notify(ctx.params.jobId);
+      },
+    },
     [HEARTBEAT_EVENT]: {
       async handler(this: SchedulerThis, ctx: Context<unknown>) {
         const checked = checkHeartbeat(ctx.params);
@@ -424,6 +466,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
     this.places = new PlacementRepository(this.db, this.config.fairShareHalfLifeS);
     this.limits = new EnvAccountLimits(this.config.accountDefaults);
     this.positions = new QueuePositions(this.repo, this.limits);
+    this.watch = new StatusWatch();
     this.keys = new IdempotencyRepository(this.db, this.repo, this.positions);
     const timeoutMs = this.config.dispatchTimeoutS * 1000;
     const nodes = new BrokerNodeClient(this.broker, timeoutMs);

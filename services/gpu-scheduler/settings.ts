@@ -28,6 +28,10 @@ export type SchedulerSettings = {
   fairShareHalfLifeS: number;
   /** Every account's limits (QUOTA_RUNNING_GPUS, QUOTA_QUEUED_JOBS; weight 1) until an admin sets its own. */
   accountDefaults: AccountLimit;
+  /** GPU_EVENTS_KEEPALIVE_MS: a job's event stream sends a comment after this long without an event. */
+  eventsKeepAliveMs: number;
+  /** GPU_FOLLOW_WAIT_MS: a followed log's page waits at most this long for new output (then asks again). */
+  followWaitMs: number;
 };
 
 export const parseSchedulerSettings = (env: Env): SchedulerSettings => ({
@@ -46,4 +50,6 @@ export const parseSchedulerSettings = (env: Env): SchedulerSettings => ({
     runningGpus: optionalInt(env, "QUOTA_RUNNING_GPUS") ?? null,
     queuedJobs: int(env, "QUOTA_QUEUED_JOBS", 1000),
   },
+  eventsKeepAliveMs: positive(env, "GPU_EVENTS_KEEPALIVE_MS", 15_000),
+  followWaitMs: positive(env, "GPU_FOLLOW_WAIT_MS", 10_000),
 });
