@@ -38,6 +38,8 @@ import { PRIORITIES, Priority } from "./placement";
 import { QueuePositions } from "./queue-positions";
 import { JOB_STATUS_CHANGED, JobStatusChanged, publishStatusChanges } from "./status-events";
 import { EventsCursor, nextEventsPage, statusEventPage, StatusWatch } from "./job-watch";
+import { FollowCursor, FollowedJob, LogFollow } from "./log-follow";
+import { isTerminal } from "./transitions";
 
 export interface CreateJobParams {
   command: string;
@@ -51,7 +53,7 @@ export interface CreateJobParams {
 }
 export type JobIdParams = { id: string };
 /** `attempt`: 1-based; absent: the last one. */
-export type JobLogsParams = JobIdParams & { attempt?: number };
+export type JobLogsParams = JobIdParams & { attempt?: number; follow?: boolean };
 
 type PagedMeta = CallerMeta & PagedBodyMeta & { $responseType?: string };
 
@@ -62,9 +64,19 @@ function pagedAnswer(ctx: Context<unknown, PagedMeta>, first: BodyPage, contentT
   return first;
 }
 
+/** What following needs of a job's row (log-follow.ts). */
+const followedJob = (row: JobRow): FollowedJob => ({ id: row.id, status: row.status, attempts: row.attempts, nodeId: row.node_id });
+
 const LIST_LIMIT = 50;
 const JOB_ID_PARAMS = { id: { type: "string", max: 64 } };
 const ATTEMPT_PARAM = { type: "number", optional: true, integer: true, min: 1, max: MAX_JOB_RETRIES + 1, convert: true };
+const FOLLOW_CURSOR = {
+  $$strict: "remove",
+  id: { type: "string", max: 64 },
+  fid: { type: "uuid" },
+  attempt: { ...ATTEMPT_PARAM, optional: false },
+  offset: { type: "number", integer: true, min: 0 },
+} as const;
 /** Deliveries of a job event that fails to apply before the scheduler gives up on it (then: dead letter). */
 const EVENT_MAX_RETRIES = 5;
 /** Applying an event takes milliseconds; one unacknowledged this long went to a replica that died. */
@@ -92,6 +104,7 @@ type SchedulerThis = Service &
     positions: QueuePositions;
     /** SSE watchers and log followers of this replica waiting for a job's next status change. */
     watch: StatusWatch;
+    follow: LogFollow;
     detail(row: JobRow, positions?: Map<string, number>): JobDetail;
     details(rows: JobRow[]): Promise<JobDetail[]>;
     checkQueuedQuota(clientId: string): Promise<void>;
@@ -227,15 +240,49 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       openapi: {
         tag: "gpu",
         summary: "The job's whole captured output: the exact bytes it printed, streamed (chunked)",
-        description: "Of its last attempt; `?attempt=N` (1-based) reads an earlier one. An attempt the job has not started is 404.",
+        description:
+          "Of its last attempt; `?attempt=N` (1-based) reads an earlier one. An attempt the job has not started is 404. " +
+          "`?follow=true`: what exists, then new output as it is produced (a queued job's follow waits for it to start; " +
+          "a retried job's next attempts follow), ending once the job has ended and all its output is sent.",
         status: 200,
         response: Type.String(),
         contentType: "text/plain",
         errors: ["NOT_FOUND"],
       },
-      params: { ...JOB_ID_PARAMS, attempt: ATTEMPT_PARAM },
+      params: { ...JOB_ID_PARAMS, attempt: ATTEMPT_PARAM, follow: { type: "boolean", optional: true, convert: true } },
       async handler(this: SchedulerThis, ctx: Context<JobLogsParams, PagedMeta>): Promise<BodyPage> {
-        return pagedAnswer(ctx, await this.jobLogs.first(await this.logTarget(ctx)), "text/plain; charset=utf-8");
+        const row = ctx.params.follow ? await this.ownJob(ctx) : undefined;
+        // A finished job has nothing more to follow: its whole output, as without `follow`.
+        if (!row || isTerminal(row.status)) return pagedAnswer(ctx, await this.jobLogs.first(await this.logTarget(ctx)), "text/plain; charset=utf-8");
+        const attempt = ctx.params.attempt ?? Math.max(row.attempts, 1);
+        if (attempt > Math.max(row.attempts, 1)) throw notFound(`Attempt ${attempt} of the GPU job`);
+        const cursor: FollowCursor = { id: row.id, fid: randomUUID(), attempt, offset: 0 };
+        ctx.meta.$responseHeaders = { ...ctx.meta.$responseHeaders, "Cache-Control": "no-cache", "X-Accel-Buffering": "no" };
+        const first = await this.follow.page(followedJob(row), cursor, 0);
+        return pagedAnswer(ctx, first, "text/plain; charset=utf-8", "gpu-scheduler.followPage", "gpu-scheduler.followStop");
+      },
+    },
+
+    /** The next page of a followed log: new output, waiting up to GPU_FOLLOW_WAIT_MS for some (log-follow.ts). */
+    followPage: {
+      visibility: "public",
+      callers: ["api-gateway"],
+      auth: "required",
+      params: FOLLOW_CURSOR,
+      async handler(this: SchedulerThis, ctx: Context<FollowCursor, CallerMeta>): Promise<BodyPage> {
+        return this.follow.page(followedJob(await this.ownJob(ctx)), ctx.params, this.config.followWaitMs);
+      },
+    },
+
+    /** The client of a followed log left: the node ends the page wait in flight at once. */
+    followStop: {
+      visibility: "public",
+      callers: ["api-gateway"],
+      auth: "required",
+      params: FOLLOW_CURSOR,
+      async handler(this: SchedulerThis, ctx: Context<FollowCursor, CallerMeta>): Promise<{ stopped: true }> {
+        await this.follow.stop(followedJob(await this.ownJob(ctx)), ctx.params);
+        return { stopped: true };
       },
     },
 
@@ -485,6 +532,8 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       this.limits,
     );
     this.jobLogs = new JobLogs(nodes, this.scheduler.view, (message) => this.logger.debug(message));
+    const attemptNode = async (jobId: string, attempt: number) => (await this.repo.attempt(jobId, attempt))?.node_id ?? null;
+    this.follow = new LogFollow(nodes, this.scheduler.view, attemptNode, this.watch);
     this.inserts = new Batcher(
       async (jobs) => {
         await this.repo.insert(jobs, this.clock.now());
