@@ -40,6 +40,12 @@ import { JOB_STATUS_CHANGED, JobStatusChanged, publishStatusChanges } from "./st
 import { EventsCursor, nextEventsPage, statusEventPage, StatusWatch } from "./job-watch";
 import { FollowCursor, FollowedJob, LogFollow } from "./log-follow";
 import { isTerminal } from "./transitions";
+import { promises as dns } from "dns";
+import { Lookup, resolveTarget, WEBHOOK_URL_MAX } from "./webhook-target";
+import { postOnce } from "./webhook-delivery";
+import { WebhookSender } from "./webhook-sender";
+import { WebhooksRepository } from "./webhooks.repository";
+import { WebhookDeliveryList, WebhookDeliveryView } from "./contract";
 
 export interface CreateJobParams {
   command: string;
@@ -50,6 +56,7 @@ export interface CreateJobParams {
   queueTimeoutSeconds?: number;
   maxRetries?: number;
   priority?: Priority;
+  webhookUrl?: string;
 }
 export type JobIdParams = { id: string };
 /** `attempt`: 1-based; absent: the last one. */
@@ -63,6 +70,9 @@ function pagedAnswer(ctx: Context<unknown, PagedMeta>, first: BodyPage, contentT
   ctx.meta.$pagedBody = { action, ...(stop && { stop }) };
   return first;
 }
+
+/** Every address of a host, from the system resolver (webhook targets are checked on all of them). */
+const dnsLookup: Lookup = (host) => dns.lookup(host, { all: true });
 
 /** What following needs of a job's row (log-follow.ts). */
 const followedJob = (row: JobRow): FollowedJob => ({ id: row.id, status: row.status, attempts: row.attempts, nodeId: row.node_id });
@@ -105,6 +115,9 @@ type SchedulerThis = Service &
     /** SSE watchers and log followers of this replica waiting for a job's next status change. */
     watch: StatusWatch;
     follow: LogFollow;
+    webhooks: WebhooksRepository;
+    sender: WebhookSender;
+    checkWebhookUrl(clientId: string, url: string): Promise<void>;
     detail(row: JobRow, positions?: Map<string, number>): JobDetail;
     details(rows: JobRow[]): Promise<JobDetail[]>;
     checkQueuedQuota(clientId: string): Promise<void>;
@@ -162,6 +175,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
         // Names and values are checked by jobEnvProblem (one rule for the scheduler and the node).
         env: { type: "object", optional: true },
         priority: { type: "enum", values: [...PRIORITIES], optional: true },
+        webhookUrl: { type: "string", optional: true, max: WEBHOOK_URL_MAX },
       },
       async handler(this: SchedulerThis, ctx: Context<CreateJobParams, CallerMeta>): Promise<CreatedJob> {
         const { command, containerImage } = ctx.params;
@@ -175,6 +189,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
         // Pulling makes a GPU host connect to the image's registry: only the operator's registries (the node checks again).
         const image = containerImage ? checkImage(containerImage, this.allowedRegistries) : null;
         if (image && !image.ok) throw validationFailed([{ field: "containerImage", message: `The 'containerImage' field is not allowed: ${image.reason}.` }]);
+        if (ctx.params.webhookUrl !== undefined) await this.checkWebhookUrl(ctx.meta.caller!.clientId, ctx.params.webhookUrl);
         const job: NewJob = {
           id: randomUUID(),
           clientId: ctx.meta.caller!.clientId,
@@ -186,6 +201,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
           queueTimeoutSeconds: ctx.params.queueTimeoutSeconds ?? null,
           maxRetries: ctx.params.maxRetries ?? 0,
           priority: PRIORITIES.indexOf(ctx.params.priority ?? "normal"),
+          webhookUrl: ctx.params.webhookUrl ?? null,
         };
         // Keyed requests take their own transaction (a replay answers even at the queued-jobs cap); the others stay on the batched inserts.
         if (key !== undefined) return this.createKeyed(ctx, key, job);
@@ -359,6 +375,16 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       },
     },
 
+    /** The account's webhook deliveries, newest first (webhook-sender.ts). */
+    deliveries: {
+      rest: { method: "GET", basePath: "/webhooks", path: "/deliveries" },
+      auth: "required",
+      openapi: { tag: "gpu", summary: "The account's 100 most recent webhook deliveries, newest first", status: 200, response: WebhookDeliveryList },
+      async handler(this: SchedulerThis, ctx: Context<unknown, CallerMeta>): Promise<{ deliveries: WebhookDeliveryView[] }> {
+        return { deliveries: await this.webhooks.listForClient(ctx.meta.caller!.clientId, 100) };
+      },
+    },
+
     status: {
       rest: "GET /status",
       auth: "required",
@@ -388,7 +414,9 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
     /** Any replica's committed change wakes this replica's watchers of that job. */
     [JOB_STATUS_CHANGED]: {
       handler(this: SchedulerThis, ctx: Context<JobStatusChanged>) {
-        if (typeof ctx.params?.jobId === "string") this.watch.notify(ctx.params.jobId);
+        if (typeof ctx.params?.jobId !== "string") return;
+        this.watch.notify(ctx.params.jobId);
+        if (isTerminal(ctx.params.status)) this.sender.wake(); // its webhook, if any, is queued already
       },
     },
     [HEARTBEAT_EVENT]: {
@@ -488,6 +516,15 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       return new Date(this.clock.now().getTime() - this.config.idempotencyTtlS * 1000);
     },
 
+    /** 400 naming `webhookUrl`: not an absolute http(s) URL, the account has no secret, or (unless WEBHOOK_ALLOW_PRIVATE) a private target. */
+    async checkWebhookUrl(this: SchedulerThis, clientId: string, url: string): Promise<void> {
+      const refuse = (message: string) => validationFailed([{ field: "webhookUrl", message }]);
+      const { secret } = await this.broker.call<{ secret: string | null }, { clientId: string }>("auth.webhookSecret", { clientId });
+      const target = await resolveTarget(url, dnsLookup, this.config.webhooks.allowPrivate);
+      if (!target.ok) throw refuse(`The 'webhookUrl' field ${target.reason}.`);
+      if (!secret) throw refuse("The account has no webhook signing secret: create one with POST /api/auth/webhook-secret first.");
+    },
+
     checkGpuType(this: SchedulerThis, gpuType: string) {
       const names = this.scheduler.view.cardNames();
       // An empty or just-restarted view does not know every card yet: the job waits for one.
@@ -534,6 +571,19 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
     this.jobLogs = new JobLogs(nodes, this.scheduler.view, (message) => this.logger.debug(message));
     const attemptNode = async (jobId: string, attempt: number) => (await this.repo.attempt(jobId, attempt))?.node_id ?? null;
     this.follow = new LogFollow(nodes, this.scheduler.view, attemptNode, this.watch);
+    this.webhooks = new WebhooksRepository(this.db);
+    const ports = {
+      repo: this.webhooks,
+      detail: async (jobId: string) => {
+        const row = await this.repo.find(jobId);
+        return row ? this.detail(row) : null;
+      },
+      secret: async (clientId: string) => (await this.broker.call<{ secret: string | null }, { clientId: string }>("auth.webhookSecret", { clientId })).secret,
+      lookup: dnsLookup,
+      post: postOnce,
+      now: () => this.clock.now(),
+    };
+    this.sender = new WebhookSender(ports, this.config.webhooks, this.logger);
     this.inserts = new Batcher(
       async (jobs) => {
         await this.repo.insert(jobs, this.clock.now());
@@ -554,10 +604,12 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       );
     this.tickTimer = setInterval(() => void tick(), Math.max(MIN_TICK_MS, this.config.scheduleTickMs));
     void this.scheduler.schedule();
+    this.sender.start();
   },
 
   async stopped(this: SchedulerThis) {
     clearInterval(this.tickTimer);
+    await this.sender.stop();
     await this.scheduler.stop();
   },
 };

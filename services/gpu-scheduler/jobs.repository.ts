@@ -37,6 +37,8 @@ export type JobRow = {
   prior_gpu_seconds: number;
   /** 0 low, 1 normal, 2 high. */
   priority: number;
+  /** POSTed a signed event at the job's terminal status (webhook_deliveries). */
+  webhook_url: string | null;
 };
 
 /** An ended attempt of a retried job (job_attempts). */
@@ -55,11 +57,12 @@ export type NewJob = {
   maxRetries?: number;
   /** 0 low, 1 normal (default), 2 high. */
   priority?: number;
+  webhookUrl?: string | null;
 };
 
 const COLUMNS = `id, client_id, command, container_image, gpu_type, status, node_id, gpu_uuid, gpu_name, holding,
   created_at, assigned_at, started_at, completed_at, exit_code, output, output_base64, error_message, timeout_seconds, env_names,
-  queue_timeout_seconds, status_reason, max_retries, attempts, prior_gpu_seconds, priority`;
+  queue_timeout_seconds, status_reason, max_retries, attempts, prior_gpu_seconds, priority, webhook_url`;
 /** What a decision reads: `output` only as a presence mark (see `states`). */
 const STATE_COLUMNS = `id, status, node_id, gpu_uuid, holding, assigned_at, started_at, completed_at, exit_code, error_message, attempts, max_retries,
   CASE WHEN output IS NULL THEN NULL ELSE '' END AS output`;
@@ -93,12 +96,13 @@ export class JobsRepository {
   async insert(jobs: NewJob[], now: Date, db: Pool | PoolClient = this.db): Promise<Array<{ id: string }>> {
     const { rows } = await db.query<{ id: string }>(
       `INSERT INTO gpu_scheduler.jobs (id, client_id, command, container_image, gpu_type, gpu_match, status, created_at, timeout_seconds, env, env_names,
-           queue_timeout_seconds, queue_deadline, priority, max_retries)
+           queue_timeout_seconds, queue_deadline, priority, max_retries, webhook_url)
          SELECT u.id, u.client_id, u.command, u.image, u.gpu_type, u.gpu_match, 'queued', $7, u.timeout_seconds, u.env,
            ARRAY(SELECT k FROM jsonb_object_keys(COALESCE(u.env, '{}')) AS k ORDER BY k COLLATE "C"),
-           u.queue_timeout, $7::timestamptz + make_interval(secs => u.queue_timeout), u.priority, u.max_retries
-         FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $8::int[], $9::jsonb[], $10::int[], $11::smallint[], $12::int[])
-           AS u(id, client_id, command, image, gpu_type, gpu_match, timeout_seconds, env, queue_timeout, priority, max_retries)
+           u.queue_timeout, $7::timestamptz + make_interval(secs => u.queue_timeout), u.priority, u.max_retries, u.webhook_url
+         FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $8::int[], $9::jsonb[], $10::int[], $11::smallint[], $12::int[],
+             $13::text[])
+           AS u(id, client_id, command, image, gpu_type, gpu_match, timeout_seconds, env, queue_timeout, priority, max_retries, webhook_url)
          RETURNING id`,
       [
         jobs.map((j) => j.id),
@@ -113,6 +117,7 @@ export class JobsRepository {
         jobs.map((j) => j.queueTimeoutSeconds ?? null),
         jobs.map((j) => j.priority ?? 1),
         jobs.map((j) => j.maxRetries ?? 0),
+        jobs.map((j) => j.webhookUrl ?? null),
       ],
     );
     return rows;
@@ -245,7 +250,7 @@ export class JobsRepository {
        FROM jsonb_to_recordset($1::jsonb) AS p(id uuid, seen_status text, seen_holding boolean, seen_node text, seen_gpu text, patch jsonb)
        WHERE j.id = p.id AND j.status = p.seen_status AND j.holding = p.seen_holding
          AND j.node_id IS NOT DISTINCT FROM p.seen_node AND j.gpu_uuid IS NOT DISTINCT FROM p.seen_gpu
-       RETURNING j.id, j.client_id, j.status, j.started_at, j.attempts, p.patch->'endedAttempt' AS ended,
+       RETURNING j.id, j.client_id, j.status, j.started_at, j.attempts, j.webhook_url, p.seen_status, p.patch->'endedAttempt' AS ended,
          CASE WHEN p.seen_status NOT IN ${TERMINAL_SQL} AND j.status IN ${TERMINAL_SQL} AND j.started_at IS NOT NULL
            THEN GREATEST(extract(epoch FROM COALESCE(j.completed_at, j.started_at) - j.started_at), 0)
            -- an attempt ended and the job went back to the queue (retry): its time counts too
@@ -260,7 +265,13 @@ export class JobsRepository {
        usage AS (
          INSERT INTO gpu_scheduler.account_usage AS u (client_id, gpu_seconds, at)
          SELECT client_id, sum(used), now() FROM written WHERE used IS NOT NULL GROUP BY client_id
-         ON CONFLICT (client_id) DO UPDATE SET gpu_seconds = ${decayedUsageSql(this.halfLifeS)} + EXCLUDED.gpu_seconds, at = now())
+         ON CONFLICT (client_id) DO UPDATE SET gpu_seconds = ${decayedUsageSql(this.halfLifeS)} + EXCLUDED.gpu_seconds, at = now()),
+       -- A job with a webhook that reaches its terminal status queues its delivery in this same statement.
+       hooks AS (
+         INSERT INTO gpu_scheduler.webhook_deliveries (id, client_id, job_id, type, url, next_attempt_at)
+         SELECT gen_random_uuid(), client_id, id, 'job.' || status, webhook_url, now() FROM written
+         WHERE webhook_url IS NOT NULL AND status IN ${TERMINAL_SQL} AND seen_status NOT IN ${TERMINAL_SQL}
+         ON CONFLICT (job_id) DO NOTHING)
        SELECT id, client_id, status, started_at, attempts FROM written`,
       [
         JSON.stringify(
