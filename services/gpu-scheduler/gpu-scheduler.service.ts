@@ -38,7 +38,7 @@ import { PRIORITIES, Priority } from "./placement";
 import { QueuePositions } from "./queue-positions";
 import { JOB_STATUS_CHANGED, JobStatusChanged, publishStatusChanges } from "./status-events";
 import { EventsCursor, nextEventsPage, statusEventPage, StatusWatch } from "./job-watch";
-import { FollowCursor, FollowedJob, LogFollow } from "./log-follow";
+import { FollowCursor, FollowedJob, FollowedJobs, LogFollow } from "./log-follow";
 import { isTerminal } from "./transitions";
 import { promises as dns } from "dns";
 import { Lookup, resolveTarget, WEBHOOK_URL_MAX } from "./webhook-target";
@@ -115,6 +115,9 @@ type SchedulerThis = Service &
     /** SSE watchers and log followers of this replica waiting for a job's next status change. */
     watch: StatusWatch;
     follow: LogFollow;
+    followed: FollowedJobs;
+    /** The caller's followed job (cached a second, followed-jobs); another account's is 404. */
+    ownFollowed(ctx: Context<FollowCursor, CallerMeta>): Promise<FollowedJob>;
     webhooks: WebhooksRepository;
     sender: WebhookSender;
     checkWebhookUrl(clientId: string, url: string): Promise<void>;
@@ -286,7 +289,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       auth: "required",
       params: FOLLOW_CURSOR,
       async handler(this: SchedulerThis, ctx: Context<FollowCursor, CallerMeta>): Promise<BodyPage> {
-        return this.follow.page(followedJob(await this.ownJob(ctx)), ctx.params, this.config.followWaitMs);
+        return this.follow.page(await this.ownFollowed(ctx), ctx.params, this.config.followWaitMs);
       },
     },
 
@@ -297,7 +300,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       auth: "required",
       params: FOLLOW_CURSOR,
       async handler(this: SchedulerThis, ctx: Context<FollowCursor, CallerMeta>): Promise<{ stopped: true }> {
-        await this.follow.stop(followedJob(await this.ownJob(ctx)), ctx.params);
+        await this.follow.stop(await this.ownFollowed(ctx), ctx.params);
         return { stopped: true };
       },
     },
@@ -415,6 +418,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
     [JOB_STATUS_CHANGED]: {
       handler(this: SchedulerThis, ctx: Context<JobStatusChanged>) {
         if (typeof ctx.params?.jobId !== "string") return;
+        this.followed.forget(ctx.params.jobId);
         this.watch.notify(ctx.params.jobId);
         if (isTerminal(ctx.params.status)) this.sender.wake(); // its webhook, if any, is queued already
       },
@@ -484,6 +488,12 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       const row = isUuid(ctx.params.id) ? await this.repo.findForClient(ctx.params.id, ctx.meta.caller!.clientId) : undefined;
       if (!row) throw notFound("GPU job");
       return row;
+    },
+
+    async ownFollowed(this: SchedulerThis, ctx: Context<FollowCursor, CallerMeta>): Promise<FollowedJob> {
+      const job = isUuid(ctx.params.id) ? await this.followed.get(ctx.params.id, ctx.meta.caller!.clientId) : undefined;
+      if (!job) throw notFound("GPU job");
+      return job;
     },
 
     /** Whose log `?attempt=N` reads: the last attempt is the job's row, an earlier one its kept record; one not started is 404. */
@@ -571,6 +581,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
     this.jobLogs = new JobLogs(nodes, this.scheduler.view, (message) => this.logger.debug(message));
     const attemptNode = async (jobId: string, attempt: number) => (await this.repo.attempt(jobId, attempt))?.node_id ?? null;
     this.follow = new LogFollow(nodes, this.scheduler.view, attemptNode, this.watch);
+    this.followed = new FollowedJobs((id) => this.repo.followed(id));
     this.webhooks = new WebhooksRepository(this.db);
     const ports = {
       repo: this.webhooks,

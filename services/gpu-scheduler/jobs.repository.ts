@@ -189,6 +189,15 @@ export class JobsRepository {
     return rows[0];
   }
 
+  /** What following a job's output needs (log-follow.ts). */
+  async followed(id: string): Promise<{ id: string; clientId: string; status: StoredStatus; attempts: number; nodeId: string | null } | undefined> {
+    const { rows } = await this.db.query<{ id: string; clientId: string; status: StoredStatus; attempts: number; nodeId: string | null }>(
+      `SELECT id, client_id AS "clientId", status, attempts, node_id AS "nodeId" FROM gpu_scheduler.jobs WHERE id = $1`,
+      [id],
+    );
+    return rows[0];
+  }
+
   /** An ended attempt of a retried job (the current or last one is the job's row). */
   async attempt(jobId: string, attempt: number): Promise<AttemptRow | undefined> {
     const { rows } = await this.db.query<AttemptRow>(

@@ -23,6 +23,41 @@ export interface FollowNodes {
 
 /** What following needs of the job's row. */
 export type FollowedJob = { id: string; status: StoredStatus; attempts: number; nodeId: string | null };
+export type OwnedJob = FollowedJob & { clientId: string };
+
+/**
+ * The followed jobs' rows, each read at most once a second per replica however many follow it
+ * (a page per follower per line would otherwise be a query each); a job's status change drops its
+ * entry at once (`forget`, from the job.statusChanged broadcast). Being a second late on a change
+ * the broadcast does not carry (a placement) costs nothing: pages re-check it.
+ */
+export class FollowedJobs {
+  private readonly entries = new Map<string, { job: Promise<OwnedJob | undefined>; until: number }>();
+
+  constructor(
+    private readonly read: (id: string) => Promise<OwnedJob | undefined>,
+    private readonly ttlMs = 1000,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** The job if it is `clientId`'s (another account's is the same undefined as none). */
+  async get(id: string, clientId: string): Promise<FollowedJob | undefined> {
+    const now = this.now();
+    let entry = this.entries.get(id);
+    if (!entry || entry.until < now) {
+      if (this.entries.size > 10_000) for (const [key, e] of this.entries) if (e.until < now) this.entries.delete(key);
+      entry = { job: this.read(id), until: now + this.ttlMs };
+      this.entries.set(id, entry);
+      entry.job.catch(() => this.entries.delete(id));
+    }
+    const job = await entry.job;
+    return job?.clientId === clientId ? job : undefined;
+  }
+
+  forget(id: string): void {
+    this.entries.delete(id);
+  }
+}
 
 /**
  * Where an attempt stands (pure): not started yet; never to start (the job ended first); still

@@ -1,5 +1,5 @@
 import { LogFollowers } from "../../services/gpu-node/log-follow";
-import { FollowedJob, standing } from "../../services/gpu-scheduler/log-follow";
+import { FollowedJob, FollowedJobs, standing } from "../../services/gpu-scheduler/log-follow";
 import { waitFor } from "../support/platform";
 
 const job = (over: Partial<FollowedJob>): FollowedJob => ({ id: "j", status: "running", attempts: 1, nodeId: "n1", ...over });
@@ -47,5 +47,44 @@ describe("gpu follow - the node's followers of growing logs", () => {
     // Resolves at once (a 10 s wait would outlast the test's own timeout).
     await followers.wait("f3", "b", 0, 10_000, () => true);
     expect(followers.waiting).toBe(0);
+  });
+});
+
+describe("gpu follow - the followed jobs' rows, read once a second per replica", () => {
+  const ALICE = "a";
+  const row = { id: "j", clientId: ALICE, status: "running" as const, attempts: 1, nodeId: "n1" };
+
+  test("gpu follow - many pages of one job read its row once; a status change or a second later reads it again; another account gets nothing", async () => {
+    let now = 0;
+    let reads = 0;
+    const jobs = new FollowedJobs(
+      async () => {
+        reads++;
+        return { ...row };
+      },
+      1000,
+      () => now,
+    );
+    await Promise.all(Array.from({ length: 10 }, () => jobs.get("j", ALICE)));
+    expect(reads).toBe(1);
+    expect(await jobs.get("j", "bob")).toBeUndefined();
+    expect(reads).toBe(1);
+    jobs.forget("j");
+    await jobs.get("j", ALICE);
+    expect(reads).toBe(2);
+    now = 1001;
+    expect(await jobs.get("j", ALICE)).toMatchObject({ status: "running" });
+    expect(reads).toBe(3);
+  });
+
+  test("gpu follow - a job that does not exist is undefined, and a failed read is not kept", async () => {
+    let fail = true;
+    const jobs = new FollowedJobs(async () => {
+      if (fail) throw new Error("database down");
+      return undefined;
+    });
+    await expect(jobs.get("x", ALICE)).rejects.toThrow("database down");
+    fail = false;
+    expect(await jobs.get("x", ALICE)).toBeUndefined();
   });
 });
