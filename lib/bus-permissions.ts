@@ -9,6 +9,7 @@ import { INFERENCE_COMPLETED } from "../services/inference/events";
 import { CORE_ROLE, CallerTableRow, nodeIDFor, rolesOf, SERVICE_ROLES } from "./bus-identity";
 import { HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL } from "./gpu-protocol";
 import { USAGE_CHANNEL, USAGE_OWNERS } from "./usage-protocol";
+import { JOB_STATUS_CHANGED } from "../services/gpu-scheduler/status-events";
 
 /** Events that cross processes: who sends them, who handles them, and how. */
 export type BusEvent = { event: string; from: readonly string[]; to: readonly string[]; kind: "broadcast" | "emit" };
@@ -16,6 +17,8 @@ export type BusEvent = { event: string; from: readonly string[]; to: readonly st
 export const BUS_EVENTS: readonly BusEvent[] = [
   { event: HEARTBEAT_EVENT, from: ["gpu-node"], to: ["gpu-scheduler", "metrics"], kind: "broadcast" },
   { event: INFERENCE_COMPLETED, from: ["inference"], to: ["metrics"], kind: "emit" },
+  // Every scheduler replica serves SSE watchers and follows of any job (job-watch.ts).
+  { event: JOB_STATUS_CHANGED, from: ["gpu-scheduler"], to: ["gpu-scheduler"], kind: "broadcast" },
 ];
 
 /** Durable per-sender channels (lib/channels.ts): publishers send under their own node id. */

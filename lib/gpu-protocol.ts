@@ -152,6 +152,15 @@ export type JobEvent =
 
 /** `attempt`: which attempt's log (absent: 1). */
 export type LogsParams = { jobId: string; attempt?: number; offset?: number; limit?: number };
+
+/**
+ * `gpu-node.follow`: the output of one attempt from `offset`, waiting up to `waitMs` for some when
+ * there is none yet and the attempt still runs there; `fid` names the follow, so that
+ * `gpu-node.followStop` ({ fid }) ends its wait when the client leaves.
+ */
+export type FollowParams = { jobId: string; attempt?: number; offset: number; fid: string; waitMs: number };
+/** `end`: the offset after `data`; `live`: the attempt still runs on the node (its log may grow). */
+export type FollowPage = { data: string; end: number; live: boolean };
 /** Byte offsets into the node's log file; `data` is the page's raw bytes in base64 (output is bytes). */
 export type LogsPage = { data: string; offset: number; nextOffset: number | null; totalBytes: number };
 

@@ -26,6 +26,10 @@ export function watchStream(ctx: Context<unknown, StreamMeta>, res: ServerRespon
   if (!isReadable(data)) return;
   // Each event must leave at once: no Nagle delay on the client socket.
   res.socket?.setNoDelay(true);
+  // The status line too, before a first byte (a followed queued job has none yet); once moleculer-web has set the headers.
+  setImmediate(() => {
+    if (!res.headersSent && !res.writableEnded && !res.destroyed) res.flushHeaders();
+  });
   const hook = ctx.meta.$streamAbort;
   if (!hook || hook.nodeID === ctx.broker.nodeID) return;
   res.once("close", () => {

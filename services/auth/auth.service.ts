@@ -7,7 +7,7 @@
  * Login limits (throttle.ts): every attempt counts per client address; failures count per
  * (e-mail, address) pair, so a third party failing from elsewhere cannot lock the owner out.
  */
-import { randomUUID } from "crypto";
+import { randomBytes, randomUUID } from "crypto";
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import { platformSettingsOf } from "../../lib/platform-settings";
 import { brokerEnv } from "../../lib/settings";
@@ -20,7 +20,7 @@ import { acquireRedis, releaseRedis } from "../../lib/redis";
 import { DbMixin, DbThis } from "../../mixins/db.mixin";
 import { generateApiKey, hashApiKey, KEY_HASH_PATTERN } from "./api-keys";
 import { ClientsRepository, toPublicClient } from "./clients.repository";
-import { ApiKeyResult, AuthResult, Client, PublicClient } from "./contract";
+import { ApiKeyResult, AuthResult, Client, PublicClient, WebhookSecretResult } from "./contract";
 import { migrations } from "./migrations";
 import { hashPassword, verifyPassword } from "./passwords";
 import { LoginThrottle } from "./throttle";
@@ -145,6 +145,38 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
         await this.clients.setApiKey(ctx.meta.caller!.clientId, hashApiKey(apiKey));
         respondCreated(ctx.meta, "/api/auth/me");
         return { apiKey };
+      },
+    },
+
+    /** The account's webhook signing secret (Standard Webhooks), shown once; a new one replaces the old at once. */
+    createWebhookSecret: {
+      rest: "POST /webhook-secret",
+      auth: "jwt", // as api-keys: a leaked API key must not be able to take over the account's webhooks
+      openapi: {
+        tag: "auth",
+        summary: "Create the webhook signing secret (replaces the previous one)",
+        description:
+          "Requires a JWT: an API key gets 403. Webhooks of the account's jobs are signed with it from now on " +
+          "(headers webhook-id, webhook-timestamp, webhook-signature: Standard Webhooks). Shown once only.",
+        status: 201,
+        response: WebhookSecretResult,
+      },
+      params: { $$strict: "remove" },
+      async handler(this: AuthThis, ctx: Context<unknown, CallerMeta>): Promise<WebhookSecretResult> {
+        const webhookSecret = `whsec_${randomBytes(32).toString("base64")}`;
+        await this.clients.setWebhookSecret(ctx.meta.caller!.clientId, webhookSecret);
+        respondCreated(ctx.meta, "/api/auth/me");
+        return { webhookSecret };
+      },
+    },
+
+    /** Internal: the secret that signs the account's webhooks (null: none yet); only the scheduler, which sends them, may ask. */
+    webhookSecret: {
+      visibility: "public",
+      callers: ["gpu-scheduler"],
+      params: { clientId: { type: "uuid" } },
+      async handler(this: AuthThis, ctx: Context<{ clientId: string }>): Promise<{ secret: string | null }> {
+        return { secret: await this.clients.webhookSecret(ctx.params.clientId) };
       },
     },
 

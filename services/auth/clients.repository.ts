@@ -66,6 +66,20 @@ export class ClientsRepository {
     );
   }
 
+  /** Replaces the account's webhook signing secret. */
+  async setWebhookSecret(clientId: string, secret: string): Promise<void> {
+    await this.db.query(
+      `INSERT INTO auth.webhook_secrets (client_id, secret) VALUES ($1, $2)
+       ON CONFLICT (client_id) DO UPDATE SET secret = EXCLUDED.secret, created_at = now()`,
+      [clientId, secret],
+    );
+  }
+
+  async webhookSecret(clientId: string): Promise<string | null> {
+    const { rows } = await this.db.query<{ secret: string }>(`SELECT secret FROM auth.webhook_secrets WHERE client_id = $1`, [clientId]);
+    return rows[0]?.secret ?? null;
+  }
+
   async findByApiKeyHash(keyHash: string): Promise<{ id: string; role: string } | undefined> {
     const { rows } = await this.db.query<{ id: string; role: string }>(
       `SELECT c.id, c.role FROM auth.api_keys k JOIN auth.clients c ON c.id = k.client_id WHERE k.key_hash = $1`,

@@ -23,3 +23,14 @@ export type AuthResult = Static<typeof AuthResult>;
 
 export const ApiKeyResult = Type.Object({ apiKey: Type.String({ pattern: "^ci_[a-z0-9]{32}$", description: "Shown once only" }) }, { $id: "ApiKeyResult" });
 export type ApiKeyResult = Static<typeof ApiKeyResult>;
+
+export const WebhookSecretResult = Type.Object(
+  {
+    webhookSecret: Type.String({
+      pattern: "^whsec_[A-Za-z0-9+/]{43}=$",
+      description: "Standard Webhooks signing secret (base64 of 32 random bytes after `whsec_`); shown once only, replaces the previous one",
+    }),
+  },
+  { $id: "WebhookSecretResult" },
+);
+export type WebhookSecretResult = Static<typeof WebhookSecretResult>;

@@ -22,4 +22,17 @@ export const migrations: Migration[] = [
       );
     `,
   },
+  {
+    version: 2,
+    name: "webhook signing secrets",
+    // Kept as issued (the sender must sign with it): PostgreSQL's access control protects it, as it
+    // protects the tenants' data. One row per client: a new secret replaces the old one.
+    sql: `
+      CREATE TABLE webhook_secrets (
+        client_id uuid PRIMARY KEY REFERENCES clients (id) ON DELETE CASCADE,
+        secret text NOT NULL,
+        created_at timestamptz NOT NULL DEFAULT now()
+      );
+    `,
+  },
 ];

@@ -2,7 +2,7 @@
  * gpu-node: one per GPU host. Announces its cards (nvidia-smi, or GPU_SIMULATE) with live
  * telemetry in a heartbeat, runs the jobs the scheduler places on them (Docker by default,
  * bubblewrap-sandboxed processes on hosts without it; executor-setup.ts) and reports each job's life on the durable job-events channel.
- * Internal only: the scheduler calls `run`, `cancel`, `logs` and `artifacts` on the node that holds the card.
+ * Internal only: the scheduler calls `run`, `cancel`, `logs`, `follow` and `artifacts` on the node that holds the card.
  *
  * On SIGTERM it refuses new work and publishes what it still has to report. Docker jobs keep
  * running and are re-adopted when the node comes back; process jobs are stopped and failed.
@@ -17,6 +17,8 @@ import {
   JOB_EVENTS_CHANNEL,
   jobEnvProblem,
   JobEvent,
+  FollowPage,
+  FollowParams,
   LogsPage,
   LogsParams,
   MAX_JOB_RETRIES,
@@ -33,6 +35,7 @@ import { artifactPath } from "./artifacts";
 import { logFilePath, logKey } from "./output";
 import { promises as fsp } from "fs";
 import { EventOutbox } from "./outbox";
+import { LogFollowers } from "./log-follow";
 import { setUpExecutor } from "./executor-setup";
 import { IMAGE_NAME_MAX, IMAGE_NAME_PATTERN } from "./registry-policy";
 
@@ -81,6 +84,7 @@ type GpuNodeThis = Service & {
   pruneLogs(): Promise<void>;
   logBudget: LogBudget;
   noteFinishedLog(logKey: string, jobId: string): Promise<void>;
+  followers: LogFollowers;
 };
 
 const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
@@ -169,6 +173,46 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
         const page = await readLogChunk(this.config.jobLogDir, logKey(ctx.params.jobId, ctx.params.attempt), ctx.params.offset, ctx.params.limit);
         if (!page) throw apiError("NOT_FOUND", `No output of job ${ctx.params.jobId} (attempt ${ctx.params.attempt ?? 1}) on this node`);
         return page;
+      },
+    },
+
+    /**
+     * Live output of one attempt from `offset`: what is there now, else (while the attempt runs
+     * here) the first bytes written within `waitMs` (log-follow.ts); `followStop` ends the wait.
+     */
+    follow: {
+      visibility: "public",
+      callers: ["gpu-scheduler"],
+      params: {
+        $$strict: "remove",
+        jobId: JOB_ID,
+        attempt: ATTEMPT,
+        offset: { type: "number", integer: true, min: 0 },
+        fid: { type: "string", min: 1, max: 64 },
+        waitMs: { type: "number", integer: true, min: 0, max: 60_000 },
+      },
+      async handler(this: GpuNodeThis, ctx: Context<FollowParams>): Promise<FollowPage> {
+        const { jobId, offset, fid, waitMs } = ctx.params;
+        const attempt = ctx.params.attempt ?? 1;
+        const key = logKey(jobId, attempt);
+        const live = () => (this.jobs.get(jobId)?.attempt ?? 0) === attempt;
+        const read = async () => (await readLogChunk(this.config.jobLogDir, key, offset))?.data ?? "";
+        let data = await read();
+        if (!data && waitMs > 0 && live()) {
+          await this.followers.wait(fid, logFilePath(this.config.jobLogDir, key), offset, waitMs, live);
+          data = await read();
+        }
+        return { data, end: offset + Buffer.byteLength(data, "base64"), live: live() };
+      },
+    },
+
+    /** The client of follow `fid` left: its page in flight returns now, and later ones at once. */
+    followStop: {
+      visibility: "public",
+      callers: ["gpu-scheduler"],
+      params: { $$strict: "remove", fid: { type: "string", min: 1, max: 64 } },
+      handler(this: GpuNodeThis, ctx: Context<{ fid: string }>): { stopped: boolean } {
+        return { stopped: this.followers.stop(ctx.params.fid) };
       },
     },
 
@@ -320,6 +364,7 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
   created(this: GpuNodeThis) {
     this.config = parseGpuNodeSettings(brokerEnv(this.broker));
     this.jobs = new Map();
+    this.followers = new LogFollowers();
     this.logBudget = new LogBudget(Math.round(this.config.jobLogMaxTotalMb * 1024 * 1024));
     this.tracking = new Set();
     this.timers = [];
@@ -367,6 +412,7 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
 
   async stopped(this: GpuNodeThis) {
     this.accepting = false;
+    this.followers.stopAll();
     this.timers.forEach(clearInterval);
     clearInterval(this.heartbeatTimer);
     const jobs = [...this.jobs.values()];

@@ -87,6 +87,13 @@ export const Job = Type.Object(
       minimum: 0,
       description: "Attempts started so far (at most maxRetries + 1); the other fields describe the current or last one",
     }),
+    webhookUrl: Nullable(
+      Type.String({
+        format: "uri",
+        maxLength: 2048,
+        description: "As submitted: receives a signed POST (Standard Webhooks) at the job's terminal status; null: none",
+      }),
+    ),
   },
   { $id: "Job" },
 );
@@ -122,3 +129,21 @@ export const ClusterStatus = Type.Object(
   { $id: "ClusterStatus" },
 );
 export type ClusterStatus = Static<typeof ClusterStatus>;
+
+export const WebhookDelivery = Type.Object(
+  {
+    id: Type.String({ format: "uuid", description: "The `webhook-id` header of every attempt of this delivery" }),
+    type: StringEnum(["job.completed", "job.failed", "job.cancelled"]),
+    jobId: Type.String({ format: "uuid" }),
+    url: Type.String(),
+    status: StringEnum(["pending", "delivered", "failed"], { description: "failed: no 2xx answer before its retries ran out (at least 24 hours)" }),
+    attempts: Type.Integer({ minimum: 0 }),
+    lastStatusCode: Nullable(Type.Integer({ description: "The receiver's HTTP status at the last attempt; null: no answer" })),
+    lastError: Nullable(Type.String()),
+    deliveredAt: Nullable(Type.String({ format: "date-time" })),
+    nextAttemptAt: Nullable(Type.String({ format: "date-time", description: "While pending: when it is tried next" })),
+  },
+  { $id: "WebhookDelivery" },
+);
+export type WebhookDeliveryView = Static<typeof WebhookDelivery>;
+export const WebhookDeliveryList = Type.Object({ deliveries: Type.Array(WebhookDelivery, { maxItems: 100 }) }, { $id: "WebhookDeliveryList" });

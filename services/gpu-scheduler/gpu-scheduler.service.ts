@@ -44,6 +44,16 @@ import { platformSettingsOf } from "../../lib/platform-settings";
 import type { QuotaResource } from "../usage/summary";
 import { PRIORITIES, Priority } from "./placement";
 import { QueuePositions } from "./queue-positions";
+import { JOB_STATUS_CHANGED, JobStatusChanged, publishStatusChanges } from "./status-events";
+import { EventsCursor, nextEventsPage, statusEventPage, StatusWatch } from "./job-watch";
+import { FollowCursor, FollowedJob, FollowedJobs, LogFollow } from "./log-follow";
+import { isTerminal } from "./transitions";
+import { promises as dns } from "dns";
+import { Lookup, resolveTarget, WEBHOOK_URL_MAX } from "./webhook-target";
+import { postOnce } from "./webhook-delivery";
+import { WebhookSender } from "./webhook-sender";
+import { WebhooksRepository } from "./webhooks.repository";
+import { WebhookDeliveryList, WebhookDeliveryView } from "./contract";
 
 export interface CreateJobParams {
   command: string;
@@ -55,25 +65,39 @@ export interface CreateJobParams {
   maxRetries?: number;
   priority?: Priority;
   gpuCount?: number;
+  webhookUrl?: string;
 }
 export type JobIdParams = { id: string };
 /** `attempt`: 1-based; absent: the last one. */
-export type JobLogsParams = JobIdParams & { attempt?: number };
+export type JobLogsParams = JobIdParams & { attempt?: number; follow?: boolean };
 
 type PagedMeta = CallerMeta & PagedBodyMeta & { $responseType?: string };
 
-/** A streamed answer: its first page now, the next ones from `logsPage` as the client reads (lib/paged-body.ts). */
-function pagedAnswer(ctx: Context<unknown, PagedMeta>, first: BodyPage, contentType: string): BodyPage {
+/** A streamed answer: its first page now, the next ones from `action` as the client reads (lib/paged-body.ts). */
+function pagedAnswer(ctx: Context<unknown, PagedMeta>, first: BodyPage, contentType: string, action = "gpu-scheduler.logsPage", stop?: string): BodyPage {
   ctx.meta.$responseType = contentType;
-  ctx.meta.$pagedBody = { action: "gpu-scheduler.logsPage" };
+  ctx.meta.$pagedBody = { action, ...(stop && { stop }) };
   return first;
 }
+
+/** Every address of a host, from the system resolver (webhook targets are checked on all of them). */
+const dnsLookup: Lookup = (host) => dns.lookup(host, { all: true });
+
+/** What following needs of a job's row (log-follow.ts). */
+const followedJob = (row: JobRow): FollowedJob => ({ id: row.id, status: row.status, attempts: row.attempts, nodeId: row.node_id });
 
 const LIST_LIMIT = 50;
 /** The most cards one job may ask for (`gpuCount`). */
 const MAX_GPU_COUNT = 16;
 const JOB_ID_PARAMS = { id: { type: "string", max: 64 } };
 const ATTEMPT_PARAM = { type: "number", optional: true, integer: true, min: 1, max: MAX_JOB_RETRIES + 1, convert: true };
+const FOLLOW_CURSOR = {
+  $$strict: "remove",
+  id: { type: "string", max: 64 },
+  fid: { type: "uuid" },
+  attempt: { ...ATTEMPT_PARAM, optional: false },
+  offset: { type: "number", integer: true, min: 0 },
+} as const;
 /** Deliveries of a job event that fails to apply before the scheduler gives up on it (then: dead letter). */
 const EVENT_MAX_RETRIES = 5;
 /** Applying an event takes milliseconds; one unacknowledged this long went to a replica that died. */
@@ -105,6 +129,15 @@ export type SchedulerThis = Service &
     details(rows: JobRow[], label?: NodeLabeler): Promise<JobDetail[]>;
     nodeBook: NodesRepository;
     jobSearch: JobSearchRepository;
+    /** SSE watchers and log followers of this replica waiting for a job's next status change. */
+    watch: StatusWatch;
+    follow: LogFollow;
+    followed: FollowedJobs;
+    /** The caller's followed job (cached a second, followed-jobs); another account's is 404. */
+    ownFollowed(ctx: Context<FollowCursor, CallerMeta>): Promise<FollowedJob>;
+    webhooks: WebhooksRepository;
+    sender: WebhookSender;
+    checkWebhookUrl(clientId: string, url: string): Promise<void>;
     checkQueuedQuota(clientId: string): Promise<void>;
     keys: IdempotencyRepository;
     tickTimer?: NodeJS.Timeout;
@@ -164,6 +197,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
         env: { type: "object", optional: true },
         priority: { type: "enum", values: [...PRIORITIES], optional: true },
         gpuCount: { type: "number", optional: true, integer: true, min: 1, max: MAX_GPU_COUNT },
+        webhookUrl: { type: "string", optional: true, max: WEBHOOK_URL_MAX },
       },
       async handler(this: SchedulerThis, ctx: Context<CreateJobParams, CallerMeta>): Promise<CreatedJob> {
         const { command, containerImage } = ctx.params;
@@ -179,6 +213,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
         // Pulling makes a GPU host connect to the image's registry: only the operator's registries (the node checks again).
         const image = containerImage ? checkImage(containerImage, this.allowedRegistries) : null;
         if (image && !image.ok) throw validationFailed([{ field: "containerImage", message: `The 'containerImage' field is not allowed: ${image.reason}.` }]);
+        if (ctx.params.webhookUrl !== undefined) await this.checkWebhookUrl(ctx.meta.caller!.clientId, ctx.params.webhookUrl);
         const job: NewJob = {
           id: randomUUID(),
           clientId: ctx.meta.caller!.clientId,
@@ -191,6 +226,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
           maxRetries: ctx.params.maxRetries ?? 0,
           priority: PRIORITIES.indexOf(ctx.params.priority ?? "normal"),
           gpuCount,
+          webhookUrl: ctx.params.webhookUrl ?? null,
         };
         // Keyed requests take their own transaction (a replay answers even at the queued-jobs cap); the others stay on the batched inserts.
         if (key !== undefined) return this.createKeyed(ctx, key, job);
@@ -245,15 +281,49 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       openapi: {
         tag: "gpu",
         summary: "The job's whole captured output: the exact bytes it printed, streamed (chunked)",
-        description: "Of its last attempt; `?attempt=N` (1-based) reads an earlier one. An attempt the job has not started is 404.",
+        description:
+          "Of its last attempt; `?attempt=N` (1-based) reads an earlier one. An attempt the job has not started is 404. " +
+          "`?follow=true`: what exists, then new output as it is produced (a queued job's follow waits for it to start; " +
+          "a retried job's next attempts follow), ending once the job has ended and all its output is sent.",
         status: 200,
         response: Type.String(),
         contentType: "text/plain",
         errors: ["NOT_FOUND"],
       },
-      params: { ...JOB_ID_PARAMS, attempt: ATTEMPT_PARAM },
+      params: { ...JOB_ID_PARAMS, attempt: ATTEMPT_PARAM, follow: { type: "boolean", optional: true, convert: true } },
       async handler(this: SchedulerThis, ctx: Context<JobLogsParams, PagedMeta>): Promise<BodyPage> {
-        return pagedAnswer(ctx, await this.jobLogs.first(await this.logTarget(ctx)), "text/plain; charset=utf-8");
+        const row = ctx.params.follow ? await this.ownJob(ctx) : undefined;
+        // A finished job has nothing more to follow: its whole output, as without `follow`.
+        if (!row || isTerminal(row.status)) return pagedAnswer(ctx, await this.jobLogs.first(await this.logTarget(ctx)), "text/plain; charset=utf-8");
+        const attempt = ctx.params.attempt ?? Math.max(row.attempts, 1);
+        if (attempt > Math.max(row.attempts, 1)) throw notFound(`Attempt ${attempt} of the GPU job`);
+        const cursor: FollowCursor = { id: row.id, fid: randomUUID(), attempt, offset: 0 };
+        ctx.meta.$responseHeaders = { ...ctx.meta.$responseHeaders, "Cache-Control": "no-cache", "X-Accel-Buffering": "no" };
+        const first = await this.follow.page(followedJob(row), cursor, 0);
+        return pagedAnswer(ctx, first, "text/plain; charset=utf-8", "gpu-scheduler.followPage", "gpu-scheduler.followStop");
+      },
+    },
+
+    /** The next page of a followed log: new output, waiting up to GPU_FOLLOW_WAIT_MS for some (log-follow.ts). */
+    followPage: {
+      visibility: "public",
+      callers: ["api-gateway"],
+      auth: "required",
+      params: FOLLOW_CURSOR,
+      async handler(this: SchedulerThis, ctx: Context<FollowCursor, CallerMeta>): Promise<BodyPage> {
+        return this.follow.page(await this.ownFollowed(ctx), ctx.params, this.config.followWaitMs);
+      },
+    },
+
+    /** The client of a followed log left: the node ends the page wait in flight at once. */
+    followStop: {
+      visibility: "public",
+      callers: ["api-gateway"],
+      auth: "required",
+      params: FOLLOW_CURSOR,
+      async handler(this: SchedulerThis, ctx: Context<FollowCursor, CallerMeta>): Promise<{ stopped: true }> {
+        await this.follow.stop(await this.ownFollowed(ctx), ctx.params);
+        return { stopped: true };
       },
     },
 
@@ -297,6 +367,49 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       },
     },
 
+    /** Server-sent events: the job's detail now, then at each status change; ends after a terminal one (job-watch.ts). */
+    events: {
+      rest: "GET /jobs/:id/events",
+      auth: "required",
+      openapi: {
+        tag: "gpu",
+        summary: "The job's status as server-sent events: its detail now, then one `status` event per change; ends after a terminal status",
+        description: "Each event is `event: status` with `data: <job detail>`; a `: keep-alive` comment every 15 s (GPU_EVENTS_KEEPALIVE_MS) keeps it open.",
+        status: 200,
+        response: Type.String(),
+        contentType: "text/event-stream",
+        errors: ["NOT_FOUND"],
+      },
+      params: JOB_ID_PARAMS,
+      async handler(this: SchedulerThis, ctx: Context<JobIdParams, PagedMeta>): Promise<BodyPage> {
+        const first = statusEventPage((await this.details([await this.ownJob(ctx)]))[0]);
+        ctx.meta.$responseHeaders = { ...ctx.meta.$responseHeaders, "Cache-Control": "no-cache", "X-Accel-Buffering": "no" };
+        return pagedAnswer(ctx, first, "text/event-stream; charset=utf-8", "gpu-scheduler.eventsPage");
+      },
+    },
+
+    /** The next event of an `events` stream (or a keep-alive after GPU_EVENTS_KEEPALIVE_MS); the same caller's job only. */
+    eventsPage: {
+      visibility: "public",
+      callers: ["api-gateway"],
+      auth: "required",
+      params: { $$strict: "remove", id: { type: "string", max: 64 }, last: { type: "string", max: 32 } },
+      async handler(this: SchedulerThis, ctx: Context<EventsCursor, CallerMeta>): Promise<BodyPage> {
+        const read = async () => (await this.details([await this.ownJob(ctx)]))[0];
+        return nextEventsPage(ctx.params, read, this.watch, this.config.eventsKeepAliveMs);
+      },
+    },
+
+    /** The account's webhook deliveries, newest first (webhook-sender.ts). */
+    deliveries: {
+      rest: { method: "GET", basePath: "/webhooks", path: "/deliveries" },
+      auth: "required",
+      openapi: { tag: "gpu", summary: "The account's 100 most recent webhook deliveries, newest first", status: 200, response: WebhookDeliveryList },
+      async handler(this: SchedulerThis, ctx: Context<unknown, CallerMeta>): Promise<{ deliveries: WebhookDeliveryView[] }> {
+        return { deliveries: await this.webhooks.listForClient(ctx.meta.caller!.clientId, 100) };
+      },
+    },
+
     status: {
       rest: "GET /status",
       auth: "required",
@@ -333,6 +446,15 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
   },
 
   events: {
+    /** Any replica's committed change wakes this replica's watchers of that job. */
+    [JOB_STATUS_CHANGED]: {
+      handler(this: SchedulerThis, ctx: Context<JobStatusChanged>) {
+        if (typeof ctx.params?.jobId !== "string") return;
+        this.followed.forget(ctx.params.jobId);
+        this.watch.notify(ctx.params.jobId);
+        if (isTerminal(ctx.params.status)) this.sender.wake(); // its webhook, if any, is queued already
+      },
+    },
     [HEARTBEAT_EVENT]: {
       async handler(this: SchedulerThis, ctx: Context<unknown>) {
         const checked = checkHeartbeat(ctx.params);
@@ -403,6 +525,12 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       return row;
     },
 
+    async ownFollowed(this: SchedulerThis, ctx: Context<FollowCursor, CallerMeta>): Promise<FollowedJob> {
+      const job = isUuid(ctx.params.id) ? await this.followed.get(ctx.params.id, ctx.meta.caller!.clientId) : undefined;
+      if (!job) throw notFound("GPU job");
+      return job;
+    },
+
     /** Whose log `?attempt=N` reads: the last attempt is the job's row, an earlier one its kept record; one not started is 404. */
     async logTarget(this: SchedulerThis, ctx: Context<JobLogsParams, CallerMeta>): Promise<LogTarget> {
       const row = await this.ownJob(ctx);
@@ -452,6 +580,15 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
         ]);
     },
 
+    /** 400 naming `webhookUrl`: not an absolute http(s) URL, the account has no secret, or (unless WEBHOOK_ALLOW_PRIVATE) a private target. */
+    async checkWebhookUrl(this: SchedulerThis, clientId: string, url: string): Promise<void> {
+      const refuse = (message: string) => validationFailed([{ field: "webhookUrl", message }]);
+      const { secret } = await this.broker.call<{ secret: string | null }, { clientId: string }>("auth.webhookSecret", { clientId });
+      const target = await resolveTarget(url, dnsLookup, this.config.webhooks.allowPrivate);
+      if (!target.ok) throw refuse(`The 'webhookUrl' field ${target.reason}.`);
+      if (!secret) throw refuse("The account has no webhook signing secret: create one with POST /api/auth/webhook-secret first.");
+    },
+
     checkGpuType(this: SchedulerThis, gpuType: string) {
       const names = this.scheduler.view.cardNames();
       // An empty or just-restarted view does not know every card yet: the job waits for one.
@@ -473,7 +610,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
     this.labeler = (nodeId) => nodeLabel(nodeId, nodeLabelSecret);
     this.allowedRegistries = this.config.allowedRegistries;
     this.clock = { now: () => new Date() };
-    this.repo = new JobsRepository(this.db, this.config.fairShareHalfLifeS);
+    this.repo = new JobsRepository(this.db, this.config.fairShareHalfLifeS, (changes) => publishStatusChanges(this.broker, changes));
     this.places = new PlacementRepository(this.db, this.config.fairShareHalfLifeS);
     this.nodeBook = new NodesRepository(this.db);
     this.jobSearch = new JobSearchRepository(this.db);
@@ -481,6 +618,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
     this.limits = new UsageAccountLimits(this.gate, this.config.accountDefaults);
     this.positions = new QueuePositions(this.repo, this.limits);
     this.usageOutbox = new UsageOutbox(this.db, (batch) => sendToChannel(this.broker, ownChannel(USAGE_CHANNEL, this.broker.nodeID), batch));
+    this.watch = new StatusWatch();
     this.keys = new IdempotencyRepository(this.db, this.repo, this.positions);
     const timeoutMs = this.config.dispatchTimeoutS * 1000;
     const nodes = new BrokerNodeClient(this.broker, timeoutMs);
@@ -500,6 +638,22 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       this.nodeBook,
     );
     this.jobLogs = new JobLogs(nodes, this.scheduler.view, (message) => this.logger.debug(message));
+    const attemptNode = async (jobId: string, attempt: number) => (await this.repo.attempt(jobId, attempt))?.node_id ?? null;
+    this.follow = new LogFollow(nodes, this.scheduler.view, attemptNode, this.watch);
+    this.followed = new FollowedJobs((id) => this.repo.followed(id));
+    this.webhooks = new WebhooksRepository(this.db);
+    const ports = {
+      repo: this.webhooks,
+      detail: async (jobId: string) => {
+        const row = await this.repo.find(jobId);
+        return row ? this.detail(row) : null;
+      },
+      secret: async (clientId: string) => (await this.broker.call<{ secret: string | null }, { clientId: string }>("auth.webhookSecret", { clientId })).secret,
+      lookup: dnsLookup,
+      post: postOnce,
+      now: () => this.clock.now(),
+    };
+    this.sender = new WebhookSender(ports, this.config.webhooks, this.logger);
     this.inserts = new Batcher(
       async (jobs) => {
         await this.repo.insert(jobs, this.clock.now());
@@ -520,10 +674,12 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       );
     this.tickTimer = setInterval(() => void tick(), Math.max(MIN_TICK_MS, this.config.scheduleTickMs));
     void this.scheduler.schedule();
+    this.sender.start();
   },
 
   async stopped(this: SchedulerThis) {
     clearInterval(this.tickTimer);
+    await this.sender.stop();
     await this.scheduler.stop();
   },
 };

@@ -76,6 +76,7 @@ export function toJobDetail(row: JobRow, now: Date, label: NodeLabeler, defaultT
     queuePosition: isQueued ? (queued.queuePosition ?? null) : null,
     maxRetries: row.max_retries ?? 0,
     attempts: row.attempts ?? 0,
+    webhookUrl: row.webhook_url ?? null,
   };
 }
 

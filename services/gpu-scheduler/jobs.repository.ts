@@ -4,6 +4,7 @@ import { normalizeGpuType } from "./gpu-type";
 import type { QueueAccount } from "./placement";
 import { decayedUsageSql } from "./placement.repository";
 import type { JobPatch, JobState, StoredStatus } from "./transitions";
+import { JobStatusChanged, statusChanges, WrittenJob } from "./status-events";
 
 export type JobRow = {
   id: string;
@@ -40,6 +41,8 @@ export type JobRow = {
   gpu_count: number;
   /** All its cards while placed (the first is gpu_uuid). */
   gpu_uuids: string[] | null;
+  /** POSTed a signed event at the job's terminal status (webhook_deliveries). */
+  webhook_url: string | null;
 };
 
 /** What the usage service asks of an account now (services/usage/summary.ts AccountNow). */
@@ -63,11 +66,12 @@ export type NewJob = {
   priority?: number;
   /** Cards of one name on one node (default 1). */
   gpuCount?: number;
+  webhookUrl?: string | null;
 };
 
 export const COLUMNS = `id, client_id, command, container_image, gpu_type, status, node_id, gpu_uuid, gpu_name, holding,
   created_at, assigned_at, started_at, completed_at, exit_code, output, output_base64, error_message, timeout_seconds, env_names,
-  queue_timeout_seconds, status_reason, max_retries, attempts, prior_gpu_seconds, priority, gpu_count, gpu_uuids`;
+  queue_timeout_seconds, status_reason, max_retries, attempts, prior_gpu_seconds, priority, gpu_count, gpu_uuids, webhook_url`;
 /** What a decision reads: `output` only as a presence mark (see `states`). */
 const STATE_COLUMNS = `id, status, node_id, gpu_uuid, holding, assigned_at, started_at, completed_at, exit_code, error_message, attempts, max_retries,
   CASE WHEN output IS NULL THEN NULL ELSE '' END AS output`;
@@ -95,19 +99,21 @@ export class JobsRepository {
   constructor(
     private readonly db: Pool,
     private readonly halfLifeS = 3600,
+    /** Told of the public status changes each compare-and-set committed (status-events.ts). */
+    private readonly onStatusChanged: (changes: JobStatusChanged[]) => void = () => undefined,
   ) {}
 
   /** Inserts queued jobs. `db`: a transaction's client. */
   async insert(jobs: NewJob[], now: Date, db: Pool | PoolClient = this.db): Promise<Array<{ id: string }>> {
     const { rows } = await db.query<{ id: string }>(
       `INSERT INTO gpu_scheduler.jobs (id, client_id, command, container_image, gpu_type, gpu_match, status, created_at, timeout_seconds, env, env_names,
-           queue_timeout_seconds, queue_deadline, priority, max_retries, gpu_count)
+           queue_timeout_seconds, queue_deadline, priority, max_retries, gpu_count, webhook_url)
          SELECT u.id, u.client_id, u.command, u.image, u.gpu_type, u.gpu_match, 'queued', $7, u.timeout_seconds, u.env,
            ARRAY(SELECT k FROM jsonb_object_keys(COALESCE(u.env, '{}')) AS k ORDER BY k COLLATE "C"),
-           u.queue_timeout, $7::timestamptz + make_interval(secs => u.queue_timeout), u.priority, u.max_retries, u.gpu_count
+           u.queue_timeout, $7::timestamptz + make_interval(secs => u.queue_timeout), u.priority, u.max_retries, u.gpu_count, u.webhook_url
          FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $8::int[], $9::jsonb[], $10::int[], $11::smallint[], $12::int[],
-             $13::smallint[])
-           AS u(id, client_id, command, image, gpu_type, gpu_match, timeout_seconds, env, queue_timeout, priority, max_retries, gpu_count)
+             $13::smallint[], $14::text[])
+           AS u(id, client_id, command, image, gpu_type, gpu_match, timeout_seconds, env, queue_timeout, priority, max_retries, gpu_count, webhook_url)
          RETURNING id`,
       [
         jobs.map((j) => j.id),
@@ -123,6 +129,7 @@ export class JobsRepository {
         jobs.map((j) => j.priority ?? 1),
         jobs.map((j) => j.maxRetries ?? 0),
         jobs.map((j) => j.gpuCount ?? 1),
+        jobs.map((j) => j.webhookUrl ?? null),
       ],
     );
     return rows;
@@ -207,6 +214,15 @@ export class JobsRepository {
     return rows[0];
   }
 
+  /** What following a job's output needs (log-follow.ts). */
+  async followed(id: string): Promise<{ id: string; clientId: string; status: StoredStatus; attempts: number; nodeId: string | null } | undefined> {
+    const { rows } = await this.db.query<{ id: string; clientId: string; status: StoredStatus; attempts: number; nodeId: string | null }>(
+      `SELECT id, client_id AS "clientId", status, attempts, node_id AS "nodeId" FROM gpu_scheduler.jobs WHERE id = $1`,
+      [id],
+    );
+    return rows[0];
+  }
+
   /** An ended attempt of a retried job (the current or last one is the job's row). */
   async attempt(jobId: string, attempt: number): Promise<AttemptRow | undefined> {
     const { rows } = await this.db.query<AttemptRow>(
@@ -249,7 +265,7 @@ export class JobsRepository {
    * an `endedAttempt` is kept in job_attempts by the same statement, only if its patch is written.
    */
   async compareAndSet(
-    updates: Array<{ id: string; seen: Pick<JobState, "status" | "holding" | "nodeId" | "gpuUuid">; patch: JobPatch }>,
+    updates: Array<{ id: string; seen: Pick<JobState, "status" | "holding" | "nodeId" | "gpuUuid"> & { startedAt?: Date | null }; patch: JobPatch }>,
   ): Promise<Set<string>> {
     if (!updates.length) return new Set();
     const set = (field: keyof JobPatch, column: string, cast: string) =>
@@ -257,7 +273,7 @@ export class JobsRepository {
     const unplaced = (column: string) => `${column} = CASE WHEN p.patch ? 'nodeId' THEN NULL ELSE j.${column} END`;
     // A job that started and ends here adds its GPU-seconds to its account's decayed usage (fair share),
     // and its attempt's time to the usage outbox (the ledger's source, usage-outbox.ts).
-    const { rows } = await this.db.query<{ id: string }>(
+    const { rows } = await this.db.query<WrittenJob>(
       `WITH before AS (SELECT id, gpu_name FROM gpu_scheduler.jobs WHERE id IN (SELECT (x->>'id')::uuid FROM jsonb_array_elements($1::jsonb) x)),
        written AS (UPDATE gpu_scheduler.jobs j SET
          ${set("status", "status", "")}, ${set("holding", "holding", "::boolean")},
@@ -271,7 +287,7 @@ export class JobsRepository {
        FROM jsonb_to_recordset($1::jsonb) AS p(id uuid, seen_status text, seen_holding boolean, seen_node text, seen_gpu text, patch jsonb)
        WHERE j.id = p.id AND j.status = p.seen_status AND j.holding = p.seen_holding
          AND j.node_id IS NOT DISTINCT FROM p.seen_node AND j.gpu_uuid IS NOT DISTINCT FROM p.seen_gpu
-       RETURNING j.id, j.client_id, p.patch->'endedAttempt' AS ended, ${usageCardsSql("j")} AS cards,
+       RETURNING j.id, j.client_id, j.status, j.started_at, j.attempts, j.webhook_url, p.seen_status, p.patch->'endedAttempt' AS ended, ${usageCardsSql("j")} AS cards,
          COALESCE((p.patch->'endedAttempt'->>'attempt')::int, GREATEST(j.attempts, 1)) AS attempt,
          COALESCE((p.patch->'endedAttempt'->>'startedAt')::timestamptz, j.started_at) AS use_start,
          COALESCE((p.patch->'endedAttempt'->>'endedAt')::timestamptz, j.completed_at, j.started_at) AS use_end,
@@ -294,8 +310,14 @@ export class JobsRepository {
          INSERT INTO gpu_scheduler.usage_outbox (job_id, attempt, client_id, started_at, ended_at, cards, gpu_name)
          SELECT w.id, w.attempt, w.client_id, w.use_start, GREATEST(w.use_end, w.use_start), w.cards, COALESCE(b.gpu_name, 'unknown')
          FROM written w JOIN before b ON b.id = w.id WHERE w.used IS NOT NULL AND w.use_start IS NOT NULL
-         ON CONFLICT (job_id, attempt) DO NOTHING)
-       SELECT id FROM written`,
+         ON CONFLICT (job_id, attempt) DO NOTHING),
+       -- A job with a webhook that reaches its terminal status queues its delivery in this same statement.
+       hooks AS (
+         INSERT INTO gpu_scheduler.webhook_deliveries (id, client_id, job_id, type, url, next_attempt_at)
+         SELECT gen_random_uuid(), client_id, id, 'job.' || status, webhook_url, now() FROM written
+         WHERE webhook_url IS NOT NULL AND status IN ${TERMINAL_SQL} AND seen_status NOT IN ${TERMINAL_SQL}
+         ON CONFLICT (job_id) DO NOTHING)
+       SELECT id, client_id, status, started_at, attempts FROM written`,
       [
         JSON.stringify(
           updates.map((u) => ({
@@ -309,6 +331,8 @@ export class JobsRepository {
         ),
       ],
     );
+    const changes = statusChanges(new Map(updates.map((u) => [u.id, u.seen])), rows, new Date());
+    if (changes.length) this.onStatusChanged(changes);
     return new Set(rows.map((r) => r.id));
   }
 

@@ -1,6 +1,8 @@
 /** The gpu-scheduler's settings (README "Configuration"), parsed when it is created. */
 import { DEFAULT_DATABASE_URL } from "../../lib/platform-settings";
-import { Env, int, optionalInt, positive, text } from "../../lib/settings";
+import { Env, flag, int, list, optionalInt, positive, SettingError, text } from "../../lib/settings";
+import { DEFAULT_RETRY_DELAYS_S } from "./webhook-delivery";
+import type { WebhookSettings } from "./webhook-sender";
 import type { AccountLimit } from "./account-limits";
 import { parseHeartbeatS, parseJobTimeoutS } from "../gpu-node/settings";
 import { parseAllowedRegistries } from "../gpu-node/registry-policy";
@@ -28,7 +30,23 @@ export type SchedulerSettings = {
   fairShareHalfLifeS: number;
   /** Every account's limits (QUOTA_RUNNING_GPUS, QUOTA_QUEUED_JOBS; weight 1) until an admin sets its own. */
   accountDefaults: AccountLimit;
+  /** GPU_EVENTS_KEEPALIVE_MS: a job's event stream sends a comment after this long without an event. */
+  eventsKeepAliveMs: number;
+  /** GPU_FOLLOW_WAIT_MS: a followed log's page waits at most this long for new output (then asks again). */
+  followWaitMs: number;
+  /** WEBHOOK_* (README "Webhooks"). */
+  webhooks: WebhookSettings;
 };
+
+/** WEBHOOK_RETRY_DELAYS_S: comma-separated positive seconds (default: Standard Webhooks' schedule, 27.6 h). */
+function retryDelays(env: Env): number[] {
+  const raw = list(env, "WEBHOOK_RETRY_DELAYS_S");
+  if (!raw.length) return DEFAULT_RETRY_DELAYS_S;
+  const delays = raw.map(Number);
+  if (delays.some((d) => !Number.isFinite(d) || d <= 0))
+    throw new SettingError("WEBHOOK_RETRY_DELAYS_S", env.WEBHOOK_RETRY_DELAYS_S ?? "", "comma-separated positive seconds");
+  return delays;
+}
 
 export const parseSchedulerSettings = (env: Env): SchedulerSettings => ({
   allowedRegistries: parseAllowedRegistries(env.GPU_ALLOWED_REGISTRIES),
@@ -45,5 +63,13 @@ export const parseSchedulerSettings = (env: Env): SchedulerSettings => ({
     weight: 1,
     runningGpus: optionalInt(env, "QUOTA_RUNNING_GPUS") ?? null,
     queuedJobs: int(env, "QUOTA_QUEUED_JOBS", 1000),
+  },
+  eventsKeepAliveMs: positive(env, "GPU_EVENTS_KEEPALIVE_MS", 15_000),
+  followWaitMs: positive(env, "GPU_FOLLOW_WAIT_MS", 10_000),
+  webhooks: {
+    allowPrivate: flag(env, "WEBHOOK_ALLOW_PRIVATE"),
+    retryDelaysS: retryDelays(env),
+    timeoutMs: positive(env, "WEBHOOK_TIMEOUT_MS", 10_000),
+    pollMs: positive(env, "WEBHOOK_POLL_MS", 1000),
   },
 });

@@ -8,7 +8,7 @@
 import { mkdtempSync, rmSync } from "fs";
 import os from "os";
 import path from "path";
-import { gpuTestUser, http, startTestPlatform, TestPlatform, waitFor } from "../support/platform";
+import { gpuTestUser, http, sandboxedGpuEnv, startTestPlatform, TestPlatform, waitFor } from "../support/platform";
 
 describe("gpu retries - through the gateway", () => {
   let platform: TestPlatform;
@@ -33,15 +33,7 @@ describe("gpu retries - through the gateway", () => {
     for (const method of ["log", "warn", "error"] as const) jest.spyOn(console, method).mockImplementation(() => undefined);
     platform = await startTestPlatform({
       services: ["api-gateway", "auth", "gpu-scheduler", "gpu-node"],
-      env: {
-        GPU_EXECUTOR: "process",
-        GPU_SIMULATE: "Test GPU:1024",
-        GPU_HEARTBEAT_S: "1",
-        GPU_SCHEDULE_TICK_MS: "100",
-        GPU_STOP_GRACE_S: "1",
-        GPU_JOB_LOG_DIR: path.join(work, "logs"),
-        RETRY_BACKOFF_S: "1",
-      },
+      env: sandboxedGpuEnv(work, { RETRY_BACKOFF_S: "1" }),
     });
     base = platform.baseUrl;
     alice = await gpuTestUser(base);

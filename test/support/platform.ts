@@ -182,6 +182,22 @@ export async function startTestPlatform(
   };
 }
 
+/**
+ * The settings of a one-process GPU test platform whose gpu-node runs jobs as sandboxed
+ * processes on one simulated card, with short heartbeats and ticks; logs under `work`.
+ */
+export function sandboxedGpuEnv(work: string, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    GPU_EXECUTOR: "process",
+    GPU_SIMULATE: "Test GPU:1024",
+    GPU_HEARTBEAT_S: "1",
+    GPU_SCHEDULE_TICK_MS: "100",
+    GPU_STOP_GRACE_S: "1",
+    GPU_JOB_LOG_DIR: path.join(work, "logs"),
+    ...extra,
+  };
+}
+
 /** Waits until the gateway routes `method path` (aliases are generated as services appear). */
 export function waitForRoute(baseUrl: string, method: string, urlPath: string, timeoutMs = 15_000) {
   return waitFor(
