@@ -22,7 +22,8 @@ class ScriptedProvider implements Provider {
     return [{ id: "m", parameterSize: "1B", description: "" }];
   }
   ping = async () => undefined;
-  complete = async (r: ChatRequest) => ({ text: r.prompt, promptTokens: 1, completionTokens: 1 });
+  complete = async (r: ChatRequest) => ({ text: r.messages[r.messages.length - 1].content, promptTokens: 1, completionTokens: 1 });
+  embed = async (_m: string, input: string[]) => ({ vectors: input.map((t) => [t.length]), promptTokens: input.length });
   async stream(_r: ChatRequest, signal: AbortSignal): Promise<AsyncIterable<StreamChunk>> {
     const next = () =>
       new Promise<StreamChunk | null>((resolve, reject) => {
