@@ -26,7 +26,9 @@ const FALLBACKS_SHAPE = `a JSON object {"model": ["fallback", …]} (at most ${M
 
 /** MODEL_FALLBACKS='{"llama3.2:1b": ["qwen2.5:0.5b"]}'. */
 export function parseModelFallbacks(raw: string | undefined): Record<string, string[]> {
-  if (raw === undefined || raw.trim() === "") return {};
+  // No prototype: a model named "constructor" must not find Object's.
+  const out: Record<string, string[]> = Object.create(null);
+  if (raw === undefined || raw.trim() === "") return out;
   let value: unknown;
   try {
     value = JSON.parse(raw);
@@ -34,7 +36,6 @@ export function parseModelFallbacks(raw: string | undefined): Record<string, str
     throw new SettingError("MODEL_FALLBACKS", raw, FALLBACKS_SHAPE);
   }
   if (value === null || typeof value !== "object" || Array.isArray(value)) throw new SettingError("MODEL_FALLBACKS", raw, FALLBACKS_SHAPE);
-  const out: Record<string, string[]> = Object.create(null);
   for (const [model, list] of Object.entries(value)) {
     const ok = Array.isArray(list) && list.length <= MAX_FALLBACKS && list.every((m) => typeof m === "string" && m.trim() !== "");
     if (!ok || model.trim() === "") throw new SettingError("MODEL_FALLBACKS", raw, FALLBACKS_SHAPE);

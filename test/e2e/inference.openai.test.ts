@@ -5,69 +5,32 @@
  * error classes, bad input in OpenAI's error shape (changing nothing), and usage records.
  */
 import OpenAI from "openai";
-import { Client } from "pg";
-import { http, startTestPlatform, TestPlatform, uniqueName, waitFor, waitForRoute } from "../support/platform";
+import { InferencePlatform, openAiClient, openAiErrorOf, startInferencePlatform } from "../support/inference-platform";
+import { http } from "../support/platform";
 import { OllamaStandin, OpenAiStandin, standinEmbedding } from "../support/provider-standins";
 
 describe("inference - OpenAI-compatible API (/v1) with the openai client", () => {
+  let p: InferencePlatform;
   let ollama: OllamaStandin;
   let vllm: OpenAiStandin;
-  let platform: TestPlatform;
-  let db: Client;
-  let token: string;
-  let apiKey: string;
   let client: OpenAI;
-  const clientWith = (key: string) => new OpenAI({ baseURL: `${platform.baseUrl}/v1`, apiKey: key, maxRetries: 0 });
-  const rows = async () => (await db.query("SELECT count(*)::int AS n FROM inference.inferences")).rows[0].n as number;
-  const rowOf = (id: string) =>
-    waitFor(async () => (await db.query("SELECT * FROM inference.inferences WHERE id = $1", [id.replace(/^chatcmpl-/, "")])).rows[0], {
-      message: `inference ${id} to be recorded`,
-    });
+  const rows = async () => (await p.db.query("SELECT count(*)::int AS n FROM inference.inferences")).rows[0].n as number;
   /** The record count once a fresh valid inference is recorded (records are written in order: earlier ones are in too). */
   const settled = async () => {
     const valid = await client.chat.completions.create({ model: "llama3.2:1b", messages: [{ role: "user", content: "hi" }] });
-    await rowOf(valid.id);
+    await p.recordOf(valid.id);
     return rows();
   };
   const providerCalls = () => ollama.requests.length + vllm.requests.length;
-  const errorOf = async (work: Promise<unknown>) => {
-    try {
-      await work;
-    } catch (err) {
-      return err as InstanceType<typeof OpenAI.APIError>;
-    }
-    throw new Error("expected the call to fail");
-  };
+  const clientWith = (key: string) => openAiClient(p.platform.baseUrl, key);
+  const errorOf = openAiErrorOf;
 
   beforeAll(async () => {
-    ollama = await new OllamaStandin().start();
-    vllm = await new OpenAiStandin().start();
-    vllm.apiKey = "sk-upstream";
-    platform = await startTestPlatform({
-      services: ["api-gateway", "auth", "inference"],
-      env: {
-        OLLAMA_URL: ollama.url,
-        OPENAI_PROVIDERS: JSON.stringify([{ name: "vllm", url: vllm.url, apiKey: "sk-upstream" }]),
-        INFERENCE_TIMEOUT_MS: "1000",
-      },
-    });
-    await waitForRoute(platform.baseUrl, "GET", "/api/models/health");
-    const reg = await http(platform.baseUrl, "POST", "/api/auth/register", {
-      body: { email: `${uniqueName("v1")}@example.com`, name: "OpenAI client", password: "password-123" },
-    });
-    token = reg.body.accessToken;
-    apiKey = (await http(platform.baseUrl, "POST", "/api/auth/api-keys", { token })).body.apiKey;
-    client = clientWith(apiKey);
-    db = new Client({ connectionString: platform.databaseUrl });
-    await db.connect();
+    p = await startInferencePlatform({ INFERENCE_TIMEOUT_MS: "1000" });
+    ({ ollama, vllm, client } = p);
   });
 
-  afterAll(async () => {
-    await db?.end();
-    await platform?.stop();
-    await ollama?.stop();
-    await vllm?.stop();
-  });
+  afterAll(() => p?.stop());
 
   beforeEach(() => {
     ollama.set({});
@@ -86,12 +49,12 @@ describe("inference - OpenAI-compatible API (/v1) with the openai client", () =>
   });
 
   test("inference - a JWT works as the bearer token too; no or wrong credentials are AuthenticationError", async () => {
-    await expect(clientWith(token).models.list()).resolves.toBeDefined();
+    await expect(clientWith(p.token).models.list()).resolves.toBeDefined();
     const wrong = await errorOf(clientWith("ci_0000000000000000000000000000000a").models.list());
     expect(wrong).toBeInstanceOf(OpenAI.AuthenticationError);
     expect(wrong.status).toBe(401);
     expect(wrong.error).toMatchObject({ type: "authentication_error", code: "invalid_api_key", param: null, message: expect.any(String) });
-    const none = await fetch(`${platform.baseUrl}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+    const none = await fetch(`${p.platform.baseUrl}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
     expect(none.status).toBe(401);
   });
 
@@ -138,7 +101,7 @@ describe("inference - OpenAI-compatible API (/v1) with the openai client", () =>
     const options = kind.path === "/api/chat" ? sent.options : sent;
     expect([options.temperature, options.top_p, options.stop, options.seed]).toEqual([0.2, 0.5, ["\n\n"], 7]);
     expect(kind.path === "/api/chat" ? options.num_predict : options.max_tokens).toBe(64);
-    expect(await rowOf(completion.id)).toMatchObject({ model: kind.model, outcome: "ok", prompt_tokens: 12, completion_tokens: 4, tokens_used: 16 });
+    expect(await p.recordOf(completion.id)).toMatchObject({ model: kind.model, outcome: "ok", prompt_tokens: 12, completion_tokens: 4, tokens_used: 16 });
   });
 
   test.each(KINDS)("inference - a streamed completion from $label: deltas, the finish reason, usage, [DONE]", async (kind) => {
@@ -156,12 +119,12 @@ describe("inference - OpenAI-compatible API (/v1) with the openai client", () =>
     const last = chunks[chunks.length - 1];
     expect([last.choices, last.usage]).toEqual([[], { prompt_tokens: 12, completion_tokens: 4, total_tokens: 16 }]);
     expect(new Set(chunks.map((c) => c.id)).size).toBe(1);
-    expect(await rowOf(last.id)).toMatchObject({ model: kind.model, outcome: "ok", stream: true, tokens_used: 16 });
+    expect(await p.recordOf(last.id)).toMatchObject({ model: kind.model, outcome: "ok", stream: true, tokens_used: 16 });
   });
 
   test("inference - without include_usage a stream carries no usage; the raw body ends with data: [DONE]", async () => {
-    const res = await http(platform.baseUrl, "POST", "/v1/chat/completions", {
-      token: apiKey,
+    const res = await http(p.platform.baseUrl, "POST", "/v1/chat/completions", {
+      token: p.apiKey,
       body: { model: "llama3.2:1b", messages: [{ role: "user", content: "hi" }], stream: true },
     });
     expect(res.status).toBe(200);
@@ -258,16 +221,16 @@ describe("inference - OpenAI-compatible API (/v1) with the openai client", () =>
     ["a JSON array", { rawBody: "[]", headers: { "content-type": "application/json" } }, 400, "invalid_json"],
     ["a body that is not JSON", { rawBody: "model=x", headers: { "content-type": "text/plain" } }, 415, "unsupported_media_type"],
   ])("inference - %s on /v1 is answered in OpenAI's shape", async (_name, opts, status, code) => {
-    const res = await http(platform.baseUrl, "POST", "/v1/chat/completions", { ...opts, token: apiKey });
+    const res = await http(p.platform.baseUrl, "POST", "/v1/chat/completions", { ...opts, token: p.apiKey });
     expect(res.status).toBe(status);
     expect(res.body).toEqual({ error: { message: expect.any(String), type: "invalid_request_error", param: null, code } });
     expect(res.headers.get("x-request-id")).toBeTruthy();
   });
 
   test("inference - an unknown /v1 path is 404 in OpenAI's shape; /api keeps the platform's shape", async () => {
-    const v1 = await http(platform.baseUrl, "GET", "/v1/assistants", { token: apiKey });
+    const v1 = await http(p.platform.baseUrl, "GET", "/v1/assistants", { token: p.apiKey });
     expect([v1.status, v1.body]).toEqual([404, { error: { message: expect.any(String), type: "invalid_request_error", param: null, code: "not_found" } }]);
-    const api = await http(platform.baseUrl, "GET", "/api/nothing-here", { token: apiKey });
+    const api = await http(p.platform.baseUrl, "GET", "/api/nothing-here", { token: p.apiKey });
     expect([api.status, api.body.error.code, api.body.error.details]).toEqual([404, "NOT_FOUND", null]);
   });
 });
