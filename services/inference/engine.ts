@@ -11,6 +11,7 @@ import { apiError } from "../../lib/errors";
 import { CallControl } from "./call-control";
 import type { ModelCatalogue, ModelEntry } from "./catalogue";
 import type { InferenceResult, PublicModel } from "./contract";
+import { estimateTokens } from "./model-info";
 import { asFailure, Outcome, outcomeOf, publicFailure, PublicFailure, toApiError } from "./errors";
 import { ChatMessage, ChatOptions, ChatRequest, Finish, Provider, ProviderFailure, StreamChunk, Usage } from "./providers";
 
@@ -237,7 +238,8 @@ export class InferenceEngine {
         callback(err);
       },
     });
-    void this.pump(id, clientId, entry, withFirst(first, chunks), control, stream, startedAt, format);
+    const prompt = params.messages.map((m) => m.content).join("\n");
+    void this.pump(id, clientId, entry, withFirst(first, chunks), control, stream, startedAt, format, prompt);
     return { id, model: entry.name, stream };
   }
 
@@ -250,17 +252,20 @@ export class InferenceEngine {
     stream: Readable,
     startedAt: number,
     format: StreamFormat,
+    prompt: string,
   ): Promise<void> {
     const send = (event: string) => {
       if (!stream.destroyed) stream.push(event);
     };
     let text = "";
+    let deltas = 0;
     let usage: Usage & Finish = { promptTokens: 0, completionTokens: 0 };
     try {
       for await (const chunk of chunks) {
         control.touch();
         if (chunk.type === "delta") {
           text += chunk.text;
+          deltas += 1;
           send(format.delta(id, entry.name, chunk.text));
         } else usage = chunk;
       }
@@ -270,6 +275,8 @@ export class InferenceEngine {
       this.finish(id, clientId, entry, true, durationMs, "ok", null, usage);
     } catch (err) {
       const failure = asFailure(err);
+      // Cut before the provider counted: what was generated still counts (about one token a chunk).
+      if (deltas && !usage.completionTokens) usage = { promptTokens: estimateTokens(prompt), completionTokens: deltas };
       const pub = this.failed(id, clientId, entry, true, startedAt, failure, usage);
       if (failure.kind !== "aborted") send(format.error(pub));
     } finally {

@@ -6,7 +6,7 @@
  */
 import OpenAI from "openai";
 import { InferencePlatform, openAiClient, openAiErrorOf, startInferencePlatform } from "../support/inference-platform";
-import { http } from "../support/platform";
+import { http, waitFor } from "../support/platform";
 import { OllamaStandin, OpenAiStandin, standinEmbedding } from "../support/provider-standins";
 
 describe("inference - OpenAI-compatible API (/v1) with the openai client", () => {
@@ -120,6 +120,19 @@ describe("inference - OpenAI-compatible API (/v1) with the openai client", () =>
     expect([last.choices, last.usage]).toEqual([[], { prompt_tokens: 12, completion_tokens: 4, total_tokens: 16 }]);
     expect(new Set(chunks.map((c) => c.id)).size).toBe(1);
     expect(await p.recordOf(last.id)).toMatchObject({ model: kind.model, outcome: "ok", stream: true, tokens_used: 16 });
+  });
+
+  test("inference - a stream the client abandons stops the provider call and counts the tokens generated until then", async () => {
+    ollama.set({ gated: true });
+    const closedBefore = ollama.closedEarly;
+    const stream = await client.chat.completions.create({ model: "llama3.2:1b", messages: [{ role: "user", content: "hi" }], stream: true });
+    const chunks = stream[Symbol.asyncIterator]();
+    const first = await chunks.next();
+    ollama.release(1);
+    expect((await chunks.next()).value?.choices[0].delta.content).toBe(", ");
+    stream.controller.abort();
+    await waitFor(() => ollama.closedEarly > closedBefore, { message: "the stand-in to see its connection close" });
+    expect(await p.recordOf(first.value.id)).toMatchObject({ outcome: "aborted", stream: true, completion_tokens: 2, prompt_tokens: 1 });
   });
 
   test("inference - without include_usage a stream carries no usage; the raw body ends with data: [DONE]", async () => {

@@ -73,6 +73,8 @@ describe("inference - engine", () => {
     expect(engine.abort(id, "client-a")).toBe(true);
     expect((await events.next()).done).toBe(true);
     expect(records).toEqual([expect.objectContaining({ id, clientId: "client-a", outcome: "aborted", errorCode: null, stream: true })]);
+    // Abandoned before the provider counted: the generated chunk and the prompt ("hi": 1 token) still count.
+    expect(records[0]).toMatchObject({ promptTokens: 1, completionTokens: 1, tokensUsed: 2 });
     expect(engine.abort(id, "client-a")).toBe(false); // finished: nothing left to abort
   });
 
