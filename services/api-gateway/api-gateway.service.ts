@@ -9,7 +9,7 @@ import type { IncomingMessage, ServerResponse } from "http";
 import type { Context, Service, ServiceSchema } from "moleculer";
 import ApiGateway from "moleculer-web";
 import { apiError, validationFailed } from "../../lib/errors";
-import { findUnstorable, jsonSize } from "../../lib/input-guard";
+import { findUnstorable, jsonSize, markClean } from "../../lib/input-guard";
 import { RestBase, serviceOwning } from "../../lib/service-routes";
 import type { CallerMeta } from "../../lib/identity";
 import { CallerKeySettings, callerSigner } from "../../lib/caller-keys";
@@ -73,6 +73,7 @@ function checkForwarded(params: unknown, maxBytes: number): void {
   if (problems.length) throw validationFailed(problems, "Request contains text that cannot be accepted");
   const size = jsonSize(params);
   if (size > maxBytes) throw apiError("PAYLOAD_TOO_LARGE", `Request parameters are larger than ${maxBytes} bytes`);
+  markClean(params);
 }
 
 type Unrouted = { name?: string; type?: string };
