@@ -13,7 +13,10 @@ import type { ModelCatalogue, ModelEntry } from "./catalogue";
 import type { InferenceResult, PublicModel } from "./contract";
 import { estimateTokens } from "./model-info";
 import { asFailure, Outcome, outcomeOf, publicFailure, PublicFailure, toApiError } from "./errors";
+import { Answer, Embedded, PLATFORM_SSE, StreamFormat, withFirst } from "./answers";
 import { ChatMessage, ChatOptions, ChatRequest, Finish, Provider, ProviderFailure, StreamChunk, Usage } from "./providers";
+
+export type { Answer, Embedded, StreamFormat } from "./answers";
 
 /** POST /api/models/infer's parameters. */
 export type InferParams = {
@@ -26,18 +29,6 @@ export type InferParams = {
 
 /** A chat: `fallbacks` (the request's own list) replaces the configured MODEL_FALLBACKS of `model`. */
 export type ChatParams = ChatOptions & { model: string; messages: ChatMessage[]; fallbacks?: string[] };
-
-/** An answer: `model` is the one that answered (a fallback, maybe). */
-export type Answer = Usage & Finish & { id: string; model: string; text: string; durationMs: number };
-
-export type Embedded = { id: string; model: string; vectors: number[][]; promptTokens: number };
-
-/** How a stream's events are written (the platform's own SSE events, or OpenAI's chunks). */
-export interface StreamFormat {
-  delta(id: string, model: string, text: string): string;
-  done(answer: Answer): string;
-  error(failure: PublicFailure): string;
-}
 
 export type InferenceRecord = {
   id: string;
@@ -64,28 +55,11 @@ export type EngineOptions = {
   newId?: () => string;
 };
 
-/** One server-sent event. */
-export const sseEvent = (data: unknown): string => `data: ${JSON.stringify(data)}\n\n`;
-
-/** The platform's stream events (API-DECISIONS "Inference"). */
-export const PLATFORM_SSE: StreamFormat = {
-  delta: (id, model, delta) => sseEvent({ id, model, delta }),
-  done: (a) => sseEvent({ id: a.id, model: a.model, response: a.text, tokensUsed: a.promptTokens + a.completionTokens, durationMs: a.durationMs, done: true }),
-  error: (f) => sseEvent({ error: { code: f.code, message: f.message, details: f.details } }),
-};
-
 const elapsed = (startedAt: number) => Math.round(performance.now() - startedAt);
 
 /** The engine's refusals that a fallback model may answer instead. */
 const FALLBACK_CODES = new Set(["MODEL_NOT_FOUND", "SERVICE_UNAVAILABLE", "PROVIDER_ERROR", "PROVIDER_TIMEOUT"]);
 const movesOn = (err: unknown) => FALLBACK_CODES.has(String((err as { type?: unknown })?.type));
-
-/** The stream's chunks, the first of them already read (it decided that this model answers). */
-async function* withFirst(first: IteratorResult<StreamChunk> | undefined, rest: AsyncIterator<StreamChunk>): AsyncGenerator<StreamChunk> {
-  if (first?.done) return;
-  if (first) yield first.value;
-  for (let next = await rest.next(); !next.done; next = await rest.next()) yield next.value;
-}
 
 export class InferenceEngine {
   private readonly providers: Map<string, Provider>;

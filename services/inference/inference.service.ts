@@ -172,7 +172,11 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
       return stream;
     },
 
-    /** The account's rate limits: counts the request, sets the x-ratelimit-* headers, or throws 429. */
+    /**
+     * The one gate every inference passes (infer, v1ChatCompletions, v1Embeddings), after validation:
+     * the account's rate limits count the request, set the x-ratelimit-* headers, or throw 429.
+     * Per-account checks made before an inference (quotas) belong here, so every API gets them.
+     */
     async admit(this: InferenceThis, ctx: Context<unknown, InferenceMeta>) {
       const headers = await this.rates.admit(ctx.meta.caller!.clientId).catch((err) => {
         // A limit reached refuses; Redis failing does not stop inference (it is logged).
