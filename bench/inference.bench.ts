@@ -7,10 +7,12 @@
  *    extra process hop costs on this machine, the floor for a gateway;
  *  - portkey: Portkey's open-source AI gateway (bench/portkey.ts), same body;
  *  - platform /v1: gateway + auth + inference in one process (as `npm start` runs them), the
- *    OpenAI-compatible route, API key auth, same body;
- *  - platform /api: the same platform's POST /api/models/infer.
- * Cases: concurrency 1 (answers in 10–30 ms) and 50 (100–300 ms), non-streamed (whole answer)
- * and streamed (time to first byte); then capacity (instant answers, 50 concurrent).
+ *    OpenAI-compatible route, same body, with a JWT; and again with an API key (which auth looks
+ *    up in PostgreSQL on every request: a rotated key stops at once);
+ *  - platform /api: the same platform's POST /api/models/infer, with a JWT.
+ * Cases: concurrency 1 with instant answers (the overhead itself, least exposed to scheduling
+ * noise), concurrency 1 (answers in 10–30 ms) and 50 (100–300 ms), non-streamed (whole answer)
+ * and streamed (time to first byte); then capacity (instant answers, 50 concurrent). Paths take turns in short rounds (see compare).
  * Goals: the platform's added p50 ≤ 1 ms and below Portkey's.
  */
 import { ChildProcess, spawn } from "child_process";
@@ -24,6 +26,7 @@ import { installPortkey, Portkey, PORTKEY_VERSION, startPortkey } from "./portke
 const REQUESTS = Number(process.env.BENCH_REQUESTS || 1200); // 50 concurrent, non-streamed, per path
 const STREAMS = Number(process.env.BENCH_STREAMS || 500); // 50 concurrent, streamed, per path
 const SERIAL = Number(process.env.BENCH_SERIAL || 150); // concurrency 1, per path
+const SERIAL_INSTANT = Number(process.env.BENCH_SERIAL_INSTANT || 1000); // concurrency 1, instant answers, per path
 const CAPACITY_REQUESTS = Number(process.env.BENCH_CAPACITY_REQUESTS || 3000);
 const CONCURRENCY = 50;
 const MODEL = "llama3.2:1b";
@@ -59,41 +62,52 @@ function once(t: Target, stream: boolean, i = 0): Promise<number> {
   });
 }
 
-/** `total` requests, `concurrency` at a time (closed loop). */
-async function run(t: Target, total: number, concurrency: number, stream: boolean): Promise<Figures> {
+type Run = { samples: number[]; seconds: number } | { error: string };
+
+/** `total` requests, `concurrency` at a time (closed loop), numbered from `first`. */
+async function run(t: Target, total: number, concurrency: number, stream: boolean, first = 0): Promise<Run> {
   const samples: number[] = [];
   let next = 0;
   const started = process.hrtime.bigint();
   try {
     await Promise.all(
       Array.from({ length: concurrency }, async () => {
-        while (next < total) samples.push(await once(t, stream, next++));
+        while (next < total) samples.push(await once(t, stream, first + next++));
       }),
     );
   } catch (err) {
     return { error: (err as Error).message };
   }
-  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-  samples.sort((a, b) => a - b);
+  return { samples, seconds: Number(process.hrtime.bigint() - started) / 1e9 };
+}
+
+/** Percentiles over every sample of a path's runs. */
+function figuresOf(runs: Run[]): Figures {
+  const failed = runs.find((r) => "error" in r);
+  if (failed) return failed as { error: string };
+  const ok = runs as Array<{ samples: number[]; seconds: number }>;
+  const samples = ok.flatMap((r) => r.samples).sort((a, b) => a - b);
+  const seconds = ok.reduce((sum, r) => sum + r.seconds, 0);
   const at = (q: number) => samples[Math.min(samples.length - 1, Math.floor(q * samples.length))];
-  return { p50: at(0.5), p99: at(0.99), rps: Math.round(total / seconds) };
+  return { p50: at(0.5), p99: at(0.99), rps: Math.round(samples.length / seconds) };
 }
 
-function mean(a: Figures, b: Figures): Figures {
-  if ("error" in a) return a;
-  if ("error" in b) return b;
-  return { p50: (a.p50 + b.p50) / 2, p99: (a.p99 + b.p99) / 2, rps: Math.round((a.rps + b.rps) / 2) };
-}
-
-/** Every path warmed up, then two alternated halves each. */
+/**
+ * Every path warmed up, then the requests in many short rounds, path after path (10 requests per
+ * round at concurrency 1): load from outside the benchmark, which comes in bursts on a shared
+ * machine, falls on every path alike instead of on whichever ran during the burst.
+ */
 async function compare(targets: Target[], total: number, concurrency: number, stream: boolean): Promise<Figures[]> {
   for (const t of targets) await run(t, Math.min(100, total), concurrency, stream); // JIT, pools, model list cache
-  const half = Math.ceil(total / 2);
-  const first: Figures[] = [];
-  for (const t of targets) first.push(await run(t, half, concurrency, stream));
-  const second: Figures[] = [];
-  for (const t of targets) second.push(await run(t, half, concurrency, stream));
-  return first.map((f, i) => mean(f, second[i]));
+  const rounds = concurrency === 1 ? Math.ceil(total / 10) : 8;
+  const per = Math.ceil(total / rounds);
+  const runs: Run[][] = targets.map(() => []);
+  for (let r = 0; r < rounds; r++)
+    for (const [i, t] of targets.entries()) {
+      // A path that failed is not asked again (Portkey's streams).
+      if (!runs[i].some((x) => "error" in x)) runs[i].push(await run(t, per, concurrency, stream, r * per));
+    }
+  return runs.map(figuresOf);
 }
 
 /** A helper process that prints one JSON line with its URL and exits when its stdin closes. */
@@ -139,24 +153,23 @@ async function main() {
       OPENAI_PROVIDERS: JSON.stringify([{ name: "vllm", url: standin.url }]),
       LOG_LEVEL: "warn",
     });
-    // An API key of a registered account (what OpenAI clients send).
-    const apiKey = await waitFor(
+    // A JWT and an API key of a registered account (OpenAI clients send either as their API key).
+    const post = (p: string, body?: unknown, token?: string) =>
+      fetch(`http://127.0.0.1:${port}${p}`, {
+        method: "POST",
+        headers: { "content-type": "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    const jwt = await waitFor(
       async () => {
-        const post = (p: string, body?: unknown, token?: string) =>
-          fetch(`http://127.0.0.1:${port}${p}`, {
-            method: "POST",
-            headers: { "content-type": "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) },
-            body: body === undefined ? undefined : JSON.stringify(body),
-          });
         const reg = await post("/api/auth/register", { email: `${uniqueName("bench")}@example.com`, name: "Bench", password: "password-123" }).catch(
           () => undefined,
         );
-        if (reg?.status !== 201) return undefined;
-        const { accessToken } = (await reg.json()) as { accessToken: string };
-        return ((await (await post("/api/auth/api-keys", undefined, accessToken)).json()) as { apiKey: string }).apiKey;
+        return reg?.status === 201 ? ((await reg.json()) as { accessToken: string }).accessToken : undefined;
       },
       { timeoutMs: 30_000, intervalMs: 200, message: "a registered account" },
     );
+    const apiKey = ((await (await post("/api/auth/api-keys", undefined, jwt)).json()) as { apiKey: string }).apiKey;
     const prompt = (i: number) => `Why is the sky blue? Answer in one sentence. #${i}`;
     const chat = (i: number, stream: boolean) => JSON.stringify({ model: MODEL, messages: [{ role: "user", content: prompt(i) }], stream, max_tokens: 1024 });
     const openAiPath = (name: string, p: number, headers: Record<string, string> = {}): Target => ({
@@ -166,12 +179,13 @@ async function main() {
       headers,
       body: chat,
     });
-    const auth = { authorization: `Bearer ${apiKey}` };
+    const auth = { authorization: `Bearer ${jwt}` };
     const targets: Target[] = [
       openAiPath("direct", Number(new URL(standin.url).port)),
       openAiPath("bare proxy", Number(new URL(proxy.url).port)),
       ...(portkey ? [openAiPath("portkey", portkey.port, { "x-portkey-provider": "openai", "x-portkey-custom-host": `${standin.url}/v1`, ...auth })] : []),
       openAiPath("platform /v1", port, auth),
+      openAiPath("platform /v1, API key", port, { authorization: `Bearer ${apiKey}` }),
       {
         name: "platform /api",
         port,
@@ -183,6 +197,8 @@ async function main() {
     await waitFor(() => once(targets[targets.length - 1], false).catch(() => false), { timeoutMs: 30_000, intervalMs: 200, message: "the platform to answer" });
 
     const cases: Array<[string, Figures[]]> = [];
+    await script(standin, { delayMs: 0 });
+    cases.push(["non-streamed, concurrency 1, instant answers", await compare(targets, SERIAL_INSTANT, 1, false)]);
     await script(standin, { delayMs: 10, jitterMs: 20, chunkDelayMs: 2 });
     cases.push(["non-streamed, concurrency 1, answers in 10–30 ms", await compare(targets, SERIAL, 1, false)]);
     cases.push(["streamed TTFB, concurrency 1, first token in 10–30 ms", await compare(targets, SERIAL, 1, true)]);
@@ -214,13 +230,13 @@ async function main() {
       const d = figures[0];
       return f && !("error" in f) && !("error" in d) ? f.p50 - d.p50 : undefined;
     };
-    console.log("\nAdded p50 per case (platform /v1 · platform /api · Portkey):");
+    console.log("\nAdded p50 per case (platform /v1 · /v1 with an API key · /api · Portkey):");
     for (const [label, figures] of cases) {
-      const [v1, api, pk] = ["platform /v1", "platform /api", "portkey"].map((n) => added(figures, n));
+      const [v1, v1Key, api, pk] = ["platform /v1", "platform /v1, API key", "platform /api", "portkey"].map((n) => added(figures, n));
       const show = (v?: number) => (v === undefined ? "n/a" : plus(v));
       const verdict =
         v1 === undefined ? "" : `; /v1 ≤ +1 ms: ${v1 <= 1 ? "met" : "NOT met"}${pk === undefined ? "" : `, below Portkey: ${v1 < pk ? "yes" : "no"}`}`;
-      console.log(`- ${label}: ${show(v1)} · ${show(api)} · ${show(pk)}${verdict}`);
+      console.log(`- ${label}: ${show(v1)} · ${show(v1Key)} · ${show(api)} · ${show(pk)}${verdict}`);
     }
   } finally {
     await platform?.stop();
