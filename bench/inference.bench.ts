@@ -1,14 +1,19 @@
 /**
- * bench:inference — what the platform adds over calling the model provider directly, against the
- * Ollama stand-in in its own process. Three paths, in one run, passes alternated so drift on a
- * shared machine hits them alike:
- *  - direct: the client calls the stand-in;
+ * bench:inference — what a gateway adds over calling the model provider directly. One provider
+ * stand-in speaking OpenAI's wire format, in its own process; every path reaches that same
+ * stand-in, and the passes alternate so drift on a shared machine hits them alike:
+ *  - direct: the client calls the stand-in's /v1/chat/completions;
  *  - bare proxy: a node:http process that only forwards (bench/inference-bare-proxy.ts): what any
  *    extra process hop costs on this machine, the floor for a gateway;
- *  - platform: gateway + inference service in one process (as `npm start` runs them), JWT auth.
- * Cases: (1) non-streamed answers at 50 concurrent requests, the stand-in taking 100–300 ms;
- * (2) streamed answers' time to first byte, first token after 100–300 ms; (3) capacity: instant
- * answers at 50 concurrent. Goals for (1): platform over direct p50 ≤ +1 ms, p99 ≤ +5 ms.
+ *  - portkey: Portkey's open-source AI gateway (bench/portkey.ts), same body;
+ *  - platform /v1: gateway + auth + inference in one process (as `npm start` runs them), the
+ *    OpenAI-compatible route, same body, with a JWT; and again with an API key (which auth looks
+ *    up in PostgreSQL on every request: a rotated key stops at once);
+ *  - platform /api: the same platform's POST /api/models/infer, with a JWT.
+ * Cases: concurrency 1 with instant answers (the overhead itself, least exposed to scheduling
+ * noise), concurrency 1 (answers in 10–30 ms) and 50 (100–300 ms), non-streamed (whole answer)
+ * and streamed (time to first byte); then capacity (instant answers, 50 concurrent). Paths take turns in short rounds (see compare).
+ * Goals: the platform's added p50 ≤ 1 ms and below Portkey's.
  */
 import { ChildProcess, spawn } from "child_process";
 import http from "http";
@@ -16,68 +21,93 @@ import os from "os";
 import path from "path";
 import readline from "readline";
 import { ChildService, dropDatabase, freePort, spawnServices, testDatabaseUrl, uniqueName, waitFor } from "../test/support/platform";
+import { installPortkey, Portkey, PORTKEY_VERSION, startPortkey } from "./portkey";
 
-// The stand-in "thinks" 100 to 300 ms per answer (the same times on every path): varied like a
-// model's, which also keeps 50 closed-loop clients from marching in lock-step bursts.
-const MODEL_MS = Number(process.env.BENCH_MODEL_MS || 100);
-const JITTER_MS = Number(process.env.BENCH_JITTER_MS || 200);
-const REQUESTS = Number(process.env.BENCH_REQUESTS || 1200); // non-streamed, per path
-const STREAMS = Number(process.env.BENCH_STREAMS || 240); // streamed, per path
-const CAPACITY_REQUESTS = Number(process.env.BENCH_CAPACITY_REQUESTS || 3000); // per path
-const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY || 50);
-const STREAM_CONCURRENCY = 10;
-const SECRET = "bench-secret";
+const REQUESTS = Number(process.env.BENCH_REQUESTS || 1200); // 50 concurrent, non-streamed, per path
+const STREAMS = Number(process.env.BENCH_STREAMS || 500); // 50 concurrent, streamed, per path
+const SERIAL = Number(process.env.BENCH_SERIAL || 150); // concurrency 1, per path
+const SERIAL_INSTANT = Number(process.env.BENCH_SERIAL_INSTANT || 1000); // concurrency 1, instant answers, per path
+const CAPACITY_REQUESTS = Number(process.env.BENCH_CAPACITY_REQUESTS || 3000);
+const CONCURRENCY = 50;
 const MODEL = "llama3.2:1b";
 
-/** `body(i)` is the i-th request of a pass: its prompt's `#i` fixes the stand-in's answer time, so
- * every path sees exactly the same times and their percentiles differ only by what is in between. */
-type Target = { port: number; path: string; headers: Record<string, string>; body: (i: number) => string };
-type Figures = { p50: number; p99: number; rps: number };
+/** `body(i)`: the i-th request of a pass; its prompt's `#i` fixes the stand-in's answer time, the same on every path. */
+type Target = { name: string; port: number; path: string; headers: Record<string, string>; body: (i: number, stream: boolean) => string };
+type Figures = { p50: number; p99: number; rps: number } | { error: string };
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
 
 /** One request; resolves with ms until the whole body (or, with `firstByte`, its first byte). */
-function once(t: Target, firstByte: boolean, i = 0): Promise<number> {
-  const body = t.body(i);
+function once(t: Target, stream: boolean, i = 0): Promise<number> {
+  const body = t.body(i, stream);
   return new Promise((resolve, reject) => {
     const started = process.hrtime.bigint();
-    const req = http.request({
-      host: "127.0.0.1",
-      port: t.port,
-      path: t.path,
-      method: "POST",
-      agent,
-      headers: { ...t.headers, "content-type": "application/json", "content-length": Buffer.byteLength(body) },
-    });
+    const headers = { ...t.headers, "content-type": "application/json", "content-length": Buffer.byteLength(body) };
+    const req = http.request({ host: "127.0.0.1", port: t.port, path: t.path, method: "POST", agent, headers });
     req.once("error", reject);
     req.once("response", (res) => {
-      if (res.statusCode !== 200) return reject(new Error(`${t.path} answered ${res.statusCode}`));
       let first: bigint | undefined;
-      res.on("data", () => (first ??= process.hrtime.bigint()));
-      res.once("end", () => resolve(Number((firstByte ? first! : process.hrtime.bigint()) - started) / 1e6));
+      let text = "";
+      res.on("data", (d) => {
+        first ??= process.hrtime.bigint();
+        if (res.statusCode !== 200) text += d;
+      });
+      res.once("end", () => {
+        if (res.statusCode !== 200) return reject(new Error(`${res.statusCode} ${text.slice(0, 200)}`));
+        resolve(Number((stream ? first! : process.hrtime.bigint()) - started) / 1e6);
+      });
       res.once("error", reject);
     });
     req.end(body);
   });
 }
 
-/** `total` requests, `concurrency` at a time (closed loop). */
-async function run(t: Target, total: number, concurrency: number, firstByte = false): Promise<Figures> {
+type Run = { samples: number[]; seconds: number } | { error: string };
+
+/** `total` requests, `concurrency` at a time (closed loop), numbered from `first`. */
+async function run(t: Target, total: number, concurrency: number, stream: boolean, first = 0): Promise<Run> {
   const samples: number[] = [];
   let next = 0;
   const started = process.hrtime.bigint();
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < total) {
-        const i = next++;
-        samples.push(await once(t, firstByte, i));
-      }
-    }),
-  );
-  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-  samples.sort((a, b) => a - b);
+  try {
+    await Promise.all(
+      Array.from({ length: concurrency }, async () => {
+        while (next < total) samples.push(await once(t, stream, first + next++));
+      }),
+    );
+  } catch (err) {
+    return { error: (err as Error).message };
+  }
+  return { samples, seconds: Number(process.hrtime.bigint() - started) / 1e9 };
+}
+
+/** Percentiles over every sample of a path's runs. */
+function figuresOf(runs: Run[]): Figures {
+  const failed = runs.find((r) => "error" in r);
+  if (failed) return failed as { error: string };
+  const ok = runs as Array<{ samples: number[]; seconds: number }>;
+  const samples = ok.flatMap((r) => r.samples).sort((a, b) => a - b);
+  const seconds = ok.reduce((sum, r) => sum + r.seconds, 0);
   const at = (q: number) => samples[Math.min(samples.length - 1, Math.floor(q * samples.length))];
-  return { p50: at(0.5), p99: at(0.99), rps: Math.round(total / seconds) };
+  return { p50: at(0.5), p99: at(0.99), rps: Math.round(samples.length / seconds) };
+}
+
+/**
+ * Every path warmed up, then the requests in many short rounds, path after path (10 requests per
+ * round at concurrency 1): load from outside the benchmark, which comes in bursts on a shared
+ * machine, falls on every path alike instead of on whichever ran during the burst.
+ */
+async function compare(targets: Target[], total: number, concurrency: number, stream: boolean): Promise<Figures[]> {
+  for (const t of targets) await run(t, Math.min(100, total), concurrency, stream); // JIT, pools, model list cache
+  const rounds = concurrency === 1 ? Math.ceil(total / 10) : 8;
+  const per = Math.ceil(total / rounds);
+  const runs: Run[][] = targets.map(() => []);
+  for (let r = 0; r < rounds; r++)
+    for (const [i, t] of targets.entries()) {
+      // A path that failed is not asked again (Portkey's streams).
+      if (!runs[i].some((x) => "error" in x)) runs[i].push(await run(t, per, concurrency, stream, r * per));
+    }
+  return runs.map(figuresOf);
 }
 
 /** A helper process that prints one JSON line with its URL and exits when its stdin closes. */
@@ -93,39 +123,24 @@ function startHelper(file: string, env: Record<string, string> = {}): Promise<{ 
   });
 }
 
-async function startStandin() {
-  const { url, proc, lines } = await startHelper("inference-standin.ts");
-  return {
-    url,
-    /** Replaces the stand-in's script; resolves once it answered. */
-    async script(script: Record<string, unknown>) {
-      const answered = new Promise((resolve) => lines.once("line", resolve));
-      proc.stdin!.write(`${JSON.stringify(script)}\n`);
-      await answered;
-    },
-    stop: () => proc.stdin!.end(),
-  };
+/** Replaces the stand-in's script; resolves once it answered. */
+async function script(standin: { proc: ChildProcess; lines: readline.Interface }, s: Record<string, unknown>) {
+  const answered = new Promise((resolve) => standin.lines.once("line", resolve));
+  standin.proc.stdin!.write(`${JSON.stringify(s)}\n`);
+  await answered;
 }
 
 const ms = (v: number) => `${v.toFixed(2)} ms`;
 const plus = (v: number) => `${v >= 0 ? "+" : ""}${v.toFixed(2)} ms`;
-const mean = (a: Figures, b: Figures): Figures => ({ p50: (a.p50 + b.p50) / 2, p99: (a.p99 + b.p99) / 2, rps: Math.round((a.rps + b.rps) / 2) });
-
-/** Every path warmed up, then two alternated halves each. */
-async function compare(targets: Target[], total: number, concurrency: number, firstByte = false): Promise<Figures[]> {
-  for (const t of targets) await run(t, Math.min(200, total), concurrency, firstByte); // JIT, pools, model list cache
-  const half = Math.ceil(total / 2);
-  const first: Figures[] = [];
-  for (const t of targets) first.push(await run(t, half, concurrency, firstByte));
-  const second: Figures[] = [];
-  for (const t of targets) second.push(await run(t, half, concurrency, firstByte));
-  return first.map((f, i) => mean(f, second[i]));
-}
 
 async function main() {
   const databaseUrl = testDatabaseUrl();
-  const standin = await startStandin();
+  const standin = await startHelper("inference-standin.ts", { STANDIN: "openai" });
   const proxy = await startHelper("inference-bare-proxy.ts", { PROVIDER_URL: standin.url });
+  const installed = installPortkey();
+  let portkey: Portkey | undefined;
+  let portkeyProblem = "error" in installed ? installed.error : undefined;
+  if ("dir" in installed) portkey = await startPortkey(installed.dir, await freePort()).catch((err: Error) => ((portkeyProblem = err.message), undefined));
   const port = await freePort();
   let platform: ChildService | undefined;
   try {
@@ -134,74 +149,100 @@ async function main() {
       TRANSPORTER: "",
       NAMESPACE: uniqueName("bench"),
       DATABASE_URL: databaseUrl,
-      JWT_SECRET: SECRET,
-      OLLAMA_URL: standin.url,
+      OLLAMA_URL: "off",
+      OPENAI_PROVIDERS: JSON.stringify([{ name: "vllm", url: standin.url }]),
       LOG_LEVEL: "warn",
     });
-    const prompt = (i: number) => `Why is the sky blue? Answer in one sentence. #${i}`;
-    const ollamaChat = (port: number, stream: boolean): Target => ({
-      port,
-      path: "/api/chat",
-      headers: {},
-      body: (i) => JSON.stringify({ model: MODEL, messages: [{ role: "user", content: prompt(i) }], stream, options: { temperature: 0.7, num_predict: 1024 } }),
-    });
-    // A JWT of a registered account: tokens of accounts that do not exist are refused.
-    const token = await waitFor(
+    // A JWT and an API key of a registered account (OpenAI clients send either as their API key).
+    const post = (p: string, body?: unknown, token?: string) =>
+      fetch(`http://127.0.0.1:${port}${p}`, {
+        method: "POST",
+        headers: { "content-type": "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    const jwt = await waitFor(
       async () => {
-        const body = JSON.stringify({ email: `${uniqueName("bench")}@example.com`, name: "Bench", password: "password-123" });
-        const res = await fetch(`http://127.0.0.1:${port}/api/auth/register`, { method: "POST", headers: { "content-type": "application/json" }, body }).catch(
+        const reg = await post("/api/auth/register", { email: `${uniqueName("bench")}@example.com`, name: "Bench", password: "password-123" }).catch(
           () => undefined,
         );
-        return res?.status === 201 ? ((await res.json()) as { accessToken: string }).accessToken : undefined;
+        return reg?.status === 201 ? ((await reg.json()) as { accessToken: string }).accessToken : undefined;
       },
       { timeoutMs: 30_000, intervalMs: 200, message: "a registered account" },
     );
-    const viaPlatform = (stream: boolean): Target => ({
-      port,
-      path: "/api/models/infer",
-      headers: { authorization: `Bearer ${token}` },
-      body: (i) => JSON.stringify({ model: MODEL, prompt: prompt(i), stream }),
+    const apiKey = ((await (await post("/api/auth/api-keys", undefined, jwt)).json()) as { apiKey: string }).apiKey;
+    const prompt = (i: number) => `Why is the sky blue? Answer in one sentence. #${i}`;
+    const chat = (i: number, stream: boolean) => JSON.stringify({ model: MODEL, messages: [{ role: "user", content: prompt(i) }], stream, max_tokens: 1024 });
+    const openAiPath = (name: string, p: number, headers: Record<string, string> = {}): Target => ({
+      name,
+      port: p,
+      path: "/v1/chat/completions",
+      headers,
+      body: chat,
     });
-    const paths = (stream: boolean) => [
-      ollamaChat(Number(new URL(standin.url).port), stream),
-      ollamaChat(Number(new URL(proxy.url).port), stream),
-      viaPlatform(stream),
+    const auth = { authorization: `Bearer ${jwt}` };
+    const targets: Target[] = [
+      openAiPath("direct", Number(new URL(standin.url).port)),
+      openAiPath("bare proxy", Number(new URL(proxy.url).port)),
+      ...(portkey ? [openAiPath("portkey", portkey.port, { "x-portkey-provider": "openai", "x-portkey-custom-host": `${standin.url}/v1`, ...auth })] : []),
+      openAiPath("platform /v1", port, auth),
+      openAiPath("platform /v1, API key", port, { authorization: `Bearer ${apiKey}` }),
+      {
+        name: "platform /api",
+        port,
+        path: "/api/models/infer",
+        headers: auth,
+        body: (i, stream) => JSON.stringify({ model: MODEL, prompt: prompt(i), stream }),
+      },
     ];
-    await waitFor(() => once(viaPlatform(false), false).catch(() => false), { timeoutMs: 30_000, intervalMs: 200, message: "the platform to answer" });
+    await waitFor(() => once(targets[targets.length - 1], false).catch(() => false), { timeoutMs: 30_000, intervalMs: 200, message: "the platform to answer" });
 
     const cases: Array<[string, Figures[]]> = [];
-    await standin.script({ delayMs: MODEL_MS, jitterMs: JITTER_MS, chunkDelayMs: 5 });
-    const nonStreamed = await compare(paths(false), REQUESTS, CONCURRENCY);
-    cases.push([`non-streamed, ${CONCURRENCY} concurrent, answers in ${MODEL_MS}–${MODEL_MS + JITTER_MS} ms`, nonStreamed]);
-    cases.push([
-      `streamed TTFB, ${STREAM_CONCURRENCY} concurrent, first token in ${MODEL_MS}–${MODEL_MS + JITTER_MS} ms`,
-      await compare(paths(true), STREAMS, STREAM_CONCURRENCY, true),
-    ]);
-    await standin.script({ delayMs: 0 });
-    cases.push([`capacity: non-streamed, ${CONCURRENCY} concurrent, instant answers`, await compare(paths(false), CAPACITY_REQUESTS, CONCURRENCY)]);
+    await script(standin, { delayMs: 0 });
+    cases.push(["non-streamed, concurrency 1, instant answers", await compare(targets, SERIAL_INSTANT, 1, false)]);
+    await script(standin, { delayMs: 10, jitterMs: 20, chunkDelayMs: 2 });
+    cases.push(["non-streamed, concurrency 1, answers in 10–30 ms", await compare(targets, SERIAL, 1, false)]);
+    cases.push(["streamed TTFB, concurrency 1, first token in 10–30 ms", await compare(targets, SERIAL, 1, true)]);
+    await script(standin, { delayMs: 100, jitterMs: 200, chunkDelayMs: 5 });
+    cases.push([`non-streamed, ${CONCURRENCY} concurrent, answers in 100–300 ms`, await compare(targets, REQUESTS, CONCURRENCY, false)]);
+    cases.push([`streamed TTFB, ${CONCURRENCY} concurrent, first token in 100–300 ms`, await compare(targets, STREAMS, CONCURRENCY, true)]);
+    await script(standin, { delayMs: 0 });
+    cases.push([`capacity: non-streamed, ${CONCURRENCY} concurrent, instant answers`, await compare(targets, CAPACITY_REQUESTS, CONCURRENCY, false)]);
 
     console.log(
-      `\nbench:inference — Ollama stand-in, bare proxy and platform each in its own process; ${os.cpus().length} CPUs, load average ${os.loadavg()[0].toFixed(2)} at the end`,
+      `\nbench:inference — OpenAI-format stand-in; bare proxy, Portkey ${PORTKEY_VERSION} and the platform each in its own process; ` +
+        `${os.cpus().length} CPUs, load average ${os.loadavg()[0].toFixed(2)} at the end`,
     );
-    console.log("| case | path | p50 | p99 | req/s | p50 over direct | p99 over direct |");
+    if (portkeyProblem) console.log(`Portkey not measured: ${portkeyProblem}`);
+    console.log("| case | path | p50 | p99 | req/s | added p50 | added p99 |");
     console.log("|---|---|---|---|---|---|---|");
-    for (const [label, [direct, ...others]] of cases) {
-      console.log(`| ${label} | direct | ${ms(direct.p50)} | ${ms(direct.p99)} | ${direct.rps} | | |`);
-      others.forEach((f, i) =>
-        console.log(
-          `| | ${i === 0 ? "bare proxy" : "platform"} | ${ms(f.p50)} | ${ms(f.p99)} | ${f.rps} | ${plus(f.p50 - direct.p50)} | ${plus(f.p99 - direct.p99)} |`,
-        ),
-      );
+    for (const [label, figures] of cases) {
+      const direct = figures[0];
+      figures.forEach((f, i) => {
+        const cells =
+          "error" in f
+            ? `failed: ${f.error.replace(/\|/g, "/").slice(0, 120)} | | | | |`
+            : `${ms(f.p50)} | ${ms(f.p99)} | ${f.rps} | ${i === 0 || "error" in direct ? "" : plus(f.p50 - direct.p50)} | ${i === 0 || "error" in direct ? "" : plus(f.p99 - direct.p99)} |`;
+        console.log(`| ${i === 0 ? label : ""} | ${targets[i].name} | ${cells}`);
+      });
     }
-    const [d, bare, p] = nonStreamed;
-    console.log(`\nPlatform over the bare proxy (non-streamed): p50 ${plus(p.p50 - bare.p50)}, p99 ${plus(p.p99 - bare.p99)}`);
-    console.log(
-      `Goals (non-streamed, platform over direct): p50 ≤ +1 ms: ${p.p50 - d.p50 <= 1 ? "met" : "NOT met"}; p99 ≤ +5 ms: ${p.p99 - d.p99 <= 5 ? "met" : "NOT met"}`,
-    );
+    const added = (figures: Figures[], name: string) => {
+      const f = figures[targets.findIndex((t) => t.name === name)];
+      const d = figures[0];
+      return f && !("error" in f) && !("error" in d) ? f.p50 - d.p50 : undefined;
+    };
+    console.log("\nAdded p50 per case (platform /v1 · /v1 with an API key · /api · Portkey):");
+    for (const [label, figures] of cases) {
+      const [v1, v1Key, api, pk] = ["platform /v1", "platform /v1, API key", "platform /api", "portkey"].map((n) => added(figures, n));
+      const show = (v?: number) => (v === undefined ? "n/a" : plus(v));
+      const verdict =
+        v1 === undefined ? "" : `; /v1 ≤ +1 ms: ${v1 <= 1 ? "met" : "NOT met"}${pk === undefined ? "" : `, below Portkey: ${v1 < pk ? "yes" : "no"}`}`;
+      console.log(`- ${label}: ${show(v1)} · ${show(v1Key)} · ${show(api)} · ${show(pk)}${verdict}`);
+    }
   } finally {
     await platform?.stop();
+    portkey?.stop();
     proxy.proc.stdin!.end();
-    standin.stop();
+    standin.proc.stdin!.end();
     agent.destroy();
     await dropDatabase(databaseUrl).catch(() => undefined);
   }

@@ -28,6 +28,8 @@ export type RouteDoc = {
   alternatives?: Record<string, { schema: TSchema; description: string }>;
   /** Errors of this route besides those every route of its kind can answer (generator.ts). */
   errors?: ErrorCode[];
+  /** Left out of the document (the /v1 routes: OpenAI's own reference describes them, errors included). */
+  hidden?: true;
 };
 
 // The helpers below keep the published forms plain (`enum`, `type: [X, "null"]`, `oneOf`): TypeBox's

@@ -18,6 +18,15 @@ export function stringProblem(s: string): string | null {
   return null;
 }
 
+/**
+ * Params objects already found clean in this process (the gateway checks before it calls): an
+ * in-process call hands the same object on, so the input middleware need not walk it again.
+ * A WeakSet of objects: nothing from the bus can claim a place in it.
+ */
+const clean = new WeakSet<object>();
+export const markClean = (params: unknown): void => void (typeof params === "object" && params !== null && clean.add(params));
+export const knownClean = (params: unknown): boolean => typeof params === "object" && params !== null && clean.has(params);
+
 /** Only data is walked: class instances (streams, requests, Buffers) are not input fields. */
 function isPlainObject(v: unknown): v is Record<string, unknown> {
   if (typeof v !== "object" || v === null) return false;

@@ -5,11 +5,12 @@
  */
 import type { ActionSchema, Context, Middleware } from "moleculer";
 import { validationFailed } from "../lib/errors";
-import { findUnstorable } from "../lib/input-guard";
+import { findUnstorable, knownClean } from "../lib/input-guard";
 
 export const InputMiddleware: Middleware = {
   localAction(handler: (ctx: Context) => Promise<unknown>, _action: ActionSchema) {
     return function inputGuard(ctx: Context) {
+      if (knownClean(ctx.params)) return handler(ctx);
       const problems = findUnstorable(ctx.params);
       if (problems.length) return Promise.reject(validationFailed(problems, "Request contains text that cannot be accepted"));
       return handler(ctx);

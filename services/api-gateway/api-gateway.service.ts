@@ -9,7 +9,7 @@ import type { IncomingMessage, ServerResponse } from "http";
 import type { Context, Service, ServiceSchema } from "moleculer";
 import ApiGateway from "moleculer-web";
 import { apiError, validationFailed } from "../../lib/errors";
-import { findUnstorable, jsonSize } from "../../lib/input-guard";
+import { findUnstorable, jsonSize, markClean } from "../../lib/input-guard";
 import { RestBase, serviceOwning } from "../../lib/service-routes";
 import type { CallerMeta } from "../../lib/identity";
 import { CallerKeySettings, callerSigner } from "../../lib/caller-keys";
@@ -23,6 +23,7 @@ import { docsRoute } from "./docs";
 import { createHardenedServer } from "./http-server";
 import { routesReadiness } from "./readiness";
 import { toPublicError } from "./error-mapper";
+import { openAiError } from "../../lib/openai-errors";
 import { watchStream } from "./streaming";
 import { pagedBody } from "../../lib/paged-body";
 import { GatewaySettings, parseGatewaySettings } from "./settings";
@@ -37,6 +38,12 @@ type GatewayThis = Service & {
 type Req = IncomingMessage & { $ctx?: Context; $params?: unknown; body?: unknown; requestId?: string };
 
 const REQUEST_ID = /^[A-Za-z0-9._:@-]{1,128}$/;
+/** The OpenAI-compatible API's prefix: its errors, unrouted paths included, speak OpenAI's shape. */
+const V1_PREFIX = "/v1";
+const isV1 = (req: Req & { originalUrl?: string }) => {
+  const path = (req.originalUrl ?? req.url ?? "").split("?")[0];
+  return path === V1_PREFIX || path.startsWith(`${V1_PREFIX}/`);
+};
 const BODY_METHODS = new Set(["POST", "PUT", "PATCH"]);
 
 function hasBody(req: IncomingMessage): boolean {
@@ -66,6 +73,7 @@ function checkForwarded(params: unknown, maxBytes: number): void {
   if (problems.length) throw validationFailed(problems, "Request contains text that cannot be accepted");
   const size = jsonSize(params);
   if (size > maxBytes) throw apiError("PAYLOAD_TOO_LARGE", `Request parameters are larger than ${maxBytes} bytes`);
+  markClean(params);
 }
 
 type Unrouted = { name?: string; type?: string };
@@ -79,6 +87,45 @@ function ownerDown(gateway: Service, req: Req & { originalUrl?: string }, err: u
   const registry = gateway.broker.registry as unknown as { hasService(name: string): boolean };
   return owner !== undefined && !registry.hasService(owner);
 }
+
+/** Both routes, before the call: a JSON object body, forwardable params, the client's address and idempotency key. */
+function checkRequest(this: GatewayThis, ctx: Context<unknown, GatewayMeta>, _route: unknown, req: Req) {
+  if (BODY_METHODS.has(req.method ?? "") && hasBody(req)) {
+    const type = (req.headers["content-type"] ?? "").split(";")[0].trim().toLowerCase();
+    if (type !== "application/json") throw apiError("UNSUPPORTED_MEDIA_TYPE", "Request body must be application/json");
+    if (req.body === null || typeof req.body !== "object" || Array.isArray(req.body)) throw apiError("INVALID_JSON", "Request body must be a JSON object");
+  }
+  checkForwarded(req.$params, this.config.maxParamsBytes);
+  ctx.meta.clientIp = clientAddress(req, this.config.trustProxy);
+  const idempotencyKey = req.headers["idempotency-key"];
+  // Node joins a repeated header with ", " (which the key check then refuses).
+  if (typeof idempotencyKey === "string") ctx.meta.idempotencyKey = idempotencyKey;
+}
+
+/** Both routes, after the call: streamed answers (SSE) cancel their producer when the client goes away (streaming.ts). */
+function answerWith(this: GatewayThis, ctx: Context, _route: unknown, _req: Req, res: ServerResponse, data: unknown) {
+  // A paged answer (job logs) becomes a stream that fetches each page as the client reads;
+  // a slow reader outlives the signed caller token, so each page call carries a fresh one.
+  const meta = ctx.meta as GatewayMeta;
+  const body = pagedBody(ctx, data, () => {
+    if (meta.caller) meta.callerToken = callerSigner(this.keys).tokenFor(meta.caller);
+  });
+  watchStream(ctx, res, body, this.logger);
+  return body;
+}
+
+/** What the /api and /v1 routes share: credentials, JSON bodies, the checks around each call. */
+const SERVICE_ROUTE = {
+  mappingPolicy: "restrict",
+  authentication: true,
+  authorization: false,
+  logging: false,
+  bodyParsers: { json: { limit: "1mb", strict: true, verify: requireUtf8 }, urlencoded: false },
+  // A call to a process that died without saying so must not hang: GATEWAY_TIMEOUT_MS (503), set in createServer().
+  callOptions: { timeout: 150_000 },
+  onBeforeCall: checkRequest,
+  onAfterCall: answerWith,
+};
 
 const GatewayService: ServiceSchema = {
   name: "api-gateway",
@@ -104,38 +151,17 @@ const GatewayService: ServiceSchema = {
         // Every service's REST actions except the gateway's own (listAliases).
         whitelist: [/^(?!api-gateway\.)/],
         autoAliases: true,
-        mappingPolicy: "restrict",
-        authentication: true,
-        authorization: false,
-        logging: false,
-        bodyParsers: { json: { limit: "1mb", strict: true, verify: requireUtf8 }, urlencoded: false },
-        // A call to a process that died without saying so must not hang: GATEWAY_TIMEOUT_MS (503), set in createServer().
-        callOptions: { timeout: 150_000 },
-
-        onBeforeCall(this: GatewayThis, ctx: Context<unknown, GatewayMeta>, _route: unknown, req: Req) {
-          if (BODY_METHODS.has(req.method ?? "") && hasBody(req)) {
-            const type = (req.headers["content-type"] ?? "").split(";")[0].trim().toLowerCase();
-            if (type !== "application/json") throw apiError("UNSUPPORTED_MEDIA_TYPE", "Request body must be application/json");
-            if (req.body === null || typeof req.body !== "object" || Array.isArray(req.body))
-              throw apiError("INVALID_JSON", "Request body must be a JSON object");
-          }
-          checkForwarded(req.$params, this.config.maxParamsBytes);
-          ctx.meta.clientIp = clientAddress(req, this.config.trustProxy);
-          const idempotencyKey = req.headers["idempotency-key"];
-          // Node joins a repeated header with ", " (which the key check then refuses).
-          if (typeof idempotencyKey === "string") ctx.meta.idempotencyKey = idempotencyKey;
+        ...SERVICE_ROUTE,
+      },
+      // The OpenAI-compatible API (README "OpenAI-compatible API"): outside /api, errors in OpenAI's shape (onError).
+      {
+        path: V1_PREFIX,
+        aliases: {
+          "GET /models": "inference.v1Models",
+          "POST /chat/completions": "inference.v1ChatCompletions",
+          "POST /embeddings": "inference.v1Embeddings",
         },
-        // Streamed answers (SSE): cancel the producer when the client goes away (streaming.ts).
-        onAfterCall(this: GatewayThis, ctx: Context, _route: unknown, _req: Req, res: ServerResponse, data: unknown) {
-          // A paged answer (job logs) becomes a stream that fetches each page as the client reads;
-          // a slow reader outlives the signed caller token, so each page call carries a fresh one.
-          const meta = ctx.meta as GatewayMeta;
-          const body = pagedBody(ctx, data, () => {
-            if (meta.caller) meta.callerToken = callerSigner(this.keys).tokenFor(meta.caller);
-          });
-          watchStream(ctx, res, body, this.logger);
-          return body;
-        },
+        ...SERVICE_ROUTE,
       },
       // GET /api/openapi.json and the reference page /api/docs (docs.ts).
       docsRoute(),
@@ -164,7 +190,8 @@ const GatewayService: ServiceSchema = {
       for (const [name, value] of Object.entries(pub.headers)) res.setHeader(name, value);
       res.setHeader("Content-Type", "application/json; charset=utf-8");
       res.writeHead(pub.status);
-      res.end(JSON.stringify(pub.body));
+      const { code, message, details } = pub.body.error;
+      res.end(JSON.stringify(isV1(req) ? openAiError(pub.status, code, message, details) : pub.body));
     },
   },
 
@@ -186,8 +213,8 @@ const GatewayService: ServiceSchema = {
       this.resolver = gatewayCallerResolver(config.jwtSecret);
       this.settings.port = config.port;
       this.settings.ip = config.host;
-      // The /api route (settings are this instance's own copy: moleculer merges mixins into clones).
-      this.settings.routes[0].callOptions = { timeout: config.timeoutMs };
+      // The /api and /v1 routes (settings are this instance's own copy: moleculer merges mixins into clones).
+      for (const route of this.settings.routes.slice(0, 2)) route.callOptions = { timeout: config.timeoutMs };
       // Below info level the access line would be dropped: skip its timer and listener per request.
       this.settings.accessLog = logsInfo(platform.logLevel);
       const limits = {

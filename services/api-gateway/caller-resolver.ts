@@ -1,6 +1,8 @@
 /**
  * Turns a request's credentials into the caller, or the reason there is none.
- * - JWT: verified here (lib/jwt.ts rules), then its account must exist: positive answers are
+ * - JWT: verified here (lib/jwt.ts rules; a token verified once is remembered until its exp, as
+ *   caller tokens are: the hot path does not parse and check the same signature again), then its
+ *   account must exist: positive answers are
  *   cached per process (bounded, ACCOUNT_CACHE_MS), so the hot path reads no database. The role is
  *   the account's, not the token's: an account removed from ADMIN_EMAILS loses `admin` within
  *   ACCOUNT_CACHE_MS, even with a token signed before.
@@ -28,6 +30,7 @@ export type CallerLookups<T> = {
 
 export class CallerResolver<T> {
   private readonly accounts = new LruCache<string, { role: string; until: number }>(ACCOUNT_CACHE_ENTRIES); // id → role, valid until (ms)
+  private readonly verified = new LruCache<string, { sub: string; expMs: number }>(ACCOUNT_CACHE_ENTRIES); // token → its account, until exp
 
   constructor(
     private readonly lookups: CallerLookups<T>,
@@ -52,9 +55,23 @@ export class CallerResolver<T> {
     }
   }
 
+  /** The token's account: from the cache of tokens verified before (until their exp), else verified now. */
+  private verify(token: string, now: number): { sub: string } | { error: string } {
+    const known = this.verified.get(token);
+    if (known && known.expMs > now) return known;
+    if (known) {
+      this.verified.delete(token);
+      return { error: "Access token expired" };
+    }
+    const claims = verifyAccessToken(token, this.jwtSecret, now);
+    if ("error" in claims) return claims;
+    this.verified.set(token, { sub: claims.sub, expMs: claims.exp * 1000 });
+    return claims;
+  }
+
   private async fromJwt(token: string, via: T): Promise<Resolution> {
     const now = this.now();
-    const claims = verifyAccessToken(token, this.jwtSecret, now);
+    const claims = this.verify(token, now);
     if ("error" in claims) return { error: claims.error };
     const cached = this.accounts.get(claims.sub);
     if (cached !== undefined && cached.until > now) return { caller: { clientId: claims.sub, role: cached.role, via: "jwt" } };

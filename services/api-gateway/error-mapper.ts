@@ -91,8 +91,13 @@ export function toPublicError(raw: unknown, requestId: string): PublicError {
   if (type in ErrorCodes && ErrorCodes[type as ErrorCode] === status) {
     const pub = make(type as ErrorCode, err.message || type, err.data ?? null);
     if (type === "RATE_LIMITED") {
-      const retry = (err.data as { retryAfter?: number } | null)?.retryAfter;
-      if (typeof retry === "number") pub.headers["Retry-After"] = String(Math.max(1, Math.ceil(retry)));
+      const { retryAfter, headers, ...rest } = (err.data ?? {}) as { retryAfter?: number; headers?: unknown };
+      if (typeof retryAfter === "number") pub.headers["Retry-After"] = String(Math.max(1, Math.ceil(retryAfter)));
+      // OpenAI's x-ratelimit-* headers travel in the error's data: they become headers, not details.
+      if (headers && typeof headers === "object") {
+        for (const [name, value] of Object.entries(headers)) if (/^x-ratelimit-[a-z-]+$/.test(name)) pub.headers[name] = String(value);
+        pub.body.error.details = { retryAfter, ...rest };
+      }
     }
     return pub;
   }

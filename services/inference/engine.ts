@@ -1,17 +1,24 @@
 /**
  * One inference, from model name to answer: route through the catalogue, call the provider under
  * a deadline, measure, and report every attempt (ok or not) to `onFinished` for usage accounting.
- * Streams become server-sent events; destroying the stream (the client went away) or `abort(id)`
- * cancels the provider request.
+ * A model's fallbacks (MODEL_FALLBACKS, or the request's own list) are tried in order when an
+ * attempt fails before its first token. Streams become server-sent events in the caller's format;
+ * destroying the stream (the client went away) or `abort(id)` cancels the provider request.
  */
 import { randomUUID } from "crypto";
 import { Readable } from "stream";
 import { apiError } from "../../lib/errors";
+import { CallControl } from "./call-control";
 import type { ModelCatalogue, ModelEntry } from "./catalogue";
 import type { InferenceResult, PublicModel } from "./contract";
+import { estimateTokens } from "./model-info";
 import { asFailure, Outcome, outcomeOf, publicFailure, PublicFailure, toApiError } from "./errors";
-import { ChatRequest, Provider, ProviderFailure, StreamChunk, Usage } from "./providers";
+import { Answer, Embedded, PLATFORM_SSE, StreamFormat, withFirst } from "./answers";
+import { ChatMessage, ChatOptions, ChatRequest, Finish, Provider, ProviderFailure, StreamChunk, Usage } from "./providers";
 
+export type { Answer, Embedded, StreamFormat } from "./answers";
+
+/** POST /api/models/infer's parameters. */
 export type InferParams = {
   model: string;
   prompt: string;
@@ -19,6 +26,9 @@ export type InferParams = {
   temperature: number;
   maxTokens: number;
 };
+
+/** A chat: `fallbacks` (the request's own list) replaces the configured MODEL_FALLBACKS of `model`. */
+export type ChatParams = ChatOptions & { model: string; messages: ChatMessage[]; fallbacks?: string[] };
 
 export type InferenceRecord = {
   id: string;
@@ -40,40 +50,16 @@ export type EngineOptions = {
   timeoutMs: number;
   healthTimeoutMs: number;
   onFinished: (record: InferenceRecord) => void;
+  /** MODEL_FALLBACKS: model → the models to try next, in order. */
+  fallbacks?: Readonly<Record<string, readonly string[]>>;
   newId?: () => string;
 };
 
-/** One server-sent event. */
-export const sseEvent = (data: unknown): string => `data: ${JSON.stringify(data)}\n\n`;
-
-/** A provider call's cancellation: a deadline (re-armed by `touch` while a stream moves) or an abort. */
-class CallControl {
-  private readonly controller = new AbortController();
-  private timer?: NodeJS.Timeout;
-
-  constructor(private readonly timeoutMs: number) {
-    this.touch();
-  }
-
-  get signal(): AbortSignal {
-    return this.controller.signal;
-  }
-
-  touch(): void {
-    clearTimeout(this.timer);
-    this.timer = setTimeout(() => this.controller.abort(new ProviderFailure("timeout", `No answer within ${this.timeoutMs} ms`)), this.timeoutMs);
-  }
-
-  abort(reason: string): void {
-    this.controller.abort(new ProviderFailure("aborted", reason));
-  }
-
-  dispose(): void {
-    clearTimeout(this.timer);
-  }
-}
-
 const elapsed = (startedAt: number) => Math.round(performance.now() - startedAt);
+
+/** The engine's refusals that a fallback model may answer instead. */
+const FALLBACK_CODES = new Set(["MODEL_NOT_FOUND", "SERVICE_UNAVAILABLE", "PROVIDER_ERROR", "PROVIDER_TIMEOUT"]);
+const movesOn = (err: unknown) => FALLBACK_CODES.has(String((err as { type?: unknown })?.type));
 
 export class InferenceEngine {
   private readonly providers: Map<string, Provider>;
@@ -118,49 +104,40 @@ export class InferenceEngine {
   }
 
   async infer(clientId: string, params: InferParams): Promise<InferenceResult> {
+    const a = await this.chat(clientId, chatOf(params));
+    return { id: a.id, model: a.model, response: a.text, tokensUsed: a.promptTokens + a.completionTokens, durationMs: a.durationMs };
+  }
+
+  /** A non-streamed chat, moving on along the model's fallbacks while attempts fail. */
+  async chat(clientId: string, params: ChatParams): Promise<Answer> {
     const startedAt = performance.now();
-    const id = this.newId();
-    const { entry, provider } = await this.route(id, clientId, params.model, startedAt, false);
-    const control = new CallControl(this.opts.timeoutMs);
-    try {
-      const answer = await provider.complete(this.request(entry, params), control.signal);
-      const durationMs = elapsed(startedAt);
-      this.finish(id, clientId, entry, false, durationMs, "ok", null, answer);
-      return { id, model: entry.name, response: answer.text, tokensUsed: answer.promptTokens + answer.completionTokens, durationMs };
-    } catch (err) {
-      throw toApiError(this.failed(id, clientId, entry, false, startedAt, asFailure(err)));
-    } finally {
-      control.dispose();
-    }
+    return this.alongFallbacks(params, async (model) => {
+      const { id, entry, value, durationMs } = await this.call(clientId, model, startedAt, (e, p, signal) => p.complete(this.request(e, params), signal));
+      return { id, model: entry.name, durationMs, ...value };
+    });
+  }
+
+  /** One vector per input (no fallbacks: another model's vectors are not comparable). */
+  async embed(clientId: string, model: string, input: string[]): Promise<Embedded> {
+    const startedAt = performance.now();
+    const embed = (e: ModelEntry, p: Provider, signal: AbortSignal) => p.embed(e.upstreamId, input, signal);
+    const { id, entry, value } = await this.call(clientId, model, startedAt, embed, (v) => ({ promptTokens: v.promptTokens, completionTokens: 0 }));
+    return { id, model: entry.name, ...value };
+  }
+
+  /** POST /api/models/infer with "stream": true: the platform's events. */
+  openStream(clientId: string, params: InferParams): Promise<{ id: string; model: string; stream: Readable }> {
+    return this.openChatStream(clientId, chatOf(params), PLATFORM_SSE);
   }
 
   /**
-   * Resolves once the provider accepted the request, so refusals (unknown model, provider down,
-   * provider error) are ordinary errors; from then on failures are the stream's last event.
+   * Resolves once the provider accepted the request (with a fallback left: once its first chunk
+   * came), so refusals (unknown model, provider down, provider error) are ordinary errors; from
+   * then on failures are the stream's last event.
    */
-  async openStream(clientId: string, params: InferParams): Promise<{ id: string; stream: Readable }> {
+  openChatStream(clientId: string, params: ChatParams, format: StreamFormat): Promise<{ id: string; model: string; stream: Readable }> {
     const startedAt = performance.now();
-    const id = this.newId();
-    const { entry, provider } = await this.route(id, clientId, params.model, startedAt, true);
-    const control = new CallControl(this.opts.timeoutMs);
-    this.active.set(id, { clientId, control });
-    let chunks: AsyncIterable<StreamChunk>;
-    try {
-      chunks = await provider.stream(this.request(entry, params), control.signal);
-    } catch (err) {
-      this.active.delete(id);
-      control.dispose();
-      throw toApiError(this.failed(id, clientId, entry, true, startedAt, asFailure(err)));
-    }
-    const stream = new Readable({
-      read() {},
-      destroy(err, callback) {
-        control.abort("Client closed the stream");
-        callback(err);
-      },
-    });
-    void this.pump(id, clientId, entry, chunks, control, stream, startedAt);
-    return { id, stream };
+    return this.alongFallbacks(params, (model, last) => this.streamWith(clientId, model, params, format, startedAt, !last));
   }
 
   /** Cancels a running stream (the gateway calls this when its client goes away). */
@@ -175,6 +152,71 @@ export class InferenceEngine {
     for (const { control } of this.active.values()) control.abort("Service stopping");
   }
 
+  /** `attempt` for the model, then each fallback while the previous failed in a way another model may not. */
+  private async alongFallbacks<T>(params: ChatParams, attempt: (model: string, last: boolean) => Promise<T>): Promise<T> {
+    const configured = this.opts.fallbacks && Object.hasOwn(this.opts.fallbacks, params.model) ? this.opts.fallbacks[params.model] : [];
+    const chain = [...new Set([params.model, ...(params.fallbacks ?? configured)])];
+    for (let i = 0; ; i++) {
+      const last = i === chain.length - 1;
+      try {
+        return await attempt(chain[i], last);
+      } catch (err) {
+        if (last || !movesOn(err)) throw err;
+      }
+    }
+  }
+
+  /** One provider call under the deadline, recorded whatever its outcome. */
+  private async call<T>(
+    clientId: string,
+    model: string,
+    startedAt: number,
+    work: (entry: ModelEntry, provider: Provider, signal: AbortSignal) => Promise<T>,
+    usageOf: (value: T) => Usage = (v) => v as Usage,
+  ): Promise<{ id: string; entry: ModelEntry; value: T; durationMs: number }> {
+    const id = this.newId();
+    const { entry, provider } = await this.route(id, clientId, model, startedAt, false);
+    const control = new CallControl(this.opts.timeoutMs);
+    try {
+      const value = await work(entry, provider, control.signal);
+      const durationMs = elapsed(startedAt);
+      this.finish(id, clientId, entry, false, durationMs, "ok", null, usageOf(value));
+      return { id, entry, value, durationMs };
+    } catch (err) {
+      throw toApiError(this.failed(id, clientId, entry, false, startedAt, asFailure(err)));
+    } finally {
+      control.dispose();
+    }
+  }
+
+  private async streamWith(clientId: string, model: string, params: ChatParams, format: StreamFormat, startedAt: number, waitFirst: boolean) {
+    const id = this.newId();
+    const { entry, provider } = await this.route(id, clientId, model, startedAt, true);
+    const control = new CallControl(this.opts.timeoutMs);
+    this.active.set(id, { clientId, control });
+    let chunks: AsyncIterator<StreamChunk>;
+    let first: IteratorResult<StreamChunk> | undefined;
+    try {
+      chunks = (await provider.stream(this.request(entry, params), control.signal))[Symbol.asyncIterator]();
+      // With a fallback left, a failure before the first chunk must still be able to move on.
+      if (waitFirst) first = await chunks.next();
+    } catch (err) {
+      this.active.delete(id);
+      control.dispose();
+      throw toApiError(this.failed(id, clientId, entry, true, startedAt, asFailure(err)));
+    }
+    const stream = new Readable({
+      read() {},
+      destroy(err, callback) {
+        control.abort("Client closed the stream");
+        callback(err);
+      },
+    });
+    const prompt = params.messages.map((m) => m.content).join("\n");
+    void this.pump(id, clientId, entry, withFirst(first, chunks), control, stream, startedAt, format, prompt);
+    return { id, model: entry.name, stream };
+  }
+
   private async pump(
     id: string,
     clientId: string,
@@ -183,32 +225,34 @@ export class InferenceEngine {
     control: CallControl,
     stream: Readable,
     startedAt: number,
+    format: StreamFormat,
+    prompt: string,
   ): Promise<void> {
-    const send = (event: unknown) => {
-      if (!stream.destroyed) stream.push(sseEvent(event));
+    const send = (event: string) => {
+      if (!stream.destroyed) stream.push(event);
     };
     let text = "";
-    let usage: Usage = { promptTokens: 0, completionTokens: 0 };
-    // Providers stream one token per chunk: what a stream that stops before its usage report generated.
-    let generated = 0;
+    let deltas = 0;
+    let usage: Usage & Finish = { promptTokens: 0, completionTokens: 0 };
     try {
       for await (const chunk of chunks) {
         control.touch();
         if (chunk.type === "delta") {
-          generated++;
           text += chunk.text;
-          send({ id, model: entry.name, delta: chunk.text });
+          deltas += 1;
+          send(format.delta(id, entry.name, chunk.text));
         } else usage = chunk;
       }
       const durationMs = elapsed(startedAt);
-      const tokensUsed = usage.promptTokens + usage.completionTokens;
-      send({ id, model: entry.name, response: text, tokensUsed, durationMs, done: true });
+      const { promptTokens, completionTokens, finishReason } = usage;
+      send(format.done({ id, model: entry.name, text, promptTokens, completionTokens, durationMs, ...(finishReason ? { finishReason } : {}) }));
       this.finish(id, clientId, entry, true, durationMs, "ok", null, usage);
     } catch (err) {
       const failure = asFailure(err);
-      const sofar = usage.promptTokens + usage.completionTokens > 0 ? usage : { promptTokens: 0, completionTokens: generated };
-      const pub = this.failed(id, clientId, entry, true, startedAt, failure, sofar);
-      if (failure.kind !== "aborted") send({ error: { code: pub.code, message: pub.message, details: pub.details } });
+      // Cut before the provider counted: what was generated still counts (about one token a chunk).
+      if (deltas && !usage.completionTokens) usage = { promptTokens: estimateTokens(prompt), completionTokens: deltas };
+      const pub = this.failed(id, clientId, entry, true, startedAt, failure, usage);
+      if (failure.kind !== "aborted") send(format.error(pub));
     } finally {
       control.dispose();
       this.active.delete(id);
@@ -233,14 +277,9 @@ export class InferenceEngine {
     throw error;
   }
 
-  private request(entry: ModelEntry, params: InferParams): ChatRequest {
-    return {
-      model: entry.upstreamId,
-      prompt: params.prompt,
-      systemPrompt: params.systemPrompt || undefined,
-      temperature: params.temperature,
-      maxTokens: params.maxTokens,
-    };
+  private request(entry: ModelEntry, params: ChatParams): ChatRequest {
+    const { temperature, maxTokens, topP, stop, seed, user } = params;
+    return { model: entry.upstreamId, messages: params.messages, temperature, maxTokens, topP, stop, seed, user };
   }
 
   private failed(
@@ -283,4 +322,11 @@ export class InferenceEngine {
   private baseRecord(id: string, clientId: string, model: string, provider: string | null, stream: boolean): InferenceRecord {
     return { id, clientId, model, provider, stream, promptTokens: 0, completionTokens: 0, tokensUsed: 0, durationMs: 0, outcome: "ok", errorCode: null };
   }
+}
+
+/** The prompt of POST /api/models/infer as chat messages (an empty system prompt is none). */
+function chatOf(params: InferParams): ChatParams {
+  const messages: ChatMessage[] = params.systemPrompt ? [{ role: "system", content: params.systemPrompt }] : [];
+  messages.push({ role: "user", content: params.prompt });
+  return { model: params.model, messages, temperature: params.temperature, maxTokens: params.maxTokens };
 }

@@ -1,9 +1,12 @@
 /**
  * Hosted model inference: the model list merged from every configured provider (Ollama, and
- * OpenAI-compatible servers), inference with or without streaming, provider health, and usage
- * accounting. The work happens in engine.ts; the actions only hand over.
+ * OpenAI-compatible servers), inference with or without streaming, provider health, usage
+ * accounting and per-account rate limits; and the OpenAI-compatible API (the gateway's /v1 route
+ * calls the `v1*` actions). The work happens in engine.ts; the actions only hand over.
  */
+import type { Readable } from "stream";
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
+import { Type } from "../../lib/contract";
 import { platformSettingsOf } from "../../lib/platform-settings";
 import { brokerEnv } from "../../lib/settings";
 import { InferenceSettings, parseInferenceSettings } from "./settings";
@@ -12,8 +15,11 @@ import { acquireRedis, releaseRedis } from "../../lib/redis";
 import { DbMixin, DbThis } from "../../mixins/db.mixin";
 import type { StreamAbortHook } from "../api-gateway/streaming";
 import { ModelCatalogue, RedisSnapshotStore } from "./catalogue";
+import { MemoryRateLimiter, RedisRateLimiter } from "../../lib/rate-limiter";
 import { INFER_STREAM, InferenceResult, ModelList, ProviderHealth, PublicModel } from "./contract";
 import { InferenceEngine, InferenceRecord, InferParams } from "./engine";
+import { chatCompletion, embeddingList, modelList, openAiStreamFormat, parseChatCompletion, parseEmbeddings } from "./openai-api";
+import { EnvInferenceLimits, InferenceRateLimits } from "./rate-limits";
 import { INFERENCE_COMPLETED, inferenceCompleted } from "./events";
 import { migrations } from "./migrations";
 import { createProviders } from "./providers";
@@ -27,7 +33,16 @@ export interface InferActionParams extends InferParams {
   stream: boolean;
 }
 
-type InferenceMeta = CallerMeta & { $streamAbort?: StreamAbortHook };
+type InferenceMeta = CallerMeta & { $streamAbort?: StreamAbortHook; $responseType?: string; $responseHeaders?: Record<string, string> };
+
+const STREAM_HEADERS = { "Cache-Control": "no-cache", "X-Accel-Buffering": "no" };
+/** /v1 actions: reached through the gateway's /v1 route only (no `rest`: not under /api); OpenAI's own API document describes them. */
+const V1 = {
+  auth: "required" as const,
+  callers: ["api-gateway"] as const,
+  openapi: { tag: "models" as const, summary: "OpenAI-compatible API", status: 200, response: Type.Unknown(), hidden: true as const },
+};
+const unixNow = () => Math.floor(Date.now() / 1000);
 
 type InferenceThis = Service &
   DbThis & {
@@ -36,8 +51,11 @@ type InferenceThis = Service &
     recorder: UsageRecorder;
     usage: UsagePublisher;
     gate: QuotaGate;
+    rates: InferenceRateLimits;
     redisUrl?: string;
     recordFinished(record: InferenceRecord): void;
+    admit(ctx: Context<unknown, InferenceMeta>): Promise<void>;
+    streamed(ctx: Context<unknown, InferenceMeta>, opened: { id: string; stream: Readable }): Readable;
   };
 
 const HEALTH_TIMEOUT_MS = 2_000;
@@ -85,15 +103,39 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
       },
       async handler(this: InferenceThis, ctx: Context<InferActionParams, InferenceMeta>) {
         const clientId = ctx.meta.caller!.clientId;
-        // At or over a monthly quota an inference uses up: 403 before the provider is asked.
-        await this.gate.check(clientId, ["credits", "tokens"]);
+        await this.admit(ctx);
         if (!ctx.params.stream) return this.engine.infer(clientId, ctx.params) as Promise<InferenceResult>;
-        const { id, stream } = await this.engine.openStream(clientId, ctx.params);
-        ctx.meta.$responseType = "text/event-stream";
-        ctx.meta.$responseHeaders = { "Cache-Control": "no-cache", "X-Accel-Buffering": "no", "X-Inference-Id": id };
-        // Over NATS the gateway holds only a copy of the stream: it calls this when its client leaves.
-        ctx.meta.$streamAbort = { action: "inference.abort", params: { id }, nodeID: this.broker.nodeID };
-        return stream;
+        return this.streamed(ctx, await this.engine.openStream(clientId, ctx.params));
+      },
+    },
+
+    /** GET /v1/models */
+    v1Models: {
+      ...V1,
+      async handler(this: InferenceThis) {
+        return modelList(await this.engine.listModels(), unixNow());
+      },
+    },
+
+    /** POST /v1/chat/completions */
+    v1ChatCompletions: {
+      ...V1,
+      async handler(this: InferenceThis, ctx: Context<unknown, InferenceMeta>) {
+        const request = parseChatCompletion(ctx.params);
+        const clientId = ctx.meta.caller!.clientId;
+        await this.admit(ctx);
+        if (!request.stream) return chatCompletion(await this.engine.chat(clientId, request), unixNow());
+        return this.streamed(ctx, await this.engine.openChatStream(clientId, request, openAiStreamFormat(request.includeUsage, unixNow())));
+      },
+    },
+
+    /** POST /v1/embeddings */
+    v1Embeddings: {
+      ...V1,
+      async handler(this: InferenceThis, ctx: Context<unknown, InferenceMeta>) {
+        const request = parseEmbeddings(ctx.params);
+        await this.admit(ctx);
+        return embeddingList(await this.engine.embed(ctx.meta.caller!.clientId, request.model, request.input), request.base64);
       },
     },
 
@@ -124,6 +166,34 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
       // Answered, or tokens generated (a stream abandoned): it counts in the account's usage.
       if (record.provider && (record.outcome === "ok" || record.tokensUsed > 0)) this.usage.add(inferenceUsage(record));
       this.broker.emit(INFERENCE_COMPLETED, inferenceCompleted(record)).catch(() => undefined);
+      this.rates
+        .charge(record.clientId, record.tokensUsed)
+        .catch((err) => this.logger.warn(`Could not count tokens for rate limits: ${(err as Error).message}`));
+    },
+
+    /** A stream as the answer: server-sent events, and the hook that cancels it when its client leaves. */
+    streamed(this: InferenceThis, ctx: Context<unknown, InferenceMeta>, { id, stream }: { id: string; stream: Readable }): Readable {
+      ctx.meta.$responseType = "text/event-stream";
+      ctx.meta.$responseHeaders = { ...ctx.meta.$responseHeaders, ...STREAM_HEADERS, "X-Inference-Id": id };
+      // Over NATS the gateway holds only a copy of the stream: it calls this when its client leaves.
+      ctx.meta.$streamAbort = { action: "inference.abort", params: { id }, nodeID: this.broker.nodeID };
+      return stream;
+    },
+
+    /**
+     * The one gate every inference passes (infer, v1ChatCompletions, v1Embeddings), after validation:
+     * at or over a monthly quota an inference uses up it is 403 before the provider is asked; then
+     * the account's rate limits count the request, set the x-ratelimit-* headers, or throw 429.
+     */
+    async admit(this: InferenceThis, ctx: Context<unknown, InferenceMeta>) {
+      await this.gate.check(ctx.meta.caller!.clientId, ["credits", "tokens"]);
+      const headers = await this.rates.admit(ctx.meta.caller!.clientId).catch((err) => {
+        // A limit reached refuses; Redis failing does not stop inference (it is logged).
+        if ((err as { type?: string }).type === "RATE_LIMITED") throw err;
+        this.logger.warn(`Rate limits could not be checked (allowed): ${(err as Error).message}`);
+        return {};
+      });
+      if (Object.keys(headers).length) ctx.meta.$responseHeaders = { ...ctx.meta.$responseHeaders, ...headers };
     },
   },
 
@@ -133,10 +203,10 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
     const providers = createProviders({ ollamaUrl: this.config.ollamaUrl, openai: this.config.openaiProviders });
     this.logger.info(`Model providers: ${providers.map((p) => p.name).join(", ") || "none configured"}`);
     this.redisUrl = platform.redisUrl;
-    const store = this.redisUrl
-      ? new RedisSnapshotStore(acquireRedis(this.redisUrl), `${platform.namespace || "ci"}:inference:models`, (err) =>
-          this.logger.warn(`Model list cache (Redis) failed: ${(err as Error).message}`),
-        )
+    const redis = this.redisUrl ? acquireRedis(this.redisUrl) : undefined;
+    const prefix = platform.namespace || "ci";
+    const store = redis
+      ? new RedisSnapshotStore(redis, `${prefix}:inference:models`, (err) => this.logger.warn(`Model list cache (Redis) failed: ${(err as Error).message}`))
       : undefined;
     const catalogue = new ModelCatalogue({
       providers,
@@ -146,6 +216,12 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
       minRefreshMs: MIN_REFRESH_MS,
       store,
     });
+    // Without Redis, each replica counts on its own (README "Rate limits").
+    const limiter = redis ? new RedisRateLimiter(redis, `${prefix}:inference-rate`) : new MemoryRateLimiter();
+    this.rates = new InferenceRateLimits(
+      limiter,
+      new EnvInferenceLimits({ requestsPerMinute: this.config.requestsPerMinute, tokensPerMinute: this.config.tokensPerMinute }),
+    );
     this.recorder = new UsageRecorder(new InferencesRepository(this.db), (err, lost) =>
       this.logger.error(`Could not record ${lost} inference(s) for usage accounting: ${(err as Error).message}`),
     );
@@ -159,6 +235,7 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
       providers,
       timeoutMs: this.config.timeoutMs,
       healthTimeoutMs: HEALTH_TIMEOUT_MS,
+      fallbacks: this.config.fallbacks,
       onFinished: (record) => this.recordFinished(record),
     });
   },

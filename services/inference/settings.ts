@@ -1,5 +1,5 @@
 /** The inference service's settings (README "Configuration" and "Inference"), parsed when it is created. */
-import { Env, httpUrl, int } from "../../lib/settings";
+import { Env, httpUrl, int, SettingError } from "../../lib/settings";
 
 export type OpenAiProviderConfig = { name: string; url: string; apiKey?: string };
 
@@ -12,7 +12,46 @@ export type InferenceSettings = {
   timeoutMs: number;
   /** How long the merged model list is cached (a list missing a provider: at most 5 s). */
   modelsCacheS: number;
+  /** MODEL_FALLBACKS: model → the models tried next, in order, when it fails before its first token. */
+  fallbacks: Record<string, string[]>;
+  /** INFERENCE_RPM / INFERENCE_TPM: every account's default per-minute limits; null: unlimited. */
+  requestsPerMinute: number | null;
+  tokensPerMinute: number | null;
 };
+
+/** The most models one request may try (its own and its fallbacks): each failure costs a provider call. */
+export const MAX_FALLBACKS = 5;
+
+const FALLBACKS_SHAPE = `a JSON object {"model": ["fallback", …]} (at most ${MAX_FALLBACKS} fallbacks each)`;
+
+/** MODEL_FALLBACKS='{"llama3.2:1b": ["qwen2.5:0.5b"]}'. */
+export function parseModelFallbacks(raw: string | undefined): Record<string, string[]> {
+  // No prototype: a model named "constructor" must not find Object's.
+  const out: Record<string, string[]> = Object.create(null);
+  if (raw === undefined || raw.trim() === "") return out;
+  let value: unknown;
+  try {
+    value = JSON.parse(raw);
+  } catch {
+    throw new SettingError("MODEL_FALLBACKS", raw, FALLBACKS_SHAPE);
+  }
+  if (value === null || typeof value !== "object" || Array.isArray(value)) throw new SettingError("MODEL_FALLBACKS", raw, FALLBACKS_SHAPE);
+  for (const [model, list] of Object.entries(value)) {
+    const ok = Array.isArray(list) && list.length <= MAX_FALLBACKS && list.every((m) => typeof m === "string" && m.trim() !== "");
+    if (!ok || model.trim() === "") throw new SettingError("MODEL_FALLBACKS", raw, FALLBACKS_SHAPE);
+    out[model.trim()] = (list as string[]).map((m) => m.trim());
+  }
+  return out;
+}
+
+/** A per-minute limit: unset, empty or "unlimited" is none; otherwise a positive integer. */
+function perMinute(env: Env, name: string): number | null {
+  const raw = (env[name] ?? "").trim();
+  if (raw === "" || raw.toLowerCase() === "unlimited") return null;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 1) throw new SettingError(name, raw, 'a positive integer or "unlimited"');
+  return value;
+}
 
 const PROVIDER_NAME = /^[a-z][a-z0-9_-]{0,31}$/;
 
@@ -48,5 +87,8 @@ export function parseInferenceSettings(env: Env): InferenceSettings {
     openaiProviders: parseOpenAiProviders(env.OPENAI_PROVIDERS),
     timeoutMs: int(env, "INFERENCE_TIMEOUT_MS", 120_000),
     modelsCacheS: int(env, "MODELS_CACHE_S", 30),
+    fallbacks: parseModelFallbacks(env.MODEL_FALLBACKS),
+    requestsPerMinute: perMinute(env, "INFERENCE_RPM"),
+    tokensPerMinute: perMinute(env, "INFERENCE_TPM"),
   };
 }

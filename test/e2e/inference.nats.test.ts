@@ -1,7 +1,7 @@
 /**
  * Streaming across processes: the gateway here, the inference service in a child process, over
  * real NATS. Deltas must still be flushed one by one, and a client going away must still abort the
- * provider request (the gateway calls inference.abort on the serving node).
+ * provider request (the gateway calls inference.abort on the serving node); the same for /v1.
  */
 import { Client } from "pg";
 import {
@@ -17,6 +17,7 @@ import {
   waitForRoute,
 } from "../support/platform";
 import { OllamaStandin } from "../support/provider-standins";
+import { openAiClient } from "../support/inference-platform";
 import { openSse } from "../support/sse";
 
 describe("inference - streaming over NATS", () => {
@@ -83,5 +84,19 @@ describe("inference - streaming over NATS", () => {
       message: "the aborted inference to be recorded",
     });
     expect(row.outcome).toBe("aborted");
+  });
+
+  test("inference - over NATS: /v1 streams chunk by chunk, and an abandoned /v1 stream aborts the provider request", async () => {
+    ollama.set({ gated: true, chunks: ["a", "b", "c"] });
+    const client = openAiClient(platform.baseUrl, token);
+    const stream = await client.chat.completions.create({ model: "llama3.2:1b", messages: [{ role: "user", content: "hi" }], stream: true });
+    const chunks = stream[Symbol.asyncIterator]();
+    for (const expected of ["a", "b"]) {
+      expect((await chunks.next()).value?.choices[0].delta.content).toBe(expected);
+      ollama.release();
+    }
+    const closedBefore = ollama.closedEarly;
+    stream.controller.abort();
+    await waitFor(() => ollama.closedEarly > closedBefore, { message: "the stand-in to see its connection close" });
   });
 });

@@ -6,7 +6,7 @@
 import { OllamaProvider } from "../../services/inference/providers/ollama";
 import { OpenAiProvider } from "../../services/inference/providers/openai";
 import { ChatRequest, Provider, ProviderFailure, StreamChunk } from "../../services/inference/providers";
-import { OllamaStandin, OpenAiStandin } from "../support/provider-standins";
+import { OllamaStandin, OpenAiStandin, standinEmbedding } from "../support/provider-standins";
 import { waitFor } from "../support/platform";
 
 type Kind = {
@@ -16,7 +16,8 @@ type Kind = {
   chatPath: string;
   model: string;
   /** What the provider received, in common terms. */
-  sent(body: any): { temperature: number; maxTokens: number; messages: Array<{ role: string; content: string }>; stream: boolean };
+  sent(body: any): { temperature: number; maxTokens: number; messages: Array<{ role: string; content: string }>; stream: boolean; [option: string]: unknown };
+  embedPath: string;
 };
 
 const KINDS: Kind[] = [
@@ -26,7 +27,14 @@ const KINDS: Kind[] = [
     adapter: (url) => new OllamaProvider(url),
     chatPath: "/api/chat",
     model: "llama3.2:1b",
-    sent: (b) => ({ temperature: b.options.temperature, maxTokens: b.options.num_predict, messages: b.messages, stream: b.stream }),
+    sent: (b) => ({
+      temperature: b.options.temperature,
+      maxTokens: b.options.num_predict,
+      messages: b.messages,
+      stream: b.stream,
+      ...defined({ topP: b.options.top_p, stop: b.options.stop, seed: b.options.seed }),
+    }),
+    embedPath: "/api/embed",
   },
   {
     label: "openai",
@@ -34,11 +42,19 @@ const KINDS: Kind[] = [
     adapter: (url) => new OpenAiProvider("vllm", url),
     chatPath: "/v1/chat/completions",
     model: "Qwen/Qwen2.5-7B-Instruct",
-    sent: (b) => ({ temperature: b.temperature, maxTokens: b.max_tokens, messages: b.messages, stream: b.stream }),
+    sent: (b) => ({
+      temperature: b.temperature,
+      maxTokens: b.max_tokens,
+      messages: b.messages,
+      stream: b.stream,
+      ...defined({ topP: b.top_p, stop: b.stop, seed: b.seed, user: b.user }),
+    }),
+    embedPath: "/v1/embeddings",
   },
 ];
 
 const never = () => new AbortController().signal;
+const defined = (o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
 
 function deadline(ms: number): AbortSignal {
   const controller = new AbortController();
@@ -67,7 +83,7 @@ describe.each(KINDS)("inference - $label adapter", (kind) => {
   let provider: Provider;
   const request = (extra: Partial<ChatRequest> = {}): ChatRequest => ({
     model: kind.model,
-    prompt: "Why is the sky blue?",
+    messages: [{ role: "user", content: "Why is the sky blue?" }],
     temperature: 0.7,
     maxTokens: 1024,
     ...extra,
@@ -91,7 +107,11 @@ describe.each(KINDS)("inference - $label adapter", (kind) => {
 
   test(`inference - ${kind.label}: a non-streamed answer with the provider's token counts and the options mapped`, async () => {
     standin.set({ chunks: ["The sky ", "scatters blue light."], promptTokens: 21, completionTokens: 7 });
-    const answer = await provider.complete(request({ systemPrompt: "Be brief.", temperature: 1.3, maxTokens: 64 }), never());
+    const messages = [
+      { role: "system" as const, content: "Be brief." },
+      { role: "user" as const, content: "Why is the sky blue?" },
+    ];
+    const answer = await provider.complete(request({ messages, temperature: 1.3, maxTokens: 64 }), never());
     expect(answer).toEqual({ text: "The sky scatters blue light.", promptTokens: 21, completionTokens: 7 });
     const sent = kind.sent(standin.lastRequest(kind.chatPath)!.body);
     expect(sent).toEqual({
@@ -105,9 +125,42 @@ describe.each(KINDS)("inference - $label adapter", (kind) => {
     });
   });
 
-  test(`inference - ${kind.label}: without a system prompt only the user message is sent`, async () => {
-    await provider.complete(request(), never());
-    expect(kind.sent(standin.lastRequest(kind.chatPath)!.body).messages).toEqual([{ role: "user", content: "Why is the sky blue?" }]);
+  test(`inference - ${kind.label}: a conversation, top_p, stop, seed (and user where the provider has one) are mapped`, async () => {
+    const messages = [
+      { role: "user" as const, content: "Hi" },
+      { role: "assistant" as const, content: "Hello!" },
+      { role: "user" as const, content: "Why is the sky blue?" },
+    ];
+    await provider.complete(request({ messages, topP: 0.9, stop: ["\n\n"], seed: 42, user: "u-1" }), never());
+    const sent = kind.sent(standin.lastRequest(kind.chatPath)!.body);
+    expect(sent).toMatchObject({ messages, topP: 0.9, stop: ["\n\n"], seed: 42 });
+    // Ollama has no end-user field: it is not sent there.
+    expect(sent.user).toBe(kind.label === "ollama" ? undefined : "u-1");
+  });
+
+  test(`inference - ${kind.label}: options not given are not sent (the provider's defaults apply)`, async () => {
+    await provider.complete({ model: kind.model, messages: [{ role: "user", content: "hi" }] }, never());
+    const sent = kind.sent(standin.lastRequest(kind.chatPath)!.body);
+    expect([sent.temperature, sent.maxTokens, sent.topP, sent.stop, sent.seed]).toEqual([undefined, undefined, undefined, undefined, undefined]);
+  });
+
+  test(`inference - ${kind.label}: an answer cut at the token limit says so, streamed or not`, async () => {
+    standin.set({ truncated: true });
+    expect(await provider.complete(request(), never())).toMatchObject({ finishReason: "length" });
+    const chunks = await collect(await provider.stream(request(), never()));
+    expect(chunks[chunks.length - 1]).toMatchObject({ type: "usage", finishReason: "length" });
+  });
+
+  test(`inference - ${kind.label}: embeddings, one vector per input in input order, with the prompt tokens`, async () => {
+    standin.set({ promptTokens: 6 });
+    const result = await provider.embed(kind.model, ["first", "second one"], never());
+    expect(result).toEqual({ vectors: [standinEmbedding("first"), standinEmbedding("second one")], promptTokens: 6 });
+    expect(standin.lastRequest(kind.embedPath)!.body).toMatchObject({ model: kind.model, input: ["first", "second one"] });
+  });
+
+  test(`inference - ${kind.label}: an embedding model the provider does not know is not_found`, async () => {
+    const failure = await failureOf(provider.embed("no-such-model", ["x"], never()));
+    expect(failure.kind).toBe("not_found");
   });
 
   test(`inference - ${kind.label}: a streamed answer arrives as deltas, then the token counts`, async () => {
@@ -241,7 +294,10 @@ describe("inference - ollama adapter specifics", () => {
     const standin = await new OllamaStandin().start();
     try {
       standin.set({ promptTokens: undefined as unknown as number, completionTokens: 5 });
-      const answer = await new OllamaProvider(standin.url).complete({ model: "llama3.2:1b", prompt: "hi", temperature: 0.7, maxTokens: 8 }, never());
+      const answer = await new OllamaProvider(standin.url).complete(
+        { model: "llama3.2:1b", messages: [{ role: "user", content: "hi" }], temperature: 0.7, maxTokens: 8 },
+        never(),
+      );
       expect(answer.promptTokens).toBe(0);
       expect(answer.completionTokens).toBe(5);
     } finally {
@@ -261,7 +317,7 @@ describe("inference - openai adapter specifics", () => {
     standin.apiKey = undefined;
     standin.sendUsage = true;
   });
-  const request: ChatRequest = { model: "llama3.2:1b", prompt: "abcdefgh", temperature: 0.7, maxTokens: 16 };
+  const request: ChatRequest = { model: "llama3.2:1b", messages: [{ role: "user", content: "abcdefgh" }], temperature: 0.7, maxTokens: 16 };
 
   test("inference - openai: the API key is sent as a bearer token; a wrong one is a provider error", async () => {
     standin.apiKey = "sk-right";

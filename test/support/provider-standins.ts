@@ -29,7 +29,20 @@ export type Script = {
   errorMidStream?: string;
   /** Each streamed chunk waits for `release()`. */
   gated?: boolean;
+  /** The answer was cut at the token limit (Ollama's done_reason / OpenAI's finish_reason "length"). */
+  truncated?: boolean;
 };
+
+/** A stand-in embedding: a fixed function of the text, so tests can check which vector is whose. */
+export const standinEmbedding = (text: string): number[] => [text.length, text.charCodeAt(0) / 128, 0.25];
+
+/** Embedding endpoints' common checks: the scripted failure, a known model, text inputs. */
+function embedInputs(body: any, knows: (model: string) => boolean): string[] | { status: number; message: string } {
+  if (!knows(body?.model)) return { status: 404, message: `model "${body?.model}" not found` };
+  const input = typeof body?.input === "string" ? [body.input] : body?.input;
+  if (!Array.isArray(input) || !input.every((i) => typeof i === "string")) return { status: 400, message: "invalid input" };
+  return input;
+}
 
 export const DEFAULT_SCRIPT: Script = {
   chunks: ["Hello", ", ", "world", "!"],
@@ -226,6 +239,12 @@ export class OllamaStandin extends Standin {
       }));
       return this.json(res, 200, { models });
     }
+    if (key === "POST /api/embed") {
+      if (this.script.fail) return this.json(res, this.script.fail.status, { error: this.script.fail.message });
+      const input = embedInputs(record.body, (m) => this.models.some((t) => t.name === m));
+      if (!Array.isArray(input)) return this.json(res, input.status, { error: input.message });
+      return this.json(res, 200, { model: record.body.model, embeddings: input.map(standinEmbedding), prompt_eval_count: this.script.promptTokens });
+    }
     if (key !== "POST /api/chat") return this.json(res, 404, { error: "404 page not found" });
     const body = record.body ?? {};
     if (this.script.fail) return this.json(res, this.script.fail.status, { error: this.script.fail.message });
@@ -234,7 +253,7 @@ export class OllamaStandin extends Standin {
     const final = {
       ...base,
       done: true,
-      done_reason: "stop",
+      done_reason: this.script.truncated ? "length" : "stop",
       total_duration: 4_883_583_458,
       load_duration: 1_334_875,
       prompt_eval_count: this.script.promptTokens,
@@ -283,12 +302,26 @@ export class OpenAiStandin extends Standin {
           ...(m.meta ? { meta: m.meta } : {}),
         })),
       });
+    if (key === "POST /v1/embeddings") {
+      if (this.script.fail) return error(this.script.fail.status, this.script.fail.message, "server_error");
+      const input = embedInputs(record.body, (m) => this.models.some((x) => x.id === m));
+      if (!Array.isArray(input)) return error(input.status, input.message, "invalid_request_error");
+      // Reversed on purpose: clients must order by `index`, not by position.
+      const data = input.map((text, index) => ({ object: "embedding", index, embedding: standinEmbedding(text) })).reverse();
+      return this.json(res, 200, {
+        object: "list",
+        data,
+        model: record.body.model,
+        usage: { prompt_tokens: this.script.promptTokens, total_tokens: this.script.promptTokens },
+      });
+    }
     if (key !== "POST /v1/chat/completions") return error(404, "Not found", "invalid_request_error");
     const body = record.body ?? {};
     if (this.script.fail) return error(this.script.fail.status, this.script.fail.message, "server_error");
     if (!this.models.some((m) => m.id === body.model))
       return error(404, `The model \`${body.model}\` does not exist or you do not have access to it.`, "invalid_request_error", "model_not_found");
     const id = `chatcmpl-${Math.random().toString(36).slice(2, 12)}`;
+    const finishReason = this.script.truncated ? "length" : "stop";
     const created = Math.floor(Date.now() / 1000);
     const usage = {
       prompt_tokens: this.script.promptTokens,
@@ -303,7 +336,7 @@ export class OpenAiStandin extends Standin {
           object: "chat.completion",
           created,
           model: body.model,
-          choices: [{ index: 0, message: { role: "assistant", content: this.script.chunks.join("") }, logprobs: null, finish_reason: "stop" }],
+          choices: [{ index: 0, message: { role: "assistant", content: this.script.chunks.join("") }, logprobs: null, finish_reason: finishReason }],
           usage,
         },
         this.delayFor(body),
@@ -321,7 +354,7 @@ export class OpenAiStandin extends Standin {
         return chunk(delta, null);
       },
       () => [
-        chunk({}, "stop"),
+        chunk({}, finishReason),
         ...(this.sendUsage && body.stream_options?.include_usage
           ? [`data: ${JSON.stringify({ id, object: "chat.completion.chunk", created, model: body.model, choices: [], usage })}\n\n`]
           : []),

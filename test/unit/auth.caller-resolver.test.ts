@@ -57,6 +57,20 @@ describe("auth - gateway caller resolution", () => {
     expect(await resolver.resolve(creds, null)).toEqual({ error: "The account of these credentials no longer exists" });
   });
 
+  it("auth - a JWT verified once is remembered until its exp, and refused as expired after it; a tampered copy is not", async () => {
+    let now = Date.now();
+    const { resolver } = resolverWith(() => now);
+    const token = signAccessToken(ID, "client", secret);
+    const creds = readCredentials({ authorization: `Bearer ${token}` });
+    expect(await resolver.resolve(creds, null)).toEqual({ caller: { clientId: ID, role: "client", via: "jwt" } });
+    const [head, body, sig] = token.split(".");
+    const tampered = `${head}.${body}.${sig.slice(0, -2)}${sig.endsWith("AA") ? "BB" : "AA"}`;
+    expect(await resolver.resolve(readCredentials({ authorization: `Bearer ${tampered}` }), null)).toEqual({ error: "Access token is invalid" });
+    now += 24 * 60 * 60 * 1000 + 1;
+    expect(await resolver.resolve(creds, null)).toEqual({ error: "Access token expired" });
+    expect(await resolver.resolve(creds, null)).toEqual({ error: "Access token expired" });
+  });
+
   it("auth - a JWT's role is the account's, not the token's: a forged or stale admin claim is not admin", async () => {
     let now = Date.now();
     const { resolver, accounts } = resolverWith(() => now);

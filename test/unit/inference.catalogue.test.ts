@@ -20,6 +20,7 @@ class FakeProvider implements Provider {
   ping = async () => undefined;
   complete = async () => ({ text: "", promptTokens: 0, completionTokens: 0 });
   stream = async (): Promise<AsyncIterable<StreamChunk>> => (async function* () {})();
+  embed = async () => ({ vectors: [], promptTokens: 0 });
 }
 
 class MemoryStore implements SnapshotStore {

@@ -22,7 +22,8 @@ class ScriptedProvider implements Provider {
     return [{ id: "m", parameterSize: "1B", description: "" }];
   }
   ping = async () => undefined;
-  complete = async (r: ChatRequest) => ({ text: r.prompt, promptTokens: 1, completionTokens: 1 });
+  complete = async (r: ChatRequest) => ({ text: r.messages[r.messages.length - 1].content, promptTokens: 1, completionTokens: 1 });
+  embed = async (_m: string, input: string[]) => ({ vectors: input.map((t) => [t.length]), promptTokens: input.length });
   async stream(_r: ChatRequest, signal: AbortSignal): Promise<AsyncIterable<StreamChunk>> {
     const next = () =>
       new Promise<StreamChunk | null>((resolve, reject) => {
@@ -72,6 +73,8 @@ describe("inference - engine", () => {
     expect(engine.abort(id, "client-a")).toBe(true);
     expect((await events.next()).done).toBe(true);
     expect(records).toEqual([expect.objectContaining({ id, clientId: "client-a", outcome: "aborted", errorCode: null, stream: true })]);
+    // Abandoned before the provider counted: the generated chunk and the prompt ("hi": 1 token) still count.
+    expect(records[0]).toMatchObject({ promptTokens: 1, completionTokens: 1, tokensUsed: 2 });
     expect(engine.abort(id, "client-a")).toBe(false); // finished: nothing left to abort
   });
 

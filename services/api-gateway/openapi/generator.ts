@@ -197,7 +197,8 @@ export function buildOpenApi(routes: LiveRoute[], opts: { version: string; catal
         "Accounts, GPU jobs, LLM inference and on-demand PostgreSQL databases behind one HTTP API. " +
         'Every error is `{"error": {"code", "message", "details"}}`; every response carries X-Request-Id. ' +
         "Besides each operation's own errors, any request may get those under `components.responses` " +
-        "(malformed HTTP, timeouts, oversized headers or parameters, NUL or unpaired surrogates in any string, the connection cap).",
+        "(malformed HTTP, timeouts, oversized headers or parameters, NUL or unpaired surrogates in any string, the connection cap). " +
+        "The OpenAI-compatible API under /v1 (models, chat completions, embeddings) is not listed here: OpenAI's API reference describes it, errors in OpenAI's shape included.",
     },
     servers: [{ url: "/" }],
     tags: TAGS,

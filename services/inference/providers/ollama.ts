@@ -1,11 +1,12 @@
 /**
  * Ollama's REST API: GET /api/tags (models), GET /api/version (health), POST /api/chat with
- * messages, options.temperature and options.num_predict; streamed answers are NDJSON lines, the
- * last with done: true and the token counts (prompt_eval_count, eval_count).
+ * messages and options (temperature, num_predict, top_p, stop, seed); streamed answers are NDJSON
+ * lines, the last with done: true and the token counts (prompt_eval_count, eval_count); POST
+ * /api/embed for embeddings.
  */
 import { describeModel, parameterSizeOf } from "../model-info";
 import { HttpEndpoint, readJson, readLines, readText } from "./http";
-import { ChatRequest, Completion, Provider, ProviderFailure, ProviderModel, StreamChunk } from "./types";
+import { ChatRequest, Completion, Embeddings, Finish, isVector, Provider, ProviderFailure, ProviderModel, StreamChunk } from "./types";
 
 type OllamaTag = {
   name?: unknown;
@@ -16,6 +17,7 @@ type OllamaTag = {
 type OllamaChat = {
   message?: { content?: unknown };
   done?: unknown;
+  done_reason?: unknown;
   error?: unknown;
   prompt_eval_count?: unknown;
   eval_count?: unknown;
@@ -26,6 +28,7 @@ const str = (v: unknown): string | undefined => (typeof v === "string" && v ? v 
 const count = (v: unknown): number => (Number.isInteger(v) && (v as number) >= 0 ? (v as number) : 0);
 const messageOf = (body: unknown) => str((body as { error?: unknown })?.error);
 const malformed = () => new ProviderFailure("error", "Model provider returned malformed output");
+const finishOf = (chat: OllamaChat): Finish => (chat.done_reason === "length" ? { finishReason: "length" } : {});
 
 export class OllamaProvider implements Provider {
   private readonly http: HttpEndpoint;
@@ -71,7 +74,15 @@ export class OllamaProvider implements Provider {
     const res = await this.http.sendOk("POST", "/api/chat", this.chatBody(request, false), signal, messageOf);
     const body = (await readJson(res, signal)) as OllamaChat;
     if (typeof body?.message?.content !== "string") throw malformed();
-    return { text: body.message.content, promptTokens: count(body.prompt_eval_count), completionTokens: count(body.eval_count) };
+    return { text: body.message.content, promptTokens: count(body.prompt_eval_count), completionTokens: count(body.eval_count), ...finishOf(body) };
+  }
+
+  async embed(model: string, input: string[], signal: AbortSignal): Promise<Embeddings> {
+    const res = await this.http.sendOk("POST", "/api/embed", { model, input }, signal, messageOf);
+    const body = (await readJson(res, signal)) as { embeddings?: unknown; prompt_eval_count?: unknown };
+    const vectors = body?.embeddings;
+    if (!Array.isArray(vectors) || vectors.length !== input.length || !vectors.every(isVector)) throw malformed();
+    return { vectors: vectors as number[][], promptTokens: count(body.prompt_eval_count) };
   }
 
   async stream(request: ChatRequest, signal: AbortSignal): Promise<AsyncIterable<StreamChunk>> {
@@ -96,20 +107,15 @@ export class OllamaProvider implements Provider {
       if (typeof text === "string" && text) yield { type: "delta", text };
       if (chunk.done === true) {
         finished = true;
-        yield { type: "usage", promptTokens: count(chunk.prompt_eval_count), completionTokens: count(chunk.eval_count) };
+        yield { type: "usage", promptTokens: count(chunk.prompt_eval_count), completionTokens: count(chunk.eval_count), ...finishOf(chunk) };
       }
     }
     if (!finished) throw new ProviderFailure("error", "Model provider ended the stream before finishing");
   }
 
   private chatBody(request: ChatRequest, stream: boolean) {
-    const messages = request.systemPrompt ? [{ role: "system", content: request.systemPrompt }] : [];
-    messages.push({ role: "user", content: request.prompt });
-    return {
-      model: request.model,
-      messages,
-      stream,
-      options: { temperature: request.temperature, num_predict: request.maxTokens },
-    };
+    // Options left undefined are dropped by JSON.stringify: Ollama keeps the model's defaults.
+    const { temperature, maxTokens, topP, stop, seed } = request;
+    return { model: request.model, messages: request.messages, stream, options: { temperature, num_predict: maxTokens, top_p: topP, stop, seed } };
   }
 }

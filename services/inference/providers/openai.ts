@@ -1,16 +1,17 @@
 /**
  * The OpenAI-compatible API (vLLM, llama.cpp's server, LM Studio, hosted services): GET
  * /v1/models, POST /v1/chat/completions; streamed answers are server-sent events ending with
- * `data: [DONE]`, token counts in `usage` (asked for with stream_options.include_usage).
+ * `data: [DONE]`, token counts in `usage` (asked for with stream_options.include_usage); POST
+ * /v1/embeddings.
  */
 import { describeModel, estimateTokens, parameterSizeOf } from "../model-info";
 import { HttpEndpoint, readJson, readLines, readText } from "./http";
-import { ChatRequest, Completion, Provider, ProviderFailure, ProviderModel, StreamChunk, Usage } from "./types";
+import { ChatRequest, Completion, Embeddings, Finish, isVector, Provider, ProviderFailure, ProviderModel, StreamChunk, Usage } from "./types";
 
 type OpenAiModel = { id?: unknown; owned_by?: unknown; meta?: { n_params?: unknown } };
 type OpenAiUsage = { prompt_tokens?: unknown; completion_tokens?: unknown };
 type OpenAiAnswer = {
-  choices?: Array<{ message?: { content?: unknown }; delta?: { content?: unknown } }>;
+  choices?: Array<{ message?: { content?: unknown }; delta?: { content?: unknown }; finish_reason?: unknown }>;
   usage?: OpenAiUsage | null;
   error?: unknown;
   object?: unknown;
@@ -18,6 +19,7 @@ type OpenAiAnswer = {
 
 const str = (v: unknown): string | undefined => (typeof v === "string" && v ? v : undefined);
 const malformed = () => new ProviderFailure("error", "Model provider returned malformed output");
+const finishOf = (reason: unknown): Finish => (reason === "length" ? { finishReason: "length" } : {});
 
 function messageOf(body: unknown): string | undefined {
   const b = body as { error?: unknown; message?: unknown; detail?: unknown };
@@ -30,7 +32,7 @@ function usageOf(usage: OpenAiUsage | null | undefined, request: ChatRequest, te
   const valid = (v: unknown) => Number.isInteger(v) && (v as number) >= 0;
   if (usage && valid(usage.prompt_tokens) && valid(usage.completion_tokens))
     return { promptTokens: usage.prompt_tokens as number, completionTokens: usage.completion_tokens as number };
-  return { promptTokens: estimateTokens(`${request.systemPrompt ?? ""}${request.prompt}`), completionTokens: estimateTokens(text) };
+  return { promptTokens: estimateTokens(request.messages.map((m) => m.content).join("")), completionTokens: estimateTokens(text) };
 }
 
 export class OpenAiProvider implements Provider {
@@ -73,7 +75,21 @@ export class OpenAiProvider implements Provider {
     // null content is a valid answer (nothing generated); anything else but a string is not.
     if (!choice || (content !== null && typeof content !== "string")) throw malformed();
     const text = content ?? "";
-    return { text, ...usageOf(body.usage, request, text) };
+    return { text, ...usageOf(body.usage, request, text), ...finishOf(choice.finish_reason) };
+  }
+
+  async embed(model: string, input: string[], signal: AbortSignal): Promise<Embeddings> {
+    const res = await this.http.sendOk("POST", "/embeddings", { model, input, encoding_format: "float" }, signal, messageOf);
+    const body = (await readJson(res, signal)) as { data?: Array<{ embedding?: unknown; index?: unknown }>; usage?: OpenAiUsage };
+    if (!Array.isArray(body?.data) || body.data.length !== input.length) throw malformed();
+    const vectors: number[][] = [];
+    for (const [i, item] of body.data.entries()) {
+      const at = Number.isInteger(item?.index) ? (item.index as number) : i;
+      if (at < 0 || at >= input.length || vectors[at] || !isVector(item.embedding)) throw malformed();
+      vectors[at] = item.embedding;
+    }
+    const tokens = body.usage?.prompt_tokens;
+    return { vectors, promptTokens: Number.isInteger(tokens) && (tokens as number) >= 0 ? (tokens as number) : estimateTokens(input.join("")) };
   }
 
   async stream(request: ChatRequest, signal: AbortSignal): Promise<AsyncIterable<StreamChunk>> {
@@ -84,6 +100,7 @@ export class OpenAiProvider implements Provider {
   private async *chunks(lines: AsyncIterable<string>, request: ChatRequest): AsyncGenerator<StreamChunk> {
     let text = "";
     let usage: OpenAiUsage | undefined;
+    let finish: Finish = {};
     let data: string[] = [];
     let finished = false;
     for await (const line of lines) {
@@ -97,7 +114,7 @@ export class OpenAiProvider implements Provider {
       data = [];
       if (payload === "[DONE]") {
         finished = true;
-        yield { type: "usage", ...usageOf(usage, request, text) };
+        yield { type: "usage", ...usageOf(usage, request, text), ...finish };
         continue;
       }
       let event: OpenAiAnswer;
@@ -111,7 +128,9 @@ export class OpenAiProvider implements Provider {
       if (event.error !== undefined || event.object === "error")
         throw new ProviderFailure("error", `Model provider failed: ${messageOf(event) ?? "unknown error"}`);
       if (event.usage) usage = event.usage;
-      const delta = Array.isArray(event.choices) ? event.choices[0]?.delta?.content : undefined;
+      const choice = Array.isArray(event.choices) ? event.choices[0] : undefined;
+      if (choice?.finish_reason) finish = finishOf(choice.finish_reason);
+      const delta = choice?.delta?.content;
       if (typeof delta === "string" && delta) {
         text += delta;
         yield { type: "delta", text: delta };
@@ -121,13 +140,16 @@ export class OpenAiProvider implements Provider {
   }
 
   private chatBody(request: ChatRequest, stream: boolean) {
-    const messages = request.systemPrompt ? [{ role: "system", content: request.systemPrompt }] : [];
-    messages.push({ role: "user", content: request.prompt });
+    // Options left undefined are dropped by JSON.stringify: the server keeps its defaults.
     return {
       model: request.model,
-      messages,
+      messages: request.messages,
       temperature: request.temperature,
       max_tokens: request.maxTokens,
+      top_p: request.topP,
+      stop: request.stop,
+      seed: request.seed,
+      user: request.user,
       stream,
       ...(stream ? { stream_options: { include_usage: true } } : {}),
     };

@@ -1,20 +1,35 @@
 /** What every model provider adapter offers the inference service, whatever its wire format. */
 
-export type ChatRequest = {
+export type ChatMessage = { role: "system" | "user" | "assistant"; content: string };
+
+/** Sampling options, each mapped to the provider's own name; absent ones are left to the provider. */
+export type ChatOptions = {
+  temperature?: number;
+  maxTokens?: number;
+  topP?: number;
+  stop?: string[];
+  seed?: number;
+  /** The end user, for the provider's abuse monitoring (OpenAI-compatible providers only). */
+  user?: string;
+};
+
+export type ChatRequest = ChatOptions & {
   /** The provider's own model id. */
   model: string;
-  prompt: string;
-  systemPrompt?: string;
-  temperature: number;
-  maxTokens: number;
+  messages: ChatMessage[];
 };
 
 export type Usage = { promptTokens: number; completionTokens: number };
 
-export type Completion = Usage & { text: string };
+/** Set only when the answer was cut at maxTokens ("stop" otherwise). */
+export type Finish = { finishReason?: "length" };
+
+export type Completion = Usage & Finish & { text: string };
 
 /** A streamed answer: text deltas, then exactly one usage chunk when the provider finished. */
-export type StreamChunk = { type: "delta"; text: string } | ({ type: "usage" } & Usage);
+export type StreamChunk = { type: "delta"; text: string } | ({ type: "usage" } & Usage & Finish);
+
+export type Embeddings = { vectors: number[][]; promptTokens: number };
 
 export type ProviderModel = { id: string; parameterSize: string; description: string };
 
@@ -30,6 +45,8 @@ export interface Provider {
    * events); the iterator ends normally only after the provider said it finished.
    */
   stream(request: ChatRequest, signal: AbortSignal): Promise<AsyncIterable<StreamChunk>>;
+  /** One vector per input, in input order. */
+  embed(model: string, input: string[], signal: AbortSignal): Promise<Embeddings>;
 }
 
 /**
@@ -50,3 +67,5 @@ export class ProviderFailure extends Error {
     this.name = "ProviderFailure";
   }
 }
+
+export const isVector = (v: unknown): v is number[] => Array.isArray(v) && v.every((x) => typeof x === "number" && Number.isFinite(x));

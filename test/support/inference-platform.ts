@@ -1,0 +1,79 @@
+/**
+ * An inference test platform: the Ollama-format and OpenAI-format provider stand-ins ("vllm",
+ * with an upstream API key), gateway + auth + inference against them, an account with a JWT and
+ * an API key, the `openai` client on /v1, and a database client for the usage records.
+ */
+import OpenAI from "openai";
+import { Client } from "pg";
+import { http, startTestPlatform, TestPlatform, uniqueName, waitFor, waitForRoute } from "./platform";
+import { OllamaStandin, OpenAiStandin } from "./provider-standins";
+
+export type Account = { token: string; apiKey: string };
+
+export async function newAccount(baseUrl: string): Promise<Account> {
+  const reg = await http(baseUrl, "POST", "/api/auth/register", {
+    body: { email: `${uniqueName("inf")}@example.com`, name: "Inference", password: "password-123" },
+  });
+  const token = reg.body.accessToken as string;
+  return { token, apiKey: (await http(baseUrl, "POST", "/api/auth/api-keys", { token })).body.apiKey as string };
+}
+
+/** The official client on `<base>/v1`; no retries, so a test sees each answer. */
+export const openAiClient = (baseUrl: string, apiKey: string) => new OpenAI({ baseURL: `${baseUrl}/v1`, apiKey, maxRetries: 0 });
+
+/** The error a call fails with (the test fails when it does not). */
+export async function openAiErrorOf(work: Promise<unknown>): Promise<InstanceType<typeof OpenAI.APIError>> {
+  try {
+    await work;
+  } catch (err) {
+    return err as InstanceType<typeof OpenAI.APIError>;
+  }
+  throw new Error("expected the call to fail");
+}
+
+export type InferencePlatform = Account & {
+  ollama: OllamaStandin;
+  vllm: OpenAiStandin;
+  platform: TestPlatform;
+  db: Client;
+  client: OpenAI;
+  /** The usage record of an inference (a /v1 id's `chatcmpl-` prefix is dropped), once written. */
+  recordOf(id: string): Promise<Record<string, any>>;
+  stop(): Promise<void>;
+};
+
+export async function startInferencePlatform(
+  env: Record<string, string> = {},
+  platformOpts: Parameters<typeof startTestPlatform>[0] = {},
+): Promise<InferencePlatform> {
+  const ollama = await new OllamaStandin().start();
+  const vllm = await new OpenAiStandin().start();
+  vllm.apiKey = "sk-upstream";
+  const platform = await startTestPlatform({
+    services: ["api-gateway", "auth", "inference"],
+    ...platformOpts,
+    env: { OLLAMA_URL: ollama.url, OPENAI_PROVIDERS: JSON.stringify([{ name: "vllm", url: vllm.url, apiKey: "sk-upstream" }]), ...env },
+  });
+  await waitForRoute(platform.baseUrl, "GET", "/api/models/health");
+  const account = await newAccount(platform.baseUrl);
+  const db = new Client({ connectionString: platform.databaseUrl });
+  await db.connect();
+  return {
+    ...account,
+    ollama,
+    vllm,
+    platform,
+    db,
+    client: openAiClient(platform.baseUrl, account.apiKey),
+    recordOf: (id) =>
+      waitFor(async () => (await db.query("SELECT * FROM inference.inferences WHERE id = $1", [id.replace(/^chatcmpl-/, "")])).rows[0], {
+        message: `inference ${id} to be recorded`,
+      }),
+    async stop() {
+      await db.end();
+      await platform.stop();
+      await ollama.stop();
+      await vllm.stop();
+    },
+  };
+}
