@@ -15,6 +15,17 @@ export const DatabaseCreated = Type.Object(
 );
 export type DatabaseCreated = Static<typeof DatabaseCreated>;
 
+export const PasswordRotated = Type.Object(
+  {
+    id: Type.String({ format: "uuid" }),
+    username: Type.String({ pattern: "^user_[0-9a-f]{12}$" }),
+    password: Type.String({ description: "Shown once only; the previous one no longer works" }),
+    connectionString: Type.String({ format: "uri" }),
+  },
+  { $id: "PasswordRotated" },
+);
+export type PasswordRotated = Static<typeof PasswordRotated>;
+
 export const Database = Type.Object(
   {
     id: Type.String({ format: "uuid" }),

@@ -80,6 +80,12 @@ export class DatabasesRepository {
     return rows[0];
   }
 
+  /** The account's record in whatever state (active or not). */
+  async findOwned(id: string, clientId: string): Promise<DatabaseRow | undefined> {
+    const { rows } = await this.db.query<DatabaseRow>(`SELECT ${COLUMNS} FROM dbaas.databases WHERE id = $1 AND client_id = $2`, [id, clientId]);
+    return rows[0];
+  }
+
   async find(id: string): Promise<DatabaseRow | undefined> {
     const { rows } = await this.db.query<DatabaseRow>(`SELECT ${COLUMNS} FROM dbaas.databases WHERE id = $1`, [id]);
     return rows[0];

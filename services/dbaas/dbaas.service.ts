@@ -6,11 +6,12 @@
  */
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import { brokerEnv } from "../../lib/settings";
-import { notFound } from "../../lib/errors";
+import { apiError, notFound } from "../../lib/errors";
 import { CallerMeta, respondCreated } from "../../lib/identity";
 import { isUuid } from "../../lib/uuid";
 import { DbMixin, DbThis } from "../../mixins/db.mixin";
-import { Database, DatabaseCreated, DatabaseDetail, DatabaseList, Message } from "./contract";
+import { Database, DatabaseCreated, DatabaseDetail, DatabaseList, Message, PasswordRotated } from "./contract";
+import { generatePassword, scramVerifier } from "./credentials";
 import { DatabaseRow, DatabasesRepository, roundMb } from "./databases.repository";
 import { toClientError, unavailable } from "./faults";
 import { migrations } from "./migrations";
@@ -46,7 +47,9 @@ type DbaasThis = Service &
     quotaLoop: Periodic<QuotaReport>;
     reconcileLoop: Periodic<ReconcileReport>;
     detail(row: DatabaseRow): DatabaseDetail;
+    connectionString(row: DatabaseRow, password: string): string;
     findOwn(ctx: Context<{ id: string }, CallerMeta>): Promise<DatabaseRow>;
+    findReady(ctx: Context<{ id: string }, CallerMeta>): Promise<DatabaseRow>;
   };
 
 const idParam = { id: { type: "string" } };
@@ -93,7 +96,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
           port,
           username: row.username,
           password,
-          connectionString: `postgresql://${row.username}:${password}@${host}:${port}/${row.database_name}`,
+          connectionString: this.connectionString(row, password),
         };
       },
     },
@@ -137,6 +140,26 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
           throw unavailable();
         }
         return { message: `Database ${row.database_name} destroyed` };
+      },
+    },
+
+    rotatePassword: {
+      rest: "POST /:id/rotate-password",
+      auth: "required",
+      openapi: {
+        tag: "databases",
+        summary: "Replace the database's password",
+        description: "The new password is shown in this response only; the old one stops working at once and the role's open sessions are ended.",
+        status: 200,
+        response: PasswordRotated,
+        errors: ["NOT_FOUND", "INVALID_STATE"],
+      },
+      params: { $$strict: "remove", ...idParam },
+      async handler(this: DbaasThis, ctx: Context<{ id: string }, CallerMeta>): Promise<PasswordRotated> {
+        const row = await this.findReady(ctx);
+        const password = generatePassword();
+        await this.tenant.rotatePassword({ databaseName: row.database_name, username: row.username }, await scramVerifier(password));
+        return { id: row.id, username: row.username, password, connectionString: this.connectionString(row, password) };
       },
     },
 
@@ -205,6 +228,11 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       };
     },
 
+    connectionString(this: DbaasThis, row: DatabaseRow, password: string): string {
+      const { publicHost, publicPort } = this.config;
+      return `postgresql://${row.username}:${password}@${publicHost}:${publicPort}/${row.database_name}`;
+    },
+
     /** Runs the server checks again while they could not be made; a refused server stays refused (503). */
     async verifyServer(this: DbaasThis): Promise<boolean> {
       if (this.serverVerified) return true;
@@ -239,6 +267,16 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       if (!isUuid(ctx.params.id)) throw notFound("Database");
       const row = await this.repo.findActive(ctx.params.id, ctx.meta.caller!.clientId);
       if (!row) throw notFound("Database");
+      return row;
+    },
+
+    /** The caller's database, active: 404 as findOwn, 409 INVALID_STATE while it is being provisioned or destroyed. */
+    async findReady(this: DbaasThis, ctx: Context<{ id: string }, CallerMeta>): Promise<DatabaseRow> {
+      if (!isUuid(ctx.params.id)) throw notFound("Database");
+      const row = await this.repo.findOwned(ctx.params.id, ctx.meta.caller!.clientId);
+      if (!row) throw notFound("Database");
+      if (row.status !== "active")
+        throw apiError("INVALID_STATE", `Database is ${row.status === "provisioning" ? "still being provisioned" : "being destroyed"}`);
       return row;
     },
   },

@@ -74,6 +74,18 @@ export class TenantServer {
     });
   }
 
+  /**
+   * The role's new password (a verifier), then every session it has open ended: from here on the
+   * old password opens nothing. Under the database's lock, so a destroy or freeze never interleaves.
+   */
+  async rotatePassword(ref: TenantRef, verifier: string): Promise<void> {
+    const statement = sql.setPasswordSql(ref.username, verifier);
+    await this.withDatabaseLock(ref.databaseName, async (admin) => {
+      await retryTransient(() => this.run(statement, admin));
+      await this.terminateSessions(ref.username, admin);
+    });
+  }
+
   /** The role's temporary files per session follow its database's storage quota. */
   async setTempFileLimit(username: string, limitMb: number): Promise<void> {
     await this.run(sql.tempFileLimitSql(username, limitMb));
