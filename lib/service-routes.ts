@@ -10,11 +10,24 @@ export const API_PREFIX = "/api";
 
 export type RestBase = readonly [base: string, service: string];
 
-/** The REST bases of these [name, schema] pairs (the gateway's own routes excluded). */
+/**
+ * The REST bases of these [name, schema] pairs (the gateway's own routes excluded): each
+ * service's `settings.rest` (a base or a list), and every `basePath` its actions' routes name
+ * (moleculer-web's `rest: { method, basePath, path }`), so a second base is known too.
+ */
 export function restBasesOf(schemas: ReadonlyArray<readonly [name: string, schema: ServiceSchema]>): RestBase[] {
-  return schemas
-    .map(([name, schema]) => [schema.settings?.rest, name] as const)
-    .filter((entry): entry is RestBase => typeof entry[0] === "string" && entry[1] !== "api-gateway");
+  const bases: RestBase[] = [];
+  for (const [name, schema] of schemas) {
+    if (name === "api-gateway") continue;
+    const own = schema.settings?.rest as unknown;
+    const named = Object.values(schema.actions ?? {}).flatMap((action) => {
+      const rest = typeof action === "object" && action !== null ? (action as { rest?: unknown }).rest : undefined;
+      return (Array.isArray(rest) ? rest : [rest]).map((r) => (typeof r === "object" && r !== null ? (r as { basePath?: unknown }).basePath : undefined));
+    });
+    for (const base of [...(Array.isArray(own) ? own : [own]), ...named])
+      if (typeof base === "string" && !bases.some(([b]) => b === base)) bases.push([base, name]);
+  }
+  return bases;
 }
 
 /** The service whose routes `path` (without query) falls under, if any. */

@@ -46,3 +46,18 @@ export const DatabaseList = Type.Object({ databases: Type.Array(Database) }, { $
 
 export const Message = Type.Object({ message: Type.String() }, { $id: "Message" });
 export type Message = Static<typeof Message>;
+
+export const Snapshot = Type.Object(
+  {
+    id: Type.String({ format: "uuid" }),
+    databaseId: Type.String({ format: "uuid", description: "The database it was taken of (which may since have been destroyed)" }),
+    databaseName: Type.String(),
+    status: Type.Union([Type.Literal("pending"), Type.Literal("ready"), Type.Literal("failed")]),
+    sizeMb: Type.Number({ description: "Size of the dump in MiB (2 decimals); 0 until ready" }),
+    createdAt: Type.String({ format: "date-time" }),
+  },
+  { $id: "Snapshot" },
+);
+export type SnapshotDetail = Static<typeof Snapshot>;
+
+export const SnapshotList = Type.Object({ snapshots: Type.Array(Snapshot) }, { $id: "SnapshotList" });

@@ -23,6 +23,11 @@ import type { DatabaseStats } from "./stats";
 import { Reconciler, ReconcileReport } from "./reconciler";
 import { Periodic } from "./periodic";
 import { TenantServer } from "./tenant-server";
+import { SnapshotsRepository } from "./snapshots.repository";
+import { Snapshotter } from "./snapshotter";
+import { SnapshotStore } from "./snapshot-store";
+import { snapshotActions } from "./snapshot-actions";
+import { debianBinDir } from "./pg-tools";
 import { DbaasSettings, parseDbaasSettings } from "./settings";
 
 export type { DatabaseCreated, DatabaseDetail } from "./contract";
@@ -30,13 +35,18 @@ export type { DatabaseCreated, DatabaseDetail } from "./contract";
 /** Records stuck this long count as abandoned even while their owner lives (a hung process); a dead owner's go at once. */
 const RECONCILE_GRACE_S = 300;
 
-type DbaasThis = Service &
+export type DbaasThis = Service &
   DbThis & {
     config: DbaasSettings;
     repo: DatabasesRepository;
     tenant: TenantServer;
     provisioner: Provisioner;
     quota: QuotaEnforcer;
+    snapshots: SnapshotsRepository;
+    snapshotter: Snapshotter;
+    /** Why snapshots cannot be taken or restored here (tools of another version); checked once the server answers. */
+    snapshotsBlocked?: Promise<string | undefined>;
+    requireSnapshots(): Promise<void>;
     quotaWatch: QuotaWatch;
     lease: OwnerLease;
     /** The tenant server passed server-guard.ts (false while it could not be reached). */
@@ -163,6 +173,8 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       },
     },
 
+    ...snapshotActions,
+
     /** Internal: removes what crashed provisionings left behind (also runs periodically). */
     reconcile: {
       visibility: "public",
@@ -233,6 +245,20 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       return `postgresql://${row.username}:${password}@${publicHost}:${publicPort}/${row.database_name}`;
     },
 
+    /** 503 when the tools cannot serve the tenant server (said once in the log at start). */
+    async requireSnapshots(this: DbaasThis): Promise<void> {
+      this.snapshotsBlocked ??= this.snapshotter.checkTools().then((reason) => {
+        if (reason) this.logger.error(`Snapshots and branches refused: ${reason}`);
+        return reason;
+      });
+      // A server that could not be reached is asked again next time.
+      const reason = await this.snapshotsBlocked.catch((err) => {
+        this.snapshotsBlocked = undefined;
+        throw err;
+      });
+      if (reason) throw apiError("SERVICE_UNAVAILABLE", "Snapshots are not available on this platform right now (the operator is told why in the dbaas log)");
+    },
+
     /** Runs the server checks again while they could not be made; a refused server stays refused (503). */
     async verifyServer(this: DbaasThis): Promise<boolean> {
       if (this.serverVerified) return true;
@@ -285,12 +311,13 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
     // A bad value (an unknown DBAAS_HIDE_CATALOG, a number that is none) stops the start here, before anything is touched.
     this.config = parseDbaasSettings(brokerEnv(this.broker));
     this.repo = new DatabasesRepository(this.db);
+    this.snapshots = new SnapshotsRepository(this.db);
   },
 
   async started(this: DbaasThis) {
     const adminUrl = this.config.adminUrl;
     if (!adminUrl) throw new Error(MISSING_ADMIN_URL);
-    this.tenant = new TenantServer(adminUrl, { createConcurrency: this.config.createConcurrency });
+    this.tenant = new TenantServer(adminUrl, { createConcurrency: this.config.createConcurrency, dumpConcurrency: this.config.snapshotConcurrency });
     // A server that checks no passwords, or the state server without opt-in, stops the start here;
     // one that cannot be reached now is checked again before the first provisioning.
     this.serverVerified = await verifyTenantServer(guardIo(this.tenant, this.db), this.config.allowStateServer);
@@ -314,6 +341,12 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       },
     });
     this.quota = new QuotaEnforcer(deps);
+    const store = new SnapshotStore(this.config.snapshotDir);
+    await store.init();
+    const binDir = this.config.pgBinDir || (await this.tenant.serverMajor().then(debianBinDir, () => ""));
+    this.snapshotter = new Snapshotter({ repo: this.snapshots, store, tenant: this.tenant, binDir, owner: this.lease.id, logger: this.logger });
+    // Said at start when the server answers (and checked again before the first snapshot when it does not).
+    void this.requireSnapshots().catch(() => undefined);
     this.quotaWatch = new QuotaWatch({
       enforcer: this.quota,
       repo: this.repo,
@@ -338,6 +371,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
         if (!hardened) await this.tenant.hardenServer().then(() => (hardened = true));
         const report = await this.reconciler.reconcile(RECONCILE_GRACE_S * 1000);
         await this.applyCatalogLevel();
+        await this.snapshotter.recover();
         return report;
       },
       () => this.config.reconcileS,
@@ -349,7 +383,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
   },
 
   async stopped(this: DbaasThis) {
-    await Promise.all([this.quotaLoop?.stop(), this.reconcileLoop?.stop()]);
+    await Promise.all([this.quotaLoop?.stop(), this.reconcileLoop?.stop(), this.snapshotter?.stop()]);
     await Promise.all([this.tenant?.close(), this.lease?.stop()]);
   },
 };

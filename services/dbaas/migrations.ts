@@ -111,4 +111,27 @@ export const migrations: Migration[] = [
       COMMENT ON COLUMN databases.catalog_hidden IS 'unused since migration 4 (see catalog_level); true fences off the previous version';
     `,
   },
+  {
+    version: 5,
+    name: "snapshots",
+    sql: `
+      -- A pg_dump of a client database, owned by the account; it outlives the database (database_id
+      -- is kept as a plain value, no foreign key) until the account deletes it. The dump itself
+      -- lives in the snapshot store (snapshot-store.ts) under the snapshot's id.
+      CREATE TABLE snapshots (
+        id uuid PRIMARY KEY,
+        client_id text NOT NULL,
+        database_id uuid NOT NULL,
+        database_name text NOT NULL,
+        status text NOT NULL CHECK (status IN ('pending', 'ready', 'failed')),
+        size_bytes bigint,
+        -- The process taking it (owner-lease.ts): a pending snapshot whose owner died is failed.
+        owner uuid,
+        failure text,
+        created_at timestamptz NOT NULL DEFAULT now(),
+        updated_at timestamptz NOT NULL DEFAULT now()
+      );
+      CREATE INDEX snapshots_client_idx ON snapshots (client_id, created_at DESC);
+    `,
+  },
 ];

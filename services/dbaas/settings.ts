@@ -43,6 +43,12 @@ export type DbaasSettings = {
   reconcileS: number;
   /** CREATE DATABASE statements running at once on the tenant server (across replicas). */
   createConcurrency: number;
+  /** Where snapshot dumps are kept (snapshot-store.ts), shared by every replica. */
+  snapshotDir: string;
+  /** pg_dump / pg_restore processes at once per tenant server (across replicas). */
+  snapshotConcurrency: number;
+  /** Directory of pg_dump and pg_restore; empty: the server's major version's Debian directory if present, else PATH. */
+  pgBinDir: string;
 };
 
 export const parseDbaasSettings = (env: Env): DbaasSettings => ({
@@ -60,4 +66,7 @@ export const parseDbaasSettings = (env: Env): DbaasSettings => ({
   quotaNearCheckS: positive(env, "DBAAS_QUOTA_NEAR_CHECK_S", 1),
   reconcileS: positive(env, "DBAAS_RECONCILE_S", 60),
   createConcurrency: int(env, "DBAAS_CREATE_CONCURRENCY", 2),
+  snapshotDir: text(env, "DBAAS_SNAPSHOT_DIR", "data/snapshots"),
+  snapshotConcurrency: int(env, "DBAAS_SNAPSHOT_CONCURRENCY", 2),
+  pgBinDir: text(env, "DBAAS_PG_BIN_DIR", ""),
 });
