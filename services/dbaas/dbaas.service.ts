@@ -6,7 +6,7 @@
  */
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import { brokerEnv } from "../../lib/settings";
-import { apiError, notFound } from "../../lib/errors";
+import { apiError, notFound, validationFailed } from "../../lib/errors";
 import { CallerMeta, respondCreated } from "../../lib/identity";
 import { isUuid } from "../../lib/uuid";
 import { DbMixin, DbThis } from "../../mixins/db.mixin";
@@ -26,7 +26,7 @@ import { TenantServer } from "./tenant-server";
 import { SnapshotsRepository } from "./snapshots.repository";
 import { Snapshotter } from "./snapshotter";
 import { SnapshotStore } from "./snapshot-store";
-import { snapshotActions } from "./snapshot-actions";
+import { branchRestore, snapshotActions } from "./snapshot-actions";
 import { debianBinDir } from "./pg-tools";
 import { DbaasSettings, parseDbaasSettings } from "./settings";
 
@@ -63,6 +63,7 @@ export type DbaasThis = Service &
   };
 
 const idParam = { id: { type: "string" } };
+type CreateParams = { fromSnapshot?: string; maxStorageMb?: number };
 
 const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
   name: "dbaas",
@@ -88,15 +89,26 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       openapi: {
         tag: "databases",
         summary: "Provision a PostgreSQL database",
-        description: "The password and connection string are shown in this response only.",
+        description:
+          "The password and connection string are shown in this response only. Optional body: fromSnapshot (a ready snapshot of the account: the new database starts with its data), maxStorageMb (at most DBAAS_MAX_STORAGE_MB, within the account's storage quota).",
         status: 201,
         response: DatabaseCreated,
-        errors: ["QUOTA_EXCEEDED"],
+        errors: ["VALIDATION_FAILED", "NOT_FOUND", "INVALID_STATE", "QUOTA_EXCEEDED", "SERVICE_UNAVAILABLE"],
       },
-      params: { $$strict: "remove" }, // no body: anything sent is ignored
-      async handler(this: DbaasThis, ctx: Context<unknown, CallerMeta>): Promise<DatabaseCreated> {
+      params: {
+        $$strict: "remove", // fields beyond these are ignored
+        fromSnapshot: { type: "string", optional: true, min: 1, max: 100 },
+        maxStorageMb: { type: "number", integer: true, positive: true, optional: true },
+      },
+      async handler(this: DbaasThis, ctx: Context<CreateParams, CallerMeta>): Promise<DatabaseCreated> {
+        const fromSnapshot = ctx.params.fromSnapshot ?? undefined; // null: as absent
+        const maxStorageMb = ctx.params.maxStorageMb ?? undefined;
+        if (maxStorageMb !== undefined && maxStorageMb > this.config.maxStorageMb)
+          throw validationFailed([{ field: "maxStorageMb", message: `must be at most ${this.config.maxStorageMb} (MB per database)` }]);
         if (!(await this.verifyServer())) throw unavailable();
-        const { row, password } = await this.provisioner.provision(ctx.meta.caller!.clientId);
+        const clientId = ctx.meta.caller!.clientId;
+        const restore = fromSnapshot === undefined ? undefined : await branchRestore(this, fromSnapshot, clientId);
+        const { row, password } = await this.provisioner.provision(clientId, { maxStorageMb, restore });
         const { host, port } = this.detail(row);
         respondCreated(ctx.meta, `/api/databases/${row.id}`);
         return {
@@ -332,6 +344,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       limits: {
         maxPerAccount: this.config.maxPerAccount,
         maxStorageMb: this.config.maxStorageMb,
+        accountStorageMb: this.config.accountStorageMb,
         connections: {
           perAccount: this.config.connectionsPerAccount,
           perDatabase: this.config.connectionLimit,

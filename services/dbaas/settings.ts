@@ -1,5 +1,5 @@
 /** dbaas's settings (README "Configuration" and "Databases"), parsed when it is created. */
-import { Env, flag, int, positive, text } from "../../lib/settings";
+import { Env, flag, int, optionalInt, positive, text } from "../../lib/settings";
 
 /**
  * dbaas catalog levels (tenant-sql.ts hiddenAt): `sessions` hides other tenants' sessions and
@@ -36,7 +36,10 @@ export type DbaasSettings = {
   publicHost: string;
   publicPort: number;
   maxPerAccount: number;
+  /** Storage quota of a new database, and the most a client may ask for one (maxStorageMb at create). */
   maxStorageMb: number;
+  /** The account's storage quota (QUOTA_STORAGE_MB: its databases' maxima plus its snapshots); undefined: none. */
+  accountStorageMb?: number;
   quotaCheckS: number;
   /** How often a database above 80 % of its quota is measured (seconds). */
   quotaNearCheckS: number;
@@ -62,6 +65,7 @@ export const parseDbaasSettings = (env: Env): DbaasSettings => ({
   publicPort: int(env, "DBAAS_PUBLIC_PORT", 5432),
   maxPerAccount: int(env, "DBAAS_MAX_PER_ACCOUNT", 5),
   maxStorageMb: int(env, "DBAAS_MAX_STORAGE_MB", 1024),
+  accountStorageMb: optionalInt(env, "QUOTA_STORAGE_MB"),
   quotaCheckS: positive(env, "DBAAS_QUOTA_CHECK_S", 30),
   quotaNearCheckS: positive(env, "DBAAS_QUOTA_NEAR_CHECK_S", 1),
   reconcileS: positive(env, "DBAAS_RECONCILE_S", 60),

@@ -35,6 +35,26 @@ export async function findOwnSnapshot(service: DbaasThis, id: unknown, clientId:
 
 const idParam = { id: { type: "string" } };
 
+/**
+ * What fills a branch: the caller's ready snapshot `snapshotId`, restored as the new database's
+ * own role. 404 for a snapshot not the caller's, 409 while it is not ready, 503 without the tools.
+ */
+export async function branchRestore(
+  service: DbaasThis,
+  snapshotId: string,
+  clientId: string,
+): Promise<(names: { databaseName: string; username: string }, password: string) => Promise<void>> {
+  const snapshot = await findOwnSnapshot(service, snapshotId, clientId);
+  if (snapshot.status !== "ready") throw apiError("INVALID_STATE", `The snapshot is ${snapshot.status}: only a ready snapshot can be branched from`);
+  await service.requireSnapshots();
+  return (names, password) => {
+    const url = new URL(service.tenant.adminUrl);
+    url.username = names.username;
+    url.password = password;
+    return service.snapshotter.restore(snapshot.id, url.toString(), names.databaseName);
+  };
+}
+
 export const snapshotActions: ServiceActionsSchema = {
   createSnapshot: {
     rest: "POST /:id/snapshots",

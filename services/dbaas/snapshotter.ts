@@ -12,6 +12,7 @@ import { randomUUID } from "crypto";
 import path from "path";
 import type { LoggerInstance } from "moleculer";
 import type { DatabaseRow } from "./databases.repository";
+import { checkIdentifier } from "./naming";
 import { libpqEnv, runTool, ToolName, TOOLS, toolMajor, toolsMismatch } from "./pg-tools";
 import type { SnapshotStore } from "./snapshot-store";
 import type { SnapshotRow, SnapshotsRepository } from "./snapshots.repository";
@@ -75,7 +76,14 @@ export class Snapshotter {
    */
   async restore(snapshotId: string, tenantUrl: string, databaseName: string): Promise<void> {
     const { tenant, store } = this.deps;
-    const args = ["--no-owner", "--no-acl", "--single-transaction", "--exit-on-error", store.pathOf(snapshotId)];
+    const args = [
+      "--no-owner",
+      "--no-acl",
+      "--single-transaction",
+      "--exit-on-error",
+      `--dbname=${checkIdentifier("database", databaseName)}`,
+      store.pathOf(snapshotId),
+    ];
     await tenant.withDumpSlot(() => runTool(this.bin("pg_restore"), args, libpqEnv(tenantUrl, databaseName), this.abort.signal));
   }
 
