@@ -68,12 +68,15 @@ export const snapshotActions: ServiceActionsSchema = {
       errors: ["NOT_FOUND", "INVALID_STATE", "SERVICE_UNAVAILABLE"],
     },
     params: { $$strict: "remove", ...idParam },
-    async handler(this: DbaasThis, ctx: Context<{ id: string }, CallerMeta & { $statusCode?: number; $location?: string }>): Promise<SnapshotDetail> {
+    async handler(
+      this: DbaasThis,
+      ctx: Context<{ id: string }, CallerMeta & { $statusCode?: number; $responseHeaders?: Record<string, string> }>,
+    ): Promise<SnapshotDetail> {
       const db = await this.findReady(ctx);
       await this.requireSnapshots();
       const row = await this.snapshotter.start(db);
       ctx.meta.$statusCode = 202;
-      ctx.meta.$location = `/api${SNAPSHOTS_BASE}/${row.id}`;
+      ctx.meta.$responseHeaders = { Location: `/api${SNAPSHOTS_BASE}/${row.id}` }; // moleculer-web sets $location on 201 only
       return snapshotDetail(row);
     },
   },

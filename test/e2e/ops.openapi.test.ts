@@ -33,9 +33,11 @@ describe("ops - OpenAPI document against the live routes", () => {
       if (typeof base !== "string") continue;
       for (const action of Object.values(svc.actions ?? {}) as any[]) {
         if (!action.rest || (action.visibility && action.visibility !== "published")) continue;
-        for (const rest of [].concat(action.rest)) {
-          const [method, path] = String(rest).split(/\s+/);
-          keys.add(toKey(method, `/api${base}${path}`.replace(/\/+$/, "")));
+        for (const rest of [].concat(action.rest) as any[]) {
+          // "METHOD /path" under the service's base, or { method, basePath, path } (a second base, e.g. /snapshots).
+          const [method, path] = typeof rest === "string" ? rest.split(/\s+/) : [rest.method, rest.path];
+          const from = typeof rest === "string" ? base : (rest.basePath ?? base);
+          keys.add(toKey(method, `/api${from}${path}`.replace(/\/+$/, "")));
         }
       }
     }
