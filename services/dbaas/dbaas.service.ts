@@ -49,6 +49,9 @@ export type DbaasThis = Service &
     requireSnapshots(): Promise<void>;
     quotaWatch: QuotaWatch;
     lease: OwnerLease;
+    /** `?sslmode=…` for connection strings (DBAAS_SSLMODE; `auto` asks the server once it answers). */
+    sslSuffix?: string;
+    resolveSslMode(): Promise<void>;
     /** The tenant server passed server-guard.ts (false while it could not be reached). */
     serverVerified: boolean;
     verifyServer(): Promise<boolean>;
@@ -179,6 +182,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       params: { $$strict: "remove", ...idParam },
       async handler(this: DbaasThis, ctx: Context<{ id: string }, CallerMeta>): Promise<PasswordRotated> {
         const row = await this.findReady(ctx);
+        if (!(await this.verifyServer())) throw unavailable(); // also settles the connection string's sslmode
         const password = generatePassword();
         await this.tenant.rotatePassword({ databaseName: row.database_name, username: row.username }, await scramVerifier(password));
         return { id: row.id, username: row.username, password, connectionString: this.connectionString(row, password) };
@@ -254,7 +258,14 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
 
     connectionString(this: DbaasThis, row: DatabaseRow, password: string): string {
       const { publicHost, publicPort } = this.config;
-      return `postgresql://${row.username}:${password}@${publicHost}:${publicPort}/${row.database_name}`;
+      return `postgresql://${row.username}:${password}@${publicHost}:${publicPort}/${row.database_name}${this.sslSuffix ?? ""}`;
+    },
+
+    /** Settles the sslmode of connection strings; with `auto`, `require` when the server has TLS on. */
+    async resolveSslMode(this: DbaasThis): Promise<void> {
+      const mode = this.config.sslMode;
+      if (mode !== "auto") this.sslSuffix = mode === "off" ? "" : `?sslmode=${mode}`;
+      else if (this.sslSuffix === undefined) this.sslSuffix = (await this.tenant.hasTls()) ? "?sslmode=require" : "";
     },
 
     /** 503 when the tools cannot serve the tenant server (said once in the log at start). */
@@ -276,6 +287,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       if (this.serverVerified) return true;
       try {
         this.serverVerified = await verifyTenantServer(guardIo(this.tenant, this.db), this.config.allowStateServer);
+        if (this.serverVerified) await this.resolveSslMode();
       } catch (err) {
         this.logger.error((err as Error).message);
         if (!(err instanceof TenantServerRefused)) throw err;
@@ -334,6 +346,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
     // one that cannot be reached now is checked again before the first provisioning.
     this.serverVerified = await verifyTenantServer(guardIo(this.tenant, this.db), this.config.allowStateServer);
     if (!this.serverVerified) this.logger.warn("Tenant server unreachable: its checks run again before the first provisioning");
+    else await this.resolveSslMode();
     this.lease = new OwnerLease(this.dbUrl, this.logger);
     await this.lease.start();
     const marker = `ci-platform:dbaas:${await this.repo.instanceId()}`;

@@ -10,7 +10,7 @@ import { existsSync } from "fs";
 export type ToolName = "pg_dump" | "pg_restore";
 export const TOOLS: readonly ToolName[] = ["pg_dump", "pg_restore"];
 
-/** libpq's environment for a connection URL (to `database`); sslmode kept when the URL sets it. */
+/** libpq's environment for a connection URL (to `database`); sslmode and sslrootcert kept when the URL sets them. */
 export function libpqEnv(url: string, database: string): Record<string, string> {
   const u = new URL(url);
   const env: Record<string, string> = {
@@ -21,8 +21,13 @@ export function libpqEnv(url: string, database: string): Record<string, string> 
     PGDATABASE: database,
     PGCONNECT_TIMEOUT: "10",
   };
-  const sslmode = u.searchParams.get("sslmode");
-  if (sslmode) env.PGSSLMODE = sslmode;
+  for (const [param, name] of [
+    ["sslmode", "PGSSLMODE"],
+    ["sslrootcert", "PGSSLROOTCERT"],
+  ]) {
+    const value = u.searchParams.get(param);
+    if (value) env[name] = value;
+  }
   return env;
 }
 

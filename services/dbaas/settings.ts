@@ -19,6 +19,20 @@ export function parseCatalogLevel(raw: string | undefined): CatalogLevel {
   throw new Error(`DBAAS_HIDE_CATALOG must be "sessions" (the default), "all" (or "true") or "off" (or "false"), got "${raw}"`);
 }
 
+/** libpq's sslmode values a connection string may carry. */
+export const SSL_MODES = ["disable", "allow", "prefer", "require", "verify-ca", "verify-full"] as const;
+
+/**
+ * DBAAS_SSLMODE: `auto` (unset: `require` when the tenant server has TLS on, nothing otherwise),
+ * `off` (never), or an sslmode written into every connection string.
+ */
+export function parseSslMode(raw: string | undefined): "auto" | "off" | (typeof SSL_MODES)[number] {
+  const value = (raw ?? "").trim().toLowerCase();
+  if (value === "" || value === "auto") return "auto";
+  if (value === "off" || (SSL_MODES as readonly string[]).includes(value)) return value as "off" | (typeof SSL_MODES)[number];
+  throw new Error(`DBAAS_SSLMODE must be "auto" (the default), "off" or one of ${SSL_MODES.join(", ")}, got "${raw}"`);
+}
+
 export type DbaasSettings = {
   /** Superuser URL of the server hosting client databases; no default: never the state server by accident. */
   adminUrl?: string;
@@ -35,6 +49,8 @@ export type DbaasSettings = {
   /** Host and port written into connection strings (what clients reach the server by). */
   publicHost: string;
   publicPort: number;
+  /** The sslmode connection strings carry (parseSslMode). */
+  sslMode: ReturnType<typeof parseSslMode>;
   maxPerAccount: number;
   /** Storage quota of a new database, and the most a client may ask for one (maxStorageMb at create). */
   maxStorageMb: number;
@@ -63,6 +79,7 @@ export const parseDbaasSettings = (env: Env): DbaasSettings => ({
   hideCatalog: parseCatalogLevel(env.DBAAS_HIDE_CATALOG),
   publicHost: text(env, "DBAAS_PUBLIC_HOST", "localhost"),
   publicPort: int(env, "DBAAS_PUBLIC_PORT", 5432),
+  sslMode: parseSslMode(env.DBAAS_SSLMODE),
   maxPerAccount: int(env, "DBAAS_MAX_PER_ACCOUNT", 5),
   maxStorageMb: int(env, "DBAAS_MAX_STORAGE_MB", 1024),
   accountStorageMb: optionalInt(env, "QUOTA_STORAGE_MB"),

@@ -283,6 +283,12 @@ export class TenantServer {
     await this.pool.query(sql.HARDEN_SQL);
   }
 
+  /** Whether the server accepts TLS connections (ssl = on). */
+  async hasTls(): Promise<boolean> {
+    const { rows } = await this.pool.query<{ ssl: string }>("SELECT current_setting('ssl') AS ssl");
+    return rows[0].ssl === "on";
+  }
+
   /** The server's major version (15 for 15.4). */
   async serverMajor(): Promise<number> {
     const { rows } = await this.pool.query<{ v: string }>("SELECT current_setting('server_version_num') AS v");

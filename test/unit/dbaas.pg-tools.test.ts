@@ -1,5 +1,6 @@
 import { libpqEnv, parseMajor, toolsMismatch } from "../../services/dbaas/pg-tools";
 import { setPasswordSql } from "../../services/dbaas/tenant-sql";
+import { parseSslMode } from "../../services/dbaas/settings";
 
 describe("dbaas pg tools", () => {
   it.each([
@@ -44,5 +45,20 @@ describe("dbaas pg tools", () => {
     expect(setPasswordSql("user_0123456789ab", verifier)).toBe(`ALTER ROLE "user_0123456789ab" PASSWORD '${verifier}'`);
     expect(() => setPasswordSql("user_0123456789ab", "plain-password")).toThrow(/not a SCRAM verifier/);
     expect(() => setPasswordSql('postgres"; --', verifier)).toThrow(/breaks its pattern/);
+  });
+
+  it.each([
+    ["unset", undefined, "auto"],
+    ["empty", "", "auto"],
+    ["auto", "AUTO", "auto"],
+    ["off", "off", "off"],
+    ["require", "require", "require"],
+    ["verify-full", " verify-full ", "verify-full"],
+  ])("dbaas pg tools - DBAAS_SSLMODE %s", (_name, raw, mode) => expect(parseSslMode(raw)).toBe(mode));
+
+  it("dbaas pg tools - DBAAS_SSLMODE refuses anything else, naming what it takes", () => {
+    expect(() => parseSslMode("yes")).toThrow(
+      /DBAAS_SSLMODE must be "auto" \(the default\), "off" or one of disable, allow, prefer, require, verify-ca, verify-full, got "yes"/,
+    );
   });
 });
