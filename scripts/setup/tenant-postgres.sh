@@ -17,6 +17,8 @@ ADMIN_USER="${TENANT_PG_ADMIN_USER:-ci_admin}"
 command -v pg_createcluster >/dev/null 2>&1 || apt_install postgresql
 ver="$(pg_version)"
 conf_dir="/etc/postgresql/$ver/$CLUSTER"
+# dbaas's snapshots and branches run pg_dump / pg_restore of the server's major version.
+apt_install "postgresql-client-$ver"
 
 if [ ! -f "$conf_dir/postgresql.conf" ]; then
   rm -rf "$conf_dir" # what a dropped cluster may leave behind (conf.d)
