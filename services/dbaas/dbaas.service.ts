@@ -370,7 +370,15 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
     const store = new SnapshotStore(this.config.snapshotDir);
     await store.init();
     const binDir = this.config.pgBinDir || (await this.tenant.serverMajor().then(debianBinDir, () => ""));
-    this.snapshotter = new Snapshotter({ repo: this.snapshots, store, tenant: this.tenant, binDir, owner: this.lease.id, logger: this.logger });
+    this.snapshotter = new Snapshotter({
+      repo: this.snapshots,
+      store,
+      tenant: this.tenant,
+      binDir,
+      owner: this.lease.id,
+      limits: { perAccount: this.config.snapshotsPerAccount, accountStorageMb: this.config.accountStorageMb },
+      logger: this.logger,
+    });
     // Said at start when the server answers (and checked again before the first snapshot when it does not).
     void this.requireSnapshots().catch(() => undefined);
     this.quotaWatch = new QuotaWatch({

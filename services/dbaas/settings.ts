@@ -64,6 +64,8 @@ export type DbaasSettings = {
   createConcurrency: number;
   /** Where snapshot dumps are kept (snapshot-store.ts), shared by every replica. */
   snapshotDir: string;
+  /** Snapshots an account may keep (pending or ready). */
+  snapshotsPerAccount: number;
   /** pg_dump / pg_restore processes at once per tenant server (across replicas). */
   snapshotConcurrency: number;
   /** Directory of pg_dump and pg_restore; empty: the server's major version's Debian directory if present, else PATH. */
@@ -89,5 +91,6 @@ export const parseDbaasSettings = (env: Env): DbaasSettings => ({
   createConcurrency: int(env, "DBAAS_CREATE_CONCURRENCY", 2),
   snapshotDir: text(env, "DBAAS_SNAPSHOT_DIR", "data/snapshots"),
   snapshotConcurrency: int(env, "DBAAS_SNAPSHOT_CONCURRENCY", 2),
+  snapshotsPerAccount: int(env, "DBAAS_SNAPSHOTS_PER_ACCOUNT", 10),
   pgBinDir: text(env, "DBAAS_PG_BIN_DIR", ""),
 });

@@ -65,7 +65,7 @@ export const snapshotActions: ServiceActionsSchema = {
       description: "Answers at once with status pending; the snapshot becomes ready or failed. It outlives the database until deleted.",
       status: 202,
       response: Snapshot,
-      errors: ["NOT_FOUND", "INVALID_STATE", "SERVICE_UNAVAILABLE"],
+      errors: ["NOT_FOUND", "INVALID_STATE", "QUOTA_EXCEEDED", "SERVICE_UNAVAILABLE"],
     },
     params: { $$strict: "remove", ...idParam },
     async handler(

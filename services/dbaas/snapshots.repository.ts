@@ -16,6 +16,8 @@ export type SnapshotRow = {
   updated_at: Date;
 };
 
+export type SnapshotRefusal = { refused: "snapshots" | "storageMb"; limit: number; used: number };
+
 export type NewSnapshot = { id: string; clientId: string; databaseId: string; databaseName: string; owner: string };
 
 const COLUMNS = "id, client_id, database_id, database_name, status, size_bytes, owner, failure, created_at, updated_at";
@@ -23,13 +25,50 @@ const COLUMNS = "id, client_id, database_id, database_name, status, size_bytes, 
 export class SnapshotsRepository {
   constructor(private readonly db: Pool) {}
 
-  async insertPending(s: NewSnapshot): Promise<SnapshotRow> {
-    const { rows } = await this.db.query<SnapshotRow>(
+  async insertPending(s: NewSnapshot, via: Pick<Pool, "query"> = this.db): Promise<SnapshotRow> {
+    const { rows } = await via.query<SnapshotRow>(
       `INSERT INTO dbaas.snapshots (id, client_id, database_id, database_name, status, owner)
        VALUES ($1, $2, $3, $4, 'pending', $5) RETURNING ${COLUMNS}`,
       [s.id, s.clientId, s.databaseId, s.databaseName, s.owner],
     );
     return rows[0];
+  }
+
+  /**
+   * Records a pending snapshot unless the account already has `perAccount` (pending or ready), or,
+   * with `storageLimitMb`, its storage (databases' maxima plus ready snapshots) is already full.
+   * Under the account's lock that record_intent_within takes, so creates and snapshots count together.
+   */
+  async insertPendingWithin(s: NewSnapshot, perAccount: number, storageLimitMb?: number): Promise<SnapshotRow | SnapshotRefusal> {
+    const client = await this.db.connect();
+    try {
+      await client.query("BEGIN");
+      await client.query("SELECT pg_advisory_xact_lock(hashtext('ci-platform:dbaas:account:' || $1))", [s.clientId]);
+      const { rows } = await client.query<{ snapshots: number; used_mb: string }>(
+        `SELECT (SELECT count(*)::int FROM dbaas.snapshots WHERE client_id = $1 AND status <> 'failed') AS snapshots,
+                ceil((SELECT coalesce(sum(max_storage_mb), 0) FROM dbaas.databases
+                       WHERE client_id = $1 AND (status = 'active' OR (status = 'provisioning' AND (owner IS NULL OR dbaas.owner_alive(owner)))))
+                     + (SELECT coalesce(sum(size_bytes), 0) FROM dbaas.snapshots WHERE client_id = $1 AND status = 'ready') / 1048576.0)::text AS used_mb`,
+        [s.clientId],
+      );
+      const { snapshots } = rows[0];
+      const usedMb = Number(rows[0].used_mb);
+      let refusal: SnapshotRefusal | undefined;
+      if (snapshots >= perAccount) refusal = { refused: "snapshots", limit: perAccount, used: snapshots };
+      else if (storageLimitMb !== undefined && usedMb >= storageLimitMb) refusal = { refused: "storageMb", limit: storageLimitMb, used: usedMb };
+      if (refusal) {
+        await client.query("ROLLBACK");
+        return refusal;
+      }
+      const row = await this.insertPending(s, client);
+      await client.query("COMMIT");
+      return row;
+    } catch (err) {
+      await client.query("ROLLBACK").catch(() => undefined);
+      throw err;
+    } finally {
+      client.release();
+    }
   }
 
   /** pending → ready with its size; false when it is no longer pending (deleted, or failed by recovery). */

@@ -9,6 +9,7 @@
  * client sees `failed` and takes another.
  */
 import { randomUUID } from "crypto";
+import { apiError } from "../../lib/errors";
 import path from "path";
 import type { LoggerInstance } from "moleculer";
 import type { DatabaseRow } from "./databases.repository";
@@ -29,6 +30,8 @@ export type SnapshotterDeps = {
   binDir: string;
   /** This process's owner id (owner-lease.ts). */
   owner: string;
+  /** Snapshots an account may keep (pending or ready), and its storage quota in MiB (undefined: none). */
+  limits: { perAccount: number; accountStorageMb?: number };
   logger: LoggerInstance;
   newId?: () => string;
   /** Called as each step ends (a throw there is a failure of that step): the tests' fault injection point. */
@@ -50,9 +53,19 @@ export class Snapshotter {
 
   /** Records the snapshot as pending and starts its dump; answers at once. */
   async start(db: DatabaseRow): Promise<SnapshotRow> {
-    const { repo, owner, onStep } = this.deps;
+    const { repo, owner, onStep, limits } = this.deps;
     const id = (this.deps.newId ?? randomUUID)();
-    const row = await repo.insertPending({ id, clientId: db.client_id, databaseId: db.id, databaseName: db.database_name, owner });
+    const row = await repo.insertPendingWithin(
+      { id, clientId: db.client_id, databaseId: db.id, databaseName: db.database_name, owner },
+      limits.perAccount,
+      limits.accountStorageMb,
+    );
+    if ("refused" in row)
+      throw apiError(
+        "QUOTA_EXCEEDED",
+        row.refused === "snapshots" ? `An account may keep at most ${row.limit} snapshots` : `The account's storage quota of ${row.limit} MB is used up`,
+        { resource: row.refused, limit: row.limit, used: row.used },
+      );
     const job = this.take(row, onStep ? () => onStep("record", id) : undefined).finally(() => this.running.delete(job));
     this.running.add(job);
     return row;

@@ -41,7 +41,9 @@ describe("dbaas branches", () => {
     withClient(connectionString, async (c) => (await c.query("SELECT id, title, (SELECT count(*)::int FROM items) AS items FROM todo ORDER BY id")).rows);
 
   beforeAll(async () => {
-    platform = await startDbaasPlatform({ env: { DBAAS_MAX_PER_ACCOUNT: "8", DBAAS_MAX_STORAGE_MB: "500", QUOTA_STORAGE_MB: "2000" } });
+    platform = await startDbaasPlatform({
+      env: { DBAAS_MAX_PER_ACCOUNT: "8", DBAAS_MAX_STORAGE_MB: "500", QUOTA_STORAGE_MB: "2000", DBAAS_SNAPSHOTS_PER_ACCOUNT: "2" },
+    });
     source = await call<Created>("create", { maxStorageMb: 100 });
     await withClient(source.connectionString, (c) =>
       c.query(`CREATE TABLE todo (id serial PRIMARY KEY, title text NOT NULL);
@@ -145,6 +147,30 @@ describe("dbaas branches", () => {
     const refused = await call("create", { maxStorageMb: 1 }, meta).catch((err: { code: number; type: string; data: unknown }) => err);
     expect(refused).toMatchObject({ code: 403, type: "QUOTA_EXCEEDED", data: { resource: "storageMb", limit: 2000, used: 2000 } });
     expect((await call<{ databases: unknown[] }>("list", {}, meta)).databases).toHaveLength(4);
+    // Its storage is full: no snapshot either.
+    const [full] = (await call<{ databases: Array<{ id: string }> }>("list", {}, meta)).databases;
+    await expect(call("createSnapshot", { id: full.id }, meta)).rejects.toMatchObject({
+      code: 403,
+      type: "QUOTA_EXCEEDED",
+      data: { resource: "storageMb", limit: 2000, used: 2000 },
+    });
+    expect(await call("listSnapshots", {}, meta)).toEqual({ snapshots: [] });
+  });
+
+  it("dbaas branches - an account keeps at most DBAAS_SNAPSHOTS_PER_ACCOUNT (2) snapshots: 403 with resource, limit, used; deleting one makes room", async () => {
+    const meta = callerMeta();
+    const db = await call<Created>("create", { maxStorageMb: 10 }, meta);
+    const kept = [await call<Snap>("createSnapshot", { id: db.id }, meta), await call<Snap>("createSnapshot", { id: db.id }, meta)];
+    await expect(call("createSnapshot", { id: db.id }, meta)).rejects.toMatchObject({
+      code: 403,
+      type: "QUOTA_EXCEEDED",
+      data: { resource: "snapshots", limit: 2, used: 2 },
+    });
+    await snapshotter().settled();
+    expect((await call<{ snapshots: Snap[] }>("listSnapshots", {}, meta)).snapshots).toHaveLength(2);
+    await call("deleteSnapshot", { id: kept[0].id }, meta);
+    await expect(call("createSnapshot", { id: db.id }, meta)).resolves.toMatchObject({ status: "pending" });
+    await snapshotter().settled();
   });
 
   it.each(BRANCH_STEPS.map((s) => [s]))(

@@ -33,7 +33,7 @@ describe("dbaas snapshots", () => {
   };
 
   beforeAll(async () => {
-    platform = await startDbaasPlatform({ env: { DBAAS_SNAPSHOT_CONCURRENCY: "1", DBAAS_MAX_PER_ACCOUNT: "10" } });
+    platform = await startDbaasPlatform({ env: { DBAAS_SNAPSHOT_CONCURRENCY: "1", DBAAS_MAX_PER_ACCOUNT: "10", DBAAS_SNAPSHOTS_PER_ACCOUNT: "100" } });
     dir = platform.env.DBAAS_SNAPSHOT_DIR!;
   });
   afterAll(() => stopDbaasPlatform(platform));
