@@ -193,6 +193,31 @@ describe("dbaas branches", () => {
     },
   );
 
+  it("dbaas branches - code in a hostile dump runs during the restore with the new role's rights only: no escalation, nothing left", async () => {
+    const meta = callerMeta();
+    const db = await call<Created>("create", {}, meta);
+    // Harmless while its own role inserts; under any other session it tries to become superuser
+    // (RESET ROLE would work if the restore ran as a superuser that SET ROLE to the tenant).
+    await withClient(db.connectionString, (c) =>
+      c.query(`CREATE FUNCTION escalate(n int) RETURNS boolean LANGUAGE plpgsql AS $$
+                 BEGIN
+                   IF current_user = '${db.username}' THEN RETURN true; END IF;
+                   EXECUTE 'RESET ROLE';
+                   EXECUTE format('ALTER ROLE %I SUPERUSER', '${db.username}');
+                   RETURN true;
+                 END $$;
+               CREATE TABLE trap (n int CHECK (escalate(n)));
+               INSERT INTO trap VALUES (1)`),
+    );
+    const hostile = await call<Snap>("createSnapshot", { id: db.id }, meta);
+    await snapshotter().settled();
+    const before = await records(platform);
+    await expect(call("create", { fromSnapshot: hostile.id }, meta)).rejects.toThrow(/pg_restore failed.*must be superuser/s);
+    expect(await records(platform)).toEqual(before);
+    const superusers = await asAdmin(async (c) => (await c.query("SELECT rolname FROM pg_roles WHERE rolsuper AND rolname LIKE 'user\\_%'")).rows);
+    expect(superusers).toEqual([]);
+  });
+
   it("dbaas branches - a dump pg_restore cannot finish leaves nothing (the restore is one transaction, then compensated)", async () => {
     const meta = callerMeta();
     const db = await call<Created>("create", {}, meta);
