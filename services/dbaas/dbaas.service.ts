@@ -10,8 +10,7 @@ import { apiError, notFound, validationFailed } from "../../lib/errors";
 import { CallerMeta, respondCreated } from "../../lib/identity";
 import { isUuid } from "../../lib/uuid";
 import { DbMixin, DbThis } from "../../mixins/db.mixin";
-import { Database, DatabaseCreated, DatabaseDetail, DatabaseList, Message, PasswordRotated } from "./contract";
-import { generatePassword, scramVerifier } from "./credentials";
+import { Database, DatabaseCreated, DatabaseDetail, DatabaseList, Message } from "./contract";
 import { DatabaseRow, DatabasesRepository, roundMb } from "./databases.repository";
 import { toClientError, unavailable } from "./faults";
 import { migrations } from "./migrations";
@@ -26,7 +25,8 @@ import { TenantServer } from "./tenant-server";
 import { SnapshotsRepository } from "./snapshots.repository";
 import { Snapshotter } from "./snapshotter";
 import { SnapshotStore } from "./snapshot-store";
-import { branchRestore, snapshotActions } from "./snapshot-actions";
+import { branchRestore, snapshotActions, snapshotMethods } from "./snapshot-actions";
+import { credentialActions, credentialMethods } from "./credential-actions";
 import { debianBinDir } from "./pg-tools";
 import { DbaasSettings, parseDbaasSettings } from "./settings";
 
@@ -168,27 +168,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       },
     },
 
-    rotatePassword: {
-      rest: "POST /:id/rotate-password",
-      auth: "required",
-      openapi: {
-        tag: "databases",
-        summary: "Replace the database's password",
-        description: "The new password is shown in this response only; the old one stops working at once and the role's open sessions are ended.",
-        status: 200,
-        response: PasswordRotated,
-        errors: ["NOT_FOUND", "INVALID_STATE"],
-      },
-      params: { $$strict: "remove", ...idParam },
-      async handler(this: DbaasThis, ctx: Context<{ id: string }, CallerMeta>): Promise<PasswordRotated> {
-        const row = await this.findReady(ctx);
-        if (!(await this.verifyServer())) throw unavailable(); // also settles the connection string's sslmode
-        const password = generatePassword();
-        await this.tenant.rotatePassword({ databaseName: row.database_name, username: row.username }, await scramVerifier(password));
-        return { id: row.id, username: row.username, password, connectionString: this.connectionString(row, password) };
-      },
-    },
-
+    ...credentialActions,
     ...snapshotActions,
 
     /** Internal: removes what crashed provisionings left behind (also runs periodically). */
@@ -242,6 +222,8 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
   },
 
   methods: {
+    ...credentialMethods,
+    ...snapshotMethods,
     detail(this: DbaasThis, row: DatabaseRow): DatabaseDetail {
       return {
         id: row.id,
@@ -254,32 +236,6 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
         createdAt: row.created_at.toISOString(),
         readOnly: row.read_only,
       };
-    },
-
-    connectionString(this: DbaasThis, row: DatabaseRow, password: string): string {
-      const { publicHost, publicPort } = this.config;
-      return `postgresql://${row.username}:${password}@${publicHost}:${publicPort}/${row.database_name}${this.sslSuffix ?? ""}`;
-    },
-
-    /** Settles the sslmode of connection strings; with `auto`, `require` when the server has TLS on. */
-    async resolveSslMode(this: DbaasThis): Promise<void> {
-      const mode = this.config.sslMode;
-      if (mode !== "auto") this.sslSuffix = mode === "off" ? "" : `?sslmode=${mode}`;
-      else if (this.sslSuffix === undefined) this.sslSuffix = (await this.tenant.hasTls()) ? "?sslmode=require" : "";
-    },
-
-    /** 503 when the tools cannot serve the tenant server (said once in the log at start). */
-    async requireSnapshots(this: DbaasThis): Promise<void> {
-      this.snapshotsBlocked ??= this.snapshotter.checkTools().then((reason) => {
-        if (reason) this.logger.error(`Snapshots and branches refused: ${reason}`);
-        return reason;
-      });
-      // A server that could not be reached is asked again next time.
-      const reason = await this.snapshotsBlocked.catch((err) => {
-        this.snapshotsBlocked = undefined;
-        throw err;
-      });
-      if (reason) throw apiError("SERVICE_UNAVAILABLE", "Snapshots are not available on this platform right now (the operator is told why in the dbaas log)");
     },
 
     /** Runs the server checks again while they could not be made; a refused server stays refused (503). */

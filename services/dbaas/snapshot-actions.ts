@@ -3,7 +3,7 @@
  * deleted under /api/snapshots, a second REST base of dbaas (lib/service-routes.ts knows it, so the
  * gateway answers 503 for it while dbaas is down). Handlers hand over to snapshotter.ts.
  */
-import type { Context, ServiceActionsSchema } from "moleculer";
+import type { Context, ServiceActionsSchema, ServiceMethods } from "moleculer";
 import { apiError, notFound } from "../../lib/errors";
 import type { CallerMeta } from "../../lib/identity";
 import { isUuid } from "../../lib/uuid";
@@ -130,5 +130,21 @@ export const snapshotActions: ServiceActionsSchema = {
       const bytes = await this.snapshots.accountBytes(ctx.params.clientId);
       return { bytes, storageMb: roundMb(bytes / MIB) };
     },
+  },
+};
+
+export const snapshotMethods: ServiceMethods = {
+  /** 503 when the tools cannot serve the tenant server (said once in the log at start). */
+  async requireSnapshots(this: DbaasThis): Promise<void> {
+    this.snapshotsBlocked ??= this.snapshotter.checkTools().then((reason) => {
+      if (reason) this.logger.error(`Snapshots and branches refused: ${reason}`);
+      return reason;
+    });
+    // A server that could not be reached is asked again next time.
+    const reason = await this.snapshotsBlocked.catch((err) => {
+      this.snapshotsBlocked = undefined;
+      throw err;
+    });
+    if (reason) throw apiError("SERVICE_UNAVAILABLE", "Snapshots are not available on this platform right now (the operator is told why in the dbaas log)");
   },
 };
