@@ -5,8 +5,22 @@
  * /api/snapshots base while dbaas is not running.
  */
 import { randomUUID } from "crypto";
-import { http, HttpResult, startTestPlatform, TestPlatform, waitFor, waitForRoute } from "../support/platform";
-import { connectRefusal, psql, startDbaasPlatform, stopDbaasPlatform, withClient } from "../integration/dbaas.helpers";
+import { existsSync, promises as fs } from "fs";
+import os from "os";
+import path from "path";
+import {
+  ChildService,
+  freePort,
+  http,
+  HttpResult,
+  spawnServices,
+  startTestPlatform,
+  TestPlatform,
+  testDatabaseUrl,
+  waitFor,
+  waitForRoute,
+} from "../support/platform";
+import { callerMeta, connectRefusal, psql, startDbaasPlatform, stopDbaasPlatform, tenantEnv, withClient } from "../integration/dbaas.helpers";
 
 function expectError(res: HttpResult, status: number, code: string) {
   expect([res.status, res.body?.error?.code]).toEqual([status, code]);
@@ -113,5 +127,58 @@ describe("databases keep api without dbaas", () => {
     const token = await register(platform.baseUrl);
     for (const path of ["/api/snapshots", `/api/snapshots/${randomUUID()}`, "/api/databases"])
       expectError(await http(platform.baseUrl, "GET", path, { token }), 503, "SERVICE_UNAVAILABLE");
+  });
+});
+
+describe("databases keep api across a crash", () => {
+  it("databases keep api - a snapshot pending when dbaas is killed is failed at the next start, and its partial dump removed", async () => {
+    const databaseUrl = testDatabaseUrl();
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), "keep-crash-"));
+    const port = await freePort();
+    const base = `http://127.0.0.1:${port}`;
+    const child: ChildService = spawnServices(["api-gateway", "auth", "dbaas"], {
+      ...tenantEnv({ DBAAS_SNAPSHOT_DIR: dir, DBAAS_SNAPSHOT_CONCURRENCY: "1" }),
+      DATABASE_URL: databaseUrl,
+      PORT: String(port),
+      TRANSPORTER: "",
+    });
+    let after: TestPlatform | undefined;
+    try {
+      await waitFor(async () => (await http(base, "GET", "/api/databases").catch(() => undefined))?.status === 401, {
+        timeoutMs: 30_000,
+        message: "the platform to answer",
+      });
+      const reg = await http(base, "POST", "/api/auth/register", {
+        body: { email: `crash-${randomUUID()}@example.com`, name: "Crash", password: "password-123" },
+      });
+      const token = reg.body.accessToken;
+      const db = (await http(base, "POST", "/api/databases", { token })).body;
+      await withClient(db.connectionString, (c) =>
+        c.query("CREATE TABLE big AS SELECT g, md5(g::text) || md5((g * 3)::text) AS pad FROM generate_series(1, 600000) g"),
+      );
+      const snap = (await http(base, "POST", `/api/databases/${db.id}/snapshots`, { token })).body;
+      const partial = path.join(dir, `${snap.id}.partial`);
+      await waitFor(() => existsSync(partial), { timeoutMs: 30_000, message: "pg_dump to start writing" });
+      await child.stop("SIGKILL");
+
+      // The next dbaas on the same platform database and folder: its first reconcile (at start) settles it.
+      after = await startTestPlatform({ services: ["dbaas"], databaseUrl, env: tenantEnv({ DBAAS_SNAPSHOT_DIR: dir }) });
+      const meta = callerMeta(reg.body.client.id);
+      const settled = await waitFor(
+        async () => {
+          // The record is failed first, then the dump removed: wait for both.
+          const s = await after!.broker.call<{ status: string }, object>("dbaas.getSnapshot", { id: snap.id }, { meta });
+          return s.status !== "pending" && !existsSync(partial) && s;
+        },
+        { timeoutMs: 30_000, message: "the abandoned snapshot to be settled" },
+      );
+      expect(settled.status).toBe("failed");
+      expect(existsSync(path.join(dir, `${snap.id}.dump`))).toBe(false);
+      await after.broker.call("dbaas.destroy", { id: db.id }, { meta });
+    } finally {
+      await child.stop("SIGKILL");
+      await stopDbaasPlatform(after);
+      await fs.rm(dir, { recursive: true, force: true });
+    }
   });
 });
