@@ -4,6 +4,7 @@
  * platform created there (only objects carrying that platform's marker).
  */
 import { spawnSync } from "child_process";
+import { rm } from "fs/promises";
 import { randomUUID } from "crypto";
 import { Client } from "pg";
 import type { Caller } from "../../lib/identity";
@@ -117,6 +118,9 @@ export async function stopDbaasPlatform(platform: TestPlatform | undefined): Pro
   const marker = await markerOf(platform).catch(() => undefined);
   await platform.stop();
   if (marker) await purgeMarked(marker);
+  // Its own snapshot folder (test/support/platform.ts dbaasDefaults), never a shared one.
+  const dir = platform.env.DBAAS_SNAPSHOT_DIR;
+  if (dir?.includes("ci-platform-test-snapshots")) await rm(dir, { recursive: true, force: true });
 }
 
 /** Runs `sql` with the real psql client (no .psqlrc, stop on the first error): its exit code and output. */
