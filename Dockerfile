@@ -23,6 +23,14 @@ COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 
 FROM ${NODE_IMAGE} AS runtime
+# dbaas's snapshots run pg_dump / pg_restore of the tenant server's major version (compose runs
+# postgres:16): PostgreSQL's own apt repository has every major, Debian's only 15.
+ARG PG_CLIENT_MAJOR=16
+RUN apt-get update -qq \
+ && apt-get install -y -qq --no-install-recommends postgresql-common ca-certificates \
+ && /usr/share/postgresql-common/pgdg/apt.postgresql.org.sh -y >/dev/null \
+ && apt-get install -y -qq --no-install-recommends postgresql-client-${PG_CLIENT_MAJOR} \
+ && rm -rf /var/lib/apt/lists/*
 ENV NODE_ENV=production \
     LOG_FORMAT=json \
     PORT=3000 \
@@ -33,8 +41,10 @@ WORKDIR /app
 COPY package.json ./
 COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
-# gpu-node keeps job output here (a volume in compose, a hostPath on Kubernetes).
-RUN mkdir -p /var/lib/ci-platform/jobs && chown node:node /var/lib/ci-platform/jobs
+# gpu-node keeps job output here (a volume in compose, a hostPath on Kubernetes); dbaas its
+# snapshots (a volume in compose, a PersistentVolumeClaim on Kubernetes).
+RUN mkdir -p /var/lib/ci-platform/jobs /var/lib/ci-platform/snapshots \
+ && chown node:node /var/lib/ci-platform/jobs /var/lib/ci-platform/snapshots
 USER node
 EXPOSE 3000 3001 3030
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \

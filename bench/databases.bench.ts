@@ -12,6 +12,10 @@ import { ChildService, dropDatabase, freePort, http, spawnServices, testDatabase
 import { purgeMarked, TENANT_ADMIN_URL, tenantEnv, withClient } from "../test/integration/dbaas.helpers";
 import { parseCatalogLevel, parseDbaasSettings } from "../services/dbaas/settings";
 import { prepareSchemaSql, tempFileLimitSql } from "../services/dbaas/tenant-sql";
+import { mkdtempSync } from "fs";
+import { tmpdir } from "os";
+import { join } from "path";
+import { benchSnapshots, snapshotBenchEnv } from "./databases-snapshots";
 
 const SEQUENTIAL = Number(process.env.BENCH_SEQUENTIAL || 20);
 const CONCURRENCY = 10;
@@ -104,10 +108,12 @@ async function main() {
   const base = `http://127.0.0.1:${port}`;
   // One account holds every database here: one connection each keeps its budget within the server's room.
   const limits = { DBAAS_MAX_PER_ACCOUNT: "1000", DBAAS_CONNECTIONS_PER_ACCOUNT: "60", DBAAS_CONNECTION_LIMIT: "1" };
+  const snapshotDir = mkdtempSync(join(tmpdir(), "bench-snapshots-")); // BENCH_PART: provisioning, snapshots or both (unset)
   // The platform's limit, read as dbaas reads it, and handed to both sides.
   const { createConcurrency } = parseDbaasSettings({ ...process.env, ...tenantEnv(limits) });
   const env = {
     ...tenantEnv(limits),
+    ...snapshotBenchEnv(snapshotDir),
     DBAAS_CREATE_CONCURRENCY: String(createConcurrency),
     DATABASE_URL: databaseUrl,
     PORT: String(port),
@@ -130,6 +136,9 @@ async function main() {
     });
     const token = reg.body.accessToken as string;
     marker = await withClient(databaseUrl, async (c) => `ci-platform:dbaas:${(await c.query("SELECT id FROM dbaas.instance")).rows[0].id}`);
+    if (process.env.BENCH_PART !== "provisioning")
+      await benchSnapshots({ base, token }, snapshotDir).catch((err) => Promise.reject(new Error(`${err}\nplatform: ${platform.output().slice(-4000)}`)));
+    if (process.env.BENCH_PART === "snapshots") return;
 
     const platformIds: string[] = [];
     const provision = async () => {

@@ -10,20 +10,24 @@ export const API_PREFIX = "/api";
 
 export type RestBase = readonly [base: string, service: string];
 
-/** The bases a service serves: its `settings.rest`, and any `basePath` of an action's `rest` object (a second base, e.g. /quotas). */
-function basesOf(schema: ServiceSchema): string[] {
-  const own = typeof schema.settings?.rest === "string" ? [schema.settings.rest] : [];
-  const extra = Object.values(schema.actions ?? {}).flatMap((a) => {
-    const rest = typeof a === "object" && a !== null ? (a as { rest?: unknown }).rest : undefined;
-    const base = typeof rest === "object" && rest !== null ? (rest as { basePath?: unknown }).basePath : undefined;
-    return typeof base === "string" ? [base] : [];
-  });
-  return [...new Set([...own, ...extra])];
-}
-
-/** The REST bases of these [name, schema] pairs (the gateway's own routes excluded). */
+/**
+ * The REST bases of these [name, schema] pairs (the gateway's own routes excluded): each
+ * service's `settings.rest` (a base or a list), and every `basePath` its actions' routes name
+ * (moleculer-web's `rest: { method, basePath, path }`), so a second base is known too.
+ */
 export function restBasesOf(schemas: ReadonlyArray<readonly [name: string, schema: ServiceSchema]>): RestBase[] {
-  return schemas.filter(([name]) => name !== "api-gateway").flatMap(([name, schema]) => basesOf(schema).map((base) => [base, name] as const));
+  const bases: RestBase[] = [];
+  for (const [name, schema] of schemas) {
+    if (name === "api-gateway") continue;
+    const own = schema.settings?.rest as unknown;
+    const named = Object.values(schema.actions ?? {}).flatMap((action) => {
+      const rest = typeof action === "object" && action !== null ? (action as { rest?: unknown }).rest : undefined;
+      return (Array.isArray(rest) ? rest : [rest]).map((r) => (typeof r === "object" && r !== null ? (r as { basePath?: unknown }).basePath : undefined));
+    });
+    for (const base of [...(Array.isArray(own) ? own : [own]), ...named])
+      if (typeof base === "string" && !bases.some(([b]) => b === base)) bases.push([base, name]);
+  }
+  return bases;
 }
 
 /** The service whose routes `path` (without query) falls under, if any. */

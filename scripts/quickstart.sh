@@ -55,6 +55,7 @@ log "npm ci"
 export DATABASE_URL="postgresql://$STATE_PG_USER:$STATE_PG_PASSWORD@127.0.0.1:5432/ci_platform"
 export DBAAS_ADMIN_URL="postgresql://$TENANT_PG_ADMIN_USER:$TENANT_PG_ADMIN_PASSWORD@127.0.0.1:${TENANT_PG_PORT:-5433}/postgres"
 export DBAAS_PUBLIC_PORT="${DBAAS_PUBLIC_PORT:-${TENANT_PG_PORT:-5433}}"
+export DBAAS_SNAPSHOT_DIR="${DBAAS_SNAPSHOT_DIR:-$PWD/data/snapshots}" # snapshot dumps: back this folder up
 # The caller-token key pair (one process runs the gateway and every service, so both halves here).
 if ! grep -q '^CALLER_SIGNING_KEY=' "$ENV_FILE"; then
   npx --no-install tsx deploy/caller-keys.ts --env-out "$ENV_FILE" --gateway-env-out "$ENV_FILE" >/dev/null

@@ -3,6 +3,8 @@
 # on 127.0.0.1:TENANT_PG_PORT (5433) that checks passwords (scram-sha-256 over TCP, peer on the
 # socket), with a superuser TENANT_PG_ADMIN_USER whose password is TENANT_PG_ADMIN_PASSWORD.
 # Used by the quick start (generated password) and CI (a known test password).
+# TENANT_PG_TLS=1: TLS only (hostssl; plain TCP rejected) with a self-signed certificate made by
+# openssl for localhost/127.0.0.1, whose copy clients trust is written to TENANT_PG_TLS_CA_OUT.
 # Idempotent: creates, configures and starts only what is missing; resets the admin's password.
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
@@ -15,6 +17,8 @@ ADMIN_USER="${TENANT_PG_ADMIN_USER:-ci_admin}"
 command -v pg_createcluster >/dev/null 2>&1 || apt_install postgresql
 ver="$(pg_version)"
 conf_dir="/etc/postgresql/$ver/$CLUSTER"
+# dbaas's snapshots and branches run pg_dump / pg_restore of the server's major version.
+apt_install "postgresql-client-$ver"
 
 if [ ! -f "$conf_dir/postgresql.conf" ]; then
   rm -rf "$conf_dir" # what a dropped cluster may leave behind (conf.d)
@@ -30,6 +34,34 @@ password_encryption = 'scram-sha-256'
 max_connections = 200
 CONF
   echo "Created PostgreSQL $ver cluster '$CLUSTER' on port $PORT"
+fi
+
+if [ -n "${TENANT_PG_TLS:-}" ]; then
+  ca_out="${TENANT_PG_TLS_CA_OUT:-/etc/ci-platform/tenant-tls-ca.pem}"
+  if [ ! -f "$conf_dir/server.crt" ]; then
+    command -v openssl >/dev/null 2>&1 || apt_install openssl
+    # Self-signed, so the certificate is its own CA: clients that verify trust this file.
+    openssl req -x509 -newkey rsa:2048 -nodes -days 825 -subj "/CN=localhost" \
+      -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
+      -keyout "$conf_dir/server.key" -out "$conf_dir/server.crt" 2>/dev/null
+    chown postgres:postgres "$conf_dir/server.key" "$conf_dir/server.crt"
+    chmod 600 "$conf_dir/server.key"
+  fi
+  cat >"$conf_dir/conf.d/ci-tenant-tls.conf" <<CONF
+ssl = on
+ssl_cert_file = '$conf_dir/server.crt'
+ssl_key_file = '$conf_dir/server.key'
+CONF
+  # TLS or nothing over TCP: a plain-text connection is refused before any password is sent.
+  hba="$conf_dir/pg_hba.conf"
+  if ! grep -q '^hostnossl' "$hba"; then
+    sed -i -E 's/^host(\s+all\s+all\s+)/hostssl\1/' "$hba"
+    printf 'hostnossl all all 0.0.0.0/0 reject\nhostnossl all all ::/0 reject\n' >>"$hba"
+    answers 127.0.0.1 "$PORT" && pg_ctlcluster --skip-systemctl-redirect "$ver" "$CLUSTER" restart
+  fi
+  mkdir -p "$(dirname "$ca_out")"
+  install -m 644 "$conf_dir/server.crt" "$ca_out"
+  echo "Tenant PostgreSQL TLS: clients trust $ca_out"
 fi
 
 if ! answers 127.0.0.1 "$PORT"; then

@@ -15,6 +15,17 @@ export const DatabaseCreated = Type.Object(
 );
 export type DatabaseCreated = Static<typeof DatabaseCreated>;
 
+export const PasswordRotated = Type.Object(
+  {
+    id: Type.String({ format: "uuid" }),
+    username: Type.String({ pattern: "^user_[0-9a-f]{12}$" }),
+    password: Type.String({ description: "Shown once only; the previous one no longer works" }),
+    connectionString: Type.String({ format: "uri" }),
+  },
+  { $id: "PasswordRotated" },
+);
+export type PasswordRotated = Static<typeof PasswordRotated>;
+
 export const Database = Type.Object(
   {
     id: Type.String({ format: "uuid" }),
@@ -35,3 +46,18 @@ export const DatabaseList = Type.Object({ databases: Type.Array(Database) }, { $
 
 export const Message = Type.Object({ message: Type.String() }, { $id: "Message" });
 export type Message = Static<typeof Message>;
+
+export const Snapshot = Type.Object(
+  {
+    id: Type.String({ format: "uuid" }),
+    databaseId: Type.String({ format: "uuid", description: "The database it was taken of (which may since have been destroyed)" }),
+    databaseName: Type.String(),
+    status: Type.Union([Type.Literal("pending"), Type.Literal("ready"), Type.Literal("failed")]),
+    sizeMb: Type.Number({ description: "Size of the dump in MiB (2 decimals); 0 until ready" }),
+    createdAt: Type.String({ format: "date-time" }),
+  },
+  { $id: "Snapshot" },
+);
+export type SnapshotDetail = Static<typeof Snapshot>;
+
+export const SnapshotList = Type.Object({ snapshots: Type.Array(Snapshot) }, { $id: "SnapshotList" });

@@ -26,6 +26,8 @@ export type DatabaseRow = {
 /** A record with whether the process that owns it still lives (for the reconciler). */
 export type OwnedRow = DatabaseRow & { owner_alive: boolean };
 
+export type IntentOutcome = { recorded: true } | { recorded: false; resource: "databases" } | { recorded: false; resource: "storageMb"; usedMb: number };
+
 export type NewDatabase = { id: string; clientId: string; databaseName: string; username: string; maxStorageMb: number; owner?: string };
 
 const COLUMNS = `id, client_id, database_name, username, status, storage_bytes, measured_at, max_storage_mb, read_only, created_at, updated_at, owner, catalog_level`;
@@ -42,10 +44,11 @@ export class DatabasesRepository {
 
   /**
    * Records the intent to provision, unless the account already has `limit` databases
-   * (provisioning or active); safe under concurrency (see record_intent in migrations.ts).
+   * (provisioning or active) or, with `storageLimitMb`, the new database's maximum does not fit
+   * in the account's storage; safe under concurrency (see record_intent_within in migrations.ts).
    */
-  async insertProvisioning(row: NewDatabase, limit: number): Promise<boolean> {
-    const { rows } = await this.db.query<{ recorded: boolean }>("SELECT dbaas.record_intent($1, $2, $3, $4, $5, $6, $7) AS recorded", [
+  async insertProvisioning(row: NewDatabase, limit: number, storageLimitMb?: number): Promise<IntentOutcome> {
+    const { rows } = await this.db.query<{ outcome: string }>("SELECT dbaas.record_intent_within($1, $2, $3, $4, $5, $6, $7, $8) AS outcome", [
       row.id,
       row.clientId,
       row.databaseName,
@@ -53,8 +56,12 @@ export class DatabasesRepository {
       row.maxStorageMb,
       limit,
       row.owner ?? null,
+      storageLimitMb ?? null,
     ]);
-    return rows[0].recorded;
+    const outcome = rows[0].outcome;
+    if (outcome === "recorded") return { recorded: true };
+    if (outcome === "databases") return { recorded: false, resource: "databases" };
+    return { recorded: false, resource: "storageMb", usedMb: Number(outcome.slice("storage:".length)) };
   }
 
   /** `catalogLevel`: the level prepareSchema applied (also sets catalog_hidden, see migration 4). */
@@ -77,6 +84,12 @@ export class DatabasesRepository {
       id,
       clientId,
     ]);
+    return rows[0];
+  }
+
+  /** The account's record in whatever state (active or not). */
+  async findOwned(id: string, clientId: string): Promise<DatabaseRow | undefined> {
+    const { rows } = await this.db.query<DatabaseRow>(`SELECT ${COLUMNS} FROM dbaas.databases WHERE id = $1 AND client_id = $2`, [id, clientId]);
     return rows[0];
   }
 

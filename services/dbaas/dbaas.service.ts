@@ -6,7 +6,7 @@
  */
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import { brokerEnv } from "../../lib/settings";
-import { notFound } from "../../lib/errors";
+import { apiError, notFound, validationFailed } from "../../lib/errors";
 import { CallerMeta, respondCreated } from "../../lib/identity";
 import { isUuid } from "../../lib/uuid";
 import { DbMixin, DbThis } from "../../mixins/db.mixin";
@@ -27,6 +27,12 @@ import { platformSettingsOf } from "../../lib/platform-settings";
 import { ownChannel, sendToChannel } from "../../lib/channels";
 import { USAGE_CHANNEL } from "../../lib/usage-protocol";
 import { TenantServer } from "./tenant-server";
+import { SnapshotsRepository } from "./snapshots.repository";
+import { Snapshotter } from "./snapshotter";
+import { SnapshotStore } from "./snapshot-store";
+import { branchRestore, snapshotActions, snapshotMethods } from "./snapshot-actions";
+import { credentialActions, credentialMethods } from "./credential-actions";
+import { debianBinDir } from "./pg-tools";
 import { DbaasSettings, parseDbaasSettings } from "./settings";
 
 export type { DatabaseCreated, DatabaseDetail } from "./contract";
@@ -34,15 +40,23 @@ export type { DatabaseCreated, DatabaseDetail } from "./contract";
 /** Records stuck this long count as abandoned even while their owner lives (a hung process); a dead owner's go at once. */
 const RECONCILE_GRACE_S = 300;
 
-type DbaasThis = Service &
+export type DbaasThis = Service &
   DbThis & {
     config: DbaasSettings;
     repo: DatabasesRepository;
     tenant: TenantServer;
     provisioner: Provisioner;
     quota: QuotaEnforcer;
+    snapshots: SnapshotsRepository;
+    snapshotter: Snapshotter;
+    /** Why snapshots cannot be taken or restored here (tools of another version); checked once the server answers. */
+    snapshotsBlocked?: Promise<string | undefined>;
+    requireSnapshots(): Promise<void>;
     quotaWatch: QuotaWatch;
     lease: OwnerLease;
+    /** `?sslmode=…` for connection strings (DBAAS_SSLMODE; `auto` asks the server once it answers). */
+    sslSuffix?: string;
+    resolveSslMode(): Promise<void>;
     /** The tenant server passed server-guard.ts (false while it could not be reached). */
     serverVerified: boolean;
     verifyServer(): Promise<boolean>;
@@ -54,10 +68,13 @@ type DbaasThis = Service &
     gate: QuotaGate;
     sampleLoop: Periodic<number>;
     detail(row: DatabaseRow): DatabaseDetail;
+    connectionString(row: DatabaseRow, password: string): string;
     findOwn(ctx: Context<{ id: string }, CallerMeta>): Promise<DatabaseRow>;
+    findReady(ctx: Context<{ id: string }, CallerMeta>): Promise<DatabaseRow>;
   };
 
 const idParam = { id: { type: "string" } };
+type CreateParams = { fromSnapshot?: string; maxStorageMb?: number };
 
 const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
   name: "dbaas",
@@ -83,17 +100,28 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       openapi: {
         tag: "databases",
         summary: "Provision a PostgreSQL database",
-        description: "The password and connection string are shown in this response only.",
+        description:
+          "The password and connection string are shown in this response only. Optional body: fromSnapshot (a ready snapshot of the account: the new database starts with its data), maxStorageMb (at most DBAAS_MAX_STORAGE_MB, within the account's storage quota).",
         status: 201,
         response: DatabaseCreated,
-        errors: ["QUOTA_EXCEEDED"],
+        errors: ["VALIDATION_FAILED", "NOT_FOUND", "INVALID_STATE", "QUOTA_EXCEEDED", "SERVICE_UNAVAILABLE"],
       },
-      params: { $$strict: "remove" }, // no body: anything sent is ignored
-      async handler(this: DbaasThis, ctx: Context<unknown, CallerMeta>): Promise<DatabaseCreated> {
+      params: {
+        $$strict: "remove", // fields beyond these are ignored
+        fromSnapshot: { type: "string", optional: true, min: 1, max: 100 },
+        maxStorageMb: { type: "number", integer: true, positive: true, optional: true },
+      },
+      async handler(this: DbaasThis, ctx: Context<CreateParams, CallerMeta>): Promise<DatabaseCreated> {
+        const fromSnapshot = ctx.params.fromSnapshot ?? undefined; // null: as absent
+        const maxStorageMb = ctx.params.maxStorageMb ?? undefined;
+        if (maxStorageMb !== undefined && maxStorageMb > this.config.maxStorageMb)
+          throw validationFailed([{ field: "maxStorageMb", message: `must be at most ${this.config.maxStorageMb} (MB per database)` }]);
         // Monthly credits, the account's storage and its (overridable) number of databases; the provisioner still holds DBAAS_MAX_PER_ACCOUNT race-free.
         await this.gate.check(ctx.meta.caller!.clientId, ["credits", "storageMb", "databases"]);
         if (!(await this.verifyServer())) throw unavailable();
-        const { row, password } = await this.provisioner.provision(ctx.meta.caller!.clientId);
+        const clientId = ctx.meta.caller!.clientId;
+        const restore = fromSnapshot === undefined ? undefined : await branchRestore(this, fromSnapshot, clientId);
+        const { row, password } = await this.provisioner.provision(clientId, { maxStorageMb, restore });
         const { host, port } = this.detail(row);
         respondCreated(ctx.meta, `/api/databases/${row.id}`);
         return {
@@ -103,7 +131,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
           port,
           username: row.username,
           password,
-          connectionString: `postgresql://${row.username}:${password}@${host}:${port}/${row.database_name}`,
+          connectionString: this.connectionString(row, password),
         };
       },
     },
@@ -149,6 +177,9 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
         return { message: `Database ${row.database_name} destroyed` };
       },
     },
+
+    ...credentialActions,
+    ...snapshotActions,
 
     /** Internal: removes what crashed provisionings left behind (also runs periodically). */
     reconcile: {
@@ -220,6 +251,8 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
   },
 
   methods: {
+    ...credentialMethods,
+    ...snapshotMethods,
     detail(this: DbaasThis, row: DatabaseRow): DatabaseDetail {
       return {
         id: row.id,
@@ -239,6 +272,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       if (this.serverVerified) return true;
       try {
         this.serverVerified = await verifyTenantServer(guardIo(this.tenant, this.db), this.config.allowStateServer);
+        if (this.serverVerified) await this.resolveSslMode();
       } catch (err) {
         this.logger.error((err as Error).message);
         if (!(err instanceof TenantServerRefused)) throw err;
@@ -270,6 +304,16 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       if (!row) throw notFound("Database");
       return row;
     },
+
+    /** The caller's database, active: 404 as findOwn, 409 INVALID_STATE while it is being provisioned or destroyed. */
+    async findReady(this: DbaasThis, ctx: Context<{ id: string }, CallerMeta>): Promise<DatabaseRow> {
+      if (!isUuid(ctx.params.id)) throw notFound("Database");
+      const row = await this.repo.findOwned(ctx.params.id, ctx.meta.caller!.clientId);
+      if (!row) throw notFound("Database");
+      if (row.status !== "active")
+        throw apiError("INVALID_STATE", `Database is ${row.status === "provisioning" ? "still being provisioned" : "being destroyed"}`);
+      return row;
+    },
   },
 
   created(this: DbaasThis) {
@@ -284,16 +328,18 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       () => this.config.usageSampleS,
       this.logger,
     );
+    this.snapshots = new SnapshotsRepository(this.db);
   },
 
   async started(this: DbaasThis) {
     const adminUrl = this.config.adminUrl;
     if (!adminUrl) throw new Error(MISSING_ADMIN_URL);
-    this.tenant = new TenantServer(adminUrl, { createConcurrency: this.config.createConcurrency });
+    this.tenant = new TenantServer(adminUrl, { createConcurrency: this.config.createConcurrency, dumpConcurrency: this.config.snapshotConcurrency });
     // A server that checks no passwords, or the state server without opt-in, stops the start here;
     // one that cannot be reached now is checked again before the first provisioning.
     this.serverVerified = await verifyTenantServer(guardIo(this.tenant, this.db), this.config.allowStateServer);
     if (!this.serverVerified) this.logger.warn("Tenant server unreachable: its checks run again before the first provisioning");
+    else await this.resolveSslMode();
     this.lease = new OwnerLease(this.dbUrl, this.logger);
     await this.lease.start();
     const marker = `ci-platform:dbaas:${await this.repo.instanceId()}`;
@@ -304,6 +350,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       limits: {
         maxPerAccount: this.config.maxPerAccount,
         maxStorageMb: this.config.maxStorageMb,
+        accountStorageMb: this.config.accountStorageMb,
         connections: {
           perAccount: this.config.connectionsPerAccount,
           perDatabase: this.config.connectionLimit,
@@ -313,6 +360,20 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       },
     });
     this.quota = new QuotaEnforcer(deps);
+    const store = new SnapshotStore(this.config.snapshotDir);
+    await store.init();
+    const binDir = this.config.pgBinDir || (await this.tenant.serverMajor().then(debianBinDir, () => ""));
+    this.snapshotter = new Snapshotter({
+      repo: this.snapshots,
+      store,
+      tenant: this.tenant,
+      binDir,
+      owner: this.lease.id,
+      limits: { perAccount: this.config.snapshotsPerAccount, accountStorageMb: this.config.accountStorageMb },
+      logger: this.logger,
+    });
+    // Said at start when the server answers (and checked again before the first snapshot when it does not).
+    void this.requireSnapshots().catch(() => undefined);
     this.quotaWatch = new QuotaWatch({
       enforcer: this.quota,
       repo: this.repo,
@@ -337,6 +398,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
         if (!hardened) await this.tenant.hardenServer().then(() => (hardened = true));
         const report = await this.reconciler.reconcile(RECONCILE_GRACE_S * 1000);
         await this.applyCatalogLevel();
+        await this.snapshotter.recover();
         return report;
       },
       () => this.config.reconcileS,
@@ -349,7 +411,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
   },
 
   async stopped(this: DbaasThis) {
-    await Promise.all([this.quotaLoop?.stop(), this.reconcileLoop?.stop(), this.sampleLoop?.stop()]);
+    await Promise.all([this.quotaLoop?.stop(), this.reconcileLoop?.stop(), this.sampleLoop?.stop(), this.snapshotter?.stop()]);
     await Promise.all([this.tenant?.close(), this.lease?.stop()]);
   },
 };

@@ -111,4 +111,59 @@ export const migrations: Migration[] = [
       COMMENT ON COLUMN databases.catalog_hidden IS 'unused since migration 4 (see catalog_level); true fences off the previous version';
     `,
   },
+  {
+    version: 5,
+    name: "snapshots",
+    sql: `
+      -- A pg_dump of a client database, owned by the account; it outlives the database (database_id
+      -- is kept as a plain value, no foreign key) until the account deletes it. The dump itself
+      -- lives in the snapshot store (snapshot-store.ts) under the snapshot's id.
+      CREATE TABLE snapshots (
+        id uuid PRIMARY KEY,
+        client_id text NOT NULL,
+        database_id uuid NOT NULL,
+        database_name text NOT NULL,
+        status text NOT NULL CHECK (status IN ('pending', 'ready', 'failed')),
+        size_bytes bigint,
+        -- The process taking it (owner-lease.ts): a pending snapshot whose owner died is failed.
+        owner uuid,
+        failure text,
+        created_at timestamptz NOT NULL DEFAULT now(),
+        updated_at timestamptz NOT NULL DEFAULT now()
+      );
+      CREATE INDEX snapshots_client_idx ON snapshots (client_id, created_at DESC);
+    `,
+  },
+  {
+    version: 6,
+    name: "intent within the account's storage quota",
+    sql: `
+      -- As record_intent (version 2), and within the account's storage quota when one is given
+      -- (p_storage_limit_mb, MiB; NULL: none): what the account's live databases may grow to
+      -- (their max_storage_mb) plus its ready snapshots, with the new database's maximum, must fit.
+      -- Answers 'recorded', 'databases' (at the count limit) or 'storage:<MiB used>'.
+      -- record_intent stays for replicas of the previous version during a rolling update.
+      CREATE FUNCTION record_intent_within(p_id uuid, p_client_id text, p_database_name text, p_username text,
+                                           p_max_storage_mb integer, p_limit integer, p_owner uuid,
+                                           p_storage_limit_mb integer) RETURNS text
+      LANGUAGE plpgsql VOLATILE AS $fn$
+      DECLARE live integer; used numeric;
+      BEGIN
+        PERFORM pg_advisory_xact_lock(hashtext('ci-platform:dbaas:account:' || p_client_id));
+        SELECT count(*), coalesce(sum(max_storage_mb), 0) INTO live, used FROM dbaas.databases
+         WHERE client_id = p_client_id
+           AND (status = 'active' OR (status = 'provisioning' AND (owner IS NULL OR dbaas.owner_alive(owner))));
+        IF live >= p_limit THEN RETURN 'databases'; END IF;
+        IF p_storage_limit_mb IS NOT NULL THEN
+          used := used + (SELECT coalesce(sum(size_bytes), 0) FROM dbaas.snapshots
+                           WHERE client_id = p_client_id AND status = 'ready') / 1048576.0;
+          IF used + p_max_storage_mb > p_storage_limit_mb THEN RETURN 'storage:' || ceil(used); END IF;
+        END IF;
+        INSERT INTO dbaas.databases (id, client_id, database_name, username, status, max_storage_mb, owner)
+        VALUES (p_id, p_client_id, p_database_name, p_username, 'provisioning', p_max_storage_mb, p_owner);
+        RETURN 'recorded';
+      END
+      $fn$;
+    `,
+  },
 ];

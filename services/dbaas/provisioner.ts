@@ -15,16 +15,26 @@ import type { TenantServer } from "./tenant-server";
 import { ConnectionPolicy, connectionRoom, splitConnections, tooManyDatabases } from "./connections";
 
 export const PROVISION_STEPS = ["record", "role", "database", "grants", "schema", "activate"] as const;
-export type ProvisionStep = (typeof PROVISION_STEPS)[number];
+/** A branch restores its snapshot into the new database before it becomes active. */
+export const BRANCH_STEPS = ["record", "role", "database", "grants", "schema", "restore", "activate"] as const;
+export type ProvisionStep = (typeof BRANCH_STEPS)[number];
 
 export type ProvisionLimits = {
   maxPerAccount: number;
   maxStorageMb: number;
+  /** The account's storage (its databases' maxima plus its snapshots), MiB; undefined: no such quota. */
+  accountStorageMb?: number;
   connections: ConnectionPolicy;
   /** What of the catalog the tenant cannot read (tenant-sql.ts hiddenAt), recorded with the database. */
   catalogLevel: CatalogLevel;
 };
 export type Provisioned = { row: DatabaseRow; password: string };
+export type ProvisionOptions = {
+  /** This database's storage quota (already checked against DBAAS_MAX_STORAGE_MB); default the limits' maxStorageMb. */
+  maxStorageMb?: number;
+  /** Fills the new, empty database (a branch), given its names and its role's password. */
+  restore?: (names: TenantNames, password: string) => Promise<void>;
+};
 
 export type ProvisionerDeps = {
   repo: DatabasesRepository;
@@ -48,20 +58,35 @@ export function neverSent(err: unknown): boolean {
 export class Provisioner {
   constructor(readonly deps: ProvisionerDeps) {}
 
-  async provision(clientId: string): Promise<Provisioned> {
+  async provision(clientId: string, opts: ProvisionOptions = {}): Promise<Provisioned> {
     const { repo, tenant, marker } = this.deps;
     const limits = this.deps.limits;
+    const maxStorageMb = opts.maxStorageMb ?? limits.maxStorageMb;
     const names = generateNames(clientId, this.deps.randomHex ?? defaultRandomHex);
     const id = (this.deps.newId ?? randomUUID)();
     const password = generatePassword();
     // PBKDF2 runs on the thread pool while the intent is recorded.
     const verifier = scramVerifier(password);
     verifier.catch(() => undefined); // awaited below; must not go unhandled if the record is refused
-    const recorded = await repo.insertProvisioning({ id, clientId, ...names, maxStorageMb: limits.maxStorageMb, owner: this.deps.owner }, limits.maxPerAccount);
-    if (!recorded)
+    const intent = await repo.insertProvisioning(
+      { id, clientId, ...names, maxStorageMb, owner: this.deps.owner },
+      limits.maxPerAccount,
+      limits.accountStorageMb,
+    );
+    if (!intent.recorded && intent.resource === "databases")
       throw apiError("QUOTA_EXCEEDED", `An account may have at most ${limits.maxPerAccount} active databases`, {
         limit: limits.maxPerAccount,
       });
+    if (!intent.recorded)
+      throw apiError(
+        "QUOTA_EXCEEDED",
+        `The account's storage quota is ${limits.accountStorageMb} MB: ${intent.usedMb} MB are taken, ${maxStorageMb} MB do not fit`,
+        {
+          resource: "storageMb",
+          limit: limits.accountStorageMb,
+          used: intent.usedMb,
+        },
+      );
 
     // Tenant-side steps whose statement may have reached the server, hence may need undoing.
     const reached = new Set<ProvisionStep>();
@@ -81,7 +106,7 @@ export class Provisioner {
       const share = shares[live.findIndex((row) => row.id === id)] ?? shares[shares.length - 1];
       await this.step("role", reached, async (attempt) => {
         const refused = await tenant
-          .createRoleWithin(names, { verifier: secret, connectionLimit: share, marker, tempFileLimitMb: limits.maxStorageMb, others }, (capacity) =>
+          .createRoleWithin(names, { verifier: secret, connectionLimit: share, marker, tempFileLimitMb: maxStorageMb, others }, (capacity) =>
             connectionRoom(policy, capacity, live.length),
           )
           .catch((err) => {
@@ -100,8 +125,12 @@ export class Provisioner {
           throw err;
         }),
       );
-      const bytes = await this.step("grants", reached, () => tenant.secureDatabase(names, marker));
+      let bytes = await this.step("grants", reached, () => tenant.secureDatabase(names, marker));
       await this.step("schema", reached, () => tenant.prepareSchema(names, limits.catalogLevel));
+      if (opts.restore) {
+        await this.step("restore", reached, () => opts.restore!(names, password));
+        bytes = (await tenant.measure([names])).get(names.databaseName)?.bytes ?? bytes;
+      }
       const row = await repo.activate(id, bytes, limits.catalogLevel);
       if (!row) throw new Error(`Database record ${id} vanished while provisioning`);
       return { row, password };
@@ -159,7 +188,7 @@ export class Provisioner {
   private async compensate(id: string, clientId: string, names: TenantNames, reached: Set<ProvisionStep>, cause: unknown): Promise<void> {
     const { tenant, repo, logger } = this.deps;
     try {
-      if (reached.has("database") || reached.has("grants") || reached.has("schema")) await tenant.dropDatabase(names.databaseName);
+      if (reached.has("database") || reached.has("grants") || reached.has("schema") || reached.has("restore")) await tenant.dropDatabase(names.databaseName);
       if (reached.size) await tenant.dropRoles([names.username]);
       await repo.delete(id);
       logger.warn(`Provisioning ${id} failed and was undone: ${explain(cause)}`);

@@ -1,5 +1,5 @@
 /** dbaas's settings (README "Configuration" and "Databases"), parsed when it is created. */
-import { Env, flag, int, positive, text } from "../../lib/settings";
+import { Env, flag, int, optionalInt, positive, text } from "../../lib/settings";
 
 /**
  * dbaas catalog levels (tenant-sql.ts hiddenAt): `sessions` hides other tenants' sessions and
@@ -19,6 +19,20 @@ export function parseCatalogLevel(raw: string | undefined): CatalogLevel {
   throw new Error(`DBAAS_HIDE_CATALOG must be "sessions" (the default), "all" (or "true") or "off" (or "false"), got "${raw}"`);
 }
 
+/** libpq's sslmode values a connection string may carry. */
+export const SSL_MODES = ["disable", "allow", "prefer", "require", "verify-ca", "verify-full"] as const;
+
+/**
+ * DBAAS_SSLMODE: `auto` (unset: `require` when the tenant server has TLS on, nothing otherwise),
+ * `off` (never), or an sslmode written into every connection string.
+ */
+export function parseSslMode(raw: string | undefined): "auto" | "off" | (typeof SSL_MODES)[number] {
+  const value = (raw ?? "").trim().toLowerCase();
+  if (value === "" || value === "auto") return "auto";
+  if (value === "off" || (SSL_MODES as readonly string[]).includes(value)) return value as "off" | (typeof SSL_MODES)[number];
+  throw new Error(`DBAAS_SSLMODE must be "auto" (the default), "off" or one of ${SSL_MODES.join(", ")}, got "${raw}"`);
+}
+
 export type DbaasSettings = {
   /** Superuser URL of the server hosting client databases; no default: never the state server by accident. */
   adminUrl?: string;
@@ -35,8 +49,13 @@ export type DbaasSettings = {
   /** Host and port written into connection strings (what clients reach the server by). */
   publicHost: string;
   publicPort: number;
+  /** The sslmode connection strings carry (parseSslMode). */
+  sslMode: ReturnType<typeof parseSslMode>;
   maxPerAccount: number;
+  /** Storage quota of a new database, and the most a client may ask for one (maxStorageMb at create). */
   maxStorageMb: number;
+  /** The account's storage quota (QUOTA_STORAGE_MB: its databases' maxima plus its snapshots); undefined: none. */
+  accountStorageMb?: number;
   quotaCheckS: number;
   /** How often a database above 80 % of its quota is measured (seconds). */
   quotaNearCheckS: number;
@@ -45,6 +64,14 @@ export type DbaasSettings = {
   createConcurrency: number;
   /** How often storage is reported to the usage ledger (seconds; each hour counts its first report). */
   usageSampleS: number;
+  /** Where snapshot dumps are kept (snapshot-store.ts), shared by every replica. */
+  snapshotDir: string;
+  /** Snapshots an account may keep (pending or ready). */
+  snapshotsPerAccount: number;
+  /** pg_dump / pg_restore processes at once per tenant server (across replicas). */
+  snapshotConcurrency: number;
+  /** Directory of pg_dump and pg_restore; empty: the server's major version's Debian directory if present, else PATH. */
+  pgBinDir: string;
 };
 
 export const parseDbaasSettings = (env: Env): DbaasSettings => ({
@@ -56,11 +83,17 @@ export const parseDbaasSettings = (env: Env): DbaasSettings => ({
   hideCatalog: parseCatalogLevel(env.DBAAS_HIDE_CATALOG),
   publicHost: text(env, "DBAAS_PUBLIC_HOST", "localhost"),
   publicPort: int(env, "DBAAS_PUBLIC_PORT", 5432),
+  sslMode: parseSslMode(env.DBAAS_SSLMODE),
   maxPerAccount: int(env, "DBAAS_MAX_PER_ACCOUNT", 5),
   maxStorageMb: int(env, "DBAAS_MAX_STORAGE_MB", 1024),
+  accountStorageMb: optionalInt(env, "QUOTA_STORAGE_MB"),
   quotaCheckS: positive(env, "DBAAS_QUOTA_CHECK_S", 30),
   quotaNearCheckS: positive(env, "DBAAS_QUOTA_NEAR_CHECK_S", 1),
   reconcileS: positive(env, "DBAAS_RECONCILE_S", 60),
   createConcurrency: int(env, "DBAAS_CREATE_CONCURRENCY", 2),
   usageSampleS: positive(env, "DBAAS_USAGE_SAMPLE_S", 300),
+  snapshotDir: text(env, "DBAAS_SNAPSHOT_DIR", "data/snapshots"),
+  snapshotConcurrency: int(env, "DBAAS_SNAPSHOT_CONCURRENCY", 2),
+  snapshotsPerAccount: int(env, "DBAAS_SNAPSHOTS_PER_ACCOUNT", 10),
+  pgBinDir: text(env, "DBAAS_PG_BIN_DIR", ""),
 });

@@ -19,6 +19,7 @@ export type Queryable = { query: Pool["query"] };
 
 const CREATE_LOCK = "ci-platform:dbaas:create";
 const CONNECTIONS_LOCK = "ci-platform:dbaas:connections";
+const DUMP_LOCK = "ci-platform:dbaas:dump";
 
 /** Connection figures of the tenant server (tenant-sql.ts CONNECTION_CAPACITY_SQL). */
 export type ConnectionCapacity = { max_connections: number; superuser_reserved: number; allotted: number; own: number };
@@ -28,12 +29,16 @@ export class TenantServer {
   /** CREATE DATABASE runs on its own pool: waiting for a turn then holds no connection others need. */
   private readonly createPool: Pool;
   private readonly createSlots: number;
+  /** Holds the dump slots' locks only (the tools connect by themselves). */
+  private readonly dumpPool: Pool;
+  private readonly dumpSlots: number;
 
   constructor(
-    private readonly adminUrl: string,
-    opts: { poolSize?: number; createConcurrency?: number } = {},
+    readonly adminUrl: string,
+    opts: { poolSize?: number; createConcurrency?: number; dumpConcurrency?: number } = {},
   ) {
     this.createSlots = Math.max(1, opts.createConcurrency ?? 2);
+    this.dumpSlots = Math.max(1, opts.dumpConcurrency ?? 2);
     const pool = (max: number) => {
       const p = new Pool({ connectionString: adminUrl, max, connectionTimeoutMillis: 10_000, idleTimeoutMillis: 30_000 });
       // An idle connection losing its server must not crash the process; the next query reconnects.
@@ -42,10 +47,11 @@ export class TenantServer {
     };
     this.pool = pool(opts.poolSize ?? 10);
     this.createPool = pool(this.createSlots);
+    this.dumpPool = pool(this.dumpSlots);
   }
 
   async close(): Promise<void> {
-    await Promise.all([this.pool.end(), this.createPool.end()]);
+    await Promise.all([this.pool.end(), this.createPool.end(), this.dumpPool.end()]);
   }
 
   async createRole(ref: TenantRef, verifier: string, connectionLimit: number, marker: string): Promise<void> {
@@ -74,6 +80,18 @@ export class TenantServer {
     });
   }
 
+  /**
+   * The role's new password (a verifier), then every session it has open ended: from here on the
+   * old password opens nothing. Under the database's lock, so a destroy or freeze never interleaves.
+   */
+  async rotatePassword(ref: TenantRef, verifier: string): Promise<void> {
+    const statement = sql.setPasswordSql(ref.username, verifier);
+    await this.withDatabaseLock(ref.databaseName, async (admin) => {
+      await retryTransient(() => this.run(statement, admin));
+      await this.terminateSessions(ref.username, admin);
+    });
+  }
+
   /** The role's temporary files per session follow its database's storage quota. */
   async setTempFileLimit(username: string, limitMb: number): Promise<void> {
     await this.run(sql.tempFileLimitSql(username, limitMb));
@@ -98,20 +116,33 @@ export class TenantServer {
   /** Owned by the admin (the tenant cannot alter it); at most `createConcurrency` at once, across replicas. */
   async createDatabase(ref: TenantRef): Promise<void> {
     const statement = sql.createDatabaseSql(ref);
-    await this.withClient(this.createPool, async (client) => {
+    await this.withSlot(this.createPool, CREATE_LOCK, this.createSlots, (client) => client.query(statement));
+  }
+
+  /**
+   * Runs a dump or a restore (pg_dump, pg_restore: heavy on the server's disk and CPU) once one of
+   * `dumpConcurrency` slots is free across replicas, as CREATE DATABASE is bounded.
+   */
+  async withDumpSlot<T>(work: () => Promise<T>): Promise<T> {
+    return this.withSlot(this.dumpPool, DUMP_LOCK, this.dumpSlots, () => work());
+  }
+
+  /** One of `slots` advisory locks named `lock`, held on a connection of `pool` while `work` runs. */
+  private async withSlot<T>(pool: Pool, lock: string, slots: number, work: (client: PoolClient) => Promise<T>): Promise<T> {
+    return this.withClient(pool, async (client) => {
       const free = await client.query<{ slot: number }>(
         "SELECT s AS slot FROM generate_series(0, $2::int - 1) s WHERE pg_try_advisory_lock(hashtext($1), s) LIMIT 1",
-        [CREATE_LOCK, this.createSlots],
+        [lock, slots],
       );
       let slot = free.rows[0]?.slot;
       if (slot === undefined) {
-        slot = Math.floor(Math.random() * this.createSlots);
-        await client.query("SELECT pg_advisory_lock(hashtext($1), $2)", [CREATE_LOCK, slot]);
+        slot = Math.floor(Math.random() * slots);
+        await client.query("SELECT pg_advisory_lock(hashtext($1), $2)", [lock, slot]);
       }
       try {
-        await client.query(statement);
+        return await work(client);
       } finally {
-        await client.query("SELECT pg_advisory_unlock(hashtext($1), $2)", [CREATE_LOCK, slot]);
+        await client.query("SELECT pg_advisory_unlock(hashtext($1), $2)", [lock, slot]);
       }
     });
   }
@@ -250,6 +281,18 @@ export class TenantServer {
 
   async hardenServer(): Promise<void> {
     await this.pool.query(sql.HARDEN_SQL);
+  }
+
+  /** Whether the server accepts TLS connections (ssl = on). */
+  async hasTls(): Promise<boolean> {
+    const { rows } = await this.pool.query<{ ssl: string }>("SELECT current_setting('ssl') AS ssl");
+    return rows[0].ssl === "on";
+  }
+
+  /** The server's major version (15 for 15.4). */
+  async serverMajor(): Promise<number> {
+    const { rows } = await this.pool.query<{ v: string }>("SELECT current_setting('server_version_num') AS v");
+    return Math.floor(Number(rows[0].v) / 10000);
   }
 
   /** Identifies the cluster (the same for every database of one server, and its replicas). */

@@ -22,12 +22,20 @@ export function checkMarker(marker: string): string {
 
 /** LOGIN and nothing more, a connection limit, the password as a verifier, and the marker. */
 export function createRoleSql(ref: TenantRef, verifier: string, connectionLimit: number, marker: string, tempFileLimitMb?: number): string {
-  if (!VERIFIER_PATTERN.test(verifier)) throw new Error("Refusing a password that is not a SCRAM verifier");
+  checkVerifier(verifier);
   if (!Number.isInteger(connectionLimit) || connectionLimit < 1) throw new Error(`Invalid connection limit ${connectionLimit}`);
   const user = ident("user", ref.username);
   return `CREATE ROLE ${user} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT NOREPLICATION NOBYPASSRLS
             CONNECTION LIMIT ${connectionLimit} PASSWORD ${literal(verifier)};
           COMMENT ON ROLE ${user} IS ${literal(checkMarker(marker))}${tempFileLimitMb ? `;\n${tempFileLimitSql(ref.username, tempFileLimitMb)}` : ""}`;
+}
+
+/** A new password for an existing tenant role, as a verifier (the plaintext never reaches the server). */
+export const setPasswordSql = (username: string, verifier: string) => `ALTER ROLE ${ident("user", username)} PASSWORD ${literal(checkVerifier(verifier))}`;
+
+function checkVerifier(verifier: string): string {
+  if (!VERIFIER_PATTERN.test(verifier)) throw new Error("Refusing a password that is not a SCRAM verifier");
+  return verifier;
 }
 
 /** template0: nobody can be connected to it (unlike template1), so it is never "in use". */

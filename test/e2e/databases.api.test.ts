@@ -146,10 +146,22 @@ describe("databases api", () => {
     expect((await list(other.token)).body).toEqual({ databases: [] });
   });
 
-  it("databases api - fields sent in the body are ignored: names are always generated", async () => {
+  it.each([
+    ["maxStorageMb over DBAAS_MAX_STORAGE_MB", { maxStorageMb: 999999 }],
+    ["maxStorageMb as text", { maxStorageMb: "100" }],
+    ["maxStorageMb 0", { maxStorageMb: 0 }],
+    ["fromSnapshot as a number", { fromSnapshot: 5 }],
+  ])("databases api - POST with %s is 400 VALIDATION_FAILED and creates nothing", async (_name, body) => {
+    const res = await http(base, "POST", "/api/databases", { token: other.token, body });
+    expectError(res, 400, "VALIDATION_FAILED");
+    expect(res.body.error.details).toEqual([expect.objectContaining({ field: Object.keys(body)[0] })]);
+    expect((await list(other.token)).body).toEqual({ databases: [] });
+  });
+
+  it("databases api - other fields sent in the body are ignored: names are always generated", async () => {
     const res = await http(base, "POST", "/api/databases", {
       token: other.token,
-      body: { databaseName: 'x"; DROP DATABASE postgres; --', username: "postgres", password: "chosen", maxStorageMb: 999999 },
+      body: { databaseName: 'x"; DROP DATABASE postgres; --', username: "postgres", password: "chosen" },
     });
     expect(res.status).toBe(201);
     try {

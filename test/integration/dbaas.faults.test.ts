@@ -7,84 +7,23 @@ import { randomUUID } from "crypto";
 import net from "net";
 import { Client } from "pg";
 import { startTestPlatform, TestPlatform, waitFor } from "../support/platform";
-import type { DatabasesRepository } from "../../services/dbaas/databases.repository";
-import { Provisioner, PROVISION_STEPS, ProvisionStep } from "../../services/dbaas/provisioner";
+import { Provisioner, PROVISION_STEPS } from "../../services/dbaas/provisioner";
 import type { TenantNames } from "../../services/dbaas/naming";
-import { generateNames, holdRoleOf } from "../../services/dbaas/naming";
-import type { TenantServer } from "../../services/dbaas/tenant-server";
-import { asAdmin, callerMeta, existing, markerOf, startDbaasPlatform, stopDbaasPlatform, tenantEnv, withClient } from "./dbaas.helpers";
-
-type DbaasInternals = { provisioner: Provisioner; tenant: TenantServer; repo: DatabasesRepository };
-
-const internals = (platform: TestPlatform) => platform.broker.getLocalService("dbaas") as unknown as DbaasInternals;
-
-async function records(platform: TestPlatform): Promise<Array<{ database_name: string; status: string }>> {
-  return withClient(platform.databaseUrl, async (client) => (await client.query("SELECT database_name, status FROM dbaas.databases")).rows);
-}
-
-const namesOf = (n: TenantNames) => ({ databases: [n.databaseName], roles: [n.username, n.holdRole] });
-
-type Method = (...args: never[]) => Promise<unknown>;
-type Taps<T> = { [K in keyof T]?: T[K] extends Method ? { before?: (...args: Parameters<T[K]>) => void; after?: () => void } : never };
-
-/** `target` with `before` run ahead of, and `after` run once each call has answered; a throw there fails the call. */
-function tapped<T extends object>(target: T, taps: Taps<T>): T {
-  return new Proxy(target, {
-    get(t, key) {
-      const value: unknown = Reflect.get(t, key, t);
-      if (typeof value !== "function") return value;
-      const tap = taps[key as keyof T] as { before?: (...args: unknown[]) => void; after?: () => void } | undefined;
-      if (!tap) return value.bind(t);
-      return async (...args: unknown[]) => {
-        tap.before?.(...args);
-        const result: unknown = await value.apply(t, args);
-        tap.after?.();
-        return result;
-      };
-    },
-  });
-}
-
-/**
- * Swaps the platform's provisioner for one whose repository and tenant server call `onStep` as each
- * provisioning step ends (a throw there is a failure of that step): "record" when the next step
- * starts reading, the tenant steps once the server has answered, "activate" once the record is active.
- * Returns the original, to put back.
- */
-function injectFaults(platform: TestPlatform, onStep: (step: ProvisionStep, names: TenantNames) => void): Provisioner {
-  const service = internals(platform);
-  const original = service.provisioner;
-  const { repo, tenant } = original.deps;
-  let names: TenantNames | undefined;
-  let recorded = false;
-  const ended = (step: ProvisionStep) => () => onStep(step, names!);
-  service.provisioner = new Provisioner({
-    ...original.deps,
-    repo: tapped(repo, {
-      insertProvisioning: {
-        before: (row) => {
-          names = { databaseName: row.databaseName, username: row.username, holdRole: holdRoleOf(row.username) };
-          recorded = false;
-        },
-      },
-      listLive: {
-        before: () => {
-          if (recorded) return;
-          recorded = true;
-          onStep("record", names!);
-        },
-      },
-      activate: { after: ended("activate") },
-    }),
-    tenant: tapped(tenant, {
-      createRoleWithin: { after: ended("role") },
-      createDatabase: { after: ended("database") },
-      secureDatabase: { after: ended("grants") },
-      prepareSchema: { after: ended("schema") },
-    }),
-  });
-  return original;
-}
+import { generateNames } from "../../services/dbaas/naming";
+import {
+  asAdmin,
+  callerMeta,
+  existing,
+  injectFaults,
+  internals,
+  markerOf,
+  namesOf,
+  records,
+  startDbaasPlatform,
+  stopDbaasPlatform,
+  tenantEnv,
+  withClient,
+} from "./dbaas.helpers";
 
 describe("dbaas faults", () => {
   let platform: TestPlatform;

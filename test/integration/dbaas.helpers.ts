@@ -4,11 +4,16 @@
  * platform created there (only objects carrying that platform's marker).
  */
 import { spawnSync } from "child_process";
+import { rm } from "fs/promises";
 import { randomUUID } from "crypto";
 import { Client } from "pg";
 import type { Caller } from "../../lib/identity";
 import { liveCallerMeta } from "../../lib/caller-keys";
 import { startTestPlatform, TENANT_ADMIN_URL, TestPlatform } from "../support/platform";
+import type { DatabasesRepository } from "../../services/dbaas/databases.repository";
+import { Provisioner, ProvisionStep } from "../../services/dbaas/provisioner";
+import { holdRoleOf, TenantNames } from "../../services/dbaas/naming";
+import type { TenantServer } from "../../services/dbaas/tenant-server";
 
 export { TENANT_ADMIN_URL };
 
@@ -113,6 +118,9 @@ export async function stopDbaasPlatform(platform: TestPlatform | undefined): Pro
   const marker = await markerOf(platform).catch(() => undefined);
   await platform.stop();
   if (marker) await purgeMarked(marker);
+  // Its own snapshot folder (test/support/platform.ts dbaasDefaults), never a shared one.
+  const dir = platform.env.DBAAS_SNAPSHOT_DIR;
+  if (dir?.includes("ci-platform-test-snapshots")) await rm(dir, { recursive: true, force: true });
 }
 
 /** Runs `sql` with the real psql client (no .psqlrc, stop on the first error): its exit code and output. */
@@ -125,4 +133,78 @@ export function psql(connectionString: string, ...commands: string[]): { status:
 /** The size of a database on the tenant cluster, in bytes. */
 export async function databaseBytes(databaseName: string): Promise<number> {
   return asAdmin(async (c) => Number((await c.query("SELECT pg_database_size($1) AS bytes", [databaseName])).rows[0].bytes));
+}
+
+type DbaasInternals = { provisioner: Provisioner; tenant: TenantServer; repo: DatabasesRepository };
+
+export const internals = (platform: TestPlatform) => platform.broker.getLocalService("dbaas") as unknown as DbaasInternals;
+
+export async function records(platform: TestPlatform): Promise<Array<{ database_name: string; status: string }>> {
+  return withClient(platform.databaseUrl, async (client) => (await client.query("SELECT database_name, status FROM dbaas.databases")).rows);
+}
+
+export const namesOf = (n: TenantNames) => ({ databases: [n.databaseName], roles: [n.username, n.holdRole] });
+
+type Method = (...args: never[]) => Promise<unknown>;
+type Taps<T> = { [K in keyof T]?: T[K] extends Method ? { before?: (...args: Parameters<T[K]>) => void; after?: () => void } : never };
+
+/** `target` with `before` run ahead of, and `after` run once each call has answered; a throw there fails the call. */
+export function tapped<T extends object>(target: T, taps: Taps<T>): T {
+  return new Proxy(target, {
+    get(t, key) {
+      const value: unknown = Reflect.get(t, key, t);
+      if (typeof value !== "function") return value;
+      const tap = taps[key as keyof T] as { before?: (...args: unknown[]) => void; after?: () => void } | undefined;
+      if (!tap) return value.bind(t);
+      return async (...args: unknown[]) => {
+        tap.before?.(...args);
+        const result: unknown = await value.apply(t, args);
+        tap.after?.();
+        return result;
+      };
+    },
+  });
+}
+
+/**
+ * Swaps the platform's provisioner for one whose repository and tenant server call `onStep` as each
+ * provisioning step ends (a throw there is a failure of that step): "record" when the next step
+ * starts reading, the tenant steps once the server has answered, "restore" once a branch's snapshot is restored, "activate" once the record is active.
+ * Returns the original, to put back.
+ */
+export function injectFaults(platform: TestPlatform, onStep: (step: ProvisionStep, names: TenantNames) => void): Provisioner {
+  const service = internals(platform);
+  const original = service.provisioner;
+  const { repo, tenant } = original.deps;
+  let names: TenantNames | undefined;
+  let recorded = false;
+  const ended = (step: ProvisionStep) => () => onStep(step, names!);
+  service.provisioner = new Provisioner({
+    ...original.deps,
+    repo: tapped(repo, {
+      insertProvisioning: {
+        before: (row) => {
+          names = { databaseName: row.databaseName, username: row.username, holdRole: holdRoleOf(row.username) };
+          recorded = false;
+        },
+      },
+      listLive: {
+        before: () => {
+          if (recorded) return;
+          recorded = true;
+          onStep("record", names!);
+        },
+      },
+      activate: { after: ended("activate") },
+    }),
+    tenant: tapped(tenant, {
+      createRoleWithin: { after: ended("role") },
+      createDatabase: { after: ended("database") },
+      secureDatabase: { after: ended("grants") },
+      prepareSchema: { after: ended("schema") },
+      // A branch measures its database right after its restore: the end of that step.
+      measure: { after: ended("restore") },
+    }),
+  });
+  return original;
 }

@@ -175,7 +175,13 @@ describe("dbaas catalog level - upgrade of the platform's records (migration 4)"
       await insert("00000000-0000-4000-8000-00000000000a", "active", true);
       await insert("00000000-0000-4000-8000-00000000000b", "active", false);
       await insert("00000000-0000-4000-8000-00000000000c", "provisioning", false);
-      expect(await migrate(pool, "dbaas", migrations)).toEqual([4]);
+      expect(
+        await migrate(
+          pool,
+          "dbaas",
+          migrations.filter((m) => m.version <= 4),
+        ),
+      ).toEqual([4]);
       const { rows } = await pool.query("SELECT right(id::text, 1) AS id, catalog_level, catalog_hidden FROM dbaas.databases ORDER BY id");
       expect(rows).toEqual([
         { id: "a", catalog_level: "all", catalog_hidden: true },

@@ -6,6 +6,7 @@
 import { ChildProcess, spawn } from "child_process";
 import { randomBytes } from "crypto";
 import net from "net";
+import os from "os";
 import path from "path";
 import type { BrokerOptions, ServiceBroker } from "moleculer";
 import { Client } from "pg";
@@ -28,6 +29,8 @@ export function dbaasDefaults(): Record<string, string> {
     DBAAS_PUBLIC_PORT: tenant.port || "5432",
     // Test files share the cluster's 200 connections: a smaller budget per account fits more at once.
     DBAAS_CONNECTIONS_PER_ACCOUNT: "10",
+    // Each platform its own snapshot store, never the checkout's data/ folder.
+    DBAAS_SNAPSHOT_DIR: path.join(os.tmpdir(), "ci-platform-test-snapshots", uniqueName("s")),
   };
 }
 

@@ -1,15 +1,36 @@
-import { serviceOwning } from "../../lib/service-routes";
+import type { ServiceSchema } from "moleculer";
+import { restBasesOf, serviceOwning } from "../../lib/service-routes";
 import { platformRestBases, SERVICE_REGISTRY } from "../../moleculer.config";
 
 const REST_BASES = platformRestBases(); // what the composition root hands the gateway
 
 describe("gateway - which service owns a path", () => {
-  it("gateway - the table matches every routed service's settings.rest", () => {
+  it("gateway - the table holds every routed service's settings.rest, and dbaas's second base /snapshots", () => {
     const routed = Object.entries(SERVICE_REGISTRY)
       .map(([name, load]) => [load().settings?.rest, name] as const)
       .filter(([base, name]) => typeof base === "string" && name !== "api-gateway");
-    // Plus the second bases of actions' rest objects (`basePath`).
-    expect([...REST_BASES].sort()).toEqual([...routed, ["/quotas", "usage"]].sort());
+    expect([...REST_BASES].sort()).toEqual([...routed, ["/quotas", "usage"], ["/snapshots", "dbaas"]].sort());
+  });
+
+  it("gateway - bases come from settings.rest (a base or a list) and from the basePath of action routes, once each", () => {
+    const schemas: Array<[string, ServiceSchema]> = [
+      ["a", { name: "a", settings: { rest: ["/one", "/two"] }, actions: { x: { rest: "GET /" } } }],
+      [
+        "b",
+        {
+          name: "b",
+          settings: { rest: "/three" },
+          actions: { y: { rest: { method: "GET", basePath: "/four", path: "/" } }, z: { rest: [{ basePath: "/four" }] } },
+        },
+      ],
+      ["api-gateway", { name: "api-gateway", settings: { rest: "/gw" } }],
+    ];
+    expect(restBasesOf(schemas)).toEqual([
+      ["/one", "a"],
+      ["/two", "a"],
+      ["/three", "b"],
+      ["/four", "b"],
+    ]);
   });
 
   const cases: Array<[string, string | undefined]> = [
@@ -17,6 +38,9 @@ describe("gateway - which service owns a path", () => {
     ["/api/gpu", "gpu-scheduler"],
     ["/api/models/infer", "inference"],
     ["/api/databases/1234", "dbaas"],
+    ["/api/snapshots", "dbaas"],
+    ["/api/snapshots/1234", "dbaas"],
+    ["/api/snapshotsx", undefined],
     ["/api/auth/login", "auth"],
     ["/api/usage", "usage"],
     ["/api/quotas", "usage"],

@@ -16,6 +16,7 @@ import { NetworkPolicy } from "kubernetes-models/networking.k8s.io/v1/NetworkPol
 import { PodDisruptionBudget } from "kubernetes-models/policy/v1/PodDisruptionBudget";
 import { ConfigMap } from "kubernetes-models/v1/ConfigMap";
 import { Namespace } from "kubernetes-models/v1/Namespace";
+import { PersistentVolumeClaim } from "kubernetes-models/v1/PersistentVolumeClaim";
 import { Secret } from "kubernetes-models/v1/Secret";
 import { Service } from "kubernetes-models/v1/Service";
 import { SERVICE_REGISTRY } from "../../moleculer.config";
@@ -35,6 +36,7 @@ const MODELS: Record<string, new (data: any) => { validate(): void }> = {
   "v1/ConfigMap": ConfigMap,
   "v1/Secret": Secret,
   "v1/Service": Service,
+  "v1/PersistentVolumeClaim": PersistentVolumeClaim,
   "apps/v1/Deployment": Deployment,
   "apps/v1/StatefulSet": StatefulSet,
   "apps/v1/DaemonSet": DaemonSet,

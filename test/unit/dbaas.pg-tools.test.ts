@@ -1,0 +1,64 @@
+import { libpqEnv, parseMajor, toolsMismatch } from "../../services/dbaas/pg-tools";
+import { setPasswordSql } from "../../services/dbaas/tenant-sql";
+import { parseSslMode } from "../../services/dbaas/settings";
+
+describe("dbaas pg tools", () => {
+  it.each([
+    ["Debian's pg_dump", "pg_dump (PostgreSQL) 15.20 (Debian 15.20-0+deb12u1)\n", 15],
+    ["a release candidate", "pg_restore (PostgreSQL) 17rc1", 17],
+    ["an old three-part version", "pg_dump (PostgreSQL) 9.6.24", 9],
+    ["nothing", "", undefined],
+    ["another program", "bash: pg_dump: command not found", undefined],
+  ])("dbaas pg tools - the major version of %s", (_name, text, major) => expect(parseMajor(text)).toBe(major));
+
+  it.each([
+    ["both of the server's major", 15, { pg_dump: 15, pg_restore: 15 }, undefined],
+    ["pg_dump older than the server", 16, { pg_dump: 15, pg_restore: 16 }, /pg_dump is version 15/],
+    [
+      "pg_dump newer than the server (its dumps may not restore there)",
+      15,
+      { pg_dump: 16, pg_restore: 16 },
+      /pg_dump is version 16 and pg_restore is version 16/,
+    ],
+    ["pg_restore missing", 15, { pg_dump: 15, pg_restore: undefined }, /pg_restore is missing.*postgresql-client-15/],
+  ] as const)("dbaas pg tools - %s", (_name, server, tools, expected) => {
+    const reason = toolsMismatch(server, tools);
+    if (expected === undefined) expect(reason).toBeUndefined();
+    else expect(reason).toMatch(expected);
+  });
+
+  it("dbaas pg tools - credentials go to the environment (never argv), sslmode kept, the database chosen by dbaas", () => {
+    expect(libpqEnv("postgresql://ci%40admin:p%2Fss@db.example.com:5433/postgres?sslmode=require", "client_ab_12")).toEqual({
+      PGHOST: "db.example.com",
+      PGPORT: "5433",
+      PGUSER: "ci@admin",
+      PGPASSWORD: "p/ss",
+      PGDATABASE: "client_ab_12",
+      PGCONNECT_TIMEOUT: "10",
+      PGSSLMODE: "require",
+    });
+    expect(libpqEnv("postgresql://u:p@h/postgres", "d")).not.toHaveProperty("PGSSLMODE");
+  });
+
+  it("dbaas pg tools - a rotated password reaches the server only as a SCRAM verifier of a generated role", () => {
+    const verifier = "SCRAM-SHA-256$4096:c2FsdA==$c3RvcmVk:c2VydmVy";
+    expect(setPasswordSql("user_0123456789ab", verifier)).toBe(`ALTER ROLE "user_0123456789ab" PASSWORD '${verifier}'`);
+    expect(() => setPasswordSql("user_0123456789ab", "plain-password")).toThrow(/not a SCRAM verifier/);
+    expect(() => setPasswordSql('postgres"; --', verifier)).toThrow(/breaks its pattern/);
+  });
+
+  it.each([
+    ["unset", undefined, "auto"],
+    ["empty", "", "auto"],
+    ["auto", "AUTO", "auto"],
+    ["off", "off", "off"],
+    ["require", "require", "require"],
+    ["verify-full", " verify-full ", "verify-full"],
+  ])("dbaas pg tools - DBAAS_SSLMODE %s", (_name, raw, mode) => expect(parseSslMode(raw)).toBe(mode));
+
+  it("dbaas pg tools - DBAAS_SSLMODE refuses anything else, naming what it takes", () => {
+    expect(() => parseSslMode("yes")).toThrow(
+      /DBAAS_SSLMODE must be "auto" \(the default\), "off" or one of disable, allow, prefer, require, verify-ca, verify-full, got "yes"/,
+    );
+  });
+});
