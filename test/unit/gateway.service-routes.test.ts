@@ -9,7 +9,7 @@ describe("gateway - which service owns a path", () => {
     const routed = Object.entries(SERVICE_REGISTRY)
       .map(([name, load]) => [load().settings?.rest, name] as const)
       .filter(([base, name]) => typeof base === "string" && name !== "api-gateway");
-    expect([...REST_BASES].sort()).toEqual([...routed, ["/quotas", "usage"], ["/snapshots", "dbaas"]].sort());
+    expect([...REST_BASES].sort()).toEqual([...routed, ["/quotas", "usage"], ["/snapshots", "dbaas"], ["/webhooks", "gpu-scheduler"]].sort());
   });
 
   it("gateway - bases come from settings.rest (a base or a list) and from the basePath of action routes, once each", () => {
