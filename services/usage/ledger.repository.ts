@@ -46,11 +46,23 @@ export class LedgerRepository {
        rolled AS (
          INSERT INTO usage.hourly AS u (client_id, hour, resource, name, amount, events)
          SELECT client_id, hour, resource, name, sum(amount), sum(events) FROM parts GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
-         ON CONFLICT (client_id, hour, resource, name) DO UPDATE SET amount = u.amount + EXCLUDED.amount, events = u.events + EXCLUDED.events)
+         ON CONFLICT (client_id, hour, resource, name) DO UPDATE SET amount = u.amount + EXCLUDED.amount, events = u.events + EXCLUDED.events),
+       totalled AS (
+         INSERT INTO usage.totals AS t (resource, name, amount, events)
+         SELECT resource, name, sum(amount), count(*) FROM ins GROUP BY 1, 2 ORDER BY 1, 2
+         ON CONFLICT (resource, name) DO UPDATE SET amount = t.amount + EXCLUDED.amount, events = t.events + EXCLUDED.events)
        SELECT count(*)::int AS n FROM ins`,
       [col((r) => r.key), col((r) => r.clientId), col((r) => r.resource), col((r) => r.name), col((r) => r.start), col((r) => r.end), col(recordAmount)],
     );
     return rows[0].n;
+  }
+
+  /** The platform's all-time totals per resource and name (every account; for Prometheus, never per account). */
+  async platformTotals(): Promise<UsageTotal[]> {
+    const { rows } = await this.db.query<{ resource: UsageResource; name: string; amount: number; events: string }>(
+      "SELECT resource, name, amount, events FROM usage.totals",
+    );
+    return rows.map((r) => ({ clientId: "", resource: r.resource, name: r.name, amount: Number(r.amount), events: Number(r.events) }));
   }
 
   /**

@@ -46,4 +46,20 @@ export const migrations: Migration[] = [
       );
     `,
   },
+  {
+    version: 2,
+    name: "all-time totals per resource and name (Prometheus)",
+    // One row per (resource, name), kept by the statement that stores records: the platform's
+    // totals for the metrics service without summing every account's hours.
+    sql: `
+      CREATE TABLE totals (
+        resource text NOT NULL,
+        name text NOT NULL,
+        amount double precision NOT NULL,
+        events bigint NOT NULL,
+        PRIMARY KEY (resource, name)
+      );
+      INSERT INTO totals (resource, name, amount, events) SELECT resource, name, sum(amount), sum(events) FROM hourly GROUP BY 1, 2;
+    `,
+  },
 ];

@@ -20,7 +20,8 @@ import { migrations } from "./migrations";
 import { OverridesRepository } from "./overrides.repository";
 import { parseUsageSettings, UsageSettings } from "./settings";
 import { Standing, UsageReader } from "./reader";
-import { OVERRIDABLE, Overrides, Quota, UsageSummary } from "./summary";
+import { NOTHING_NOW, OVERRIDABLE, Overrides, Quota, summarize, UsageSummary } from "./summary";
+import type { UsageStats } from "./stats";
 
 type AdminClient = { id: string; email: string; name: string; role: string };
 export type AdminAccount = AdminClient & { usage: UsageSummary; quotas: Quota[]; overrides: Overrides };
@@ -118,6 +119,17 @@ const UsageService: ServiceSchema<ServiceSettingSchema, UsageThis> = {
       params: { clientIds: { type: "array", items: "uuid", min: 1, max: MAX_ACCOUNTS_PER_CALL } },
       async handler(this: UsageThis, ctx: Context<{ clientIds: string[] }>): Promise<Standing[]> {
         return this.reader.standings(ctx, [...new Set(ctx.params.clientIds)], new Date());
+      },
+    },
+
+    /** Internal: the platform's all-time totals per resource (no account in them) for Prometheus. */
+    stats: {
+      visibility: "public",
+      callers: ["metrics"],
+      async handler(this: UsageThis): Promise<UsageStats> {
+        const now = new Date();
+        const all = summarize(await this.ledger.platformTotals(), NOTHING_NOW, { from: new Date(0), to: now }, now, this.config.prices);
+        return { gpuSeconds: all.gpu.gpuSeconds, tokens: all.inference.tokens, storageMbHours: all.databases.storageMbHours, credits: all.credits };
       },
     },
 
