@@ -60,8 +60,14 @@ async function seed(databaseUrl: string, clientId: string, from: Date, to: Date)
        SELECT client_id, date_trunc('hour', started_at), resource, name, sum(amount), count(*) FROM usage.records WHERE client_id = $1 GROUP BY 1, 2, 3, 4`,
       [clientId],
     );
+    // What the ledger's statement keeps beside them: the longest record per resource, the platform's totals.
+    await db.query(
+      `INSERT INTO usage.spans (client_id, resource, longest) SELECT client_id, resource, max(ended_at - started_at) FROM usage.records WHERE client_id = $1 GROUP BY 1, 2`,
+      [clientId],
+    );
+    await db.query(`INSERT INTO usage.totals (resource, name, amount, events) SELECT resource, name, sum(amount), count(*) FROM usage.records GROUP BY 1, 2`);
     await db.query("COMMIT");
-    await db.query("ANALYZE gpu_scheduler.jobs; ANALYZE inference.inferences; ANALYZE usage.records; ANALYZE usage.hourly");
+    await db.query("ANALYZE gpu_scheduler.jobs; ANALYZE inference.inferences; ANALYZE usage.records; ANALYZE usage.hourly; ANALYZE usage.spans");
     const { rows } = await db.query<{ gpu: number; tokens: number }>(
       `SELECT coalesce(sum(amount) FILTER (WHERE resource = 'gpu'), 0)::float8 AS gpu, coalesce(sum(amount) FILTER (WHERE resource = 'inference'), 0)::float8 AS tokens
        FROM usage.records WHERE client_id = $1`,
