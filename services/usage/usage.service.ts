@@ -27,13 +27,15 @@ type AdminClient = { id: string; email: string; name: string; role: string };
 export type AdminAccount = AdminClient & { usage: UsageSummary; quotas: Quota[]; overrides: Overrides };
 
 const limitParam = (rule: Record<string, unknown>) => ({ ...rule, optional: true, nullable: true });
+/** The largest monthly limit (credits, GPU-seconds, tokens: far beyond any use, inside bigint; 1e400 parses as Infinity). */
+const MAX_LIMIT = 1e15;
 /** PUT /api/admin/accounts/:id/quotas: each a limit, null for the default. */
 export const OVERRIDE_PARAMS = {
-  credits: limitParam({ type: "number", min: 0 }),
-  gpuSeconds: limitParam({ type: "number", min: 0 }),
-  tokens: limitParam({ type: "number", integer: true, min: 0 }),
+  credits: limitParam({ type: "number", min: 0, max: MAX_LIMIT }),
+  gpuSeconds: limitParam({ type: "number", min: 0, max: MAX_LIMIT }),
+  tokens: limitParam({ type: "number", integer: true, min: 0, max: MAX_LIMIT }),
   databases: limitParam({ type: "number", integer: true, min: 0, max: 100000 }),
-  storageMb: limitParam({ type: "number", min: 0 }),
+  storageMb: limitParam({ type: "number", min: 0, max: 1e12 }),
   runningGpus: limitParam({ type: "number", integer: true, min: 0, max: 100000 }),
   queuedJobs: limitParam({ type: "number", integer: true, min: 0, max: 1000000 }),
   requestsPerMinute: limitParam({ type: "number", integer: true, min: 1, max: 1000000 }),
