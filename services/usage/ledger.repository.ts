@@ -61,6 +61,13 @@ export class LedgerRepository {
     return rows[0].n;
   }
 
+  /** Which of these source keys the ledger has. */
+  async recorded(keys: readonly string[]): Promise<Set<string>> {
+    if (!keys.length) return new Set();
+    const { rows } = await this.db.query<{ key: string }>("SELECT key FROM usage.records WHERE key = ANY($1::text[])", [keys]);
+    return new Set(rows.map((r) => r.key));
+  }
+
   /** The platform's all-time totals per resource and name (every account; for Prometheus, never per account). */
   async platformTotals(): Promise<UsageTotal[]> {
     const { rows } = await this.db.query<{ resource: UsageResource; name: string; amount: number; events: string }>(
