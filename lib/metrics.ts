@@ -55,6 +55,15 @@ export const PLATFORM_METRICS = {
     description: "Storage of client databases by state (MB)",
     labelNames: ["state"],
   },
+  // Usage totals of all accounts together (the usage ledger, all time): never an account label.
+  usageGpuSeconds: { name: "platform.usage.gpu.seconds.total", type: "counter", description: "GPU-seconds (× cards) recorded in the usage ledger" },
+  usageTokens: { name: "platform.usage.tokens.total", type: "counter", description: "Inference tokens recorded in the usage ledger" },
+  usageStorageMbHours: {
+    name: "platform.usage.storage.mb.hours.total",
+    type: "counter",
+    description: "Database storage MB-hours recorded in the usage ledger",
+  },
+  usageCredits: { name: "platform.usage.credits.total", type: "counter", description: "Credits of the recorded usage at the current prices" },
 } satisfies Record<string, MetricDef>;
 
 export type PlatformMetric = keyof typeof PLATFORM_METRICS;

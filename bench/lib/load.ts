@@ -5,12 +5,14 @@ export type LoadFigures = { rps: number; p50: number; p99: number; non2xx: numbe
 
 export async function load(
   url: string,
-  opts: { headers?: Record<string, string>; connections?: number; durationS?: number; method?: string; body?: string } = {},
+  opts: { headers?: Record<string, string>; connections?: number; durationS?: number; amount?: number; method?: string; body?: string } = {},
 ): Promise<LoadFigures> {
   const result = await autocannon({
     url,
     connections: opts.connections ?? 50,
     duration: opts.durationS ?? 5,
+    // `amount`: a fixed number of requests instead of a duration (passes that write rows stay alike).
+    ...(opts.amount !== undefined ? { amount: opts.amount } : {}),
     headers: opts.headers,
     method: opts.method ?? "GET",
     ...(opts.body !== undefined ? { body: opts.body } : {}),

@@ -47,7 +47,7 @@ export class StorageSampler {
   async accountState(clientIds: string[]): Promise<Record<string, { databases: number; storageMb: number }>> {
     const { rows } = await this.db.query<{ client_id: string; n: number; bytes: string | null }>(
       `SELECT client_id, count(*)::int AS n, sum(storage_bytes)::text AS bytes FROM dbaas.databases
-       WHERE client_id = ANY($1::uuid[]) AND status = 'active' GROUP BY client_id`,
+       WHERE client_id = ANY($1::text[]) AND status = 'active' GROUP BY client_id`,
       [clientIds],
     );
     return Object.fromEntries(rows.map((r) => [r.client_id, { databases: r.n, storageMb: Number(r.bytes ?? 0) / MIB }]));

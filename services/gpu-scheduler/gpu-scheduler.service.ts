@@ -8,7 +8,7 @@
 import { randomUUID } from "crypto";
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import { channelSender, ensureChannelStreams, ownChannel, perSenderChannel, sendToChannel } from "../../lib/channels";
-import { USAGE_CHANNEL } from "../../lib/usage-protocol";
+import { USAGE_CHANNEL, UsageRecord } from "../../lib/usage-protocol";
 import { Type } from "../../lib/contract";
 import { brokerEnv } from "../../lib/settings";
 import { apiError, fromDataError, notFound, validationFailed } from "../../lib/errors";
@@ -425,8 +425,13 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       visibility: "public",
       callers: ["usage"],
       params: { clientIds: { type: "array", items: "uuid", min: 1, max: 1000 } },
-      handler(this: SchedulerThis, ctx: Context<{ clientIds: string[] }>): Promise<Record<string, AccountState>> {
-        return this.repo.accountState(ctx.params.clientIds);
+      /** With each account's ended attempts still in the usage outbox (`pending`): the ledger does not have them yet. */
+      async handler(this: SchedulerThis, ctx: Context<{ clientIds: string[] }>): Promise<Record<string, AccountState & { pending: UsageRecord[] }>> {
+        const [states, pending] = await Promise.all([this.repo.accountState(ctx.params.clientIds), this.usageOutbox.pendingOf(ctx.params.clientIds)]);
+        const out: Record<string, AccountState & { pending: UsageRecord[] }> = {};
+        for (const [id, state] of Object.entries(states)) out[id] = { ...state, pending: [] };
+        for (const r of pending) (out[r.clientId] ??= { heldGpus: 0, queuedJobs: 0, running: [], pending: [] }).pending.push(r);
+        return out;
       },
     },
 

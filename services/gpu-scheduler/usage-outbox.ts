@@ -27,6 +27,15 @@ export class UsageOutbox {
     private readonly batchSize = 500,
   ) {}
 
+  /** The records of these accounts not yet published: GPU time the ledger does not have yet (the usage service adds it). */
+  async pendingOf(clientIds: readonly string[]): Promise<UsageRecord[]> {
+    const { rows } = await this.db.query<OutboxRow>(
+      `SELECT job_id, attempt, client_id, started_at, ended_at, cards, gpu_name FROM gpu_scheduler.usage_outbox WHERE client_id = ANY($1::uuid[])`,
+      [clientIds],
+    );
+    return rows.map(toUsageRecord);
+  }
+
   /** Publishes what is waiting, a batch at a time; returns how many records left. */
   async drain(maxBatches = 10): Promise<number> {
     let sent = 0;

@@ -1,9 +1,10 @@
 /**
  * Collects the platform's own figures into Prometheus metrics (lib/metrics.ts) of the process it
  * runs in: GPU telemetry per card from gpu-node heartbeats, inference tokens/latency per model from
- * `inference.completed`, and queue/jobs/databases from the `gpu-scheduler.stats` and `dbaas.stats`
- * actions every METRICS_COLLECT_INTERVAL_S. A service that is not running simply leaves its
- * metrics unset. Run one replica: counters from events are counted where they arrive.
+ * `inference.completed`, and queue/jobs/databases and usage totals per resource from the
+ * `gpu-scheduler.stats`, `dbaas.stats` and `usage.stats` actions every METRICS_COLLECT_INTERVAL_S.
+ * A service that is not running simply leaves its metrics unset. Run one replica: counters from
+ * events are counted where they arrive.
  */
 import type { Context, Service, ServiceBroker, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import { brokerEnv } from "../../lib/settings";
@@ -13,8 +14,9 @@ import { clearMetric, incrementCounter, metricsEnabled, observe, registerPlatfor
 import { RefusalLog } from "../../lib/refusal-log";
 import { DBAAS_STATS_ACTION } from "../dbaas/stats";
 import { SCHEDULER_STATS_ACTION, STATS_JOB_STATUSES } from "../gpu-scheduler/stats";
+import { USAGE_STATS_ACTION } from "../usage/stats";
 import { INFERENCE_COMPLETED, isInferenceCompleted } from "../inference/events";
-import { dbaasStatsOf, GpuTelemetry, inferenceLabels, schedulerStatsOf } from "./telemetry";
+import { dbaasStatsOf, GpuTelemetry, inferenceLabels, schedulerStatsOf, usageStatsOf } from "./telemetry";
 
 type MetricsThis = Service & {
   config: MetricsSettings;
@@ -112,7 +114,7 @@ const MetricsService: ServiceSchema<ServiceSettingSchema, MetricsThis> = {
     },
 
     async collectOnce(this: MetricsThis) {
-      const [scheduler, dbaas] = await Promise.all([this.ask(SCHEDULER_STATS_ACTION), this.ask(DBAAS_STATS_ACTION)]);
+      const [scheduler, dbaas, usage] = await Promise.all([this.ask(SCHEDULER_STATS_ACTION), this.ask(DBAAS_STATS_ACTION), this.ask(USAGE_STATS_ACTION)]);
       if (scheduler !== undefined) {
         const stats = schedulerStatsOf(scheduler);
         if (stats.queueDepth !== null) setGauge(this.broker, "gpuQueueDepth", stats.queueDepth);
@@ -122,6 +124,16 @@ const MetricsService: ServiceSchema<ServiceSettingSchema, MetricsThis> = {
         const stats = dbaasStatsOf(dbaas);
         setCounts(this.broker, "databases", "state", stats.databasesByState);
         setCounts(this.broker, "databaseStorage", "state", stats.storageMbByState);
+      }
+      if (usage !== undefined) {
+        const stats = usageStatsOf(usage);
+        for (const [which, value] of [
+          ["usageGpuSeconds", stats.gpuSeconds],
+          ["usageTokens", stats.tokens],
+          ["usageStorageMbHours", stats.storageMbHours],
+          ["usageCredits", stats.credits],
+        ] as const)
+          if (value !== null) setGauge(this.broker, which, value); // the ledger's running total: set, not added to
       }
       this.publishGpus(); // drops cards of nodes gone silent
     },

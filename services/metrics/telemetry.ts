@@ -1,11 +1,12 @@
 /**
  * What the metrics service keeps between scrapes: the last heartbeat of every gpu-node (a node
  * silent for STALE_AFTER_MS drops out, so a removed host stops being reported), and a lenient
- * reading of the figures other services answer (their shapes live with them: gpu-scheduler/stats.ts, dbaas/stats.ts).
+ * reading of the figures other services answer (their shapes live with them: gpu-scheduler/stats.ts, dbaas/stats.ts, usage/stats.ts).
  */
 import type { GpuCard, NodeHeartbeat } from "../../lib/gpu-protocol";
 import type { DatabaseStats } from "../dbaas/stats";
 import type { SchedulerStats } from "../gpu-scheduler/stats";
+import type { UsageStats } from "../usage/stats";
 import type { InferenceCompleted } from "../inference/events";
 
 /** Several missed heartbeats (sent every few seconds) before a node's cards stop being reported. */
@@ -62,4 +63,10 @@ export function schedulerStatsOf(v: unknown): StatsReading<SchedulerStats> {
 export function dbaasStatsOf(v: unknown): StatsReading<DatabaseStats> {
   const o = isObject(v) ? v : {};
   return { databasesByState: countsOf(o.databasesByState), storageMbByState: countsOf(o.storageMbByState) };
+}
+
+export function usageStatsOf(v: unknown): StatsReading<UsageStats> {
+  const o = isObject(v) ? v : {};
+  const figure = (k: keyof UsageStats) => (isNumber(o[k]) ? o[k] : null);
+  return { gpuSeconds: figure("gpuSeconds"), tokens: figure("tokens"), storageMbHours: figure("storageMbHours"), credits: figure("credits") };
 }

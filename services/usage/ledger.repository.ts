@@ -2,10 +2,11 @@
  * The usage ledger in PostgreSQL (schema `usage`). `record` stores each source key once and adds
  * the new records to the hourly rollups in the same statement, so a redelivered batch, or one that
  * a replica wrote before dying unacknowledged, changes nothing. `totals` sums a window: whole hours
- * from the rollups, the partial hours at its edges from the records (cut exactly at the window).
+ * from the rollups, the partial hours at its edges from the records (cut exactly at the window),
+ * reading only records that end within the account's longest record after an edge (usage.spans).
  */
 import type { Pool } from "pg";
-import { MAX_RECORD_SPAN_MS, UsageRecord, UsageResource } from "../../lib/usage-protocol";
+import type { UsageRecord, UsageResource } from "../../lib/usage-protocol";
 
 /** What an account used of one resource under one name (GPU type, model, engine) in a window. */
 export type UsageTotal = { clientId: string; resource: UsageResource; name: string; amount: number; events: number };
@@ -23,7 +24,6 @@ const LAST_HOUR = `date_trunc('hour', CASE WHEN i.ended_at > i.started_at THEN i
 // The part of record r's amount inside [a, z): all of an instant, the overlapping share of an interval.
 const SHARE = (r: string, a: string, z: string) =>
   `CASE WHEN ${r}.ended_at = ${r}.started_at THEN ${r}.amount ELSE ${r}.amount * extract(epoch FROM least(${r}.ended_at, ${z}) - greatest(${r}.started_at, ${a})) / extract(epoch FROM ${r}.ended_at - ${r}.started_at) END`;
-const SPAN = `interval '${MAX_RECORD_SPAN_MS / 1000} seconds'`;
 
 export class LedgerRepository {
   constructor(private readonly db: Pool) {}
@@ -46,11 +46,34 @@ export class LedgerRepository {
        rolled AS (
          INSERT INTO usage.hourly AS u (client_id, hour, resource, name, amount, events)
          SELECT client_id, hour, resource, name, sum(amount), sum(events) FROM parts GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
-         ON CONFLICT (client_id, hour, resource, name) DO UPDATE SET amount = u.amount + EXCLUDED.amount, events = u.events + EXCLUDED.events)
+         ON CONFLICT (client_id, hour, resource, name) DO UPDATE SET amount = u.amount + EXCLUDED.amount, events = u.events + EXCLUDED.events),
+       totalled AS (
+         INSERT INTO usage.totals AS t (resource, name, amount, events)
+         SELECT resource, name, sum(amount), count(*) FROM ins GROUP BY 1, 2 ORDER BY 1, 2
+         ON CONFLICT (resource, name) DO UPDATE SET amount = t.amount + EXCLUDED.amount, events = t.events + EXCLUDED.events),
+       spanned AS (
+         INSERT INTO usage.spans AS s (client_id, resource, longest)
+         SELECT client_id, resource, max(ended_at - started_at) FROM ins GROUP BY 1, 2 ORDER BY 1, 2
+         ON CONFLICT (client_id, resource) DO UPDATE SET longest = EXCLUDED.longest WHERE EXCLUDED.longest > s.longest)
        SELECT count(*)::int AS n FROM ins`,
       [col((r) => r.key), col((r) => r.clientId), col((r) => r.resource), col((r) => r.name), col((r) => r.start), col((r) => r.end), col(recordAmount)],
     );
     return rows[0].n;
+  }
+
+  /** Which of these source keys the ledger has. */
+  async recorded(keys: readonly string[]): Promise<Set<string>> {
+    if (!keys.length) return new Set();
+    const { rows } = await this.db.query<{ key: string }>("SELECT key FROM usage.records WHERE key = ANY($1::text[])", [keys]);
+    return new Set(rows.map((r) => r.key));
+  }
+
+  /** The platform's all-time totals per resource and name (every account; for Prometheus, never per account). */
+  async platformTotals(): Promise<UsageTotal[]> {
+    const { rows } = await this.db.query<{ resource: UsageResource; name: string; amount: number; events: string }>(
+      "SELECT resource, name, amount, events FROM usage.totals",
+    );
+    return rows.map((r) => ({ clientId: "", resource: r.resource, name: r.name, amount: Number(r.amount), events: Number(r.events) }));
   }
 
   /**
@@ -74,8 +97,11 @@ export class LedgerRepository {
        edges AS (
          SELECT r.client_id, r.resource, r.name, ${SHARE("r", "fr.a", "fr.z")} AS amount,
            (CASE WHEN r.ended_at = r.started_at THEN r.ended_at < fr.z ELSE r.ended_at > fr.a AND r.ended_at <= fr.z END)::int AS events
-         FROM frags fr JOIN usage.records r ON r.client_id = ANY($1::uuid[]) AND r.ended_at >= fr.a AND r.ended_at < fr.z + ${SPAN}
-           AND r.started_at < fr.z AND (r.ended_at > fr.a OR r.ended_at = r.started_at))
+         FROM frags fr CROSS JOIN usage.spans s
+         -- One index range per (edge, account, resource); OFFSET 0 keeps the planner from turning it into a scan of every record.
+         CROSS JOIN LATERAL (SELECT * FROM usage.records x WHERE x.client_id = s.client_id AND x.resource = s.resource
+           AND x.ended_at >= fr.a AND x.ended_at <= fr.z + s.longest OFFSET 0) r
+         WHERE s.client_id = ANY($1::uuid[]) AND r.started_at < fr.z AND (r.ended_at > fr.a OR r.ended_at = r.started_at))
        SELECT client_id, resource, name, sum(amount)::float8 AS amount, sum(events)::bigint AS events
        FROM (SELECT * FROM whole UNION ALL SELECT * FROM edges) x GROUP BY 1, 2, 3`,
       [clientIds, from, to],

@@ -46,4 +46,31 @@ export const migrations: Migration[] = [
       );
     `,
   },
+  {
+    version: 2,
+    name: "all-time totals (Prometheus); each account's longest record per resource (window edges)",
+    // totals: one row per (resource, name), kept by the statement that stores records: the
+    // platform's totals for the metrics service without summing every account's hours.
+    // spans: the longest record of each account and resource, so a window's partial hours read the
+    // records ending up to that long after them (minutes for most), not up to a week.
+    sql: `
+      CREATE TABLE totals (
+        resource text NOT NULL,
+        name text NOT NULL,
+        amount double precision NOT NULL,
+        events bigint NOT NULL,
+        PRIMARY KEY (resource, name)
+      );
+      INSERT INTO totals (resource, name, amount, events) SELECT resource, name, sum(amount), sum(events) FROM hourly GROUP BY 1, 2;
+      CREATE TABLE spans (
+        client_id uuid NOT NULL,
+        resource text NOT NULL,
+        longest interval NOT NULL,
+        PRIMARY KEY (client_id, resource)
+      );
+      INSERT INTO spans (client_id, resource, longest) SELECT client_id, resource, max(ended_at - started_at) FROM records GROUP BY 1, 2;
+      CREATE INDEX records_client_resource_ended ON records (client_id, resource, ended_at);
+      DROP INDEX records_client_ended;
+    `,
+  },
 ];

@@ -5,6 +5,7 @@
  * a warning: usage and quotas stay readable while a service is down.
  */
 import { Context, Errors } from "moleculer";
+import type { UsageRecord } from "../../lib/usage-protocol";
 import type { LedgerRepository, UsageTotal } from "./ledger.repository";
 import type { OverridesRepository } from "./overrides.repository";
 import type { UsageSettings } from "./settings";
@@ -13,12 +14,12 @@ import { AccountNow, EffectiveLimits, effectiveLimits, exceededMonthly, monthOf,
 /** An account's limits now, its quotas, and the monthly quota it is over (null: none). */
 export type Standing = { clientId: string; limits: EffectiveLimits; quotas: Quota[]; exceeded: Quota | null };
 
-type GpuNow = Record<string, Pick<AccountNow, "running" | "heldGpus" | "queuedJobs">>;
+type GpuNow = Record<string, Pick<AccountNow, "running" | "heldGpus" | "queuedJobs"> & { pending?: UsageRecord[] }>;
 type DbNow = Record<string, Pick<AccountNow, "databases" | "storageMb">>;
 
 export class UsageReader {
   constructor(
-    private readonly ledger: Pick<LedgerRepository, "totals">,
+    private readonly ledger: Pick<LedgerRepository, "totals" | "recorded">,
     private readonly overrides: Pick<OverridesRepository, "of">,
     private readonly config: UsageSettings,
     private readonly warn: (message: string) => void,
@@ -29,18 +30,32 @@ export class UsageReader {
   }
 
   async usage(ctx: Context, clientId: string, window: { from: Date; to: Date }, now: Date): Promise<UsageSummary> {
-    const [totals, states] = await Promise.all([this.ledger.totals([clientId], window.from, window.to), this.now(ctx, [clientId])]);
+    const { totals, states } = await this.read(ctx, [clientId], window);
     return summarize(totals, states.get(clientId)!, window, now, this.config.prices);
+  }
+
+  /**
+   * The ledger's sums and what the owners say now, the owners asked first: an attempt gpu-scheduler
+   * still holds in its outbox counts unless the ledger has its key by the time it is summed (so a
+   * job that just ended is never missing; at worst counted once late, never twice).
+   */
+  private async read(ctx: Context, clientIds: string[], window: { from: Date; to: Date }) {
+    const states = await this.now(ctx, clientIds);
+    const totals = await this.ledger.totals(clientIds, window.from, window.to);
+    const pending = [...states.values()].flatMap((s) => s.pending);
+    const recorded = await this.ledger.recorded(pending.map((p) => p.key));
+    for (const s of states.values())
+      s.running = [
+        ...s.running,
+        ...s.pending.filter((p) => !recorded.has(p.key)).map((p) => ({ startedAt: p.start, endedAt: p.end, cards: p.quantity, gpuName: p.name })),
+      ];
+    return { totals, states };
   }
 
   /** Each account's standing this month (in the order given). */
   async standings(ctx: Context, clientIds: string[], now: Date): Promise<Standing[]> {
     const month = monthOf(now);
-    const [totals, states, overrides] = await Promise.all([
-      this.ledger.totals(clientIds, month.start, now),
-      this.now(ctx, clientIds),
-      this.overrides.of(clientIds),
-    ]);
+    const [{ totals, states }, overrides] = await Promise.all([this.read(ctx, clientIds, { from: month.start, to: now }), this.overrides.of(clientIds)]);
     const byClient = new Map<string, UsageTotal[]>();
     for (const t of totals) byClient.set(t.clientId, [...(byClient.get(t.clientId) ?? []), t]);
     return clientIds.map((clientId) => {
@@ -53,7 +68,7 @@ export class UsageReader {
   }
 
   /** What gpu-scheduler and dbaas say of these accounts now. */
-  private async now(ctx: Context, clientIds: string[]): Promise<Map<string, AccountNow>> {
+  private async now(ctx: Context, clientIds: string[]): Promise<Map<string, AccountNow & { pending: UsageRecord[] }>> {
     const ask = async <T>(action: string): Promise<Record<string, T>> => {
       // A platform without that service (not deployed, or down) has nothing of it to count now.
       if (!(ctx.broker.registry as unknown as { hasService(name: string): boolean }).hasService(action.split(".")[0])) return {};
@@ -65,6 +80,6 @@ export class UsageReader {
       }
     };
     const [gpu, db] = await Promise.all([ask<GpuNow[string]>("gpu-scheduler.accountState"), ask<DbNow[string]>("dbaas.accountState")]);
-    return new Map(clientIds.map((id) => [id, { ...NOTHING_NOW, ...gpu[id], ...db[id] }]));
+    return new Map(clientIds.map((id) => [id, { ...NOTHING_NOW, pending: [] as UsageRecord[], ...gpu[id], ...db[id] }]));
   }
 }

@@ -7,8 +7,8 @@ import type { UsageTotal } from "./ledger.repository";
 import { Price, priceOf } from "./pricing";
 import type { QuotaDefaults, UsageSettings } from "./settings";
 
-/** A job attempt holding cards now (gpu-scheduler's `accountState`). */
-export type RunningAttempt = { startedAt: string; cards: number; gpuName: string };
+/** A job attempt holding cards now, or (`endedAt`) ended but not yet in the ledger (gpu-scheduler's `accountState`). */
+export type RunningAttempt = { startedAt: string; endedAt?: string; cards: number; gpuName: string };
 /** What gpu-scheduler and dbaas say of an account now. */
 export type AccountNow = { running: RunningAttempt[]; heldGpus: number; queuedJobs: number; databases: number; storageMb: number };
 export const NOTHING_NOW: AccountNow = { running: [], heldGpus: 0, queuedJobs: 0, databases: 0, storageMb: 0 };
@@ -59,12 +59,14 @@ export function summarize(
       charge(prices.gbHour, t.name, t.amount / 1024);
     }
   }
-  // Jobs running now: their time inside the window so far, × cards.
+  // Jobs running now (their time inside the window so far) and ended ones on their way to the ledger, × cards.
   const end = Math.min(window.to.getTime(), clock.getTime());
   for (const r of now.running) {
-    const seconds = (end - Math.max(Date.parse(r.startedAt), window.from.getTime())) / 1000;
+    const ended = r.endedAt === undefined ? undefined : Date.parse(r.endedAt);
+    const seconds = (Math.min(end, ended ?? end) - Math.max(Date.parse(r.startedAt), window.from.getTime())) / 1000;
     if (seconds <= 0) continue;
-    gpu.jobs++;
+    // An ended attempt counts as a job in the window holding its end, as the ledger counts it.
+    if (ended === undefined || (ended > window.from.getTime() && ended <= window.to.getTime())) gpu.jobs++;
     gpu.gpuSeconds += seconds * r.cards;
     add(gpu.byGpuType, r.gpuName, seconds * r.cards);
     charge(prices.gpuSecond, r.gpuName, seconds * r.cards);

@@ -20,19 +20,22 @@ import { migrations } from "./migrations";
 import { OverridesRepository } from "./overrides.repository";
 import { parseUsageSettings, UsageSettings } from "./settings";
 import { Standing, UsageReader } from "./reader";
-import { OVERRIDABLE, Overrides, Quota, UsageSummary } from "./summary";
+import { NOTHING_NOW, OVERRIDABLE, Overrides, Quota, summarize, UsageSummary } from "./summary";
+import type { UsageStats } from "./stats";
 
 type AdminClient = { id: string; email: string; name: string; role: string };
 export type AdminAccount = AdminClient & { usage: UsageSummary; quotas: Quota[]; overrides: Overrides };
 
 const limitParam = (rule: Record<string, unknown>) => ({ ...rule, optional: true, nullable: true });
+/** The largest monthly limit (credits, GPU-seconds, tokens: far beyond any use, inside bigint; 1e400 parses as Infinity). */
+const MAX_LIMIT = 1e15;
 /** PUT /api/admin/accounts/:id/quotas: each a limit, null for the default. */
 export const OVERRIDE_PARAMS = {
-  credits: limitParam({ type: "number", min: 0 }),
-  gpuSeconds: limitParam({ type: "number", min: 0 }),
-  tokens: limitParam({ type: "number", integer: true, min: 0 }),
+  credits: limitParam({ type: "number", min: 0, max: MAX_LIMIT }),
+  gpuSeconds: limitParam({ type: "number", min: 0, max: MAX_LIMIT }),
+  tokens: limitParam({ type: "number", integer: true, min: 0, max: MAX_LIMIT }),
   databases: limitParam({ type: "number", integer: true, min: 0, max: 100000 }),
-  storageMb: limitParam({ type: "number", min: 0 }),
+  storageMb: limitParam({ type: "number", min: 0, max: 1e12 }),
   runningGpus: limitParam({ type: "number", integer: true, min: 0, max: 100000 }),
   queuedJobs: limitParam({ type: "number", integer: true, min: 0, max: 1000000 }),
   requestsPerMinute: limitParam({ type: "number", integer: true, min: 1, max: 1000000 }),
@@ -118,6 +121,17 @@ const UsageService: ServiceSchema<ServiceSettingSchema, UsageThis> = {
       params: { clientIds: { type: "array", items: "uuid", min: 1, max: MAX_ACCOUNTS_PER_CALL } },
       async handler(this: UsageThis, ctx: Context<{ clientIds: string[] }>): Promise<Standing[]> {
         return this.reader.standings(ctx, [...new Set(ctx.params.clientIds)], new Date());
+      },
+    },
+
+    /** Internal: the platform's all-time totals per resource (no account in them) for Prometheus. */
+    stats: {
+      visibility: "public",
+      callers: ["metrics"],
+      async handler(this: UsageThis): Promise<UsageStats> {
+        const now = new Date();
+        const all = summarize(await this.ledger.platformTotals(), NOTHING_NOW, { from: new Date(0), to: now }, now, this.config.prices);
+        return { gpuSeconds: all.gpu.gpuSeconds, tokens: all.inference.tokens, storageMbHours: all.databases.storageMbHours, credits: all.credits };
       },
     },
 

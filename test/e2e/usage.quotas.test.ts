@@ -78,8 +78,19 @@ describe("usage quotas - through the gateway", () => {
     ["a zero weight", { fairShareWeight: 0 }],
     ["a fractional job count", { queuedJobs: 1.5 }],
     ["nothing", {}],
+    ["tokens beyond a bigint", { tokens: 1e19 }],
+    ["credits of 1e300", { credits: 1e300 }],
+    ["storage of 1e300 MB", { storageMb: 1e300 }],
+    ["a limit that parses as Infinity", '{"gpuSeconds": 1e400}'],
+    ["a weight of a million", { fairShareWeight: 1e6 }],
+    ["a negative running-GPU limit", { runningGpus: -1 }],
+    ["a limit as an array", { credits: [1] }],
+    ["a valid limit beside a role", { tokens: 5, role: "admin" }],
   ])("usage quotas - PUT quotas with %s is 400 VALIDATION_FAILED and changes nothing", async (_name, body) => {
-    const res = await put(body);
+    const res =
+      typeof body === "string"
+        ? await http(base, "PUT", `/api/admin/accounts/${user.id}/quotas`, { token: admin, rawBody: body, headers: { "content-type": "application/json" } })
+        : await put(body);
     expect(res.status).toBe(400);
     expect(res.body.error.code).toBe("VALIDATION_FAILED");
     expect(await overridesOf()).toEqual({});

@@ -5,25 +5,9 @@
 import { HEARTBEAT_EVENT, NodeHeartbeat } from "../../lib/gpu-protocol";
 import { metricsPortOf } from "../../lib/metrics";
 import { http, startTestPlatform, TestPlatform, waitFor } from "../support/platform";
+import { findSamples, parsePrometheus, Sample } from "../support/prometheus";
 
-type Sample = { name: string; labels: Record<string, string>; value: number };
-
-/** Prometheus text format → samples (enough of the format for these assertions). */
-function parsePrometheus(text: string): Sample[] {
-  const samples: Sample[] = [];
-  for (const line of text.split("\n")) {
-    if (!line || line.startsWith("#")) continue;
-    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)$/.exec(line);
-    if (!m) throw new Error(`Not a Prometheus sample line: ${line}`);
-    const labels: Record<string, string> = {};
-    for (const [, k, v] of (m[2] ?? "").matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[k] = v;
-    samples.push({ name: m[1], labels, value: Number(m[3]) });
-  }
-  return samples;
-}
-
-const find = (samples: Sample[], name: string, labels: Record<string, string> = {}) =>
-  samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v));
+const find = findSamples;
 
 describe("ops - Prometheus metrics after real traffic", () => {
   let platform: TestPlatform;

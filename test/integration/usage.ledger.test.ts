@@ -78,6 +78,22 @@ describe("usage ledger - against PostgreSQL", () => {
     expect((await sum(alice, "00:00:00", "23:00:00")).events).toBe(1);
   });
 
+  it("usage ledger - a window edge cuts a three-day job exactly, recorded after short ones (the edge reads as far as the account's longest record)", async () => {
+    // Short jobs first: the account's longest record is 10 s until the long one arrives.
+    await ledger.record([gpu(alice, "09:00:00", "09:00:10"), gpu(alice, "11:59:50", "12:00:00")]);
+    const long = { ...gpu(alice, "10:00:00", "10:00:01"), start: new Date(Date.UTC(2030, 0, 13, 10)).toISOString() }; // Jan 13 10:00 → Jan 15 10:00:01
+    await ledger.record([long]);
+    const cases: Array<[string, string, string, number]> = [
+      ["an hour cut at both ends", "08:15:00", "08:45:00", 1800],
+      ["from mid-hour over its last second", "09:30:00", "11:00:00", 1800 + 1],
+      ["an edge inside the short job", "09:00:05", "09:30:00", 5 + 1795],
+    ];
+    for (const [name, from, to, expected] of cases) expect([name, (await sum(alice, from, to)).amount]).toEqual([name, expect.closeTo(expected, 6)]);
+    expect((await sum(alice, "10:00:00.500", "10:30:00")).events).toBe(1);
+    // Bob's records are not read for Alice, nor his longest span used for her edges.
+    expect((await sum(bob, "08:15:00", "08:45:00")).amount).toBe(0);
+  });
+
   it("usage ledger - a redelivered batch, and the same keys published concurrently by two replicas, count once", async () => {
     const batch = [gpu(alice, "10:00:00", "10:00:10"), tokens(alice, "10:05:00", 123), tokens(alice, "10:06:00", 7)];
     expect(await ledger.record(batch)).toBe(3);

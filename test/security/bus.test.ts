@@ -7,7 +7,7 @@ import { connect, NatsConnection, StringCodec } from "nats";
 import { ServiceBroker } from "moleculer";
 import { natsConnectionOptions } from "../../lib/bus-connection";
 import { BusTransporter } from "../../lib/nats-transporter";
-import { BusServer, startBusServer } from "../support/bus-server";
+import { BusServer, rawBusClient, startBusServer } from "../support/bus-server";
 import { ChildService, dropDatabase, freePort, http, spawnServices, testDatabaseUrl, uniqueName, waitFor } from "../support/platform";
 
 const namespace = uniqueName("bus");
@@ -46,16 +46,9 @@ async function rogueBroker(user: string, nodeID: string): Promise<ServiceBroker>
 
 /** A raw NATS client for `user` that records what the server refused it. */
 async function rawClient(user: string, nodeID: string): Promise<{ nc: NatsConnection; denied: string[] }> {
-  const nc = await connect({ ...natsConnectionOptions(server.urlFor(user)), inboxPrefix: `_INBOX.${nodeID}` });
-  rawClients.push(nc);
-  const denied: string[] = [];
-  void (async () => {
-    for await (const s of nc.status()) {
-      const ctx = (s as { permissionContext?: { operation: string; subject: string } }).permissionContext;
-      if (ctx) denied.push(`${ctx.operation} ${ctx.subject}`);
-    }
-  })();
-  return { nc, denied };
+  const client = await rawBusClient(server, user, nodeID);
+  rawClients.push(client.nc);
+  return client;
 }
 
 const packet = (sender: string, extra: Record<string, unknown>) => sc.encode(JSON.stringify({ ver: "4", sender, ...extra }));

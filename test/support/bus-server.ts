@@ -8,6 +8,8 @@ import fs from "fs";
 import net from "net";
 import os from "os";
 import path from "path";
+import { connect, NatsConnection } from "nats";
+import { natsConnectionOptions } from "../../lib/bus-connection";
 import { platformCallerTable } from "../../lib/bus-identity";
 import { Certificates, generateBus, makeCertificates } from "../../lib/bus-setup";
 import { freePort } from "./platform";
@@ -77,4 +79,17 @@ export async function startBusServer(opts: { namespace?: string; gpuNodes?: stri
       fs.rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** A raw NATS client holding `user`'s credential (replies under `nodeID`), recording what the server refused it. */
+export async function rawBusClient(server: BusServer, user: string, nodeID: string): Promise<{ nc: NatsConnection; denied: string[] }> {
+  const nc = await connect({ ...natsConnectionOptions(server.urlFor(user)), inboxPrefix: `_INBOX.${nodeID}` });
+  const denied: string[] = [];
+  void (async () => {
+    for await (const s of nc.status()) {
+      const ctx = (s as { permissionContext?: { operation: string; subject: string } }).permissionContext;
+      if (ctx) denied.push(`${ctx.operation} ${ctx.subject}`);
+    }
+  })();
+  return { nc, denied };
 }

@@ -1,0 +1,107 @@
+/**
+ * Quota enforcement across real replicas: two inference processes over NATS sharing PostgreSQL
+ * with the gateway, auth and usage (another process), QUOTA_TOKENS_PER_MONTH=40 and a 300 ms quota
+ * cache on each replica. Once the ledger holds the limit, every replica refuses (both are hit:
+ * round-robin), the overshoot stays within what the cache and the ledger's lag allow, and an
+ * admin's raise reaches both.
+ */
+import {
+  ChildService,
+  http,
+  NATS_URL,
+  spawnServices,
+  startTestPlatform,
+  testDatabaseUrl,
+  TestPlatform,
+  uniqueName,
+  waitFor,
+  waitForRoute,
+} from "../support/platform";
+import { OllamaStandin } from "../support/provider-standins";
+
+const ADMIN_EMAIL = `${uniqueName("root")}@example.com`;
+const PER_ANSWER = 16; // the stand-in's 12 prompt + 4 completion tokens
+
+describe("usage replicas - token quota enforced by two inference processes over NATS", () => {
+  let ollama: OllamaStandin;
+  const children: ChildService[] = [];
+  let platform: TestPlatform;
+  let base: string;
+
+  beforeAll(async () => {
+    ollama = await new OllamaStandin().start();
+    ollama.set({ promptTokens: 12, completionTokens: 4 });
+    const namespace = uniqueName("t");
+    const databaseUrl = testDatabaseUrl();
+    const quota = { QUOTA_TOKENS_PER_MONTH: "40", QUOTA_CACHE_MS: "300", ADMIN_EMAILS: ADMIN_EMAIL };
+    platform = await startTestPlatform({
+      services: ["api-gateway", "auth", "usage", "admin"],
+      transporter: NATS_URL,
+      namespace,
+      databaseUrl,
+      env: { ...quota, TRANSPORTER: NATS_URL },
+    }); // TRANSPORTER: channels on NATS too
+    base = platform.baseUrl;
+    await waitForRoute(base, "GET", "/api/quotas");
+    // One after the other: each creates the inference schema on first start.
+    for (const name of ["a", "b"]) {
+      children.push(spawnServices(["inference"], { TRANSPORTER: NATS_URL, NAMESPACE: namespace, DATABASE_URL: databaseUrl, OLLAMA_URL: ollama.url, ...quota }));
+      await waitFor(
+        () => platform.broker.registry.getServiceList({ onlyAvailable: true }).filter((s: any) => s.name === "inference").length === children.length,
+        {
+          timeoutMs: 30_000,
+          message: `inference replica ${name}`,
+        },
+      ).catch((err) => {
+        throw new Error(`${err.message}\n${children.map((c) => c.output()).join("\n")}`);
+      });
+    }
+  }, 90_000);
+
+  afterAll(async () => {
+    await Promise.all(children.map((c) => c.stop()));
+    await platform?.stop();
+    await ollama?.stop();
+  });
+
+  it("usage replicas - every replica refuses once the ledger holds the limit; an admin's raise reaches both", async () => {
+    const reg = await http(base, "POST", "/api/auth/register", {
+      body: { email: `${uniqueName("r")}@example.com`, name: "r", password: "correct horse battery" },
+    });
+    const token = reg.body.accessToken;
+    const admin = (await http(base, "POST", "/api/auth/register", { body: { email: ADMIN_EMAIL, name: "a", password: "correct horse battery" } })).body
+      .accessToken;
+    const infer = () => http(base, "POST", "/api/models/infer", { token, body: { model: "llama3.2:1b", prompt: "hi" } });
+    const tokensUsed = async () => (await http(base, "GET", "/api/usage", { token })).body.inference.tokens as number;
+    // Every answer given counts (a replica whose cache has not expired yet may still answer).
+    let answered = 0;
+    const send = async () => {
+      const res = await infer();
+      if (res.status === 200) answered++;
+      return res;
+    };
+    await waitFor(async () => ((await send()).status === 403 ? true : false), { timeoutMs: 20_000, message: "a refusal" });
+    expect(answered * PER_ANSWER).toBeGreaterThanOrEqual(40);
+    const allRefused = async () => {
+      const statuses = [];
+      for (let i = 0; i < 6; i++) statuses.push((await send()).status);
+      return statuses.every((s) => s === 403);
+    };
+    await waitFor(allRefused, { timeoutMs: 10_000, message: "both replicas refusing" });
+    // Bounded overshoot: at most a few answers while a replica's cache (300 ms) and the ledger's batch lagged.
+    expect(answered).toBeLessThanOrEqual(40 / PER_ANSWER + 1 + 2 * 2);
+    // The ledger has exactly the answers given; the refusals count nothing.
+    await waitFor(async () => (await tokensUsed()) === answered * PER_ANSWER, { message: "every answer in the ledger" });
+    await allRefused();
+    expect(await tokensUsed()).toBe(answered * PER_ANSWER);
+    const me = (await http(base, "GET", "/api/auth/me", { token })).body.id;
+    expect((await http(base, "PUT", `/api/admin/accounts/${me}/quotas`, { token: admin, body: { tokens: 10_000 } })).status).toBe(200);
+    await waitFor(
+      async () => {
+        for (let i = 0; i < 4; i++) if ((await infer()).status !== 200) return false;
+        return true;
+      },
+      { timeoutMs: 10_000, message: "both replicas answering after the raise" },
+    );
+  });
+});
