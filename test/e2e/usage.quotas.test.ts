@@ -108,8 +108,14 @@ describe("usage quotas - through the gateway", () => {
     expect((await infer()).status).toBe(200);
     expect((await put({ tokens: null })).status).toBe(200);
     expect((await infer()).status).toBe(403);
-    const listed = (await http(base, "GET", "/api/admin/accounts?limit=200", { token: admin })).body.accounts.find((a: any) => a.id === user.id);
-    expect(listed.usage.inference.tokens).toBeGreaterThanOrEqual(48);
+    // The ledger is fed asynchronously (batched over a durable channel): the answers given reach it shortly.
+    const listed = await waitFor(
+      async () => {
+        const account = (await http(base, "GET", "/api/admin/accounts?limit=200", { token: admin })).body.accounts.find((a: any) => a.id === user.id);
+        return account.usage.inference.tokens >= 48 ? account : false;
+      },
+      { message: "the three answers in the admin's account list" },
+    );
     expect(listed.role).toBe("client");
   });
 
