@@ -47,6 +47,7 @@ type DbaasThis = Service &
     serverVerified: boolean;
     verifyServer(): Promise<boolean>;
     applyCatalogLevel(): Promise<void>;
+    housekeeping(graceMs: number): Promise<ReconcileReport>;
     reconciler: Reconciler;
     quotaLoop: Periodic<QuotaReport>;
     reconcileLoop: Periodic<ReconcileReport>;
@@ -157,11 +158,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       params: { graceS: { type: "number", min: 0, optional: true } },
       async handler(this: DbaasThis, ctx: Context<{ graceS?: number }>): Promise<ReconcileReport> {
         const graceMs = (ctx.params.graceS ?? RECONCILE_GRACE_S) * 1000;
-        return this.reconcileLoop.exclusive(async () => {
-          const report = await this.reconciler.reconcile(graceMs);
-          await this.applyCatalogLevel();
-          return report;
-        });
+        return this.reconcileLoop.exclusive(() => this.housekeeping(graceMs));
       },
     },
 
@@ -263,6 +260,14 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       }
     },
 
+    /** One reconciler pass, then the catalog level and logins a crashed freeze left blocked (each retried next pass if it fails). */
+    async housekeeping(this: DbaasThis, graceMs: number): Promise<ReconcileReport> {
+      const report = await this.reconciler.reconcile(graceMs);
+      await this.applyCatalogLevel();
+      await this.provisioner.repairBlockedLogins();
+      return report;
+    },
+
     /** The caller's active database; anything else (malformed id, another account's) is 404. */
     async findOwn(this: DbaasThis, ctx: Context<{ id: string }, CallerMeta>): Promise<DatabaseRow> {
       if (!isUuid(ctx.params.id)) throw notFound("Database");
@@ -335,9 +340,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       "Reconciler",
       async () => {
         if (!hardened) await this.tenant.hardenServer().then(() => (hardened = true));
-        const report = await this.reconciler.reconcile(RECONCILE_GRACE_S * 1000);
-        await this.applyCatalogLevel();
-        return report;
+        return this.housekeeping(RECONCILE_GRACE_S * 1000);
       },
       () => this.config.reconcileS,
       this.logger,

@@ -183,6 +183,22 @@ export function setConnectionLimitsSql(limits: Array<{ username: string; limit: 
     $limits$`;
 }
 
+/** No new logins for the tenant while it is frozen (superusers, dbaas itself, are not counted). */
+export const blockLoginsSql = (username: string): string => `ALTER ROLE ${ident("user", username)} CONNECTION LIMIT 0`;
+
+/** The limit from before blockLoginsSql, only if still 0: a rebalance meanwhile set a newer share. */
+export function restoreLoginsSql(username: string, limit: number): string {
+  if (!Number.isInteger(limit) || limit < -1 || limit === 0) throw new Error(`Invalid connection limit ${limit}`);
+  const name = literal(checkIdentifier("user", username));
+  return `DO $logins$
+    BEGIN
+      IF (SELECT rolconnlimit FROM pg_roles WHERE rolname = ${name}) = 0 THEN
+        EXECUTE format('ALTER ROLE %I CONNECTION LIMIT %s', ${name}, ${limit});
+      END IF;
+    END
+    $logins$`;
+}
+
 /** The server's connection figures, and the limits already handed to tenant roles (all accounts, and `own`). */
 export const CONNECTION_CAPACITY_SQL = `SELECT current_setting('max_connections')::int AS max_connections,
          current_setting('superuser_reserved_connections')::int AS superuser_reserved,
