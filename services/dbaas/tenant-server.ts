@@ -170,6 +170,12 @@ export class TenantServer {
     }
   }
 
+  /** How the tenant of a frozen database could still write there (tenant-sql.ts frozenWritePathsSql); null: nowhere. */
+  async frozenWritePaths(ref: TenantRef): Promise<string | null> {
+    const statement = sql.frozenWritePathsSql(ref);
+    return this.inDatabase(ref.databaseName, async (client) => (await client.query<{ ways: string | null }>(statement)).rows[0].ways);
+  }
+
   /** Which of these tenant roles take no logins (CONNECTION LIMIT 0: a freeze running, or one that crashed). */
   async blockedRoles(usernames: string[]): Promise<string[]> {
     const { rows } = await this.pool.query<{ rolname: string }>("SELECT rolname FROM pg_roles WHERE rolname = ANY($1::text[]) AND rolconnlimit = 0", [

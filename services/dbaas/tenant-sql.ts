@@ -309,9 +309,12 @@ function revokeEveryGrantLoops(): string {
       END LOOP;`;
 }
 
-/** Aborts the freeze if the tenant (directly or as a member of PUBLIC) could still write anywhere. */
-function verifyFrozenBlock(userLit: string): string {
-  return `SELECT string_agg(w, '; ') INTO grantees FROM (
+/**
+ * Every way the tenant (directly or as a member of PUBLIC) could still write in the database it
+ * runs in, one text per way; none once it is frozen. `userLit`: the tenant's quoted name.
+ */
+function writePathsSql(userLit: string): string {
+  return `SELECT string_agg(w, '; ') AS ways FROM (
         SELECT 'owns ' || count(*) AS w FROM pg_shdepend
          WHERE refobjid = ${userLit}::regrole AND deptype = 'o' AND classid <> 'pg_default_acl'::regclass
            AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
@@ -328,9 +331,21 @@ function verifyFrozenBlock(userLit: string): string {
         UNION ALL SELECT 'may create large objects' WHERE has_function_privilege(${userLit}, 'pg_catalog.lo_creat(integer)', 'EXECUTE')
         UNION ALL SELECT 'may write large object ' || l.oid FROM pg_largeobject_metadata l, aclexplode(coalesce(l.lomacl, acldefault('L'::"char", l.lomowner))) a
          WHERE a.privilege_type = 'UPDATE' AND a.grantee IN (0, ${userLit}::regrole)
-      ) ways;
+      ) ways`;
+}
+
+/** Aborts the freeze if the tenant could still write anywhere (see writePathsSql). */
+function verifyFrozenBlock(userLit: string): string {
+  return `${writePathsSql(userLit)} INTO grantees;
       IF grantees IS NOT NULL THEN RAISE EXCEPTION 'freeze incomplete: the tenant still %', grantees; END IF;`;
 }
+
+/**
+ * Run inside a frozen database: how the tenant could write there now (null: nowhere). A frozen
+ * database is checked every round, so a path the freeze missed (an object created after it
+ * through one prepared before) is found and the freeze applied again.
+ */
+export const frozenWritePathsSql = (ref: TenantRef): string => writePathsSql(literal(checkIdentifier("user", ref.username)));
 
 /** Last resort when a freeze cannot be completed: the tenant cannot connect until it is thawed. */
 export function lockOutSql(ref: TenantRef): string {

@@ -101,6 +101,39 @@ describe("dbaas enforcement", () => {
     expect(await connLimit(db.username)).toBe(limitBefore);
   });
 
+  it("dbaas enforcement - a frozen database is verified every round: objects created after the freeze in a schema granted to PUBLIC before it are frozen again", async () => {
+    const db = await create();
+    await withClient(db.connectionString, async (c) => {
+      await c.query("CREATE SCHEMA s2; GRANT ALL ON SCHEMA s2 TO PUBLIC; CREATE TABLE big (id serial PRIMARY KEY, payload text NOT NULL)");
+      await c.query(INSERT_2MB);
+    });
+    expect((await checkNow()).frozen).toEqual([db.id]);
+    // The grant to PUBLIC survives the freeze, as under a freeze that missed it (one from before
+    // grants to PUBLIC were revoked): the tenant creates and fills a table there while read-only.
+    await asAdmin((a) => a.query("GRANT ALL ON SCHEMA s2 TO PUBLIC"), db.databaseName);
+    await withClient(db.connectionString, (c) =>
+      c.query("CREATE TABLE s2.late AS SELECT md5(random()::text) || repeat('x', 968) AS payload FROM generate_series(1, 2000)"),
+    );
+    expect((await detail(db.id)).readOnly).toBe(true); // the API says read-only all along
+
+    const report = await checkNow();
+    expect(report).toMatchObject({ refrozen: [db.id], frozen: [], failed: [] });
+    const owner = await asAdmin(
+      async (a) => (await a.query("SELECT tableowner FROM pg_tables WHERE schemaname = 's2' AND tablename = 'late'")).rows[0],
+      db.databaseName,
+    );
+    expect(owner).toEqual({ tableowner: db.username.replace(/^user_/, "hold_") });
+    const grown = await databaseBytes(db.databaseName);
+    await withClient(db.connectionString, async (c) => {
+      expect(await refusal(c, "INSERT INTO s2.late SELECT repeat('y', 1000) FROM generate_series(1, 1000)")).toBe("42501");
+      expect(await refusal(c, "CREATE TABLE s2.later (x int)")).toBe("42501");
+      expect((await c.query("SELECT count(*)::int AS n FROM s2.late")).rows[0].n).toBe(2000); // still readable
+    });
+    expect(await databaseBytes(db.databaseName)).toBeLessThan(grown + MIB);
+    // Nothing left to find: the next round changes nothing.
+    expect(await checkNow()).toMatchObject({ refrozen: [], frozen: [], failed: [] });
+  });
+
   it("dbaas enforcement - a role left at CONNECTION LIMIT 0 by a crashed freeze gets its share back at the next reconciler pass", async () => {
     const db = await create();
     const share = await connLimit(db.username);

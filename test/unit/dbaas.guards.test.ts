@@ -122,7 +122,7 @@ describe("dbaas quota watch", () => {
     } as unknown as QuotaEnforcer;
     const repo = { findActiveByIds: async (ids: string[]) => ids.map(row) } as unknown as DatabasesRepository;
     const watch = new QuotaWatch({ enforcer, repo, fullS: () => 30, nearS: () => 1, now: () => now });
-    const report = (near: string[]): QuotaReport => ({ measured: 0, frozen: [], thawed: [], failed: [], near });
+    const report = (near: string[]): QuotaReport => ({ measured: 0, frozen: [], thawed: [], refrozen: [], failed: [], near });
 
     expect(watch.intervalS()).toBe(30);
     answers.push(report(["a"]));
