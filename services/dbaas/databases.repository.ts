@@ -127,13 +127,6 @@ export class DatabasesRepository {
     await this.db.query("UPDATE dbaas.databases SET owner = gen_random_uuid() WHERE id = $1", [id]);
   }
 
-  /** Active records of these ids (the quota's close watch). */
-  async findActiveByIds(ids: string[]): Promise<DatabaseRow[]> {
-    if (!ids.length) return [];
-    const { rows } = await this.db.query<DatabaseRow>(`SELECT ${COLUMNS} FROM dbaas.databases WHERE id = ANY($1::uuid[]) AND status = 'active'`, [ids]);
-    return rows;
-  }
-
   async listByStatus(status: DatabaseStatus): Promise<DatabaseRow[]> {
     const { rows } = await this.db.query<DatabaseRow>(`SELECT ${COLUMNS} FROM dbaas.databases WHERE status = $1`, [status]);
     return rows;

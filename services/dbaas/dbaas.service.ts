@@ -15,7 +15,8 @@ import { DatabaseRow, DatabasesRepository, roundMb } from "./databases.repositor
 import { toClientError, unavailable } from "./faults";
 import { migrations } from "./migrations";
 import { DestroyNotStarted, Provisioner } from "./provisioner";
-import { MIB, QuotaEnforcer, QuotaReport, QuotaWatch } from "./quota";
+import { MIB, QuotaEnforcer, QuotaReport } from "./quota";
+import { QuotaWatch } from "./quota-watch";
 import { OwnerLease } from "./owner-lease";
 import { guardIo, MISSING_ADMIN_URL, TenantServerRefused, verifyTenantServer } from "./server-guard";
 import type { DatabaseStats } from "./stats";
@@ -321,8 +322,10 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
     this.quotaWatch = new QuotaWatch({
       enforcer: this.quota,
       repo: this.repo,
+      tenant: this.tenant,
       fullS: () => this.config.quotaCheckS,
-      nearS: () => this.config.quotaNearCheckS,
+      tickS: () => this.config.quotaNearCheckS,
+      busyRows: () => this.config.quotaBusyRows,
     });
     this.reconciler = new Reconciler(deps);
     this.quotaLoop = new Periodic(
@@ -347,7 +350,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
     );
     // Both start in the background: a tenant server that is down must not stop the service starting.
     this.reconcileLoop.start(0);
-    this.quotaLoop.start(this.config.quotaCheckS * 1000);
+    this.quotaLoop.start(this.quotaWatch.intervalS() * 1000);
     this.sampleLoop.start(this.config.usageSampleS * 1000);
   },
 

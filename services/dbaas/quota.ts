@@ -19,7 +19,7 @@ export function decideQuota({ storageBytes, maxStorageMb, readOnly }: QuotaState
   return "none";
 }
 
-/** Above this share of its quota a writable database is measured every DBAAS_QUOTA_NEAR_CHECK_S. */
+/** Above this share of its quota a writable database is measured every DBAAS_QUOTA_NEAR_CHECK_S (quota-activity.ts). */
 export const NEAR_RATIO = 0.8;
 
 export const isNearQuota = ({ storageBytes, maxStorageMb, readOnly }: QuotaState): boolean => !readOnly && storageBytes > NEAR_RATIO * maxStorageMb * MIB;
@@ -102,37 +102,3 @@ export class QuotaEnforcer {
 }
 
 const refOf = (row: DatabaseRow) => ({ databaseName: row.database_name, username: row.username });
-
-/**
- * When to measure what: every active database each `fullS`, and in between, every `nearS`, the
- * ones last seen near their quota (one statement can write tens of MB a second).
- */
-export class QuotaWatch {
-  private near = new Set<string>();
-  private lastFullMs = -Infinity;
-
-  constructor(private readonly deps: { enforcer: QuotaEnforcer; repo: DatabasesRepository; fullS: () => number; nearS: () => number; now?: () => number }) {}
-
-  /** The periodic round: a full check when due (or nothing is near), else only the near ones. */
-  async round(): Promise<QuotaReport> {
-    const now = (this.deps.now ?? Date.now)();
-    if (!this.near.size || now - this.lastFullMs >= this.deps.fullS() * 1000) return this.full();
-    const watched = [...this.near];
-    const report = await this.deps.enforcer.check(await this.deps.repo.findActiveByIds(watched));
-    for (const id of watched) this.near.delete(id);
-    for (const id of report.near) this.near.add(id);
-    return report;
-  }
-
-  async full(): Promise<QuotaReport> {
-    this.lastFullMs = (this.deps.now ?? Date.now)();
-    const report = await this.deps.enforcer.check();
-    this.near = new Set(report.near);
-    return report;
-  }
-
-  /** Seconds until the next round. */
-  intervalS(): number {
-    return this.near.size ? Math.min(this.deps.nearS(), this.deps.fullS()) : this.deps.fullS();
-  }
-}

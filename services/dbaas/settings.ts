@@ -38,13 +38,15 @@ export type DbaasSettings = {
   maxPerAccount: number;
   maxStorageMb: number;
   quotaCheckS: number;
-  /** How often a database above 80 % of its quota is measured (seconds). */
+  /** The quota tick (seconds): all databases' activity read at once, and those near their quota or busy measured (quota-activity.ts). */
   quotaNearCheckS: number;
   reconcileS: number;
   /** CREATE DATABASE statements running at once on the tenant server (across replicas). */
   createConcurrency: number;
   /** How often storage is reported to the usage ledger (seconds; each hour counts its first report). */
   usageSampleS: number;
+  /** Rows written within one quota tick that get a database measured at once. */
+  quotaBusyRows: number;
 };
 
 export const parseDbaasSettings = (env: Env): DbaasSettings => ({
@@ -63,4 +65,5 @@ export const parseDbaasSettings = (env: Env): DbaasSettings => ({
   reconcileS: positive(env, "DBAAS_RECONCILE_S", 60),
   createConcurrency: int(env, "DBAAS_CREATE_CONCURRENCY", 2),
   usageSampleS: positive(env, "DBAAS_USAGE_SAMPLE_S", 300),
+  quotaBusyRows: int(env, "DBAAS_QUOTA_BUSY_ROWS", 1000),
 });

@@ -10,6 +10,7 @@ import type { TenantRef } from "./tenant-sql";
 import type { CatalogLevel } from "./settings";
 import { probeWrongPassword } from "./password-probe";
 import type { ProbeOutcome } from "./server-guard";
+import type { DatabaseActivity } from "./quota-activity";
 
 export type { TenantRef } from "./tenant-sql";
 export type Measured = { bytes: number; writable: boolean };
@@ -230,6 +231,25 @@ export class TenantServer {
       for (const ref of refs) await collect([ref]).catch(() => undefined);
     }
     return measured;
+  }
+
+  /**
+   * Every named database's write activity in one query (cheap: counters, no file is read); see
+   * quota-activity.ts. `minAgeS`: only write transactions open longer count as `writing`.
+   */
+  async activity(databaseNames: string[], minAgeS: number): Promise<Map<string, DatabaseActivity>> {
+    const found = new Map<string, DatabaseActivity>();
+    if (!databaseNames.length) return found;
+    const { rows } = await this.pool.query<{ datname: string; rows_written: number; writing: number }>(
+      `SELECT d.datname, (d.tup_inserted + d.tup_updated)::float8 AS rows_written, coalesce(a.n, 0)::int AS writing
+         FROM pg_stat_database d
+         LEFT JOIN (SELECT datid, count(*) AS n FROM pg_stat_activity
+                     WHERE backend_xid IS NOT NULL AND xact_start < now() - make_interval(secs => $2) GROUP BY datid) a ON a.datid = d.datid
+        WHERE d.datname = ANY($1::text[])`,
+      [databaseNames.map((n) => checkIdentifier("database", n)), minAgeS],
+    );
+    for (const row of rows) found.set(row.datname, { rowsWritten: Number(row.rows_written), writing: row.writing });
+    return found;
   }
 
   /** Whether the tenant currently has its write rights (see measure). */

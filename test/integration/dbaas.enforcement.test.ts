@@ -144,3 +144,48 @@ describe("dbaas enforcement", () => {
     await withClient(db.connectionString, (c) => c.query("SELECT 1"));
   });
 });
+
+describe("dbaas enforcement - the quota tick", () => {
+  const QUOTA = 20;
+  let platform: TestPlatform;
+  const meta = callerMeta();
+  const readOnly = async (id: string) => (await platform.broker.call<DatabaseDetail, object>("dbaas.get", { id }, { meta })).readOnly;
+
+  beforeAll(async () => {
+    // A tick every 0.3 s; the full round (every database measured) never comes during the test.
+    platform = await startDbaasPlatform({ env: { DBAAS_MAX_STORAGE_MB: String(QUOTA), DBAAS_QUOTA_NEAR_CHECK_S: "0.3", DBAAS_QUOTA_CHECK_S: "3600" } });
+  });
+  afterAll(() => stopDbaasPlatform(platform));
+
+  const fresh = async () => {
+    const db = await platform.broker.call<DatabaseCreated, object>("dbaas.create", {}, { meta });
+    await withClient(db.connectionString, (c) => c.query("CREATE TABLE big (id serial PRIMARY KEY, payload text NOT NULL)"));
+    expect(await databaseBytes(db.databaseName)).toBeLessThan(0.8 * QUOTA * MIB); // far from the quota: not near
+    return db;
+  };
+
+  it("dbaas enforcement - committed bursts far from the quota get the database measured at the next tick and frozen", async () => {
+    const db = await fresh();
+    // 8 × 2 MB committed: past the quota from below 80 % of it, between two ticks or across a few.
+    await withClient(db.connectionString, async (c) => {
+      for (let i = 0; i < 8; i++) await c.query(INSERT_2MB);
+    }).catch(() => undefined); // the freeze may end this session
+    await waitFor(() => readOnly(db.id), { timeoutMs: 10_000, message: "the tick to freeze the busy database" });
+  });
+
+  it("dbaas enforcement - one long uncommitted write transaction (no counter moves) gets the database measured and frozen", async () => {
+    const db = await fresh();
+    const c = new Client({ connectionString: db.connectionString });
+    c.on("error", () => undefined);
+    await c.connect();
+    try {
+      await c.query("BEGIN");
+      for (let i = 0; i < 8; i++) await c.query(INSERT_2MB);
+      const sleeping = c.query("SELECT pg_sleep(60)").catch((err: { code?: string }) => err.code);
+      await waitFor(() => readOnly(db.id), { timeoutMs: 10_000, message: "the tick to freeze the database under a long transaction" });
+      expect(await sleeping).toBe("57P01"); // its session was ended by the freeze
+    } finally {
+      await c.end().catch(() => undefined);
+    }
+  });
+});
