@@ -32,8 +32,8 @@ import { DbaasSettings, parseDbaasSettings } from "./settings";
 
 export type { DatabaseCreated, DatabaseDetail } from "./contract";
 
-/** Records stuck this long count as abandoned even while their owner lives (a hung process); a dead owner's go at once. */
-const RECONCILE_GRACE_S = 300;
+/** How often records are checked for a dead owner between reconciler passes (one cheap query); one found starts a pass at once. */
+const ABANDONED_CHECK_S = 2;
 
 type DbaasThis = Service &
   DbThis & {
@@ -158,7 +158,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       callers: [], // operators, in-process only
       params: { graceS: { type: "number", min: 0, optional: true } },
       async handler(this: DbaasThis, ctx: Context<{ graceS?: number }>): Promise<ReconcileReport> {
-        const graceMs = (ctx.params.graceS ?? RECONCILE_GRACE_S) * 1000;
+        const graceMs = (ctx.params.graceS ?? this.config.reconcileGraceS) * 1000;
         return this.reconcileLoop.exclusive(() => this.housekeeping(graceMs));
       },
     },
@@ -339,13 +339,18 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       () => true,
       (err) => (this.logger.warn(`Tenant server not hardened yet: ${(err as Error).message}`), false),
     );
+    // A pass every DBAAS_RECONCILE_S, and one as soon as a record's process is found dead (its lease freed).
+    let lastPassMs = -Infinity;
     this.reconcileLoop = new Periodic(
       "Reconciler",
       async () => {
+        const due = Date.now() - lastPassMs >= this.config.reconcileS * 1000;
+        if (!due && !(await this.repo.hasAbandoned())) return { databasesDropped: 0, rolesDropped: 0, recordsDeleted: 0, failed: 0 };
+        lastPassMs = Date.now();
         if (!hardened) await this.tenant.hardenServer().then(() => (hardened = true));
-        return this.housekeeping(RECONCILE_GRACE_S * 1000);
+        return this.housekeeping(this.config.reconcileGraceS * 1000);
       },
-      () => this.config.reconcileS,
+      () => Math.min(this.config.reconcileS, ABANDONED_CHECK_S),
       this.logger,
     );
     // Both start in the background: a tenant server that is down must not stop the service starting.

@@ -45,6 +45,8 @@ export type DbaasSettings = {
   createConcurrency: number;
   /** How often storage is reported to the usage ledger (seconds; each hour counts its first report). */
   usageSampleS: number;
+  /** Records stuck in provisioning/destroying this long are reclaimed even while their owner lives (a hung process); a dead owner's go at once. */
+  reconcileGraceS: number;
   /** Rows written within one quota tick that get a database measured at once. */
   quotaBusyRows: number;
 };
@@ -65,5 +67,6 @@ export const parseDbaasSettings = (env: Env): DbaasSettings => ({
   reconcileS: positive(env, "DBAAS_RECONCILE_S", 60),
   createConcurrency: int(env, "DBAAS_CREATE_CONCURRENCY", 2),
   usageSampleS: positive(env, "DBAAS_USAGE_SAMPLE_S", 300),
+  reconcileGraceS: int(env, "DBAAS_RECONCILE_GRACE_S", 300),
   quotaBusyRows: int(env, "DBAAS_QUOTA_BUSY_ROWS", 1000),
 });
