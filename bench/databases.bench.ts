@@ -9,7 +9,18 @@
 import { randomBytes, randomUUID } from "crypto";
 import { Client, Pool } from "pg";
 import { ChildService, dropDatabase, freePort, http, spawnServices, testDatabaseUrl, waitFor } from "../test/support/platform";
-import { purgeMarked, TENANT_ADMIN_URL, tenantEnv, withClient } from "../test/integration/dbaas.helpers";
+import {
+  callerMeta,
+  databaseBytes,
+  purgeMarked,
+  startDbaasPlatform,
+  stopDbaasPlatform,
+  TENANT_ADMIN_URL,
+  tenantEnv,
+  withClient,
+} from "../test/integration/dbaas.helpers";
+import type { DatabaseCreated, DatabaseDetail } from "../services/dbaas/dbaas.service";
+import { worstOvershootMb } from "../services/dbaas/quota-activity";
 import { parseCatalogLevel, parseDbaasSettings } from "../services/dbaas/settings";
 import { prepareSchemaSql, tempFileLimitSql } from "../services/dbaas/tenant-sql";
 import { mkdtempSync } from "fs";
@@ -190,7 +201,77 @@ async function main() {
   }
 }
 
-main().catch((err) => {
+/**
+ * Worst-case quota overshoot with the default quota settings (issue 20): OVERSHOOT_SESSIONS
+ * sessions insert 2 MB per statement as fast as they can into a database with a small quota
+ * until the freeze refuses them; prints the largest size reached against the quota, the write
+ * rate, the time to freeze, and the README's formula (rate × effective interval) beside it.
+ */
+async function overshoot(): Promise<void> {
+  const sessions = Number(process.env.OVERSHOOT_SESSIONS || 4);
+  const quotaMb = Number(process.env.OVERSHOOT_QUOTA_MB || 20);
+  const defaults = parseDbaasSettings({}); // the shipped quota tick, full round and busy threshold
+  const platform = await startDbaasPlatform({
+    env: {
+      DBAAS_MAX_STORAGE_MB: String(quotaMb),
+      DBAAS_QUOTA_CHECK_S: String(defaults.quotaCheckS),
+      DBAAS_QUOTA_NEAR_CHECK_S: String(defaults.quotaNearCheckS),
+      DBAAS_QUOTA_BUSY_ROWS: String(defaults.quotaBusyRows),
+    },
+  });
+  try {
+    const meta = callerMeta();
+    const db = await platform.broker.call<DatabaseCreated, object>("dbaas.create", {}, { meta });
+    await withClient(db.connectionString, (c) => c.query("CREATE TABLE big (id bigserial PRIMARY KEY, payload text NOT NULL)"));
+    const startBytes = await databaseBytes(db.databaseName);
+    let frozen = false;
+    let maxBytes = startBytes;
+    const writer = () =>
+      withClient(db.connectionString, async (c) => {
+        while (!frozen) await c.query("INSERT INTO big (payload) SELECT md5(random()::text) || repeat('x', 968) FROM generate_series(1, 2000)");
+      }).catch(() => undefined); // refused or ended by the freeze
+    const start = performance.now();
+    const writers = Array.from({ length: sessions }, writer);
+    let frozenMs = NaN;
+    await waitFor(
+      async () => {
+        maxBytes = Math.max(maxBytes, await databaseBytes(db.databaseName));
+        const { readOnly } = await platform.broker.call<DatabaseDetail, object>("dbaas.get", { id: db.id }, { meta });
+        if (readOnly && Number.isNaN(frozenMs)) frozenMs = performance.now() - start;
+        return readOnly;
+      },
+      { timeoutMs: 120_000, intervalMs: 100, message: "the freeze" },
+    );
+    frozen = true;
+    await Promise.all(writers);
+    maxBytes = Math.max(maxBytes, await databaseBytes(db.databaseName));
+    const mb = (bytes: number) => bytes / MIB_BYTES;
+    const rate = (mb(maxBytes) - mb(startBytes)) / (frozenMs / 1000);
+    const over = mb(maxBytes) - quotaMb;
+    console.log(
+      `\nbench:databases — quota overshoot, default settings (tick DBAAS_QUOTA_NEAR_CHECK_S ${defaults.quotaNearCheckS} s, full round ${defaults.quotaCheckS} s, busy ${defaults.quotaBusyRows} rows)`,
+    );
+    console.log(`${sessions} sessions inserting 2 MB per statement as fast as they can, quota ${quotaMb} MiB, empty database ${mb(startBytes).toFixed(1)} MiB`);
+    console.log(`frozen after ${(frozenMs / 1000).toFixed(2)} s at ${rate.toFixed(1)} MiB/s`);
+    console.log(`size reached ${mb(maxBytes).toFixed(1)} MiB = ${(mb(maxBytes) / quotaMb).toFixed(2)}× the quota (overshoot ${over.toFixed(1)} MiB)`);
+    console.log(
+      `README formula at this rate: up to ${worstOvershootMb(rate, defaults.quotaNearCheckS).toFixed(1)} MiB over (rate × (tick + 1 s flush lag + 0.5 s enforcement))`,
+    );
+  } finally {
+    await stopDbaasPlatform(platform);
+  }
+}
+
+const MIB_BYTES = 1048576;
+
+async function run(): Promise<void> {
+  // BENCH_ONLY=overshoot runs the quota section alone; BENCH_ONLY=provisioning the latency section alone.
+  const only = process.env.BENCH_ONLY;
+  if (only !== "overshoot") await main();
+  if (only !== "provisioning") await overshoot();
+}
+
+run().catch((err) => {
   console.error(err);
   process.exit(1);
 });

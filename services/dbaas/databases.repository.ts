@@ -140,11 +140,12 @@ export class DatabasesRepository {
     await this.db.query("UPDATE dbaas.databases SET owner = gen_random_uuid() WHERE id = $1", [id]);
   }
 
-  /** Active records of these ids (the quota's close watch). */
-  async findActiveByIds(ids: string[]): Promise<DatabaseRow[]> {
-    if (!ids.length) return [];
-    const { rows } = await this.db.query<DatabaseRow>(`SELECT ${COLUMNS} FROM dbaas.databases WHERE id = ANY($1::uuid[]) AND status = 'active'`, [ids]);
-    return rows;
+  /** Whether a provisioning or destroying record's process is gone (its lease freed, or handed to nobody by abandon). */
+  async hasAbandoned(): Promise<boolean> {
+    const { rows } = await this.db.query<{ found: boolean }>(
+      "SELECT EXISTS (SELECT 1 FROM dbaas.databases WHERE status <> 'active' AND owner IS NOT NULL AND NOT dbaas.owner_alive(owner)) AS found",
+    );
+    return rows[0].found;
   }
 
   async listByStatus(status: DatabaseStatus): Promise<DatabaseRow[]> {

@@ -15,7 +15,8 @@ import { DatabaseRow, DatabasesRepository, roundMb } from "./databases.repositor
 import { toClientError, unavailable } from "./faults";
 import { migrations } from "./migrations";
 import { DestroyNotStarted, Provisioner } from "./provisioner";
-import { MIB, QuotaEnforcer, QuotaReport, QuotaWatch } from "./quota";
+import { MIB, QuotaEnforcer, QuotaReport } from "./quota";
+import { QuotaWatch } from "./quota-watch";
 import { OwnerLease } from "./owner-lease";
 import { guardIo, MISSING_ADMIN_URL, TenantServerRefused, verifyTenantServer } from "./server-guard";
 import type { DatabaseStats } from "./stats";
@@ -37,8 +38,8 @@ import { DbaasSettings, parseDbaasSettings } from "./settings";
 
 export type { DatabaseCreated, DatabaseDetail } from "./contract";
 
-/** Records stuck this long count as abandoned even while their owner lives (a hung process); a dead owner's go at once. */
-const RECONCILE_GRACE_S = 300;
+/** How often records are checked for a dead owner between reconciler passes (one cheap query); one found starts a pass at once. */
+const ABANDONED_CHECK_S = 2;
 
 export type DbaasThis = Service &
   DbThis & {
@@ -61,6 +62,7 @@ export type DbaasThis = Service &
     serverVerified: boolean;
     verifyServer(): Promise<boolean>;
     applyCatalogLevel(): Promise<void>;
+    housekeeping(graceMs: number): Promise<ReconcileReport>;
     reconciler: Reconciler;
     quotaLoop: Periodic<QuotaReport>;
     reconcileLoop: Periodic<ReconcileReport>;
@@ -187,12 +189,8 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       callers: [], // operators, in-process only
       params: { graceS: { type: "number", min: 0, optional: true } },
       async handler(this: DbaasThis, ctx: Context<{ graceS?: number }>): Promise<ReconcileReport> {
-        const graceMs = (ctx.params.graceS ?? RECONCILE_GRACE_S) * 1000;
-        return this.reconcileLoop.exclusive(async () => {
-          const report = await this.reconciler.reconcile(graceMs);
-          await this.applyCatalogLevel();
-          return report;
-        });
+        const graceMs = (ctx.params.graceS ?? this.config.reconcileGraceS) * 1000;
+        return this.reconcileLoop.exclusive(() => this.housekeeping(graceMs));
       },
     },
 
@@ -297,6 +295,15 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       }
     },
 
+    /** One reconciler pass, then the catalog level and logins a crashed freeze left blocked (each retried next pass if it fails). */
+    async housekeeping(this: DbaasThis, graceMs: number): Promise<ReconcileReport> {
+      const report = await this.reconciler.reconcile(graceMs);
+      await this.applyCatalogLevel();
+      await this.provisioner.repairBlockedLogins();
+      await this.snapshotter.recover();
+      return report;
+    },
+
     /** The caller's active database; anything else (malformed id, another account's) is 404. */
     async findOwn(this: DbaasThis, ctx: Context<{ id: string }, CallerMeta>): Promise<DatabaseRow> {
       if (!isUuid(ctx.params.id)) throw notFound("Database");
@@ -377,8 +384,10 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
     this.quotaWatch = new QuotaWatch({
       enforcer: this.quota,
       repo: this.repo,
+      tenant: this.tenant,
       fullS: () => this.config.quotaCheckS,
-      nearS: () => this.config.quotaNearCheckS,
+      tickS: () => this.config.quotaNearCheckS,
+      busyRows: () => this.config.quotaBusyRows,
     });
     this.reconciler = new Reconciler(deps);
     this.quotaLoop = new Periodic(
@@ -392,21 +401,23 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       () => true,
       (err) => (this.logger.warn(`Tenant server not hardened yet: ${(err as Error).message}`), false),
     );
+    // A pass every DBAAS_RECONCILE_S, and one as soon as a record's process is found dead (its lease freed).
+    let lastPassMs = -Infinity;
     this.reconcileLoop = new Periodic(
       "Reconciler",
       async () => {
+        const due = Date.now() - lastPassMs >= this.config.reconcileS * 1000;
+        if (!due && !(await this.repo.hasAbandoned())) return { databasesDropped: 0, rolesDropped: 0, recordsDeleted: 0, failed: 0 };
+        lastPassMs = Date.now();
         if (!hardened) await this.tenant.hardenServer().then(() => (hardened = true));
-        const report = await this.reconciler.reconcile(RECONCILE_GRACE_S * 1000);
-        await this.applyCatalogLevel();
-        await this.snapshotter.recover();
-        return report;
+        return this.housekeeping(this.config.reconcileGraceS * 1000);
       },
-      () => this.config.reconcileS,
+      () => Math.min(this.config.reconcileS, ABANDONED_CHECK_S),
       this.logger,
     );
     // Both start in the background: a tenant server that is down must not stop the service starting.
     this.reconcileLoop.start(0);
-    this.quotaLoop.start(this.config.quotaCheckS * 1000);
+    this.quotaLoop.start(this.quotaWatch.intervalS() * 1000);
     this.sampleLoop.start(this.config.usageSampleS * 1000);
   },
 

@@ -172,6 +172,27 @@ export class Provisioner {
     }
   }
 
+  /**
+   * Roles left at CONNECTION LIMIT 0 by a freeze that never finished (its process died) get their
+   * account's share back. Under the database's lock: a freeze still running holds it, and restores
+   * the limit itself. Returns how many roles were repaired.
+   */
+  async repairBlockedLogins(): Promise<number> {
+    const { repo, tenant } = this.deps;
+    const active = await repo.listByStatus("active");
+    const blocked = new Set(await tenant.blockedRoles(active.map((r) => r.username)));
+    let repaired = 0;
+    for (const row of active.filter((r) => blocked.has(r.username))) {
+      await tenant.withDatabaseLock(row.database_name, async () => {
+        if (!(await tenant.blockedRoles([row.username])).length) return;
+        await this.rebalance(row.client_id);
+        repaired++;
+        this.deps.logger.warn(`Database ${row.database_name}: logins blocked by an unfinished freeze were restored`);
+      });
+    }
+    return repaired;
+  }
+
   private async step<T>(step: ProvisionStep, reached: Set<ProvisionStep>, work: (attempt: number) => Promise<T>): Promise<T> {
     const result = await retryTransient(async (attempt) => {
       try {

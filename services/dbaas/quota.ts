@@ -19,13 +19,16 @@ export function decideQuota({ storageBytes, maxStorageMb, readOnly }: QuotaState
   return "none";
 }
 
-/** Above this share of its quota a writable database is measured every DBAAS_QUOTA_NEAR_CHECK_S. */
+/** Above this share of its quota a writable database is measured every DBAAS_QUOTA_NEAR_CHECK_S (quota-activity.ts). */
 export const NEAR_RATIO = 0.8;
 
 export const isNearQuota = ({ storageBytes, maxStorageMb, readOnly }: QuotaState): boolean => !readOnly && storageBytes > NEAR_RATIO * maxStorageMb * MIB;
 
-/** `near`: databases measured above NEAR_RATIO of their quota and still writable. */
-export type QuotaReport = { measured: number; frozen: string[]; thawed: string[]; failed: string[]; near: string[] };
+/**
+ * `near`: databases measured above NEAR_RATIO of their quota and still writable; `refrozen`: frozen
+ * ones found writable somewhere again (a path the freeze missed), frozen again.
+ */
+export type QuotaReport = { measured: number; frozen: string[]; thawed: string[]; refrozen: string[]; failed: string[]; near: string[] };
 
 export class QuotaEnforcer {
   constructor(private readonly deps: { repo: DatabasesRepository; tenant: TenantServer; marker: string; logger: LoggerInstance }) {}
@@ -38,7 +41,7 @@ export class QuotaEnforcer {
   async check(rows?: DatabaseRow[]): Promise<QuotaReport> {
     const { repo, tenant, logger } = this.deps;
     const active = (rows ?? (await repo.listByStatus("active"))).filter((r) => r.status === "active");
-    const report: QuotaReport = { measured: 0, frozen: [], thawed: [], failed: [], near: [] };
+    const report: QuotaReport = { measured: 0, frozen: [], thawed: [], refrozen: [], failed: [], near: [] };
     if (!active.length) return report;
     const measured = await tenant.measure(active.map(refOf));
     const found = active.filter((r) => measured.has(r.database_name));
@@ -50,7 +53,8 @@ export class QuotaEnforcer {
         const action = await this.enforce(row, bytes, writable);
         if (action === "freeze") report.frozen.push(row.id);
         if (action === "thaw") report.thawed.push(row.id);
-        const readOnly = action === "freeze" || (action === "none" && !writable);
+        if (action === "refreeze") report.refrozen.push(row.id);
+        const readOnly = action === "freeze" || action === "refreeze" || (action === "none" && !writable);
         if (isNearQuota({ storageBytes: bytes, maxStorageMb: row.max_storage_mb, readOnly })) report.near.push(row.id);
       } catch (err) {
         report.failed.push(row.id);
@@ -60,17 +64,29 @@ export class QuotaEnforcer {
     return report;
   }
 
-  /** Decides again under the database's lock, on the record and the server as they are now. */
-  private async enforce(seen: DatabaseRow, bytes: number, writable: boolean): Promise<QuotaAction> {
+  /**
+   * Decides again under the database's lock, on the record and the server as they are now. A
+   * database that stays frozen is verified each time it is measured, and frozen again if its
+   * tenant can write anywhere (objects created after the freeze through a path prepared before).
+   */
+  private async enforce(seen: DatabaseRow, bytes: number, writable: boolean): Promise<QuotaAction | "refreeze"> {
     const { repo, tenant, marker, logger } = this.deps;
     const state = (row: DatabaseRow, canWrite: boolean) => ({ storageBytes: bytes, maxStorageMb: row.max_storage_mb, readOnly: !canWrite });
-    if (decideQuota(state(seen, writable)) === "none" && seen.read_only === !writable) return "none";
+    const holds = async (row: DatabaseRow, canWrite: boolean) => canWrite || (await tenant.frozenWritePaths(refOf(row))) === null;
+    if (decideQuota(state(seen, writable)) === "none" && seen.read_only === !writable && (await holds(seen, writable))) return "none";
     return tenant.withDatabaseLock(seen.database_name, async (admin) => {
       const row = await repo.find(seen.id);
       if (!row || row.status !== "active") return "none";
       const ref = refOf(row);
       const canWrite = await tenant.isWritable(ref, admin);
       const action = decideQuota(state(row, canWrite));
+      const leak = action === "none" && !canWrite ? await tenant.frozenWritePaths(ref) : null;
+      if (leak) {
+        await tenant.freeze(ref, marker, admin);
+        logger.warn(`Database ${row.database_name} was frozen but its tenant ${leak}: frozen again`);
+        if (!row.read_only) await repo.setReadOnly(row.id, true);
+        return "refreeze";
+      }
       if (action === "freeze") {
         await tenant.freeze(ref, marker, admin);
         logger.info(`Database ${row.database_name} is over its quota (${(bytes / MIB).toFixed(2)} > ${row.max_storage_mb} MiB): read-only`);
@@ -86,37 +102,3 @@ export class QuotaEnforcer {
 }
 
 const refOf = (row: DatabaseRow) => ({ databaseName: row.database_name, username: row.username });
-
-/**
- * When to measure what: every active database each `fullS`, and in between, every `nearS`, the
- * ones last seen near their quota (one statement can write tens of MB a second).
- */
-export class QuotaWatch {
-  private near = new Set<string>();
-  private lastFullMs = -Infinity;
-
-  constructor(private readonly deps: { enforcer: QuotaEnforcer; repo: DatabasesRepository; fullS: () => number; nearS: () => number; now?: () => number }) {}
-
-  /** The periodic round: a full check when due (or nothing is near), else only the near ones. */
-  async round(): Promise<QuotaReport> {
-    const now = (this.deps.now ?? Date.now)();
-    if (!this.near.size || now - this.lastFullMs >= this.deps.fullS() * 1000) return this.full();
-    const watched = [...this.near];
-    const report = await this.deps.enforcer.check(await this.deps.repo.findActiveByIds(watched));
-    for (const id of watched) this.near.delete(id);
-    for (const id of report.near) this.near.add(id);
-    return report;
-  }
-
-  async full(): Promise<QuotaReport> {
-    this.lastFullMs = (this.deps.now ?? Date.now)();
-    const report = await this.deps.enforcer.check();
-    this.near = new Set(report.near);
-    return report;
-  }
-
-  /** Seconds until the next round. */
-  intervalS(): number {
-    return this.near.size ? Math.min(this.deps.nearS(), this.deps.fullS()) : this.deps.fullS();
-  }
-}

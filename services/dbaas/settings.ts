@@ -57,7 +57,7 @@ export type DbaasSettings = {
   /** The account's storage quota (QUOTA_STORAGE_MB: its databases' maxima plus its snapshots); undefined: none. */
   accountStorageMb?: number;
   quotaCheckS: number;
-  /** How often a database above 80 % of its quota is measured (seconds). */
+  /** The quota tick (seconds): all databases' activity read at once, and those near their quota or busy measured (quota-activity.ts). */
   quotaNearCheckS: number;
   reconcileS: number;
   /** CREATE DATABASE statements running at once on the tenant server (across replicas). */
@@ -72,6 +72,10 @@ export type DbaasSettings = {
   snapshotConcurrency: number;
   /** Directory of pg_dump and pg_restore; empty: the server's major version's Debian directory if present, else PATH. */
   pgBinDir: string;
+  /** Records stuck in provisioning/destroying this long are reclaimed even while their owner lives (a hung process); a dead owner's go at once. */
+  reconcileGraceS: number;
+  /** Rows written within one quota tick that get a database measured at once. */
+  quotaBusyRows: number;
 };
 
 export const parseDbaasSettings = (env: Env): DbaasSettings => ({
@@ -96,4 +100,6 @@ export const parseDbaasSettings = (env: Env): DbaasSettings => ({
   snapshotConcurrency: int(env, "DBAAS_SNAPSHOT_CONCURRENCY", 2),
   snapshotsPerAccount: int(env, "DBAAS_SNAPSHOTS_PER_ACCOUNT", 10),
   pgBinDir: text(env, "DBAAS_PG_BIN_DIR", ""),
+  reconcileGraceS: int(env, "DBAAS_RECONCILE_GRACE_S", 300),
+  quotaBusyRows: int(env, "DBAAS_QUOTA_BUSY_ROWS", 1000),
 });

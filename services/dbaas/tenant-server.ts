@@ -10,6 +10,7 @@ import type { TenantRef } from "./tenant-sql";
 import type { CatalogLevel } from "./settings";
 import { probeWrongPassword } from "./password-probe";
 import type { ProbeOutcome } from "./server-guard";
+import type { DatabaseActivity } from "./quota-activity";
 
 export type { TenantRef } from "./tenant-sql";
 export type Measured = { bytes: number; writable: boolean };
@@ -164,7 +165,10 @@ export class TenantServer {
 
   /**
    * Read-only that the tenant cannot undo (tenant-sql.ts freezeSql), and its sessions ended: a
-   * `SET default_transaction_read_only = off` changes nothing of it.
+   * `SET default_transaction_read_only = off` changes nothing of it. While it runs the role takes
+   * no new logins (CONNECTION LIMIT 0) and its sessions are ended before every attempt, so a long
+   * transaction cannot hold its locks through the retries; the limit is restored after, failure
+   * included (a crash in between leaves 0, which Provisioner.repairBlockedLogins undoes).
    */
   async freeze(ref: TenantRef, marker: string, via: Queryable = this.pool): Promise<void> {
     try {
@@ -172,20 +176,44 @@ export class TenantServer {
     } catch (err) {
       if (!isDuplicate(err)) throw err;
     }
-    await this.terminateSessions(ref.username, via);
+    const { rows } = await via.query<{ limit: number }>("SELECT rolconnlimit AS limit FROM pg_roles WHERE rolname = $1", [
+      checkIdentifier("user", ref.username),
+    ]);
+    const previous = rows[0]?.limit ?? 0;
+    await this.run(sql.blockLoginsSql(ref.username), via);
     try {
-      await this.inDatabase(ref.databaseName, (client) => this.lockedTransaction(client, sql.freezeSql(ref)));
-    } catch (err) {
-      if (isUnavailable(err)) throw err;
-      // A freeze that cannot be completed (or verified) must still stop the writes.
-      await this.run(sql.lockOutSql(ref), via);
-      await this.terminateSessions(ref.username, via);
-      throw new Error(`Freeze of ${ref.databaseName} failed (${(err as Error).message}): its tenant is locked out until it is back under quota`, {
-        cause: err,
-      });
+      const endSessions = () => this.terminateSessions(ref.username, via);
+      try {
+        await this.inDatabase(ref.databaseName, (client) => this.lockedTransaction(client, sql.freezeSql(ref), endSessions));
+      } catch (err) {
+        if (isUnavailable(err)) throw err;
+        // A freeze that cannot be completed (or verified) must still stop the writes.
+        await this.run(sql.lockOutSql(ref), via);
+        await endSessions();
+        throw new Error(`Freeze of ${ref.databaseName} failed (${(err as Error).message}): its tenant is locked out until it is back under quota`, {
+          cause: err,
+        });
+      }
+      // Sessions that were still being ended when the rights changed.
+      await endSessions();
+    } finally {
+      // 0 before: left by a crashed freeze; the account's share comes back through repairBlockedLogins.
+      if (previous !== 0) await this.run(sql.restoreLoginsSql(ref.username, previous), via);
     }
-    // Sessions that connected while the rights were changing.
-    await this.terminateSessions(ref.username, via);
+  }
+
+  /** How the tenant of a frozen database could still write there (tenant-sql.ts frozenWritePathsSql); null: nowhere. */
+  async frozenWritePaths(ref: TenantRef): Promise<string | null> {
+    const statement = sql.frozenWritePathsSql(ref);
+    return this.inDatabase(ref.databaseName, async (client) => (await client.query<{ ways: string | null }>(statement)).rows[0].ways);
+  }
+
+  /** Which of these tenant roles take no logins (CONNECTION LIMIT 0: a freeze running, or one that crashed). */
+  async blockedRoles(usernames: string[]): Promise<string[]> {
+    const { rows } = await this.pool.query<{ rolname: string }>("SELECT rolname FROM pg_roles WHERE rolname = ANY($1::text[]) AND rolconnlimit = 0", [
+      usernames.map((u) => checkIdentifier("user", u)),
+    ]);
+    return rows.map((r) => r.rolname);
   }
 
   async thaw(ref: TenantRef, via: Queryable = this.pool): Promise<void> {
@@ -234,6 +262,25 @@ export class TenantServer {
       for (const ref of refs) await collect([ref]).catch(() => undefined);
     }
     return measured;
+  }
+
+  /**
+   * Every named database's write activity in one query (cheap: counters, no file is read); see
+   * quota-activity.ts. `minAgeS`: only write transactions open longer count as `writing`.
+   */
+  async activity(databaseNames: string[], minAgeS: number): Promise<Map<string, DatabaseActivity>> {
+    const found = new Map<string, DatabaseActivity>();
+    if (!databaseNames.length) return found;
+    const { rows } = await this.pool.query<{ datname: string; rows_written: number; writing: number }>(
+      `SELECT d.datname, (d.tup_inserted + d.tup_updated)::float8 AS rows_written, coalesce(a.n, 0)::int AS writing
+         FROM pg_stat_database d
+         LEFT JOIN (SELECT datid, count(*) AS n FROM pg_stat_activity
+                     WHERE backend_xid IS NOT NULL AND xact_start < now() - make_interval(secs => $2) GROUP BY datid) a ON a.datid = d.datid
+        WHERE d.datname = ANY($1::text[])`,
+      [databaseNames.map((n) => checkIdentifier("database", n)), minAgeS],
+    );
+    for (const row of rows) found.set(row.datname, { rowsWritten: Number(row.rows_written), writing: row.writing });
+    return found;
   }
 
   /** Whether the tenant currently has its write rights (see measure). */
@@ -306,15 +353,17 @@ export class TenantServer {
     return probeWrongPassword(this.adminUrl, this.pool);
   }
 
+  /** Waits (up to 3 s each) until the sessions are gone, so their locks are free when this returns. */
   private async terminateSessions(username: string, via: Queryable): Promise<void> {
-    await via.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1 AND pid <> pg_backend_pid()", [
+    await via.query("SELECT pg_terminate_backend(pid, 3000) FROM pg_stat_activity WHERE usename = $1 AND pid <> pg_backend_pid()", [
       checkIdentifier("user", username),
     ]);
   }
 
-  /** One transaction that gives up quickly (and is retried) when a tenant session holds a lock. */
-  private async lockedTransaction(client: Client, statements: string): Promise<void> {
+  /** One transaction that gives up quickly (and is retried, `before` run ahead of each attempt) when a tenant session holds a lock. */
+  private async lockedTransaction(client: Client, statements: string, before?: () => Promise<void>): Promise<void> {
     await retryTransient(async () => {
+      await before?.();
       await client.query("BEGIN");
       try {
         await client.query("SET LOCAL lock_timeout = '3s'");

@@ -191,6 +191,22 @@ export function setConnectionLimitsSql(limits: Array<{ username: string; limit: 
     $limits$`;
 }
 
+/** No new logins for the tenant while it is frozen (superusers, dbaas itself, are not counted). */
+export const blockLoginsSql = (username: string): string => `ALTER ROLE ${ident("user", username)} CONNECTION LIMIT 0`;
+
+/** The limit from before blockLoginsSql, only if still 0: a rebalance meanwhile set a newer share. */
+export function restoreLoginsSql(username: string, limit: number): string {
+  if (!Number.isInteger(limit) || limit < -1 || limit === 0) throw new Error(`Invalid connection limit ${limit}`);
+  const name = literal(checkIdentifier("user", username));
+  return `DO $logins$
+    BEGIN
+      IF (SELECT rolconnlimit FROM pg_roles WHERE rolname = ${name}) = 0 THEN
+        EXECUTE format('ALTER ROLE %I CONNECTION LIMIT %s', ${name}, ${limit});
+      END IF;
+    END
+    $logins$`;
+}
+
 /** The server's connection figures, and the limits already handed to tenant roles (all accounts, and `own`). */
 export const CONNECTION_CAPACITY_SQL = `SELECT current_setting('max_connections')::int AS max_connections,
          current_setting('superuser_reserved_connections')::int AS superuser_reserved,
@@ -301,9 +317,12 @@ function revokeEveryGrantLoops(): string {
       END LOOP;`;
 }
 
-/** Aborts the freeze if the tenant (directly or as a member of PUBLIC) could still write anywhere. */
-function verifyFrozenBlock(userLit: string): string {
-  return `SELECT string_agg(w, '; ') INTO grantees FROM (
+/**
+ * Every way the tenant (directly or as a member of PUBLIC) could still write in the database it
+ * runs in, one text per way; none once it is frozen. `userLit`: the tenant's quoted name.
+ */
+function writePathsSql(userLit: string): string {
+  return `SELECT string_agg(w, '; ') AS ways FROM (
         SELECT 'owns ' || count(*) AS w FROM pg_shdepend
          WHERE refobjid = ${userLit}::regrole AND deptype = 'o' AND classid <> 'pg_default_acl'::regclass
            AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
@@ -320,9 +339,21 @@ function verifyFrozenBlock(userLit: string): string {
         UNION ALL SELECT 'may create large objects' WHERE has_function_privilege(${userLit}, 'pg_catalog.lo_creat(integer)', 'EXECUTE')
         UNION ALL SELECT 'may write large object ' || l.oid FROM pg_largeobject_metadata l, aclexplode(coalesce(l.lomacl, acldefault('L'::"char", l.lomowner))) a
          WHERE a.privilege_type = 'UPDATE' AND a.grantee IN (0, ${userLit}::regrole)
-      ) ways;
+      ) ways`;
+}
+
+/** Aborts the freeze if the tenant could still write anywhere (see writePathsSql). */
+function verifyFrozenBlock(userLit: string): string {
+  return `${writePathsSql(userLit)} INTO grantees;
       IF grantees IS NOT NULL THEN RAISE EXCEPTION 'freeze incomplete: the tenant still %', grantees; END IF;`;
 }
+
+/**
+ * Run inside a frozen database: how the tenant could write there now (null: nowhere). A frozen
+ * database is checked every round, so a path the freeze missed (an object created after it
+ * through one prepared before) is found and the freeze applied again.
+ */
+export const frozenWritePathsSql = (ref: TenantRef): string => writePathsSql(literal(checkIdentifier("user", ref.username)));
 
 /** Last resort when a freeze cannot be completed: the tenant cannot connect until it is thawed. */
 export function lockOutSql(ref: TenantRef): string {

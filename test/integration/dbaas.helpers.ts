@@ -6,14 +6,15 @@
 import { spawnSync } from "child_process";
 import { rm } from "fs/promises";
 import { randomUUID } from "crypto";
+import type { ServiceBroker } from "moleculer";
 import { Client } from "pg";
 import type { Caller } from "../../lib/identity";
 import { liveCallerMeta } from "../../lib/caller-keys";
-import { startTestPlatform, TENANT_ADMIN_URL, TestPlatform } from "../support/platform";
 import type { DatabasesRepository } from "../../services/dbaas/databases.repository";
 import { Provisioner, ProvisionStep } from "../../services/dbaas/provisioner";
 import { holdRoleOf, TenantNames } from "../../services/dbaas/naming";
 import type { TenantServer } from "../../services/dbaas/tenant-server";
+import { ChildService, NATS_URL, spawnServices, startTestPlatform, TENANT_ADMIN_URL, TestPlatform, uniqueName, waitFor } from "../support/platform";
 
 export { TENANT_ADMIN_URL };
 
@@ -207,4 +208,59 @@ export function injectFaults(platform: TestPlatform, onStep: (step: ProvisionSte
     }),
   });
   return original;
+}
+
+/** dbaas in a process of its own beside `platform` (its state database and namespace, over NATS), once `client` sees it. */
+export async function spawnDbaasBeside(
+  platform: TestPlatform,
+  client: ServiceBroker,
+  env: Record<string, string>,
+): Promise<{ child: ChildService; nodeID: string }> {
+  const nodeID = uniqueName("dbaas");
+  const child = spawnServices(["dbaas"], {
+    ...tenantEnv({ DBAAS_CREATE_CONCURRENCY: "1", ...env }),
+    TRANSPORTER: NATS_URL,
+    NAMESPACE: platform.namespace,
+    DATABASE_URL: platform.databaseUrl,
+    NODE_ID: nodeID,
+  });
+  await waitFor(
+    () => {
+      if (child.proc.exitCode !== null) throw new Error(`dbaas exited:\n${child.output()}`);
+      return client.registry.getServiceList({ onlyAvailable: true }).some((s) => s.name === "dbaas" && s.nodeID === nodeID);
+    },
+    { timeoutMs: 30_000, message: "dbaas in its own process" },
+  );
+  return { child, nodeID };
+}
+
+/** The account's records in the platform's state database. */
+export const accountRecords = (platform: TestPlatform, clientId: string): Promise<Array<{ username: string; status: string }>> =>
+  withClient(platform.databaseUrl, async (c) => (await c.query("SELECT username, status FROM dbaas.databases WHERE client_id = $1", [clientId])).rows);
+
+/**
+ * Fault injected mid-provision, then a crash: holds the only CREATE DATABASE slot of the child
+ * (spawnDbaasBeside runs it with DBAAS_CREATE_CONCURRENCY=1), so its provisioning for `meta`'s
+ * account stops after the record and the role, and SIGKILLs it there. Returns that record.
+ */
+export async function killMidProvision(
+  platform: TestPlatform,
+  client: ServiceBroker,
+  replica: { child: ChildService; nodeID: string },
+  meta: ReturnType<typeof callerMeta>,
+): Promise<{ username: string; status: string }> {
+  return asAdmin(async (slot) => {
+    await slot.query("SELECT pg_advisory_lock(hashtext('ci-platform:dbaas:create'), 0)");
+    // Calls go to that node only; this one fails once the broker notices the node is gone.
+    void client.call("dbaas.create", {}, { meta, nodeID: replica.nodeID, timeout: 2000 }).catch(() => undefined);
+    const [row] = await waitFor(
+      async () => {
+        const r = await accountRecords(platform, meta.caller.clientId);
+        return r.length === 1 && (await existing({ roles: [r[0].username] })).length === 1 ? r : false;
+      },
+      { message: "the provisioning to reach CREATE DATABASE" },
+    );
+    await replica.child.stop("SIGKILL");
+    return row;
+  });
 }

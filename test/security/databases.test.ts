@@ -24,14 +24,17 @@ import {
   waitFor,
 } from "../support/platform";
 import {
+  accountRecords,
   asAdmin,
   callerMeta,
   connectRefusal,
   databaseBytes,
   existing,
+  killMidProvision,
   markerOf,
   psql,
   refusal,
+  spawnDbaasBeside,
   startDbaasPlatform,
   stopDbaasPlatform,
   tenantEnv,
@@ -295,59 +298,21 @@ describe("databases - a crash mid-provision does not block the account", () => {
     await stopDbaasPlatform(platform);
   });
 
-  /** Calls go to this node only: the killed one stays in the caller's registry until its heartbeats time out. */
-  let nodeID = "";
-  const spawnDbaas = async () => {
-    nodeID = uniqueName("dbaas");
-    const proc = spawnServices(["dbaas"], {
-      ...tenantEnv({ DBAAS_MAX_PER_ACCOUNT: "1", DBAAS_CREATE_CONCURRENCY: "1" }),
-      TRANSPORTER: NATS_URL,
-      NAMESPACE: platform.namespace,
-      DATABASE_URL: platform.databaseUrl,
-      NODE_ID: nodeID,
-    });
-    await waitFor(
-      () => {
-        if (proc.proc.exitCode !== null) throw new Error(`dbaas exited:\n${proc.output()}`);
-        return client.registry.getServiceList({ onlyAvailable: true }).some((s) => s.name === "dbaas" && s.nodeID === nodeID);
-      },
-      { timeoutMs: 30_000, message: "dbaas in its own process" },
-    );
-    return proc;
-  };
-
   it("dbaas - SIGKILL of dbaas mid-provision, then an immediate create for the same account at its limit of 1 succeeds", async () => {
     const meta = callerMeta();
-    child = await spawnDbaas();
-    const rows = () =>
-      withClient(
-        platform.databaseUrl,
-        async (c) => (await c.query("SELECT username, status FROM dbaas.databases WHERE client_id = $1", [meta.caller.clientId])).rows,
-      );
-    // Hold the only CREATE DATABASE slot: the provisioning stops after its record and role.
-    const crashed = await asAdmin(async (slot) => {
-      await slot.query("SELECT pg_advisory_lock(hashtext('ci-platform:dbaas:create'), 0)");
-      const pending = client.call("dbaas.create", {}, { meta, nodeID, timeout: 2000 }).catch((e) => e);
-      const [row] = await waitFor(
-        async () => {
-          const r = await rows();
-          return r.length === 1 && (await existing({ roles: [r[0].username] })).length === 1 ? r : false;
-        },
-        { message: "the provisioning to reach CREATE DATABASE" },
-      );
-      await child!.stop("SIGKILL");
-      child = undefined;
-      void pending; // fails once the broker notices the node is gone; nothing to wait for
-      return row as { username: string; status: string };
-    });
+    const env = { DBAAS_MAX_PER_ACCOUNT: "1" };
+    const first = await spawnDbaasBeside(platform, client, env);
+    child = first.child;
+    const crashed = await killMidProvision(platform, client, first, meta);
     expect(crashed.status).toBe("provisioning");
 
-    child = await spawnDbaas();
-    const db = await client.call<DatabaseCreated, object>("dbaas.create", {}, { meta, nodeID });
+    const second = await spawnDbaasBeside(platform, client, env);
+    child = second.child;
+    const db = await client.call<DatabaseCreated, object>("dbaas.create", {}, { meta, nodeID: second.nodeID });
     await withClient(db.connectionString, (c) => c.query("SELECT 1"));
     // The restarted process's reconciler removed what the crash left, without waiting out a grace period.
     await waitFor(async () => (await existing({ roles: [crashed.username] })).length === 0, { message: "the crashed role to be removed" });
-    expect((await rows()).map((r) => r.status)).toEqual(["active"]);
+    expect((await accountRecords(platform, meta.caller.clientId)).map((r) => r.status)).toEqual(["active"]);
   });
 });
 

@@ -4,8 +4,7 @@
  * from a crashed process. No server.
  */
 import { connectionRoom, ConnectionPolicy, splitConnections, tooManyDatabases } from "../../services/dbaas/connections";
-import type { DatabaseRow, DatabasesRepository } from "../../services/dbaas/databases.repository";
-import { isNearQuota, MIB, QuotaEnforcer, QuotaReport, QuotaWatch } from "../../services/dbaas/quota";
+import { isNearQuota, MIB } from "../../services/dbaas/quota";
 import { planReconcile } from "../../services/dbaas/reconciler";
 import { GuardFacts, refusalReason, TenantServerRefused, verifyTenantServer } from "../../services/dbaas/server-guard";
 import { createProbeRoleSql } from "../../services/dbaas/password-probe";
@@ -103,39 +102,10 @@ describe("dbaas connections", () => {
 });
 
 describe("dbaas quota watch", () => {
-  const row = (id: string) => ({ id, status: "active" }) as DatabaseRow;
   it("dbaas quota watch - near means over 80 % and still writable", () => {
     expect(isNearQuota({ storageBytes: 8 * MIB, maxStorageMb: 10, readOnly: false })).toBe(false);
     expect(isNearQuota({ storageBytes: 8 * MIB + 1, maxStorageMb: 10, readOnly: false })).toBe(true);
     expect(isNearQuota({ storageBytes: 9 * MIB, maxStorageMb: 10, readOnly: true })).toBe(false);
-  });
-
-  it("dbaas quota watch - measures the near ones every nearS, everything every fullS", async () => {
-    let now = 0;
-    const checked: Array<string[] | "all"> = [];
-    const answers: QuotaReport[] = [];
-    const enforcer = {
-      check: async (rows?: DatabaseRow[]) => {
-        checked.push(rows ? rows.map((r) => r.id) : "all");
-        return answers.shift()!;
-      },
-    } as unknown as QuotaEnforcer;
-    const repo = { findActiveByIds: async (ids: string[]) => ids.map(row) } as unknown as DatabasesRepository;
-    const watch = new QuotaWatch({ enforcer, repo, fullS: () => 30, nearS: () => 1, now: () => now });
-    const report = (near: string[]): QuotaReport => ({ measured: 0, frozen: [], thawed: [], failed: [], near });
-
-    expect(watch.intervalS()).toBe(30);
-    answers.push(report(["a"]));
-    await watch.round(); // nothing known yet: a full round
-    expect(watch.intervalS()).toBe(1);
-    now = 1000;
-    answers.push(report(["a"]));
-    await watch.round();
-    now = 30_000;
-    answers.push(report([]));
-    await watch.round(); // the full round is due
-    expect(watch.intervalS()).toBe(30);
-    expect(checked).toEqual(["all", ["a"], "all"]);
   });
 });
 
