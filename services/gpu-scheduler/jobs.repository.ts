@@ -249,7 +249,7 @@ export class JobsRepository {
          prior_gpu_seconds = j.prior_gpu_seconds + j.gpu_count * COALESCE(GREATEST(0, EXTRACT(EPOCH FROM
            (p.patch->'endedAttempt'->>'endedAt')::timestamptz - (p.patch->'endedAttempt'->>'startedAt')::timestamptz)), 0)
        FROM jsonb_to_recordset($1::jsonb) AS p(id uuid, seen_status text, seen_holding boolean, seen_node text, seen_gpu text, patch jsonb)
-       WHERE j.id = p.id AND j.status = p.seen_status AND j.holding = p.seen_holding
+       WHERE j.id = p.id AND j.id = ANY($2::uuid[]) AND j.status = p.seen_status AND j.holding = p.seen_holding
          AND j.node_id IS NOT DISTINCT FROM p.seen_node AND j.gpu_uuid IS NOT DISTINCT FROM p.seen_gpu
        RETURNING j.id, j.client_id, p.patch->'endedAttempt' AS ended,
          CASE WHEN p.seen_status NOT IN ${TERMINAL_SQL} AND j.status IN ${TERMINAL_SQL} AND j.started_at IS NOT NULL
@@ -279,6 +279,8 @@ export class JobsRepository {
             patch: u.patch,
           })),
         ),
+        // the ids again as an array: the planner then probes jobs by primary key instead of hashing a scan of the table
+        updates.map((u) => u.id),
       ],
     );
     return new Set(rows.map((r) => r.id));
