@@ -82,6 +82,7 @@ export class Launcher {
     const exit = new Promise<LaunchExit>((resolve) => (ended = resolve));
     const pid = await new Promise<number>((started, failed) => {
       this.pending.set(id, { started, failed, ended });
+      this.holdOpen();
       helper.stdin!.write(`${JSON.stringify({ ...request, id, token, socket: this.socketPath })}\n`);
     }).catch((err: Error) => {
       this.outputs.delete(token);
@@ -135,6 +136,13 @@ export class Launcher {
     return helper;
   }
 
+  /** The process stays up while a launch or a job is pending (as it would for a child of its own), not for an idle helper. */
+  private holdOpen(): void {
+    const replies = this.helper?.stdout as net.Socket | undefined;
+    if (this.pending.size) replies?.ref();
+    else replies?.unref();
+  }
+
   private answer(line: string): void {
     const msg = JSON.parse(line) as { id: number; pid?: number; error?: string; code?: number | null; signal?: NodeJS.Signals | null };
     const job = this.pending.get(msg.id);
@@ -147,6 +155,7 @@ export class Launcher {
       this.pending.delete(msg.id);
       job.ended({ code: msg.code ?? null, signal: msg.signal ?? null });
     }
+    this.holdOpen();
   }
 
   /** A job's stdout arrives: its first line is the token naming the launch it belongs to. */

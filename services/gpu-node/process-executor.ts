@@ -55,15 +55,23 @@ export function findBwrap(searchPath = process.env.PATH ?? ""): string | null {
   return null;
 }
 
-/** What of the host's root the sandbox may show, for a job holding `cards`. */
-export async function readHostLayout(cards: NodeCard[]): Promise<HostLayout> {
-  const layout: HostLayout = { symlinks: {}, directories: [], etc: [], devices: [] };
+/** The host's system paths and /etc entries: read once (about 25 file-system calls a launch otherwise). */
+let systemLayout: Promise<Omit<HostLayout, "devices">> | undefined;
+
+async function readSystemLayout(): Promise<Omit<HostLayout, "devices">> {
+  const layout: Omit<HostLayout, "devices"> = { symlinks: {}, directories: [], etc: [] };
   for (const dir of SYSTEM_PATHS) {
     const stat = await fs.lstat(dir).catch(() => null);
     if (stat?.isSymbolicLink()) layout.symlinks[dir] = await fs.readlink(dir);
     else if (stat?.isDirectory()) layout.directories.push(dir);
   }
   for (const entry of SAFE_ETC) if (await fs.lstat(`/etc/${entry}`).catch(() => null)) layout.etc.push(entry);
+  return layout;
+}
+
+/** What of the host's root the sandbox may show, for a job holding `cards`. */
+export async function readHostLayout(cards: NodeCard[]): Promise<HostLayout> {
+  const layout: HostLayout = { ...(await (systemLayout ??= readSystemLayout())), devices: [] };
   const real = cards.filter((c) => !c.simulated);
   if (real.length) {
     const minors = await Promise.all(real.map((c) => gpuDeviceMinor(c)));
