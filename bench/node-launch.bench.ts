@@ -16,6 +16,7 @@ import { monitorEventLoopDelay } from "perf_hooks";
 import { Launcher, LaunchRequest } from "../services/gpu-node/launcher";
 import { jobProcess } from "../services/gpu-node/process-executor";
 import { simulatedCard, testSandbox } from "../test/support/sandbox";
+import { median, spread } from "./lib/spread";
 
 const LAUNCHES = Number(process.env.LAUNCHES ?? 200);
 const JOBS = Number(process.env.JOBS ?? 8);
@@ -83,12 +84,6 @@ async function round(start: Start, helperPid: () => number | undefined): Promise
   };
 }
 
-function spread(values: number[]): string {
-  const sorted = [...values].sort((a, b) => a - b);
-  const f = (n: number) => (n >= 100 ? n.toFixed(0) : n.toFixed(2));
-  return `${f(sorted[0])} / ${f(sorted[Math.floor(sorted.length / 2)])} / ${f(sorted[sorted.length - 1])}`;
-}
-
 async function main() {
   // A heap the size of a running gpu-node's, touched so its pages are really mapped.
   const pad = Buffer.alloc(PAD_MB * 1024 * 1024, 1);
@@ -120,7 +115,6 @@ async function main() {
   ];
   for (const [label, pick] of rows)
     console.log(`  ${label.padEnd(38)} direct ${spread(results.direct.map(pick)).padEnd(24)} launcher ${spread(results.launcher.map(pick))}`);
-  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   const ratio = median(results.launcher.map((r) => r.nodeCpuMs)) / median(results.direct.map((r) => r.nodeCpuMs));
   console.log(`node CPU per launch, launcher / direct (medians, same run): ${ratio.toFixed(2)}×`);
 }
