@@ -38,6 +38,13 @@ export function int(env: Env, name: string, fallback: number): number {
   return value;
 }
 
+/** An integer of at least `min` (a count of slots, a queue length). */
+export function intAtLeast(env: Env, name: string, fallback: number, min: number): number {
+  const value = int(env, name, fallback);
+  if (value < min) throw new SettingError(name, String(value), `an integer of at least ${min}`);
+  return value;
+}
+
 /** An integer, or undefined when unset. */
 export function optionalInt(env: Env, name: string): number | undefined {
   return given(env, name) === undefined ? undefined : int(env, name, 0);

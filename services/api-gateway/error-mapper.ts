@@ -90,7 +90,8 @@ export function toPublicError(raw: unknown, requestId: string): PublicError {
   // Errors raised through lib/errors.ts carry a catalogue code as their type.
   if (type in ErrorCodes && ErrorCodes[type as ErrorCode] === status) {
     const pub = make(type as ErrorCode, err.message || type, err.data ?? null);
-    if (type === "RATE_LIMITED") {
+    // Too many requests, or a service shedding load (auth's password hashes): when to come back.
+    if (type === "RATE_LIMITED" || type === "SERVICE_UNAVAILABLE") {
       const { retryAfter, headers, ...rest } = (err.data ?? {}) as { retryAfter?: number; headers?: unknown };
       if (typeof retryAfter === "number") pub.headers["Retry-After"] = String(Math.max(1, Math.ceil(retryAfter)));
       // OpenAI's x-ratelimit-* headers travel in the error's data: they become headers, not details.

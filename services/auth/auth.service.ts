@@ -22,6 +22,7 @@ import { generateApiKey, hashApiKey, KEY_HASH_PATTERN } from "./api-keys";
 import { ClientsRepository, toPublicClient } from "./clients.repository";
 import { ApiKeyResult, AuthResult, Client, PublicClient, WebhookSecretResult } from "./contract";
 import { migrations } from "./migrations";
+import { HashGate } from "./hash-gate";
 import { hashPassword, verifyPassword } from "./passwords";
 import { LoginThrottle } from "./throttle";
 
@@ -41,6 +42,7 @@ type AuthThis = Service &
     redisUrl?: string;
     clients: ClientsRepository;
     throttle: LoginThrottle;
+    hashGate: HashGate;
     dummyHash: Promise<string>;
     refuseIfLimited(decision: { allowed: boolean; retryAfterS: number }): void;
     issue(client: PublicClient): AuthResult;
@@ -61,7 +63,13 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
     register: {
       rest: "POST /register",
       auth: "public",
-      openapi: { tag: "auth", summary: "Register a client account", status: 201, response: AuthResult, errors: ["EMAIL_TAKEN", "RATE_LIMITED"] },
+      openapi: {
+        tag: "auth",
+        summary: "Register a client account",
+        status: 201,
+        response: AuthResult,
+        errors: ["EMAIL_TAKEN", "RATE_LIMITED", "SERVICE_UNAVAILABLE"],
+      },
       params: {
         $$strict: "remove",
         email: { type: "email", normalize: true, max: 254 },
@@ -75,7 +83,7 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
           id: randomUUID(),
           email,
           name,
-          password_hash: await hashPassword(password, this.config.scryptLogN),
+          password_hash: await this.hashGate.run(() => hashPassword(password, this.config.scryptLogN)),
           role: this.roleFor(email),
         });
         if (!client) throw apiError("EMAIL_TAKEN", "An account with this e-mail already exists");
@@ -93,7 +101,7 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
         description: "A wrong e-mail and a wrong password answer the same 401.",
         status: 200,
         response: AuthResult,
-        errors: ["UNAUTHORIZED", "RATE_LIMITED"],
+        errors: ["UNAUTHORIZED", "RATE_LIMITED", "SERVICE_UNAVAILABLE"],
       },
       params: {
         $$strict: "remove",
@@ -106,7 +114,8 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
         this.refuseIfLimited(await this.throttle.beforeLogin(email, address));
         const row = await this.clients.findByEmail(email);
         // Hash even for an unknown e-mail, so the answer and its timing say nothing about it.
-        const ok = await verifyPassword(ctx.params.password, row?.password_hash ?? (await this.dummyHash));
+        const stored = row?.password_hash ?? (await this.dummyHash);
+        const ok = await this.hashGate.run(() => verifyPassword(ctx.params.password, stored));
         if (!row || !ok) {
           await this.throttle.loginFailed(email, address);
           throw unauthorized(INVALID_LOGIN);
@@ -242,7 +251,8 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
       perEmail: this.config.rateLimitPerEmail,
       windowS: this.config.rateWindowS,
     });
-    this.dummyHash = hashPassword(randomUUID(), this.config.scryptLogN);
+    this.hashGate = new HashGate(this.config.hashConcurrency, this.config.hashQueue);
+    this.dummyHash = this.hashGate.run(() => hashPassword(randomUUID(), this.config.scryptLogN));
   },
 
   async stopped(this: AuthThis) {

@@ -1,12 +1,15 @@
 /** The auth service's settings (README "Configuration"), parsed when it is created. */
 import { parseJwtSecret } from "../../lib/jwt";
-import { Env, int, list } from "../../lib/settings";
+import { Env, int, intAtLeast, list } from "../../lib/settings";
 
 export type AuthSettings = {
   /** Signs access tokens (required in production). */
   jwtSecret: string;
   /** scrypt cost (N = 2^17 is OWASP's recommendation with r=8, p=1). */
   scryptLogN: number;
+  /** Password hashes run at once per process (each holds 128 × 2^scryptLogN × 8 bytes), and how many more may wait. */
+  hashConcurrency: number;
+  hashQueue: number;
   /** Register/login attempts allowed per window, per client address and per e-mail. */
   rateLimitPerIp: number;
   rateLimitPerEmail: number;
@@ -18,6 +21,8 @@ export type AuthSettings = {
 export const parseAuthSettings = (env: Env): AuthSettings => ({
   jwtSecret: parseJwtSecret(env),
   scryptLogN: int(env, "SCRYPT_LOG_N", 17),
+  hashConcurrency: intAtLeast(env, "AUTH_HASH_CONCURRENCY", 2, 1),
+  hashQueue: intAtLeast(env, "AUTH_HASH_QUEUE", 16, 0),
   rateLimitPerIp: int(env, "AUTH_RATE_LIMIT_PER_IP", 60),
   rateLimitPerEmail: int(env, "AUTH_RATE_LIMIT_PER_EMAIL", 10),
   rateWindowS: int(env, "AUTH_RATE_WINDOW_S", 60),

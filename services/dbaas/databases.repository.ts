@@ -171,7 +171,7 @@ export class DatabasesRepository {
     if (!sizes.length) return;
     await this.db.query(
       `UPDATE dbaas.databases d SET storage_bytes = s.bytes, measured_at = now()
-         FROM unnest($1::uuid[], $2::bigint[]) AS s(id, bytes) WHERE d.id = s.id`,
+         FROM unnest($1::uuid[], $2::bigint[]) AS s(id, bytes) WHERE d.id = s.id AND d.id = ANY($1::uuid[])`,
       [sizes.map((s) => s.id), sizes.map((s) => s.bytes)],
     );
   }

@@ -4,7 +4,8 @@
  * environment and CUDA_VISIBLE_DEVICES naming its cards. Only GPU_UNSAFE_UNISOLATED_JOBS=true runs
  * jobs as plain processes of the node's own user (development on a machine without bubblewrap).
  */
-import { ChildProcess, spawn, SpawnOptions } from "child_process";
+import { spawn } from "child_process";
+import { Socket } from "net";
 import { accessSync, constants as fsConstants, promises as fs } from "fs";
 import os from "os";
 import path from "path";
@@ -12,6 +13,7 @@ import { gpuDeviceMinor, NodeCard } from "./discovery";
 import { jobCards, joinedShell, JobError, JobExecutor, JobLimits, JobOps, JobSpec, limitsOf, RunningJob, visibleDevices } from "./job";
 import type { OutputCapture } from "./output";
 import { keepArtifacts, packFolder } from "./artifacts";
+import { LaunchRequest, sharedLauncher } from "./launcher";
 import { gpuDeviceNodes, HostLayout, identityFiles, SAFE_ETC, SANDBOX_HOME, sandboxArgs, SandboxLimits, SYSTEM_PATHS } from "./sandbox";
 
 const SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -53,15 +55,23 @@ export function findBwrap(searchPath = process.env.PATH ?? ""): string | null {
   return null;
 }
 
-/** What of the host's root the sandbox may show, for a job holding `cards`. */
-export async function readHostLayout(cards: NodeCard[]): Promise<HostLayout> {
-  const layout: HostLayout = { symlinks: {}, directories: [], etc: [], devices: [] };
+/** The host's system paths and /etc entries: read once (about 25 file-system calls a launch otherwise). */
+let systemLayout: Promise<Omit<HostLayout, "devices">> | undefined;
+
+async function readSystemLayout(): Promise<Omit<HostLayout, "devices">> {
+  const layout: Omit<HostLayout, "devices"> = { symlinks: {}, directories: [], etc: [] };
   for (const dir of SYSTEM_PATHS) {
     const stat = await fs.lstat(dir).catch(() => null);
     if (stat?.isSymbolicLink()) layout.symlinks[dir] = await fs.readlink(dir);
     else if (stat?.isDirectory()) layout.directories.push(dir);
   }
   for (const entry of SAFE_ETC) if (await fs.lstat(`/etc/${entry}`).catch(() => null)) layout.etc.push(entry);
+  return layout;
+}
+
+/** What of the host's root the sandbox may show, for a job holding `cards`. */
+export async function readHostLayout(cards: NodeCard[]): Promise<HostLayout> {
+  const layout: HostLayout = { ...(await (systemLayout ??= readSystemLayout())), devices: [] };
   const real = cards.filter((c) => !c.simulated);
   if (real.length) {
     const minors = await Promise.all(real.map((c) => gpuDeviceMinor(c)));
@@ -70,21 +80,16 @@ export async function readHostLayout(cards: NodeCard[]): Promise<HostLayout> {
   return layout;
 }
 
-/** Spawn options that drop the node's root to the job's uid/gid before bwrap runs. */
-function asJobUser(isolation: ProcessIsolation & { kind: "sandbox" }): SpawnOptions {
+/** Drops the node's root to the job's uid/gid before bwrap runs. */
+function asJobUser(isolation: ProcessIsolation & { kind: "sandbox" }): { uid?: number; gid?: number } {
   return process.getuid?.() === 0 ? { uid: isolation.uid, gid: isolation.gid } : {};
 }
 
-/** The program, arguments and spawn options of one job. */
-async function jobProcess(
-  spec: JobSpec,
-  isolation: ProcessIsolation,
-  workDir: string,
-  fileMaxBytes?: number,
-): Promise<{ file: string; args: string[]; options: SpawnOptions }> {
+/** The program, arguments, environment, cwd and user of one job. */
+export async function jobProcess(spec: JobSpec, isolation: ProcessIsolation, workDir: string, fileMaxBytes?: number): Promise<LaunchRequest> {
   const shell = [...joinedShell("/bin/sh"), spec.command];
   if (isolation.kind === "unisolated") {
-    return { file: shell[0], args: shell.slice(1), options: { cwd: workDir, env: processJobEnv(jobCards(spec), workDir, spec.env) } };
+    return { file: shell[0], args: shell.slice(1), cwd: workDir, env: processJobEnv(jobCards(spec), workDir, spec.env) };
   }
   const identity = identityFiles(isolation.uid, isolation.gid);
   await fs.writeFile(path.join(workDir, "passwd"), identity.passwd, { mode: 0o644 });
@@ -105,7 +110,7 @@ async function jobProcess(
     fileMaxBytes,
   });
   // bwrap passes its own environment on, and it is readable inside (/proc/1/environ): the job's only.
-  return { file: isolation.bwrap, args, options: { cwd: "/", env, ...asJobUser(isolation) } };
+  return { file: isolation.bwrap, args, cwd: "/", env, ...asJobUser(isolation) };
 }
 
 /**
@@ -116,8 +121,9 @@ export async function probeSandbox(isolation: ProcessIsolation & { kind: "sandbo
   const card: NodeCard = { uuid: "probe", index: 0, name: "probe", memoryTotal: 0, memoryUsed: 0, utilization: 0, temperature: 0, simulated: true };
   const workDir = await fs.mkdtemp(path.join(os.tmpdir(), "ci-job-probe-"));
   try {
-    const { file, args, options } = await jobProcess({ jobId: "probe", card, command: "exit 0" }, isolation, workDir);
+    const { file, args, ...options } = await jobProcess({ jobId: "probe", card, command: "exit 0" }, isolation, workDir);
     return await new Promise<string | null>((resolve) => {
+      // once at start, so spawned here; jobs go through the launcher
       const proc = spawn(file, args, { ...options, stdio: ["ignore", "pipe", "pipe"] });
       let output = "";
       proc.stdout!.on("data", (c: Buffer) => (output += c.toString()));
@@ -174,15 +180,15 @@ export async function descendantPids(root: number): Promise<number[]> {
  * job runs in a new session below bwrap's init: signal everything below init (init itself would
  * take the whole sandbox down at once, with no grace).
  */
-async function terminate(child: ChildProcess, isolation: ProcessIsolation): Promise<void> {
-  if (isolation.kind === "unisolated") return signal(-child.pid!, "SIGTERM");
-  const [init] = await descendantPids(child.pid!).then((all) => all.slice(0, 1));
-  if (init === undefined) return signal(child.pid!, "SIGTERM");
+async function terminate(pid: number, isolation: ProcessIsolation): Promise<void> {
+  if (isolation.kind === "unisolated") return signal(-pid, "SIGTERM");
+  const [init] = await descendantPids(pid).then((all) => all.slice(0, 1));
+  if (init === undefined) return signal(pid, "SIGTERM");
   for (const pid of await descendantPids(init)) signal(pid, "SIGTERM");
 }
 
 function processOps(spec: JobSpec, isolation: ProcessIsolation, limits: JobLimits): JobOps {
-  let child: ChildProcess | undefined;
+  let child: { pid: number; stdout: Socket; ended: boolean } | undefined;
   let workDir: string | undefined;
   let exit: Promise<number> | undefined;
   let outputClosed: Promise<void> = Promise.resolve();
@@ -192,38 +198,40 @@ function processOps(spec: JobSpec, isolation: ProcessIsolation, limits: JobLimit
     async launch(output: OutputCapture) {
       capture = output;
       workDir = await fs.mkdtemp(path.join(os.tmpdir(), "ci-job-"));
-      const { file, args, options } = await jobProcess(spec, isolation, workDir, limits.outMaxBytes);
-      // The outer shell joins stderr into stdout (one pipe keeps their order), then runs the job.
-      const proc = spawn(file, args, { ...options, detached: true, stdio: ["ignore", "pipe", "ignore"] });
-      child = proc;
-      proc.stdout!.on("data", (chunk: Buffer) => {
+      const request = await jobProcess(spec, isolation, workDir, limits.outMaxBytes);
+      // The outer shell joins stderr into stdout (one stream keeps their order), then runs the job;
+      // the resident launcher forks it (in its own process group), not this process.
+      const launched = await sharedLauncher()
+        .launch(request)
+        .catch((err: Error) => {
+          throw new JobError(`The job's process could not be started: ${err.message}`);
+        });
+      const job = { pid: launched.pid, stdout: launched.output, ended: false };
+      child = job;
+      job.stdout.on("data", (chunk: Buffer) => {
         output.append(chunk);
-        // A log file behind the job: pause the pipe (the job waits) rather than buffer its output.
+        // A log file behind the job: pause the stream (the job waits) rather than buffer its output.
         if (output.congested) {
-          proc.stdout!.pause();
-          output.whenDrained(() => proc.stdout!.resume());
+          job.stdout.pause();
+          output.whenDrained(() => job.stdout.resume());
         }
       });
-      outputClosed = new Promise((resolve) => proc.stdout!.once("close", () => resolve()));
-      exit = new Promise((resolve) => proc.once("exit", (code, sig) => resolve(code ?? signalExitCode(sig))));
-      await new Promise<void>((resolve, reject) => {
-        proc.once("spawn", () => resolve());
-        proc.once("error", (err) => reject(new JobError(`The job's process could not be started: ${err.message}`)));
-      });
+      outputClosed = job.stdout.closed ? Promise.resolve() : new Promise((resolve) => job.stdout.once("close", () => resolve()));
+      exit = launched.exit.then(({ code, signal: sig }) => ((job.ended = true), code ?? signalExitCode(sig)));
     },
 
     async exited() {
       const code = await exit!;
       // Whatever the job left running in the background ends with it, as in a container (a
       // sandbox's namespace ends with its init already).
-      signal(-child!.pid!, "SIGKILL");
+      signal(-child!.pid, "SIGKILL");
       return code;
     },
 
     async kill(graceS: number) {
-      if (!child?.pid || child.exitCode !== null || child.signalCode !== null) return;
+      if (!child || child.ended) return;
       const pid = child.pid;
-      await terminate(child, isolation);
+      await terminate(pid, isolation);
       // SIGKILL of the group: bwrap dies, and with it (die-with-parent) the sandbox's init and namespace.
       const timer = setTimeout(() => signal(-pid, "SIGKILL"), graceS * 1000);
       await exit;
@@ -231,14 +239,14 @@ function processOps(spec: JobSpec, isolation: ProcessIsolation, limits: JobLimit
     },
 
     async cleanup() {
-      if (child?.pid) {
+      if (child) {
         // A grandchild could hold the pipe open after the group kill only if it left the group.
         const bounded = new Promise<void>((resolve) => setTimeout(resolve, 5000).unref());
         await Promise.race([outputClosed, bounded]);
         child.stdout?.destroy();
       }
       // Every process of the sandbox has ended: what is under /out can no longer change.
-      if (workDir && isolation.kind === "sandbox" && child?.pid) {
+      if (workDir && isolation.kind === "sandbox" && child) {
         const outDir = path.join(workDir, "out");
         await keepArtifacts(spec.jobId, limits, capture, (dest, maxBytes) => packFolder(outDir, dest, maxBytes));
       }

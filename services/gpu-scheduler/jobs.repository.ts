@@ -285,7 +285,7 @@ export class JobsRepository {
          prior_gpu_seconds = j.prior_gpu_seconds + j.gpu_count * COALESCE(GREATEST(0, EXTRACT(EPOCH FROM
            (p.patch->'endedAttempt'->>'endedAt')::timestamptz - (p.patch->'endedAttempt'->>'startedAt')::timestamptz)), 0)
        FROM jsonb_to_recordset($1::jsonb) AS p(id uuid, seen_status text, seen_holding boolean, seen_node text, seen_gpu text, patch jsonb)
-       WHERE j.id = p.id AND j.status = p.seen_status AND j.holding = p.seen_holding
+       WHERE j.id = p.id AND j.id = ANY($2::uuid[]) AND j.status = p.seen_status AND j.holding = p.seen_holding
          AND j.node_id IS NOT DISTINCT FROM p.seen_node AND j.gpu_uuid IS NOT DISTINCT FROM p.seen_gpu
        RETURNING j.id, j.client_id, j.status, j.started_at, j.attempts, j.webhook_url, p.seen_status, p.patch->'endedAttempt' AS ended, ${usageCardsSql("j")} AS cards,
          COALESCE((p.patch->'endedAttempt'->>'attempt')::int, GREATEST(j.attempts, 1)) AS attempt,
@@ -329,6 +329,8 @@ export class JobsRepository {
             patch: u.patch,
           })),
         ),
+        // the ids again as an array: the planner then probes jobs by primary key instead of hashing a scan of the table
+        updates.map((u) => u.id),
       ],
     );
     const changes = statusChanges(new Map(updates.map((u) => [u.id, u.seen])), rows, new Date());

@@ -139,7 +139,7 @@ export class PlacementRepository {
          SET status = 'assigned', node_id = p.node_id, gpu_uuid = p.gpu_uuids[1], gpu_uuids = p.gpu_uuids, gpu_name = p.gpu_name, holding = true,
              assigned_at = ${lit(now.toISOString())}::timestamptz, attempts = j.attempts + 1
          FROM (VALUES ${values}) AS p(id, node_id, gpu_uuids, gpu_name)
-         WHERE j.id = p.id AND j.status = 'queued' AND j.gpu_count = cardinality(p.gpu_uuids)
+         WHERE j.id = p.id AND j.id IN (${placements.map((p) => `${lit(p.jobId)}::uuid`).join(", ")}) AND j.status = 'queued' AND j.gpu_count = cardinality(p.gpu_uuids)
          RETURNING j.id, j.node_id, j.gpu_uuid, j.gpu_uuids, j.command, j.container_image, j.timeout_seconds, j.env, j.assigned_at, j.attempts, j.max_retries;
          COMMIT`,
       )) as unknown as Array<{ rows: AssignedJob[] }>;

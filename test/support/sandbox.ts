@@ -6,6 +6,7 @@ import { execFileSync, execSync } from "child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, copyFileSync, mkdirSync, chmodSync, writeFileSync } from "fs";
 import os from "os";
 import path from "path";
+import type { NodeCard } from "../../services/gpu-node/discovery";
 import { findBwrap, ProcessIsolation } from "../../services/gpu-node/process-executor";
 
 export type SandboxIsolation = ProcessIsolation & { kind: "sandbox" };
@@ -14,6 +15,11 @@ export function testSandbox(overrides: Partial<SandboxIsolation> = {}): SandboxI
   const bwrap = findBwrap();
   if (!bwrap) throw new Error("bwrap is not installed: .ci/setup.d/25-bubblewrap.sh installs it");
   return { kind: "sandbox", bwrap, uid: 65534, gid: 65534, limits: { processes: 256, memoryBytes: 1 << 30, tmpBytes: 64 << 20 }, ...overrides };
+}
+
+/** A simulated card for executor tests and benches (no device nodes are bound for it). */
+export function simulatedCard(uuid: string): NodeCard {
+  return { uuid, index: 0, name: "Test GPU", memoryTotal: 1024, memoryUsed: 0, utilization: 0, temperature: 30, simulated: true };
 }
 
 function isZombie(pid: number): boolean {

@@ -1,6 +1,7 @@
 import { Errors } from "moleculer";
 import { toPublicError } from "../../services/api-gateway/error-mapper";
 import { apiError, rateLimited } from "../../lib/errors";
+import { hashesBusy } from "../../services/auth/hash-gate";
 
 const bodyParserError = (type: string, status: number) => Object.assign(new Error("raw parser text"), { type, status });
 
@@ -46,6 +47,13 @@ describe("gateway - error mapper", () => {
   it("gateway - unavailable services are not named", () => {
     const pub = toPublicError(new Errors.ServiceNotFoundError({ action: "gpu-scheduler.create", nodeID: "n1" }), "r");
     expect(JSON.stringify(pub.body)).not.toMatch(/gpu-scheduler|n1/);
+  });
+
+  it("gateway - a service shedding load (503) sets Retry-After", () => {
+    const pub = toPublicError(hashesBusy(), "r");
+    expect(pub.status).toBe(503);
+    expect(pub.body.error.code).toBe("SERVICE_UNAVAILABLE");
+    expect(pub.headers["Retry-After"]).toBe("1");
   });
 
   it("gateway - rate limit sets Retry-After", () => {

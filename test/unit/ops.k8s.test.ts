@@ -326,4 +326,15 @@ describe("ops - Kubernetes manifests", () => {
     for (const d of ofKind("Deployment"))
       expect(d.spec.template.spec.terminationGracePeriodSeconds).toBeGreaterThan(Number(config.SHUTDOWN_DELAY_S) + Number(config.SHUTDOWN_TIMEOUT_S));
   });
+
+  it("ops - auth's memory is sized from its cap on concurrent hashes (base + cap x 128 MiB fits the request)", () => {
+    const auth = ofKind("Deployment").find((d) => d.metadata.name === "auth")!.spec.template.spec.containers[0];
+    const cap = Number(auth.env.find((e: any) => e.name === "AUTH_HASH_CONCURRENCY").value);
+    const mib = (q: string) => Number(/^(\d+)Mi$/.exec(q)![1]);
+    // scrypt N = 2^17, r = 8 holds 128 x N x r bytes a hash; the process itself about 150 MiB (bench:auth-memory)
+    const peak = 150 + cap * ((128 * 2 ** 17 * 8) >> 20);
+    expect(cap).toBeGreaterThanOrEqual(1);
+    expect(mib(auth.resources.requests.memory)).toBeGreaterThanOrEqual(peak);
+    expect(mib(auth.resources.limits.memory)).toBeGreaterThanOrEqual(mib(auth.resources.requests.memory));
+  });
 });

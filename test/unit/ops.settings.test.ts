@@ -29,6 +29,8 @@ describe("settings - a bad value refuses the start, naming the variable", () => 
     ["inference OPENAI_PROVIDERS", ["inference"], { OPENAI_PROVIDERS: "{}" }, /^OPENAI_PROVIDERS must be a JSON list of \{name, url, apiKey\?\}$/],
     ["inference OLLAMA_URL", ["inference"], { OLLAMA_URL: "localhost:11434" }, /^OLLAMA_URL must be an http\(s\) URL, got "localhost:11434"$/],
     ["auth SCRYPT_LOG_N", ["auth"], { SCRYPT_LOG_N: "high" }, /^SCRYPT_LOG_N must be an integer, got "high"$/],
+    ["auth AUTH_HASH_CONCURRENCY", ["auth"], { AUTH_HASH_CONCURRENCY: "0" }, /^AUTH_HASH_CONCURRENCY must be an integer of at least 1, got "0"$/],
+    ["auth AUTH_HASH_QUEUE", ["auth"], { AUTH_HASH_QUEUE: "-1" }, /^AUTH_HASH_QUEUE must be an integer of at least 0, got "-1"$/],
     ["auth JWT_SECRET in production", ["auth"], { NODE_ENV: "production", JWT_SECRET: undefined }, /^JWT_SECRET is required when NODE_ENV=production$/],
     ["api-gateway GATEWAY_TIMEOUT_MS", ["api-gateway"], { GATEWAY_TIMEOUT_MS: "150s" }, /^GATEWAY_TIMEOUT_MS must be an integer, got "150s"$/],
     [
