@@ -17,6 +17,8 @@ import type { BodyPage, PagedBodyMeta } from "../../lib/paged-body";
 import { RefusalLog } from "../../lib/refusal-log";
 import { isUuid } from "../../lib/uuid";
 import { DbMixin, DbThis } from "../../mixins/db.mixin";
+import { transaction } from "../../lib/db";
+import type { Refusal } from "./admission";
 import { Batcher } from "./batcher";
 import { ClusterStatus, CreatedJob, Job, JobCreated, JobDetail, JobList } from "./contract";
 import { NodeLabeler, toClusterStatus, toJobDetail } from "./job-view";
@@ -85,12 +87,13 @@ type SchedulerThis = Service &
     refusals: RefusalLog;
     /** GPU_ALLOWED_REGISTRIES, parsed once at start. */
     allowedRegistries: string[];
-    inserts: Batcher<NewJob, number>;
+    /** A submitted job's queue position, or why it was refused (the queued-jobs limit). */
+    inserts: Batcher<NewJob, { position: number } | { refused: Refusal }>;
     limits: AccountLimits;
     positions: QueuePositions;
     detail(row: JobRow, positions?: Map<string, number>): JobDetail;
     details(rows: JobRow[]): Promise<JobDetail[]>;
-    checkQueuedQuota(clientId: string): Promise<void>;
+    quotaExceeded(refusal: Refusal): Error;
     keys: IdempotencyRepository;
     tickTimer?: NodeJS.Timeout;
     ownJob(ctx: Context<JobIdParams, CallerMeta>): Promise<JobRow>;
@@ -172,11 +175,11 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
         };
         // Keyed requests take their own transaction (a replay answers even at the queued-jobs cap); the others stay on the batched inserts.
         if (key !== undefined) return this.createKeyed(ctx, key, job);
-        await this.checkQueuedQuota(job.clientId);
-        const position = await this.inserts.push(job);
+        const outcome = await this.inserts.push(job);
+        if ("refused" in outcome) throw this.quotaExceeded(outcome.refused);
         void this.scheduler.schedule({ newJob: true });
         respondCreated(ctx.meta, `/api/gpu/jobs/${job.id}`);
-        return { id: job.id, status: "queued", queuePosition: position };
+        return { id: job.id, status: "queued", queuePosition: outcome.position };
       },
     },
 
@@ -354,11 +357,9 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       return rows.map((r) => this.detail(r, positions));
     },
 
-    /** 403 QUOTA_EXCEEDED when the account already has its limit of queued jobs (counted up to the limit). */
-    async checkQueuedQuota(this: SchedulerThis, clientId: string): Promise<void> {
-      const limit = (await this.limits.limitsFor([clientId])).get(clientId)!.queuedJobs;
-      const used = await this.repo.queuedOf(clientId, limit);
-      if (used >= limit) throw apiError("QUOTA_EXCEEDED", `An account may have at most ${limit} queued GPU jobs`, { resource: "queuedJobs", limit, used });
+    /** 403 QUOTA_EXCEEDED: the account already has its limit of queued jobs (admission.ts). */
+    quotaExceeded(this: SchedulerThis, { limit, used }: Refusal): Error {
+      return apiError("QUOTA_EXCEEDED", `An account may have at most ${limit} queued GPU jobs`, { resource: "queuedJobs", limit, used });
     },
 
     /** The caller's job; another account's, or a malformed id, is the same 404. */
@@ -381,8 +382,9 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
     /** A submission with an Idempotency-Key: the job and the key in one transaction, or the first answer again. */
     async createKeyed(this: SchedulerThis, ctx: Context<CreateJobParams, CallerMeta>, key: string, job: NewJob): Promise<CreatedJob> {
       const request = { clientId: job.clientId, key, requestHash: requestHash(ctx.params) };
-      const admit = () => this.checkQueuedQuota(job.clientId);
-      const outcome = await this.keys.createOnce(request, job, this.clock.now(), this.keysExpireBefore(), admit).catch((err) => {
+      const limit = (await this.limits.limitsFor([job.clientId])).get(job.clientId)!.queuedJobs;
+      const refused = (refusal: Refusal) => this.quotaExceeded(refusal);
+      const outcome = await this.keys.createOnce(request, job, this.clock.now(), this.keysExpireBefore(), limit, refused).catch((err) => {
         throw fromDataError(err);
       });
       if (outcome.kind === "reused") throw apiError("IDEMPOTENCY_KEY_REUSED", `This ${IDEMPOTENCY_HEADER} was already used with a different request body`);
@@ -442,11 +444,14 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
     );
     this.jobLogs = new JobLogs(nodes, this.scheduler.view, (message) => this.logger.debug(message));
     this.inserts = new Batcher(
+      // The queued-jobs limit and the jobs ahead in each account are counted once per batch and account.
       async (jobs) => {
-        await this.repo.insert(jobs, this.clock.now());
-        const positions = await this.positions.of(jobs.map((j) => j.id));
+        const limits = await this.limits.limitsFor([...new Set(jobs.map((j) => j.clientId))]);
+        const limitOf = (clientId: string) => limits.get(clientId)!.queuedJobs;
+        const { created, refused } = await transaction(this.db, (tx) => this.repo.admitAndInsert(jobs, this.clock.now(), limitOf, tx));
+        const positions = await this.positions.ofCreated(created);
         // A job placed already (by a pass since) is next: 1.
-        return jobs.map((j) => positions.get(j.id) ?? 1);
+        return jobs.map((j) => (refused.has(j.id) ? { refused: refused.get(j.id)! } : { position: positions.get(j.id) ?? 1 }));
       },
       // A job PostgreSQL refuses fails alone (400 for a data error), never its batch.
       { maxBatch: 200, maxInFlight: 2, itemError: fromDataError },

@@ -131,10 +131,13 @@ export class PlacementRepository {
     }
   }
 
-  /** Whether any job waits (checked before taking the placement lock). */
+  /**
+   * Whether any job waits (checked before taking the placement lock). The order by seq makes it one
+   * probe of jobs_queue whatever the statistics say (EXISTS alone may be planned as a scan of the table).
+   */
   async anyQueued(): Promise<boolean> {
-    const { rows } = await this.db.query<{ queued: boolean }>(`SELECT EXISTS (SELECT 1 FROM gpu_scheduler.jobs WHERE status = 'queued') AS queued`);
-    return rows[0].queued;
+    const { rows } = await this.db.query(`SELECT 1 FROM gpu_scheduler.jobs WHERE status = 'queued' ORDER BY seq LIMIT 1`);
+    return rows.length > 0;
   }
 
   /** Cards holding a job (for the status). */
