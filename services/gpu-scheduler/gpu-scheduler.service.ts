@@ -38,6 +38,8 @@ import type { SchedulerStats } from "./stats";
 import { AccountLimits, EnvAccountLimits } from "./account-limits";
 import { PRIORITIES, Priority } from "./placement";
 import { QueuePositions } from "./queue-positions";
+import { HistoryRepository } from "./history.repository";
+import { JobHistory } from "./job-history";
 
 export interface CreateJobParams {
   command: string;
@@ -95,6 +97,7 @@ type SchedulerThis = Service &
     details(rows: JobRow[]): Promise<JobDetail[]>;
     quotaExceeded(refusal: Refusal): Error;
     keys: IdempotencyRepository;
+    history: JobHistory;
     tickTimer?: NodeJS.Timeout;
     ownJob(ctx: Context<JobIdParams, CallerMeta>): Promise<JobRow>;
     logTarget(ctx: Context<JobLogsParams, CallerMeta>): Promise<LogTarget>;
@@ -426,6 +429,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
     this.limits = new EnvAccountLimits(this.config.accountDefaults);
     this.positions = new QueuePositions(this.repo, this.limits);
     this.keys = new IdempotencyRepository(this.db, this.repo, this.positions);
+    this.history = new JobHistory(new HistoryRepository(this.db), this.config.history, this.clock, this.logger);
     const timeoutMs = this.config.dispatchTimeoutS * 1000;
     const nodes = new BrokerNodeClient(this.broker, timeoutMs);
     this.scheduler = new Scheduler(
@@ -461,7 +465,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
   async started(this: SchedulerThis) {
     await ensureChannelStreams(this.broker, [JOB_EVENTS_CHANNEL]);
     const tick = () =>
-      Promise.all([this.scheduler.tick(), this.keys.removeExpired(this.keysExpireBefore(), KEY_PURGE_LIMIT)]).catch((err) =>
+      Promise.all([this.scheduler.tick(), this.keys.removeExpired(this.keysExpireBefore(), KEY_PURGE_LIMIT), this.history.run()]).catch((err) =>
         this.logger.warn(`Scheduler housekeeping failed: ${(err as Error).message}`),
       );
     this.tickTimer = setInterval(() => void tick(), Math.max(MIN_TICK_MS, this.config.scheduleTickMs));

@@ -43,7 +43,7 @@ export const decayedUsageSql = (halfLifeS: number) => `u.gpu_seconds * power(2, 
  * distinct (account, type) pairs come from skipping through an index (one probe per pair), so the
  * cost grows with the accounts waiting, not with the backlog.
  */
-function snapshotSql(cardCount: number, halfLifeS: number, nowLiteral: string): string {
+export function snapshotSql(cardCount: number, halfLifeS: number, nowLiteral: string): string {
   return `WITH RECURSIVE pairs(c, m) AS (
       (SELECT client_id, gpu_match FROM gpu_scheduler.jobs WHERE status = 'queued' ORDER BY client_id, gpu_match LIMIT 1)
       UNION ALL

@@ -1,7 +1,8 @@
 /** The gpu-scheduler's settings (README "Configuration"), parsed when it is created. */
 import { DEFAULT_DATABASE_URL } from "../../lib/platform-settings";
-import { Env, int, optionalInt, positive, text } from "../../lib/settings";
+import { Env, int, optionalInt, positive, SettingError, text } from "../../lib/settings";
 import type { AccountLimit } from "./account-limits";
+import type { HistorySettings } from "./job-history";
 import { parseHeartbeatS, parseJobTimeoutS } from "../gpu-node/settings";
 import { parseAllowedRegistries } from "../gpu-node/registry-policy";
 
@@ -28,6 +29,8 @@ export type SchedulerSettings = {
   fairShareHalfLifeS: number;
   /** Every account's limits (QUOTA_RUNNING_GPUS, QUOTA_QUEUED_JOBS; weight 1) until an admin sets its own. */
   accountDefaults: AccountLimit;
+  /** Archiving, retention and vacuum of ended jobs (job-history.ts). */
+  history: HistorySettings;
 };
 
 export const parseSchedulerSettings = (env: Env): SchedulerSettings => ({
@@ -46,4 +49,17 @@ export const parseSchedulerSettings = (env: Env): SchedulerSettings => ({
     runningGpus: optionalInt(env, "QUOTA_RUNNING_GPUS") ?? null,
     queuedJobs: int(env, "QUOTA_QUEUED_JOBS", 1000),
   },
+  history: {
+    archiveAfterS: positive(env, "GPU_JOB_ARCHIVE_AFTER_S", 300),
+    retentionDays: positive(env, "GPU_JOB_RETENTION_DAYS", 30),
+    vacuumDeadRows: nonNegative(env, "GPU_JOBS_VACUUM_DEAD_ROWS", 5000),
+    vacuumIntervalS: positive(env, "GPU_JOBS_VACUUM_INTERVAL_S", 15),
+  },
 });
+
+/** A whole number of at least 0. */
+function nonNegative(env: Env, name: string, fallback: number): number {
+  const value = int(env, name, fallback);
+  if (value < 0) throw new SettingError(name, String(value), "a whole number of at least 0");
+  return value;
+}
