@@ -7,7 +7,7 @@ import type { Pool } from "pg";
 
 const ENDED_SQL = `status IN ('completed', 'failed', 'cancelled') AND NOT holding`;
 
-export type VacuumStats = { deadRows: number; changedRows: number; lastVacuumAt: Date | null };
+export type VacuumStats = { deadRows: number; changedRows: number; lastVacuumAt: Date | null; lastAnalyzeAt: Date | null };
 
 export class HistoryRepository {
   /** The history's columns (those of jobs, by name), read once. */
@@ -49,23 +49,32 @@ export class HistoryRepository {
 
   /** Forgets the per-account counters of accounts with nothing queued (a concurrent submission re-creates its row). */
   async dropEmptyCounters(): Promise<number> {
-    const { rowCount } = await this.db.query(`DELETE FROM gpu_scheduler.queued_counts WHERE n = 0`);
+    // Rows a transaction is writing are skipped (it may be one that submits again).
+    const { rowCount } = await this.db.query(
+      `DELETE FROM gpu_scheduler.queued_counts WHERE n = 0 AND (client_id, priority) IN
+         (SELECT client_id, priority FROM gpu_scheduler.queued_counts WHERE n = 0 FOR UPDATE SKIP LOCKED)`,
+    );
     return rowCount ?? 0;
   }
 
-  /** The queue table's dead and changed rows (PostgreSQL's statistics) and when it was last vacuumed by anyone. */
+  /** The queue table's dead and changed rows (PostgreSQL's statistics) and when anyone last vacuumed and analyzed it. */
   async vacuumStats(): Promise<VacuumStats> {
-    const { rows } = await this.db.query<{ dead: string; changed: string; at: Date | null }>(
-      `SELECT n_dead_tup AS dead, n_mod_since_analyze AS changed, GREATEST(last_vacuum, last_autovacuum) AS at
+    const { rows } = await this.db.query<{ dead: string; changed: string; vacuumed: Date | null; analyzed: Date | null }>(
+      `SELECT n_dead_tup AS dead, n_mod_since_analyze AS changed, GREATEST(last_vacuum, last_autovacuum) AS vacuumed,
+         GREATEST(last_analyze, last_autoanalyze) AS analyzed
        FROM pg_stat_user_tables WHERE relid = 'gpu_scheduler.jobs'::regclass`,
     );
     const r = rows[0];
-    return { deadRows: Number(r?.dead ?? 0), changedRows: Number(r?.changed ?? 0), lastVacuumAt: r?.at ?? null };
+    return { deadRows: Number(r?.dead ?? 0), changedRows: Number(r?.changed ?? 0), lastVacuumAt: r?.vacuumed ?? null, lastAnalyzeAt: r?.analyzed ?? null };
   }
 
-  /** VACUUM (and ANALYZE) of the queue table and its counters; skipped while another vacuum holds them. */
-  async vacuum(): Promise<void> {
-    await this.db.query(`VACUUM (ANALYZE, SKIP_LOCKED) gpu_scheduler.jobs, gpu_scheduler.job_counts, gpu_scheduler.queued_counts`);
+  /** VACUUM (ANALYZE) of the queue table and its counters, or ANALYZE alone; skipped while another one holds them. */
+  async vacuum(analyzeOnly = false): Promise<void> {
+    await this.db.query(
+      analyzeOnly
+        ? `ANALYZE (SKIP_LOCKED) gpu_scheduler.jobs`
+        : `VACUUM (ANALYZE, SKIP_LOCKED) gpu_scheduler.jobs, gpu_scheduler.job_counts, gpu_scheduler.queued_counts`,
+    );
   }
 
   private async historyColumns(): Promise<string> {

@@ -1,9 +1,11 @@
 /**
  * Finished jobs must not slow the hot path as they pile up: housekeeping moves jobs ended more than
  * GPU_JOB_ARCHIVE_AFTER_S ago (card free) from the queue table to jobs_history, removes archived
- * ones after GPU_JOB_RETENTION_DAYS (with their kept attempts), and VACUUMs the queue table when
- * many rows died and nobody vacuumed it for GPU_JOBS_VACUUM_INTERVAL_S (where autovacuum runs and
- * keeps up, it never has to). Every step is a bounded batch; the decisions are pure functions.
+ * ones after GPU_JOB_RETENTION_DAYS (with their kept attempts), and keeps the queue table healthy
+ * where autovacuum does not run (or lags): VACUUM (ANALYZE) once GPU_JOBS_VACUUM_ROWS rows died,
+ * ANALYZE alone once as many changed (statistics taken while the queue was empty make the planner
+ * read whole queue indexes), each at most once per GPU_JOBS_VACUUM_INTERVAL_S counting
+ * autovacuum's own runs. Every step is a bounded batch; the decisions are pure functions.
  */
 import type { LoggerInstance } from "moleculer";
 import type { HistoryRepository, VacuumStats } from "./history.repository";
@@ -14,9 +16,9 @@ export type HistorySettings = {
   archiveAfterS: number;
   /** GPU_JOB_RETENTION_DAYS: an ended job (and its attempts) is removed this long after it ended. */
   retentionDays: number;
-  /** GPU_JOBS_VACUUM_DEAD_ROWS: dead rows in the queue table that make housekeeping vacuum it (0: never). */
-  vacuumDeadRows: number;
-  /** GPU_JOBS_VACUUM_INTERVAL_S: at most one vacuum (anyone's, autovacuum's too) per this long. */
+  /** GPU_JOBS_VACUUM_ROWS: dead rows that make housekeeping vacuum the queue table, changed rows that make it analyze it (0: never). */
+  vacuumRows: number;
+  /** GPU_JOBS_VACUUM_INTERVAL_S: at most one vacuum, and one analyze (anyone's, autovacuum's too), per this long. */
   vacuumIntervalS: number;
 };
 
@@ -30,10 +32,13 @@ export function historyCutoffs(now: Date, s: Pick<HistorySettings, "archiveAfter
   return { archiveBefore: new Date(now.getTime() - Math.min(s.archiveAfterS * 1000, retentionMs)), purgeBefore: new Date(now.getTime() - retentionMs) };
 }
 
-/** Whether housekeeping should vacuum the queue table now. */
-export function shouldVacuum(stats: VacuumStats, nowMs: number, s: Pick<HistorySettings, "vacuumDeadRows" | "vacuumIntervalS">): boolean {
-  if (s.vacuumDeadRows <= 0 || stats.deadRows < s.vacuumDeadRows) return false;
-  return stats.lastVacuumAt === null || nowMs - stats.lastVacuumAt.getTime() >= s.vacuumIntervalS * 1000;
+/** What housekeeping should do to the queue table now: vacuum (and analyze), analyze, or nothing. */
+export function tableUpkeep(stats: VacuumStats, nowMs: number, s: Pick<HistorySettings, "vacuumRows" | "vacuumIntervalS">): "vacuum" | "analyze" | null {
+  const due = (last: Date | null) => last === null || nowMs - last.getTime() >= s.vacuumIntervalS * 1000;
+  if (s.vacuumRows <= 0) return null;
+  if (stats.deadRows >= s.vacuumRows && due(stats.lastVacuumAt)) return "vacuum";
+  if (stats.changedRows >= s.vacuumRows && due(stats.lastAnalyzeAt)) return "analyze";
+  return null;
 }
 
 export class JobHistory {
@@ -56,10 +61,11 @@ export class JobHistory {
       await this.batches(() => this.repo.archive(archiveBefore, HISTORY_BATCH));
       await this.batches(() => this.repo.purge(purgeBefore, HISTORY_BATCH));
       await this.repo.dropEmptyCounters();
-      if (shouldVacuum(await this.repo.vacuumStats(), now.getTime(), this.settings)) {
+      const upkeep = tableUpkeep(await this.repo.vacuumStats(), now.getTime(), this.settings);
+      if (upkeep) {
         const startedAt = Date.now();
-        await this.repo.vacuum();
-        this.logger.info(`Vacuumed the jobs table in ${Date.now() - startedAt} ms`);
+        await this.repo.vacuum(upkeep === "analyze");
+        this.logger.info(`${upkeep === "vacuum" ? "Vacuumed" : "Analyzed"} the jobs table in ${Date.now() - startedAt} ms`);
       }
     } finally {
       this.running = false;

@@ -149,8 +149,8 @@ export class JobsRepository {
 
   /**
    * For `queuePosition`, in one round trip: each queued job of `ids` with its account and how many
-   * of that account's queued jobs come before it (priority, then age; at most the account's
-   * queued-jobs limit), and every account with queued jobs (`queueAccounts`).
+   * of that account's queued jobs come before it (priority, then age: those of its own priority
+   * counted, at most the account's queued-jobs limit), and every account with queued jobs (`queueAccounts`).
    */
   async queueStanding(
     ids: string[],
@@ -162,9 +162,12 @@ export class JobsRepository {
     }>(
       `WITH targets AS (
          SELECT t.id, t.client_id AS c,
-           (SELECT count(*)::int FROM gpu_scheduler.jobs o WHERE o.status = 'queued' AND o.client_id = t.client_id
-              AND (o.priority > t.priority OR (o.priority = t.priority AND o.seq < t.seq))) AS ahead
-         FROM gpu_scheduler.jobs t WHERE t.id = ANY($1::uuid[]) AND t.status = 'queued')
+           -- Higher priorities from the counters; the same priority counted (every condition an index condition of jobs_queue_by_account_order).
+           (SELECT COALESCE(sum(n), 0)::int FROM gpu_scheduler.queued_counts qc WHERE qc.client_id = t.client_id AND qc.priority > t.priority)
+           + (SELECT count(*)::int FROM gpu_scheduler.jobs o WHERE o.status = 'queued' AND o.client_id = t.client_id
+              AND o.priority = t.priority AND o.seq < t.seq) AS ahead
+         -- By primary key, then the status (OFFSET 0 keeps them apart: stale statistics would send it through a queue index).
+         FROM (SELECT id, client_id, priority, seq, status FROM gpu_scheduler.jobs WHERE id = ANY($1::uuid[]) OFFSET 0) t WHERE t.status = 'queued')
        SELECT (SELECT json_agg(targets) FROM targets) AS targets,
          CASE WHEN EXISTS (SELECT 1 FROM targets) THEN (${this.accountsSql()}) END AS accounts`,
       [ids],
@@ -255,6 +258,8 @@ export class JobsRepository {
     updates: Array<{ id: string; seen: Pick<JobState, "status" | "holding" | "nodeId" | "gpuUuid">; patch: JobPatch }>,
   ): Promise<Set<string>> {
     if (!updates.length) return new Set();
+    // In id order: concurrent batches lock their rows in one order, so they never wait on each other crosswise.
+    updates = [...updates].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     const set = (field: keyof JobPatch, column: string, cast: string) =>
       `${column} = CASE WHEN p.patch ? '${field}' THEN (p.patch->>'${field}')${cast} ELSE j.${column} END`;
     const unplaced = (column: string) => `${column} = CASE WHEN p.patch ? 'nodeId' THEN NULL ELSE j.${column} END`;
@@ -270,7 +275,8 @@ export class JobsRepository {
          prior_gpu_seconds = j.prior_gpu_seconds + COALESCE(GREATEST(0, EXTRACT(EPOCH FROM
            (p.patch->'endedAttempt'->>'endedAt')::timestamptz - (p.patch->'endedAttempt'->>'startedAt')::timestamptz)), 0)
        FROM jsonb_to_recordset($1::jsonb) AS p(id uuid, seen_status text, seen_holding boolean, seen_node text, seen_gpu text, patch jsonb)
-       WHERE j.id = p.id AND j.status = p.seen_status AND j.holding = p.seen_holding
+       -- The ids again as an array: the jobs are found through the primary key (a join alone may be planned as a scan of the table).
+       WHERE j.id = ANY($2::uuid[]) AND j.id = p.id AND j.status = p.seen_status AND j.holding = p.seen_holding
          AND j.node_id IS NOT DISTINCT FROM p.seen_node AND j.gpu_uuid IS NOT DISTINCT FROM p.seen_gpu
        RETURNING j.id, j.client_id, p.patch->'endedAttempt' AS ended,
          CASE WHEN p.seen_status NOT IN ${TERMINAL_SQL} AND j.status IN ${TERMINAL_SQL} AND j.started_at IS NOT NULL
@@ -300,6 +306,7 @@ export class JobsRepository {
             patch: u.patch,
           })),
         ),
+        updates.map((u) => u.id),
       ],
     );
     return new Set(rows.map((r) => r.id));

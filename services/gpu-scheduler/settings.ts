@@ -52,8 +52,8 @@ export const parseSchedulerSettings = (env: Env): SchedulerSettings => ({
   history: {
     archiveAfterS: positive(env, "GPU_JOB_ARCHIVE_AFTER_S", 300),
     retentionDays: positive(env, "GPU_JOB_RETENTION_DAYS", 30),
-    vacuumDeadRows: nonNegative(env, "GPU_JOBS_VACUUM_DEAD_ROWS", 5000),
-    vacuumIntervalS: positive(env, "GPU_JOBS_VACUUM_INTERVAL_S", 15),
+    vacuumRows: nonNegative(env, "GPU_JOBS_VACUUM_ROWS", 5000),
+    vacuumIntervalS: positive(env, "GPU_JOBS_VACUUM_INTERVAL_S", 10),
   },
 });
 

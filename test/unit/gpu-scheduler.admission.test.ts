@@ -1,6 +1,6 @@
 /** Admission of a batch of submissions (queued-jobs limit, places within each account) and the history's decisions: tables. */
 import { admit, aheadInAccount } from "../../services/gpu-scheduler/admission";
-import { historyCutoffs, HISTORY_BATCH, JobHistory, shouldVacuum } from "../../services/gpu-scheduler/job-history";
+import { historyCutoffs, HISTORY_BATCH, JobHistory, tableUpkeep } from "../../services/gpu-scheduler/job-history";
 
 const queued = (counts: Record<string, Record<number, number>>) =>
   new Map(Object.entries(counts).map(([c, byPriority]) => [c, new Map(Object.entries(byPriority).map(([p, n]) => [Number(p), n]))]));
@@ -85,16 +85,20 @@ describe("gpu-scheduler job history - decisions", () => {
     expect({ archive: cut.archiveBefore.toISOString(), purge: cut.purgeBefore.toISOString() }).toEqual({ archive: archiveBefore, purge: purgeBefore });
   });
 
-  const s = { vacuumDeadRows: 5000, vacuumIntervalS: 15 };
+  const s = { vacuumRows: 5000, vacuumIntervalS: 10 };
   const t = now.getTime();
+  const ago = (ms: number) => new Date(t - ms);
   test.each([
-    ["few dead rows", 4999, null, s, false],
-    ["many dead rows, never vacuumed", 5000, null, s, true],
-    ["many dead rows, vacuumed 10 s ago (by anyone)", 9000, new Date(t - 10_000), s, false],
-    ["many dead rows, vacuumed 15 s ago", 9000, new Date(t - 15_000), s, true],
-    ["turned off (0)", 1e9, null, { ...s, vacuumDeadRows: 0 }, false],
-  ] as const)("gpu-scheduler job history - vacuum: %s", (_name, deadRows, lastVacuumAt, settings, expected) => {
-    expect(shouldVacuum({ deadRows, changedRows: 0, lastVacuumAt }, t, settings)).toBe(expected);
+    ["few dead or changed rows", 4999, 4999, null, null, s, null],
+    ["many dead rows, never vacuumed", 5000, 0, null, null, s, "vacuum"],
+    ["many dead rows, vacuumed 5 s ago (by anyone)", 9000, 0, ago(5000), null, s, null],
+    ["many dead rows, vacuumed 10 s ago", 9000, 0, ago(10_000), null, s, "vacuum"],
+    ["many changed rows (a queue filled since the statistics), analyzed 20 s ago", 0, 8000, null, ago(20_000), s, "analyze"],
+    ["many changed rows, analyzed 1 s ago", 0, 8000, null, ago(1000), s, null],
+    ["vacuum not due yet, analyze due", 9000, 9000, ago(1000), ago(60_000), s, "analyze"],
+    ["turned off (0)", 1e9, 1e9, null, null, { ...s, vacuumRows: 0 }, null],
+  ] as const)("gpu-scheduler job history - table upkeep: %s", (_name, deadRows, changedRows, lastVacuumAt, lastAnalyzeAt, settings, expected) => {
+    expect(tableUpkeep({ deadRows, changedRows, lastVacuumAt, lastAnalyzeAt }, t, settings)).toBe(expected);
   });
 
   test("gpu-scheduler job history - a pass archives and removes in bounded batches, continues only while batches are full, and vacuums when due", async () => {
@@ -109,8 +113,8 @@ describe("gpu-scheduler job history - decisions", () => {
       },
       purge: async () => (calls.push("purge 0"), 0),
       dropEmptyCounters: async () => (calls.push("drop"), 0),
-      vacuumStats: async () => ({ deadRows: 6000, changedRows: 0, lastVacuumAt: null }),
-      vacuum: async () => void calls.push("vacuum"),
+      vacuumStats: async () => ({ deadRows: 6000, changedRows: 0, lastVacuumAt: null, lastAnalyzeAt: null }),
+      vacuum: async (analyzeOnly?: boolean) => void calls.push(analyzeOnly ? "analyze" : "vacuum"),
     };
     const history = new JobHistory(repo, { archiveAfterS: 300, retentionDays: 30, ...s }, { now: () => now }, { info: () => undefined });
     await Promise.all([history.run(), history.run()]); // the second call finds one running: nothing
