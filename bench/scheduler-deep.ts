@@ -12,7 +12,7 @@
  * EXPLAIN (ANALYZE, BUFFERS) of the placement snapshot.
  */
 import type { Client } from "pg";
-import { snapshotSql } from "../services/gpu-scheduler/placement.repository";
+import { SNAPSHOT_PLANNING, snapshotSql } from "../services/gpu-scheduler/placement.repository";
 import { waitFor } from "../test/support/platform";
 import { Call, CARDS_PER_NODE, Cluster, completed, CONCURRENCY, fmt, now, quantile, times, verdict } from "./scheduler-cluster";
 
@@ -79,8 +79,11 @@ const rowsRead = (n: PlanNode): number =>
 
 /** One placement snapshot read for `cards` cards (those beyond the held ones are free), EXPLAIN ANALYZEd. */
 async function snapshotCost(db: Client, cards: number): Promise<string> {
-  const { rows } = await db.query(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${snapshotSql(cards, 3600, "now()")}`);
-  const plan = rows[0]["QUERY PLAN"][0];
+  // Planned as the placement transaction plans it.
+  const results = (await db.query(
+    `BEGIN; ${SNAPSHOT_PLANNING}; EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${snapshotSql(cards, 3600, "now()")}; ROLLBACK`,
+  )) as unknown as Array<{ rows: Array<{ "QUERY PLAN": any[] }> }>;
+  const plan = results[results.length - 2].rows[0]["QUERY PLAN"][0];
   const buffers = Number(plan.Plan["Shared Hit Blocks"] ?? 0) + Number(plan.Plan["Shared Read Blocks"] ?? 0);
   return `${rowsRead(plan.Plan)} rows read, ${buffers} buffers, ${fmt(plan["Execution Time"], 2)} ms`;
 }

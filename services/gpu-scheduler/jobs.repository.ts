@@ -3,7 +3,7 @@ import type { Pool, PoolClient } from "pg";
 import { admit, aheadInAccount, QueuedByPriority, Refusal } from "./admission";
 import { normalizeGpuType } from "./gpu-type";
 import type { QueueAccount } from "./placement";
-import { decayedUsageSql } from "./placement.repository";
+import { decayedUsageSql, readHolding } from "./placement.repository";
 import type { JobPatch, JobState, StoredStatus } from "./transitions";
 
 export type JobRow = {
@@ -184,12 +184,12 @@ export class JobsRepository {
     return toAccounts(rows[0].accounts);
   }
 
-  /** `queueAccounts` as one JSON value; the held cards are counted once, through the index of held cards. */
+  /** `queueAccounts` as one JSON value; each account's held cards through the index of held cards by account. */
   private accountsSql(): string {
-    return `SELECT json_agg(json_build_object('c', q.c, 'n', q.n, 'u', COALESCE(${decayedUsageSql(this.halfLifeS)}, 0)::float8, 'h', COALESCE(h.n, 0)))
+    return `SELECT json_agg(json_build_object('c', q.c, 'n', q.n, 'u', COALESCE(${decayedUsageSql(this.halfLifeS)}, 0)::float8,
+        'h', (SELECT count(*)::int FROM gpu_scheduler.jobs h WHERE h.holding AND h.client_id = q.c)))
       FROM (SELECT client_id AS c, sum(n)::int AS n FROM gpu_scheduler.queued_counts GROUP BY 1 HAVING sum(n) > 0) q
-      LEFT JOIN gpu_scheduler.account_usage u ON u.client_id = q.c
-      LEFT JOIN (SELECT client_id, count(*)::int AS n FROM gpu_scheduler.jobs WHERE holding GROUP BY 1) h ON h.client_id = q.c`;
+      LEFT JOIN gpu_scheduler.account_usage u ON u.client_id = q.c`;
   }
 
   /** The job, in the queue table or archived (one statement: a job being archived is seen in one of them). */
@@ -316,14 +316,13 @@ export class JobsRepository {
 
   /** Nodes that hold a card in the database (to notice a node lost while no replica watched). */
   async nodesHoldingCards(): Promise<string[]> {
-    const { rows } = await this.db.query<{ node_id: string }>(`SELECT DISTINCT node_id FROM gpu_scheduler.jobs WHERE holding`);
+    const rows = await readHolding<{ node_id: string }>(this.db, () => `SELECT DISTINCT node_id FROM gpu_scheduler.jobs WHERE holding`);
     return rows.map((r) => r.node_id);
   }
 
   /** Jobs running now, with their node. */
   async running(): Promise<Array<{ id: string; node_id: string }>> {
-    const { rows } = await this.db.query<{ id: string; node_id: string }>(`SELECT id, node_id FROM gpu_scheduler.jobs WHERE holding AND status = 'running'`);
-    return rows;
+    return readHolding(this.db, () => `SELECT id, node_id FROM gpu_scheduler.jobs WHERE holding AND status = 'running'`);
   }
 
   /** Placements unconfirmed since before `before`. */
@@ -347,11 +346,11 @@ export class JobsRepository {
 
   /** Ended jobs whose node has not confirmed the card free since before `before`. */
   async staleHolding(before: Date): Promise<Array<{ id: string; node_id: string }>> {
-    const { rows } = await this.db.query<{ id: string; node_id: string }>(
-      `SELECT id, node_id FROM gpu_scheduler.jobs WHERE holding AND status IN ${TERMINAL_SQL} AND completed_at < $1`,
-      [before],
+    return readHolding(
+      this.db,
+      (lit) =>
+        `SELECT id, node_id FROM gpu_scheduler.jobs WHERE holding AND status IN ${TERMINAL_SQL} AND completed_at < ${lit(before.toISOString())}::timestamptz`,
     );
-    return rows;
   }
 
   /** Status and placement of the given ids (heartbeat reconciliation); unknown ids are absent. */

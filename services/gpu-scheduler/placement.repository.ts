@@ -43,7 +43,27 @@ export const decayedUsageSql = (halfLifeS: number) => `u.gpu_seconds * power(2, 
  * (seconds per pass at 20,000 queued jobs instead of milliseconds). A plan that must sort anyway
  * then costs more than jit_above_cost: no JIT (it would compile the query on every pass).
  */
-export const SNAPSHOT_PLANNING = "SET LOCAL enable_sort = off; SET LOCAL jit = off";
+export const SNAPSHOT_PLANNING = "SET LOCAL enable_sort = off; SET LOCAL enable_seqscan = off; SET LOCAL jit = off";
+
+/**
+ * A read of the few jobs holding a card (held cards, housekeeping), planned with sequential scans
+ * off: statistics taken while most jobs held a card would read the whole table, finished jobs and
+ * all, instead of the index of held cards. One round trip; values go in as literals (`lit`).
+ */
+export async function readHolding<R>(db: Pool, sql: (lit: (value: string) => string) => string): Promise<R[]> {
+  const tx = await db.connect();
+  try {
+    const results = (await tx.query(
+      `BEGIN; SET LOCAL enable_seqscan = off; SET LOCAL jit = off; ${sql((v) => tx.escapeLiteral(v))}; COMMIT`,
+    )) as unknown as Array<{ rows: R[] }>;
+    return results[results.length - 2].rows;
+  } catch (err) {
+    await tx.query("ROLLBACK").catch(() => undefined);
+    throw err;
+  } finally {
+    tx.release();
+  }
+}
 
 /**
  * The placement snapshot in one row: the cards holding a job (and per account how many), the first
@@ -107,7 +127,7 @@ export class PlacementRepository {
          SELECT pg_advisory_xact_lock(hashtext('ci-platform:gpu-scheduler:placement'));
          ${snapshotSql(Math.max(0, Math.floor(cardCount)), this.halfLifeS, tx.escapeLiteral(now.toISOString()))}`,
       )) as unknown as Array<{ rows: SnapshotRow[] }>;
-      const row = results[4].rows[0];
+      const row = results[results.length - 1].rows[0];
       const queue = (row.queue ?? []).map((q) => ({ jobId: q.id, gpuType: q.gpu_type, seq: Number(q.seq), clientId: q.client_id, priority: q.priority }));
       const placements = queue.length
         ? await decide({
@@ -152,7 +172,7 @@ export class PlacementRepository {
 
   /** Cards holding a job (for the status). */
   async heldCards(): Promise<Set<string>> {
-    const { rows } = await this.db.query<{ held: string[] | null }>(`SELECT array_agg(gpu_uuid) AS held FROM gpu_scheduler.jobs WHERE holding`);
+    const rows = await readHolding<{ held: string[] | null }>(this.db, () => `SELECT array_agg(gpu_uuid) AS held FROM gpu_scheduler.jobs WHERE holding`);
     return new Set(rows[0].held ?? []);
   }
 }

@@ -122,7 +122,10 @@ describe("gpu-scheduler plans - deep queue, long history", () => {
       const tx = await pool.connect();
       const snapshot = await tx
         .query(`BEGIN; ${SNAPSHOT_PLANNING}; EXPLAIN (FORMAT JSON) ${snapshotSql(QUEUED, 3600, "now()")}`)
-        .then((r) => scans((r as unknown as Array<{ rows: Array<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }> }>)[3].rows[0]["QUERY PLAN"][0].Plan))
+        .then((r) => {
+          const results = r as unknown as Array<{ rows: Array<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }> }>;
+          return scans(results[results.length - 1].rows[0]["QUERY PLAN"][0].Plan);
+        })
         .finally(() => tx.query("ROLLBACK").finally(() => tx.release()));
       expect(seqScans(snapshot)).toEqual([]);
       expect(onJobs(snapshot).map((s) => s.index)).toEqual(expect.arrayContaining(["jobs_queue_by_account"]));
