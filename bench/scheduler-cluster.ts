@@ -78,6 +78,7 @@ function spawnTs(script: string, env: Record<string, string>, readyLine?: string
 
 export type Cluster = {
   nodes: number;
+  databaseUrl: string;
   db: Client;
   /** Registers an account; its HTTP client. */
   account(name: string): Promise<Call>;
@@ -184,7 +185,7 @@ export async function startCluster(mode: BusMode, nodes: number, platformEnv: Re
     });
     await db.connect();
     console.log(`cluster up in ${fmt((Date.now() - started) / 1000)} s\n`);
-    return { nodes, db, account, stop };
+    return { nodes, databaseUrl, db, account, stop };
   } catch (err) {
     await stop();
     throw err;
