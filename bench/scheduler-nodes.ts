@@ -2,7 +2,8 @@
  * A host process for bench:scheduler: NODES_COUNT gpu-node brokers, each its own Moleculer node
  * (own nodeID, own NATS connections), each announcing GPU_SIMULATE's cards. They run the real
  * gpu-node service (run/cancel/logs actions, heartbeats, job events over JetStream, a log file per
- * job) with a no-op executor: a job "runs" by ending at once with exit code 0, so the benchmark
+ * job) with a no-op executor: a job "runs" by ending at once with exit code 0 (`sleep <s>`: after
+ * that many seconds, or when stopped), so the benchmark
  * measures the scheduler and the protocol, not process creation. BENCH_EXECUTOR=process keeps the
  * real process executor instead. On the authenticated bus (BENCH_NODE_PASSWORDS: JSON user →
  * password, from bench/scheduler.bench.ts) each broker connects as its own gpu-node user.
@@ -12,22 +13,28 @@ import { newBroker } from "../moleculer.config";
 import GpuNodeService from "../services/gpu-node/gpu-node.service";
 import { JobExecutor, JobLimits, JobOps, JobSpec, RunningJob } from "../services/gpu-node/job";
 
-const noopOps = (): JobOps => ({
-  async launch(output) {
-    output.append(Buffer.from("ok\n"));
-  },
-  exited: async () => 0,
-  kill: async () => undefined,
-  cleanup: async () => undefined,
-  detach: () => undefined,
-});
+/** A job "runs" for the seconds of a `sleep <s>` command (the fairness and deep-queue modes), else ends at once. */
+const noopOps = (command: string): JobOps => {
+  const seconds = Number(/^sleep (\d+(?:\.\d+)?)$/.exec(command)?.[1] ?? 0);
+  let stop: (code: number) => void = () => undefined;
+  const ended = seconds ? new Promise<number>((resolve) => ((stop = resolve), setTimeout(() => resolve(0), seconds * 1000))) : Promise.resolve(0);
+  return {
+    async launch(output) {
+      output.append(Buffer.from("ok\n"));
+    },
+    exited: () => ended,
+    kill: async () => stop(143),
+    cleanup: async () => undefined,
+    detach: () => undefined,
+  };
+};
 
 class NoopExecutor implements JobExecutor {
   readonly kind = "process" as const;
   readonly jobsOutliveNode = false;
   constructor(private readonly limits: () => JobLimits) {}
   run(spec: JobSpec): RunningJob {
-    return new RunningJob(spec.jobId, spec.card.uuid, noopOps(), this.limits());
+    return new RunningJob(spec.jobId, spec.card.uuid, noopOps(spec.command), this.limits());
   }
   async adopt(): Promise<RunningJob[]> {
     return [];

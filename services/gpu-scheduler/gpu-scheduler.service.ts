@@ -18,6 +18,8 @@ import type { BodyPage, PagedBodyMeta } from "../../lib/paged-body";
 import { RefusalLog } from "../../lib/refusal-log";
 import { isUuid } from "../../lib/uuid";
 import { DbMixin, DbThis } from "../../mixins/db.mixin";
+import { transaction } from "../../lib/db";
+import type { Refusal } from "./admission";
 import { Batcher } from "./batcher";
 import { ClusterStatus, CreatedJob, Job, JobCreated, JobDetail, JobList } from "./contract";
 import { NodeLabeler, toClusterStatus, toJobDetail } from "./job-view";
@@ -54,6 +56,8 @@ import { postOnce } from "./webhook-delivery";
 import { WebhookSender } from "./webhook-sender";
 import { WebhooksRepository } from "./webhooks.repository";
 import { WebhookDeliveryList, WebhookDeliveryView } from "./contract";
+import { HistoryRepository } from "./history.repository";
+import { JobHistory } from "./job-history";
 
 export interface CreateJobParams {
   command: string;
@@ -120,7 +124,8 @@ export type SchedulerThis = Service &
     refusals: RefusalLog;
     /** GPU_ALLOWED_REGISTRIES, parsed once at start. */
     allowedRegistries: string[];
-    inserts: Batcher<NewJob, number>;
+    /** A submitted job's queue position, or why it was refused (the queued-jobs limit). */
+    inserts: Batcher<NewJob, { position: number } | { refused: Refusal }>;
     limits: AccountLimits;
     gate: QuotaGate;
     positions: QueuePositions;
@@ -138,8 +143,9 @@ export type SchedulerThis = Service &
     webhooks: WebhooksRepository;
     sender: WebhookSender;
     checkWebhookUrl(clientId: string, url: string): Promise<void>;
-    checkQueuedQuota(clientId: string): Promise<void>;
+    quotaExceeded(refusal: Refusal): Error;
     keys: IdempotencyRepository;
+    history: JobHistory;
     tickTimer?: NodeJS.Timeout;
     ownJob(ctx: Context<JobIdParams, CallerMeta>): Promise<JobRow>;
     logTarget(ctx: Context<JobLogsParams, CallerMeta>): Promise<LogTarget>;
@@ -214,6 +220,8 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
         const image = containerImage ? checkImage(containerImage, this.allowedRegistries) : null;
         if (image && !image.ok) throw validationFailed([{ field: "containerImage", message: `The 'containerImage' field is not allowed: ${image.reason}.` }]);
         if (ctx.params.webhookUrl !== undefined) await this.checkWebhookUrl(ctx.meta.caller!.clientId, ctx.params.webhookUrl);
+        // At or over a monthly quota a job uses up: 403 before anything is queued.
+        await this.gate.check(ctx.meta.caller!.clientId, GPU_MONTHLY as QuotaResource[]);
         const job: NewJob = {
           id: randomUUID(),
           clientId: ctx.meta.caller!.clientId,
@@ -230,11 +238,11 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
         };
         // Keyed requests take their own transaction (a replay answers even at the queued-jobs cap); the others stay on the batched inserts.
         if (key !== undefined) return this.createKeyed(ctx, key, job);
-        await this.checkQueuedQuota(job.clientId);
-        const position = await this.inserts.push(job);
+        const outcome = await this.inserts.push(job);
+        if ("refused" in outcome) throw this.quotaExceeded(outcome.refused);
         void this.scheduler.schedule({ newJob: true });
         respondCreated(ctx.meta, `/api/gpu/jobs/${job.id}`);
-        return { id: job.id, status: "queued", queuePosition: position };
+        return { id: job.id, status: "queued", queuePosition: outcome.position };
       },
     },
 
@@ -514,13 +522,9 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       return rows.map((r) => this.detail(r, positions, label));
     },
 
-    /** 403 QUOTA_EXCEEDED when the account already has its limit of queued jobs (counted up to the limit). */
-    async checkQueuedQuota(this: SchedulerThis, clientId: string): Promise<void> {
-      // At or over a monthly quota a job uses up: 403 before anything is queued.
-      await this.gate.check(clientId, GPU_MONTHLY as QuotaResource[]);
-      const limit = (await this.limits.limitsFor([clientId])).get(clientId)!.queuedJobs;
-      const used = await this.repo.queuedOf(clientId, limit);
-      if (used >= limit) throw apiError("QUOTA_EXCEEDED", `An account may have at most ${limit} queued GPU jobs`, { resource: "queuedJobs", limit, used });
+    /** 403 QUOTA_EXCEEDED: the account already has its limit of queued jobs (admission.ts). */
+    quotaExceeded(this: SchedulerThis, { limit, used }: Refusal): Error {
+      return apiError("QUOTA_EXCEEDED", `An account may have at most ${limit} queued GPU jobs`, { resource: "queuedJobs", limit, used });
     },
 
     /** The caller's job; another account's, or a malformed id, is the same 404. */
@@ -549,8 +553,9 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
     /** A submission with an Idempotency-Key: the job and the key in one transaction, or the first answer again. */
     async createKeyed(this: SchedulerThis, ctx: Context<CreateJobParams, CallerMeta>, key: string, job: NewJob): Promise<CreatedJob> {
       const request = { clientId: job.clientId, key, requestHash: requestHash(ctx.params) };
-      const admit = () => this.checkQueuedQuota(job.clientId);
-      const outcome = await this.keys.createOnce(request, job, this.clock.now(), this.keysExpireBefore(), admit).catch((err) => {
+      const limit = (await this.limits.limitsFor([job.clientId])).get(job.clientId)!.queuedJobs;
+      const refused = (refusal: Refusal) => this.quotaExceeded(refusal);
+      const outcome = await this.keys.createOnce(request, job, this.clock.now(), this.keysExpireBefore(), limit, refused).catch((err) => {
         throw fromDataError(err);
       });
       if (outcome.kind === "reused") throw apiError("IDEMPOTENCY_KEY_REUSED", `This ${IDEMPOTENCY_HEADER} was already used with a different request body`);
@@ -625,6 +630,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
     this.usageOutbox = new UsageOutbox(this.db, (batch) => sendToChannel(this.broker, ownChannel(USAGE_CHANNEL, this.broker.nodeID), batch));
     this.watch = new StatusWatch();
     this.keys = new IdempotencyRepository(this.db, this.repo, this.positions);
+    this.history = new JobHistory(new HistoryRepository(this.db), this.config.history, this.clock, this.logger);
     const timeoutMs = this.config.dispatchTimeoutS * 1000;
     const nodes = new BrokerNodeClient(this.broker, timeoutMs);
     this.scheduler = new Scheduler(
@@ -660,11 +666,14 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
     };
     this.sender = new WebhookSender(ports, this.config.webhooks, this.logger);
     this.inserts = new Batcher(
+      // The queued-jobs limit and the jobs ahead in each account are counted once per batch and account.
       async (jobs) => {
-        await this.repo.insert(jobs, this.clock.now());
-        const positions = await this.positions.of(jobs.map((j) => j.id));
+        const limits = await this.limits.limitsFor([...new Set(jobs.map((j) => j.clientId))]);
+        const limitOf = (clientId: string) => limits.get(clientId)!.queuedJobs;
+        const { created, refused } = await transaction(this.db, (tx) => this.repo.admitAndInsert(jobs, this.clock.now(), limitOf, tx));
+        const positions = await this.positions.ofCreated(created);
         // A job placed already (by a pass since) is next: 1.
-        return jobs.map((j) => positions.get(j.id) ?? 1);
+        return jobs.map((j) => (refused.has(j.id) ? { refused: refused.get(j.id)! } : { position: positions.get(j.id) ?? 1 }));
       },
       // A job PostgreSQL refuses fails alone (400 for a data error), never its batch.
       { maxBatch: 200, maxInFlight: 2, itemError: fromDataError },
@@ -674,9 +683,12 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
   async started(this: SchedulerThis) {
     await ensureChannelStreams(this.broker, [JOB_EVENTS_CHANNEL]);
     const tick = () =>
-      Promise.all([this.scheduler.tick(), this.keys.removeExpired(this.keysExpireBefore(), KEY_PURGE_LIMIT), this.usageOutbox.drain()]).catch((err) =>
-        this.logger.warn(`Scheduler housekeeping failed: ${(err as Error).message}`),
-      );
+      Promise.all([
+        this.scheduler.tick(),
+        this.keys.removeExpired(this.keysExpireBefore(), KEY_PURGE_LIMIT),
+        this.usageOutbox.drain(),
+        this.history.run(),
+      ]).catch((err) => this.logger.warn(`Scheduler housekeeping failed: ${(err as Error).message}`));
     this.tickTimer = setInterval(() => void tick(), Math.max(MIN_TICK_MS, this.config.scheduleTickMs));
     void this.scheduler.schedule();
     this.sender.start();

@@ -2,6 +2,7 @@
 import type { Pool } from "pg";
 import { transaction } from "../../lib/db";
 import type { CreatedJob } from "./contract";
+import type { Refusal } from "./admission";
 import type { QueuePositions } from "./queue-positions";
 import type { JobsRepository, NewJob } from "./jobs.repository";
 
@@ -24,10 +25,10 @@ export class IdempotencyRepository {
    * Creates `job` unless the key is already held (since `expiredBefore`). The key row is inserted
    * first (a concurrent request with the same key waits on its primary key until this commits),
    * then the job and the answer, in one transaction: a key is never seen without its answer.
-   * `admit` runs only for a request that would create the job (never for a replay); it refuses by
-   * throwing, which leaves no key behind.
+   * The job is admitted only for a request that would create it (never for a replay); `refused`
+   * turns a refusal (the queued-jobs limit) into the error thrown, which leaves no key behind.
    */
-  async createOnce(req: KeyedRequest, job: NewJob, now: Date, expiredBefore: Date, admit: () => Promise<void>): Promise<KeyedOutcome> {
+  async createOnce(req: KeyedRequest, job: NewJob, now: Date, expiredBefore: Date, limit: number, refused: (refusal: Refusal) => Error): Promise<KeyedOutcome> {
     for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
       const created = await transaction(this.db, async (client) => {
         // An expired key is taken over, as if housekeeping had already removed it.
@@ -39,9 +40,10 @@ export class IdempotencyRepository {
           [req.clientId, req.key, req.requestHash, job.id, now, expiredBefore],
         );
         if (!claim.rowCount) return undefined;
-        await admit();
-        await this.jobs.insert([job], now, client);
-        const position = (await this.positions.of([job.id], client)).get(job.id)!;
+        const admitted = await this.jobs.admitAndInsert([job], now, () => limit, client);
+        const refusal = admitted.refused.get(job.id);
+        if (refusal) throw refused(refusal);
+        const position = (await this.positions.ofCreated(admitted.created, client)).get(job.id) ?? 1;
         const body: CreatedJob = { id: job.id, status: "queued", queuePosition: position };
         await client.query(`UPDATE gpu_scheduler.idempotency_keys SET status = $3, response = $4 WHERE client_id = $1 AND key = $2`, [
           req.clientId,

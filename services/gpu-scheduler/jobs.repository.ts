@@ -1,8 +1,9 @@
 /** SQL for the gpu_scheduler schema; the only place that knows its tables. */
 import type { Pool, PoolClient } from "pg";
+import { admit, aheadInAccount, QueuedByPriority, Refusal } from "./admission";
 import { normalizeGpuType } from "./gpu-type";
 import type { QueueAccount } from "./placement";
-import { decayedUsageSql } from "./placement.repository";
+import { decayedUsageSql, readHolding } from "./placement.repository";
 import type { JobPatch, JobState, StoredStatus } from "./transitions";
 import { JobStatusChanged, statusChanges, WrittenJob } from "./status-events";
 
@@ -94,6 +95,10 @@ export const toState = (r: JobRow): JobState => ({
   maxRetries: r.max_retries,
 });
 
+type AccountJson = { c: string; n: number; u: number; h: number };
+const toAccounts = (json: AccountJson[] | null): Array<Omit<QueueAccount, "weight">> =>
+  (json ?? []).map((a) => ({ clientId: a.c, queued: a.n, usage: Number(a.u), held: a.h }));
+
 export class JobsRepository {
   /** `halfLifeS`: FAIR_SHARE_HALF_LIFE_S (the decay of account_usage). */
   constructor(
@@ -103,9 +108,9 @@ export class JobsRepository {
     private readonly onStatusChanged: (changes: JobStatusChanged[]) => void = () => undefined,
   ) {}
 
-  /** Inserts queued jobs. `db`: a transaction's client. */
-  async insert(jobs: NewJob[], now: Date, db: Pool | PoolClient = this.db): Promise<Array<{ id: string }>> {
-    const { rows } = await db.query<{ id: string }>(
+  /** Inserts queued jobs (with their queue order `seq`). `db`: a transaction's client. */
+  async insert(jobs: NewJob[], now: Date, db: Pool | PoolClient = this.db): Promise<Array<{ id: string; seq: number }>> {
+    const { rows } = await db.query<{ id: string; seq: string }>(
       `INSERT INTO gpu_scheduler.jobs (id, client_id, command, container_image, gpu_type, gpu_match, status, created_at, timeout_seconds, env, env_names,
            queue_timeout_seconds, queue_deadline, priority, max_retries, gpu_count, webhook_url)
          SELECT u.id, u.client_id, u.command, u.image, u.gpu_type, u.gpu_match, 'queued', $7, u.timeout_seconds, u.env,
@@ -114,7 +119,7 @@ export class JobsRepository {
          FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $8::int[], $9::jsonb[], $10::int[], $11::smallint[], $12::int[],
              $13::smallint[], $14::text[])
            AS u(id, client_id, command, image, gpu_type, gpu_match, timeout_seconds, env, queue_timeout, priority, max_retries, gpu_count, webhook_url)
-         RETURNING id`,
+         RETURNING id, seq`,
       [
         jobs.map((j) => j.id),
         jobs.map((j) => j.clientId),
@@ -132,16 +137,34 @@ export class JobsRepository {
         jobs.map((j) => j.webhookUrl ?? null),
       ],
     );
-    return rows;
+    return rows.map((r) => ({ id: r.id, seq: Number(r.seq) }));
   }
 
-  /** How many jobs the account has queued, counting at most to `limit` (through jobs_queue_by_account_order). */
-  async queuedOf(clientId: string, limit: number): Promise<number> {
-    const { rows } = await this.db.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM (SELECT 1 FROM gpu_scheduler.jobs WHERE status = 'queued' AND client_id = $1 LIMIT $2) q`,
-      [clientId, limit],
-    );
-    return rows[0].n;
+  /**
+   * Inserts those of `jobs` that fit their account's queued-jobs limit, in the caller's transaction
+   * `tx`, and says how many of its account's jobs are ahead of each. Each account's queue is counted
+   * once (queued_counts), under a lock per account taken in one order (batches never deadlock);
+   * the count comes in a statement after the locks, so it sees every batch committed before.
+   */
+  async admitAndInsert(
+    jobs: NewJob[],
+    now: Date,
+    limitOf: (clientId: string) => number,
+    tx: PoolClient,
+  ): Promise<{ created: Array<{ id: string; clientId: string; ahead: number }>; refused: Map<string, Refusal> }> {
+    const clients = [...new Set(jobs.map((j) => j.clientId))].map((c) => tx.escapeLiteral(c)).join(", ");
+    const results = (await tx.query(
+      `SELECT pg_advisory_xact_lock(h) FROM (SELECT DISTINCT hashtext('ci-platform:gpu-scheduler:queued:' || c) AS h FROM unnest(ARRAY[${clients}]) c) s ORDER BY h;
+       SELECT client_id, priority, n FROM gpu_scheduler.queued_counts WHERE client_id IN (${clients}) AND n > 0`,
+    )) as unknown as Array<{ rows: Array<{ client_id: string; priority: number; n: number }> }>;
+    const queued = new Map<string, Map<number, number>>();
+    for (const r of results[1].rows) queued.set(r.client_id, (queued.get(r.client_id) ?? new Map<number, number>()).set(r.priority, r.n));
+    const { admitted, refused } = admit(jobs, queued as ReadonlyMap<string, QueuedByPriority>, limitOf);
+    if (!admitted.length) return { created: [], refused };
+    const seqs = new Map((await this.insert(admitted, now, tx)).map((r) => [r.id, r.seq]));
+    const created = admitted.map((j) => ({ id: j.id, clientId: j.clientId, priority: j.priority ?? 1, seq: seqs.get(j.id)! }));
+    const ahead = aheadInAccount(created, queued);
+    return { created: created.map((j) => ({ id: j.id, clientId: j.clientId, ahead: ahead.get(j.id)! })), refused };
   }
 
   /** For the usage service: each account's started attempts holding cards now, its held GPUs and its queued jobs. */
@@ -159,9 +182,8 @@ export class JobsRepository {
 
   /**
    * For `queuePosition`, in one round trip: each queued job of `ids` with its account and how many
-   * of that account's queued jobs come before it (priority, then age), and every account with
-   * queued jobs (skipping through an index: one probe per account) with its decayed usage and the
-   * GPUs it holds; `queued` is left 0 (see `countQueued`).
+   * of that account's queued jobs come before it (priority, then age: those of its own priority
+   * counted, at most the account's queued-jobs limit), and every account with queued jobs (`queueAccounts`).
    */
   async queueStanding(
     ids: string[],
@@ -169,48 +191,56 @@ export class JobsRepository {
   ): Promise<{ targets: Array<{ id: string; clientId: string; ahead: number }>; accounts: Array<Omit<QueueAccount, "weight">> }> {
     const { rows } = await db.query<{
       targets: Array<{ id: string; c: string; ahead: number }> | null;
-      accounts: Array<{ c: string; u: number; h: number }> | null;
+      accounts: AccountJson[] | null;
     }>(
-      `WITH RECURSIVE accts(c) AS (
-         (SELECT client_id FROM gpu_scheduler.jobs WHERE status = 'queued' ORDER BY client_id LIMIT 1)
-         UNION ALL
-         SELECT (SELECT j.client_id FROM gpu_scheduler.jobs j WHERE j.status = 'queued' AND j.client_id > accts.c ORDER BY j.client_id LIMIT 1)
-         FROM accts WHERE accts.c IS NOT NULL),
-       targets AS (
+      `WITH targets AS (
          SELECT t.id, t.client_id AS c,
-           (SELECT count(*)::int FROM gpu_scheduler.jobs o WHERE o.status = 'queued' AND o.client_id = t.client_id
-              AND (o.priority > t.priority OR (o.priority = t.priority AND o.seq < t.seq))) AS ahead
-         FROM gpu_scheduler.jobs t WHERE t.id = ANY($1::uuid[]) AND t.status = 'queued'),
-       accounts AS (
-         SELECT a.c, COALESCE(${decayedUsageSql(this.halfLifeS)}, 0)::float8 AS u,
-           (SELECT COALESCE(sum(h.gpu_count), 0)::int FROM gpu_scheduler.jobs h WHERE h.holding AND h.client_id = a.c) AS h
-         FROM accts a LEFT JOIN gpu_scheduler.account_usage u ON u.client_id = a.c WHERE a.c IS NOT NULL AND EXISTS (SELECT 1 FROM targets))
-       SELECT (SELECT json_agg(targets) FROM targets) AS targets, (SELECT json_agg(accounts) FROM accounts) AS accounts`,
+           -- Higher priorities from the counters; the same priority counted (every condition an index condition of jobs_queue_by_account_order).
+           (SELECT COALESCE(sum(n), 0)::int FROM gpu_scheduler.queued_counts qc WHERE qc.client_id = t.client_id AND qc.priority > t.priority)
+           + (SELECT count(*)::int FROM gpu_scheduler.jobs o WHERE o.status = 'queued' AND o.client_id = t.client_id
+              AND o.priority = t.priority AND o.seq < t.seq) AS ahead
+         -- By primary key, then the status (OFFSET 0 keeps them apart: stale statistics would send it through a queue index).
+         FROM (SELECT id, client_id, priority, seq, status FROM gpu_scheduler.jobs WHERE id = ANY($1::uuid[]) OFFSET 0) t WHERE t.status = 'queued')
+       SELECT (SELECT json_agg(targets) FROM targets) AS targets,
+         CASE WHEN EXISTS (SELECT 1 FROM targets) THEN (${this.accountsSql()}) END AS accounts`,
       [ids],
     );
     return {
       targets: (rows[0].targets ?? []).map((t) => ({ id: t.id, clientId: t.c, ahead: t.ahead })),
-      accounts: (rows[0].accounts ?? []).map((a) => ({ clientId: a.c, usage: Number(a.u), held: a.h, queued: 0 })),
+      accounts: toAccounts(rows[0].accounts),
     };
   }
 
-  /** Queued jobs per account, each count stopping at its limit (the cost is bounded by the limits). */
-  async countQueued(limits: Map<string, number>, db: Pool | PoolClient = this.db): Promise<Map<string, number>> {
-    const { rows } = await db.query<{ c: string; n: number }>(
-      `SELECT t.c, (SELECT count(*)::int FROM (SELECT 1 FROM gpu_scheduler.jobs j WHERE j.status = 'queued' AND j.client_id = t.c LIMIT t.l) x) AS n
-       FROM unnest($1::uuid[], $2::int[]) AS t(c, l)`,
-      [[...limits.keys()], [...limits.values()]],
-    );
-    return new Map(rows.map((r) => [r.c, r.n]));
+  /** Every account with queued jobs: how many (queued_counts), its decayed usage and the GPUs it holds. */
+  async queueAccounts(db: Pool | PoolClient = this.db): Promise<Array<Omit<QueueAccount, "weight">>> {
+    const { rows } = await db.query<{ accounts: AccountJson[] | null }>(`SELECT (${this.accountsSql()}) AS accounts`);
+    return toAccounts(rows[0].accounts);
   }
 
+  /** `queueAccounts` as one JSON value; each account's held cards through the index of held cards by account. */
+  private accountsSql(): string {
+    return `SELECT json_agg(json_build_object('c', q.c, 'n', q.n, 'u', COALESCE(${decayedUsageSql(this.halfLifeS)}, 0)::float8,
+        'h', (SELECT COALESCE(sum(h.gpu_count), 0)::int FROM gpu_scheduler.jobs h WHERE h.holding AND h.client_id = q.c)))
+      FROM (SELECT client_id AS c, sum(n)::int AS n FROM gpu_scheduler.queued_counts GROUP BY 1 HAVING sum(n) > 0) q
+      LEFT JOIN gpu_scheduler.account_usage u ON u.client_id = q.c`;
+  }
+
+  /** The job, in the queue table or archived (one statement: a job being archived is seen in one of them). */
   async findForClient(id: string, clientId: string): Promise<JobRow | undefined> {
-    const { rows } = await this.db.query<JobRow>(`SELECT ${COLUMNS} FROM gpu_scheduler.jobs WHERE id = $1 AND client_id = $2`, [id, clientId]);
+    const { rows } = await this.db.query<JobRow>(
+      `SELECT ${COLUMNS} FROM gpu_scheduler.jobs WHERE id = $1 AND client_id = $2
+       UNION ALL SELECT ${COLUMNS} FROM gpu_scheduler.jobs_history WHERE id = $1 AND client_id = $2 LIMIT 1`,
+      [id, clientId],
+    );
     return rows[0];
   }
 
+  /** As `findForClient`, for any account. */
   async find(id: string): Promise<JobRow | undefined> {
-    const { rows } = await this.db.query<JobRow>(`SELECT ${COLUMNS} FROM gpu_scheduler.jobs WHERE id = $1`, [id]);
+    const { rows } = await this.db.query<JobRow>(
+      `SELECT ${COLUMNS} FROM gpu_scheduler.jobs WHERE id = $1 UNION ALL SELECT ${COLUMNS} FROM gpu_scheduler.jobs_history WHERE id = $1 LIMIT 1`,
+      [id],
+    );
     return rows[0];
   }
 
@@ -232,11 +262,14 @@ export class JobsRepository {
     return rows[0];
   }
 
+  /** The account's newest jobs, queued or archived, newest first (each table read through its (client_id, seq) index). */
   async listForClient(clientId: string, limit: number): Promise<JobRow[]> {
-    const { rows } = await this.db.query<JobRow>(`SELECT ${COLUMNS} FROM gpu_scheduler.jobs WHERE client_id = $1 ORDER BY seq DESC LIMIT $2`, [
-      clientId,
-      limit,
-    ]);
+    const { rows } = await this.db.query<JobRow>(
+      `(SELECT ${COLUMNS}, seq FROM gpu_scheduler.jobs WHERE client_id = $1 ORDER BY seq DESC LIMIT $2)
+       UNION ALL (SELECT ${COLUMNS}, seq FROM gpu_scheduler.jobs_history WHERE client_id = $1 ORDER BY seq DESC LIMIT $2)
+       ORDER BY seq DESC LIMIT $2`,
+      [clientId, limit],
+    );
     return rows;
   }
 
@@ -268,6 +301,8 @@ export class JobsRepository {
     updates: Array<{ id: string; seen: Pick<JobState, "status" | "holding" | "nodeId" | "gpuUuid"> & { startedAt?: Date | null }; patch: JobPatch }>,
   ): Promise<Set<string>> {
     if (!updates.length) return new Set();
+    // In id order: concurrent batches lock their rows in one order, so they never wait on each other crosswise.
+    updates = [...updates].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     const set = (field: keyof JobPatch, column: string, cast: string) =>
       `${column} = CASE WHEN p.patch ? '${field}' THEN (p.patch->>'${field}')${cast} ELSE j.${column} END`;
     const unplaced = (column: string) => `${column} = CASE WHEN p.patch ? 'nodeId' THEN NULL ELSE j.${column} END`;
@@ -285,7 +320,8 @@ export class JobsRepository {
          prior_gpu_seconds = j.prior_gpu_seconds + j.gpu_count * COALESCE(GREATEST(0, EXTRACT(EPOCH FROM
            (p.patch->'endedAttempt'->>'endedAt')::timestamptz - (p.patch->'endedAttempt'->>'startedAt')::timestamptz)), 0)
        FROM jsonb_to_recordset($1::jsonb) AS p(id uuid, seen_status text, seen_holding boolean, seen_node text, seen_gpu text, patch jsonb)
-       WHERE j.id = p.id AND j.id = ANY($2::uuid[]) AND j.status = p.seen_status AND j.holding = p.seen_holding
+       -- The ids again as an array: the jobs are found through the primary key (a join alone may be planned as a scan of the table).
+       WHERE j.id = ANY($2::uuid[]) AND j.id = p.id AND j.status = p.seen_status AND j.holding = p.seen_holding
          AND j.node_id IS NOT DISTINCT FROM p.seen_node AND j.gpu_uuid IS NOT DISTINCT FROM p.seen_gpu
        RETURNING j.id, j.client_id, j.status, j.started_at, j.attempts, j.webhook_url, p.seen_status, p.patch->'endedAttempt' AS ended, ${usageCardsSql("j")} AS cards,
          COALESCE((p.patch->'endedAttempt'->>'attempt')::int, GREATEST(j.attempts, 1)) AS attempt,
@@ -329,7 +365,6 @@ export class JobsRepository {
             patch: u.patch,
           })),
         ),
-        // the ids again as an array: the planner then probes jobs by primary key instead of hashing a scan of the table
         updates.map((u) => u.id),
       ],
     );
@@ -342,14 +377,13 @@ export class JobsRepository {
 
   /** Nodes that hold a card in the database (to notice a node lost while no replica watched). */
   async nodesHoldingCards(): Promise<string[]> {
-    const { rows } = await this.db.query<{ node_id: string }>(`SELECT DISTINCT node_id FROM gpu_scheduler.jobs WHERE holding`);
+    const rows = await readHolding<{ node_id: string }>(this.db, () => `SELECT DISTINCT node_id FROM gpu_scheduler.jobs WHERE holding`);
     return rows.map((r) => r.node_id);
   }
 
   /** Jobs running now, with their node. */
   async running(): Promise<Array<{ id: string; node_id: string }>> {
-    const { rows } = await this.db.query<{ id: string; node_id: string }>(`SELECT id, node_id FROM gpu_scheduler.jobs WHERE holding AND status = 'running'`);
-    return rows;
+    return readHolding(this.db, () => `SELECT id, node_id FROM gpu_scheduler.jobs WHERE holding AND status = 'running'`);
   }
 
   /** Placements unconfirmed since before `before`. */
@@ -373,11 +407,11 @@ export class JobsRepository {
 
   /** Ended jobs whose node has not confirmed the card free since before `before`. */
   async staleHolding(before: Date): Promise<Array<{ id: string; node_id: string }>> {
-    const { rows } = await this.db.query<{ id: string; node_id: string }>(
-      `SELECT id, node_id FROM gpu_scheduler.jobs WHERE holding AND status IN ${TERMINAL_SQL} AND completed_at < $1`,
-      [before],
+    return readHolding(
+      this.db,
+      (lit) =>
+        `SELECT id, node_id FROM gpu_scheduler.jobs WHERE holding AND status IN ${TERMINAL_SQL} AND completed_at < ${lit(before.toISOString())}::timestamptz`,
     );
-    return rows;
   }
 
   /** Status and placement of the given ids (heartbeat reconciliation); unknown ids are absent. */
@@ -389,19 +423,21 @@ export class JobsRepository {
     return rows;
   }
 
-  /** Jobs waiting, as clients see them (placed, or taken by a node but not started yet, counts as queued). */
+  /** Jobs waiting, as clients see them (placed, or taken by a node but not started yet, counts as queued); from the counters. */
   async queueDepth(): Promise<number> {
     const { rows } = await this.db.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM gpu_scheduler.jobs WHERE status IN ('queued', 'assigned') OR (status = 'running' AND started_at IS NULL)`,
+      `SELECT COALESCE(sum(n), 0)::int AS n FROM gpu_scheduler.job_counts WHERE category IN ('queued', 'assigned')`,
     );
     return rows[0].n;
   }
 
-  /** Jobs per status; a job its node has but has not started yet counts as `assigned` (clients see both as queued). */
+  /**
+   * Jobs per status, archived ones included until retention removes them; a job its node has but
+   * has not started yet counts as `assigned` (clients see both as queued). From the counters.
+   */
   async countByStatus(): Promise<Record<StoredStatus, number>> {
     const { rows } = await this.db.query<{ status: StoredStatus; n: number }>(
-      `SELECT CASE WHEN status = 'running' AND started_at IS NULL THEN 'assigned' ELSE status END AS status, count(*)::int AS n
-       FROM gpu_scheduler.jobs GROUP BY 1`,
+      `SELECT category AS status, sum(n)::int AS n FROM gpu_scheduler.job_counts GROUP BY 1`,
     );
     const counts = { queued: 0, assigned: 0, running: 0, completed: 0, failed: 0, cancelled: 0 };
     for (const r of rows) counts[r.status] = r.n;

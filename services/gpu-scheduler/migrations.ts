@@ -1,5 +1,32 @@
 import type { Migration } from "../../lib/db";
 
+/** A job's counted category: a job its node has but has not started yet counts as `assigned`. */
+const CATEGORY = (t: string) => `CASE WHEN ${t}.status = 'running' AND ${t}.started_at IS NULL THEN 'assigned' ELSE ${t}.status END`;
+
+/**
+ * The counter updates of one statement's changed rows (`src`: signed rows of the transition
+ * tables). Rows are locked in key order, so two transactions never wait on each other crosswise;
+ * job_counts takes one shard per backend, so concurrent writers seldom wait at all.
+ */
+const countDeltas = (src: string) => `
+    INSERT INTO gpu_scheduler.queued_counts AS c (client_id, priority, n)
+      SELECT r.client_id, r.priority, sum(r.k) FROM (${src}) r WHERE r.status = 'queued'
+      GROUP BY 1, 2 HAVING sum(r.k) <> 0 ORDER BY 1, 2
+      ON CONFLICT (client_id, priority) DO UPDATE SET n = c.n + EXCLUDED.n;
+    INSERT INTO gpu_scheduler.job_counts AS c (category, shard, n)
+      SELECT ${CATEGORY("r")}, pg_backend_pid() % 16, sum(r.k) FROM (${src}) r
+      GROUP BY 1 HAVING sum(r.k) <> 0 ORDER BY 1
+      ON CONFLICT (category, shard) DO UPDATE SET n = c.n + EXCLUDED.n;`;
+/** The counters from the rows themselves (when created, and after a TRUNCATE). */
+const RECOUNT = `
+    DELETE FROM gpu_scheduler.queued_counts;
+    DELETE FROM gpu_scheduler.job_counts;
+    INSERT INTO gpu_scheduler.queued_counts SELECT client_id, priority, count(*) FROM gpu_scheduler.jobs WHERE status = 'queued' GROUP BY 1, 2;
+    INSERT INTO gpu_scheduler.job_counts SELECT ${CATEGORY("r")}, 0, count(*)
+      FROM (SELECT status, started_at FROM gpu_scheduler.jobs UNION ALL SELECT status, started_at FROM gpu_scheduler.jobs_history) r GROUP BY 1;`;
+const NEW_ROWS = "SELECT 1 AS k, status, started_at, client_id, priority FROM new_rows";
+const OLD_ROWS = "SELECT -1 AS k, status, started_at, client_id, priority FROM old_rows";
+
 export const migrations: Migration[] = [
   {
     version: 1,
@@ -207,6 +234,55 @@ export const migrations: Migration[] = [
       );
       CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE status = 'pending';
       CREATE INDEX webhook_deliveries_by_client ON webhook_deliveries (client_id, created_at DESC);
+    `,
+  },
+  {
+    version: 11,
+    name: "deep queues and long histories",
+    // Counters: queue depth, jobs per status and queued jobs per account without counting rows,
+    // exact because a statement trigger writes them in the transaction of every change (a TRUNCATE
+    // recounts). jobs_history: ended jobs moved out of the queue table after
+    // GPU_JOB_ARCHIVE_AFTER_S, removed after GPU_JOB_RETENTION_DAYS (job-history.ts); it has the
+    // same columns as jobs, by name. Autovacuum settings for a queue: vacuum and analyze after a
+    // fixed number of changed rows, not a fraction of the table (where autovacuum runs at all;
+    // housekeeping vacuums where it does not, see job-history.ts).
+    sql: `
+      CREATE TABLE job_counts (category text NOT NULL, shard smallint NOT NULL, n bigint NOT NULL, PRIMARY KEY (category, shard))
+        WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000);
+      CREATE TABLE queued_counts (client_id uuid NOT NULL, priority smallint NOT NULL, n integer NOT NULL, PRIMARY KEY (client_id, priority))
+        WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000);
+      CREATE TABLE jobs_history (LIKE jobs);
+      ALTER TABLE jobs_history ADD PRIMARY KEY (id);
+      CREATE INDEX jobs_history_by_client ON jobs_history (client_id, seq DESC);
+      CREATE INDEX jobs_history_completed ON jobs_history (completed_at);
+      -- Ended jobs whose card is free, oldest first: what archiving moves.
+      CREATE INDEX jobs_ended ON jobs (completed_at) WHERE status IN ('completed', 'failed', 'cancelled') AND NOT holding;
+      ALTER TABLE jobs SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 5000,
+        autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 10000,
+        autovacuum_analyze_scale_factor = 0, autovacuum_analyze_threshold = 5000, autovacuum_vacuum_cost_delay = 0);
+
+      CREATE FUNCTION count_jobs() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF TG_OP = 'INSERT' THEN ${countDeltas(NEW_ROWS)}
+        ELSIF TG_OP = 'DELETE' THEN ${countDeltas(OLD_ROWS)}
+        ELSE ${countDeltas(`${NEW_ROWS} UNION ALL ${OLD_ROWS}`)}
+        END IF;
+        RETURN NULL;
+      END $$;
+      CREATE FUNCTION recount_jobs() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        ${RECOUNT}
+        RETURN NULL;
+      END $$;
+      CREATE TRIGGER jobs_count_insert AFTER INSERT ON jobs REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION count_jobs();
+      CREATE TRIGGER jobs_count_update AFTER UPDATE ON jobs REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION count_jobs();
+      CREATE TRIGGER jobs_count_delete AFTER DELETE ON jobs REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION count_jobs();
+      CREATE TRIGGER jobs_count_truncate AFTER TRUNCATE ON jobs FOR EACH STATEMENT EXECUTE FUNCTION recount_jobs();
+      -- Archived jobs still count (as what they ended as) until retention removes them.
+      CREATE TRIGGER jobs_history_count_insert AFTER INSERT ON jobs_history REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION count_jobs();
+      CREATE TRIGGER jobs_history_count_delete AFTER DELETE ON jobs_history REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION count_jobs();
+      CREATE TRIGGER jobs_history_count_truncate AFTER TRUNCATE ON jobs_history FOR EACH STATEMENT EXECUTE FUNCTION recount_jobs();
+      ${RECOUNT}
     `,
   },
 ];

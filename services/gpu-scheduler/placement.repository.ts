@@ -46,6 +46,35 @@ export type PlacementSnapshot = {
 export const decayedUsageSql = (halfLifeS: number) => `u.gpu_seconds * power(2, -extract(epoch FROM now() - u.at) / ${Number(halfLifeS)})`;
 
 /**
+ * How the snapshot is planned, whatever the statistics say: every read in it follows an index in
+ * its order, and with statistics taken while the queue was empty (this machine has no autovacuum)
+ * the planner would rather read the whole queue through the smallest queue index and sort it
+ * (seconds per pass at 20,000 queued jobs instead of milliseconds). A plan that must sort anyway
+ * then costs more than jit_above_cost: no JIT (it would compile the query on every pass).
+ */
+export const SNAPSHOT_PLANNING = "SET LOCAL enable_sort = off; SET LOCAL enable_seqscan = off; SET LOCAL jit = off";
+
+/**
+ * A read of the few jobs holding a card (held cards, housekeeping), planned with sequential scans
+ * off: statistics taken while most jobs held a card would read the whole table, finished jobs and
+ * all, instead of the index of held cards. One round trip; values go in as literals (`lit`).
+ */
+export async function readHolding<R>(db: Pool, sql: (lit: (value: string) => string) => string): Promise<R[]> {
+  const tx = await db.connect();
+  try {
+    const results = (await tx.query(
+      `BEGIN; SET LOCAL enable_seqscan = off; SET LOCAL jit = off; ${sql((v) => tx.escapeLiteral(v))}; COMMIT`,
+    )) as unknown as Array<{ rows: R[] }>;
+    return results[results.length - 2].rows;
+  } catch (err) {
+    await tx.query("ROLLBACK").catch(() => undefined);
+    throw err;
+  } finally {
+    tx.release();
+  }
+}
+
+/**
  * The placement snapshot in one row: every card holding a job (and per account how many), the first
  * queued jobs of each account and requested type in the account's order (priority, then age), at
  * most as many per pair as there may be free cards (each job takes one at least), and the decayed
@@ -53,7 +82,7 @@ export const decayedUsageSql = (halfLifeS: number) => `u.gpu_seconds * power(2, 
  * distinct (account, type) pairs come from skipping through an index (one probe per pair), so the
  * cost grows with the accounts waiting, not with the backlog.
  */
-function snapshotSql(cardCount: number, halfLifeS: number, nowLiteral: string): string {
+export function snapshotSql(cardCount: number, halfLifeS: number, nowLiteral: string): string {
   return `WITH RECURSIVE pairs(c, m) AS (
       (SELECT client_id, gpu_match FROM gpu_scheduler.jobs WHERE status = 'queued' ORDER BY client_id, gpu_match LIMIT 1)
       UNION ALL
@@ -106,10 +135,11 @@ export class PlacementRepository {
     try {
       const results = (await tx.query(
         `BEGIN;
+         ${SNAPSHOT_PLANNING};
          ${PLACEMENT_LOCK_SQL};
          ${snapshotSql(Math.max(0, Math.floor(cardCount)), this.halfLifeS, tx.escapeLiteral(now.toISOString()))}`,
       )) as unknown as Array<{ rows: SnapshotRow[] }>;
-      const row = results[2].rows[0];
+      const row = results[results.length - 1].rows[0];
       const queue = (row.queue ?? []).map((q) => ({
         jobId: q.id,
         gpuType: q.gpu_type,
@@ -152,16 +182,20 @@ export class PlacementRepository {
     }
   }
 
-  /** Whether any job waits (checked before taking the placement lock). */
+  /**
+   * Whether any job waits (checked before taking the placement lock). The order by seq makes it one
+   * probe of jobs_queue whatever the statistics say (EXISTS alone may be planned as a scan of the table).
+   */
   async anyQueued(): Promise<boolean> {
-    const { rows } = await this.db.query<{ queued: boolean }>(`SELECT EXISTS (SELECT 1 FROM gpu_scheduler.jobs WHERE status = 'queued') AS queued`);
-    return rows[0].queued;
+    const { rows } = await this.db.query(`SELECT 1 FROM gpu_scheduler.jobs WHERE status = 'queued' ORDER BY seq LIMIT 1`);
+    return rows.length > 0;
   }
 
   /** Cards holding a job, every card of each (for the status). */
   async heldCards(): Promise<Set<string>> {
-    const { rows } = await this.db.query<{ held: string[] | null }>(
-      `SELECT array_agg(u) AS held FROM gpu_scheduler.jobs, unnest(gpu_uuids) AS u WHERE holding`,
+    const rows = await readHolding<{ held: string[] | null }>(
+      this.db,
+      () => `SELECT array_agg(u) AS held FROM gpu_scheduler.jobs, unnest(gpu_uuids) AS u WHERE holding`,
     );
     return new Set(rows[0].held ?? []);
   }

@@ -125,7 +125,9 @@ export class Scheduler {
   /** Cancels a queued, placed or running job; returns false when it had already finished. `reason`: its statusReason (an operator's cancel). */
   async cancel(row: JobRow, reason?: string): Promise<boolean> {
     for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
-      const state = (await this.repo.states([row.id])).get(row.id)!;
+      const state = (await this.repo.states([row.id])).get(row.id);
+      // Archived meanwhile (job-history.ts): it ended long ago.
+      if (!state) return false;
       const outcome = cancelJob(state, this.clock.now(), reason);
       if (!outcome.ok) return false;
       if ((await this.repo.compareAndSet([{ id: row.id, seen: state, patch: outcome.patch }])).has(row.id)) {

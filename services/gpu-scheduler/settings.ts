@@ -4,6 +4,7 @@ import { Env, flag, int, list, optionalInt, positive, SettingError, text } from 
 import { DEFAULT_RETRY_DELAYS_S } from "./webhook-delivery";
 import type { WebhookSettings } from "./webhook-sender";
 import type { AccountLimit } from "./account-limits";
+import type { HistorySettings } from "./job-history";
 import { parseHeartbeatS, parseJobTimeoutS } from "../gpu-node/settings";
 import { parseAllowedRegistries } from "../gpu-node/registry-policy";
 
@@ -36,6 +37,8 @@ export type SchedulerSettings = {
   followWaitMs: number;
   /** WEBHOOK_* (README "Webhooks"). */
   webhooks: WebhookSettings;
+  /** Archiving, retention and vacuum of ended jobs (job-history.ts). */
+  history: HistorySettings;
 };
 
 /** WEBHOOK_RETRY_DELAYS_S: comma-separated positive seconds (default: Standard Webhooks' schedule, 27.6 h). */
@@ -72,4 +75,17 @@ export const parseSchedulerSettings = (env: Env): SchedulerSettings => ({
     timeoutMs: positive(env, "WEBHOOK_TIMEOUT_MS", 10_000),
     pollMs: positive(env, "WEBHOOK_POLL_MS", 1000),
   },
+  history: {
+    archiveAfterS: positive(env, "GPU_JOB_ARCHIVE_AFTER_S", 300),
+    retentionDays: positive(env, "GPU_JOB_RETENTION_DAYS", 30),
+    vacuumRows: nonNegative(env, "GPU_JOBS_VACUUM_ROWS", 5000),
+    vacuumIntervalS: positive(env, "GPU_JOBS_VACUUM_INTERVAL_S", 10),
+  },
 });
+
+/** A whole number of at least 0. */
+function nonNegative(env: Env, name: string, fallback: number): number {
+  const value = int(env, name, fallback);
+  if (value < 0) throw new SettingError(name, String(value), "a whole number of at least 0");
+  return value;
+}

@@ -1,0 +1,213 @@
+/**
+ * Deep queues and long histories against the real PostgreSQL: the counters stay exact across every
+ * transition, archiving and retention move and remove only what they should, concurrent insert
+ * batches of several accounts keep the queued-jobs limit and their places exact, and the hot
+ * queries are planned through their indexes on a table holding 20,000 queued and 100,000 ended jobs.
+ */
+import { randomUUID } from "crypto";
+import { Pool, PoolClient } from "pg";
+import { ensureDatabase, migrate, transaction } from "../../lib/db";
+import { EnvAccountLimits } from "../../services/gpu-scheduler/account-limits";
+import { HistoryRepository } from "../../services/gpu-scheduler/history.repository";
+import { JobsRepository, NewJob } from "../../services/gpu-scheduler/jobs.repository";
+import { migrations } from "../../services/gpu-scheduler/migrations";
+import { PlacementRepository } from "../../services/gpu-scheduler/placement.repository";
+import { QueuePositions } from "../../services/gpu-scheduler/queue-positions";
+import type { JobPatch } from "../../services/gpu-scheduler/transitions";
+import { dropDatabase, testDatabaseUrl } from "../support/platform";
+
+const job = (clientId: string, priority = 1): NewJob => ({
+  id: randomUUID(),
+  clientId,
+  command: "true",
+  containerImage: null,
+  gpuType: null,
+  timeoutSeconds: 60,
+  priority,
+});
+
+describe("gpu-scheduler deep queue - against PostgreSQL", () => {
+  const url = testDatabaseUrl();
+  let pool: Pool;
+  let repo: JobsRepository;
+  let places: PlacementRepository;
+  let history: HistoryRepository;
+
+  /** What the counters must say, counted from the rows of both tables. */
+  const truth = async () => {
+    const { rows } = await pool.query<{ status: string; n: number }>(
+      `SELECT CASE WHEN status = 'running' AND started_at IS NULL THEN 'assigned' ELSE status END AS status, count(*)::int AS n
+       FROM (SELECT status, started_at FROM gpu_scheduler.jobs UNION ALL SELECT status, started_at FROM gpu_scheduler.jobs_history) j GROUP BY 1`,
+    );
+    const counts = { queued: 0, assigned: 0, running: 0, completed: 0, failed: 0, cancelled: 0 };
+    for (const r of rows) counts[r.status as keyof typeof counts] = r.n;
+    const perAccount = await pool.query<{ c: string; n: number }>(
+      `SELECT client_id AS c, count(*)::int AS n FROM gpu_scheduler.jobs WHERE status = 'queued' GROUP BY 1 ORDER BY 1`,
+    );
+    return { counts, depth: counts.queued + counts.assigned, perAccount: perAccount.rows };
+  };
+  const counters = async () => {
+    const accounts = (await repo.queueAccounts()).map((a) => ({ c: a.clientId, n: a.queued })).sort((a, b) => (a.c < b.c ? -1 : 1));
+    return { counts: await repo.countByStatus(), depth: await repo.queueDepth(), perAccount: accounts };
+  };
+  const expectExact = async (step: string) => expect({ step, ...(await counters()) }).toEqual({ step, ...(await truth()) });
+  const insert = (jobs: NewJob[], limit = 1000) => transaction(pool, (tx: PoolClient) => repo.admitAndInsert(jobs, new Date(), () => limit, tx));
+  const patch = async (id: string, p: JobPatch) => {
+    const seen = (await repo.states([id])).get(id)!;
+    expect(await repo.compareAndSet([{ id, seen, patch: p }])).toEqual(new Set([id]));
+  };
+
+  beforeAll(async () => {
+    await ensureDatabase(url);
+    pool = new Pool({ connectionString: url, max: 10 });
+    pool.on("error", () => undefined);
+    await migrate(pool, "gpu_scheduler", migrations);
+    repo = new JobsRepository(pool);
+    places = new PlacementRepository(pool);
+    history = new HistoryRepository(pool);
+  });
+  beforeEach(async () => {
+    await pool.query("TRUNCATE gpu_scheduler.jobs, gpu_scheduler.jobs_history, gpu_scheduler.job_attempts, gpu_scheduler.account_usage");
+  });
+  afterAll(async () => {
+    await pool.end();
+    await dropDatabase(url);
+  });
+
+  test("gpu-scheduler deep queue - counts stay exact across insert, place, start, finish, cancel, retry, expire, archive and removal", async () => {
+    const [a, b] = [randomUUID(), randomUUID()];
+    await insert([job(a), job(a, 2), job(b), job(b, 0), job(a), job(b)]);
+    await expectExact("inserted");
+    const placed = await places.placeUnderLock(
+      3,
+      ({ queue }) => queue.slice(0, 3).map((q, i) => ({ jobId: q.jobId, nodeId: "n1", gpuUuid: `g${i}`, gpuUuids: [`g${i}`], gpuName: "Card" })),
+      new Date(),
+    );
+    expect(placed.assigned).toHaveLength(3);
+    await expectExact("placed");
+    const [first, second, third] = placed.assigned.map((j) => j.id);
+    await patch(first, { status: "running" }); // the node has it, not started yet: still counted as waiting
+    await expectExact("taken, not started");
+    const t0 = new Date(Date.now() - 5000);
+    await patch(first, { startedAt: t0 });
+    await patch(second, { status: "running", startedAt: t0 });
+    await expectExact("started");
+    await patch(first, { status: "completed", completedAt: new Date(), exitCode: 0, holding: false });
+    await expectExact("finished");
+    const endedAttempt = { attempt: 1, nodeId: "n1", startedAt: t0, endedAt: new Date(), exitCode: 1, output: null, errorMessage: "exit code 1" };
+    await patch(second, { status: "queued", nodeId: null, gpuUuid: null, holding: false, notBefore: new Date(Date.now() + 60_000), endedAttempt });
+    await expectExact("retried: back to the queue");
+    await patch(third, { status: "cancelled", completedAt: new Date(), holding: false });
+    const queued = (await truth()).perAccount.length
+      ? (await pool.query<{ id: string }>("SELECT id FROM gpu_scheduler.jobs WHERE status = 'queued' LIMIT 2")).rows
+      : [];
+    await patch(queued[0].id, { status: "cancelled", completedAt: new Date() }); // cancelled while queued
+    await patch(queued[1].id, { status: "cancelled", completedAt: new Date(), statusReason: "Queue timeout expired" }); // expired
+    await expectExact("cancelled and expired");
+    expect(await history.archive(new Date(Date.now() + 1000), 100)).toBe(4);
+    await expectExact("archived");
+    expect(await history.purge(new Date(Date.now() + 1000), 100)).toBe(4);
+    await expectExact("removed after retention");
+    await pool.query("TRUNCATE gpu_scheduler.jobs");
+    await expectExact("after a TRUNCATE (recounted)");
+  });
+
+  test("gpu-scheduler deep queue - archiving moves only ended jobs whose card is free, ended before the cutoff; reads find them; retention removes only older ones with their attempts", async () => {
+    const client = randomUUID();
+    const ids = (await insert(Array.from({ length: 6 }, () => job(client)))).created.map((c) => c.id);
+    const old = new Date(Date.now() - 3_600_000);
+    const recent = new Date(Date.now() - 1000);
+    await pool.query(
+      `UPDATE gpu_scheduler.jobs SET status = CASE id WHEN $1 THEN 'completed' WHEN $2 THEN 'failed' WHEN $3 THEN 'cancelled' WHEN $4 THEN 'completed' ELSE status END,
+         completed_at = CASE WHEN id IN ($1, $2, $3) THEN $5::timestamptz WHEN id = $4 THEN $6::timestamptz END,
+         holding = (id = $2), gpu_uuid = CASE WHEN id = $2 THEN 'g1' END WHERE id = ANY($7::uuid[])`,
+      [ids[0], ids[1], ids[2], ids[3], old, recent, ids],
+    );
+    await pool.query(`INSERT INTO gpu_scheduler.job_attempts (job_id, attempt, ended_at, error_message) VALUES ($1, 1, $2, 'x'), ($3, 1, $2, 'y')`, [
+      ids[0],
+      old,
+      ids[4],
+    ]);
+    // Cutoff between old and recent: ids[0] and ids[2] move; ids[1] still holds its card, ids[3] ended after, 4 and 5 are queued.
+    expect(await history.archive(new Date(Date.now() - 60_000), 100)).toBe(2);
+    const where = async (id: string) =>
+      (
+        await pool.query(`SELECT 'jobs' AS t FROM gpu_scheduler.jobs WHERE id = $1 UNION ALL SELECT 'history' FROM gpu_scheduler.jobs_history WHERE id = $1`, [
+          id,
+        ])
+      ).rows.map((r) => r.t);
+    expect(await Promise.all(ids.map(where))).toEqual([["history"], ["jobs"], ["history"], ["jobs"], ["jobs"], ["jobs"]]);
+    // The archived job reads the same as before, through either lookup and the list (newest first, merged).
+    expect(await repo.findForClient(ids[0], client)).toMatchObject({ id: ids[0], status: "completed", client_id: client });
+    expect(await repo.findForClient(ids[0], randomUUID())).toBeUndefined();
+    expect((await repo.find(ids[2]))?.status).toBe("cancelled");
+    expect((await repo.listForClient(client, 50)).map((r) => r.id)).toEqual([...ids].reverse());
+    expect((await repo.listForClient(client, 3)).map((r) => r.id)).toEqual([ids[5], ids[4], ids[3]]);
+    // Bounded: one at a time.
+    await pool.query(`UPDATE gpu_scheduler.jobs SET holding = false WHERE id = $1`, [ids[1]]);
+    expect(await history.archive(new Date(), 1)).toBe(1);
+    expect(await history.archive(new Date(), 1)).toBe(1);
+    expect(await history.archive(new Date(), 1)).toBe(0);
+    // Retention: only the jobs that ended before it, and only their attempts.
+    expect(await history.purge(new Date(Date.now() - 60_000), 100)).toBe(3);
+    expect(await repo.find(ids[0])).toBeUndefined();
+    expect(await repo.findForClient(ids[3], client)).toMatchObject({ status: "completed" });
+    const attempts = await pool.query(`SELECT job_id FROM gpu_scheduler.job_attempts`);
+    expect(attempts.rows).toEqual([{ job_id: ids[4] }]);
+    expect(await history.purge(new Date(Date.now() - 60_000), 100)).toBe(0);
+  });
+
+  test("gpu-scheduler deep queue - the history has the queue table's columns (a column added to one must be added to the other)", async () => {
+    const columns = async (table: string) =>
+      (
+        await pool.query(
+          `SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = 'gpu_scheduler' AND table_name = $1 ORDER BY column_name`,
+          [table],
+        )
+      ).rows;
+    expect(await columns("jobs_history")).toEqual(await columns("jobs"));
+  });
+
+  test("gpu-scheduler deep queue - concurrent batches of several accounts keep the queued-jobs limit and each job's place in its account exact", async () => {
+    const accounts = [randomUUID(), randomUUID(), randomUUID()];
+    const LIMIT = 30;
+    // 12 batches at once, each 4 jobs of every account: 48 per account offered, 30 admitted.
+    const outcomes = await Promise.all(
+      Array.from({ length: 12 }, () =>
+        insert(
+          accounts.flatMap((c) => Array.from({ length: 4 }, () => job(c))),
+          LIMIT,
+        ),
+      ),
+    );
+    for (const c of accounts) {
+      const created = outcomes.flatMap((o) => o.created.filter((j) => j.clientId === c));
+      expect(created).toHaveLength(LIMIT);
+      // Each job's count of its account's jobs ahead is its rank: 0 … 29, each once.
+      expect(created.map((j) => j.ahead).sort((x, y) => x - y)).toEqual(Array.from({ length: LIMIT }, (_, i) => i));
+    }
+    const refusals = outcomes.flatMap((o) => [...o.refused.values()]);
+    expect(refusals).toHaveLength(3 * (48 - LIMIT));
+    expect(new Set(refusals.map((r) => `${r.limit}/${r.used}`))).toEqual(new Set([`${LIMIT}/${LIMIT}`]));
+    await expectExact("after concurrent batches");
+    // Positions: with no usage, the fair order takes the accounts in turn (ties by account id).
+    const positions = new QueuePositions(repo, new EnvAccountLimits({ weight: 1, runningGpus: null, queuedJobs: LIMIT }));
+    const { rows } = await pool.query<{ id: string; client_id: string }>(`SELECT id, client_id FROM gpu_scheduler.jobs ORDER BY seq`);
+    const sorted: string[] = [...accounts].sort();
+    const expected = new Map<string, number>();
+    const seen = new Map<string, number>();
+    for (const r of rows) {
+      const i = seen.get(r.client_id) ?? 0;
+      seen.set(r.client_id, i + 1);
+      expected.set(r.id, i * accounts.length + sorted.indexOf(r.client_id) + 1);
+    }
+    expect(await positions.of(rows.map((r) => r.id))).toEqual(expected);
+    // A new batch's positions, from its count per account, match a later read of the same jobs.
+    const fresh = randomUUID();
+    const more = await insert([job(accounts[0], 2), job(fresh)], LIMIT + 1);
+    const created = await positions.ofCreated(more.created);
+    expect(created).toEqual(await positions.of(more.created.map((c) => c.id)));
+    // High priority: first of its account, after the first job of each account with a lower id (all at share 0).
+    expect(created.get(more.created[0].id)).toBe(1 + [...accounts, fresh].filter((c) => c < accounts[0]).length);
+  });
+});
