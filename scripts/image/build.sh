@@ -27,6 +27,8 @@ trap 'rm -rf "$ctx"' EXIT
 tar -C "$ROOT" --exclude=./node_modules --exclude=./.git --exclude=./dist --exclude=./test --exclude=./bench \
   --exclude=./scratch --exclude=./coverage --exclude=./test-results --exclude=./k8s -c . | tar -C "$ctx" -x
 "$ROOT/node_modules/.bin/tsx" "$ROOT/deploy/image/deps.ts" "$ctx/.image-deps" >/dev/null
+# .dockerignore leaves out every node_modules folder, nested ones in these trees too (moleculer's own glob).
+printf '!.image-deps\n!.image-deps/**\n' >>"$ctx/.dockerignore"
 
 # Exactly the two npm ci lines are replaced; a Dockerfile that no longer has them stops the build.
 build_ci='RUN npm ci --no-audit --no-fund'
