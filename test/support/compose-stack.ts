@@ -185,8 +185,8 @@ export function containers(stack: Stack): ContainerState[] {
 /** `up -d`, then every container healthy; returns the seconds from `up` to the last health check green. */
 export async function upAndHealthy(stack: Stack, services: number): Promise<number> {
   const started = Date.now();
-  stack.compose(["up", "-d"]);
   try {
+    stack.compose(["up", "-d"]);
     await waitFor(
       () => {
         const all = containers(stack);
@@ -195,7 +195,9 @@ export async function upAndHealthy(stack: Stack, services: number): Promise<numb
       { timeoutMs: 240_000, intervalMs: 500, message: "every container healthy" },
     );
   } catch (err) {
-    const states = containers(stack).map((c) => `${c.service}: ${c.health}`);
+    const states = containers(stack).map(
+      (c) => `${c.service}: ${c.health} ${run("docker", ["inspect", "-f", "{{.State.Status}} {{json .State.Health.Log}}", c.id]).slice(-400)}`,
+    );
     throw new Error(`${String(err)}\n${states.join("\n")}\n${stack.compose(["logs", "--tail", "8", "--no-color"]).slice(-6000)}`, { cause: err });
   }
   return (Date.now() - started) / 1000;
