@@ -33,7 +33,12 @@ export type GeneratedBus = {
   env: Record<string, string>;
 };
 
-export const newPassword = () => randomBytes(24).toString("hex");
+/**
+ * nats-server parses a `$VAR`'s value as a configuration value: a hex password that starts with a
+ * digit can read as a number (`1234`, `0e7f3a` refuse to start the server; `123e4` would be a
+ * float), so every password starts with a letter.
+ */
+export const newPassword = () => `p${randomBytes(24).toString("hex")}`;
 
 export function generateBus(o: BusGenerateOptions): GeneratedBus {
   for (const name of o.gpuNodes)

@@ -128,7 +128,7 @@ function createHealthServer(broker: ServiceBroker): http.Server {
 }
 
 /** Starts the health server when the broker is created and closes it when the broker has stopped. */
-export function HealthMiddleware(settings: Pick<PlatformSettings, "healthPort">): Middleware {
+export function HealthMiddleware(settings: Pick<PlatformSettings, "healthPort" | "listenHost">): Middleware {
   return {
     created(broker: ServiceBroker) {
       // Like the health server, the metrics endpoint must not keep a finished process alive.
@@ -139,7 +139,7 @@ export function HealthMiddleware(settings: Pick<PlatformSettings, "healthPort">)
       const server = createHealthServer(broker);
       // A probe port taken by something else must not take the process down; the probes will say.
       server.on("error", (err) => broker.logger.error(`Health endpoints unavailable: ${err.message}`));
-      server.listen(port, () => {
+      server.listen(port, settings.listenHost, () => {
         broker.logger.info(`Health endpoints on :${(server.address() as AddressInfo).port} (/live, /ready)`);
       });
       server.unref(); // never keeps a process alive on its own

@@ -69,12 +69,12 @@ export const PLATFORM_METRICS = {
 export type PlatformMetric = keyof typeof PLATFORM_METRICS;
 
 /** Broker options: the Prometheus reporter on METRICS_PORT, or metrics off. */
-export function metricsOptions(settings: Pick<PlatformSettings, "metricsPort">): BrokerOptions["metrics"] {
+export function metricsOptions(settings: Pick<PlatformSettings, "metricsPort" | "listenHost">): BrokerOptions["metrics"] {
   const port = settings.metricsPort;
   if (port === null) return { enabled: false };
   return {
     enabled: true,
-    reporter: [{ type: "Prometheus", options: { port, path: "/metrics" } }],
+    reporter: [{ type: "Prometheus", options: { port, host: settings.listenHost, path: "/metrics" } }],
   };
 }
 

@@ -38,6 +38,8 @@ export type PlatformSettings = {
   callerVerifyKey?: string;
   logLevel: string;
   logFormat: string;
+  /** HOST: the address the health and metrics servers bind as well as the gateway (unset: every interface). */
+  listenHost?: string;
   /** Liveness/readiness HTTP port (0: any free port; null: none). */
   healthPort: number | null;
   /** Prometheus endpoint, path /metrics (0: any free port; null: metrics disabled). */
@@ -74,6 +76,7 @@ export function parsePlatformSettings(env: Env): PlatformSettings {
     callerVerifyKey: env.CALLER_VERIFY_KEY?.trim() || undefined,
     logLevel: text(env, "LOG_LEVEL", "info"),
     logFormat: text(env, "LOG_FORMAT", production ? "json" : "short"),
+    listenHost: text(env, "HOST"),
     healthPort: portOrOff(env, "HEALTH_PORT", 3001),
     metricsPort: portOrOff(env, "METRICS_PORT", 3030),
     readyCheckTimeoutMs: int(env, "READY_CHECK_TIMEOUT_MS", 2000),
