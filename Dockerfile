@@ -25,12 +25,16 @@ RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 FROM ${NODE_IMAGE} AS runtime
 # dbaas's snapshots run pg_dump / pg_restore of the tenant server's major version (compose runs
 # postgres:16): PostgreSQL's own apt repository has every major, Debian's only 15.
+# An empty PG_CLIENT_MAJOR builds without them (a build with no network: dbaas then answers
+# snapshots and branches 503 and says why at start).
 ARG PG_CLIENT_MAJOR=16
-RUN apt-get update -qq \
- && apt-get install -y -qq --no-install-recommends postgresql-common ca-certificates \
- && /usr/share/postgresql-common/pgdg/apt.postgresql.org.sh -y >/dev/null \
- && apt-get install -y -qq --no-install-recommends postgresql-client-${PG_CLIENT_MAJOR} \
- && rm -rf /var/lib/apt/lists/*
+RUN if [ -n "$PG_CLIENT_MAJOR" ]; then \
+    apt-get update -qq \
+    && apt-get install -y -qq --no-install-recommends postgresql-common ca-certificates \
+    && /usr/share/postgresql-common/pgdg/apt.postgresql.org.sh -y >/dev/null \
+    && apt-get install -y -qq --no-install-recommends postgresql-client-${PG_CLIENT_MAJOR} \
+    && rm -rf /var/lib/apt/lists/*; \
+  fi
 ENV NODE_ENV=production \
     LOG_FORMAT=json \
     PORT=3000 \

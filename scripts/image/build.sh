@@ -39,4 +39,5 @@ for line in "$build_ci" "$deps_ci"; do
 done
 sed -e "s|^${build_ci}\$|COPY .image-deps/build-modules ./node_modules|" \
   -e "s|^${deps_ci}\$|COPY .image-deps/prod-modules ./node_modules|" "$ROOT/Dockerfile" >"$ctx/Dockerfile.prebuilt"
-docker build --network none --build-arg NODE_IMAGE="$BASE_IMAGE" -f "$ctx/Dockerfile.prebuilt" -t "$IMAGE" "$@" "$ctx"
+# No network in this build: no PostgreSQL client tools from PostgreSQL's apt repository either (README).
+docker build --network none --build-arg NODE_IMAGE="$BASE_IMAGE" --build-arg PG_CLIENT_MAJOR= -f "$ctx/Dockerfile.prebuilt" -t "$IMAGE" "$@" "$ctx"
