@@ -128,7 +128,7 @@ describe("input - strings PostgreSQL cannot store never reach a service or a bat
   });
 
   it("input - 19 concurrent submitters and one job PostgreSQL refuses in the same batch: only that one fails (400), the 19 are stored", async () => {
-    const scheduler = platform.broker.getLocalService("gpu-scheduler") as unknown as { inserts: Batcher<NewJob, number> };
+    const scheduler = platform.broker.getLocalService("gpu-scheduler") as unknown as { inserts: Batcher<NewJob, { position: number } | { refused: unknown }> };
     const jobs: NewJob[] = Array.from({ length: 20 }, (_, i) => ({
       id: randomUUID(),
       clientId,
@@ -144,7 +144,7 @@ describe("input - strings PostgreSQL cannot store never reach a service or a bat
     expect((bad as PromiseRejectedResult).reason).toMatchObject({ code: 400, type: "VALIDATION_FAILED" });
     expect(JSON.stringify((bad as PromiseRejectedResult).reason.data)).not.toMatch(/0x00|UTF8|gpu_scheduler/);
     const good = outcomes.filter((_, i) => i !== 7);
-    expect(good.every((o) => o.status === "fulfilled" && Number.isInteger(o.value))).toBe(true);
+    expect(good.every((o) => o.status === "fulfilled" && "position" in o.value && Number.isInteger(o.value.position))).toBe(true);
     const { rows } = await db.query<{ id: string }>("SELECT id FROM gpu_scheduler.jobs WHERE id = ANY($1::uuid[])", [jobs.map((j) => j.id)]);
     expect(rows.map((r) => r.id).sort()).toEqual(
       jobs
