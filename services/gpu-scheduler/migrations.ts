@@ -296,4 +296,13 @@ export const migrations: Migration[] = [
       CREATE INDEX jobs_history_by_client_status ON jobs_history (client_id, status, seq DESC);
     `,
   },
+  {
+    version: 13,
+    name: "webhook deliveries retention",
+    // Settled deliveries (delivered or failed), oldest first: what housekeeping removes after
+    // GPU_JOB_RETENTION_DAYS (job-history.ts), in bounded batches.
+    sql: `
+      CREATE INDEX webhook_deliveries_settled ON webhook_deliveries (created_at) WHERE status <> 'pending';
+    `,
+  },
 ];
