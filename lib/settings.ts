@@ -50,6 +50,15 @@ export function optionalInt(env: Env, name: string): number | undefined {
   return given(env, name) === undefined ? undefined : int(env, name, 0);
 }
 
+/** A per-minute limit (INFERENCE_RPM, INFERENCE_TPM): a positive integer, or null when unset or "unlimited". */
+export function perMinute(env: Env, name: string): number | null {
+  const raw = (env[name] ?? "").trim();
+  if (raw === "" || raw.toLowerCase() === "unlimited") return null;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 1) throw new SettingError(name, raw, 'a positive integer or "unlimited"');
+  return value;
+}
+
 /** A decimal number above 0 (limits such as CPUs, periods in seconds). */
 export function positive(env: Env, name: string, fallback: number): number {
   const raw = given(env, name);

@@ -121,14 +121,14 @@ export const snapshotActions: ServiceActionsSchema = {
     },
   },
 
-  /** Internal: bytes of the account's ready snapshots, what they count in its storage (the usage ledger reads it). */
+  /** Internal: each account's ready snapshots' bytes, which count in its storage (usage reads them; none: absent). */
   snapshotStorage: {
     visibility: "public",
-    callers: [], // in-process for now; the usage service, once merged, is named here
-    params: { clientId: { type: "string", min: 1, max: 200 } },
-    async handler(this: DbaasThis, ctx: Context<{ clientId: string }>): Promise<{ bytes: number; storageMb: number }> {
-      const bytes = await this.snapshots.accountBytes(ctx.params.clientId);
-      return { bytes, storageMb: roundMb(bytes / MIB) };
+    callers: ["usage"],
+    params: { clientIds: { type: "array", items: "uuid", min: 1, max: 1000 } },
+    async handler(this: DbaasThis, ctx: Context<{ clientIds: string[] }>): Promise<Record<string, { bytes: number; storageMb: number }>> {
+      const bytes = await this.snapshots.accountBytes(ctx.params.clientIds);
+      return Object.fromEntries([...bytes].map(([id, b]) => [id, { bytes: b, storageMb: b / MIB }]));
     },
   },
 };

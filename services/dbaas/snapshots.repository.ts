@@ -113,15 +113,16 @@ export class SnapshotsRepository {
   }
 
   /**
-   * Bytes of the account's ready snapshots: what they count in the account's storage (the usage
-   * ledger reads it through the internal action dbaas.snapshotStorage).
+   * Bytes of each account's ready snapshots (accounts with none absent): what they count in the
+   * account's storage (the usage service reads it through the internal action dbaas.snapshotStorage).
    */
-  async accountBytes(clientId: string): Promise<number> {
-    const { rows } = await this.db.query<{ bytes: string }>(
-      "SELECT coalesce(sum(size_bytes), 0)::text AS bytes FROM dbaas.snapshots WHERE client_id = $1 AND status = 'ready'",
-      [clientId],
+  async accountBytes(clientIds: string[]): Promise<Map<string, number>> {
+    const { rows } = await this.db.query<{ client_id: string; bytes: string }>(
+      `SELECT client_id, sum(size_bytes)::text AS bytes FROM dbaas.snapshots
+       WHERE client_id = ANY($1::text[]) AND status = 'ready' GROUP BY client_id`,
+      [clientIds],
     );
-    return Number(rows[0].bytes);
+    return new Map(rows.map((r) => [r.client_id, Number(r.bytes)]));
   }
 
   /** Fails every pending snapshot whose process died (its pg_dump died with it); their ids. */

@@ -1,6 +1,6 @@
 /**
  * SQL of the jobs' history (gpu_scheduler.jobs_history) and of the queue table's upkeep: ended
- * jobs moved out of the queue table, removed after retention, and VACUUM where autovacuum does not
+ * jobs moved out of the queue table, removed after retention (settled webhook deliveries too), and VACUUM where autovacuum does not
  * run. Each step is one statement over a bounded batch; replicas skip the rows another one holds.
  */
 import type { Pool } from "pg";
@@ -45,6 +45,20 @@ export class HistoryRepository {
       [before, limit],
     );
     return rows[0].n;
+  }
+
+  /**
+   * Removes up to `limit` settled webhook deliveries (delivered or failed; a pending one is still
+   * owed) created before `before`, oldest first through webhook_deliveries_settled; returns how many.
+   */
+  async purgeDeliveries(before: Date, limit: number): Promise<number> {
+    const { rowCount } = await this.db.query(
+      `DELETE FROM gpu_scheduler.webhook_deliveries WHERE id IN
+         (SELECT id FROM gpu_scheduler.webhook_deliveries WHERE status <> 'pending' AND created_at < $1
+          ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+      [before, limit],
+    );
+    return rowCount ?? 0;
   }
 
   /** Forgets the per-account counters of accounts with nothing queued (a concurrent submission re-creates its row). */

@@ -1,7 +1,8 @@
 /**
  * Finished jobs must not slow the hot path as they pile up: housekeeping moves jobs ended more than
  * GPU_JOB_ARCHIVE_AFTER_S ago (card free) from the queue table to jobs_history, removes archived
- * ones after GPU_JOB_RETENTION_DAYS (with their kept attempts), and keeps the queue table healthy
+ * ones after GPU_JOB_RETENTION_DAYS (with their kept attempts, and settled webhook deliveries as
+ * old), and keeps the queue table healthy
  * where autovacuum does not run (or lags): VACUUM (ANALYZE) once GPU_JOBS_VACUUM_ROWS rows died,
  * ANALYZE alone once as many changed (statistics taken while the queue was empty make the planner
  * read whole queue indexes), each at most once per GPU_JOBS_VACUUM_INTERVAL_S counting
@@ -45,7 +46,7 @@ export class JobHistory {
   private running = false;
 
   constructor(
-    private readonly repo: Pick<HistoryRepository, "archive" | "purge" | "dropEmptyCounters" | "vacuumStats" | "vacuum">,
+    private readonly repo: Pick<HistoryRepository, "archive" | "purge" | "purgeDeliveries" | "dropEmptyCounters" | "vacuumStats" | "vacuum">,
     private readonly settings: HistorySettings,
     private readonly clock: Clock,
     private readonly logger: Pick<LoggerInstance, "info">,
@@ -60,6 +61,7 @@ export class JobHistory {
       const { archiveBefore, purgeBefore } = historyCutoffs(now, this.settings);
       await this.batches(() => this.repo.archive(archiveBefore, HISTORY_BATCH));
       await this.batches(() => this.repo.purge(purgeBefore, HISTORY_BATCH));
+      await this.batches(() => this.repo.purgeDeliveries(purgeBefore, HISTORY_BATCH));
       await this.repo.dropEmptyCounters();
       const upkeep = tableUpkeep(await this.repo.vacuumStats(), now.getTime(), this.settings);
       if (upkeep) {

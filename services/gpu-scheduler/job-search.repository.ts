@@ -1,8 +1,9 @@
 /**
- * Every account's jobs for operators (GET /api/admin/jobs): newest first, filtered by status and
- * account, in pages keyed by the job's sequence number. A public status spans stored ones (a placed
- * job still shows `queued`), so each stored status is read through its own index range
- * (jobs_by_status, jobs_by_client_status) and the ranges are merged: no scan of the history.
+ * Every account's jobs for operators (GET /api/admin/jobs), archived ones included: newest first,
+ * filtered by status and account, in pages keyed by the job's sequence number (global, so the two
+ * tables merge). A public status spans stored ones (a placed job still shows `queued`), so each
+ * stored status is read through its own index range in each table that can hold it (jobs_by_status,
+ * jobs_by_client_status and their jobs_history twins) and the ranges are merged: no scan of the history.
  */
 import type { Pool } from "pg";
 import type { PublicStatus } from "./transitions";
@@ -13,6 +14,9 @@ export type JobSearch = { status?: PublicStatus; clientId?: string; limit: numbe
 export type FoundJob = JobRow & { seq: string };
 
 /** The stored statuses (with an extra condition) that a public status covers (transitions.ts publicStatus). */
+/** The stored statuses an archived job can have (job-history.ts archives ended jobs only). */
+const ARCHIVED: readonly string[] = ["completed", "failed", "cancelled"];
+
 export const STORED_RANGES: Record<PublicStatus, Array<[stored: string, extra?: string]>> = {
   queued: [["queued"], ["assigned"], ["running", "started_at IS NULL"]],
   running: [["running", "started_at IS NOT NULL"]],
@@ -31,9 +35,13 @@ export class JobSearchRepository {
     if (q.clientId !== undefined) common.push(`client_id = $${params.push(q.clientId)}::uuid`);
     if (q.before !== undefined) common.push(`seq < $${params.push(q.before)}::bigint`);
     const ranges = q.status ? STORED_RANGES[q.status] : [[undefined]];
-    const parts = ranges.map(([stored, extra]) => {
+    const parts = ranges.flatMap(([stored, extra]) => {
       const where = [...common, ...(stored ? [`status = $${params.push(stored)}`] : []), ...(extra ? [extra] : [])];
-      return `(SELECT ${COLUMNS}, seq FROM gpu_scheduler.jobs ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY seq DESC LIMIT $1)`;
+      const tables = stored === undefined || ARCHIVED.includes(stored) ? ["jobs", "jobs_history"] : ["jobs"];
+      // One statement: a job being archived meanwhile is seen in one table, never both or neither.
+      return tables.map(
+        (t) => `(SELECT ${COLUMNS}, seq FROM gpu_scheduler.${t} ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY seq DESC LIMIT $1)`,
+      );
     });
     const sql = parts.length === 1 ? parts[0] : `SELECT * FROM (${parts.join(" UNION ALL ")}) j ORDER BY seq DESC LIMIT $1`;
     const { rows } = await this.db.query<FoundJob>(sql, params);

@@ -285,4 +285,24 @@ export const migrations: Migration[] = [
       ${RECOUNT}
     `,
   },
+  {
+    version: 12,
+    name: "admin search of archived jobs",
+    // GET /api/admin/jobs reads jobs_history beside jobs (job-search.repository.ts), each filter
+    // through an index as on the queue table: newest first, by status, by account and status.
+    sql: `
+      CREATE INDEX jobs_history_seq ON jobs_history (seq DESC);
+      CREATE INDEX jobs_history_by_status ON jobs_history (status, seq DESC);
+      CREATE INDEX jobs_history_by_client_status ON jobs_history (client_id, status, seq DESC);
+    `,
+  },
+  {
+    version: 13,
+    name: "webhook deliveries retention",
+    // Settled deliveries (delivered or failed), oldest first: what housekeeping removes after
+    // GPU_JOB_RETENTION_DAYS (job-history.ts), in bounded batches.
+    sql: `
+      CREATE INDEX webhook_deliveries_settled ON webhook_deliveries (created_at) WHERE status <> 'pending';
+    `,
+  },
 ];

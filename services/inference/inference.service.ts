@@ -19,7 +19,7 @@ import { MemoryRateLimiter, RedisRateLimiter } from "../../lib/rate-limiter";
 import { INFER_STREAM, InferenceResult, ModelList, ProviderHealth, PublicModel } from "./contract";
 import { InferenceEngine, InferenceRecord, InferParams } from "./engine";
 import { chatCompletion, embeddingList, modelList, openAiStreamFormat, parseChatCompletion, parseEmbeddings } from "./openai-api";
-import { EnvInferenceLimits, InferenceRateLimits } from "./rate-limits";
+import { InferenceRateLimits, UsageInferenceLimits } from "./rate-limits";
 import { INFERENCE_COMPLETED, inferenceCompleted } from "./events";
 import { migrations } from "./migrations";
 import { createProviders } from "./providers";
@@ -218,14 +218,15 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
     });
     // Without Redis, each replica counts on its own (README "Rate limits").
     const limiter = redis ? new RedisRateLimiter(redis, `${prefix}:inference-rate`) : new MemoryRateLimiter();
-    this.rates = new InferenceRateLimits(
-      limiter,
-      new EnvInferenceLimits({ requestsPerMinute: this.config.requestsPerMinute, tokensPerMinute: this.config.tokensPerMinute }),
-    );
     this.recorder = new UsageRecorder(new InferencesRepository(this.db), (err, lost) =>
       this.logger.error(`Could not record ${lost} inference(s) for usage accounting: ${(err as Error).message}`),
     );
     this.gate = new QuotaGate(this.broker, platform.quotaCacheMs, (m) => this.logger.warn(m));
+    // Per-account overrides from usage, read through the gate's cache (README "Rate limits").
+    this.rates = new InferenceRateLimits(
+      limiter,
+      new UsageInferenceLimits(this.gate, { requestsPerMinute: this.config.requestsPerMinute, tokensPerMinute: this.config.tokensPerMinute }),
+    );
     this.usage = new UsagePublisher(
       (batch) => sendToChannel(this.broker, ownChannel(USAGE_CHANNEL, this.broker.nodeID), batch),
       (err, attempt) => attempt === 1 && this.logger.warn(`Usage records not published yet (retrying): ${(err as Error).message}`),

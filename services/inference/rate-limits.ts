@@ -3,10 +3,12 @@
  * by every replica through Redis). A request is counted when it arrives and refused over the
  * requests limit; tokens are counted when an answer finished (only then are they known) and a new
  * request is refused while the window's tokens are already at the limit. The answer carries
- * OpenAI's x-ratelimit-* headers. Limits come from one small interface, so per-account overrides
- * can feed it without touching the rest.
+ * OpenAI's x-ratelimit-* headers. Limits come from one small interface: the environment's
+ * defaults, or the usage service's per-account overrides (UsageInferenceLimits).
  */
 import { apiError } from "../../lib/errors";
+import type { QuotaGate } from "../../lib/quota-gate";
+import { isUuid } from "../../lib/uuid";
 import type { Counted, RateLimiter } from "../../lib/rate-limiter";
 
 export type InferenceLimit = {
@@ -30,6 +32,26 @@ export class EnvInferenceLimits implements InferenceLimits {
 
   limitFor(): Promise<InferenceLimit> {
     return this.answer;
+  }
+}
+
+/**
+ * Limits from the usage service (an account's `requestsPerMinute` / `tokensPerMinute` override,
+ * else the default usage computes), through the QuotaGate's cache that the quota check fills
+ * anyway: an admin's change reaches every replica within QUOTA_CACHE_MS. An account the gate knows
+ * nothing of (no usage service, or down with nothing cached) gets the environment's defaults.
+ */
+export class UsageInferenceLimits implements InferenceLimits {
+  constructor(
+    private readonly gate: Pick<QuotaGate, "standings">,
+    private readonly defaults: InferenceLimit,
+  ) {}
+
+  async limitFor(clientId: string): Promise<InferenceLimit> {
+    const standing = isUuid(clientId) ? (await this.gate.standings([clientId])).get(clientId) : undefined;
+    if (!standing) return this.defaults;
+    const { requestsPerMinute, tokensPerMinute } = standing.limits;
+    return { requestsPerMinute, tokensPerMinute };
   }
 }
 

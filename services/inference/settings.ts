@@ -1,5 +1,5 @@
 /** The inference service's settings (README "Configuration" and "Inference"), parsed when it is created. */
-import { Env, httpUrl, int, SettingError } from "../../lib/settings";
+import { Env, httpUrl, int, perMinute, SettingError } from "../../lib/settings";
 
 export type OpenAiProviderConfig = { name: string; url: string; apiKey?: string };
 
@@ -42,15 +42,6 @@ export function parseModelFallbacks(raw: string | undefined): Record<string, str
     out[model.trim()] = (list as string[]).map((m) => m.trim());
   }
   return out;
-}
-
-/** A per-minute limit: unset, empty or "unlimited" is none; otherwise a positive integer. */
-function perMinute(env: Env, name: string): number | null {
-  const raw = (env[name] ?? "").trim();
-  if (raw === "" || raw.toLowerCase() === "unlimited") return null;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < 1) throw new SettingError(name, raw, 'a positive integer or "unlimited"');
-  return value;
 }
 
 const PROVIDER_NAME = /^[a-z][a-z0-9_-]{0,31}$/;

@@ -1,6 +1,6 @@
 /**
  * Reads an account's usage and standing: the ledger's sums, plus what the owners know now (jobs
- * running and queued from gpu-scheduler, databases from dbaas), asked over the bus in one call per
+ * running and queued from gpu-scheduler, databases and ready snapshots from dbaas), asked over the bus in one call per
  * owner for any number of accounts. An owner not running (or failing) counts as nothing now, with
  * a warning: usage and quotas stay readable while a service is down.
  */
@@ -67,7 +67,7 @@ export class UsageReader {
     });
   }
 
-  /** What gpu-scheduler and dbaas say of these accounts now. */
+  /** What gpu-scheduler and dbaas (databases, and snapshots in the storage) say of these accounts now. */
   private async now(ctx: Context, clientIds: string[]): Promise<Map<string, AccountNow & { pending: UsageRecord[] }>> {
     const ask = async <T>(action: string): Promise<Record<string, T>> => {
       // A platform without that service (not deployed, or down) has nothing of it to count now.
@@ -79,7 +79,17 @@ export class UsageReader {
         return {};
       }
     };
-    const [gpu, db] = await Promise.all([ask<GpuNow[string]>("gpu-scheduler.accountState"), ask<DbNow[string]>("dbaas.accountState")]);
-    return new Map(clientIds.map((id) => [id, { ...NOTHING_NOW, pending: [] as UsageRecord[], ...gpu[id], ...db[id] }]));
+    const [gpu, db, snapshots] = await Promise.all([
+      ask<GpuNow[string]>("gpu-scheduler.accountState"),
+      ask<DbNow[string]>("dbaas.accountState"),
+      ask<{ storageMb: number }>("dbaas.snapshotStorage"),
+    ]);
+    return new Map(
+      clientIds.map((id) => {
+        const now = { ...NOTHING_NOW, pending: [] as UsageRecord[], ...gpu[id], ...db[id] };
+        // Ready snapshots count towards the account's storage (API-DECISIONS), beside its databases.
+        return [id, { ...now, storageMb: now.storageMb + (snapshots[id]?.storageMb ?? 0) }];
+      }),
+    );
   }
 }

@@ -1,5 +1,5 @@
 /** The usage service's settings (README "Configuration" and "Usage, quotas and credits"), parsed when it is created. */
-import { Env, int, optionalInt, SettingError } from "../../lib/settings";
+import { Env, int, optionalInt, perMinute, SettingError } from "../../lib/settings";
 import { parsePrice, Price } from "./pricing";
 
 /** A monthly or standing limit: a number ≥ 0, or null for none. */
@@ -44,8 +44,9 @@ export const parseUsageSettings = (env: Env): UsageSettings => ({
     storageMb: optionalLimit(env, "QUOTA_STORAGE_MB"),
     runningGpus: optionalInt(env, "QUOTA_RUNNING_GPUS") ?? null,
     queuedJobs: int(env, "QUOTA_QUEUED_JOBS", 1000),
-    requestsPerMinute: optionalInt(env, "INFERENCE_RPM") ?? null,
-    tokensPerMinute: optionalInt(env, "INFERENCE_TPM") ?? null,
+    // Parsed as inference parses them ("unlimited" included): the default must not differ by reader.
+    requestsPerMinute: perMinute(env, "INFERENCE_RPM"),
+    tokensPerMinute: perMinute(env, "INFERENCE_TPM"),
     fairShareWeight: 1,
   },
 });

@@ -2,12 +2,14 @@
  * The operators' API (/api/admin, API-DECISIONS Part 2 "Usage, quotas and operators") through the
  * HTTP gateway: gateway, auth, admin, gpu-scheduler and a gpu-node (process executor, one
  * simulated card) in one process. Who may call it, the job list and its filters, cancel of another
- * account's jobs, and the audit trail naming the administrator.
+ * account's jobs, archived jobs in the list and refused by cancel, and the audit trail naming the
+ * administrator.
  */
 import { mkdtempSync, rmSync } from "fs";
 import os from "os";
 import path from "path";
-import { Client } from "pg";
+import { Client, Pool } from "pg";
+import { HistoryRepository } from "../../services/gpu-scheduler/history.repository";
 import { http, startTestPlatform, TestPlatform, waitFor, waitForRoute } from "../support/platform";
 
 const ADMIN_EMAIL = `ops-${Math.random().toString(36).slice(2, 10)}@example.com`;
@@ -221,4 +223,32 @@ describe("admin - the operators' API through the gateway", () => {
       message: "the audit log line",
     });
   });
+
+  it("admin - an archived job is listed with the same filters and paging, and its cancel is 409 INVALID_STATE", async () => {
+    const done = await submit(carol.token, "echo archived");
+    await waitFor(async () => (await jobOf(carol.token, done)).status === "completed", { timeoutMs: 20_000, message: "carol's job completed" });
+    const newer = await submit(carol.token, "sleep 30"); // stays in the queue table: the list merges both
+    // Archive now what job-history.ts would after GPU_JOB_ARCHIVE_AFTER_S (its own statement).
+    const pool = new Pool({ connectionString: platform.databaseUrl, max: 1 });
+    try {
+      while ((await new HistoryRepository(pool).archive(new Date(Date.now() + 60_000), 1000)) > 0);
+    } finally {
+      await pool.end();
+    }
+    expect((await db.query("SELECT 1 FROM gpu_scheduler.jobs_history WHERE id = $1", [done])).rowCount).toBe(1);
+
+    const completed = await as(admin.token, "GET", `/api/admin/jobs?status=completed&clientId=${carol.id}`);
+    expect(completed.body.jobs.map((j: any) => j.id)).toContain(done);
+    expect(completed.body.jobs.find((j: any) => j.id === done)).toMatchObject({ clientId: carol.id, status: "completed" });
+    const page1 = await as(admin.token, "GET", `/api/admin/jobs?clientId=${carol.id}&limit=1`);
+    expect(page1.body.jobs.map((j: any) => j.id)).toEqual([newer]);
+    const page2 = await as(admin.token, "GET", `/api/admin/jobs?clientId=${carol.id}&limit=1&before=${page1.body.nextCursor}`);
+    expect(page2.body.jobs.map((j: any) => j.id)).toEqual([done]);
+    expect((await as(admin.token, "GET", `/api/admin/jobs?status=queued&clientId=${carol.id}`)).body.jobs.map((j: any) => j.id)).not.toContain(done);
+
+    const cancel = await as(admin.token, "POST", `/api/admin/jobs/${done}/cancel`);
+    expect([cancel.status, cancel.body.error?.code]).toEqual([409, "INVALID_STATE"]);
+    expect(await jobOf(carol.token, done)).toMatchObject({ status: "completed" });
+    expect((await as(admin.token, "POST", `/api/admin/jobs/${newer}/cancel`)).status).toBe(200);
+  }, 60_000);
 });

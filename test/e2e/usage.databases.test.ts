@@ -2,8 +2,9 @@
  * Databases and the usage service through the gateway (dbaas on the tenant PostgreSQL): a create
  * at the account's databases or storageMb quota (admin overrides) is 403 QUOTA_EXCEEDED with its
  * details and creates nothing; storage MB-hours in GET /api/usage are exactly the measured size
- * held over the sampled hour, cut by a window, and a later sample of the same hour counts nothing.
- * QUOTA_CACHE_MS=0: each create asks the ledger.
+ * held over the sampled hour, cut by a window, and a later sample of the same hour counts nothing;
+ * a ready snapshot counts in GET /api/quotas storageMb used (after its database is gone too), and
+ * no longer once deleted. QUOTA_CACHE_MS=0: each create asks the ledger.
  */
 import { randomUUID } from "crypto";
 import { Client } from "pg";
@@ -114,4 +115,34 @@ describe("usage and databases - quotas and storage MB-hours through the gateway"
     expect((await usage(hourEnd - 3600_000, hourEnd)).storageMbHours).toBe(whole.storageMbHours);
     expect((await http(base, "DELETE", `/api/databases/${created.body.id}`, { token: user.token })).status).toBe(200);
   });
+
+  it("usage and databases - a ready snapshot raises the account's storageMb used, its database gone or not; deleting it lowers it", async () => {
+    const user = await register();
+    const storageUsed = async () =>
+      (await http(base, "GET", "/api/quotas", { token: user.token })).body.quotas.find((q: any) => q.resource === "storageMb").used as number;
+    const db = await http(base, "POST", "/api/databases", { token: user.token });
+    expect(db.status).toBe(201);
+    const taken = await http(base, "POST", `/api/databases/${db.body.id}/snapshots`, { token: user.token });
+    expect(taken.status).toBe(202);
+    const ready = await waitFor(
+      async () => {
+        const s = (await http(base, "GET", `/api/snapshots/${taken.body.id}`, { token: user.token })).body;
+        if (s.status === "failed") throw new Error(`snapshot failed: ${JSON.stringify(s)}`);
+        return s.status === "ready" ? s : false;
+      },
+      { timeoutMs: 60_000, message: "the snapshot ready" },
+    );
+    const [{ bytes }] = await query<{ bytes: string }>("SELECT size_bytes::text AS bytes FROM dbaas.snapshots WHERE id = $1", [ready.id]);
+    expect(Number(bytes)).toBeGreaterThan(0);
+    // The database's own size is measured apart; with it destroyed, what is left is the snapshot alone.
+    expect((await http(base, "DELETE", `/api/databases/${db.body.id}`, { token: user.token })).status).toBe(200);
+    expect(await storageUsed()).toBe(Math.round((Number(bytes) / MIB) * 100) / 100);
+    expect(await storageUsed()).toBeGreaterThan(0);
+    // Another account's storage is not touched by it.
+    const other = await register();
+    const otherUsed = (await http(base, "GET", "/api/quotas", { token: other.token })).body.quotas.find((q: any) => q.resource === "storageMb").used;
+    expect(otherUsed).toBe(0);
+    expect((await http(base, "DELETE", `/api/snapshots/${ready.id}`, { token: user.token })).status).toBe(200);
+    expect(await storageUsed()).toBe(0);
+  }, 90_000);
 });

@@ -3,7 +3,8 @@
  * refuses the inference after the one that reached it (403 QUOTA_EXCEEDED with resource, limit,
  * used, resetsAt); an admin's override lifts it and null puts the default back; clients get 403
  * on the admin routes; bad PUT bodies are 400 and change nothing; queuedJobs and gpuSeconds
- * overrides refuse job submissions. QUOTA_CACHE_MS=0: every check asks the ledger.
+ * overrides refuse job submissions; a requestsPerMinute override rate-limits inference (429 with
+ * the x-ratelimit headers) and null restores the default. QUOTA_CACHE_MS=0: every check asks the ledger.
  */
 import { mkdtempSync, rmSync } from "fs";
 import os from "os";
@@ -86,6 +87,8 @@ describe("usage quotas - through the gateway", () => {
     ["a negative running-GPU limit", { runningGpus: -1 }],
     ["a limit as an array", { credits: [1] }],
     ["a valid limit beside a role", { tokens: 5, role: "admin" }],
+    ["a zero request rate", { requestsPerMinute: 0 }],
+    ["a fractional token rate", { tokensPerMinute: 2.5 }],
   ])("usage quotas - PUT quotas with %s is 400 VALIDATION_FAILED and changes nothing", async (_name, body) => {
     const res =
       typeof body === "string"
@@ -127,5 +130,31 @@ describe("usage quotas - through the gateway", () => {
     const seconds = await http(base, "POST", "/api/gpu/jobs", { token: user.token, body: { command: "true" } });
     expect([seconds.status, seconds.body.error?.details]).toEqual([403, { resource: "gpuSeconds", limit: 0, used: 0, resetsAt: expect.any(String) }]);
     expect((await http(base, "GET", "/api/gpu/jobs", { token: user.token })).body.jobs).toEqual([]);
+  });
+
+  it("usage quotas - a requestsPerMinute override limits the account's inference at once (429 with the headers); null restores the default", async () => {
+    const limited = await register(`${uniqueName("rpm")}@example.com`);
+    const inferAs = () => http(base, "POST", "/api/models/infer", { token: limited.token, body: { model: "llama3.2:1b", prompt: "hi" } });
+    // A tokens override keeps the monthly token quota (30) out of the way: only the rate is in play.
+    expect((await put({ requestsPerMinute: 2, tokens: 1e9 }, admin, limited.id)).status).toBe(200);
+    const answered = [await inferAs(), await inferAs()];
+    expect(answered.map((r) => [r.status, r.headers.get("x-ratelimit-limit-requests"), r.headers.get("x-ratelimit-remaining-requests")])).toEqual([
+      [200, "2", "1"],
+      [200, "2", "0"],
+    ]);
+    const calls = ollama.requests.length;
+    const refused = await inferAs();
+    expect([refused.status, refused.body.error.code, refused.body.error.details.limit]).toEqual([429, "RATE_LIMITED", "requests"]);
+    expect([refused.headers.get("x-ratelimit-limit-requests"), refused.headers.get("x-ratelimit-remaining-requests")]).toEqual(["2", "0"]);
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    expect(ollama.requests.length).toBe(calls); // refused before any provider
+    // Another account keeps the default (INFERENCE_RPM unset: unlimited, no headers).
+    const other = await register(`${uniqueName("free")}@example.com`);
+    const otherAnswer = await http(base, "POST", "/api/models/infer", { token: other.token, body: { model: "llama3.2:1b", prompt: "hi" } });
+    expect([otherAnswer.status, otherAnswer.headers.get("x-ratelimit-limit-requests")]).toEqual([200, null]);
+
+    expect((await put({ requestsPerMinute: null }, admin, limited.id)).status).toBe(200);
+    const restored = await inferAs();
+    expect([restored.status, restored.headers.get("x-ratelimit-limit-requests")]).toEqual([200, null]);
   });
 });

@@ -104,9 +104,11 @@ describe("dbaas snapshots", () => {
 
     const listed = await call<{ snapshots: Snap[] }>("listSnapshots", {}, meta);
     expect(listed.snapshots.map((s) => s.id)).toEqual([second.id, first.id]);
-    const storage = await call<{ bytes: number }>("snapshotStorage", { clientId: meta.caller.clientId });
+    const stranger = randomUUID();
+    const storageOf = (clientIds: string[]) => call<Record<string, { bytes: number; storageMb: number }>>("snapshotStorage", { clientIds });
+    const storage = await storageOf([meta.caller.clientId, stranger]);
     const sizes = await Promise.all([first.id, second.id].map(async (id) => (await fs.stat(path.join(dir, `${id}.dump`))).size));
-    expect(storage.bytes).toBe(sizes[0] + sizes[1]);
+    expect(storage).toEqual({ [meta.caller.clientId]: { bytes: sizes[0] + sizes[1], storageMb: (sizes[0] + sizes[1]) / 1048576 } });
 
     await call("destroy", { id: db.id }, meta);
     expect(await call<Snap>("getSnapshot", { id: first.id }, meta)).toEqual(ready[0]);
@@ -116,7 +118,8 @@ describe("dbaas snapshots", () => {
     expect(existsSync(path.join(dir, `${first.id}.dump`))).toBe(false);
     await expect(call("getSnapshot", { id: first.id }, meta)).rejects.toMatchObject({ code: 404 });
     await expect(call("deleteSnapshot", { id: first.id }, meta)).rejects.toMatchObject({ code: 404 });
-    expect((await call<{ bytes: number }>("snapshotStorage", { clientId: meta.caller.clientId })).bytes).toBe(sizes[1]);
+    expect((await storageOf([meta.caller.clientId]))[meta.caller.clientId].bytes).toBe(sizes[1]);
+    await expect(storageOf(["not-a-uuid"])).rejects.toMatchObject({ code: 422 }); // a bad id reaches no query
   });
 
   it("dbaas snapshots - another account cannot take, read or delete them (404), bad ids are 404, and a pending one cannot be deleted (409)", async () => {

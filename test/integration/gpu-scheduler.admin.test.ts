@@ -1,11 +1,13 @@
 /**
  * The operators' repositories against the real PostgreSQL: the admin job search (filters, pages,
- * and index plans over a large history, never a sequential scan of it), and drains (written under
+ * archived jobs merged in, and index plans over a large history in both tables, never a
+ * sequential scan of it), and drains (written under
  * the placement lock, read by the placement snapshot) and losses.
  */
 import { randomUUID } from "crypto";
 import { Pool } from "pg";
 import { ensureDatabase, migrate } from "../../lib/db";
+import { HistoryRepository } from "../../services/gpu-scheduler/history.repository";
 import { JobSearchRepository, STORED_RANGES } from "../../services/gpu-scheduler/job-search.repository";
 import { migrations } from "../../services/gpu-scheduler/migrations";
 import { NodesRepository } from "../../services/gpu-scheduler/nodes.repository";
@@ -57,7 +59,24 @@ describe("gpu-scheduler admin repositories - real PostgreSQL", () => {
       await add(client, "failed", true);
       await add(client, "cancelled", false);
     }
-    await db.query("ANALYZE gpu_scheduler.jobs");
+    // Archived jobs, moved by job-history.ts's own statement (those that ended a day ago; seq stays the job's).
+    const ended = (client: string | null, status: string, n = 1) =>
+      db.query(
+        `INSERT INTO gpu_scheduler.jobs (id, client_id, command, gpu_match, status, created_at, completed_at)
+         SELECT gen_random_uuid(), coalesce($2::uuid, gen_random_uuid()), $3, '', $4, now() - interval '1 day', now() - interval '1 day'
+         FROM generate_series(1, $1)`,
+        [n, client, `${status}+archived`, status],
+      );
+    await ended(null, "completed", HISTORY);
+    for (const client of [ALICE, BOB]) {
+      await ended(client, "completed");
+      await ended(client, "failed");
+    }
+    const history = new HistoryRepository(db);
+    while ((await history.archive(new Date(Date.now() - 3600_000), 10_000)) > 0);
+    const { rows: archived } = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM gpu_scheduler.jobs_history");
+    expect(archived[0].n).toBe(HISTORY + 4);
+    await db.query("ANALYZE gpu_scheduler.jobs, gpu_scheduler.jobs_history");
     search = new JobSearchRepository(db);
     nodes = new NodesRepository(db);
     places = new PlacementRepository(db);
@@ -71,8 +90,13 @@ describe("gpu-scheduler admin repositories - real PostgreSQL", () => {
   test.each<[string, { status?: keyof typeof STORED_RANGES; clientId?: string }, string[]]>([
     ["queued of one account: queued, placed and not yet started", { status: "queued", clientId: ALICE }, ["running", "assigned", "queued"]],
     ["running of one account: started only", { status: "running", clientId: ALICE }, ["running+started"]],
-    ["failed of every account", { status: "failed" }, ["failed+started", "failed+started"]],
-    ["every status of one account", { clientId: BOB }, ["cancelled", "failed+started", "running+started", "running", "assigned", "queued"]],
+    ["failed of every account, archived ones included", { status: "failed" }, ["failed+archived", "failed+archived", "failed+started", "failed+started"]],
+    ["completed of one account: archived only", { status: "completed", clientId: ALICE }, ["completed+archived"]],
+    [
+      "every status of one account",
+      { clientId: BOB },
+      ["failed+archived", "completed+archived", "cancelled", "failed+started", "running+started", "running", "assigned", "queued"],
+    ],
   ])("gpu-scheduler admin repositories - %s, newest first", async (_name, filter, commands) => {
     const page = await search.search({ ...filter, limit: 50 });
     expect(page.rows.map((r) => r.command)).toEqual(commands);
@@ -80,18 +104,22 @@ describe("gpu-scheduler admin repositories - real PostgreSQL", () => {
     expect(page.nextCursor).toBeNull();
   });
 
-  test("gpu-scheduler admin repositories - pages follow each other without gaps or repeats", async () => {
-    const whole = await search.search({ status: "queued", limit: 50 });
+  test.each<[string, { status?: keyof typeof STORED_RANGES; clientId?: string }, number]>([
+    ["queued (three stored states)", { status: "queued" }, 6],
+    ["failed, across the queue table and the history", { status: "failed" }, 4],
+    ["one account's, across both tables", { clientId: BOB }, 8],
+  ])("gpu-scheduler admin repositories - pages of %s follow each other without gaps or repeats", async (_name, filter, total) => {
+    const whole = await search.search({ ...filter, limit: 50 });
     const seen: string[] = [];
     let before: string | undefined;
     for (;;) {
-      const page = await search.search({ status: "queued", limit: 4, before });
+      const page = await search.search({ ...filter, limit: 3, before });
       seen.push(...page.rows.map((r) => r.id));
       if (!page.nextCursor) break;
       before = page.nextCursor;
     }
     expect(seen).toEqual(whole.rows.map((r) => r.id));
-    expect(seen).toHaveLength(6);
+    expect(seen).toHaveLength(total);
   });
 
   test.each<[string, { status?: keyof typeof STORED_RANGES; clientId?: string; before?: string }]>([
@@ -100,6 +128,7 @@ describe("gpu-scheduler admin repositories - real PostgreSQL", () => {
     ["queued (three stored states)", { status: "queued" }],
     ["account", { clientId: ALICE }],
     ["account and status", { clientId: ALICE, status: "completed" }],
+    ["account and an unarchived status", { clientId: ALICE, status: "running" }],
     ["a later page", { status: "completed", before: "100" }],
   ])("gpu-scheduler admin repositories - %s: read through an index, no sequential scan of the history", async (_name, filter) => {
     const client = await db.connect();

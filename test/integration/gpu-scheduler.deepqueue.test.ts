@@ -1,7 +1,8 @@
 /**
  * Deep queues and long histories against the real PostgreSQL: the counters stay exact across every
- * transition, archiving and retention move and remove only what they should, concurrent insert
- * batches of several accounts keep the queued-jobs limit and their places exact, and the hot
+ * transition, archiving and retention move and remove only what they should (settled webhook
+ * deliveries included), concurrent insert batches of several accounts keep the queued-jobs limit
+ * and their places exact, and the hot
  * queries are planned through their indexes on a table holding 20,000 queued and 100,000 ended jobs.
  */
 import { randomUUID } from "crypto";
@@ -155,6 +156,41 @@ describe("gpu-scheduler deep queue - against PostgreSQL", () => {
     const attempts = await pool.query(`SELECT job_id FROM gpu_scheduler.job_attempts`);
     expect(attempts.rows).toEqual([{ job_id: ids[4] }]);
     expect(await history.purge(new Date(Date.now() - 60_000), 100)).toBe(0);
+  });
+
+  test("gpu-scheduler deep queue - retention removes settled webhook deliveries older than the cutoff, in bounded batches; pending ones stay owed", async () => {
+    await pool.query("TRUNCATE gpu_scheduler.webhook_deliveries");
+    const client = randomUUID();
+    const delivery = (status: string, ageDays: number) =>
+      pool.query(
+        `INSERT INTO gpu_scheduler.webhook_deliveries (id, client_id, job_id, type, url, status, created_at)
+         VALUES ($1, $2, $3, 'job.completed', 'http://127.0.0.1:9/hook', $4, now() - make_interval(days => $5))`,
+        [randomUUID(), client, randomUUID(), status, ageDays],
+      );
+    for (const [status, age] of [
+      ["delivered", 40],
+      ["failed", 40],
+      ["delivered", 31],
+      ["pending", 40],
+      ["delivered", 1],
+      ["failed", 1],
+    ] as const)
+      await delivery(status, age);
+    const left = async () =>
+      (
+        await pool.query<{ status: string; age: number }>(
+          `SELECT status, round(extract(epoch FROM now() - created_at) / 86400)::int AS age FROM gpu_scheduler.webhook_deliveries ORDER BY age DESC, status`,
+        )
+      ).rows;
+    const cutoff = new Date(Date.now() - 30 * 86_400_000);
+    expect(await history.purgeDeliveries(cutoff, 2)).toBe(2); // a batch holds at most its limit
+    expect(await history.purgeDeliveries(cutoff, 2)).toBe(1);
+    expect(await history.purgeDeliveries(cutoff, 2)).toBe(0);
+    expect(await left()).toEqual([
+      { status: "pending", age: 40 },
+      { status: "delivered", age: 1 },
+      { status: "failed", age: 1 },
+    ]);
   });
 
   test("gpu-scheduler deep queue - the history has the queue table's columns (a column added to one must be added to the other)", async () => {

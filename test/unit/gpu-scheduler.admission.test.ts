@@ -101,7 +101,7 @@ describe("gpu-scheduler job history - decisions", () => {
     expect(tableUpkeep({ deadRows, changedRows, lastVacuumAt, lastAnalyzeAt }, t, settings)).toBe(expected);
   });
 
-  test("gpu-scheduler job history - a pass archives and removes in bounded batches, continues only while batches are full, and vacuums when due", async () => {
+  test("gpu-scheduler job history - a pass archives and removes (jobs, then settled webhook deliveries past retention) in bounded batches, continues only while batches are full, and vacuums when due", async () => {
     const calls: string[] = [];
     let archivable = HISTORY_BATCH * 2 + 10;
     const repo = {
@@ -112,12 +112,22 @@ describe("gpu-scheduler job history - decisions", () => {
         return n;
       },
       purge: async () => (calls.push("purge 0"), 0),
+      purgeDeliveries: async (before: Date) => (calls.push(`deliveries before ${before.toISOString()}`), 0),
       dropEmptyCounters: async () => (calls.push("drop"), 0),
       vacuumStats: async () => ({ deadRows: 6000, changedRows: 0, lastVacuumAt: null, lastAnalyzeAt: null }),
       vacuum: async (analyzeOnly?: boolean) => void calls.push(analyzeOnly ? "analyze" : "vacuum"),
     };
     const history = new JobHistory(repo, { archiveAfterS: 300, retentionDays: 30, ...s }, { now: () => now }, { info: () => undefined });
     await Promise.all([history.run(), history.run()]); // the second call finds one running: nothing
-    expect(calls).toEqual([`archive ${HISTORY_BATCH}`, `archive ${HISTORY_BATCH}`, "archive 10", "purge 0", "drop", "vacuum"]);
+    const purgeBefore = new Date(now.getTime() - 30 * 86_400_000).toISOString();
+    expect(calls).toEqual([
+      `archive ${HISTORY_BATCH}`,
+      `archive ${HISTORY_BATCH}`,
+      "archive 10",
+      "purge 0",
+      `deliveries before ${purgeBefore}`,
+      "drop",
+      "vacuum",
+    ]);
   });
 });

@@ -1,6 +1,12 @@
-/** Per-account inference limits over an in-memory limiter with a fixed clock: requests counted on arrival, tokens after the answer. */
+/**
+ * Per-account inference limits over an in-memory limiter with a fixed clock: requests counted on
+ * arrival, tokens after the answer; the usage service's overrides read through a fake QuotaGate.
+ */
 import { MemoryRateLimiter } from "../../lib/rate-limiter";
-import { EnvInferenceLimits, InferenceLimit, InferenceRateLimits } from "../../services/inference/rate-limits";
+import type { Standing } from "../../lib/quota-gate";
+import { parseInferenceSettings } from "../../services/inference/settings";
+import { parseUsageSettings } from "../../services/usage/settings";
+import { EnvInferenceLimits, InferenceLimit, InferenceRateLimits, UsageInferenceLimits } from "../../services/inference/rate-limits";
 
 const limitsOf = (limit: InferenceLimit) => new InferenceRateLimits(new MemoryRateLimiter(() => 1_000), new EnvInferenceLimits(limit));
 const refusal = async (work: Promise<unknown>) => {
@@ -59,5 +65,61 @@ describe("inference - rate limits", () => {
     const refused = await refusal(limits.admit("a"));
     expect(refused.data.limit).toBe("requests");
     expect(refused.data.retryAfter).toBe(60);
+  });
+});
+
+describe("inference - limits from the usage service", () => {
+  const ACCOUNT = "8f1d3c2a-5b6e-4f70-9a8b-0c1d2e3f4a5b";
+  const DEFAULTS: InferenceLimit = { requestsPerMinute: 60, tokensPerMinute: null };
+  const standingOf = (limits: InferenceLimit) => ({ clientId: ACCOUNT, limits, quotas: [], exceeded: null }) as unknown as Standing;
+  const gateOf = (known: Map<string, Standing>) => {
+    const asked: string[][] = [];
+    return { asked, standings: (ids: readonly string[]) => (asked.push([...ids]), Promise.resolve(known)) };
+  };
+
+  test.each<[string, string, Map<string, Standing>, InferenceLimit]>([
+    [
+      "an override of both",
+      ACCOUNT,
+      new Map([[ACCOUNT, standingOf({ requestsPerMinute: 2, tokensPerMinute: 500 })]]),
+      { requestsPerMinute: 2, tokensPerMinute: 500 },
+    ],
+    [
+      "usage's unlimited default",
+      ACCOUNT,
+      new Map([[ACCOUNT, standingOf({ requestsPerMinute: null, tokensPerMinute: null })]]),
+      { requestsPerMinute: null, tokensPerMinute: null },
+    ],
+    ["an account usage knows nothing of (usage down or absent): the environment's defaults", ACCOUNT, new Map(), DEFAULTS],
+  ])("inference - %s", async (_name, clientId, known, expected) => {
+    expect(await new UsageInferenceLimits(gateOf(known), DEFAULTS).limitFor(clientId)).toEqual(expected);
+  });
+
+  test("inference - an id that is no account id is never sent to usage: the defaults", async () => {
+    const gate = gateOf(new Map([[ACCOUNT, standingOf({ requestsPerMinute: 1, tokensPerMinute: 1 })]]));
+    expect(await new UsageInferenceLimits(gate, DEFAULTS).limitFor("'; DROP TABLE x; --")).toEqual(DEFAULTS);
+    expect(gate.asked).toEqual([]);
+  });
+
+  test("inference - an override counts: the third request of a 2-per-minute account is 429", async () => {
+    const gate = gateOf(new Map([[ACCOUNT, standingOf({ requestsPerMinute: 2, tokensPerMinute: null })]]));
+    const limits = new InferenceRateLimits(new MemoryRateLimiter(() => 1_000), new UsageInferenceLimits(gate, DEFAULTS));
+    expect((await limits.admit(ACCOUNT))["x-ratelimit-limit-requests"]).toBe("2");
+    await limits.admit(ACCOUNT);
+    expect((await refusal(limits.admit(ACCOUNT))).type).toBe("RATE_LIMITED");
+  });
+
+  test.each([
+    ["unset", {}],
+    ["unlimited", { INFERENCE_RPM: "unlimited", INFERENCE_TPM: "Unlimited" }],
+    ["numbers", { INFERENCE_RPM: "60", INFERENCE_TPM: " 1000 " }],
+  ])("inference - INFERENCE_RPM/TPM %s: usage's default is inference's", (_name, env) => {
+    const { requestsPerMinute, tokensPerMinute } = parseInferenceSettings(env);
+    expect(parseUsageSettings(env).defaults).toMatchObject({ requestsPerMinute, tokensPerMinute });
+  });
+
+  test.each(["0", "-1", "1.5", "ten"])("inference - INFERENCE_RPM=%s is refused by usage as by inference (a 0 default would refuse everyone)", (raw) => {
+    expect(() => parseInferenceSettings({ INFERENCE_RPM: raw })).toThrow(/^INFERENCE_RPM must be/);
+    expect(() => parseUsageSettings({ INFERENCE_RPM: raw })).toThrow(/^INFERENCE_RPM must be/);
   });
 });
