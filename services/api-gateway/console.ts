@@ -6,6 +6,7 @@
 import fs from "fs";
 import type { IncomingMessage, ServerResponse } from "http";
 import path from "path";
+import { STATIC_ROUTE } from "./docs";
 
 const TYPES: Record<string, string> = {
   ".html": "text/html; charset=utf-8",
@@ -64,11 +65,7 @@ export function consoleRoute() {
   };
   return {
     path: "/console",
-    mappingPolicy: "restrict",
-    authentication: false,
-    authorization: false,
-    bodyParsers: false,
-    logging: false,
+    ...STATIC_ROUTE,
     aliases: {
       "GET /"(_req: IncomingMessage, res: ServerResponse) {
         serve(res, "index.html");

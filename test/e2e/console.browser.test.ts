@@ -7,11 +7,11 @@
 import fs from "fs";
 import os from "os";
 import path from "path";
-import { Browser, chromium, Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
+import { launchChromium } from "../support/chromium";
 import { OllamaStandin } from "../support/provider-standins";
 import { http, ROOT, sandboxedGpuEnv, startTestPlatform, TestPlatform, waitFor, waitForRoute } from "../support/platform";
 
-const CHROMIUM = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
 const SHOTS = path.join(ROOT, "test-results", "console");
 
 describe("console - the web console in Chromium", () => {
@@ -26,7 +26,6 @@ describe("console - the web console in Chromium", () => {
   const shot = (name: string) => page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
 
   beforeAll(async () => {
-    if (!fs.existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: run .ci/setup.d/40-chromium.sh`);
     fs.mkdirSync(SHOTS, { recursive: true });
     ollama = await new OllamaStandin().start();
     platform = await startTestPlatform({
@@ -41,19 +40,7 @@ describe("console - the web console in Chromium", () => {
       ["GET", "/api/usage"],
     ])
       await waitForRoute(platform.baseUrl, method, route, 30_000);
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-      ],
-    });
+    browser = await launchChromium();
     page = await browser.newPage({ viewport: { width: 1280, height: 860 } });
     page.on("request", (req) => requested.push(req.url()));
     page.on("pageerror", (err) => problems.push(`page error: ${err.message}`));
