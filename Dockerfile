@@ -14,6 +14,8 @@ COPY middlewares ./middlewares
 COPY mixins ./mixins
 COPY services ./services
 COPY types ./types
+# The web console's static files: npm run build copies them to dist/console.
+COPY console ./console
 RUN npm run build
 
 # Production dependencies only.

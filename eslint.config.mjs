@@ -14,6 +14,19 @@ export default defineConfig(
   eslint.configs.recommended,
   tseslint.configs.recommended,
   {
+    // The web console: browser modules served as they are (no build step), so the browser's globals.
+    files: ["console/**/*.js"],
+    languageOptions: {
+      sourceType: "module",
+      globals: Object.fromEntries(
+        ["window", "document", "location", "navigator", "fetch", "Node", "TextDecoder", "AbortController", "setTimeout", "clearTimeout"].map((g) => [
+          g,
+          "readonly",
+        ]),
+      ),
+    },
+  },
+  {
     files: ["**/*.ts"],
     languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
     rules: {

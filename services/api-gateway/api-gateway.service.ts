@@ -19,6 +19,7 @@ import { platformSettingsOf } from "../../lib/platform-settings";
 import { brokerEnv } from "../../lib/settings";
 import { CallerResolver, gatewayCallerResolver } from "./caller-resolver";
 import { readCredentials } from "./credentials";
+import { consoleRoute } from "./console";
 import { docsRoute } from "./docs";
 import { createHardenedServer } from "./http-server";
 import { routesReadiness } from "./readiness";
@@ -165,6 +166,8 @@ const GatewayService: ServiceSchema = {
       },
       // GET /api/openapi.json and the reference page /api/docs (docs.ts).
       docsRoute(),
+      // The web console /console (console.ts): static files, its own CSP.
+      consoleRoute(),
     ],
     // Regenerate routes quickly when services come and go.
     debounceTime: 100,

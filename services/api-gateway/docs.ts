@@ -106,6 +106,9 @@ export function openApiDocument(gateway: GatewayThis) {
   return buildOpenApi(liveRoutes(gateway), { version: platformVersion() });
 }
 
+/** A route of the gateway's own pages: public, no body, its aliases only. */
+export const STATIC_ROUTE = { mappingPolicy: "restrict", authentication: false, authorization: false, bodyParsers: false, logging: false } as const;
+
 /**
  * A moleculer-web route for the reference, beside the services' `/api` route. Its path is "/" with
  * full alias paths: moleculer-web replaces a route that has the same path as another.
@@ -113,11 +116,7 @@ export function openApiDocument(gateway: GatewayThis) {
 export function docsRoute() {
   return {
     path: "/",
-    mappingPolicy: "restrict",
-    authentication: false,
-    authorization: false,
-    bodyParsers: false,
-    logging: false,
+    ...STATIC_ROUTE,
     aliases: {
       "GET /api/openapi.json"(this: GatewayThis, _req: IncomingMessage, res: ServerResponse) {
         send(res, 200, "application/json; charset=utf-8", JSON.stringify(openApiDocument(this)), { "Cache-Control": "no-cache" });

@@ -3,18 +3,15 @@
  * playwright-core): /api/docs renders from this origin only and lists every endpoint of
  * /api/openapi.json.
  */
-import fs from "fs";
-import { Browser, chromium } from "playwright-core";
+import type { Browser } from "playwright-core";
+import { launchChromium } from "../support/chromium";
 import { http, startTestPlatform, TestPlatform, waitForRoute } from "../support/platform";
-
-const CHROMIUM = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
 
 describe("ops - API reference page in Chromium", () => {
   let platform: TestPlatform;
   let browser: Browser;
 
   beforeAll(async () => {
-    if (!fs.existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: run .ci/setup.d/40-chromium.sh`);
     platform = await startTestPlatform({ env: { OLLAMA_URL: "off", GPU_EXECUTOR: "process" } });
     for (const [method, path] of [
       ["POST", "/api/auth/login"],
@@ -23,19 +20,7 @@ describe("ops - API reference page in Chromium", () => {
       ["GET", "/api/databases"],
     ])
       await waitForRoute(platform.baseUrl, method, path);
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-      ],
-    });
+    browser = await launchChromium();
   });
 
   afterAll(async () => {

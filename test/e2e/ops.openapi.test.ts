@@ -15,7 +15,8 @@ import { http, HttpResult, startTestPlatform, TestPlatform, waitFor, waitForRout
 
 type Doc = { openapi: string; paths: Record<string, Record<string, any>>; components: any };
 
-const DOCS_ROUTES = ["GET /api/openapi.json", "GET /api/docs", "GET /api/docs/{file}"];
+// The gateway's own pages: the reference (docs.ts) and the web console (console.ts).
+const DOCS_ROUTES = ["GET /api/openapi.json", "GET /api/docs", "GET /api/docs/{file}", "GET /console", "GET /console/{file}"];
 const toKey = (method: string, path: string) => `${method.toUpperCase()} ${path.replace(/:([A-Za-z0-9_]+)\??/g, "{$1}")}`;
 
 describe("ops - OpenAPI document against the live routes", () => {

@@ -74,5 +74,7 @@ export const OPERATIONS: Record<string, Operation> = {
     response: { type: "object", required: ["openapi", "paths"] },
   },
   "GET /api/docs": { tag: "reference", summary: "API reference page (HTML)", status: 200, response: { type: "string" }, contentType: "text/html" },
+  "GET /console": { tag: "reference", summary: "The web console (HTML)", status: 200, response: {}, hidden: true },
+  "GET /console/{file}": { tag: "reference", summary: "Files of the web console", status: 200, response: {}, hidden: true },
   "GET /api/docs/{file}": { tag: "reference", summary: "Assets of the reference page", status: 200, response: {}, hidden: true },
 };

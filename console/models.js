@@ -1,0 +1,61 @@
+// Models: the list, and a chat playground whose reply streams in (POST /api/models/infer, stream: true).
+import { api, streamEvents } from "./api.js";
+import { h, guarded } from "./ui.js";
+
+export function modelsPage(signal) {
+  const slot = h("div");
+  const model = h("select", { id: "chat-model" });
+  const system = h("input", { id: "chat-system", placeholder: "optional" });
+  const prompt = h("textarea", { id: "chat-prompt", rows: 3, required: true, placeholder: "Ask something…" });
+  const transcript = h("div", { className: "chat", "aria-live": "polite", "aria-label": "Conversation" });
+  const list = h("ul", { className: "plain" });
+  const send = h("button", { type: "submit" }, "Send");
+  guarded(slot, async () => {
+    const { models } = await api("GET", "/api/models", undefined, signal);
+    model.replaceChildren(...models.map((m) => h("option", { value: m.name }, `${m.name} (${m.provider})`)));
+    list.replaceChildren(...models.map((m) => h("li", {}, h("strong", {}, m.name), " ", h("span", { className: "muted" }, m.description ?? ""))));
+  });
+  const form = h(
+    "form",
+    { className: "card", "aria-label": "Chat playground" },
+    h("h2", {}, "Playground"),
+    h(
+      "div",
+      { className: "grid" },
+      h("p", {}, h("label", { for: "chat-model" }, "Model"), model),
+      h("p", {}, h("label", { for: "chat-system" }, "System prompt"), system),
+    ),
+    transcript,
+    h("p", {}, h("label", { for: "chat-prompt" }, "Prompt"), prompt),
+    send,
+  );
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const text = prompt.value;
+    const reply = h("p", { className: "msg assistant", "data-streaming": "true" });
+    const meta = h("small", { className: "muted" });
+    transcript.append(h("p", { className: "msg user" }, text), reply, meta);
+    prompt.value = "";
+    send.disabled = true;
+    const body = { model: model.value, prompt: text, stream: true };
+    if (system.value.trim()) body.systemPrompt = system.value.trim();
+    guarded(slot, () =>
+      streamEvents(
+        "POST",
+        "/api/models/infer",
+        body,
+        (_name, data) => {
+          const chunk = JSON.parse(data);
+          if (chunk.error) throw new Error(chunk.error.message ?? String(chunk.error));
+          if (chunk.delta) reply.append(chunk.delta);
+          if (chunk.done) meta.textContent = `${chunk.tokensUsed} tokens · ${chunk.durationMs} ms`;
+        },
+        signal,
+      ),
+    ).finally(() => {
+      reply.dataset.streaming = "false";
+      send.disabled = false;
+    });
+  });
+  return h("div", {}, h("h1", {}, "Models"), slot, form, h("section", { className: "card" }, h("h2", {}, "Available models"), list));
+}
