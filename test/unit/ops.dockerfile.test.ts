@@ -63,9 +63,9 @@ describe("ops - Dockerfile", () => {
     expect(all(final, "CMD")).toEqual(['["node", "dist/index.js"]']);
     expect(all(final, "ENTRYPOINT")).toEqual([]);
     expect(all(final, "ENV").join(" ")).toMatch(/NODE_ENV=production/);
-    // The build script the image relies on exists and compiles with tsc.
+    // The build script the image relies on exists, compiles with tsc and brings the console's static files.
     const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, "package.json"), "utf8"));
-    expect(pkg.scripts.build).toBe("tsc -p tsconfig.build.json");
+    expect(pkg.scripts.build).toMatch(/^tsc -p tsconfig\.build\.json && .*cpSync\('console', 'dist\/console'/);
   });
 
   it("ops - the process runs as a non-root user", () => {
