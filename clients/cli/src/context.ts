@@ -25,10 +25,11 @@ export function makeContext(args: GlobalArgs, env: Env = process.env): Context {
     env,
     url,
     client(opts = {}) {
-      if (opts.anonymous) return new CiPlatform({ baseUrl: url() });
+      const baseUrl = url();
+      if (opts.anonymous) return new CiPlatform({ baseUrl });
       const { apiKey } = resolveTarget(env);
       if (!apiKey) throw new UsageError("Not logged in: run `ci-platform login` or set CI_PLATFORM_API_KEY");
-      return new CiPlatform({ baseUrl: url(), token: apiKey });
+      return new CiPlatform({ baseUrl, token: apiKey });
     },
   };
 }

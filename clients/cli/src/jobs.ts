@@ -5,7 +5,7 @@ import { pipeline } from "stream/promises";
 import type { Argv } from "yargs";
 import type { Job, JobRequest } from "../../sdk/src";
 import { Context, Run, UsageError } from "./context";
-import { liveLine, printRecord, printTable, statusText, truncate } from "./output";
+import { liveLine, printJson, printRecord, printTable, statusText, truncate } from "./output";
 
 /** `K=V` pairs into an object; a pair without `=` or with a bad name is the caller's mistake. */
 export function parseEnv(pairs: string[] = []): Record<string, string> {
@@ -57,9 +57,10 @@ async function followOutput(ctx: Context, id: string): Promise<void> {
 }
 
 function showJob(ctx: Context, job: Job): void {
+  if (ctx.json) return printJson(ctx, job);
   printRecord(ctx, {
     id: job.id,
-    status: ctx.json ? job.status : statusText(ctx.stdout, job.status),
+    status: statusText(ctx.stdout, job.status),
     statusReason: job.statusReason,
     queuePosition: job.queuePosition,
     gpuType: job.gpuType,
@@ -71,7 +72,6 @@ function showJob(ctx: Context, job: Job): void {
     createdAt: job.createdAt,
     startedAt: job.startedAt,
     completedAt: job.completedAt,
-    ...(ctx.json ? { job } : {}),
   });
 }
 
