@@ -3,10 +3,11 @@
  * process: a simulated card running sandboxed processes, dbaas on the tenant PostgreSQL, an
  * Ollama stand-in. Each test's config lives in its own XDG_CONFIG_HOME.
  */
-import { spawn } from "child_process";
+import { execFile, spawn } from "child_process";
 import { mkdtempSync, readFileSync, rmSync, statSync } from "fs";
 import os from "os";
 import path from "path";
+import { promisify } from "util";
 import { CiPlatform } from "../../clients/sdk/src";
 import { OllamaStandin } from "../support/provider-standins";
 import { ROOT, sandboxedGpuEnv, startTestPlatform, TestPlatform, uniqueName, waitFor, waitForRoute } from "../support/platform";
@@ -140,6 +141,37 @@ describe("clients cli - ci-platform as a process", () => {
     expect(storedConfig().databases?.[created.id]).toBeUndefined();
     const gone = await cli("db", "get", created.id);
     expect([gone.code, gone.stderr]).toEqual([1, expect.stringContaining("NOT_FOUND")]);
+  });
+
+  test("clients cli - db rotate keeps the new connection for psql; db snapshot; keys create --save", async () => {
+    const created = await json("db", "create");
+    const rotated = await json("db", "rotate", created.id);
+    expect(rotated.password).not.toBe(created.password);
+    expect(storedConfig().databases[created.id]).toBe(rotated.connectionString);
+    expect((await cli("db", "psql", created.id, "--", "-Atc", "select 7")).stdout.trim()).toBe("7");
+    expect((await json("db", "snapshot", created.id)).status).toMatch(/^(pending|ready)$/);
+    expect((await json("db", "get", created.id)).id).toBe(created.id);
+    expect((await cli("db", "rm", created.id)).code).toBe(0);
+    const old = storedConfig().apiKey;
+    const key = await start(["--json", "keys", "create", "--email", email, "--password-stdin", "--save"], { input: password });
+    expect(JSON.parse(key.stdout).apiKey).toBe(storedConfig().apiKey);
+    expect(storedConfig().apiKey).not.toBe(old);
+    expect((await cli("jobs", "ls")).code).toBe(0);
+  });
+
+  test("clients cli - jobs logs -f follows a running job to its end; jobs cancel; npx ci-platform runs the package's bin", async () => {
+    const { id } = await json("jobs", "run", "--", "echo first; sleep 0.5; echo second");
+    const followed = await cli("jobs", "logs", id, "-f");
+    expect([followed.code, followed.stdout]).toEqual([0, "first\nsecond\n"]);
+    const long = await json("jobs", "run", "--", "sleep 60");
+    expect((await json("jobs", "cancel", long.id)).id).toBe(long.id);
+    await waitFor(async () => (await json("jobs", "get", long.id)).status === "cancelled", { message: "cancelled" });
+    // Asynchronously: the platform serving it runs in this process.
+    const viaNpx = await promisify(execFile)("npx", ["--no-install", "ci-platform", "--json", "gpus"], {
+      cwd: ROOT,
+      env: { ...process.env, XDG_CONFIG_HOME: config, CI_PLATFORM_URL: "", CI_PLATFORM_API_KEY: "" },
+    });
+    expect(JSON.parse(viaNpx.stdout).cluster.totalGpus).toBe(1);
   });
 
   test("clients cli - chat streams a reply, from an argument or from stdin", async () => {
