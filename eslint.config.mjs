@@ -49,8 +49,8 @@ export default defineConfig(
   },
   {
     files: ["**/*.js"],
-    // jest's CommonJS config and reporter.
-    languageOptions: { sourceType: "commonjs", globals: { require: "readonly", module: "writable", __dirname: "readonly" } },
+    // jest's CommonJS config and reporter; the CLI's bin/ launcher.
+    languageOptions: { sourceType: "commonjs", globals: { require: "readonly", module: "writable", __dirname: "readonly", process: "readonly" } },
     rules: { "@typescript-eslint/no-require-imports": "off" },
   },
 );

@@ -1,0 +1,168 @@
+/** jobs run|ls|get|logs|cancel|artifacts. `jobs run --wait/--follow` exits with the job's exit code. */
+import { createWriteStream } from "fs";
+import { Readable, Writable } from "stream";
+import { pipeline } from "stream/promises";
+import type { Argv } from "yargs";
+import type { Job, JobRequest } from "../../sdk/src";
+import { Context, Run, UsageError } from "./context";
+import { liveLine, printJson, printRecord, printTable, statusText, truncate } from "./output";
+
+/** `K=V` pairs into an object; a pair without `=` or with a bad name is the caller's mistake. */
+export function parseEnv(pairs: string[] = []): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const pair of pairs) {
+    const eq = pair.indexOf("=");
+    if (eq < 1) throw new UsageError(`--env wants NAME=VALUE, got ${JSON.stringify(pair)}`);
+    env[pair.slice(0, eq)] = pair.slice(eq + 1);
+  }
+  return env;
+}
+
+/** The process exit code a finished job maps to: its own, 1 for a failure without one, 130 for a cancel. */
+export function jobExitCode(job: Job): number {
+  if (job.status === "completed") return job.result?.exitCode ?? 0;
+  if (job.status === "cancelled") return 130;
+  return job.result?.exitCode || 1;
+}
+
+const progress = (job: Job) =>
+  [job.status, job.queuePosition !== null && job.queuePosition !== undefined ? `queue position ${job.queuePosition}` : "", job.statusReason ?? ""]
+    .filter(Boolean)
+    .join(" · ");
+
+async function waitWithProgress(ctx: Context, id: string): Promise<Job> {
+  const sdk = ctx.client();
+  const line = liveLine(ctx.stderr);
+  // Status events come at each change; the queue position moves between them, so a terminal re-reads it.
+  const timer = ctx.stderr.isTTY
+    ? setInterval(
+        () =>
+          void sdk.getJob(id).then(
+            (j) => line.update(`${id} ${progress(j)}`),
+            () => undefined,
+          ),
+        1000,
+      )
+    : undefined;
+  try {
+    return await sdk.waitForJob(id, { onUpdate: (j) => line.update(`${id} ${progress(j)}`) });
+  } finally {
+    if (timer) clearInterval(timer);
+    line.done();
+  }
+}
+
+async function followOutput(ctx: Context, id: string): Promise<void> {
+  for await (const chunk of ctx.client().followLogs(id)) ctx.stdout.write(chunk);
+}
+
+function showJob(ctx: Context, job: Job): void {
+  if (ctx.json) return printJson(ctx, job);
+  printRecord(ctx, {
+    id: job.id,
+    status: statusText(ctx.stdout, job.status),
+    statusReason: job.statusReason,
+    queuePosition: job.queuePosition,
+    gpuType: job.gpuType,
+    gpuCount: job.gpuCount,
+    command: job.command,
+    attempts: job.attempts,
+    exitCode: job.result?.exitCode ?? null,
+    gpuSecondsUsed: job.gpuSecondsUsed,
+    createdAt: job.createdAt,
+    startedAt: job.startedAt,
+    completedAt: job.completedAt,
+  });
+}
+
+export function jobCommands(y: Argv, run: Run): Argv {
+  return y.command("jobs", "GPU jobs", (j) =>
+    j
+      .command(
+        "run",
+        "submit a job: ci-platform jobs run [options] -- COMMAND… (words joined by spaces into one shell command)",
+        (c) =>
+          c
+            .option("gpu", { type: "string", describe: "GPU type (default: any)" })
+            .option("gpus", { type: "number", describe: "cards on one node (default 1)" })
+            .option("timeout", { type: "number", describe: "seconds the job may run" })
+            .option("image", { type: "string", describe: "container image (Docker executor)" })
+            .option("priority", { choices: ["low", "normal", "high"] as const })
+            .option("retries", { type: "number", describe: "retries after a failure" })
+            .option("env", { type: "string", array: true, describe: "NAME=VALUE (repeatable)" })
+            .option("wait", { type: "boolean", describe: "wait for the end (a live status line on a terminal); exit with its code" })
+            .option("follow", { alias: "f", type: "boolean", describe: "print its output as it comes; exit with its code" }),
+        run(async (ctx, args) => {
+          const words = ((args as { "--"?: unknown[] })["--"] ?? []).map(String);
+          if (!words.length) throw new UsageError("No command: ci-platform jobs run [options] -- COMMAND…");
+          const body: JobRequest = { command: words.join(" ") };
+          if (args.gpu) body.gpuType = args.gpu;
+          if (args.gpus !== undefined) body.gpuCount = args.gpus;
+          if (args.timeout !== undefined) body.timeoutSeconds = args.timeout;
+          if (args.image) body.containerImage = args.image;
+          if (args.priority) body.priority = args.priority;
+          if (args.retries !== undefined) body.maxRetries = args.retries;
+          if (args.env?.length) body.env = parseEnv(args.env);
+          const { id } = await ctx.client().submitJob(body);
+          if (!args.wait && !args.follow) {
+            if (ctx.json) ctx.stdout.write(JSON.stringify({ id }) + "\n");
+            else ctx.stdout.write(`${id}\n`);
+            return;
+          }
+          if (!ctx.json) ctx.stderr.write(`job ${id} submitted\n`);
+          if (args.follow) await followOutput(ctx, id);
+          const job = await waitWithProgress(ctx, id);
+          if (ctx.json) ctx.stdout.write(JSON.stringify(job) + "\n");
+          else
+            ctx.stderr.write(
+              `job ${id} ${statusText(ctx.stderr, job.status)}${job.result?.exitCode !== undefined ? ` (exit code ${job.result.exitCode})` : ""}\n`,
+            );
+          process.exitCode = jobExitCode(job);
+        }),
+      )
+      .command(
+        "ls",
+        "your jobs, newest first",
+        (c) => c,
+        run(async (ctx) => {
+          const { jobs } = await ctx.client().listJobs();
+          const rows = jobs.map((job) => [job.id, statusText(ctx.stdout, job.status), job.gpuType, job.gpuCount, job.createdAt, truncate(job.command, 40)]);
+          printTable(ctx, ["id", "status", "gpu", "cards", "created", "command"], rows, jobs);
+        }),
+      )
+      .command(
+        "get <id>",
+        "one job",
+        (c) => c.positional("id", { type: "string", demandOption: true }),
+        run(async (ctx, args) => showJob(ctx, await ctx.client().getJob(args.id))),
+      )
+      .command(
+        "logs <id>",
+        "a job's output (-f: follow it until the job ends)",
+        (c) =>
+          c.positional("id", { type: "string", demandOption: true }).option("follow", { alias: "f", type: "boolean" }).option("attempt", { type: "number" }),
+        run(async (ctx, args) => {
+          if (!args.follow) return void ctx.stdout.write(await ctx.client().jobLogs(args.id, args.attempt));
+          for await (const chunk of ctx.client().followLogs(args.id, { attempt: args.attempt })) ctx.stdout.write(chunk);
+        }),
+      )
+      .command(
+        "cancel <id>",
+        "cancel a job",
+        (c) => c.positional("id", { type: "string", demandOption: true }),
+        run(async (ctx, args) => showJob(ctx, await ctx.client().cancelJob(args.id))),
+      )
+      .command(
+        "artifacts <id>",
+        "the job's artifacts as a tar archive (-o FILE, or stdout when it is not a terminal)",
+        (c) => c.positional("id", { type: "string", demandOption: true }).option("output", { alias: "o", type: "string" }),
+        run(async (ctx, args) => {
+          if (!args.output && ctx.stdout.isTTY) throw new UsageError("Not writing a tar archive to a terminal: use -o FILE or a pipe");
+          const body = await ctx.client().jobArtifacts(args.id);
+          const target: Writable = args.output ? createWriteStream(args.output, { mode: 0o600 }) : ctx.stdout;
+          await pipeline(Readable.fromWeb(body as import("stream/web").ReadableStream), target, { end: Boolean(args.output) });
+        }),
+      )
+      .demandCommand(1),
+  );
+}

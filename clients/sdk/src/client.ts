@@ -1,0 +1,116 @@
+/**
+ * The SDK's entry point: every route of the document as a typed call (`api`), and named methods
+ * for the everyday ones, plus the streams and `waitForJob` that generation cannot give.
+ */
+import type { components } from "./generated/schema";
+import { Credentials, Method, PathsWith, request, RequestInit, ResponseOf, send } from "./http";
+import { jsonEvents, textChunks } from "./streams";
+
+export type Schemas = components["schemas"];
+export type Job = Schemas["Job"];
+export type JobStatus = Schemas["JobStatus"];
+type Body<P extends PathsWith<M>, M extends Method> = RequestInit<P, M> extends { body?: infer B } ? NonNullable<B> : never;
+export type JobRequest = Body<"/api/gpu/jobs", "post">;
+export type DatabaseRequest = Body<"/api/databases", "post">;
+export type InferenceRequest = Omit<Body<"/api/models/infer", "post">, "stream">;
+/** One event of a streamed inference: deltas, then a last one with `done: true`. */
+export type InferenceChunk = { id: string; model: string; delta?: string; response?: string; tokensUsed?: number; durationMs?: number; done?: boolean };
+
+export const TERMINAL: ReadonlySet<JobStatus> = new Set(["completed", "failed", "cancelled"]);
+
+export type WaitOptions = { signal?: AbortSignal; onUpdate?: (job: Job) => void };
+
+export class CiPlatform {
+  readonly creds: Credentials;
+
+  /** `token`: a JWT or an API key (`ci_…`); either goes in `Authorization: Bearer`. */
+  constructor(opts: { baseUrl: string; token?: string; fetch?: typeof fetch }) {
+    this.creds = { ...opts };
+  }
+
+  /** Any route of the document, typed by it. */
+  api<M extends Method, P extends PathsWith<M>>(method: M, path: P, init: RequestInit<P, M> & { signal?: AbortSignal }): Promise<ResponseOf<P, M>> {
+    return request(this.creds, method, path, init);
+  }
+
+  withToken(token: string): CiPlatform {
+    return new CiPlatform({ ...this.creds, token });
+  }
+
+  // accounts
+  register = (body: Body<"/api/auth/register", "post">) => this.api("post", "/api/auth/register", { body });
+  login = (body: Body<"/api/auth/login", "post">) => this.api("post", "/api/auth/login", { body });
+  me = () => this.api("get", "/api/auth/me", {});
+  /** JWT only; replaces the account's previous key. */
+  createApiKey = () => this.api("post", "/api/auth/api-keys", {});
+  createWebhookSecret = () => this.api("post", "/api/auth/webhook-secret", {});
+
+  // GPU jobs
+  submitJob = (body: JobRequest) => this.api("post", "/api/gpu/jobs", { body });
+  listJobs = () => this.api("get", "/api/gpu/jobs", {});
+  getJob = (id: string) => this.api("get", "/api/gpu/jobs/{id}", { path: { id } });
+  cancelJob = (id: string) => this.api("post", "/api/gpu/jobs/{id}/cancel", { path: { id } });
+  clusterStatus = () => this.api("get", "/api/gpu/status", {});
+
+  /** The job's output so far (an attempt's with `attempt`). */
+  async jobLogs(id: string, attempt?: number): Promise<string> {
+    return (await send(this.creds, "get", "/api/gpu/jobs/{id}/logs", { path: { id }, query: { attempt }, accept: "text/plain" })).text();
+  }
+
+  /** The job's output as it is printed, ending when the job has; a `break` closes the connection. */
+  async *followLogs(id: string, opts: { attempt?: number; signal?: AbortSignal } = {}): AsyncGenerator<string> {
+    const query = { follow: true, attempt: opts.attempt };
+    yield* textChunks(await send(this.creds, "get", "/api/gpu/jobs/{id}/logs", { path: { id }, query, signal: opts.signal, accept: "text/plain" }));
+  }
+
+  /** The job's detail now, then at each status change; ends after a terminal one. */
+  async *jobEvents(id: string, opts: { signal?: AbortSignal } = {}): AsyncGenerator<Job> {
+    const res = await send(this.creds, "get", "/api/gpu/jobs/{id}/events", { path: { id }, signal: opts.signal, accept: "text/event-stream" });
+    for await (const { event, data } of jsonEvents<Job>(res)) if (event === "status") yield data;
+  }
+
+  /** Resolves with the job once it is completed, failed or cancelled. */
+  async waitForJob(id: string, opts: WaitOptions = {}): Promise<Job> {
+    // The stream may end early (a proxy, a restart): read again until the job is terminal.
+    for (;;) {
+      for await (const job of this.jobEvents(id, opts)) {
+        opts.onUpdate?.(job);
+        if (TERMINAL.has(job.status)) return job;
+      }
+      const job = await this.getJob(id);
+      if (TERMINAL.has(job.status)) return job;
+    }
+  }
+
+  /** The job's artifacts, a tar archive, as a web stream. */
+  async jobArtifacts(id: string, opts: { signal?: AbortSignal } = {}): Promise<ReadableStream<Uint8Array>> {
+    return (await send(this.creds, "get", "/api/gpu/jobs/{id}/artifacts", { path: { id }, signal: opts.signal, accept: "application/x-tar" })).body!;
+  }
+
+  // models and inference
+  listModels = () => this.api("get", "/api/models", {});
+  modelsHealth = () => this.api("get", "/api/models/health", {});
+  infer = (body: InferenceRequest) => this.api("post", "/api/models/infer", { body: { ...body, stream: false } });
+
+  /** A streamed inference: deltas as they arrive, the last chunk with `done: true`; a failure mid-stream throws ApiError. */
+  async *inferStream(body: InferenceRequest, opts: { signal?: AbortSignal } = {}): AsyncGenerator<InferenceChunk> {
+    const res = await send(this.creds, "post", "/api/models/infer", { body: { ...body, stream: true }, signal: opts.signal, accept: "text/event-stream" });
+    for await (const { data } of jsonEvents<InferenceChunk>(res)) yield data;
+  }
+
+  // databases
+  createDatabase = (body: DatabaseRequest = {}) => this.api("post", "/api/databases", { body });
+  listDatabases = () => this.api("get", "/api/databases", {});
+  getDatabase = (id: string) => this.api("get", "/api/databases/{id}", { path: { id } });
+  deleteDatabase = (id: string) => this.api("delete", "/api/databases/{id}", { path: { id } });
+  rotatePassword = (id: string) => this.api("post", "/api/databases/{id}/rotate-password", { path: { id } });
+  createSnapshot = (id: string) => this.api("post", "/api/databases/{id}/snapshots", { path: { id } });
+  listSnapshots = () => this.api("get", "/api/snapshots", {});
+  getSnapshot = (id: string) => this.api("get", "/api/snapshots/{id}", { path: { id } });
+  deleteSnapshot = (id: string) => this.api("delete", "/api/snapshots/{id}", { path: { id } });
+
+  // usage
+  usage = (query: { from?: string; to?: string } = {}) => this.api("get", "/api/usage", { query });
+  quotas = () => this.api("get", "/api/quotas", {});
+  webhookDeliveries = () => this.api("get", "/api/webhooks/deliveries", {});
+}

@@ -1,0 +1,205 @@
+/**
+ * The `ci-platform` CLI as a real child process (bin/ci-platform.js) against a platform in this
+ * process: a simulated card running sandboxed processes, dbaas on the tenant PostgreSQL, an
+ * Ollama stand-in. Each test's config lives in its own XDG_CONFIG_HOME.
+ */
+import { execFile, spawn } from "child_process";
+import { mkdtempSync, readFileSync, rmSync, statSync } from "fs";
+import os from "os";
+import path from "path";
+import { promisify } from "util";
+import { CiPlatform } from "../../clients/sdk/src";
+import { OllamaStandin } from "../support/provider-standins";
+import { ROOT, sandboxedGpuEnv, startTestPlatform, TestPlatform, uniqueName, waitFor, waitForRoute } from "../support/platform";
+
+type Run = { code: number | null; stdout: string; stderr: string };
+
+describe("clients cli - ci-platform as a process", () => {
+  let platform: TestPlatform;
+  let ollama: OllamaStandin;
+  const work = mkdtempSync(path.join(os.tmpdir(), "cli-"));
+  const home = path.join(work, "home");
+  const config = path.join(home, ".config-xdg");
+  const configFile = path.join(config, "ci-platform", "config.json");
+  const email = `${uniqueName("cli")}@example.com`;
+  const password = "correct horse battery";
+
+  /** Starts the CLI; `onStdout` sees each chunk as it arrives. */
+  function start(args: string[], opts: { input?: string; env?: Record<string, string>; onStdout?: (chunk: string) => void } = {}): Promise<Run> {
+    const env: Record<string, string | undefined> = { ...process.env, HOME: home, XDG_CONFIG_HOME: config, NO_COLOR: "1", ...opts.env };
+    for (const name of ["CI_PLATFORM_URL", "CI_PLATFORM_API_KEY"]) if (!opts.env?.[name]) delete env[name];
+    const child = spawn(process.execPath, [path.join(ROOT, "bin/ci-platform.js"), ...args], { cwd: work, env, stdio: ["pipe", "pipe", "pipe"] });
+    const run: Run = { code: null, stdout: "", stderr: "" };
+    child.stdout.setEncoding("utf8").on("data", (d: string) => {
+      run.stdout += d;
+      opts.onStdout?.(d);
+    });
+    child.stderr.setEncoding("utf8").on("data", (d: string) => (run.stderr += d));
+    child.stdin.end(opts.input ?? "");
+    return new Promise((resolve) => child.once("close", (code) => resolve({ ...run, code })));
+  }
+  const cli = (...args: string[]) => start(args);
+  const json = async (...args: string[]) => {
+    // Before the arguments: anything after `--` belongs to the job's command.
+    const res = await cli("--json", ...args);
+    if (res.code !== 0) throw new Error(`${args.join(" ")}: ${res.code} ${res.stderr}`);
+    return JSON.parse(res.stdout);
+  };
+  const storedConfig = () => JSON.parse(readFileSync(configFile, "utf8"));
+  const sdk = () => new CiPlatform({ baseUrl: platform.baseUrl, token: storedConfig().apiKey });
+
+  beforeAll(async () => {
+    for (const method of ["log", "warn", "error"] as const) jest.spyOn(console, method).mockImplementation(() => undefined);
+    ollama = await new OllamaStandin().start();
+    platform = await startTestPlatform({
+      services: ["api-gateway", "auth", "gpu-scheduler", "gpu-node", "dbaas", "inference", "usage"],
+      env: sandboxedGpuEnv(work, { OLLAMA_URL: ollama.url }),
+    });
+    for (const route of ["/api/gpu/status", "/api/databases", "/api/models"]) await waitForRoute(platform.baseUrl, "GET", route);
+    const reg = await start(["register", "--url", platform.baseUrl, "--email", email, "--name", "CLI", "--password-stdin"], { input: `${password}\n` });
+    expect([reg.code, reg.stderr]).toEqual([0, expect.stringContaining(`Logged in to ${platform.baseUrl} as ${email}`)]);
+    await waitFor(async () => (await sdk().clusterStatus()).cluster.totalGpus === 1, { message: "the simulated card" });
+  });
+
+  afterAll(async () => {
+    await platform?.stop();
+    await ollama?.stop();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  test("clients cli - register and login store the URL and a working API key in a 0600 file under XDG_CONFIG_HOME", async () => {
+    expect(statSync(configFile).mode & 0o777).toBe(0o600);
+    expect(storedConfig()).toMatchObject({ url: platform.baseUrl, apiKey: expect.stringMatching(/^ci_[a-z0-9]{32}$/) });
+    const before = storedConfig().apiKey;
+    const login = await start(["login", "--email", email, "--password-stdin"], { input: password });
+    expect(login.code).toBe(0);
+    // A password login makes a new key (the old one stops working) and stores it.
+    expect(storedConfig().apiKey).not.toBe(before);
+    expect((await sdk().me()).email).toBe(email);
+    const byKey = await cli("login", "--api-key", storedConfig().apiKey, "--json");
+    expect(JSON.parse(byKey.stdout)).toMatchObject({ email, url: platform.baseUrl });
+  });
+
+  test("clients cli - a wrong password or key is a clear error, exit 1, and the stored login is unchanged", async () => {
+    const stored = readFileSync(configFile, "utf8");
+    const wrong = await start(["login", "--email", email, "--password-stdin"], { input: "not the password" });
+    expect([wrong.code, wrong.stderr]).toEqual([1, expect.stringMatching(/^error: .+\(\w+, HTTP 401\)\n$/)]);
+    const badKey = await cli("login", "--api-key", "ci_" + "0".repeat(32));
+    expect([badKey.code, badKey.stderr]).toEqual([1, expect.stringContaining("UNAUTHORIZED")]);
+    expect(readFileSync(configFile, "utf8")).toBe(stored);
+    // The environment overrides the file.
+    const overridden = await start(["jobs", "ls"], { env: { CI_PLATFORM_API_KEY: "ci_" + "1".repeat(32) } });
+    expect([overridden.code, overridden.stderr]).toEqual([1, expect.stringContaining("HTTP 401")]);
+    const nowhere = await start(["jobs", "ls"], { env: { XDG_CONFIG_HOME: path.join(work, "empty") } });
+    expect([nowhere.code, nowhere.stderr]).toEqual([2, expect.stringContaining("No platform URL")]);
+  });
+
+  test("clients cli - jobs run --wait --follow streams the output as it is printed and exits with the job's exit code", async () => {
+    let runningAtFirstLine: string | undefined;
+    let firstChunk: Promise<unknown> | undefined;
+    const res = await start(
+      ["jobs", "run", "--wait", "--follow", "--env", "GREETING=hello", "--", 'echo "$GREETING 1"; sleep 0.6; echo "$GREETING 2"; exit 3'],
+      {
+        onStdout: () => {
+          // At the first output the job must still be running: streamed, not printed at its end.
+          firstChunk ??= sdk()
+            .listJobs()
+            .then(({ jobs }) => (runningAtFirstLine = jobs[0].status));
+        },
+      },
+    );
+    await firstChunk;
+    expect(runningAtFirstLine).toBe("running");
+    expect(res.stdout).toBe("hello 1\nhello 2\n");
+    expect(res.code).toBe(3);
+    expect(res.stderr).toContain("failed (exit code 3)");
+    expect((await cli("jobs", "run", "--wait", "--", "true")).code).toBe(0);
+  });
+
+  test("clients cli - --json output parses: jobs run, get, ls, logs; gpus, models ls, usage", async () => {
+    const { id } = await json("jobs", "run", "--", "echo", "from", "json");
+    await waitFor(async () => (await json("jobs", "get", id)).status === "completed", { message: "the job completed" });
+    expect(await json("jobs", "get", id)).toMatchObject({ id, command: "echo from json", result: { exitCode: 0 } });
+    expect((await json("jobs", "ls")).map((j: { id: string }) => j.id)).toContain(id);
+    expect((await cli("jobs", "logs", id)).stdout).toBe("from json\n");
+    expect((await json("gpus")).cluster.totalGpus).toBe(1);
+    expect((await json("models", "ls")).map((m: { name: string }) => m.name)).toContain("llama3.2:1b");
+    expect((await json("usage")).gpu.jobs).toBeGreaterThanOrEqual(1);
+  });
+
+  test("clients cli - db create, ls, psql (no connection string printed by psql's run), rm", async () => {
+    const created = await json("db", "create", "--max-storage-mb", "64");
+    expect(created.connectionString).toContain(created.password);
+    expect((await json("db", "ls")).map((d: { id: string }) => d.id)).toContain(created.id);
+    const psql = await cli("db", "psql", created.id, "--", "-Atc", "select current_user");
+    expect([psql.code, psql.stdout.trim()]).toEqual([0, created.username]);
+    expect(psql.stdout + psql.stderr).not.toContain(created.password);
+    const failing = await cli("db", "psql", created.id, "--", "-Atc", "select * from no_such_table");
+    expect(failing.code).not.toBe(0);
+    expect((await cli("db", "rm", created.id)).code).toBe(0);
+    expect((await json("db", "ls")).map((d: { id: string }) => d.id)).not.toContain(created.id);
+    expect(storedConfig().databases?.[created.id]).toBeUndefined();
+    const gone = await cli("db", "get", created.id);
+    expect([gone.code, gone.stderr]).toEqual([1, expect.stringContaining("NOT_FOUND")]);
+  });
+
+  test("clients cli - db rotate keeps the new connection for psql; db snapshot; keys create --save", async () => {
+    const created = await json("db", "create");
+    const rotated = await json("db", "rotate", created.id);
+    expect(rotated.password).not.toBe(created.password);
+    expect(storedConfig().databases[created.id]).toBe(rotated.connectionString);
+    expect((await cli("db", "psql", created.id, "--", "-Atc", "select 7")).stdout.trim()).toBe("7");
+    expect((await json("db", "snapshot", created.id)).status).toMatch(/^(pending|ready)$/);
+    expect((await json("db", "get", created.id)).id).toBe(created.id);
+    expect((await cli("db", "rm", created.id)).code).toBe(0);
+    const old = storedConfig().apiKey;
+    const key = await start(["--json", "keys", "create", "--email", email, "--password-stdin", "--save"], { input: password });
+    expect(JSON.parse(key.stdout).apiKey).toBe(storedConfig().apiKey);
+    expect(storedConfig().apiKey).not.toBe(old);
+    expect((await cli("jobs", "ls")).code).toBe(0);
+  });
+
+  test("clients cli - jobs logs -f follows a running job to its end; jobs cancel; npx ci-platform runs the package's bin", async () => {
+    const { id } = await json("jobs", "run", "--", "echo first; sleep 0.5; echo second");
+    const followed = await cli("jobs", "logs", id, "-f");
+    expect([followed.code, followed.stdout]).toEqual([0, "first\nsecond\n"]);
+    const long = await json("jobs", "run", "--", "sleep 60");
+    expect((await json("jobs", "cancel", long.id)).id).toBe(long.id);
+    await waitFor(async () => (await json("jobs", "get", long.id)).status === "cancelled", { message: "cancelled" });
+    // Asynchronously: the platform serving it runs in this process.
+    const viaNpx = await promisify(execFile)("npx", ["--no-install", "ci-platform", "--json", "gpus"], {
+      cwd: ROOT,
+      env: { ...process.env, XDG_CONFIG_HOME: config, CI_PLATFORM_URL: "", CI_PLATFORM_API_KEY: "" },
+    });
+    expect(JSON.parse(viaNpx.stdout).cluster.totalGpus).toBe(1);
+  });
+
+  test("clients cli - chat streams a reply, from an argument or from stdin", async () => {
+    expect((await cli("chat", "llama3.2:1b", "hi")).stdout).toBe("Hello, world!\n");
+    const piped = await start(["chat", "llama3.2:1b"], { input: "a prompt on stdin" });
+    expect([piped.code, piped.stdout]).toEqual([0, "Hello, world!\n"]);
+    expect(ollama.requests.at(-1)?.body.messages.at(-1).content).toBe("a prompt on stdin");
+    const unknown = await cli("chat", "no-such-model", "hi");
+    expect([unknown.code, unknown.stderr]).toEqual([1, expect.stringContaining("HTTP 404")]);
+  });
+
+  test("clients cli - bad input: a clear message, a non-zero exit, and nothing submitted", async () => {
+    const before = (await json("jobs", "ls")).length;
+    const cases: Array<[string[], number, string]> = [
+      [["jobs", "run", "--gpus", "0", "--", "echo"], 1, "VALIDATION_FAILED"],
+      [["jobs", "run", "--timeout", "-5", "--", "echo"], 1, "VALIDATION_FAILED"],
+      [["jobs", "run", "--wait"], 2, "No command"],
+      [["jobs", "run", "--env", "NOEQUALS", "--", "echo"], 2, "--env wants NAME=VALUE"],
+      [["jobs", "run", "--priority", "urgent", "--", "echo"], 2, "Invalid values"],
+      [["jobs", "get", "not-a-job"], 1, "NOT_FOUND"],
+      [["db", "psql", "00000000-0000-0000-0000-000000000000"], 2, "No stored password"],
+      [["frobnicate"], 2, "error:"],
+      [["jobs", "ls", "--url", "ftp://example.com"], 2, "Not an http(s) URL"],
+    ];
+    for (const [args, code, message] of cases) {
+      const res = await cli(...args);
+      expect([args.join(" "), res.code, res.stderr]).toEqual([args.join(" "), code, expect.stringContaining(message)]);
+    }
+    expect((await json("jobs", "ls")).length).toBe(before);
+  });
+});
