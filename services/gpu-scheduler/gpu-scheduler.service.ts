@@ -144,6 +144,7 @@ export type SchedulerThis = Service &
     sender: WebhookSender;
     checkWebhookUrl(clientId: string, url: string): Promise<void>;
     quotaExceeded(refusal: Refusal): Error;
+    checkMonthly(clientId: string): Promise<void>;
     keys: IdempotencyRepository;
     history: JobHistory;
     tickTimer?: NodeJS.Timeout;
@@ -220,8 +221,6 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
         const image = containerImage ? checkImage(containerImage, this.allowedRegistries) : null;
         if (image && !image.ok) throw validationFailed([{ field: "containerImage", message: `The 'containerImage' field is not allowed: ${image.reason}.` }]);
         if (ctx.params.webhookUrl !== undefined) await this.checkWebhookUrl(ctx.meta.caller!.clientId, ctx.params.webhookUrl);
-        // At or over a monthly quota a job uses up: 403 before anything is queued.
-        await this.gate.check(ctx.meta.caller!.clientId, GPU_MONTHLY as QuotaResource[]);
         const job: NewJob = {
           id: randomUUID(),
           clientId: ctx.meta.caller!.clientId,
@@ -238,6 +237,8 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
         };
         // Keyed requests take their own transaction (a replay answers even at the queued-jobs cap); the others stay on the batched inserts.
         if (key !== undefined) return this.createKeyed(ctx, key, job);
+        // At or over a monthly quota a job uses up: 403 before anything is queued (a keyed replay still gets its first answer).
+        await this.checkMonthly(job.clientId);
         const outcome = await this.inserts.push(job);
         if ("refused" in outcome) throw this.quotaExceeded(outcome.refused);
         void this.scheduler.schedule({ newJob: true });
@@ -522,6 +523,11 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       return rows.map((r) => this.detail(r, positions, label));
     },
 
+    /** 403 QUOTA_EXCEEDED when the account is at or over a monthly quota a job uses up (credits, GPU-seconds). */
+    async checkMonthly(this: SchedulerThis, clientId: string): Promise<void> {
+      await this.gate.check(clientId, GPU_MONTHLY as QuotaResource[]);
+    },
+
     /** 403 QUOTA_EXCEEDED: the account already has its limit of queued jobs (admission.ts). */
     quotaExceeded(this: SchedulerThis, { limit, used }: Refusal): Error {
       return apiError("QUOTA_EXCEEDED", `An account may have at most ${limit} queued GPU jobs`, { resource: "queuedJobs", limit, used });
@@ -555,7 +561,8 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       const request = { clientId: job.clientId, key, requestHash: requestHash(ctx.params) };
       const limit = (await this.limits.limitsFor([job.clientId])).get(job.clientId)!.queuedJobs;
       const refused = (refusal: Refusal) => this.quotaExceeded(refusal);
-      const outcome = await this.keys.createOnce(request, job, this.clock.now(), this.keysExpireBefore(), limit, refused).catch((err) => {
+      const mayCreate = () => this.checkMonthly(job.clientId);
+      const outcome = await this.keys.createOnce(request, job, this.clock.now(), this.keysExpireBefore(), limit, refused, mayCreate).catch((err) => {
         throw fromDataError(err);
       });
       if (outcome.kind === "reused") throw apiError("IDEMPOTENCY_KEY_REUSED", `This ${IDEMPOTENCY_HEADER} was already used with a different request body`);

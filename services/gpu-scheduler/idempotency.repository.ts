@@ -27,8 +27,18 @@ export class IdempotencyRepository {
    * then the job and the answer, in one transaction: a key is never seen without its answer.
    * The job is admitted only for a request that would create it (never for a replay); `refused`
    * turns a refusal (the queued-jobs limit) into the error thrown, which leaves no key behind.
+   * `mayCreate` (the monthly quotas) runs only for a request that would create the job: what it
+   * throws is the answer, and leaves no key behind either.
    */
-  async createOnce(req: KeyedRequest, job: NewJob, now: Date, expiredBefore: Date, limit: number, refused: (refusal: Refusal) => Error): Promise<KeyedOutcome> {
+  async createOnce(
+    req: KeyedRequest,
+    job: NewJob,
+    now: Date,
+    expiredBefore: Date,
+    limit: number,
+    refused: (refusal: Refusal) => Error,
+    mayCreate: () => Promise<void> = () => Promise.resolve(),
+  ): Promise<KeyedOutcome> {
     for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
       const created = await transaction(this.db, async (client) => {
         // An expired key is taken over, as if housekeeping had already removed it.
@@ -40,6 +50,7 @@ export class IdempotencyRepository {
           [req.clientId, req.key, req.requestHash, job.id, now, expiredBefore],
         );
         if (!claim.rowCount) return undefined;
+        await mayCreate();
         const admitted = await this.jobs.admitAndInsert([job], now, () => limit, client);
         const refusal = admitted.refused.get(job.id);
         if (refusal) throw refused(refusal);

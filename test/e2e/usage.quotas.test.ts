@@ -132,6 +132,24 @@ describe("usage quotas - through the gateway", () => {
     expect((await http(base, "GET", "/api/gpu/jobs", { token: user.token })).body.jobs).toEqual([]);
   });
 
+  it("usage quotas - over a monthly quota a keyed replay still gets its first answer; a new key is 403 and leaves no key behind", async () => {
+    const keyed = await register(`${uniqueName("keyed")}@example.com`);
+    const submit = (key: string) => http(base, "POST", "/api/gpu/jobs", { token: keyed.token, body: { command: "true" }, headers: { "idempotency-key": key } });
+    const first = await submit("k1");
+    expect(first.status).toBe(201);
+    expect((await put({ gpuSeconds: 0 }, admin, keyed.id)).status).toBe(200);
+    const replay = await submit("k1");
+    expect([replay.status, replay.body.id, replay.headers.get("idempotent-replayed")]).toEqual([201, first.body.id, "true"]);
+    const fresh = await submit("k2");
+    expect([fresh.status, fresh.body.error?.details?.resource]).toEqual([403, "gpuSeconds"]);
+    expect((await put({ gpuSeconds: null }, admin, keyed.id)).status).toBe(200);
+    // k2 was never claimed: with the quota back it creates a job of its own.
+    const later = await submit("k2");
+    expect(later.status).toBe(201);
+    expect(later.headers.get("idempotent-replayed")).toBeNull();
+    expect(later.body.id).not.toBe(first.body.id);
+  });
+
   it("usage quotas - a requestsPerMinute override limits the account's inference at once (429 with the headers); null restores the default", async () => {
     const limited = await register(`${uniqueName("rpm")}@example.com`);
     const inferAs = () => http(base, "POST", "/api/models/infer", { token: limited.token, body: { model: "llama3.2:1b", prompt: "hi" } });
