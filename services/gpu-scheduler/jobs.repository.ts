@@ -77,8 +77,6 @@ export const COLUMNS = `id, client_id, command, container_image, gpu_type, statu
 const STATE_COLUMNS = `id, status, node_id, gpu_uuid, holding, assigned_at, started_at, completed_at, exit_code, error_message, attempts, max_retries,
   CASE WHEN output IS NULL THEN NULL ELSE '' END AS output`;
 const TERMINAL_SQL = `('completed', 'failed', 'cancelled')`;
-/** The cards a job holds, for its usage (× seconds). */
-export const usageCardsSql = (job: string) => `${job}.gpu_count`;
 
 export const toState = (r: JobRow): JobState => ({
   status: r.status,
@@ -169,15 +167,21 @@ export class JobsRepository {
 
   /** For the usage service: each account's started attempts holding cards now, its held GPUs and its queued jobs. */
   async accountState(clientIds: string[]): Promise<Record<string, AccountState>> {
+    // Queued jobs from the exact counters (no count over the account's queue); held cards through the index of held cards by account.
     const { rows } = await this.db.query<{ client_id: string; held: number; queued: number; running: AccountState["running"] | null }>(
-      `SELECT client_id, COALESCE(sum(${usageCardsSql("j")}) FILTER (WHERE holding), 0)::int AS held,
-         count(*) FILTER (WHERE status = 'queued')::int AS queued,
-         jsonb_agg(jsonb_build_object('startedAt', started_at, 'cards', ${usageCardsSql("j")}, 'gpuName', COALESCE(gpu_name, 'unknown')))
-           FILTER (WHERE holding AND status = 'running' AND started_at IS NOT NULL) AS running
-       FROM gpu_scheduler.jobs j WHERE client_id = ANY($1::uuid[]) AND (holding OR status = 'queued') GROUP BY client_id`,
+      `SELECT c.id AS client_id, COALESCE(h.held, 0)::int AS held, h.running,
+         (SELECT COALESCE(sum(q.n), 0)::int FROM gpu_scheduler.queued_counts q WHERE q.client_id = c.id) AS queued
+       FROM unnest($1::uuid[]) AS c(id)
+       LEFT JOIN LATERAL (
+         SELECT sum(j.gpu_count) AS held,
+           jsonb_agg(jsonb_build_object('startedAt', j.started_at, 'cards', j.gpu_count, 'gpuName', COALESCE(j.gpu_name, 'unknown')))
+             FILTER (WHERE j.status = 'running' AND j.started_at IS NOT NULL) AS running
+         FROM gpu_scheduler.jobs j WHERE j.holding AND j.client_id = c.id) h ON true`,
       [clientIds],
     );
-    return Object.fromEntries(rows.map((r) => [r.client_id, { heldGpus: r.held, queuedJobs: r.queued, running: r.running ?? [] }]));
+    return Object.fromEntries(
+      rows.filter((r) => r.held > 0 || r.queued > 0).map((r) => [r.client_id, { heldGpus: r.held, queuedJobs: r.queued, running: r.running ?? [] }]),
+    );
   }
 
   /**
@@ -323,7 +327,7 @@ export class JobsRepository {
        -- The ids again as an array: the jobs are found through the primary key (a join alone may be planned as a scan of the table).
        WHERE j.id = ANY($2::uuid[]) AND j.id = p.id AND j.status = p.seen_status AND j.holding = p.seen_holding
          AND j.node_id IS NOT DISTINCT FROM p.seen_node AND j.gpu_uuid IS NOT DISTINCT FROM p.seen_gpu
-       RETURNING j.id, j.client_id, j.status, j.started_at, j.attempts, j.webhook_url, p.seen_status, p.patch->'endedAttempt' AS ended, ${usageCardsSql("j")} AS cards,
+       RETURNING j.id, j.client_id, j.status, j.started_at, j.attempts, j.webhook_url, p.seen_status, p.patch->'endedAttempt' AS ended, j.gpu_count AS cards,
          COALESCE((p.patch->'endedAttempt'->>'attempt')::int, GREATEST(j.attempts, 1)) AS attempt,
          COALESCE((p.patch->'endedAttempt'->>'startedAt')::timestamptz, j.started_at) AS use_start,
          COALESCE((p.patch->'endedAttempt'->>'endedAt')::timestamptz, j.completed_at, j.started_at) AS use_end,
