@@ -3,11 +3,22 @@
  * database created when missing, and versioned per-schema migrations that are safe when
  * several replicas start at once (an advisory lock serialises them).
  */
-import { Pool, PoolClient, Client } from "pg";
+import { Pool, PoolClient, PoolConfig, Client } from "pg";
 
 export type Migration = { version: number; name: string; sql: string };
 
 const pools = new Map<string, { pool: Pool; users: number }>();
+
+/**
+ * A pool whose idle clients may lose their server (a restart, pg_terminate_backend, DROP DATABASE
+ * … WITH (FORCE)) without crashing the process: pg-pool re-emits such an error on the pool, where
+ * no listener means an uncaught exception; the next query simply opens a new connection.
+ */
+export function newPool(config: PoolConfig): Pool {
+  const pool = new Pool(config);
+  pool.on("error", () => undefined);
+  return pool;
+}
 
 export function acquirePool(url: string, max = 10): Pool {
   const entry = pools.get(url);
@@ -15,9 +26,7 @@ export function acquirePool(url: string, max = 10): Pool {
     entry.users += 1;
     return entry.pool;
   }
-  const pool = new Pool({ connectionString: url, max, idleTimeoutMillis: 30_000 });
-  // An idle client losing its server must not crash the process; the next query reconnects.
-  pool.on("error", () => undefined);
+  const pool = newPool({ connectionString: url, max, idleTimeoutMillis: 30_000 });
   pools.set(url, { pool, users: 1 });
   return pool;
 }

@@ -11,6 +11,7 @@ import type { CatalogLevel } from "./settings";
 import { probeWrongPassword } from "./password-probe";
 import type { ProbeOutcome } from "./server-guard";
 import type { DatabaseActivity } from "./quota-activity";
+import { newPool } from "../../lib/db";
 
 export type { TenantRef } from "./tenant-sql";
 export type Measured = { bytes: number; writable: boolean };
@@ -40,12 +41,7 @@ export class TenantServer {
   ) {
     this.createSlots = Math.max(1, opts.createConcurrency ?? 2);
     this.dumpSlots = Math.max(1, opts.dumpConcurrency ?? 2);
-    const pool = (max: number) => {
-      const p = new Pool({ connectionString: adminUrl, max, connectionTimeoutMillis: 10_000, idleTimeoutMillis: 30_000 });
-      // An idle connection losing its server must not crash the process; the next query reconnects.
-      p.on("error", () => undefined);
-      return p;
-    };
+    const pool = (max: number) => newPool({ connectionString: adminUrl, max, connectionTimeoutMillis: 10_000, idleTimeoutMillis: 30_000 });
     this.pool = pool(opts.poolSize ?? 10);
     this.createPool = pool(this.createSlots);
     this.dumpPool = pool(this.dumpSlots);

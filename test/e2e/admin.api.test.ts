@@ -8,7 +8,8 @@
 import { mkdtempSync, rmSync } from "fs";
 import os from "os";
 import path from "path";
-import { Client, Pool } from "pg";
+import { Client } from "pg";
+import { newPool } from "../../lib/db";
 import { HistoryRepository } from "../../services/gpu-scheduler/history.repository";
 import { http, startTestPlatform, TestPlatform, waitFor, waitForRoute } from "../support/platform";
 
@@ -229,7 +230,7 @@ describe("admin - the operators' API through the gateway", () => {
     await waitFor(async () => (await jobOf(carol.token, done)).status === "completed", { timeoutMs: 20_000, message: "carol's job completed" });
     const newer = await submit(carol.token, "sleep 30"); // stays in the queue table: the list merges both
     // Archive now what job-history.ts would after GPU_JOB_ARCHIVE_AFTER_S (its own statement).
-    const pool = new Pool({ connectionString: platform.databaseUrl, max: 1 });
+    const pool = newPool({ connectionString: platform.databaseUrl, max: 1 });
     try {
       while ((await new HistoryRepository(pool).archive(new Date(Date.now() + 60_000), 1000)) > 0);
     } finally {

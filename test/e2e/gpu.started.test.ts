@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from "fs";
 import net from "net";
 import os from "os";
 import path from "path";
-import { Pool } from "pg";
+import { newPool } from "../../lib/db";
 import { LABEL_JOB } from "../../services/gpu-node/docker-executor";
 import { http, startTestPlatform, TestPlatform, waitFor, waitForRoute } from "../support/platform";
 
@@ -93,7 +93,7 @@ describe("gpu started - startedAt and GPU seconds begin when the container start
     const { body } = await submit({ command: "echo never", containerImage: image });
     await waitFor(() => stalls > before, { timeoutMs: 30_000, message: "the pull reaching the registry" });
     // The node has taken the job (its run answer is recorded) and holds the card, but nothing runs yet.
-    const db = new Pool({ connectionString: platform.databaseUrl, max: 1 });
+    const db = newPool({ connectionString: platform.databaseUrl, max: 1 });
     try {
       const stored = async () => (await db.query("SELECT status, started_at FROM gpu_scheduler.jobs WHERE id = $1", [body.id])).rows[0];
       expect(await waitFor(async () => ((row) => row.status === "running" && row)(await stored()), { message: "the node's answer recorded" })).toEqual({

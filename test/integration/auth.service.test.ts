@@ -4,9 +4,8 @@
  * replicas start together.
  */
 import { ServiceBroker } from "moleculer";
-import { Pool } from "pg";
 import Redis from "ioredis";
-import { migrate, ensureDatabase } from "../../lib/db";
+import { migrate, ensureDatabase, newPool } from "../../lib/db";
 import { migrations } from "../../services/auth/migrations";
 import { dropDatabase, REDIS_URL, startTestPlatform, TestPlatform, testDatabaseUrl, uniqueName } from "../support/platform";
 import type { Caller } from "../../lib/identity";
@@ -111,7 +110,7 @@ describe("platform - migrations", () => {
     const url = testDatabaseUrl();
     try {
       await Promise.all([ensureDatabase(url), ensureDatabase(url), ensureDatabase(url)]);
-      const pools = [1, 2, 3].map(() => new Pool({ connectionString: url }).on("error", () => undefined));
+      const pools = [1, 2, 3].map(() => newPool({ connectionString: url }));
       const applied = await Promise.all(pools.map((p) => migrate(p, "auth", migrations)));
       const versions = migrations.map((m) => m.version);
       expect(applied.flat().sort()).toEqual(versions);

@@ -7,7 +7,7 @@
  */
 import { randomUUID } from "crypto";
 import { Pool, PoolClient, QueryConfig } from "pg";
-import { ensureDatabase, migrate } from "../../lib/db";
+import { ensureDatabase, migrate, newPool } from "../../lib/db";
 import { DatabasesRepository } from "../../services/dbaas/databases.repository";
 import { migrations as dbaasMigrations } from "../../services/dbaas/migrations";
 import { JobsRepository } from "../../services/gpu-scheduler/jobs.repository";
@@ -72,7 +72,7 @@ describe.each([
 
   beforeAll(async () => {
     await ensureDatabase(url);
-    pool = new Pool({ connectionString: url, max: 4 });
+    pool = newPool({ connectionString: url, max: 4 });
     await migrate(pool, "gpu_scheduler", schedulerMigrations);
     await migrate(pool, "dbaas", dbaasMigrations);
     // One INSERT … SELECT each: mostly finished history, a tenth still queued, across 50 accounts.

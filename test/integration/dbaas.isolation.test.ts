@@ -3,8 +3,8 @@
  * credentials can and cannot do, what the platform keeps, and destroy with a session open; and
  * how records kept before catalog levels are read after the upgrade.
  */
-import { Client, Pool } from "pg";
-import { ensureDatabase, migrate } from "../../lib/db";
+import { Client } from "pg";
+import { ensureDatabase, migrate, newPool } from "../../lib/db";
 import { dropDatabase, testDatabaseUrl, TestPlatform } from "../support/platform";
 import type { DatabaseCreated } from "../../services/dbaas/dbaas.service";
 import { migrations } from "../../services/dbaas/migrations";
@@ -157,7 +157,7 @@ describe("dbaas catalog level - upgrade of the platform's records (migration 4)"
   it("dbaas catalog level - a database hidden entirely before is recorded at `all`, an open one at `off`, one still provisioning as unknown", async () => {
     const databaseUrl = testDatabaseUrl();
     await ensureDatabase(databaseUrl);
-    const pool = new Pool({ connectionString: databaseUrl });
+    const pool = newPool({ connectionString: databaseUrl });
     try {
       expect(
         await migrate(

@@ -6,7 +6,7 @@
  */
 import { randomUUID } from "crypto";
 import { Pool } from "pg";
-import { ensureDatabase, migrate } from "../../lib/db";
+import { ensureDatabase, migrate, newPool } from "../../lib/db";
 import { HistoryRepository } from "../../services/gpu-scheduler/history.repository";
 import { JobSearchRepository, STORED_RANGES } from "../../services/gpu-scheduler/job-search.repository";
 import { migrations } from "../../services/gpu-scheduler/migrations";
@@ -28,7 +28,7 @@ describe("gpu-scheduler admin repositories - real PostgreSQL", () => {
 
   beforeAll(async () => {
     await ensureDatabase(url);
-    db = new Pool({ connectionString: url, max: 4 });
+    db = newPool({ connectionString: url, max: 4 });
     await migrate(db, "gpu_scheduler", migrations);
     // A long history: mostly completed jobs of many accounts, a few of alice's and bob's in every state.
     await db.query(

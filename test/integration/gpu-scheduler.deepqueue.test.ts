@@ -7,7 +7,7 @@
  */
 import { randomUUID } from "crypto";
 import { Pool, PoolClient } from "pg";
-import { ensureDatabase, migrate, transaction } from "../../lib/db";
+import { ensureDatabase, migrate, transaction, newPool } from "../../lib/db";
 import { EnvAccountLimits } from "../../services/gpu-scheduler/account-limits";
 import { HistoryRepository } from "../../services/gpu-scheduler/history.repository";
 import { JobsRepository, NewJob } from "../../services/gpu-scheduler/jobs.repository";
@@ -60,7 +60,7 @@ describe("gpu-scheduler deep queue - against PostgreSQL", () => {
 
   beforeAll(async () => {
     await ensureDatabase(url);
-    pool = new Pool({ connectionString: url, max: 10 });
+    pool = newPool({ connectionString: url, max: 10 });
     pool.on("error", () => undefined);
     await migrate(pool, "gpu_scheduler", migrations);
     repo = new JobsRepository(pool);

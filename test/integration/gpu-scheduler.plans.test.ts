@@ -7,7 +7,7 @@
  */
 import { randomUUID } from "crypto";
 import { Pool } from "pg";
-import { ensureDatabase, migrate } from "../../lib/db";
+import { ensureDatabase, migrate, newPool } from "../../lib/db";
 import { HistoryRepository } from "../../services/gpu-scheduler/history.repository";
 import { JobsRepository } from "../../services/gpu-scheduler/jobs.repository";
 import { migrations } from "../../services/gpu-scheduler/migrations";
@@ -51,7 +51,7 @@ describe("gpu-scheduler plans - deep queue, long history", () => {
 
   beforeAll(async () => {
     await ensureDatabase(url);
-    pool = new Pool({ connectionString: url, max: 4 });
+    pool = newPool({ connectionString: url, max: 4 });
     pool.on("error", () => undefined);
     await migrate(pool, "gpu_scheduler", migrations);
     spy = {

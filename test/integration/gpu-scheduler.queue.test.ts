@@ -9,7 +9,7 @@ import { QueuePositions } from "../../services/gpu-scheduler/queue-positions";
 import { randomUUID } from "crypto";
 import type { LoggerInstance } from "moleculer";
 import { Pool } from "pg";
-import { ensureDatabase, migrate } from "../../lib/db";
+import { ensureDatabase, migrate, newPool } from "../../lib/db";
 import { asJobEvent, JobEvent, NodeHeartbeat, RunJobParams } from "../../lib/gpu-protocol";
 import { JobsRepository } from "../../services/gpu-scheduler/jobs.repository";
 import { PlacementRepository, QueuedRow } from "../../services/gpu-scheduler/placement.repository";
@@ -98,7 +98,7 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
 
   beforeAll(async () => {
     await ensureDatabase(url);
-    pools = [new Pool({ connectionString: url, max: 8 }), new Pool({ connectionString: url, max: 8 })];
+    pools = [newPool({ connectionString: url, max: 8 }), newPool({ connectionString: url, max: 8 })];
     // An idle connection closed by the server (the database dropped at the end) is not a failure.
     for (const pool of pools) pool.on("error", () => undefined);
     await migrate(pools[0], "gpu_scheduler", migrations);

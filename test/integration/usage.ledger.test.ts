@@ -5,7 +5,7 @@
  */
 import { randomUUID } from "crypto";
 import { Pool } from "pg";
-import { ensureDatabase, migrate } from "../../lib/db";
+import { ensureDatabase, migrate, newPool } from "../../lib/db";
 import { gpuUsageKey, inferenceUsageKey, UsageRecord } from "../../lib/usage-protocol";
 import { LedgerRepository } from "../../services/usage/ledger.repository";
 import { migrations } from "../../services/usage/migrations";
@@ -44,7 +44,7 @@ describe("usage ledger - against PostgreSQL", () => {
 
   beforeAll(async () => {
     await ensureDatabase(url);
-    pool = new Pool({ connectionString: url, max: 8 });
+    pool = newPool({ connectionString: url, max: 8 });
     pool.on("error", () => undefined);
     await migrate(pool, "usage", migrations);
     ledger = new LedgerRepository(pool);

@@ -6,7 +6,7 @@
  */
 import { randomUUID } from "crypto";
 import { Pool } from "pg";
-import { ensureDatabase, migrate } from "../../lib/db";
+import { ensureDatabase, migrate, newPool } from "../../lib/db";
 import type { UsageBatch } from "../../lib/usage-protocol";
 import { migrations as schedulerMigrations } from "../../services/gpu-scheduler/migrations";
 import { UsageOutbox } from "../../services/gpu-scheduler/usage-outbox";
@@ -33,7 +33,7 @@ describe("usage outbox - a replica dying mid-publish", () => {
 
   beforeAll(async () => {
     await ensureDatabase(url);
-    pool = new Pool({ connectionString: url, max: 8 });
+    pool = newPool({ connectionString: url, max: 8 });
     pool.on("error", () => undefined);
     await migrate(pool, "gpu_scheduler", schedulerMigrations);
     await migrate(pool, "usage", usageMigrations);

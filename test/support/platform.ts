@@ -55,11 +55,12 @@ export async function waitFor<T>(
   }
 }
 
-async function adminQuery(sql: string): Promise<void> {
+/** Runs `work` on a fresh superuser connection to the local server (ADMIN_PG_URL). */
+export async function asPgAdmin<T>(work: (client: Client) => Promise<T>): Promise<T> {
   const client = new Client({ connectionString: ADMIN_PG_URL });
   await client.connect();
   try {
-    await client.query(sql);
+    return await work(client);
   } finally {
     await client.end();
   }
@@ -72,9 +73,18 @@ export function testDatabaseUrl(): string {
   return url.toString();
 }
 
+/**
+ * Drops the test database once the sessions its test closed have left (a pool's end() resolves
+ * before its sockets close, and FORCE would end them mid-goodbye: their clients report
+ * 57P01 to a pool that may have no listener); FORCE then ends only sessions a test leaked.
+ */
 export async function dropDatabase(url: string): Promise<void> {
   const name = new URL(url).pathname.slice(1);
-  await adminQuery(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+  await asPgAdmin(async (admin) => {
+    const sessions = async () => (await admin.query("SELECT 1 FROM pg_stat_activity WHERE datname = $1", [name])).rowCount ?? 0;
+    await waitFor(async () => (await sessions()) === 0, { timeoutMs: 5_000, message: `sessions on ${name} to close` }).catch(() => undefined);
+    await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+  });
 }
 
 export type HttpResult<T = any> = { status: number; headers: Headers; body: T; text: string };
