@@ -20,19 +20,22 @@ export type Watched = { id: string; databaseName: string; storageBytes: number; 
 export type MeasureReason = "near" | "busy" | "writing" | "written-while-frozen";
 
 /**
- * `before`: each database's rowsWritten at the previous tick (absent the first time: no delta
- * yet). A counter that went down (statistics reset) counts from zero.
+ * `before`: each database's rowsWritten at the previous tick; undefined on the first tick (no
+ * delta yet: that round measures everything anyway). A database the previous tick did not see is
+ * new since (created, or restored from a snapshot): every row it has was written since, so its
+ * baseline is zero — else a burst written before its first tick would never count. A counter
+ * that went down (statistics reset) counts from zero.
  */
 export function dueForMeasure(
   watched: Watched[],
   activity: Map<string, DatabaseActivity>,
-  before: Map<string, number>,
+  before: Map<string, number> | undefined,
   busyRows: number,
 ): Map<string, MeasureReason> {
   const due = new Map<string, MeasureReason>();
   for (const db of watched) {
     const now = activity.get(db.databaseName);
-    const previous = before.get(db.databaseName);
+    const previous = before ? (before.get(db.databaseName) ?? 0) : undefined;
     const written = !now || previous === undefined ? 0 : now.rowsWritten >= previous ? now.rowsWritten - previous : now.rowsWritten;
     const writing = now?.writing ?? 0;
     if (db.readOnly) {

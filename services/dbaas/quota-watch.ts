@@ -10,8 +10,8 @@ import { DatabaseActivity, dueForMeasure } from "./quota-activity";
 export type ActivitySource = { activity(databaseNames: string[], minAgeS: number): Promise<Map<string, DatabaseActivity>> };
 
 export class QuotaWatch {
-  /** Each database's rows written at the last tick (the baseline of the next delta). */
-  private rowsWritten = new Map<string, number>();
+  /** Each database's rows written at the last tick (the baseline of the next delta); undefined before the first. */
+  private rowsWritten?: Map<string, number>;
   private lastFullMs = -Infinity;
 
   constructor(

@@ -11,9 +11,11 @@ const BUSY = 1000;
 const db = (over: Partial<Watched> = {}): Watched => ({ id: "a", databaseName: "client_a", storageBytes: 8 * MIB, maxStorageMb: 20, readOnly: false, ...over });
 
 describe("dbaas quota activity", () => {
-  it.each<[string, Partial<Watched>, DatabaseActivity | undefined, number | undefined, MeasureReason | undefined]>([
+  it.each<[string, Partial<Watched>, DatabaseActivity | undefined, number | undefined | "first tick", MeasureReason | undefined]>([
     ["idle and far from the quota: not measured", {}, { rowsWritten: 5000, writing: 0 }, 5000, undefined],
-    ["first tick: no baseline, no delta", {}, { rowsWritten: 900_000, writing: 0 }, undefined, undefined],
+    ["first tick: no baseline, no delta", {}, { rowsWritten: 900_000, writing: 0 }, "first tick", undefined],
+    ["new since the last tick (created, restored): every row counts", {}, { rowsWritten: BUSY, writing: 0 }, undefined, "busy"],
+    ["new since the last tick, a few rows: not measured", {}, { rowsWritten: BUSY - 1, writing: 0 }, undefined, undefined],
     ["a few rows written: not measured", {}, { rowsWritten: 5999, writing: 0 }, 5000, undefined],
     ["busy: the threshold's worth of rows since the last tick", {}, { rowsWritten: 6000, writing: 0 }, 5000, "busy"],
     ["statistics reset: counts from zero", {}, { rowsWritten: 1500, writing: 0 }, 900_000, "busy"],
@@ -33,7 +35,7 @@ describe("dbaas quota activity", () => {
   ])("dbaas quota activity - %s", (_name, over, activity, before, reason) => {
     const watched = db(over);
     const now = new Map(activity ? [[watched.databaseName, activity]] : []);
-    const previous = new Map(before === undefined ? [] : [[watched.databaseName, before]]);
+    const previous = before === "first tick" ? undefined : new Map(before === undefined ? [] : [[watched.databaseName, before]]);
     expect(dueForMeasure([watched], now, previous, BUSY).get("a")).toBe(reason);
   });
 
@@ -62,12 +64,13 @@ describe("dbaas quota watch", () => {
     expect(watch.intervalS()).toBe(1);
     await watch.round(); // nothing measured yet: a full round
     now = 1000;
-    counters = { client_a: 10 + BUSY, client_b: 20, client_c: 10 };
-    await watch.round(); // a: busy, c: near, b: a few rows
+    rows.push(row("d")); // created since, with a burst written before any tick saw it
+    counters = { client_a: 10 + BUSY, client_b: 20, client_c: 10, client_d: BUSY };
+    await watch.round(); // a: busy, c: near, b: a few rows, d: new and busy
     now = 2000;
     await watch.round(); // a quiet again; c still near
     now = 30_000;
     await watch.round(); // the full round is due
-    expect(checked).toEqual([["a", "b", "c"], ["a", "c"], ["c"], ["a", "b", "c"]]);
+    expect(checked).toEqual([["a", "b", "c"], ["a", "c", "d"], ["c"], ["a", "b", "c", "d"]]);
   });
 });
