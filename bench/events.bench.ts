@@ -62,6 +62,8 @@ async function main() {
       WEBHOOK_ALLOW_PRIVATE: "true",
       WEBHOOK_POLL_MS: "100",
       WEBHOOK_RETRY_DELAYS_S: "3600",
+      // One account holds every follower and watcher here (the default allows 100 open streams per account).
+      GATEWAY_STREAMS_PER_ACCOUNT: String(CLIENTS),
     });
     const pid = platform.proc.pid!;
     const child = platform.proc;

@@ -51,9 +51,13 @@ export function optionalInt(env: Env, name: string): number | undefined {
 }
 
 /** A per-minute limit (INFERENCE_RPM, INFERENCE_TPM): a positive integer, or null when unset or "unlimited". */
-export function perMinute(env: Env, name: string): number | null {
+export const perMinute = (env: Env, name: string): number | null => countLimit(env, name, null);
+
+/** A limit on a count: a positive integer, or null for "unlimited"; `fallback` when unset. */
+export function countLimit(env: Env, name: string, fallback: number | null): number | null {
   const raw = (env[name] ?? "").trim();
-  if (raw === "" || raw.toLowerCase() === "unlimited") return null;
+  if (raw === "") return fallback;
+  if (raw.toLowerCase() === "unlimited") return null;
   const value = Number(raw);
   if (!Number.isInteger(value) || value < 1) throw new SettingError(name, raw, 'a positive integer or "unlimited"');
   return value;

@@ -17,6 +17,12 @@ declare module "moleculer" {
     callers?: readonly ServiceRole[];
     /** Its route in the OpenAPI document (summary, success status and response schema, extra errors); read by the gateway from the registry. */
     openapi?: RouteDoc;
+    /**
+     * Its answer is a body read over time (a paged or live stream): while open it holds one of its
+     * account's GATEWAY_STREAMS_PER_ACCOUNT slots on the gateway (services/api-gateway/stream-slots.ts);
+     * `{ param }`: only when that param is true. Data, read by the gateway from the registry.
+     */
+    streams?: true | { param: string };
   }
 
   /** A durable channel subscription, read from a service's `channels` by @moleculer/channels (lib/channels.ts). */

@@ -6,7 +6,7 @@
 import { isUtf8 } from "buffer";
 import { randomUUID } from "crypto";
 import type { IncomingMessage, ServerResponse } from "http";
-import type { Context, Service, ServiceSchema } from "moleculer";
+import type { ActionSchema, Context, Service, ServiceSchema } from "moleculer";
 import ApiGateway from "moleculer-web";
 import { apiError, validationFailed } from "../../lib/errors";
 import { findUnstorable, jsonSize, markClean } from "../../lib/input-guard";
@@ -26,6 +26,7 @@ import { routesReadiness } from "./readiness";
 import { toPublicError } from "./error-mapper";
 import { openAiError } from "../../lib/openai-errors";
 import { watchStream } from "./streaming";
+import { StreamSlots, streamsFor } from "./stream-slots";
 import { pagedBody } from "../../lib/paged-body";
 import { GatewaySettings, parseGatewaySettings } from "./settings";
 
@@ -35,8 +36,9 @@ type GatewayThis = Service & {
   config: GatewaySettings;
   keys: CallerKeySettings;
   resolver: CallerResolver<Context>;
+  streams: StreamSlots;
 };
-type Req = IncomingMessage & { $ctx?: Context; $params?: unknown; body?: unknown; requestId?: string };
+type Req = IncomingMessage & { $ctx?: Context; $action?: ActionSchema; $params?: unknown; body?: unknown; requestId?: string };
 
 const REQUEST_ID = /^[A-Za-z0-9._:@-]{1,128}$/;
 /** The OpenAI-compatible API's prefix: its errors, unrouted paths included, speak OpenAI's shape. */
@@ -214,6 +216,7 @@ const GatewayService: ServiceSchema = {
       const platform = platformSettingsOf(this.broker);
       this.keys = platform;
       this.resolver = gatewayCallerResolver(config.jwtSecret);
+      this.streams = new StreamSlots(config.streamsPerAccount);
       this.settings.port = config.port;
       this.settings.ip = config.host;
       // The /api and /v1 routes (settings are this instance's own copy: moleculer merges mixins into clones).
@@ -231,11 +234,13 @@ const GatewayService: ServiceSchema = {
 
     /**
      * Resolves the caller, or records why the credentials were refused: a public action still
-     * answers, a protected one gets 401 from the Auth middleware with that reason.
+     * answers, a protected one gets 401 from the Auth middleware with that reason. A call answered
+     * with a stream holds one of its account's slots until the response closes (stream-slots.ts).
      */
-    async authenticate(this: GatewayThis, ctx: Context<unknown, GatewayMeta>, _route: unknown, req: Req): Promise<null> {
+    async authenticate(this: GatewayThis, ctx: Context<unknown, GatewayMeta>, _route: unknown, req: Req, res: ServerResponse): Promise<null> {
       const resolved = await this.resolver.resolve(readCredentials(req.headers), ctx);
       if ("caller" in resolved) {
+        if (streamsFor(req.$action, req.$params)) this.streams.hold(resolved.caller.clientId, res);
         // Services trust only the signed token (middlewares/auth.middleware.ts); caller is for the gateway itself.
         ctx.meta.caller = resolved.caller;
         ctx.meta.callerToken = callerSigner(this.keys).tokenFor(resolved.caller);

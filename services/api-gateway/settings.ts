@@ -1,6 +1,6 @@
 /** The gateway's settings (README "Configuration"), parsed when it is created. */
 import { parseJwtSecret } from "../../lib/jwt";
-import { Env, flag, int, text } from "../../lib/settings";
+import { countLimit, Env, flag, int, text } from "../../lib/settings";
 
 export type GatewaySettings = {
   port: number;
@@ -22,6 +22,8 @@ export type GatewaySettings = {
   maxConnections: number;
   /** Largest params (as JSON bytes) forwarded to a service; under NATS's default 1 MiB max_payload with room for the envelope. */
   maxParamsBytes: number;
+  /** Open streams (logs, follows, events, artifacts, streamed inference) one account may hold on this replica; null: unlimited. */
+  streamsPerAccount: number | null;
 };
 
 export const parseGatewaySettings = (env: Env): GatewaySettings => ({
@@ -35,4 +37,5 @@ export const parseGatewaySettings = (env: Env): GatewaySettings => ({
   keepAliveTimeoutMs: int(env, "GATEWAY_KEEP_ALIVE_TIMEOUT_MS", 5_000),
   maxConnections: int(env, "GATEWAY_MAX_CONNECTIONS", 10_000),
   maxParamsBytes: int(env, "GATEWAY_MAX_PARAMS_BYTES", 960 * 1024),
+  streamsPerAccount: countLimit(env, "GATEWAY_STREAMS_PER_ACCOUNT", 100),
 });

@@ -286,6 +286,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
      */
     logs: {
       rest: "GET /jobs/:id/logs",
+      streams: true,
       auth: "required",
       openapi: {
         tag: "gpu",
@@ -342,6 +343,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
      */
     artifacts: {
       rest: "GET /jobs/:id/artifacts",
+      streams: true,
       auth: "required",
       openapi: {
         tag: "gpu",
@@ -379,6 +381,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
     /** Server-sent events: the job's detail now, then at each status change; ends after a terminal one (job-watch.ts). */
     events: {
       rest: "GET /jobs/:id/events",
+      streams: true,
       auth: "required",
       openapi: {
         tag: "gpu",

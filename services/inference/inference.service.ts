@@ -83,6 +83,7 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
 
     infer: {
       rest: "POST /infer",
+      streams: { param: "stream" },
       auth: "required",
       openapi: {
         tag: "models",
@@ -120,6 +121,7 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
     /** POST /v1/chat/completions */
     v1ChatCompletions: {
       ...V1,
+      streams: { param: "stream" },
       async handler(this: InferenceThis, ctx: Context<unknown, InferenceMeta>) {
         const request = parseChatCompletion(ctx.params);
         const clientId = ctx.meta.caller!.clientId;

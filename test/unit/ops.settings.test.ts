@@ -34,6 +34,12 @@ describe("settings - a bad value refuses the start, naming the variable", () => 
     ["auth JWT_SECRET in production", ["auth"], { NODE_ENV: "production", JWT_SECRET: undefined }, /^JWT_SECRET is required when NODE_ENV=production$/],
     ["api-gateway GATEWAY_TIMEOUT_MS", ["api-gateway"], { GATEWAY_TIMEOUT_MS: "150s" }, /^GATEWAY_TIMEOUT_MS must be an integer, got "150s"$/],
     [
+      "api-gateway GATEWAY_STREAMS_PER_ACCOUNT",
+      ["api-gateway"],
+      { GATEWAY_STREAMS_PER_ACCOUNT: "0" },
+      /^GATEWAY_STREAMS_PER_ACCOUNT must be a positive integer or "unlimited", got "0"$/,
+    ],
+    [
       "metrics METRICS_COLLECT_INTERVAL_S",
       ["metrics"],
       { METRICS_COLLECT_INTERVAL_S: "-5" },
@@ -49,6 +55,12 @@ describe("settings - a bad value refuses the start, naming the variable", () => 
     const broker = createBroker(["api-gateway"], {}, env({ GATEWAY_MAX_PARAMS_BYTES: "1024", HOST: "127.0.0.1" }));
     const gateway = broker.getLocalService("api-gateway") as unknown as { config: { maxParamsBytes: number }; settings: { ip: string } };
     expect([gateway.config.maxParamsBytes, gateway.settings.ip]).toEqual([1024, "127.0.0.1"]);
+  });
+
+  it("settings - GATEWAY_STREAMS_PER_ACCOUNT: 100 by default, a number, or unlimited", () => {
+    expect(parseGatewaySettings(env({})).streamsPerAccount).toBe(100);
+    expect(parseGatewaySettings(env({ GATEWAY_STREAMS_PER_ACCOUNT: " 7 " })).streamsPerAccount).toBe(7);
+    expect(parseGatewaySettings(env({ GATEWAY_STREAMS_PER_ACCOUNT: "Unlimited" })).streamsPerAccount).toBeNull();
   });
 
   it("settings - unset and empty mean the documented defaults", () => {
