@@ -35,7 +35,8 @@ export const OUT_PATH = "/out";
  * The Docker volume holding a job's /out. A volume, not a tmpfs: a container's tmpfs is gone the
  * moment it exits, and /out is archived after the exit.
  */
-export const outVolumeName = (jobId: string): string => `ci-platform-out-${jobId}`;
+const OUT_VOLUME_PREFIX = "ci-platform-out-";
+export const outVolumeName = (jobId: string): string => `${OUT_VOLUME_PREFIX}${jobId}`;
 
 export type ContainerLimits = {
   memoryMb: number;
@@ -185,9 +186,13 @@ export class DockerExecutor implements JobExecutor {
     return new RunningJob(spec.jobId, spec.card.uuid, this.jobOps({ ...spec, timeoutS: limits.timeoutS }), limits, spec.attempt, uuids);
   }
 
-  /** Containers of this namespace that this node (same node id, or one of its cards) left behind. */
+  /**
+   * Containers of this namespace that this node (same node id, or one of its cards) left behind;
+   * first, what a crash of it left that no job needs (removeLeftovers).
+   */
   async adopt(cardUuids: string[]): Promise<RunningJob[]> {
     const { nodeId, namespace } = this.context();
+    await this.removeLeftovers(nodeId, namespace);
     const listed = await this.docker.listContainers({ all: true, filters: { label: [LABEL_JOB] } });
     const mine = listed.filter(
       (c) =>
@@ -215,6 +220,25 @@ export class DockerExecutor implements JobExecutor {
       jobs.push(new RunningJob(jobId, first, ops, limitsNow, Number.isInteger(attempt) && attempt > 0 ? attempt : 1, uuids));
     }
     return jobs;
+  }
+
+  /**
+   * A node that crashed between the steps of prepareOut or of a job's cleanup leaves /out helper
+   * containers (never started; no job needs one once its own container holds the volume) and /out
+   * volumes no container uses (a job's container is removed only after its /out is archived, and
+   * holds the volume from its creation on: a volume without one is garbage, whichever node or
+   * namespace made it). Another node's helpers on the same engine may be in use: left alone.
+   */
+  private async removeLeftovers(nodeId: string, namespace: string): Promise<void> {
+    const helpers = await this.docker.listContainers({
+      all: true,
+      filters: { label: [LABEL_OUT_OF, `${LABEL_NAMESPACE}=${namespace}`, `${LABEL_NODE}=${nodeId}`] },
+    });
+    await Promise.all(helpers.map((h) => this.docker.getContainer(h.Id).remove({ force: true }).catch(ignoreStatus(404, 409))));
+    const { Volumes } = await this.docker.listVolumes({ filters: { dangling: ["true"], name: [OUT_VOLUME_PREFIX] } });
+    const unused = (Volumes ?? []).filter((v) => v.Name.startsWith(OUT_VOLUME_PREFIX) && JOB_ID_PATTERN.test(v.Name.slice(OUT_VOLUME_PREFIX.length)));
+    // 409: taken by a container created since the listing.
+    await Promise.all(unused.map((v) => this.docker.getVolume(v.Name).remove().catch(ignoreStatus(404, 409))));
   }
 
   private async ensureImage(image: string): Promise<void> {
@@ -270,7 +294,8 @@ export class DockerExecutor implements JobExecutor {
     const helper = await this.docker.createContainer({
       Image: request.Image,
       Entrypoint: ["/ci-platform-never-started"],
-      Labels: { [LABEL_NAMESPACE]: request.Labels![LABEL_NAMESPACE], [LABEL_OUT_OF]: jobId }, // not a job: never adopted
+      // Not a job: never adopted; its node removes it after a crash (removeLeftovers).
+      Labels: { [LABEL_NAMESPACE]: request.Labels![LABEL_NAMESPACE], [LABEL_NODE]: request.Labels![LABEL_NODE], [LABEL_OUT_OF]: jobId },
       NetworkDisabled: true,
       HostConfig: { NetworkMode: "none", Mounts: [{ Type: "volume", Source: outVolumeName(jobId), Target: OUT_PATH }] },
     });

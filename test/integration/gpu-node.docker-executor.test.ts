@@ -9,7 +9,7 @@ import path from "path";
 import { HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL, JobEvent, NodeHeartbeat, OUTPUT_TAIL_BYTES } from "../../lib/gpu-protocol";
 import { perSenderChannel } from "../../lib/channels";
 import type { NodeCard } from "../../services/gpu-node/discovery";
-import { ContainerContext, DockerExecutor, LABEL_JOB, outVolumeName } from "../../services/gpu-node/docker-executor";
+import { ContainerContext, DockerExecutor, LABEL_JOB, LABEL_NAMESPACE, LABEL_NODE, LABEL_OUT_OF, outVolumeName } from "../../services/gpu-node/docker-executor";
 import type { JobLimits, RunningJob } from "../../services/gpu-node/job";
 import { readLogPage } from "../../services/gpu-node/output";
 import { NATS_URL, startTestPlatform, testBroker, TestPlatform, uniqueName, waitFor } from "../support/platform";
@@ -237,6 +237,53 @@ describe("gpu-node docker executor", () => {
     expect(await again.outcome).toMatchObject({ type: "cancelled", output: "adopted-running\n" });
     expect(await containersOf(running.jobId)).toEqual([]);
     expect(await containersOf(ended.jobId)).toEqual([]);
+  });
+
+  test("gpu-node docker executor - a restarted node removes what a crash left: its /out helpers and /out volumes no container uses", async () => {
+    const volumeExists = (name: string) =>
+      docker
+        .getVolume(name)
+        .inspect()
+        .then(
+          () => true,
+          () => false,
+        );
+    const containerExists = (id: string) =>
+      docker
+        .getContainer(id)
+        .inspect()
+        .then(
+          () => true,
+          () => false,
+        );
+    // A helper as prepareOut makes it (never started), holding its job's volume.
+    const helper = (nodeId: string, jobId: string) =>
+      docker.createContainer({
+        Image: TEST_JOB_IMAGE,
+        Entrypoint: ["/ci-platform-never-started"],
+        Labels: { [LABEL_NAMESPACE]: namespace, [LABEL_NODE]: nodeId, [LABEL_OUT_OF]: jobId },
+        NetworkDisabled: true,
+        HostConfig: { NetworkMode: "none", Mounts: [{ Type: "volume", Source: outVolumeName(jobId), Target: "/out" }] },
+      });
+    const [cleaned, helped, others] = [uniqueName("job"), uniqueName("job"), uniqueName("job")];
+    await docker.createVolume({ Name: outVolumeName(cleaned) }); // its job's container was removed, then the node died
+    const mine = await helper("node-crashed", helped); // the node died inside prepareOut
+    const theirs = await helper("node-busy", others); // another node on the engine, preparing a job now
+    try {
+      expect(await executorFor("node-crashed").adopt([])).toEqual([]);
+      expect(await containerExists(mine.id)).toBe(false);
+      expect(await volumeExists(outVolumeName(cleaned))).toBe(false);
+      expect(await volumeExists(outVolumeName(helped))).toBe(false); // free once its helper went
+      expect(await containerExists(theirs.id)).toBe(true);
+      expect(await volumeExists(outVolumeName(others))).toBe(true);
+    } finally {
+      await theirs.remove({ force: true }).catch(() => undefined);
+      for (const job of [cleaned, helped, others])
+        await docker
+          .getVolume(outVolumeName(job))
+          .remove()
+          .catch(() => undefined);
+    }
   });
 
   test("gpu-node docker executor - the service restarts with the same node id, reports the adopted job and cancels it", async () => {
