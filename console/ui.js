@@ -31,14 +31,17 @@ export async function guarded(slot, action) {
   }
 }
 
-/** A horizontal bar: `value` of `max`, with its label; width set through the CSSOM (CSP allows no inline style). */
-export function bar(label, value, max, text) {
+/**
+ * A horizontal bar: `value` of `max`, with its label; width set through the CSSOM (CSP allows no
+ * inline style). Past 90 % of a limit it turns red; `share` bars (a part of a whole, no limit) never do.
+ */
+export function bar(label, value, max, text, { share: isShare = false } = {}) {
   const share = max > 0 ? Math.min(1, Math.max(0, value / max)) : 0;
-  const fill = h("span", { className: "bar-fill" + (share > 0.9 ? " hot" : "") });
+  const fill = h("span", { className: "bar-fill" + (share > 0.9 && !isShare ? " hot" : "") });
   fill.style.width = `${(share * 100).toFixed(1)}%`;
   return h(
     "div",
-    { className: "bar", role: "meter", "aria-label": label, "aria-valuemin": 0, "aria-valuemax": max, "aria-valuenow": value },
+    { className: "bar", role: "meter", "aria-label": label, "aria-valuemin": 0, "aria-valuemax": max, "aria-valuenow": value, "aria-valuetext": text },
     h("span", { className: "bar-label" }, label),
     h("span", { className: "bar-track" }, fill),
     h("span", { className: "bar-text" }, text),

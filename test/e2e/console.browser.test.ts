@@ -106,8 +106,10 @@ describe("console - the web console in Chromium", () => {
     await page.getByRole("button", { name: "Submit job" }).click();
     const log = page.getByLabel("Job output");
     await waitFor(async () => (await log.textContent())?.includes("hi line 1"), { timeoutMs: 30_000, message: "the first line" });
-    // The first line arrived while the job still ran: followed live, not read at the end.
-    expect(await page.locator("h1 .badge").textContent()).toBe("running");
+    // The first line arrived while the job still ran: followed live, not read at the end. (Its node's
+    // "running" report travels on its own: the line can overtake it, the badge then still reads queued.)
+    expect(await log.textContent()).not.toContain("hi line 3");
+    expect(["queued", "running"]).toContain(await page.locator("h1 .badge").textContent());
     await shot("03-job-running");
     await waitFor(async () => (await page.locator("h1 .badge").textContent()) === "completed", { timeoutMs: 30_000, message: "completed" });
     expect(await log.textContent()).toBe("hi line 1\nhi line 2\nhi line 3\n");
@@ -162,9 +164,43 @@ describe("console - the web console in Chromium", () => {
     await page.locator("article.db").first().waitFor();
     await shot("06-databases-created");
     // Left and come back: the password is nowhere on the page any more.
+    // The job's GPU seconds reach the ledger on their own: once they have, the Usage page shows them today.
+    const token = (await http(platform.baseUrl, "POST", "/api/auth/login", { body: { email, password: "correct horse battery" } })).body.accessToken;
+    await waitFor(async () => (await http(platform.baseUrl, "GET", "/api/usage", { token })).body.gpu.gpuSeconds > 0, {
+      message: "the job's GPU seconds recorded",
+    });
     await page.getByRole("link", { name: "Usage" }).click();
     await page.getByRole("heading", { name: "This month against your quotas" }).waitFor();
+    // Quotas: an unlimited one is an empty track that says so, a limited one its share.
+    const quotas = page.locator("section.card", { hasText: "This month against your quotas" });
+    expect(await quotas.getByRole("meter", { name: "GPU seconds" }).getAttribute("aria-valuetext")).toMatch(/^[\d.,]+ · no limit$/);
+    expect(await quotas.getByRole("meter", { name: "GPU seconds" }).locator(".bar-fill").getAttribute("style")).toMatch(/width: 0(\.0)?%/);
+    expect(await quotas.getByRole("meter", { name: "Databases" }).getAttribute("aria-valuetext")).toBe("1 / 5");
+    // A split by GPU type is a share of a whole, not a limit: never the red of a quota nearly spent.
+    const byType = page.locator("section.card", { hasText: "GPU seconds by GPU type" });
+    expect(await byType.getByRole("meter").count()).toBe(1);
+    expect(await byType.locator(".bar-fill.hot").count()).toBe(0);
+    // The month day by day: a column per UTC day so far in each chart, titled with its day and value.
+    await page.getByRole("heading", { name: "GPU seconds per day" }).waitFor();
+    const charts = page.locator("figure.chart");
+    expect(await charts.count()).toBe(4);
+    const today = new Date().getUTCDate();
+    const gpuDays = charts.first().locator(".col");
+    expect(await gpuDays.count()).toBe(today);
+    expect(await gpuDays.last().getAttribute("title")).toMatch(new RegExp(`^[A-Z][a-z]{2} ${today}: [\\d.,]+ s$`));
+    expect(Number(await gpuDays.last().getAttribute("data-value"))).toBeGreaterThan(0);
+    expect(await charts.first().getByRole("img").getAttribute("aria-label")).toMatch(/^GPU seconds per day: [\d.,]+ s this month, at most [\d.,]+ on one day$/);
     await shot("07-usage");
+    // The day windows asked for: UTC days, today's ending now, none past the month's end (leap days included).
+    const windows = (await page.evaluate(
+      `import("/console/usage.js").then(({ daysOfMonth }) => ["2026-03-31T23:59:00Z", "2026-03-01T00:00:00Z", "2028-02-29T12:00:00Z"]
+        .map((t) => daysOfMonth(new Date(t)).map((d) => [d.day, d.from.toISOString(), d.to.toISOString()])))`,
+    )) as Array<Array<[number, string, string]>>;
+    expect(windows.map((w) => w.length)).toEqual([31, 1, 29]);
+    expect(windows[0][0]).toEqual([1, "2026-03-01T00:00:00.000Z", "2026-03-02T00:00:00.000Z"]);
+    expect(windows[0][30]).toEqual([31, "2026-03-31T00:00:00.000Z", "2026-03-31T23:59:00.000Z"]);
+    expect(windows[1][0]).toEqual([1, "2026-03-01T00:00:00.000Z", "2026-03-01T00:00:00.000Z"]); // not asked: an empty window
+    expect(windows[2][27][2]).toBe("2028-02-29T00:00:00.000Z");
     await page.getByRole("link", { name: "Databases" }).click();
     const db = page.locator("article.db");
     await db.first().waitFor();
