@@ -14,6 +14,8 @@ import { gpuTestUser, http, sandboxedGpuEnv, startTestPlatform, TestPlatform, wa
 import { EventStreamReader, openEventStream, openSse } from "../support/sse";
 
 const LIMIT = 2;
+/** The account id in an access token (its `sub`). */
+const clientIdOf = (jwt: string) => JSON.parse(Buffer.from(jwt.split(".")[1], "base64url").toString()).sub as string;
 
 describe("gateway - open streams per account", () => {
   let platform: TestPlatform;
@@ -30,10 +32,7 @@ describe("gateway - open streams per account", () => {
     return stream;
   };
   const watcherCount = () => (platform.broker.getLocalService("gpu-scheduler") as any).watch.size as number;
-  const held = (token: string) => {
-    const clientId = JSON.parse(Buffer.from(token.split(".")[1], "base64url").toString()).sub as string;
-    return (platform.broker.getLocalService("api-gateway") as any).streams.held(clientId) as number;
-  };
+  const held = (token: string) => (platform.broker.getLocalService("api-gateway") as any).streams.held(clientIdOf(token)) as number;
 
   beforeAll(async () => {
     for (const method of ["log", "warn", "error"] as const) jest.spyOn(console, method).mockImplementation(() => undefined);
@@ -107,7 +106,6 @@ describe("gateway - open streams per account", () => {
 
 describe("gateway - open streams per account: streamed inference", () => {
   let p: InferencePlatform;
-  const clientIdOf = (jwt: string) => JSON.parse(Buffer.from(jwt.split(".")[1], "base64url").toString()).sub as string;
   const held = () => (p.platform.broker.getLocalService("api-gateway") as any).streams.held(clientIdOf(p.token)) as number;
   const hi = [{ role: "user" as const, content: "hi" }];
 
