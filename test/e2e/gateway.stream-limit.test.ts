@@ -10,13 +10,10 @@ import { mkdtempSync, rmSync } from "fs";
 import os from "os";
 import path from "path";
 import { InferencePlatform, openAiErrorOf, startInferencePlatform } from "../support/inference-platform";
-import { gpuTestUser, http, sandboxedGpuEnv, startTestPlatform, TestPlatform, waitFor } from "../support/platform";
+import { clientIdOf, gpuTestUser, http, sandboxedGpuEnv, startTestPlatform, TestPlatform, waitFor } from "../support/platform";
 import { EventStreamReader, openEventStream, openSse } from "../support/sse";
 
 const LIMIT = 2;
-/** The account id in an access token (its `sub`). */
-const clientIdOf = (jwt: string) => JSON.parse(Buffer.from(jwt.split(".")[1], "base64url").toString()).sub as string;
-
 describe("gateway - open streams per account", () => {
   let platform: TestPlatform;
   let base: string;

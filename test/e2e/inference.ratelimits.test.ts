@@ -7,9 +7,7 @@
 import Redis from "ioredis";
 import OpenAI from "openai";
 import { InferencePlatform, newAccount, openAiClient, openAiErrorOf, startInferencePlatform } from "../support/inference-platform";
-import { http, REDIS_URL, startTestPlatform, TestPlatform, waitFor, waitForRoute } from "../support/platform";
-
-const clientIdOf = (jwt: string) => JSON.parse(Buffer.from(jwt.split(".")[1], "base64url").toString()).sub as string;
+import { clientIdOf, http, REDIS_URL, startTestPlatform, TestPlatform, waitFor, waitForRoute } from "../support/platform";
 
 describe("inference - rate limits across two replicas", () => {
   let a: InferencePlatform;

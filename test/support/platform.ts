@@ -34,6 +34,9 @@ export function dbaasDefaults(): Record<string, string> {
   };
 }
 
+/** The account id in an access token (its `sub`), read without verifying it. */
+export const clientIdOf = (jwt: string): string => JSON.parse(Buffer.from(jwt.split(".")[1], "base64url").toString()).sub as string;
+
 export const uniqueName = (prefix: string) => `${prefix}_${randomBytes(5).toString("hex")}`;
 
 /** Polls `probe` until it returns a truthy value, or fails with `message` after `timeoutMs`. */
