@@ -1,0 +1,95 @@
+/**
+ * The real-GPU path on a host with an NVIDIA driver, without the rest of the platform: the node's
+ * own discovery reads nvidia-smi, then CUDA jobs run through the node's process executor on the
+ * first card (sandboxed when bubblewrap works here, else unisolated, and it says which).
+ * Prints one JSON report and exits non-zero when a step fails.
+ *
+ *   npx tsx scripts/gpu-proof.ts            (or a bundle of it: node gpu-proof.js)
+ *   GPU_PROOF_PYTHON=/path/to/python3       a Python with PyTorch for the second job (optional)
+ */
+import { mkdtempSync } from "fs";
+import os from "os";
+import path from "path";
+import { discoverCards, NodeCard } from "../services/gpu-node/discovery";
+import type { JobOutcome } from "../services/gpu-node/job";
+import { findBwrap, ProcessExecutor, ProcessIsolation, probeSandbox } from "../services/gpu-node/process-executor";
+
+/** A vector add in CUDA C++, built with nvcc inside the job and checked on the card. */
+const CUDA_JOB = String.raw`
+set -e
+export PATH="$PATH:/usr/local/cuda/bin"
+cd "$HOME"
+cat > add.cu <<'EOF'
+#include <cstdio>
+__global__ void add(const float* a, const float* b, float* c, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) c[i] = a[i] + b[i]; }
+int main() {
+  const int n = 1 << 20; static float a[1 << 20], b[1 << 20], c[1 << 20]; float *da, *db, *dc;
+  for (int i = 0; i < n; i++) { a[i] = i; b[i] = 2 * i; }
+  cudaMalloc(&da, n * 4); cudaMalloc(&db, n * 4); cudaMalloc(&dc, n * 4);
+  cudaMemcpy(da, a, n * 4, cudaMemcpyHostToDevice); cudaMemcpy(db, b, n * 4, cudaMemcpyHostToDevice);
+  add<<<(n + 255) / 256, 256>>>(da, db, dc, n);
+  if (cudaMemcpy(c, dc, n * 4, cudaMemcpyDeviceToHost) != cudaSuccess) { printf("kernel failed\n"); return 2; }
+  for (int i = 0; i < n; i++) if (c[i] != 3.0f * i) { printf("wrong at %d\n", i); return 3; }
+  cudaDeviceProp p; cudaGetDeviceProperties(&p, 0); int count; cudaGetDeviceCount(&count);
+  printf("cuda ok: %s, %d SMs, devices visible %d\n", p.name, p.multiProcessorCount, count);
+  return 0;
+}
+EOF
+nvcc -o add add.cu
+echo "CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"
+./add
+`;
+
+const TORCH_JOB = (python: string) =>
+  `${python} -c "import torch, os; x = torch.randn(4096, 4096, device='cuda'); y = (x @ x).sum().item(); ` +
+  `print('torch ok:', torch.cuda.get_device_name(0), torch.cuda.device_count(), 'visible, CUDA_VISIBLE_DEVICES=' + os.environ['CUDA_VISIBLE_DEVICES'])"`;
+
+async function runJob(executor: ProcessExecutor, card: NodeCard, command: string, timeoutS: number): Promise<{ outcome: JobOutcome | null; seconds: number }> {
+  const start = Date.now();
+  const job = executor.run({ jobId: `gpu-proof-${Date.now()}`, card, command, timeoutS });
+  const outcome = await job.outcome;
+  return { outcome, seconds: (Date.now() - start) / 1000 };
+}
+
+async function main(): Promise<void> {
+  const report: Record<string, unknown> = { host: os.hostname(), at: new Date().toISOString() };
+  const cards = await discoverCards({ nodeId: "gpu-proof", simulate: undefined, production: true });
+  report.cards = cards;
+  const real = cards.filter((c) => !c.simulated);
+  if (!real.length) throw new Error("no real card discovered");
+
+  const logDir = mkdtempSync(path.join(os.tmpdir(), "gpu-proof-"));
+  const limits = () => ({ timeoutS: 300, graceS: 2, logDir });
+  const bwrap = findBwrap();
+  let isolation: ProcessIsolation = { kind: "unisolated" };
+  if (bwrap) {
+    const sandbox: ProcessIsolation = {
+      kind: "sandbox",
+      bwrap,
+      uid: 65534,
+      gid: 65534,
+      limits: { processes: 512, memoryBytes: 16 * 1024 ** 3, tmpBytes: 1024 ** 3 },
+    };
+    const broken = await probeSandbox(sandbox);
+    report.sandbox = broken ?? "works";
+    if (!broken) isolation = sandbox;
+  } else report.sandbox = "bubblewrap not installed";
+  report.isolation = isolation.kind;
+  const executor = new ProcessExecutor(limits, isolation);
+
+  const jobs: Record<string, unknown> = {};
+  jobs.cuda = await runJob(executor, real[0], CUDA_JOB, 240);
+  const python = process.env.GPU_PROOF_PYTHON;
+  if (python) jobs.torch = await runJob(new ProcessExecutor(limits, { kind: "unisolated" }), real[0], TORCH_JOB(python), 240);
+  report.jobs = jobs;
+  console.log(JSON.stringify(report, null, 2));
+  const failed = Object.values(jobs).some(
+    (j) => (j as { outcome: JobOutcome | null }).outcome?.type !== "finished" || (j as { outcome: { exitCode: number } }).outcome.exitCode !== 0,
+  );
+  process.exit(failed ? 1 : 0);
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
