@@ -12,6 +12,7 @@ import { probeWrongPassword } from "./password-probe";
 import type { ProbeOutcome } from "./server-guard";
 import type { DatabaseActivity } from "./quota-activity";
 import { newPool } from "../../lib/db";
+import { pinnedConnection } from "./search-path";
 
 export type { TenantRef } from "./tenant-sql";
 export type Measured = { bytes: number; writable: boolean };
@@ -41,7 +42,7 @@ export class TenantServer {
   ) {
     this.createSlots = Math.max(1, opts.createConcurrency ?? 2);
     this.dumpSlots = Math.max(1, opts.dumpConcurrency ?? 2);
-    const pool = (max: number) => newPool({ connectionString: adminUrl, max, connectionTimeoutMillis: 10_000, idleTimeoutMillis: 30_000 });
+    const pool = (max: number) => newPool({ ...pinnedConnection(adminUrl), max, connectionTimeoutMillis: 10_000, idleTimeoutMillis: 30_000 });
     this.pool = pool(opts.poolSize ?? 10);
     this.createPool = pool(this.createSlots);
     this.dumpPool = pool(this.dumpSlots);
@@ -395,7 +396,7 @@ export class TenantServer {
   private async inDatabase<T>(databaseName: string, work: (client: Client) => Promise<T>): Promise<T> {
     const url = new URL(this.adminUrl);
     url.pathname = `/${checkIdentifier("database", databaseName)}`;
-    const client = new Client({ connectionString: url.toString(), connectionTimeoutMillis: 10_000 });
+    const client = new Client({ ...pinnedConnection(url.toString()), connectionTimeoutMillis: 10_000 });
     client.on("error", () => undefined);
     await client.connect();
     try {
