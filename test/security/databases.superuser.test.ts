@@ -101,6 +101,8 @@ describe("databases - a tenant's functions never run as the platform's superuser
   );
 
   it("schema preparation and every catalog level run none of the tenant's functions", async () => {
+    // Nor can the tenant unpin dbaas's search_path: the database's settings are its owner's (and a connection's options win anyway).
+    expect(await tenant((c) => refusal(c, `ALTER DATABASE ${db.databaseName} SET search_path = public`))).toBe("42501");
     const server = internals(platform).tenant;
     await server.prepareSchema(ref(), "sessions");
     await server.setCatalogLevel(db.databaseName, "all");
