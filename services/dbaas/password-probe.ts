@@ -48,8 +48,8 @@ export function createProbeRoleSql(role: string, verifier: string, validUntil: D
   return `DO $probe$
     DECLARE r text;
     BEGIN
-      FOR r IN SELECT rolname FROM pg_roles WHERE rolname ~ '^ci_probe_[0-9a-f]{12}$' AND rolvaliduntil < now() LOOP
-        BEGIN EXECUTE format('DROP ROLE %I', r); EXCEPTION WHEN others THEN NULL; END;
+      FOR r IN SELECT rolname FROM pg_roles WHERE rolname ~ '^ci_probe_[0-9a-f]{12}$' AND rolvaliduntil < pg_catalog.now() LOOP
+        BEGIN EXECUTE pg_catalog.format('DROP ROLE %I', r); EXCEPTION WHEN others THEN NULL; END;
       END LOOP;
     END
     $probe$;

@@ -6,11 +6,15 @@
  */
 import { spawn } from "child_process";
 import { existsSync } from "fs";
+import { pinnedPgOptions } from "./search-path";
 
 export type ToolName = "pg_dump" | "pg_restore";
 export const TOOLS: readonly ToolName[] = ["pg_dump", "pg_restore"];
 
-/** libpq's environment for a connection URL (to `database`); sslmode and sslrootcert kept when the URL sets them. */
+/**
+ * libpq's environment for a connection URL (to `database`); sslmode and sslrootcert kept when the
+ * URL sets them; search_path pinned (search-path.ts) as for every other session on the server.
+ */
 export function libpqEnv(url: string, database: string): Record<string, string> {
   const u = new URL(url);
   const env: Record<string, string> = {
@@ -20,6 +24,7 @@ export function libpqEnv(url: string, database: string): Record<string, string> 
     PGPASSWORD: decodeURIComponent(u.password),
     PGDATABASE: database,
     PGCONNECT_TIMEOUT: "10",
+    PGOPTIONS: pinnedPgOptions(url),
   };
   for (const [param, name] of [
     ["sslmode", "PGSSLMODE"],

@@ -12,6 +12,7 @@ import { probeWrongPassword } from "./password-probe";
 import type { ProbeOutcome } from "./server-guard";
 import type { DatabaseActivity } from "./quota-activity";
 import { newPool } from "../../lib/db";
+import { pinnedConnection } from "./search-path";
 
 export type { TenantRef } from "./tenant-sql";
 export type Measured = { bytes: number; writable: boolean };
@@ -41,7 +42,7 @@ export class TenantServer {
   ) {
     this.createSlots = Math.max(1, opts.createConcurrency ?? 2);
     this.dumpSlots = Math.max(1, opts.dumpConcurrency ?? 2);
-    const pool = (max: number) => newPool({ connectionString: adminUrl, max, connectionTimeoutMillis: 10_000, idleTimeoutMillis: 30_000 });
+    const pool = (max: number) => newPool({ ...pinnedConnection(adminUrl), max, connectionTimeoutMillis: 10_000, idleTimeoutMillis: 30_000 });
     this.pool = pool(opts.poolSize ?? 10);
     this.createPool = pool(this.createSlots);
     this.dumpPool = pool(this.dumpSlots);
@@ -101,11 +102,11 @@ export class TenantServer {
 
   private async withConnectionsLock<T>(work: (client: PoolClient) => Promise<T>): Promise<T> {
     return this.withClient(this.pool, async (client) => {
-      await client.query("SELECT pg_advisory_lock(hashtext($1))", [CONNECTIONS_LOCK]);
+      await client.query("SELECT pg_catalog.pg_advisory_lock(pg_catalog.hashtext($1))", [CONNECTIONS_LOCK]);
       try {
         return await work(client);
       } finally {
-        await client.query("SELECT pg_advisory_unlock(hashtext($1))", [CONNECTIONS_LOCK]);
+        await client.query("SELECT pg_catalog.pg_advisory_unlock(pg_catalog.hashtext($1))", [CONNECTIONS_LOCK]);
       }
     });
   }
@@ -128,18 +129,18 @@ export class TenantServer {
   private async withSlot<T>(pool: Pool, lock: string, slots: number, work: (client: PoolClient) => Promise<T>): Promise<T> {
     return this.withClient(pool, async (client) => {
       const free = await client.query<{ slot: number }>(
-        "SELECT s AS slot FROM generate_series(0, $2::int - 1) s WHERE pg_try_advisory_lock(hashtext($1), s) LIMIT 1",
+        "SELECT s AS slot FROM pg_catalog.generate_series(0, $2::int - 1) s WHERE pg_catalog.pg_try_advisory_lock(pg_catalog.hashtext($1), s) LIMIT 1",
         [lock, slots],
       );
       let slot = free.rows[0]?.slot;
       if (slot === undefined) {
         slot = Math.floor(Math.random() * slots);
-        await client.query("SELECT pg_advisory_lock(hashtext($1), $2)", [lock, slot]);
+        await client.query("SELECT pg_catalog.pg_advisory_lock(pg_catalog.hashtext($1), $2)", [lock, slot]);
       }
       try {
         return await work(client);
       } finally {
-        await client.query("SELECT pg_advisory_unlock(hashtext($1), $2)", [lock, slot]);
+        await client.query("SELECT pg_catalog.pg_advisory_unlock(pg_catalog.hashtext($1), $2)", [lock, slot]);
       }
     });
   }
@@ -238,8 +239,8 @@ export class TenantServer {
   async measure(refs: TenantRef[]): Promise<Map<string, Measured>> {
     const measured = new Map<string, Measured>();
     refs.forEach((r) => (checkIdentifier("database", r.databaseName), checkIdentifier("user", r.username)));
-    const query = `SELECT d.datname, pg_database_size(d.oid) AS bytes, has_database_privilege(r.oid, d.oid, 'CREATE') AS writable
-                     FROM unnest($1::text[], $2::text[]) AS t(datname, username)
+    const query = `SELECT d.datname, pg_catalog.pg_database_size(d.oid) AS bytes, pg_catalog.has_database_privilege(r.oid, d.oid, 'CREATE') AS writable
+                     FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) AS t(datname, username)
                      JOIN pg_database d ON d.datname = t.datname
                      JOIN pg_roles r ON r.rolname = t.username`;
     const collect = async (batch: TenantRef[]) => {
@@ -270,8 +271,8 @@ export class TenantServer {
     const { rows } = await this.pool.query<{ datname: string; rows_written: number; writing: number }>(
       `SELECT d.datname, (d.tup_inserted + d.tup_updated)::float8 AS rows_written, coalesce(a.n, 0)::int AS writing
          FROM pg_stat_database d
-         LEFT JOIN (SELECT datid, count(*) AS n FROM pg_stat_activity
-                     WHERE backend_xid IS NOT NULL AND xact_start < now() - make_interval(secs => $2) GROUP BY datid) a ON a.datid = d.datid
+         LEFT JOIN (SELECT datid, pg_catalog.count(*) AS n FROM pg_stat_activity
+                     WHERE backend_xid IS NOT NULL AND xact_start < pg_catalog.now() - pg_catalog.make_interval(secs => $2) GROUP BY datid) a ON a.datid = d.datid
         WHERE d.datname = ANY($1::text[])`,
       [databaseNames.map((n) => checkIdentifier("database", n)), minAgeS],
     );
@@ -281,7 +282,7 @@ export class TenantServer {
 
   /** Whether the tenant currently has its write rights (see measure). */
   async isWritable(ref: TenantRef, via: Queryable = this.pool): Promise<boolean> {
-    const { rows } = await via.query<{ writable: boolean }>("SELECT has_database_privilege($1, $2, 'CREATE') AS writable", [
+    const { rows } = await via.query<{ writable: boolean }>("SELECT pg_catalog.has_database_privilege($1, $2, 'CREATE') AS writable", [
       checkIdentifier("user", ref.username),
       checkIdentifier("database", ref.databaseName),
     ]);
@@ -313,11 +314,11 @@ export class TenantServer {
   async withDatabaseLock<T>(databaseName: string, work: (admin: Queryable) => Promise<T>): Promise<T> {
     const key = `ci-platform:dbaas:db:${checkIdentifier("database", databaseName)}`;
     return this.withClient(this.pool, async (client) => {
-      await client.query("SELECT pg_advisory_lock(hashtext($1))", [key]);
+      await client.query("SELECT pg_catalog.pg_advisory_lock(pg_catalog.hashtext($1))", [key]);
       try {
         return await work(client);
       } finally {
-        await client.query("SELECT pg_advisory_unlock(hashtext($1))", [key]);
+        await client.query("SELECT pg_catalog.pg_advisory_unlock(pg_catalog.hashtext($1))", [key]);
       }
     });
   }
@@ -328,19 +329,19 @@ export class TenantServer {
 
   /** Whether the server accepts TLS connections (ssl = on). */
   async hasTls(): Promise<boolean> {
-    const { rows } = await this.pool.query<{ ssl: string }>("SELECT current_setting('ssl') AS ssl");
+    const { rows } = await this.pool.query<{ ssl: string }>("SELECT pg_catalog.current_setting('ssl') AS ssl");
     return rows[0].ssl === "on";
   }
 
   /** The server's major version (15 for 15.4). */
   async serverMajor(): Promise<number> {
-    const { rows } = await this.pool.query<{ v: string }>("SELECT current_setting('server_version_num') AS v");
+    const { rows } = await this.pool.query<{ v: string }>("SELECT pg_catalog.current_setting('server_version_num') AS v");
     return Math.floor(Number(rows[0].v) / 10000);
   }
 
   /** Identifies the cluster (the same for every database of one server, and its replicas). */
   async systemId(): Promise<string> {
-    const { rows } = await this.pool.query<{ id: string }>("SELECT system_identifier::text AS id FROM pg_control_system()");
+    const { rows } = await this.pool.query<{ id: string }>("SELECT system_identifier::text AS id FROM pg_catalog.pg_control_system()");
     return rows[0].id;
   }
 
@@ -351,7 +352,7 @@ export class TenantServer {
 
   /** Waits (up to 3 s each) until the sessions are gone, so their locks are free when this returns. */
   private async terminateSessions(username: string, via: Queryable): Promise<void> {
-    await via.query("SELECT pg_terminate_backend(pid, 3000) FROM pg_stat_activity WHERE usename = $1 AND pid <> pg_backend_pid()", [
+    await via.query("SELECT pg_catalog.pg_terminate_backend(pid, 3000) FROM pg_stat_activity WHERE usename = $1 AND pid <> pg_catalog.pg_backend_pid()", [
       checkIdentifier("user", username),
     ]);
   }
@@ -395,7 +396,7 @@ export class TenantServer {
   private async inDatabase<T>(databaseName: string, work: (client: Client) => Promise<T>): Promise<T> {
     const url = new URL(this.adminUrl);
     url.pathname = `/${checkIdentifier("database", databaseName)}`;
-    const client = new Client({ connectionString: url.toString(), connectionTimeoutMillis: 10_000 });
+    const client = new Client({ ...pinnedConnection(url.toString()), connectionTimeoutMillis: 10_000 });
     client.on("error", () => undefined);
     await client.connect();
     try {

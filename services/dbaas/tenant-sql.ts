@@ -14,6 +14,9 @@ const MARKER_PATTERN = /^ci-platform:dbaas:[0-9a-f-]{36}$/;
 const LO_CREATORS = "pg_catalog.lo_creat(integer), pg_catalog.lo_create(oid), pg_catalog.lo_from_bytea(oid, bytea)";
 
 const literal = (text: string) => `'${text}'`; // only ever for texts that passed a pattern without quotes
+// Operators in SQL run inside tenant databases name pg_catalog's, beside the pinned search_path (search-path.ts).
+const EQ = "OPERATOR(pg_catalog.=)";
+const NE = "OPERATOR(pg_catalog.<>)";
 
 export function checkMarker(marker: string): string {
   if (!MARKER_PATTERN.test(marker)) throw new Error(`Invalid instance marker ${JSON.stringify(marker)}`);
@@ -48,7 +51,7 @@ export function secureDatabaseSql(ref: TenantRef, marker: string): string {
   return `COMMENT ON DATABASE ${db} IS ${literal(checkMarker(marker))};
           REVOKE CONNECT, TEMPORARY ON DATABASE ${db} FROM PUBLIC;
           GRANT CONNECT, TEMPORARY, CREATE ON DATABASE ${db} TO ${user};
-          SELECT pg_database_size(${literal(ref.databaseName)}) AS bytes`;
+          SELECT pg_catalog.pg_database_size(${literal(ref.databaseName)}) AS bytes`;
 }
 
 /**
@@ -145,13 +148,14 @@ export function catalogLevelSql(level: CatalogLevel): string {
   const list = (names: string[]) => `ARRAY[${names.map((n) => literal(n)).join(", ")}]::text[]`;
   // One loop per (kind of object, direction): only what differs from the wanted level changes.
   const loop = (names: string[], kind: "relation" | "function", hide: boolean) => {
-    const oid = kind === "relation" ? "to_regclass('pg_catalog.' || n)" : "to_regprocedure('pg_catalog.' || n)";
-    const allowed = kind === "relation" ? `has_table_privilege('public', ${oid}, 'SELECT')` : `has_function_privilege('public', ${oid}, 'EXECUTE')`;
+    const oid = `pg_catalog.${kind === "relation" ? "to_regclass" : "to_regprocedure"}(pg_catalog.concat('pg_catalog.', n))`;
+    const allowed =
+      kind === "relation" ? `pg_catalog.has_table_privilege('public', ${oid}, 'SELECT')` : `pg_catalog.has_function_privilege('public', ${oid}, 'EXECUTE')`;
     const target = kind === "relation" ? "pg_catalog.%I" : "FUNCTION pg_catalog.%s";
     const statement = hide ? `REVOKE ALL ON ${target} FROM PUBLIC` : `GRANT ${kind === "relation" ? "SELECT" : "EXECUTE"} ON ${target} TO PUBLIC`;
     return `FOREACH n IN ARRAY ${list(names)} LOOP
       IF ${oid} IS NOT NULL AND ${hide ? "" : "NOT "}${allowed} THEN
-        EXECUTE format('${statement}', n);
+        EXECUTE pg_catalog.format('${statement}', n);
       END IF;
     END LOOP;`;
   };
@@ -185,7 +189,7 @@ export function setConnectionLimitsSql(limits: Array<{ username: string; limit: 
     DECLARE r record;
     BEGIN
       FOR r IN SELECT l.name, l.n FROM (VALUES ${pairs.join(", ")}) AS l(name, n) JOIN pg_roles ON rolname = l.name WHERE rolconnlimit <> l.n LOOP
-        EXECUTE format('ALTER ROLE %I CONNECTION LIMIT %s', r.name, r.n);
+        EXECUTE pg_catalog.format('ALTER ROLE %I CONNECTION LIMIT %s', r.name, r.n);
       END LOOP;
     END
     $limits$`;
@@ -201,17 +205,17 @@ export function restoreLoginsSql(username: string, limit: number): string {
   return `DO $logins$
     BEGIN
       IF (SELECT rolconnlimit FROM pg_roles WHERE rolname = ${name}) = 0 THEN
-        EXECUTE format('ALTER ROLE %I CONNECTION LIMIT %s', ${name}, ${limit});
+        EXECUTE pg_catalog.format('ALTER ROLE %I CONNECTION LIMIT %s', ${name}, ${limit});
       END IF;
     END
     $logins$`;
 }
 
 /** The server's connection figures, and the limits already handed to tenant roles (all accounts, and `own`). */
-export const CONNECTION_CAPACITY_SQL = `SELECT current_setting('max_connections')::int AS max_connections,
-         current_setting('superuser_reserved_connections')::int AS superuser_reserved,
-         coalesce(sum(rolconnlimit) FILTER (WHERE rolconnlimit > 0), 0)::int AS allotted,
-         coalesce(sum(rolconnlimit) FILTER (WHERE rolconnlimit > 0 AND rolname = ANY($1::text[])), 0)::int AS own
+export const CONNECTION_CAPACITY_SQL = `SELECT pg_catalog.current_setting('max_connections')::int AS max_connections,
+         pg_catalog.current_setting('superuser_reserved_connections')::int AS superuser_reserved,
+         coalesce(pg_catalog.sum(rolconnlimit) FILTER (WHERE rolconnlimit > 0), 0)::int AS allotted,
+         coalesce(pg_catalog.sum(rolconnlimit) FILTER (WHERE rolconnlimit > 0 AND rolname = ANY($1::text[])), 0)::int AS own
     FROM pg_roles WHERE rolname ~ '^user_[0-9a-f]{12}$' AND NOT rolsuper`;
 
 /** Tenant temporary files count against nothing else: cap them per session at the storage quota. */
@@ -245,18 +249,18 @@ export function freezeSql(ref: TenantRef): string {
     DECLARE r record; grantees text;
     BEGIN
       ${revokeEveryGrantLoops()}
-      FOR r IN SELECT oid::regnamespace AS nsp FROM pg_namespace WHERE nspowner = ${hold}::regrole OR nspname = 'public' LOOP
-        EXECUTE format('GRANT USAGE ON SCHEMA %s TO %I', r.nsp, ${userLit});
+      FOR r IN SELECT oid::regnamespace AS nsp FROM pg_namespace WHERE nspowner ${EQ} ${hold}::regrole OR nspname ${EQ} 'public' LOOP
+        EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA %s TO %I', r.nsp, ${userLit});
       END LOOP;
-      FOR r IN SELECT oid::regclass AS rel, relkind FROM pg_class WHERE relowner = ${hold}::regrole AND relkind IN ('r', 'p', 'v', 'm', 'f', 'S') LOOP
-        EXECUTE format('GRANT SELECT ON %s %s TO %I', CASE r.relkind WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END, r.rel, ${userLit});
+      FOR r IN SELECT oid::regclass AS rel, relkind FROM pg_class WHERE relowner ${EQ} ${hold}::regrole AND relkind ${EQ} ANY (${RELATION_KINDS}) LOOP
+        EXECUTE pg_catalog.format('GRANT SELECT ON %s %s TO %I', ${relationWord("r.relkind")}, r.rel, ${userLit});
       END LOOP;
-      FOR r IN SELECT oid FROM pg_largeobject_metadata WHERE lomowner = ${hold}::regrole LOOP
-        EXECUTE format('GRANT SELECT ON LARGE OBJECT %s TO %I', r.oid, ${userLit});
+      FOR r IN SELECT oid FROM pg_largeobject_metadata WHERE lomowner ${EQ} ${hold}::regrole LOOP
+        EXECUTE pg_catalog.format('GRANT SELECT ON LARGE OBJECT %s TO %I', r.oid, ${userLit});
       END LOOP;
-      IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE NOT tgisinternal AND (tgtype & 32) <> 0) THEN
-        FOR r IN SELECT oid::regclass AS rel FROM pg_class WHERE relowner = ${hold}::regrole AND relkind IN ('r', 'p') LOOP
-          EXECUTE format('GRANT TRUNCATE ON %s TO %I', r.rel, ${userLit});
+      IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE NOT tgisinternal AND (tgtype OPERATOR(pg_catalog.&) 32) ${NE} 0) THEN
+        FOR r IN SELECT oid::regclass AS rel FROM pg_class WHERE relowner ${EQ} ${hold}::regrole AND relkind ${EQ} ANY ('{r,p}'::"char"[]) LOOP
+          EXECUTE pg_catalog.format('GRANT TRUNCATE ON %s TO %I', r.rel, ${userLit});
         END LOOP;
       END IF;
       ${verifyFrozenBlock(userLit)}
@@ -265,12 +269,18 @@ export function freezeSql(ref: TenantRef): string {
 }
 
 /** Schemas of the server itself, whose rights are PostgreSQL's defaults and never the tenant's doing. */
-const TENANT_NAMESPACES = `nspname NOT IN ('pg_catalog', 'information_schema') AND nspname !~ '^pg_(toast|temp_|toast_temp_)'`;
+const TENANT_NAMESPACES = `nspname ${NE} ALL ('{pg_catalog,information_schema}'::name[]) AND nspname OPERATOR(pg_catalog.!~) '^pg_(toast|temp_|toast_temp_)'`;
+/** Tables, partitioned tables, views, materialized views, foreign tables and sequences. */
+const RELATION_KINDS = `'{r,p,v,m,f,S}'::"char"[]`;
+/** The word GRANT and REVOKE take for a relation of kind `relkind`. */
+const relationWord = (relkind: string) => `CASE WHEN ${relkind} ${EQ} 'S' THEN 'SEQUENCE' ELSE 'TABLE' END`;
+/** A grantee of aclexplode as GRANT and REVOKE name it (0: PUBLIC). */
+const granteeName = (grantee: string) => `CASE WHEN ${grantee} ${EQ} 0 THEN 'PUBLIC' ELSE ${grantee}::regrole::text END`;
 
 /** Every grantee but the owner, PUBLIC included (as 0), from an ACL or its default when unset. */
 const granteesOf = (acl: string, kind: string, owner: string) =>
-  `SELECT string_agg(DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END, ', ')
-     FROM aclexplode(coalesce(${acl}, acldefault('${kind}'::"char", ${owner}))) a WHERE a.grantee <> ${owner}`;
+  `SELECT pg_catalog.string_agg(DISTINCT ${granteeName("a.grantee")}, ', ')
+     FROM pg_catalog.aclexplode(coalesce(${acl}, pg_catalog.acldefault('${kind}'::"char", ${owner}))) a WHERE a.grantee ${NE} ${owner}`;
 
 /**
  * PL/pgSQL loops taking every right from everyone but the owner on the tenant's schemas, tables,
@@ -280,39 +290,40 @@ const granteesOf = (acl: string, kind: string, owner: string) =>
 function revokeEveryGrantLoops(): string {
   return `FOR r IN SELECT n.oid::regnamespace AS obj, (${granteesOf("n.nspacl", "n", "n.nspowner")}) AS who
                  FROM pg_namespace n WHERE ${TENANT_NAMESPACES} LOOP
-        IF r.who IS NOT NULL THEN EXECUTE format('REVOKE ALL ON SCHEMA %s FROM %s CASCADE', r.obj, r.who); END IF;
+        IF r.who IS NOT NULL THEN EXECUTE pg_catalog.format('REVOKE ALL ON SCHEMA %s FROM %s CASCADE', r.obj, r.who); END IF;
       END LOOP;
       FOR r IN SELECT c.oid::regclass AS obj, c.relkind,
-                      (SELECT string_agg(DISTINCT g, ', ') FROM (
-                         SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END AS g
-                           FROM aclexplode(coalesce(c.relacl, acldefault((CASE c.relkind WHEN 'S' THEN 's' ELSE 'r' END)::"char", c.relowner))) a
-                          WHERE a.grantee <> c.relowner
+                      (SELECT pg_catalog.string_agg(DISTINCT g, ', ') FROM (
+                         SELECT ${granteeName("a.grantee")} AS g
+                           FROM pg_catalog.aclexplode(coalesce(c.relacl, pg_catalog.acldefault((CASE WHEN c.relkind ${EQ} 'S' THEN 's' ELSE 'r' END)::"char", c.relowner))) a
+                          WHERE a.grantee ${NE} c.relowner
                          UNION
-                         SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END
-                           FROM pg_attribute t, aclexplode(t.attacl) a
-                          WHERE t.attrelid = c.oid AND t.attacl IS NOT NULL AND a.grantee <> c.relowner) gs) AS who
-                 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-                WHERE ${TENANT_NAMESPACES} AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S') LOOP
+                         SELECT ${granteeName("a.grantee")}
+                           FROM pg_attribute t, pg_catalog.aclexplode(t.attacl) a
+                          WHERE t.attrelid ${EQ} c.oid AND t.attacl IS NOT NULL AND a.grantee ${NE} c.relowner) gs) AS who
+                 FROM pg_class c JOIN pg_namespace n ON n.oid ${EQ} c.relnamespace
+                WHERE ${TENANT_NAMESPACES} AND c.relkind ${EQ} ANY (${RELATION_KINDS}) LOOP
         IF r.who IS NOT NULL THEN
-          EXECUTE format('REVOKE ALL ON %s %s FROM %s CASCADE', CASE r.relkind WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END, r.obj, r.who);
+          EXECUTE pg_catalog.format('REVOKE ALL ON %s %s FROM %s CASCADE', ${relationWord("r.relkind")}, r.obj, r.who);
         END IF;
       END LOOP;
       FOR r IN SELECT p.oid::regprocedure AS obj, (${granteesOf("p.proacl", "f", "p.proowner")}) AS who
-                 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE ${TENANT_NAMESPACES} AND p.prosecdef LOOP
-        IF r.who IS NOT NULL THEN EXECUTE format('REVOKE ALL ON ROUTINE %s FROM %s CASCADE', r.obj, r.who); END IF;
+                 FROM pg_proc p JOIN pg_namespace n ON n.oid ${EQ} p.pronamespace WHERE ${TENANT_NAMESPACES} AND p.prosecdef LOOP
+        IF r.who IS NOT NULL THEN EXECUTE pg_catalog.format('REVOKE ALL ON ROUTINE %s FROM %s CASCADE', r.obj, r.who); END IF;
       END LOOP;
       FOR r IN SELECT l.oid AS obj, (${granteesOf("l.lomacl", "L", "l.lomowner")}) AS who FROM pg_largeobject_metadata l LOOP
-        IF r.who IS NOT NULL THEN EXECUTE format('REVOKE ALL ON LARGE OBJECT %s FROM %s CASCADE', r.obj, r.who); END IF;
+        IF r.who IS NOT NULL THEN EXECUTE pg_catalog.format('REVOKE ALL ON LARGE OBJECT %s FROM %s CASCADE', r.obj, r.who); END IF;
       END LOOP;
       -- Default privileges only touch objects their role creates (none while frozen); cleared anyway.
       FOR r IN SELECT d.defaclrole::regrole AS role, d.defaclnamespace, d.defaclnamespace::regnamespace AS nsp,
-                      CASE d.defaclobjtype WHEN 'r' THEN 'TABLES' WHEN 'S' THEN 'SEQUENCES' WHEN 'f' THEN 'FUNCTIONS' WHEN 'T' THEN 'TYPES' ELSE 'SCHEMAS' END AS kind,
-                      (SELECT string_agg(DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END, ', ')
-                         FROM aclexplode(d.defaclacl) a WHERE a.grantee <> d.defaclrole) AS who
+                      CASE WHEN d.defaclobjtype ${EQ} 'r' THEN 'TABLES' WHEN d.defaclobjtype ${EQ} 'S' THEN 'SEQUENCES'
+                           WHEN d.defaclobjtype ${EQ} 'f' THEN 'FUNCTIONS' WHEN d.defaclobjtype ${EQ} 'T' THEN 'TYPES' ELSE 'SCHEMAS' END AS kind,
+                      (SELECT pg_catalog.string_agg(DISTINCT ${granteeName("a.grantee")}, ', ')
+                         FROM pg_catalog.aclexplode(d.defaclacl) a WHERE a.grantee ${NE} d.defaclrole) AS who
                  FROM pg_default_acl d LOOP
         IF r.who IS NOT NULL THEN
-          EXECUTE format('ALTER DEFAULT PRIVILEGES FOR ROLE %s %s REVOKE ALL ON %s FROM %s CASCADE',
-                         r.role, CASE WHEN r.defaclnamespace = 0 THEN '' ELSE 'IN SCHEMA ' || r.nsp END, r.kind, r.who);
+          EXECUTE pg_catalog.format('ALTER DEFAULT PRIVILEGES FOR ROLE %s %s REVOKE ALL ON %s FROM %s CASCADE',
+                         r.role, CASE WHEN r.defaclnamespace ${EQ} 0 THEN '' ELSE pg_catalog.concat('IN SCHEMA ', r.nsp) END, r.kind, r.who);
         END IF;
       END LOOP;`;
 }
@@ -322,23 +333,24 @@ function revokeEveryGrantLoops(): string {
  * runs in, one text per way; none once it is frozen. `userLit`: the tenant's quoted name.
  */
 function writePathsSql(userLit: string): string {
-  return `SELECT string_agg(w, '; ') AS ways FROM (
-        SELECT 'owns ' || count(*) AS w FROM pg_shdepend
-         WHERE refobjid = ${userLit}::regrole AND deptype = 'o' AND classid <> 'pg_default_acl'::regclass
-           AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-        HAVING count(*) > 0
-        UNION ALL SELECT 'may create in the database' WHERE has_database_privilege(${userLit}, current_database(), 'CREATE, TEMPORARY')
-        UNION ALL SELECT 'may create in schema ' || nspname FROM pg_namespace WHERE has_schema_privilege(${userLit}, oid, 'CREATE')
-        UNION ALL SELECT 'may write ' || c.oid::regclass FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+  return `SELECT pg_catalog.string_agg(w, '; ') AS ways FROM (
+        SELECT pg_catalog.concat('owns ', pg_catalog.count(*)) AS w FROM pg_shdepend
+         WHERE refobjid ${EQ} ${userLit}::regrole AND deptype ${EQ} 'o' AND classid ${NE} 'pg_default_acl'::regclass
+           AND dbid ${EQ} (SELECT oid FROM pg_database WHERE datname ${EQ} pg_catalog.current_database())
+        HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 0
+        UNION ALL SELECT 'may create in the database' WHERE pg_catalog.has_database_privilege(${userLit}, pg_catalog.current_database(), 'CREATE, TEMPORARY')
+        UNION ALL SELECT pg_catalog.concat('may create in schema ', nspname) FROM pg_namespace WHERE pg_catalog.has_schema_privilege(${userLit}, oid, 'CREATE')
+        UNION ALL SELECT pg_catalog.concat('may write ', c.oid::regclass) FROM pg_class c JOIN pg_namespace n ON n.oid ${EQ} c.relnamespace
          WHERE ${TENANT_NAMESPACES} AND (
-           (c.relkind = 'S' AND has_sequence_privilege(${userLit}, c.oid, 'USAGE, UPDATE'))
-           OR (c.relkind IN ('r', 'p', 'v', 'm', 'f') AND (has_table_privilege(${userLit}, c.oid, 'INSERT, UPDATE, DELETE')
-                                                       OR has_any_column_privilege(${userLit}, c.oid, 'INSERT, UPDATE'))))
-        UNION ALL SELECT 'may run ' || p.oid::regprocedure FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-         WHERE p.prosecdef AND ${TENANT_NAMESPACES} AND has_function_privilege(${userLit}, p.oid, 'EXECUTE')
-        UNION ALL SELECT 'may create large objects' WHERE has_function_privilege(${userLit}, 'pg_catalog.lo_creat(integer)', 'EXECUTE')
-        UNION ALL SELECT 'may write large object ' || l.oid FROM pg_largeobject_metadata l, aclexplode(coalesce(l.lomacl, acldefault('L'::"char", l.lomowner))) a
-         WHERE a.privilege_type = 'UPDATE' AND a.grantee IN (0, ${userLit}::regrole)
+           (c.relkind ${EQ} 'S' AND pg_catalog.has_sequence_privilege(${userLit}, c.oid, 'USAGE, UPDATE'))
+           OR (c.relkind ${EQ} ANY ('{r,p,v,m,f}'::"char"[]) AND (pg_catalog.has_table_privilege(${userLit}, c.oid, 'INSERT, UPDATE, DELETE')
+                                                              OR pg_catalog.has_any_column_privilege(${userLit}, c.oid, 'INSERT, UPDATE'))))
+        UNION ALL SELECT pg_catalog.concat('may run ', p.oid::regprocedure) FROM pg_proc p JOIN pg_namespace n ON n.oid ${EQ} p.pronamespace
+         WHERE p.prosecdef AND ${TENANT_NAMESPACES} AND pg_catalog.has_function_privilege(${userLit}, p.oid, 'EXECUTE')
+        UNION ALL SELECT 'may create large objects' WHERE pg_catalog.has_function_privilege(${userLit}, 'pg_catalog.lo_creat(integer)', 'EXECUTE')
+        UNION ALL SELECT pg_catalog.concat('may write large object ', l.oid)
+          FROM pg_largeobject_metadata l, pg_catalog.aclexplode(coalesce(l.lomacl, pg_catalog.acldefault('L'::"char", l.lomowner))) a
+         WHERE a.privilege_type ${EQ} 'UPDATE' AND (a.grantee ${EQ} 0 OR a.grantee ${EQ} ${userLit}::regrole)
       ) ways`;
 }
 
@@ -392,8 +404,8 @@ export const HARDEN_SQL = `DO $harden$
   BEGIN
     -- Only when needed: concurrent GRANT/REVOKE on one database can fail ("tuple concurrently updated").
     FOR d IN SELECT datname FROM pg_database WHERE datname IN ('postgres', 'template1')
-               AND (has_database_privilege('public', oid, 'CONNECT') OR has_database_privilege('public', oid, 'TEMPORARY')) LOOP
-      EXECUTE format('REVOKE CONNECT, TEMPORARY ON DATABASE %I FROM PUBLIC', d);
+               AND (pg_catalog.has_database_privilege('public', oid, 'CONNECT') OR pg_catalog.has_database_privilege('public', oid, 'TEMPORARY')) LOOP
+      EXECUTE pg_catalog.format('REVOKE CONNECT, TEMPORARY ON DATABASE %I FROM PUBLIC', d);
     END LOOP;
   END
   $harden$`;

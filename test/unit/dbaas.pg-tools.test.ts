@@ -1,4 +1,5 @@
 import { libpqEnv, parseMajor, toolsMismatch } from "../../services/dbaas/pg-tools";
+import { pinnedConnection } from "../../services/dbaas/search-path";
 import { setPasswordSql } from "../../services/dbaas/tenant-sql";
 import { parseSslMode } from "../../services/dbaas/settings";
 
@@ -35,9 +36,21 @@ describe("dbaas pg tools", () => {
       PGPASSWORD: "p/ss",
       PGDATABASE: "client_ab_12",
       PGCONNECT_TIMEOUT: "10",
+      PGOPTIONS: "-c search_path=pg_catalog,pg_temp",
       PGSSLMODE: "require",
     });
     expect(libpqEnv("postgresql://u:p@h/postgres", "d")).not.toHaveProperty("PGSSLMODE");
+  });
+
+  it("dbaas pg tools - every tenant-server session has search_path pinned at connect, after any options of the URL", () => {
+    expect(pinnedConnection("postgresql://u:p@h:5433/postgres?sslmode=require")).toEqual({
+      connectionString: "postgresql://u:p@h:5433/postgres?sslmode=require",
+      options: "-c search_path=pg_catalog,pg_temp",
+    });
+    // The URL's options would replace a separate `options` in node-postgres: merged, the pin last (the last -c wins).
+    const merged = pinnedConnection("postgresql://u:p@h/postgres?options=-c%20search_path%3Dpublic");
+    expect(merged).toEqual({ connectionString: "postgresql://u:p@h/postgres", options: "-c search_path=public -c search_path=pg_catalog,pg_temp" });
+    expect(libpqEnv("postgresql://u:p@h/postgres?options=-c%20work_mem%3D8MB", "d").PGOPTIONS).toBe("-c work_mem=8MB -c search_path=pg_catalog,pg_temp");
   });
 
   it("dbaas pg tools - a rotated password reaches the server only as a SCRAM verifier of a generated role", () => {
