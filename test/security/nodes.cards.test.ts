@@ -7,6 +7,7 @@
  */
 import { mkdtempSync, rmSync } from "fs";
 import { connect } from "nats";
+import { Client } from "pg";
 import os from "os";
 import path from "path";
 import type { ServiceBroker } from "moleculer";
@@ -205,6 +206,14 @@ describe("nodes - a compromised node claiming cards it never registered", () => 
     expect(job.status).toBe(201);
     await waitFor(async () => usedCards(evil).includes("GPU-evil-1"), { timeoutMs: 10_000, message: "a job on the accepted card" });
     expect(usedCards(evil)).toEqual(["GPU-evil-0", "GPU-evil-1"]);
+    // Every acceptance an administrator tried is in the audit trail, refused ones with their code.
+    const db = new Client({ connectionString: platform.databaseUrl });
+    await db.connect();
+    const audit = (await db.query("SELECT outcome, target FROM admin.audit_log WHERE action = 'admin.acceptNodeCards' ORDER BY id").finally(() => db.end()))
+      .rows;
+    expect(audit.at(-1)).toMatchObject({ outcome: "ok", target: { nodeId: evilId, uuids: ["GPU-evil-1"] } });
+    // (Malformed bodies are refused by the route's validation before any handler: not audited, as for every admin route.)
+    expect(audit.filter((r) => r.outcome === "VALIDATION_FAILED").map((r) => r.target.uuids)).toEqual([["GPU-evil-0"], ["GPU-nope"], ["GPU-bound-1"]]);
     // The bound node still never got a job on its card beyond GPU_NODE_CARDS.
     expect(usedCards(bound)).toEqual(["GPU-bound-0"]);
     expect((await nodeView(boundId)).disallowedCards.map((c: any) => c.uuid)).toEqual(["GPU-bound-1"]);
