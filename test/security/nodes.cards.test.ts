@@ -16,6 +16,7 @@ import { HEARTBEAT_EVENT } from "../../lib/gpu-protocol";
 import { metricsPortOf } from "../../lib/metrics";
 import { findSamples, parsePrometheus } from "../support/prometheus";
 import { http, NATS_URL, sandboxedGpuEnv, startTestPlatform, TestPlatform, testBroker, uniqueName, waitFor } from "../support/platform";
+import { testCard } from "../support/gpu-card";
 
 const namespace = uniqueName("cards");
 const work = mkdtempSync(path.join(os.tmpdir(), "node-cards-"));
@@ -24,15 +25,7 @@ const evilId = `${namespace}-evil`;
 const boundId = `${namespace}-bound`;
 const SECRET = "victim-secret-value";
 
-const card = (uuid: string, index: number, name = "Test GPU", memoryTotal = 1024): GpuCard => ({
-  uuid,
-  index,
-  name,
-  memoryTotal,
-  memoryUsed: 0,
-  utilization: 0,
-  temperature: 40,
-});
+const card = testCard;
 const H100 = (uuid: string, index: number) => card(uuid, index, "NVIDIA H100 80GB HBM3", 81559);
 
 /** A rogue gpu-node: announces `cards` every 200 ms and accepts every job, keeping it "running" forever. */

@@ -4,16 +4,9 @@ import { CardVetting, PinStore } from "../../services/gpu-scheduler/card-vetting
 import { ClusterView } from "../../services/gpu-scheduler/cluster-view";
 import { CardAllowance, cardStanding, parseNodeCards, PinnedCard, pinOf } from "../../services/gpu-scheduler/node-cards";
 import { heldCardCounts } from "../../services/gpu-scheduler/stats";
+import { testCard } from "../support/gpu-card";
 
-const card = (uuid: string, index: number, name = "Test GPU", memoryTotal = 1024): GpuCard => ({
-  uuid,
-  index,
-  name,
-  memoryTotal,
-  memoryUsed: 0,
-  utilization: 0,
-  temperature: 40,
-});
+const card = testCard;
 const pins = (...cards: GpuCard[]) => new Map(cards.map((c) => [c.uuid, pinOf(c)]));
 const A = card("GPU-a", 0);
 const H1 = card("GPU-h1", 1, "NVIDIA H100 80GB HBM3", 81559);
