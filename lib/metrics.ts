@@ -23,6 +23,18 @@ const CARD_LABELS = ["node", "gpu", "index", "card"];
 export const PLATFORM_METRICS = {
   gpuQueueDepth: { name: "platform.gpu.queue.depth", type: "gauge", description: "GPU jobs waiting for a card" },
   gpuJobs: { name: "platform.gpu.jobs", type: "gauge", description: "GPU jobs by status", labelNames: ["status"] },
+  gpuNodeCardsPending: {
+    name: "platform.gpu.node.cards.pending",
+    type: "gauge",
+    description: "Cards a gpu-node announces that differ from those it registered: no job goes there until an administrator accepts them",
+    labelNames: ["node"],
+  },
+  gpuNodeCardsDisallowed: {
+    name: "platform.gpu.node.cards.disallowed",
+    type: "gauge",
+    description: "Cards of a gpu-node beyond its GPU_NODE_CARDS allowance: no job goes there",
+    labelNames: ["node"],
+  },
   gpuUtilization: { name: "platform.gpu.utilization.percent", type: "gauge", description: "GPU utilization per card (%)", labelNames: CARD_LABELS },
   gpuMemoryUsed: { name: "platform.gpu.memory.used.mib", type: "gauge", description: "GPU memory used per card (MiB)", labelNames: CARD_LABELS },
   gpuMemoryTotal: { name: "platform.gpu.memory.total.mib", type: "gauge", description: "GPU memory per card (MiB)", labelNames: CARD_LABELS },

@@ -7,7 +7,16 @@
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import { ADMIN_ROLE, type CallerMeta } from "../../lib/identity";
 import { DbMixin, DbThis } from "../../mixins/db.mixin";
-import { ADMIN_JOBS_PARAMS, AdminJob, AdminJobList, AdminNode, AdminNodeList, NODE_ID_PARAMS, SCHEDULER_ADMIN_ACTIONS } from "../gpu-scheduler/admin-contract";
+import {
+  ACCEPT_CARDS_PARAMS,
+  ADMIN_JOBS_PARAMS,
+  AdminJob,
+  AdminJobList,
+  AdminNode,
+  AdminNodeList,
+  NODE_ID_PARAMS,
+  SCHEDULER_ADMIN_ACTIONS,
+} from "../gpu-scheduler/admin-contract";
 import { AuditRepository, auditEntry, auditLine } from "./audit";
 import { OVERRIDE_PARAMS } from "../usage/usage.service";
 import { Type } from "../../lib/contract";
@@ -72,6 +81,23 @@ const AdminService: ServiceSchema<ServiceSettingSchema, AdminThis> = {
       openapi: { tag: "admin", summary: "Resume a drained node: it takes new jobs again", status: 200, response: AdminNode, errors: ["NOT_FOUND"] },
       params: NODE_ID_PARAMS,
       handler: handOver(SCHEDULER_ADMIN_ACTIONS.resume),
+    },
+
+    acceptNodeCards: {
+      rest: "POST /nodes/:nodeId/cards/accept",
+      auth: "admin",
+      openapi: {
+        tag: "admin",
+        summary: "Accept a node's pending cards (those that differ from what it registered first): jobs may go to them from now on",
+        description:
+          'Body (optional): `{ "uuids": [...] }` names the pending cards to accept; absent, all of them. A uuid that is not a pending card of the node is 400 and nothing is accepted. ' +
+          "A node not heard now is 404. Cards beyond the operator's GPU_NODE_CARDS stay unused whatever is accepted.",
+        status: 200,
+        response: AdminNode,
+        errors: ["NOT_FOUND", "VALIDATION_FAILED"],
+      },
+      params: ACCEPT_CARDS_PARAMS,
+      handler: handOver(SCHEDULER_ADMIN_ACTIONS.acceptCards),
     },
 
     jobs: {

@@ -4,9 +4,19 @@
  * service only (`callers`), and only for an administrator (`auth`, from the signed caller token).
  */
 import type { Context, ServiceSchema } from "moleculer";
-import { apiError, notFound } from "../../lib/errors";
+import { apiError, notFound, validationFailed } from "../../lib/errors";
 import type { CallerMeta } from "../../lib/identity";
-import { ADMIN_JOBS_PARAMS, ADMIN_LIST_MAX, AdminJobsParams, AdminJobView, AdminNodeView, NODE_ID_PARAMS, NodeIdParams } from "./admin-contract";
+import {
+  ACCEPT_CARDS_PARAMS,
+  AcceptCardsParams,
+  ADMIN_JOBS_PARAMS,
+  ADMIN_LIST_MAX,
+  AdminJobsParams,
+  AdminJobView,
+  AdminNodeView,
+  NODE_ID_PARAMS,
+  NodeIdParams,
+} from "./admin-contract";
 import type { SchedulerThis } from "./gpu-scheduler.service";
 import type { JobRow } from "./jobs.repository";
 import { adminNodes } from "./node-admin";
@@ -50,6 +60,29 @@ export const AdminActionsMixin: Partial<ServiceSchema> = {
         const node = await this.setDraining(ctx, false);
         void this.scheduler.schedule(); // its cards may take queued jobs now (other replicas: on their next pass)
         return node;
+      },
+    },
+
+    /**
+     * Accepts pending cards of a node heard now (all, or those `uuids` names): they take jobs from
+     * now on, on every replica (each reads the stored pins at the node's next heartbeat).
+     */
+    adminAcceptNodeCards: {
+      ...internal,
+      params: ACCEPT_CARDS_PARAMS,
+      async handler(this: AdminSchedulerThis, ctx: AdminCtx<AcceptCardsParams>): Promise<AdminNodeView> {
+        const { nodeId, uuids } = ctx.params;
+        const node = this.scheduler.view.node(nodeId);
+        if (!node) throw apiError("NOT_FOUND", "GPU node not found, or not heard now: cards are accepted while their node announces them");
+        const pending = node.held.filter((c) => c.reason === "pending");
+        const unknown = (uuids ?? []).filter((u) => !pending.some((c) => c.uuid === u));
+        if (unknown.length)
+          throw validationFailed([
+            { field: "uuids", message: `Not pending cards of ${nodeId}: ${unknown.join(", ")}. Pending: ${pending.map((c) => c.uuid).join(", ") || "none"}.` },
+          ]);
+        const chosen = uuids ? pending.filter((c) => uuids.includes(c.uuid)) : pending;
+        if (chosen.length) await this.scheduler.acceptCards(nodeId, chosen, ctx.meta.caller!.clientId);
+        return this.adminNode(nodeId);
       },
     },
 

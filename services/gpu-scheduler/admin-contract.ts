@@ -9,6 +9,16 @@ import { Gpu, Job, JobStatus } from "./contract";
 export const NODE_ID_PARAMS = { nodeId: { type: "string", min: 1, max: 200, pattern: "^[A-Za-z0-9_.-]+$" } };
 export type NodeIdParams = { nodeId: string };
 
+/** The most cards one acceptance may name (a host holds far fewer). */
+export const ACCEPT_CARDS_MAX = 64;
+/** POST /api/admin/nodes/:nodeId/cards/accept: `uuids` names the pending cards to accept (absent: all of them). */
+export const ACCEPT_CARDS_PARAMS = {
+  $$strict: true,
+  ...NODE_ID_PARAMS,
+  uuids: { type: "array", optional: true, min: 1, max: ACCEPT_CARDS_MAX, items: { type: "string", min: 1, max: 200 } },
+};
+export type AcceptCardsParams = NodeIdParams & { uuids?: string[] };
+
 export const ADMIN_LIST_MAX = 50;
 export const ADMIN_JOBS_PARAMS = {
   $$strict: "remove",
@@ -25,13 +35,22 @@ export type NodeState = Static<typeof NodeState>;
 
 /** A card as clients see it (contract.ts Gpu), less what the node entry says, plus whether a job holds it. */
 export const AdminCard = Type.Composite([Type.Omit(Gpu, ["available", "nodeId"]), Type.Object({ busy: Type.Boolean({ description: "A job holds it" }) })]);
+/** A card the node announces that takes no job. */
+export const HeldAdminCard = Type.Omit(Gpu, ["available", "nodeId"]);
 
 export const AdminNode = Type.Object(
   {
     id: Type.String({ description: "The node's real id on the bus (gpu-node.<name>), as operators configured it" }),
     label: Type.String({ description: "The opaque label clients see for this node (node-<hmac8>)" }),
     state: NodeState,
-    cards: Type.Array(AdminCard, { description: "As its last heartbeat reported them; empty for a lost node" }),
+    cards: Type.Array(AdminCard, {
+      description: "The cards that take jobs, as its last heartbeat reported them (accepted, within GPU_NODE_CARDS); empty for a lost node",
+    }),
+    pendingCards: Type.Array(HeldAdminCard, {
+      description:
+        "Cards it announces that differ from those it registered first or an administrator accepted (new uuid, other name or memory): no job goes there until accepted",
+    }),
+    disallowedCards: Type.Array(HeldAdminCard, { description: "Accepted cards beyond its GPU_NODE_CARDS allowance: no job goes there" }),
     runningJobs: Type.Array(Type.String(), { description: "Ids of the jobs placed or running on it" }),
     lastSeenAt: Nullable(Type.String({ format: "date-time", description: "Its last heartbeat this scheduler replica heard; null when none" })),
     drainedAt: Nullable(Type.String({ format: "date-time" })),
@@ -69,4 +88,5 @@ export const SCHEDULER_ADMIN_ACTIONS = {
   resume: "gpu-scheduler.adminResumeNode",
   jobs: "gpu-scheduler.adminJobs",
   cancel: "gpu-scheduler.adminCancelJob",
+  acceptCards: "gpu-scheduler.adminAcceptNodeCards",
 } as const;

@@ -1,11 +1,12 @@
 /**
  * The cluster as this replica knows it, from gpu-node heartbeats: nodes, their cards with live
  * telemetry, and when each was last heard. Every replica receives every heartbeat and keeps its
- * own view (nothing about nodes is stored in the database); the time is passed in, never read.
+ * own view (the cards each node may use come from node-cards.ts); the time is passed in, never read.
  */
 import { createHmac } from "crypto";
 import type { GpuCard, NodeHeartbeat } from "../../lib/gpu-protocol";
 import { matchesGpuType } from "./gpu-type";
+import type { CardStanding, HeldCard } from "./node-cards";
 
 /**
  * What clients see instead of a node's id (which names its host): `node-` and 8 hex digits of an
@@ -17,7 +18,12 @@ export function nodeLabel(nodeId: string, secret: string): string {
 
 export type NodeEntry = {
   nodeId: string;
+  /** The cards that take jobs: accepted and within GPU_NODE_CARDS (node-cards.ts). */
   cards: GpuCard[];
+  /** Announced cards held back: pending an administrator's acceptance, or beyond GPU_NODE_CARDS. */
+  held: HeldCard[];
+  /** Every card of its last heartbeat. */
+  announced: GpuCard[];
   runningJobIds: Set<string>;
   lastSeenMs: number;
   /** A call to this node failed: no placements on it until it is heard from again. */
@@ -25,6 +31,13 @@ export type NodeEntry = {
 };
 
 export type ViewCard = GpuCard & { nodeId: string };
+
+/** The usable and held cards of a node, in an order-free form (uuids, and each held card's reason). */
+function standingKey(node: Pick<NodeEntry, "cards" | "held">): string {
+  const usable = node.cards.map((c) => c.uuid).sort();
+  const held = node.held.map((c) => `${c.uuid}:${c.reason}`).sort();
+  return `${usable.join(",")}|${held.join(",")}`;
+}
 
 export class ClusterView {
   private readonly nodes = new Map<string, NodeEntry>();
@@ -36,24 +49,33 @@ export class ClusterView {
     readonly sinceMs: number,
   ) {}
 
-  /** Records a heartbeat; says whether the node (or its set of cards) is new to this view. */
-  heard(hb: NodeHeartbeat, nowMs: number): { changed: boolean } {
+  /**
+   * Records a heartbeat; says whether the node (or its set of usable cards) is new to this view.
+   * `standing`: which of its cards take jobs (absent: all of them).
+   */
+  heard(hb: NodeHeartbeat, nowMs: number, standing: CardStanding = { usable: hb.cards, held: [] }): { changed: boolean } {
     const prev = this.nodes.get(hb.nodeId);
-    const cardsKey = (cards: GpuCard[]) =>
-      cards
-        .map((c) => c.uuid)
-        .sort()
-        .join(",");
-    const changed = !prev || prev.suspended || cardsKey(prev.cards) !== cardsKey(hb.cards);
+    const changed = !prev || prev.suspended || standingKey(prev) !== standingKey({ cards: standing.usable, held: standing.held });
     if (changed) this.schedulable = undefined;
     this.nodes.set(hb.nodeId, {
       nodeId: hb.nodeId,
-      cards: hb.cards,
+      cards: standing.usable,
+      held: standing.held,
+      announced: hb.cards,
       runningJobIds: new Set(hb.runningJobIds),
       lastSeenMs: nowMs,
       suspended: false,
     });
     return { changed };
+  }
+
+  /** A node's cards changed standing (an administrator accepted some): placements see it at once. */
+  restand(nodeId: string, standing: CardStanding): void {
+    const node = this.nodes.get(nodeId);
+    if (!node) return;
+    node.cards = standing.usable;
+    node.held = standing.held;
+    this.schedulable = undefined;
   }
 
   suspend(nodeId: string): void {
@@ -94,7 +116,7 @@ export class ClusterView {
     return holdingNodeIds.filter((id) => !this.nodes.has(id));
   }
 
-  /** Every card of every node, in a stable order. */
+  /** Every usable card of every node, in a stable order (held-back cards: neither shown to clients nor placed on). */
   cards(): ViewCard[] {
     const out: ViewCard[] = [];
     for (const node of [...this.nodes.values()].sort((a, b) => (a.nodeId < b.nodeId ? -1 : a.nodeId > b.nodeId ? 1 : 0)))

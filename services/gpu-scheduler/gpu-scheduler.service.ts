@@ -29,6 +29,7 @@ import { AccountState, JobRow, JobsRepository, NewJob } from "./jobs.repository"
 import { UsageOutbox } from "./usage-outbox";
 import { PlacementRepository } from "./placement.repository";
 import { NodesRepository } from "./nodes.repository";
+import { CardVetting, NodeCardPins } from "./card-vetting";
 import { JobSearchRepository } from "./job-search.repository";
 import { AdminActionsMixin } from "./admin-actions";
 import { migrations } from "./migrations";
@@ -39,7 +40,7 @@ import { checkImage, IMAGE_NAME_MAX, IMAGE_NAME_PATTERN } from "../gpu-node/regi
 import { Clock, Scheduler } from "./scheduler";
 import { checkIdempotencyKey, IDEMPOTENCY_HEADER, requestHash } from "./idempotency";
 import { IdempotencyRepository } from "./idempotency.repository";
-import type { SchedulerStats } from "./stats";
+import { heldCardCounts, SchedulerStats } from "./stats";
 import { AccountLimits, GPU_MONTHLY, UsageAccountLimits } from "./account-limits";
 import { QuotaGate } from "../../lib/quota-gate";
 import { platformSettingsOf } from "../../lib/platform-settings";
@@ -457,6 +458,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
         return {
           queueDepth: queued,
           jobsByStatus: { queued, running: c.running, completed: c.completed, failed: c.failed, cancelled: c.cancelled },
+          ...heldCardCounts(this.scheduler.view.nodeEntries()),
         };
       },
     },
@@ -657,6 +659,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       },
       this.limits,
       this.nodeBook,
+      new CardVetting(new NodeCardPins(this.db), this.config.nodeCards),
     );
     this.jobLogs = new JobLogs(nodes, this.scheduler.view, (message) => this.logger.debug(message));
     const attemptNode = async (jobId: string, attempt: number) => (await this.repo.attempt(jobId, attempt))?.node_id ?? null;

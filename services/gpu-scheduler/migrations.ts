@@ -305,4 +305,19 @@ export const migrations: Migration[] = [
       CREATE INDEX webhook_deliveries_settled ON webhook_deliveries (created_at) WHERE status <> 'pending';
     `,
   },
+  {
+    version: 14,
+    name: "gpu-node cards pinned at first registration",
+    // The cards a node announced first, plus those an administrator accepted since: other cards it
+    // announces take no job (node-cards.ts). `cards`: [{ uuid, name, memoryTotal }].
+    sql: `
+      CREATE TABLE node_cards (
+        node_id text PRIMARY KEY,
+        cards jsonb NOT NULL,
+        pinned_at timestamptz NOT NULL,
+        accepted_at timestamptz,
+        accepted_by uuid
+      );
+    `,
+  },
 ];

@@ -9,8 +9,17 @@ import type { NodeEntry } from "./cluster-view";
 import type { AdminNodeView, NodeState } from "./admin-contract";
 import type { NodeRow } from "./nodes.repository";
 import type { NodeLabeler } from "./job-view";
+import type { HeldReason } from "./node-cards";
+import type { GpuCard } from "../../lib/gpu-protocol";
 
 const iso = (d: Date | null | undefined) => d?.toISOString() ?? null;
+
+/** The node's held-back cards for one reason, by index, as announced (without the reason). */
+const heldOf = (node: NodeEntry | undefined, reason: HeldReason): GpuCard[] =>
+  (node?.held ?? [])
+    .filter((c) => c.reason === reason)
+    .sort((a, b) => a.index - b.index)
+    .map(({ reason: _reason, ...card }) => card);
 
 export function nodeState(heard: boolean, row: NodeRow | undefined): NodeState | undefined {
   if (row?.draining) return heard || !row.lost_at ? "draining" : "lost";
@@ -43,6 +52,8 @@ export function adminNodes(
         .slice()
         .sort((a, b) => a.index - b.index)
         .map((c) => ({ ...c, busy: held.has(c.uuid) })),
+      pendingCards: heldOf(node, "pending"),
+      disallowedCards: heldOf(node, "not-allowed"),
       runningJobs: [...jobs],
       lastSeenAt: node ? new Date(node.lastSeenMs).toISOString() : null,
       drainedAt: iso(row?.drained_at),

@@ -7,6 +7,7 @@
  */
 import type { LoggerInstance } from "moleculer";
 import type { JobEvent, NodeHeartbeat } from "../../lib/gpu-protocol";
+import { CardVetting } from "./card-vetting";
 import { ClusterView } from "./cluster-view";
 import { EventApplier, EventStore } from "./event-applier";
 import { Housekeeping, HousekeepingStore, LostNodeBook } from "./housekeeping";
@@ -19,6 +20,10 @@ import type { Waiting } from "./placement";
 import { PlacementLoop, PlacementStore } from "./placement-loop";
 import type { Clock, NodeClient, SchedulerSettings } from "./ports";
 import { cancelJob } from "./transitions";
+import type { HeldCard, PinnedCard } from "./node-cards";
+
+/** `uuid (name, reason)` of each held card, for the log. */
+const heldList = (held: HeldCard[]) => held.map((c) => `${c.uuid} (${c.name}, ${c.reason})`).join(", ");
 
 export type { Clock, NodeClient, SchedulerSettings } from "./ports";
 export { UNSTORABLE_EVENT_MESSAGE } from "./event-applier";
@@ -30,6 +35,7 @@ export class Scheduler {
   private readonly placement: PlacementLoop;
   private readonly events: EventApplier;
   private readonly housekeeping: Housekeeping;
+  private readonly logger: LoggerInstance;
   private stopped = false;
   private ticking = false;
 
@@ -43,7 +49,10 @@ export class Scheduler {
     limits?: AccountLimits,
     /** Where node losses are recorded for operators (absent: nowhere). */
     lostNodes?: LostNodeBook,
+    /** Which announced cards take jobs (absent: all of them). */
+    readonly vetting = new CardVetting(undefined, new Map()),
   ) {
+    this.logger = logger;
     this.view = new ClusterView(clock.now().getTime());
     const freed = () => void this.schedule();
     this.writer = new JobWriter(repo);
@@ -105,7 +114,12 @@ export class Scheduler {
   // --- what nodes tell us ---
 
   async heartbeat(hb: NodeHeartbeat): Promise<void> {
-    const { changed } = this.view.heard(hb, this.clock.now().getTime());
+    // The node is heard whatever the database says; its cards only as far as its pins are known.
+    await this.vetting.refresh(hb, this.clock.now()).catch((err) => this.logger.warn(`Cards of ${hb.nodeId} not vetted: ${(err as Error).message}`));
+    const standing = this.vetting.standing(hb.nodeId, hb.cards);
+    const { changed } = this.view.heard(hb, this.clock.now().getTime(), standing);
+    if (changed && standing.held.length)
+      this.logger.warn(`GPU node ${hb.nodeId} announces ${standing.held.length} card(s) no job goes to: ${heldList(standing.held)}`);
     if (changed) void this.schedule();
     if (hb.runningJobIds.length) await this.events.reconcile(hb);
   }
@@ -118,6 +132,14 @@ export class Scheduler {
   /** The last delivery of an event failed too (see EventApplier.giveUp). */
   giveUpOnEvent(event: JobEvent, err: unknown): Promise<void> {
     return this.events.giveUp(event, err);
+  }
+
+  /** An administrator accepted these pending cards of a node heard now (admin-actions.ts). */
+  async acceptCards(nodeId: string, cards: PinnedCard[], by: string): Promise<void> {
+    await this.vetting.accept(nodeId, cards, by, this.clock.now());
+    const node = this.view.node(nodeId);
+    if (node) this.view.restand(nodeId, this.vetting.standing(nodeId, node.announced));
+    void this.schedule();
   }
 
   // --- clients ---

@@ -7,6 +7,7 @@ import type { AccountLimit } from "./account-limits";
 import type { HistorySettings } from "./job-history";
 import { parseHeartbeatS, parseJobTimeoutS } from "../gpu-node/settings";
 import { parseAllowedRegistries } from "../gpu-node/registry-policy";
+import { NodeCardLimits, parseNodeCards } from "./node-cards";
 
 export type SchedulerSettings = {
   /** Registries job images may come from (checked when a job is submitted). */
@@ -39,6 +40,8 @@ export type SchedulerSettings = {
   webhooks: WebhookSettings;
   /** Archiving, retention and vacuum of ended jobs (job-history.ts). */
   history: HistorySettings;
+  /** GPU_NODE_CARDS: the card types and counts each node may use (node-cards.ts); empty: no bound. */
+  nodeCards: NodeCardLimits;
 };
 
 /** WEBHOOK_RETRY_DELAYS_S: comma-separated positive seconds (default: Standard Webhooks' schedule, 27.6 h). */
@@ -81,6 +84,7 @@ export const parseSchedulerSettings = (env: Env): SchedulerSettings => ({
     vacuumRows: nonNegative(env, "GPU_JOBS_VACUUM_ROWS", 5000),
     vacuumIntervalS: positive(env, "GPU_JOBS_VACUUM_INTERVAL_S", 10),
   },
+  nodeCards: parseNodeCards(env.GPU_NODE_CARDS),
 });
 
 /** A whole number of at least 0. */

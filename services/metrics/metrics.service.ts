@@ -33,7 +33,7 @@ type MetricsThis = Service & {
 
 function setCounts(
   broker: ServiceBroker,
-  which: "gpuJobs" | "databases" | "databaseStorage",
+  which: "gpuJobs" | "databases" | "databaseStorage" | "gpuNodeCardsPending" | "gpuNodeCardsDisallowed",
   label: string,
   counts: Record<string, number>,
   always: readonly string[] = [],
@@ -119,6 +119,8 @@ const MetricsService: ServiceSchema<ServiceSettingSchema, MetricsThis> = {
         const stats = schedulerStatsOf(scheduler);
         if (stats.queueDepth !== null) setGauge(this.broker, "gpuQueueDepth", stats.queueDepth);
         setCounts(this.broker, "gpuJobs", "status", stats.jobsByStatus, STATS_JOB_STATUSES);
+        setCounts(this.broker, "gpuNodeCardsPending", "node", stats.pendingCards);
+        setCounts(this.broker, "gpuNodeCardsDisallowed", "node", stats.disallowedCards);
       }
       if (dbaas !== undefined) {
         const stats = dbaasStatsOf(dbaas);

@@ -57,7 +57,12 @@ export type StatsReading<T> = { [K in keyof T]: T[K] extends number ? number | n
 
 export function schedulerStatsOf(v: unknown): StatsReading<SchedulerStats> {
   const o = isObject(v) ? v : {};
-  return { queueDepth: isNumber(o.queueDepth) ? o.queueDepth : null, jobsByStatus: countsOf(o.jobsByStatus) };
+  return {
+    queueDepth: isNumber(o.queueDepth) ? o.queueDepth : null,
+    jobsByStatus: countsOf(o.jobsByStatus),
+    pendingCards: countsOf(o.pendingCards),
+    disallowedCards: countsOf(o.disallowedCards),
+  };
 }
 
 export function dbaasStatsOf(v: unknown): StatsReading<DatabaseStats> {

@@ -51,6 +51,7 @@ describe("admin - the operators' API through the gateway", () => {
     ["GET", "/api/admin/nodes"],
     ["POST", `/api/admin/nodes/${nodeId}/drain`],
     ["POST", `/api/admin/nodes/${nodeId}/resume`],
+    ["POST", `/api/admin/nodes/${nodeId}/cards/accept`],
     ["GET", "/api/admin/jobs"],
     ["POST", `/api/admin/jobs/${MISSING_JOB}/cancel`],
   ];

@@ -12,6 +12,8 @@ const card = (nodeId: string, uuid: string): ViewCard => ({ ...gpu(uuid), nodeId
 const heard = (nodeId: string, uuids: string[]): NodeEntry => ({
   nodeId,
   cards: uuids.map((u, i) => gpu(u, i)),
+  held: [],
+  announced: uuids.map((u, i) => gpu(u, i)),
   runningJobIds: new Set(),
   lastSeenMs: Date.parse("2026-01-01T00:00:00Z"),
   suspended: false,

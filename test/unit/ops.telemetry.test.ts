@@ -68,8 +68,13 @@ describe("ops - payload checks", () => {
   });
 
   it("ops - stats answers keep numeric counts only", () => {
-    expect(schedulerStatsOf({ queueDepth: 2, jobsByStatus: { queued: 2, running: "1" } })).toEqual({ queueDepth: 2, jobsByStatus: { queued: 2 } });
-    expect(schedulerStatsOf(null)).toEqual({ queueDepth: null, jobsByStatus: {} });
+    expect(schedulerStatsOf({ queueDepth: 2, jobsByStatus: { queued: 2, running: "1" }, pendingCards: { "gpu-node.a": 3, "gpu-node.b": "x" } })).toEqual({
+      queueDepth: 2,
+      jobsByStatus: { queued: 2 },
+      pendingCards: { "gpu-node.a": 3 },
+      disallowedCards: {},
+    });
+    expect(schedulerStatsOf(null)).toEqual({ queueDepth: null, jobsByStatus: {}, pendingCards: {}, disallowedCards: {} });
     expect(dbaasStatsOf({ databasesByState: { active: 3 }, storageMbByState: { active: 12.5 } })).toEqual({
       databasesByState: { active: 3 },
       storageMbByState: { active: 12.5 },
