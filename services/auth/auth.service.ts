@@ -21,7 +21,7 @@ import { DbMixin, DbThis } from "../../mixins/db.mixin";
 import { generateApiKey, hashApiKey, KEY_HASH_PATTERN } from "./api-keys";
 import { ClientsRepository, toPublicClient } from "./clients.repository";
 import { ApiKeyResult, AuthResult, Client, PublicClient, WebhookSecretResult } from "./contract";
-import { canonicalEmail } from "./email";
+import { emailProblem, normalizeEmail } from "./email";
 import { migrations } from "./migrations";
 import { HashGate } from "./hash-gate";
 import { hashPassword, verifyPassword } from "./passwords";
@@ -52,11 +52,14 @@ type AuthThis = Service &
 
 const INVALID_LOGIN = "Invalid e-mail or password";
 
-/** The e-mail's normalised form (email.ts), or 400 naming `email`. */
-function normalizedEmail(raw: string): string {
-  const checked = canonicalEmail(raw);
-  if ("problem" in checked) throw validationFailed([{ field: "email", message: checked.problem }]);
-  return checked.email;
+/**
+ * The e-mail's normalised form (email.ts), or 400 naming `email`. Login refuses invisible characters
+ * only: any other string is just an e-mail no account has (the same 401 as a wrong password).
+ */
+function normalizedEmail(raw: string, opts: { invisibleOnly?: boolean } = {}): string {
+  const problem = emailProblem(raw, opts);
+  if (problem) throw validationFailed([{ field: "email", message: problem }]);
+  return normalizeEmail(raw);
 }
 
 const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
@@ -118,7 +121,7 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
         password: { type: "string", min: 1, max: 1024 },
       },
       async handler(this: AuthThis, ctx: Context<LoginParams, CallerMeta>): Promise<AuthResult> {
-        const email = normalizedEmail(ctx.params.email);
+        const email = normalizedEmail(ctx.params.email, { invisibleOnly: true });
         const address = ctx.meta.clientIp;
         this.refuseIfLimited(await this.throttle.beforeLogin(email, address));
         const row = await this.clients.findForLogin(email, ctx.params.email);

@@ -14,12 +14,17 @@ const IDEOGRAPHIC_STOPS = /[\u3002\uff61]/g;
 /** One `@`, no white space, a dot in the domain: the shape the register rule checked, on the normalised form. */
 const SHAPE = /^[^\s@]+@[^\s@]+\.[^\s@]+$/u;
 
-export type EmailCheck = { email: string } | { problem: string };
+const INVISIBLE_PROBLEM = "An e-mail address may not contain invisible or control characters";
 
-export function canonicalEmail(raw: string): EmailCheck {
-  const trimmed = raw.trim();
-  if (INVISIBLE.test(trimmed)) return { problem: "An e-mail address may not contain invisible or control characters" };
-  const email = trimmed.normalize("NFKC").toLowerCase().normalize("NFKC").replace(IDEOGRAPHIC_STOPS, ".").replace(/\.+$/, "");
-  if (INVISIBLE.test(email) || !SHAPE.test(email)) return { problem: "Not a valid e-mail address" };
-  return { email };
+/** The normalised form of an e-mail without invisible characters (checked by emailProblem). */
+export const normalizeEmail = (raw: string): string =>
+  raw.trim().normalize("NFKC").toLowerCase().normalize("NFKC").replace(IDEOGRAPHIC_STOPS, ".").replace(/\.+$/, "");
+
+/** Why `raw` cannot be an account's e-mail: invisible characters (anywhere but trimmed white space), or not an address once normalised. */
+export function emailProblem(raw: string, opts: { invisibleOnly?: boolean } = {}): string | undefined {
+  if (INVISIBLE.test(raw.trim())) return INVISIBLE_PROBLEM;
+  const email = normalizeEmail(raw);
+  if (INVISIBLE.test(email)) return INVISIBLE_PROBLEM;
+  if (!opts.invisibleOnly && !SHAPE.test(email)) return "Not a valid e-mail address";
+  return undefined;
 }

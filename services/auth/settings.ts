@@ -1,7 +1,7 @@
 /** The auth service's settings (README "Configuration"), parsed when it is created. */
 import { parseJwtSecret } from "../../lib/jwt";
 import { Env, int, intAtLeast, list } from "../../lib/settings";
-import { canonicalEmail } from "./email";
+import { emailProblem, normalizeEmail } from "./email";
 
 export type AuthSettings = {
   /** Signs access tokens (required in production). */
@@ -31,7 +31,7 @@ export const parseAuthSettings = (env: Env): AuthSettings => ({
 });
 
 function adminEmail(raw: string): string {
-  const checked = canonicalEmail(raw);
-  if ("problem" in checked) throw new Error(`ADMIN_EMAILS: ${checked.problem}: ${JSON.stringify(raw)}`);
-  return checked.email;
+  const problem = emailProblem(raw);
+  if (problem) throw new Error(`ADMIN_EMAILS: ${problem}: ${JSON.stringify(raw)}`);
+  return normalizeEmail(raw);
 }
