@@ -11,7 +11,7 @@ import { randomBytes, randomUUID } from "crypto";
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import { platformSettingsOf } from "../../lib/platform-settings";
 import { brokerEnv } from "../../lib/settings";
-import { apiError, rateLimited, unauthorized } from "../../lib/errors";
+import { apiError, rateLimited, unauthorized, validationFailed } from "../../lib/errors";
 import { ADMIN_ROLE, Caller, CallerMeta, CLIENT_ROLE, respondCreated } from "../../lib/identity";
 import { signAccessToken } from "../../lib/jwt";
 import { AuthSettings, parseAuthSettings } from "./settings";
@@ -21,6 +21,7 @@ import { DbMixin, DbThis } from "../../mixins/db.mixin";
 import { generateApiKey, hashApiKey, KEY_HASH_PATTERN } from "./api-keys";
 import { ClientsRepository, toPublicClient } from "./clients.repository";
 import { ApiKeyResult, AuthResult, Client, PublicClient, WebhookSecretResult } from "./contract";
+import { emailProblem, normalizeEmail } from "./email";
 import { migrations } from "./migrations";
 import { HashGate } from "./hash-gate";
 import { hashPassword, verifyPassword } from "./passwords";
@@ -46,10 +47,20 @@ type AuthThis = Service &
     dummyHash: Promise<string>;
     refuseIfLimited(decision: { allowed: boolean; retryAfterS: number }): void;
     issue(client: PublicClient): AuthResult;
-    roleFor(email: string): string;
+    roleFor(normalizedEmail: string | null): string;
   };
 
 const INVALID_LOGIN = "Invalid e-mail or password";
+
+/**
+ * The e-mail's normalised form (email.ts), or 400 naming `email`. Login refuses invisible characters
+ * only: any other string is just an e-mail no account has (the same 401 as a wrong password).
+ */
+function normalizedEmail(raw: string, opts: { invisibleOnly?: boolean } = {}): string {
+  const problem = emailProblem(raw, opts);
+  if (problem) throw validationFailed([{ field: "email", message: problem }]);
+  return normalizeEmail(raw);
+}
 
 const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
   name: "auth",
@@ -77,7 +88,8 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
         password: { type: "string", min: 8, max: 128 },
       },
       async handler(this: AuthThis, ctx: Context<RegisterParams, CallerMeta>): Promise<AuthResult> {
-        const { email, name, password } = ctx.params;
+        const { name, password } = ctx.params;
+        const email = normalizedEmail(ctx.params.email);
         this.refuseIfLimited(await this.throttle.register(email, ctx.meta.clientIp));
         const client = await this.clients.insert({
           id: randomUUID(),
@@ -109,10 +121,10 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
         password: { type: "string", min: 1, max: 1024 },
       },
       async handler(this: AuthThis, ctx: Context<LoginParams, CallerMeta>): Promise<AuthResult> {
-        const email = ctx.params.email.toLowerCase();
+        const email = normalizedEmail(ctx.params.email, { invisibleOnly: true });
         const address = ctx.meta.clientIp;
         this.refuseIfLimited(await this.throttle.beforeLogin(email, address));
-        const row = await this.clients.findByEmail(email);
+        const row = await this.clients.findForLogin(email, ctx.params.email);
         // Hash even for an unknown e-mail, so the answer and its timing say nothing about it.
         const stored = row?.password_hash ?? (await this.dummyHash);
         const ok = await this.hashGate.run(() => verifyPassword(ctx.params.password, stored));
@@ -121,7 +133,7 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
           throw unauthorized(INVALID_LOGIN);
         }
         // ADMIN_EMAILS decides the role at every login: removing an e-mail from it demotes the account.
-        const role = this.roleFor(row.email);
+        const role = this.roleFor(row.email_normalized);
         if (role !== row.role) await this.clients.setRole(row.id, role);
         return this.issue(toPublicClient({ ...row, role }));
       },
@@ -231,8 +243,9 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
       if (!decision.allowed) throw rateLimited(decision.retryAfterS);
     },
 
-    roleFor(this: AuthThis, email: string): string {
-      return this.config.adminEmails.has(email.toLowerCase()) ? ADMIN_ROLE : CLIENT_ROLE;
+    /** Null (a look-alike left without a normalised e-mail by migration 3) is never an admin. */
+    roleFor(this: AuthThis, normalizedEmail: string | null): string {
+      return normalizedEmail !== null && this.config.adminEmails.has(normalizedEmail) ? ADMIN_ROLE : CLIENT_ROLE;
     },
 
     issue(this: AuthThis, client: PublicClient): AuthResult {
@@ -253,6 +266,14 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
     });
     this.hashGate = new HashGate(this.config.hashConcurrency, this.config.hashQueue);
     this.dummyHash = this.hashGate.run(() => hashPassword(randomUUID(), this.config.scryptLogN));
+  },
+
+  async started(this: AuthThis) {
+    const unkeyed = await this.clients.countWithoutNormalizedEmail();
+    if (unkeyed)
+      this.logger.warn(
+        `${unkeyed} account(s) registered before e-mails were normalised look like an older account's e-mail: they log in by their exact e-mail only and never get admin`,
+      );
   },
 
   async stopped(this: AuthThis) {

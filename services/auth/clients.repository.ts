@@ -3,6 +3,8 @@ import type { Pool } from "pg";
 import type { PublicClient } from "./contract";
 
 export type ClientRow = { id: string; email: string; name: string; role: string; password_hash: string };
+/** A stored account for login; `email_normalized` is null for a look-alike older than migration 3 that lost its form to another account. */
+export type LoginRow = ClientRow & { email_normalized: string | null };
 
 export const toPublicClient = (row: ClientRow | PublicClient): PublicClient => ({
   id: row.id,
@@ -16,11 +18,11 @@ const UNIQUE_VIOLATION = "23505";
 export class ClientsRepository {
   constructor(private readonly db: Pool) {}
 
-  /** Returns null when the e-mail is already taken. */
+  /** Stores `client.email` as given, which must be its normalised form (email.ts); null when that form is already taken. */
   async insert(client: ClientRow): Promise<PublicClient | null> {
     try {
       const { rows } = await this.db.query<PublicClient>(
-        `INSERT INTO auth.clients (id, email, name, password_hash, role) VALUES ($1, $2, $3, $4, $5)
+        `INSERT INTO auth.clients (id, email, email_normalized, name, password_hash, role) VALUES ($1, $2, $2, $3, $4, $5)
          RETURNING id, email, name, role`,
         [client.id, client.email, client.name, client.password_hash, client.role],
       );
@@ -31,9 +33,24 @@ export class ClientsRepository {
     }
   }
 
-  async findByEmail(email: string): Promise<ClientRow | undefined> {
-    const { rows } = await this.db.query<ClientRow>("SELECT id, email, name, role, password_hash FROM auth.clients WHERE lower(email) = lower($1)", [email]);
+  /**
+   * The account of a normalised e-mail; `exact` (as typed, trimmed) also finds a look-alike that
+   * migration 3 left without a form, and wins: its owner typed it character for character.
+   */
+  async findForLogin(normalized: string, exact: string): Promise<LoginRow | undefined> {
+    const { rows } = await this.db.query<LoginRow>(
+      `SELECT id, email, email_normalized, name, role, password_hash FROM auth.clients
+       WHERE email_normalized = $1 OR (email_normalized IS NULL AND lower(email) = lower($2))
+       ORDER BY email_normalized IS NULL DESC LIMIT 1`,
+      [normalized, exact],
+    );
     return rows[0];
+  }
+
+  /** How many accounts migration 3 left without a normalised e-mail (look-alikes of an older account). */
+  async countWithoutNormalizedEmail(): Promise<number> {
+    const { rows } = await this.db.query<{ n: number }>("SELECT count(*)::int AS n FROM auth.clients WHERE email_normalized IS NULL");
+    return rows[0].n;
   }
 
   async findById(id: string): Promise<PublicClient | undefined> {

@@ -1,6 +1,7 @@
 /** The auth service's settings (README "Configuration"), parsed when it is created. */
 import { parseJwtSecret } from "../../lib/jwt";
 import { Env, int, intAtLeast, list } from "../../lib/settings";
+import { emailProblem, normalizeEmail } from "./email";
 
 export type AuthSettings = {
   /** Signs access tokens (required in production). */
@@ -14,7 +15,7 @@ export type AuthSettings = {
   rateLimitPerIp: number;
   rateLimitPerEmail: number;
   rateWindowS: number;
-  /** ADMIN_EMAILS, lower case: these accounts get role `admin` at register and login; any other gets `client`. */
+  /** ADMIN_EMAILS, normalised (email.ts): these accounts get role `admin` at register and login; any other gets `client`. */
   adminEmails: ReadonlySet<string>;
 };
 
@@ -26,5 +27,11 @@ export const parseAuthSettings = (env: Env): AuthSettings => ({
   rateLimitPerIp: int(env, "AUTH_RATE_LIMIT_PER_IP", 60),
   rateLimitPerEmail: int(env, "AUTH_RATE_LIMIT_PER_EMAIL", 10),
   rateWindowS: int(env, "AUTH_RATE_WINDOW_S", 60),
-  adminEmails: new Set(list(env, "ADMIN_EMAILS").map((e) => e.toLowerCase())),
+  adminEmails: new Set(list(env, "ADMIN_EMAILS").map(adminEmail)),
 });
+
+function adminEmail(raw: string): string {
+  const problem = emailProblem(raw);
+  if (problem) throw new Error(`ADMIN_EMAILS: ${problem}: ${JSON.stringify(raw)}`);
+  return normalizeEmail(raw);
+}

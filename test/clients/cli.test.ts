@@ -116,6 +116,17 @@ describe("clients cli - ci-platform as a process", () => {
     expect((await cli("jobs", "run", "--wait", "--", "true")).code).toBe(0);
   });
 
+  test("clients cli - jobs run runs the words after -- as that argv: sh -c 'echo hello; exit 3' prints hello and exits 3", async () => {
+    const res = await cli("jobs", "run", "--wait", "--follow", "--", "sh", "-c", "echo hello; exit 3");
+    expect([res.code, res.stdout]).toEqual([3, "hello\n"]);
+    const odd = ["a b", "it's", 'say "hi"', "$HOME", "`id`", "line\nbreak", "", "*", "~"];
+    const printed = await cli("jobs", "run", "--wait", "--follow", "--", "printf", "[%s]\\n", ...odd);
+    expect([printed.code, printed.stdout]).toEqual([0, odd.map((word) => `[${word}]\n`).join("")]);
+    // Not a terminal (a pipe, a file): the output's bytes as they are.
+    const escapes = await cli("jobs", "run", "--wait", "--follow", "--", "printf", "\\033]0;title\\007\\033[2J");
+    expect(escapes.stdout).toBe("\x1b]0;title\x07\x1b[2J");
+  });
+
   test("clients cli - --json output parses: jobs run, get, ls, logs; gpus, models ls, usage", async () => {
     const { id } = await json("jobs", "run", "--", "echo", "from", "json");
     await waitFor(async () => (await json("jobs", "get", id)).status === "completed", { message: "the job completed" });

@@ -6,6 +6,7 @@ import type { Argv } from "yargs";
 import type { Job, JobRequest } from "../../sdk/src";
 import { Context, Run, UsageError } from "./context";
 import { liveLine, printJson, printRecord, printTable, statusText, truncate } from "./output";
+import { rawOption, untrustedText } from "./terminal";
 
 /** `K=V` pairs into an object; a pair without `=` or with a bad name is the caller's mistake. */
 export function parseEnv(pairs: string[] = []): Record<string, string> {
@@ -16,6 +17,43 @@ export function parseEnv(pairs: string[] = []): Record<string, string> {
     env[pair.slice(0, eq)] = pair.slice(eq + 1);
   }
   return env;
+}
+
+/** Words a POSIX shell reads as themselves, unquoted; `=` is left out (a first word with it is an assignment). */
+const PLAIN_WORD = /^[A-Za-z0-9_@%+:,./-]+$/;
+/** Words a shell reads as syntax in the first position (bash's among them). */
+const RESERVED = new Set([
+  "case",
+  "coproc",
+  "do",
+  "done",
+  "elif",
+  "else",
+  "esac",
+  "fi",
+  "for",
+  "function",
+  "if",
+  "in",
+  "select",
+  "then",
+  "time",
+  "until",
+  "while",
+]);
+
+/** One argv element for `sh -c`: as is when plain, else single-quoted (a quote inside as '\''). */
+export function shellWord(word: string): string {
+  return PLAIN_WORD.test(word) && !RESERVED.has(word) ? word : `'${word.replace(/'/g, "'\\''")}'`;
+}
+
+/**
+ * The job's `command` (one shell command line) from the words after `--`: one word is a shell
+ * command as written (`-- 'make && make test'`); several are an argv, run exactly as given, so
+ * `-- sh -c 'echo hello; exit 3'` stays three words.
+ */
+export function jobCommand(words: string[]): string {
+  return words.length === 1 ? words[0] : words.map(shellWord).join(" ");
 }
 
 /** The process exit code a finished job maps to: its own, 1 for a failure without one, 130 for a cancel. */
@@ -52,8 +90,12 @@ async function waitWithProgress(ctx: Context, id: string): Promise<Job> {
   }
 }
 
-async function followOutput(ctx: Context, id: string): Promise<void> {
-  for await (const chunk of ctx.client().followLogs(id)) ctx.stdout.write(chunk);
+/** The job's output as it comes (or all of it at once, `follow` false), neutralised on a terminal unless `raw`. */
+async function printOutput(ctx: Context, id: string, opts: { follow: boolean; attempt?: number; raw?: boolean }): Promise<void> {
+  const out = untrustedText(ctx.stdout, opts.raw);
+  if (!opts.follow) out.write(await ctx.client().jobLogs(id, opts.attempt));
+  else for await (const chunk of ctx.client().followLogs(id, { attempt: opts.attempt })) out.write(chunk);
+  out.end();
 }
 
 function showJob(ctx: Context, job: Job): void {
@@ -80,7 +122,7 @@ export function jobCommands(y: Argv, run: Run): Argv {
     j
       .command(
         "run",
-        "submit a job: ci-platform jobs run [options] -- COMMAND… (words joined by spaces into one shell command)",
+        "submit a job: ci-platform jobs run [options] -- COMMAND [ARG…] (several words: run as that argv; one word: a shell command line)",
         (c) =>
           c
             .option("gpu", { type: "string", describe: "GPU type (default: any)" })
@@ -91,11 +133,12 @@ export function jobCommands(y: Argv, run: Run): Argv {
             .option("retries", { type: "number", describe: "retries after a failure" })
             .option("env", { type: "string", array: true, describe: "NAME=VALUE (repeatable)" })
             .option("wait", { type: "boolean", describe: "wait for the end (a live status line on a terminal); exit with its code" })
-            .option("follow", { alias: "f", type: "boolean", describe: "print its output as it comes; exit with its code" }),
+            .option("follow", { alias: "f", type: "boolean", describe: "print its output as it comes; exit with its code" })
+            .option(...rawOption),
         run(async (ctx, args) => {
           const words = ((args as { "--"?: unknown[] })["--"] ?? []).map(String);
           if (!words.length) throw new UsageError("No command: ci-platform jobs run [options] -- COMMAND…");
-          const body: JobRequest = { command: words.join(" ") };
+          const body: JobRequest = { command: jobCommand(words) };
           if (args.gpu) body.gpuType = args.gpu;
           if (args.gpus !== undefined) body.gpuCount = args.gpus;
           if (args.timeout !== undefined) body.timeoutSeconds = args.timeout;
@@ -110,7 +153,7 @@ export function jobCommands(y: Argv, run: Run): Argv {
             return;
           }
           if (!ctx.json) ctx.stderr.write(`job ${id} submitted\n`);
-          if (args.follow) await followOutput(ctx, id);
+          if (args.follow) await printOutput(ctx, id, { follow: true, raw: args.raw });
           const job = await waitWithProgress(ctx, id);
           if (ctx.json) ctx.stdout.write(JSON.stringify(job) + "\n");
           else
@@ -140,11 +183,12 @@ export function jobCommands(y: Argv, run: Run): Argv {
         "logs <id>",
         "a job's output (-f: follow it until the job ends)",
         (c) =>
-          c.positional("id", { type: "string", demandOption: true }).option("follow", { alias: "f", type: "boolean" }).option("attempt", { type: "number" }),
-        run(async (ctx, args) => {
-          if (!args.follow) return void ctx.stdout.write(await ctx.client().jobLogs(args.id, args.attempt));
-          for await (const chunk of ctx.client().followLogs(args.id, { attempt: args.attempt })) ctx.stdout.write(chunk);
-        }),
+          c
+            .positional("id", { type: "string", demandOption: true })
+            .option("follow", { alias: "f", type: "boolean" })
+            .option("attempt", { type: "number" })
+            .option(...rawOption),
+        run((ctx, args) => printOutput(ctx, args.id, { follow: Boolean(args.follow), attempt: args.attempt, raw: args.raw })),
       )
       .command(
         "cancel <id>",

@@ -10,19 +10,23 @@ import { GlobalArgs, makeContext, Run, UsageError } from "./context";
 import { dbCommands } from "./db";
 import { jobCommands } from "./jobs";
 import { miscCommands } from "./misc";
+import { forTerminal } from "./terminal";
+
+/** An error's text on stderr: the platform's messages can quote what a provider or a job said. */
+const printError = (text: string) => process.stderr.write(forTerminal(process.stderr, text));
 
 function fail(err: unknown): void {
   if (err instanceof ApiError) {
-    process.stderr.write(`error: ${err.message} (${err.code}, HTTP ${err.status})\n`);
+    printError(`error: ${err.message} (${err.code}, HTTP ${err.status})\n`);
     if (Array.isArray(err.details))
-      for (const d of err.details as Array<{ field?: string; message?: string }>) process.stderr.write(`  ${d.field ?? ""}: ${d.message ?? ""}\n`);
+      for (const d of err.details as Array<{ field?: string; message?: string }>) printError(`  ${d.field ?? ""}: ${d.message ?? ""}\n`);
     process.exitCode = 1;
   } else if (err instanceof UsageError) {
     process.stderr.write(`error: ${err.message}\n`);
     process.exitCode = 2;
   } else {
     const cause = (err as { cause?: { code?: string } })?.cause?.code;
-    process.stderr.write(`error: ${err instanceof Error ? err.message : String(err)}${cause ? ` (${cause})` : ""}\n`);
+    printError(`error: ${err instanceof Error ? err.message : String(err)}${cause ? ` (${cause})` : ""}\n`);
     process.exitCode = 1;
   }
 }

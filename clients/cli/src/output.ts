@@ -4,6 +4,7 @@
  */
 import Table from "cli-table3";
 import { styleText } from "util";
+import { forTerminal, neutralise } from "./terminal";
 
 export type Out = { json: boolean; stdout: NodeJS.WriteStream; stderr: NodeJS.WriteStream };
 
@@ -27,7 +28,8 @@ export function printTable(out: Out, head: string[], rows: Array<Array<string | 
     return;
   }
   const table = new Table({ head, style: { head: isTty(out.stdout) ? ["bold"] : [], border: [] } });
-  table.push(...rows.map((r) => r.map(String)));
+  // Cells hold the platform's and providers' text (model descriptions, reasons): shown, not obeyed.
+  table.push(...rows.map((r) => r.map((cell) => forTerminal(out.stdout, String(cell)))));
   out.stdout.write(table.toString() + "\n");
 }
 
@@ -37,7 +39,7 @@ export function printRecord(out: Out, record: Record<string, unknown>): void {
   const width = Math.max(...Object.keys(record).map((k) => k.length));
   for (const [key, value] of Object.entries(record)) {
     const text = value === null || value === undefined ? "-" : typeof value === "object" ? JSON.stringify(value) : String(value);
-    out.stdout.write(`${key.padEnd(width)}  ${text}\n`);
+    out.stdout.write(`${key.padEnd(width)}  ${forTerminal(out.stdout, text)}\n`);
   }
 }
 
@@ -55,7 +57,7 @@ export function liveLine(stream: NodeJS.WriteStream) {
   const on = isTty(stream);
   return {
     update(text: string) {
-      if (on) stream.write(`\r\x1b[2K${text}`);
+      if (on) stream.write(`\r\x1b[2K${neutralise(text)}`);
     },
     done() {
       if (on) stream.write("\r\x1b[2K");
