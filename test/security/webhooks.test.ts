@@ -45,8 +45,9 @@ describe("webhooks - special-purpose addresses refused (WEBHOOK_ALLOW_PRIVATE of
   beforeAll(async () => {
     quiet();
     platform = await startTestPlatform({ services: SERVICES, env: sandboxedGpuEnv(work, { WEBHOOK_ALLOW_PRIVATE: undefined as unknown as string }) });
+    // No webhook secret: a build that let these through still could never send to them (the address
+    // rule is checked first, and the message says which rule refused).
     token = await gpuTestUser(platform.baseUrl);
-    expect((await call(platform.baseUrl, "POST", "/api/auth/webhook-secret", { token })).status).toBe(201);
   });
 
   afterAll(async () => {

@@ -1,6 +1,7 @@
 import { Webhook } from "standardwebhooks";
 import { DEFAULT_RETRY_DELAYS_S, retryDelayS, signedHeaders } from "../../services/gpu-scheduler/webhook-delivery";
 import { WebhookSender } from "../../services/gpu-scheduler/webhook-sender";
+import { parseSchedulerSettings } from "../../services/gpu-scheduler/settings";
 import { isPrivateAddress, Lookup, parseWebhookUrl, resolveTarget } from "../../services/gpu-scheduler/webhook-target";
 import type { DeliveryRow, WebhooksRepository } from "../../services/gpu-scheduler/webhooks.repository";
 import { waitFor } from "../support/platform";
@@ -77,6 +78,19 @@ describe("gpu webhooks - which addresses a webhook may reach", () => {
     expect(await resolveTarget("https://hooks.example.com/x", resolvesTo("10.0.0.5"), true)).toMatchObject({ ok: true, address: "10.0.0.5" });
     const failing: Lookup = async () => Promise.reject(new Error("ENOTFOUND"));
     expect(await resolveTarget("https://nowhere.example/x", failing, false)).toMatchObject({ ok: false, reason: expect.stringContaining("resolved") });
+  });
+});
+
+describe("gpu webhooks - delivery concurrency settings", () => {
+  test("gpu webhooks - 50 in flight per replica and 4 per account by default; set ones are read", () => {
+    expect(parseSchedulerSettings({}).webhooks).toMatchObject({ concurrency: 50, accountConcurrency: 4 });
+    const set = parseSchedulerSettings({ WEBHOOK_CONCURRENCY: "8", WEBHOOK_ACCOUNT_CONCURRENCY: "2" }).webhooks;
+    expect(set).toMatchObject({ concurrency: 8, accountConcurrency: 2 });
+  });
+
+  test.each(["0", "-1", "1.5", "many"])("gpu webhooks - WEBHOOK_ACCOUNT_CONCURRENCY or WEBHOOK_CONCURRENCY %s refuses to start", (raw) => {
+    expect(() => parseSchedulerSettings({ WEBHOOK_ACCOUNT_CONCURRENCY: raw })).toThrow(/WEBHOOK_ACCOUNT_CONCURRENCY/);
+    expect(() => parseSchedulerSettings({ WEBHOOK_CONCURRENCY: raw })).toThrow(/WEBHOOK_CONCURRENCY/);
   });
 });
 
