@@ -9,9 +9,8 @@ import http from "http";
 import type { AddressInfo, Socket } from "net";
 import os from "os";
 import path from "path";
-import { WebhookSender } from "../../services/gpu-scheduler/webhook-sender";
-import type { DeliveryRow, WebhooksRepository } from "../../services/gpu-scheduler/webhooks.repository";
 import { gpuTestUser, http as call, sandboxedGpuEnv, startTestPlatform, TestPlatform, waitFor } from "../support/platform";
+import { attemptTo } from "../support/webhook-attempt";
 import { Receiver, startReceiver } from "../support/webhook-receiver";
 
 const SERVICES = ["api-gateway", "auth", "gpu-scheduler", "gpu-node"];
@@ -66,31 +65,9 @@ describe("webhooks - special-purpose addresses refused (WEBHOOK_ALLOW_PRIVATE of
   });
 
   test.each(SPECIAL_TARGETS)("webhooks - at delivery, a name resolving to %s's address is refused and nothing is sent", async (_url, address) => {
-    const recorded: Array<{ ok: boolean; error: string | null }> = [];
-    const row: DeliveryRow = { id: "d1", client_id: "c", job_id: "j", type: "job.completed", url: "https://hooks.example.com/x", attempts: 1 };
-    let claimed = false;
-    const repo = {
-      claim: async () => (claimed ? [] : ((claimed = true), [row])),
-      record: async (_id: string, outcome: { ok: boolean; error: string | null }) => void recorded.push(outcome),
-    } as unknown as WebhooksRepository;
     const post = jest.fn(async () => ({ ok: true, statusCode: 200, error: null }));
-    const sender = new WebhookSender(
-      {
-        repo,
-        detail: async () => ({ id: "j" }) as never,
-        secret: async () => `whsec_${Buffer.alloc(32, 1).toString("base64")}`,
-        lookup: async () => [{ address, family: address.includes(":") ? 6 : 4 }],
-        post,
-        now: () => new Date(),
-      },
-      { allowPrivate: false, retryDelaysS: [1], timeoutMs: 1000, pollMs: 60_000, concurrency: 50, accountConcurrency: 4 },
-      { info: () => undefined, warn: () => undefined } as never,
-    );
-    sender.start();
-    await waitFor(() => recorded.length === 1, { message: "the attempt recorded" });
-    await sender.stop();
+    expect(await attemptTo(address, post)).toMatchObject({ ok: false, error: expect.stringContaining("refused") });
     expect(post).not.toHaveBeenCalled();
-    expect(recorded[0]).toMatchObject({ ok: false, error: expect.stringContaining("refused") });
   });
 });
 

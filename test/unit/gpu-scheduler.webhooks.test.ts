@@ -1,10 +1,8 @@
 import { Webhook } from "standardwebhooks";
 import { DEFAULT_RETRY_DELAYS_S, retryDelayS, signedHeaders } from "../../services/gpu-scheduler/webhook-delivery";
-import { WebhookSender } from "../../services/gpu-scheduler/webhook-sender";
 import { parseSchedulerSettings } from "../../services/gpu-scheduler/settings";
 import { isPrivateAddress, Lookup, parseWebhookUrl, resolveTarget } from "../../services/gpu-scheduler/webhook-target";
-import type { DeliveryRow, WebhooksRepository } from "../../services/gpu-scheduler/webhooks.repository";
-import { waitFor } from "../support/platform";
+import { attemptTo } from "../support/webhook-attempt";
 
 describe("gpu webhooks - which addresses a webhook may reach", () => {
   test.each([
@@ -113,30 +111,8 @@ describe("gpu webhooks - signatures and retries", () => {
   });
 
   test("gpu webhooks - DNS rebinding: a host that resolves privately at delivery is refused there, and nothing is sent", async () => {
-    const recorded: any[] = [];
-    const row: DeliveryRow = { id: "d1", client_id: "c", job_id: "j", type: "job.completed", url: "https://hooks.example.com/x", attempts: 1 };
-    let claimed = false;
-    const repo = {
-      claim: async () => (claimed ? [] : ((claimed = true), [row])),
-      record: async (_id: string, outcome: unknown) => void recorded.push(outcome),
-    } as unknown as WebhooksRepository;
     const post = jest.fn();
-    const sender = new WebhookSender(
-      {
-        repo,
-        detail: async () => ({ id: "j" }) as any,
-        secret: async () => `whsec_${Buffer.alloc(32, 1).toString("base64")}`,
-        lookup: async () => [{ address: "169.254.169.254", family: 4 }],
-        post,
-        now: () => new Date(),
-      },
-      { allowPrivate: false, retryDelaysS: [1], timeoutMs: 1000, pollMs: 60_000, concurrency: 50, accountConcurrency: 4 },
-      { info: () => undefined, warn: () => undefined } as any,
-    );
-    sender.start();
-    await waitFor(() => recorded.length === 1, { message: "the attempt recorded" });
-    await sender.stop();
+    expect(await attemptTo("169.254.169.254", post)).toMatchObject({ ok: false, statusCode: null, error: expect.stringContaining("refused"), retryInS: 1 });
     expect(post).not.toHaveBeenCalled();
-    expect(recorded[0]).toMatchObject({ ok: false, statusCode: null, error: expect.stringContaining("refused"), retryInS: 1 });
   });
 });
