@@ -45,7 +45,8 @@ export function healthAddress(broker: ServiceBroker): AddressInfo | undefined {
   return address && typeof address === "object" ? address : undefined;
 }
 
-function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
+/** `work`, or a rejection once `ms` have passed without its end. */
+export function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);

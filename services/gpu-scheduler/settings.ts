@@ -1,6 +1,6 @@
 /** The gpu-scheduler's settings (README "Configuration"), parsed when it is created. */
 import { DEFAULT_DATABASE_URL } from "../../lib/platform-settings";
-import { Env, flag, int, list, optionalInt, positive, SettingError, text } from "../../lib/settings";
+import { Env, flag, int, intAtLeast, list, optionalInt, positive, SettingError, text } from "../../lib/settings";
 import { DEFAULT_RETRY_DELAYS_S } from "./webhook-delivery";
 import type { WebhookSettings } from "./webhook-sender";
 import type { AccountLimit } from "./account-limits";
@@ -77,6 +77,8 @@ export const parseSchedulerSettings = (env: Env): SchedulerSettings => ({
     retryDelaysS: retryDelays(env),
     timeoutMs: positive(env, "WEBHOOK_TIMEOUT_MS", 10_000),
     pollMs: positive(env, "WEBHOOK_POLL_MS", 1000),
+    concurrency: intAtLeast(env, "WEBHOOK_CONCURRENCY", 50, 1),
+    accountConcurrency: intAtLeast(env, "WEBHOOK_ACCOUNT_CONCURRENCY", 4, 1),
   },
   history: {
     archiveAfterS: positive(env, "GPU_JOB_ARCHIVE_AFTER_S", 300),

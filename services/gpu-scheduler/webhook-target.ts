@@ -1,55 +1,40 @@
 /**
  * Where a webhook may go (API-DECISIONS "GPU jobs: live output and events"): an absolute http(s)
- * URL of at most 2048 characters whose host is not, and does not resolve to, a loopback, private,
- * link-local or unique-local address (unless WEBHOOK_ALLOW_PRIVATE=true). Checked at submission
- * and again at each delivery, which then connects to the very address it checked (no DNS
- * rebinding between the check and the connection).
+ * URL of at most 2048 characters whose host is, and resolves only to, global unicast addresses
+ * (no loopback, private, link-local, reserved or other special-purpose one; unless
+ * WEBHOOK_ALLOW_PRIVATE=true). Checked at submission and again at each delivery, which then
+ * connects to the very address it checked (no DNS rebinding between the check and the connection).
  */
-import { BlockList, isIP } from "net";
+import ipaddr from "ipaddr.js";
+import { isIP } from "net";
 
 export const WEBHOOK_URL_MAX = 2048;
 
-const blocked = new BlockList();
-for (const [net, prefix] of [
-  ["0.0.0.0", 8], // "this" network
-  ["10.0.0.0", 8],
-  ["100.64.0.0", 10], // carrier-grade NAT
-  ["127.0.0.0", 8],
-  ["169.254.0.0", 16], // link-local (cloud metadata)
-  ["172.16.0.0", 12],
-  ["192.0.0.0", 24],
-  ["192.168.0.0", 16],
-  ["198.18.0.0", 15],
-  ["224.0.0.0", 3], // multicast and reserved, broadcast
-] as const)
-  blocked.addSubnet(net, prefix, "ipv4");
-for (const [net, prefix] of [
-  ["::", 128],
-  ["::1", 128],
-  ["fc00::", 7], // unique-local
-  ["fe80::", 10], // link-local
-  ["ff00::", 8], // multicast
-] as const)
-  blocked.addSubnet(net, prefix, "ipv6");
+/** IANA's global unicast allocation: every other IPv6 block is reserved, deprecated (::/96 IPv4-compatible) or special. */
+const GLOBAL_UNICAST_V6 = ipaddr.IPv6.parseCIDR("2000::/3");
+/** The well-known NAT64 prefix (RFC 6052): its addresses stand for the IPv4 address in their last 32 bits. */
+const NAT64_WELL_KNOWN = ipaddr.IPv6.parseCIDR("64:ff9b::/96");
 
-/** An IPv4 address carried in an IPv6 one (::ffff:a.b.c.d, NAT64 64:ff9b::/96), as dotted text. */
-function embeddedIpv4(address: string): string | undefined {
-  const lower = address.toLowerCase();
-  const dotted = /^(?:::ffff:|64:ff9b::)(\d+\.\d+\.\d+\.\d+)$/.exec(lower);
-  if (dotted) return dotted[1];
-  const hex = /^(?:::ffff:|64:ff9b::)([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(lower);
-  if (!hex) return undefined;
-  const [hi, lo] = [parseInt(hex[1], 16), parseInt(hex[2], 16)];
-  return [hi >> 8, hi & 255, lo >> 8, lo & 255].join(".");
-}
+/** The IPv4 address in an IPv6 one's last 32 bits. */
+const lastIpv4 = (v6: ipaddr.IPv6) => new ipaddr.IPv4([v6.parts[6] >> 8, v6.parts[6] & 255, v6.parts[7] >> 8, v6.parts[7] & 255]);
 
-/** Whether an IP address is one a webhook must not reach (pure). */
+/**
+ * Whether an IP address is one a webhook must not reach (pure): anything but plain global unicast
+ * in IANA's special-purpose registries (ipaddr.js's range()). An IPv4-mapped or well-known NAT64
+ * address is judged by the IPv4 address it carries; 6to4, Teredo and IPv4-translated are refused.
+ */
 export function isPrivateAddress(address: string): boolean {
-  const family = isIP(address);
-  if (family === 4) return blocked.check(address, "ipv4");
-  if (family !== 6) return true; // not an address: never connect to it
-  const v4 = embeddedIpv4(address);
-  return v4 !== undefined ? blocked.check(v4, "ipv4") : blocked.check(address, "ipv6");
+  if (!isIP(address)) return true; // not an address: never connect to it
+  let parsed: ipaddr.IPv4 | ipaddr.IPv6;
+  try {
+    parsed = ipaddr.parse(address);
+  } catch {
+    return true;
+  }
+  if (parsed.kind() === "ipv4") return (parsed as ipaddr.IPv4).range() !== "unicast";
+  const v6 = parsed as ipaddr.IPv6;
+  if (v6.range() === "ipv4Mapped" || v6.match(NAT64_WELL_KNOWN)) return lastIpv4(v6).range() !== "unicast";
+  return v6.range() !== "unicast" || !v6.match(GLOBAL_UNICAST_V6);
 }
 
 /** The URL's problem, or its parsed form (pure: no DNS). */
@@ -88,6 +73,6 @@ export async function resolveTarget(raw: string, lookup: Lookup, allowPrivate: b
   }
   if (!addresses.length) return { ok: false, reason: `host ${host} could not be resolved` };
   if (!allowPrivate && addresses.some((a) => isPrivateAddress(a.address)))
-    return { ok: false, reason: "must not point to a loopback, private, link-local or unique-local address" };
+    return { ok: false, reason: "must not point to a loopback, private, link-local, reserved or other special-purpose address" };
   return { ok: true, url: parsed.url, address: addresses[0].address, family: addresses[0].family === 6 ? 6 : 4 };
 }

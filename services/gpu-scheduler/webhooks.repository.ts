@@ -21,14 +21,24 @@ type ListedRow = DeliveryRow & {
 export class WebhooksRepository {
   constructor(private readonly db: Pool) {}
 
-  /** Up to `limit` due deliveries, each counted as attempted and leased for `leaseMs` (its attempt's time and then some). */
-  async claim(limit: number, leaseMs: number): Promise<DeliveryRow[]> {
+  /**
+   * Up to `limit` due deliveries, each counted as attempted and leased for `leaseMs` (its attempt's
+   * time and then some), at most `perAccount` in flight per account counting `inFlight` (this
+   * replica's): each account's oldest first, taken round-robin, so no account's backlog holds up another's.
+   */
+  async claim(limit: number, perAccount: number, inFlight: ReadonlyMap<string, number>, leaseMs: number): Promise<DeliveryRow[]> {
     const { rows } = await this.db.query<DeliveryRow>(
-      `UPDATE gpu_scheduler.webhook_deliveries d SET attempts = d.attempts + 1, next_attempt_at = now() + make_interval(secs => $2::float8 / 1000)
-       WHERE d.id IN (SELECT id FROM gpu_scheduler.webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= now()
-                      ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+      `WITH busy AS (SELECT * FROM unnest($3::uuid[], $4::int[]) AS b(client_id, in_flight)),
+       due AS (SELECT d.id, d.next_attempt_at,
+                      coalesce(b.in_flight, 0) + row_number() OVER (PARTITION BY d.client_id ORDER BY d.next_attempt_at, d.id) AS slot
+               FROM gpu_scheduler.webhook_deliveries d LEFT JOIN busy b ON b.client_id = d.client_id
+               WHERE d.status = 'pending' AND d.next_attempt_at <= now() AND coalesce(b.in_flight, 0) < $5),
+       picked AS (SELECT id FROM due WHERE slot <= $5 ORDER BY slot, next_attempt_at LIMIT $1)
+       UPDATE gpu_scheduler.webhook_deliveries d SET attempts = d.attempts + 1, next_attempt_at = now() + make_interval(secs => $2::float8 / 1000)
+       WHERE d.id IN (SELECT id FROM gpu_scheduler.webhook_deliveries WHERE id IN (SELECT id FROM picked) AND status = 'pending' AND next_attempt_at <= now()
+                      FOR UPDATE SKIP LOCKED)
        RETURNING d.id, d.client_id, d.job_id, d.type, d.url, d.attempts`,
-      [limit, leaseMs],
+      [limit, leaseMs, [...inFlight.keys()], [...inFlight.values()], perAccount],
     );
     return rows;
   }

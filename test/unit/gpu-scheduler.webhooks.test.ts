@@ -1,9 +1,8 @@
 import { Webhook } from "standardwebhooks";
 import { DEFAULT_RETRY_DELAYS_S, retryDelayS, signedHeaders } from "../../services/gpu-scheduler/webhook-delivery";
-import { WebhookSender } from "../../services/gpu-scheduler/webhook-sender";
+import { parseSchedulerSettings } from "../../services/gpu-scheduler/settings";
 import { isPrivateAddress, Lookup, parseWebhookUrl, resolveTarget } from "../../services/gpu-scheduler/webhook-target";
-import type { DeliveryRow, WebhooksRepository } from "../../services/gpu-scheduler/webhooks.repository";
-import { waitFor } from "../support/platform";
+import { attemptTo } from "../support/webhook-attempt";
 
 describe("gpu webhooks - which addresses a webhook may reach", () => {
   test.each([
@@ -27,6 +26,19 @@ describe("gpu webhooks - which addresses a webhook may reach", () => {
     ["::ffff:127.0.0.1", true],
     ["::ffff:7f00:1", true],
     ["64:ff9b::10.0.0.1", true],
+    ["64:ff9b::8.8.8.8", false],
+    ["64:ff9b:1::8.8.8.8", true],
+    ["::7f00:1", true],
+    ["::ffff:0:7f00:1", true],
+    ["2002:7f00:1::", true],
+    ["2002:808:808::", true],
+    ["2001::1", true],
+    ["2001:db8::1", true],
+    ["100::1", true],
+    ["fec0::1", true],
+    ["3fff::1", true],
+    ["198.51.100.7", true],
+    ["240.0.0.1", true],
     ["::ffff:8.8.8.8", false],
     ["8.8.8.8", false],
     ["93.184.216.34", false],
@@ -67,6 +79,19 @@ describe("gpu webhooks - which addresses a webhook may reach", () => {
   });
 });
 
+describe("gpu webhooks - delivery concurrency settings", () => {
+  test("gpu webhooks - 50 in flight per replica and 4 per account by default; set ones are read", () => {
+    expect(parseSchedulerSettings({}).webhooks).toMatchObject({ concurrency: 50, accountConcurrency: 4 });
+    const set = parseSchedulerSettings({ WEBHOOK_CONCURRENCY: "8", WEBHOOK_ACCOUNT_CONCURRENCY: "2" }).webhooks;
+    expect(set).toMatchObject({ concurrency: 8, accountConcurrency: 2 });
+  });
+
+  test.each(["0", "-1", "1.5", "many"])("gpu webhooks - WEBHOOK_ACCOUNT_CONCURRENCY or WEBHOOK_CONCURRENCY %s refuses to start", (raw) => {
+    expect(() => parseSchedulerSettings({ WEBHOOK_ACCOUNT_CONCURRENCY: raw })).toThrow(/WEBHOOK_ACCOUNT_CONCURRENCY/);
+    expect(() => parseSchedulerSettings({ WEBHOOK_CONCURRENCY: raw })).toThrow(/WEBHOOK_CONCURRENCY/);
+  });
+});
+
 describe("gpu webhooks - signatures and retries", () => {
   test("gpu webhooks - signedHeaders verify with the standardwebhooks reference library, and only with their secret", () => {
     const secret = `whsec_${Buffer.alloc(32, 3).toString("base64")}`;
@@ -86,30 +111,8 @@ describe("gpu webhooks - signatures and retries", () => {
   });
 
   test("gpu webhooks - DNS rebinding: a host that resolves privately at delivery is refused there, and nothing is sent", async () => {
-    const recorded: any[] = [];
-    const row: DeliveryRow = { id: "d1", client_id: "c", job_id: "j", type: "job.completed", url: "https://hooks.example.com/x", attempts: 1 };
-    let claimed = false;
-    const repo = {
-      claim: async () => (claimed ? [] : ((claimed = true), [row])),
-      record: async (_id: string, outcome: unknown) => void recorded.push(outcome),
-    } as unknown as WebhooksRepository;
     const post = jest.fn();
-    const sender = new WebhookSender(
-      {
-        repo,
-        detail: async () => ({ id: "j" }) as any,
-        secret: async () => `whsec_${Buffer.alloc(32, 1).toString("base64")}`,
-        lookup: async () => [{ address: "169.254.169.254", family: 4 }],
-        post,
-        now: () => new Date(),
-      },
-      { allowPrivate: false, retryDelaysS: [1], timeoutMs: 1000, pollMs: 60_000 },
-      { info: () => undefined, warn: () => undefined } as any,
-    );
-    sender.start();
-    await waitFor(() => recorded.length === 1, { message: "the attempt recorded" });
-    await sender.stop();
+    expect(await attemptTo("169.254.169.254", post)).toMatchObject({ ok: false, statusCode: null, error: expect.stringContaining("refused"), retryInS: 1 });
     expect(post).not.toHaveBeenCalled();
-    expect(recorded[0]).toMatchObject({ ok: false, statusCode: null, error: expect.stringContaining("refused"), retryInS: 1 });
   });
 });
