@@ -110,7 +110,7 @@ describe("quotas overshoot - monthly tokens reserved at admission on every repli
     await waitFor(async () => (await ledgerTokens(token)) === total, { message: "every answer in the ledger" });
   });
 
-  it("quotas overshoot - a failed provider call releases its reservation; a refused or invalid request holds nothing", async () => {
+  it("quotas overshoot - a failed provider call releases its reservation, a finished stream settles it, an invalid request holds nothing", async () => {
     const token = await register();
     ollama.set({ fail: { status: 500, message: "boom" } });
     try {
@@ -120,7 +120,12 @@ describe("quotas overshoot - monthly tokens reserved at admission on every repli
       ollama.set({ promptTokens: 12, completionTokens: 88 });
     }
     expect((await infer(token, 9000)).status).toBe(400); // over the field's maximum: nothing held
+    // Two streams reserving 6,000 each: their end settles them with the 100 tokens used.
+    for (let i = 0; i < 2; i++) {
+      const streamed = await http(base, "POST", "/api/models/infer", { token, body: { model: "llama3.2:1b", prompt: "hi", maxTokens: 6000, stream: true } });
+      expect(streamed.status).toBe(200);
+    }
     for (let i = 0; i < 4; i++) expect((await infer(token)).status).toBe(200);
-    expect(await waitFor(async () => ((await ledgerTokens(token)) === 4 * PER_ANSWER ? true : false), { message: "4 answers counted" })).toBe(true);
+    expect(await waitFor(async () => ((await ledgerTokens(token)) === 6 * PER_ANSWER ? true : false), { message: "6 answers counted" })).toBe(true);
   });
 });
