@@ -52,7 +52,7 @@ export type WaitReason = "NO_GPUS" | "NO_MATCHING_GPU" | "NO_NODE_BIG_ENOUGH" | 
  * `limit`: the account's running-GPU limit, for ACCOUNT_LIMIT; `quota`: the monthly quota used up, for
  * QUOTA_EXCEEDED; `needed`: the job's card count when more than 1.
  */
-export type Waiting = { jobId: string; reason: WaitReason; limit?: number; quota?: string; needed?: number };
+export type Waiting = { jobId: string; reason: WaitReason; limit?: number; quota?: string; reserved?: boolean; needed?: number };
 export type Plan = { placements: Placement[]; waiting: Waiting[] };
 
 export const PRIORITIES = ["low", "normal", "high"] as const;
@@ -147,7 +147,7 @@ export function plan(snapshot: Snapshot): Plan {
     if (wanted.size === 0) return wait("NO_MATCHING_GPU");
     if (account.overQuota) return wait("QUOTA_EXCEEDED", { quota: account.overQuota });
     // Placed only while the worst case of what runs leaves some of the quota: overshoot at most one job's reservation.
-    if (account.gpuSecondsLeft !== undefined && account.gpuSecondsLeft <= 0) return wait("QUOTA_EXCEEDED", { quota: "gpuSeconds" });
+    if (account.gpuSecondsLeft !== undefined && account.gpuSecondsLeft <= 0) return wait("QUOTA_EXCEEDED", { quota: "gpuSeconds", reserved: true });
     if (account.runningGpus !== null && account.held + account.started + k > account.runningGpus) return wait("ACCOUNT_LIMIT", { limit: account.runningGpus });
     const candidates = [...sets.values()].filter((set) => wanted.has(set.name));
     let best: CardSet | undefined;

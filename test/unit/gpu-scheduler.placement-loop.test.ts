@@ -48,7 +48,7 @@ describe("gpu-scheduler placement loop - decidePass", () => {
     // 100 - 40 - 20 = 40 left: j1 reserves 30 (10 left), j2 30 more.
     expect(decide(20).placements.map((p) => p.jobId)).toEqual(["j1", "j2"]);
     // 100 - 40 - 30 = 30 left: j1 takes it all, j2 waits.
-    expect(decide(30).waiting).toEqual([{ jobId: "j2", reason: "QUOTA_EXCEEDED", quota: "gpuSeconds" }]);
+    expect(decide(30).waiting).toEqual([{ jobId: "j2", reason: "QUOTA_EXCEEDED", quota: "gpuSeconds", reserved: true }]);
     expect(decide(60).placements).toEqual([]);
   });
 
