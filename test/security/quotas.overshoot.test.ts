@@ -11,7 +11,6 @@ import {
   http,
   NATS_URL,
   REDIS_URL,
-  spawnServices,
   startTestPlatform,
   testDatabaseUrl,
   TestPlatform,
@@ -20,6 +19,7 @@ import {
   waitForRoute,
 } from "../support/platform";
 import { OllamaStandin } from "../support/provider-standins";
+import { spawnReplicas } from "../support/replicas";
 
 const LIMIT = 10_000;
 const PER_ANSWER = 100; // the stand-in's 12 prompt + 88 completion tokens
@@ -28,7 +28,7 @@ const RESERVATION = MAX_TOKENS + 1; // maxTokens + the prompt "hi" (about 1 toke
 
 describe("quotas overshoot - monthly tokens reserved at admission on every replica", () => {
   let ollama: OllamaStandin;
-  const children: ChildService[] = [];
+  let children: ChildService[] = [];
   let platform: TestPlatform;
   let base: string;
 
@@ -48,19 +48,7 @@ describe("quotas overshoot - monthly tokens reserved at admission on every repli
     platform = await startTestPlatform({ services: ["api-gateway", "auth", "usage"], transporter: NATS_URL, namespace, databaseUrl, env });
     base = platform.baseUrl;
     await waitForRoute(base, "GET", "/api/quotas");
-    // One after the other: each creates the inference schema on first start.
-    for (const name of ["a", "b"]) {
-      children.push(spawnServices(["inference"], { NAMESPACE: namespace, DATABASE_URL: databaseUrl, OLLAMA_URL: ollama.url, ...env }));
-      await waitFor(
-        () => platform.broker.registry.getServiceList({ onlyAvailable: true }).filter((s: any) => s.name === "inference").length === children.length,
-        {
-          timeoutMs: 30_000,
-          message: `inference replica ${name}`,
-        },
-      ).catch((err) => {
-        throw new Error(`${err.message}\n${children.map((c) => c.output()).join("\n")}`);
-      });
-    }
+    children = await spawnReplicas(platform, "inference", 2, { NAMESPACE: namespace, DATABASE_URL: databaseUrl, OLLAMA_URL: ollama.url, ...env });
   }, 90_000);
 
   afterAll(async () => {
