@@ -15,6 +15,8 @@ export type AccountLimit = {
   queuedJobs: number;
   /** A monthly quota the account is at or over (its queued jobs wait; running ones finish); absent: none. */
   overQuota?: string;
+  /** The monthly GPU-seconds quota and its use (the ledger plus running time); absent: no limit. */
+  gpuSeconds?: { limit: number; used: number };
 };
 
 export interface AccountLimits {
@@ -50,6 +52,8 @@ export class UsageAccountLimits implements AccountLimits {
         if (!s) return [id, this.defaults];
         const over = s.quotas.find((q) => GPU_MONTHLY.includes(q.resource) && q.limit !== null && q.used >= q.limit);
         const limit: AccountLimit = { weight: s.limits.fairShareWeight, runningGpus: s.limits.runningGpus, queuedJobs: s.limits.queuedJobs };
+        const gpu = s.quotas.find((q) => q.resource === "gpuSeconds");
+        if (gpu?.limit != null) limit.gpuSeconds = { limit: gpu.limit, used: gpu.used };
         return [id, over ? { ...limit, overQuota: over.resource } : limit];
       }),
     );

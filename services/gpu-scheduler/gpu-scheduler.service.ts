@@ -633,7 +633,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
     this.allowedRegistries = this.config.allowedRegistries;
     this.clock = { now: () => new Date() };
     this.repo = new JobsRepository(this.db, this.config.fairShareHalfLifeS, (changes) => publishStatusChanges(this.broker, changes));
-    this.places = new PlacementRepository(this.db, this.config.fairShareHalfLifeS);
+    this.places = new PlacementRepository(this.db, this.config.fairShareHalfLifeS, this.config.jobTimeoutS);
     this.nodeBook = new NodesRepository(this.db);
     this.jobSearch = new JobSearchRepository(this.db);
     this.gate = new QuotaGate(this.broker, platformSettingsOf(this.broker).quotaCacheMs, (m) => this.logger.warn(m));

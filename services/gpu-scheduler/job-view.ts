@@ -21,6 +21,7 @@ export function waitingReason(waiting: Waiting, gpuType: string | null): string 
     case "ACCOUNT_LIMIT":
       return `account limit of ${waiting.limit} running GPU${waiting.limit === 1 ? "" : "s"} reached${n > 1 ? ` (this job needs ${n})` : ""}`;
     case "QUOTA_EXCEEDED":
+      if (waiting.reserved) return `monthly ${waiting.quota} quota of the account reserved by its running jobs (timeoutSeconds × GPUs): waiting for one to end`;
       return `monthly ${waiting.quota} quota of the account used up: waiting for the next month or a higher quota`;
   }
 }

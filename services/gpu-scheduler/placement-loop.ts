@@ -46,12 +46,15 @@ export function decidePass(
   const accounts = new Map<string, AccountShare>();
   for (const { clientId = "" } of snapshot.queue) {
     const limit = limits.get(clientId);
+    const gpu = limit?.gpuSeconds;
     accounts.set(clientId, {
       usage: snapshot.usage?.get(clientId) ?? 0,
       held: snapshot.heldBy?.get(clientId) ?? 0,
       weight: limit?.weight ?? 1,
       runningGpus: limit?.runningGpus ?? null,
       overQuota: limit?.overQuota,
+      // The quota reserved at placement: each job holding cards may still use its timeoutSeconds × cards.
+      ...(gpu && { gpuSecondsLeft: gpu.limit - gpu.used - (snapshot.inFlight?.get(clientId) ?? 0) }),
     });
   }
   const { placements, waiting } = plan({

@@ -36,6 +36,8 @@ export type PlacementSnapshot = {
   queue: QueuedRow[];
   /** Cards each account holds now (accounts holding none are absent). */
   heldBy?: Map<string, number>;
+  /** GPU-seconds each account's jobs holding cards may still use: the rest of their timeoutSeconds × cards. */
+  inFlight?: Map<string, number>;
   /** GPU-seconds each account of `queue` has used, decayed to now (absent: none). */
   usage?: Map<string, number>;
   /** Nodes an operator drained: none of their cards takes a job (absent: none). */
@@ -82,7 +84,8 @@ export async function readHolding<R>(db: Pool, sql: (lit: (value: string) => str
  * distinct (account, type) pairs come from skipping through an index (one probe per pair), so the
  * cost grows with the accounts waiting, not with the backlog.
  */
-export function snapshotSql(cardCount: number, halfLifeS: number, nowLiteral: string): string {
+export function snapshotSql(cardCount: number, halfLifeS: number, nowLiteral: string, defaultTimeoutS = 3600): string {
+  const timeout = `coalesce(timeout_seconds, ${Number(defaultTimeoutS)})`;
   return `WITH RECURSIVE pairs(c, m) AS (
       (SELECT client_id, gpu_match FROM gpu_scheduler.jobs WHERE status = 'queued' ORDER BY client_id, gpu_match LIMIT 1)
       UNION ALL
@@ -90,10 +93,12 @@ export function snapshotSql(cardCount: number, halfLifeS: number, nowLiteral: st
         LATERAL (SELECT j.client_id, j.gpu_match FROM gpu_scheduler.jobs j
                  WHERE j.status = 'queued' AND (j.client_id, j.gpu_match) > (pairs.c, pairs.m) ORDER BY j.client_id, j.gpu_match LIMIT 1) s),
     held AS (SELECT array_agg(u) AS uuids, count(*) AS n FROM gpu_scheduler.jobs, unnest(gpu_uuids) AS u WHERE holding),
-    held_by AS (SELECT client_id AS c, sum(gpu_count)::int AS n FROM gpu_scheduler.jobs WHERE holding GROUP BY client_id),
+    held_by AS (SELECT client_id AS c, sum(gpu_count)::int AS n,
+        sum(gpu_count * greatest(${timeout} - extract(epoch FROM now() - coalesce(started_at, assigned_at, now())), 0))::float8 AS w
+      FROM gpu_scheduler.jobs WHERE holding GROUP BY client_id),
     queue AS (
-      SELECT q.id, q.gpu_type, q.seq, q.client_id, q.priority, q.gpu_count FROM pairs, held,
-        LATERAL (SELECT id, gpu_type, seq, client_id, priority, gpu_count FROM gpu_scheduler.jobs j
+      SELECT q.id, q.gpu_type, q.seq, q.client_id, q.priority, q.gpu_count, q.t FROM pairs, held,
+        LATERAL (SELECT id, gpu_type, seq, client_id, priority, gpu_count, ${timeout} AS t FROM gpu_scheduler.jobs j
                  WHERE j.status = 'queued' AND j.client_id = pairs.c AND j.gpu_match = pairs.m
                    AND (j.not_before IS NULL OR j.not_before <= ${nowLiteral}::timestamptz)
                  ORDER BY j.priority DESC, j.seq LIMIT GREATEST(${cardCount} - held.n, 0)) q)
@@ -106,17 +111,18 @@ export function snapshotSql(cardCount: number, halfLifeS: number, nowLiteral: st
 
 type SnapshotRow = {
   held: string[] | null;
-  queue: Array<{ id: string; gpu_type: string | null; seq: number; client_id: string; priority: number; gpu_count: number }> | null;
-  held_by: Array<{ c: string; n: number }> | null;
+  queue: Array<{ id: string; gpu_type: string | null; seq: number; client_id: string; priority: number; gpu_count: number; t: number }> | null;
+  held_by: Array<{ c: string; n: number; w: number }> | null;
   usage: Array<{ c: string; u: number }> | null;
   drained: string[] | null;
 };
 
 export class PlacementRepository {
-  /** `halfLifeS`: FAIR_SHARE_HALF_LIFE_S. */
+  /** `halfLifeS`: FAIR_SHARE_HALF_LIFE_S; `defaultTimeoutS`: JOB_TIMEOUT_S, for a job stored without one. */
   constructor(
     private readonly db: Pool,
     private readonly halfLifeS = 3600,
+    private readonly defaultTimeoutS = 3600,
   ) {}
 
   /**
@@ -137,7 +143,7 @@ export class PlacementRepository {
         `BEGIN;
          ${SNAPSHOT_PLANNING};
          ${PLACEMENT_LOCK_SQL};
-         ${snapshotSql(Math.max(0, Math.floor(cardCount)), this.halfLifeS, tx.escapeLiteral(now.toISOString()))}`,
+         ${snapshotSql(Math.max(0, Math.floor(cardCount)), this.halfLifeS, tx.escapeLiteral(now.toISOString()), this.defaultTimeoutS)}`,
       )) as unknown as Array<{ rows: SnapshotRow[] }>;
       const row = results[results.length - 1].rows[0];
       const queue = (row.queue ?? []).map((q) => ({
@@ -147,12 +153,14 @@ export class PlacementRepository {
         clientId: q.client_id,
         priority: q.priority,
         gpuCount: q.gpu_count,
+        timeoutSeconds: Number(q.t),
       }));
       const placements = queue.length
         ? await decide({
             held: new Set(row.held ?? []),
             queue,
             heldBy: new Map((row.held_by ?? []).map((h) => [h.c, h.n])),
+            inFlight: new Map((row.held_by ?? []).map((h) => [h.c, Number(h.w)])),
             usage: new Map((row.usage ?? []).map((u) => [u.c, u.u])),
             drained: new Set(row.drained ?? []),
           })

@@ -26,12 +26,21 @@ import { isAnyGpuType, matchingNames, normalizeGpuType } from "./gpu-type";
 
 export type SnapshotCard = { nodeId: string; uuid: string; name: string; busy: boolean };
 /** `clientId`: its account (default: one shared account); `priority`: 0 low, 1 normal (default), 2 high; `gpuCount`: cards (default 1). */
-export type QueuedJob = { jobId: string; gpuType: string | null; seq: number; clientId?: string; priority?: number; gpuCount?: number };
+export type QueuedJob = {
+  jobId: string;
+  gpuType: string | null;
+  seq: number;
+  clientId?: string;
+  priority?: number;
+  gpuCount?: number;
+  timeoutSeconds?: number;
+};
 /**
  * An account's standing: `usage` its GPU-seconds decayed to now, `held` the GPUs it holds now,
  * `weight` its share (> 0), `runningGpus` the most GPUs it may hold (null: no limit).
  */
-export type AccountShare = { usage: number; held: number; weight: number; runningGpus: number | null; overQuota?: string };
+/** `gpuSecondsLeft`: the monthly GPU-seconds left after the worst case of its jobs holding cards (absent: no limit). */
+export type AccountShare = { usage: number; held: number; weight: number; runningGpus: number | null; overQuota?: string; gpuSecondsLeft?: number };
 /** `accounts`: absent ones have used nothing, hold nothing, weigh 1, have no limit. */
 export type Snapshot = { cards: SnapshotCard[]; queue: QueuedJob[]; accounts?: ReadonlyMap<string, AccountShare> };
 
@@ -43,7 +52,7 @@ export type WaitReason = "NO_GPUS" | "NO_MATCHING_GPU" | "NO_NODE_BIG_ENOUGH" | 
  * `limit`: the account's running-GPU limit, for ACCOUNT_LIMIT; `quota`: the monthly quota used up, for
  * QUOTA_EXCEEDED; `needed`: the job's card count when more than 1.
  */
-export type Waiting = { jobId: string; reason: WaitReason; limit?: number; quota?: string; needed?: number };
+export type Waiting = { jobId: string; reason: WaitReason; limit?: number; quota?: string; reserved?: boolean; needed?: number };
 export type Plan = { placements: Placement[]; waiting: Waiting[] };
 
 export const PRIORITIES = ["low", "normal", "high"] as const;
@@ -137,6 +146,8 @@ export function plan(snapshot: Snapshot): Plan {
     if (snapshot.cards.length === 0) return wait("NO_GPUS");
     if (wanted.size === 0) return wait("NO_MATCHING_GPU");
     if (account.overQuota) return wait("QUOTA_EXCEEDED", { quota: account.overQuota });
+    // Placed only while the worst case of what runs leaves some of the quota: overshoot at most one job's reservation.
+    if (account.gpuSecondsLeft !== undefined && account.gpuSecondsLeft <= 0) return wait("QUOTA_EXCEEDED", { quota: "gpuSeconds", reserved: true });
     if (account.runningGpus !== null && account.held + account.started + k > account.runningGpus) return wait("ACCOUNT_LIMIT", { limit: account.runningGpus });
     const candidates = [...sets.values()].filter((set) => wanted.has(set.name));
     let best: CardSet | undefined;
@@ -154,6 +165,7 @@ export function plan(snapshot: Snapshot): Plan {
     }
     const gpuUuids = best.free.splice(0, k);
     placements.push({ jobId: job.jobId, nodeId: best.nodeId, gpuUuid: gpuUuids[0], gpuUuids });
+    if (account.gpuSecondsLeft !== undefined) account.gpuSecondsLeft -= k * (job.timeoutSeconds ?? 0);
     return true;
   });
   return { placements, waiting };

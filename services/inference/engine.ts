@@ -44,6 +44,9 @@ export type InferenceRecord = {
   stream: boolean;
 };
 
+/** Told the tokens a stream used, once it ended (answered, failed or abandoned). */
+export type StreamEnd = (tokensUsed: number) => void;
+
 export type EngineOptions = {
   catalogue: ModelCatalogue;
   providers: Provider[];
@@ -126,18 +129,18 @@ export class InferenceEngine {
   }
 
   /** POST /api/models/infer with "stream": true: the platform's events. */
-  openStream(clientId: string, params: InferParams): Promise<{ id: string; model: string; stream: Readable }> {
-    return this.openChatStream(clientId, chatOf(params), PLATFORM_SSE);
+  openStream(clientId: string, params: InferParams, onEnd?: StreamEnd): Promise<{ id: string; model: string; stream: Readable }> {
+    return this.openChatStream(clientId, chatOf(params), PLATFORM_SSE, onEnd);
   }
 
   /**
    * Resolves once the provider accepted the request (with a fallback left: once its first chunk
    * came), so refusals (unknown model, provider down, provider error) are ordinary errors; from
-   * then on failures are the stream's last event.
+   * then on failures are the stream's last event. `onEnd` hears the tokens the stream used once it ended.
    */
-  openChatStream(clientId: string, params: ChatParams, format: StreamFormat): Promise<{ id: string; model: string; stream: Readable }> {
+  openChatStream(clientId: string, params: ChatParams, format: StreamFormat, onEnd?: StreamEnd): Promise<{ id: string; model: string; stream: Readable }> {
     const startedAt = performance.now();
-    return this.alongFallbacks(params, (model, last) => this.streamWith(clientId, model, params, format, startedAt, !last));
+    return this.alongFallbacks(params, (model, last) => this.streamWith(clientId, model, params, format, startedAt, !last, onEnd));
   }
 
   /** Cancels a running stream (the gateway calls this when its client goes away). */
@@ -189,7 +192,15 @@ export class InferenceEngine {
     }
   }
 
-  private async streamWith(clientId: string, model: string, params: ChatParams, format: StreamFormat, startedAt: number, waitFirst: boolean) {
+  private async streamWith(
+    clientId: string,
+    model: string,
+    params: ChatParams,
+    format: StreamFormat,
+    startedAt: number,
+    waitFirst: boolean,
+    onEnd: StreamEnd = () => undefined,
+  ) {
     const id = this.newId();
     const { entry, provider } = await this.route(id, clientId, model, startedAt, true);
     const control = new CallControl(this.opts.timeoutMs);
@@ -213,7 +224,7 @@ export class InferenceEngine {
       },
     });
     const prompt = params.messages.map((m) => m.content).join("\n");
-    void this.pump(id, clientId, entry, withFirst(first, chunks), control, stream, startedAt, format, prompt);
+    void this.pump(id, clientId, entry, withFirst(first, chunks), control, stream, startedAt, format, prompt).then(onEnd, () => onEnd(0));
     return { id, model: entry.name, stream };
   }
 
@@ -227,7 +238,7 @@ export class InferenceEngine {
     startedAt: number,
     format: StreamFormat,
     prompt: string,
-  ): Promise<void> {
+  ): Promise<number> {
     const send = (event: string) => {
       if (!stream.destroyed) stream.push(event);
     };
@@ -258,6 +269,7 @@ export class InferenceEngine {
       this.active.delete(id);
       if (!stream.destroyed) stream.push(null);
     }
+    return usage.promptTokens + usage.completionTokens;
   }
 
   private async route(id: string, clientId: string, model: string, startedAt: number, stream: boolean) {

@@ -26,6 +26,8 @@ import { createProviders } from "./providers";
 import { inferenceUsage, InferencesRepository, UsageRecorder } from "./usage.repository";
 import { UsagePublisher } from "../../lib/usage-publisher";
 import { QuotaGate } from "../../lib/quota-gate";
+import { Hold, MemoryReservationStore, QuotaReservations, RedisReservationStore } from "../../lib/quota-reservations";
+import { estimateTokens } from "./model-info";
 import { ownChannel, sendToChannel } from "../../lib/channels";
 import { USAGE_CHANNEL } from "../../lib/usage-protocol";
 
@@ -51,10 +53,12 @@ type InferenceThis = Service &
     recorder: UsageRecorder;
     usage: UsagePublisher;
     gate: QuotaGate;
+    reservations: QuotaReservations;
     rates: InferenceRateLimits;
     redisUrl?: string;
     recordFinished(record: InferenceRecord): void;
-    admit(ctx: Context<unknown, InferenceMeta>): Promise<void>;
+    admit(ctx: Context<unknown, InferenceMeta>, worstCase: number): Promise<Hold>;
+    held<T>(ctx: Context<unknown, InferenceMeta>, worstCase: number, work: (hold: Hold) => Promise<T>): Promise<T>;
     streamed(ctx: Context<unknown, InferenceMeta>, opened: { id: string; stream: Readable }): Readable;
   };
 
@@ -103,10 +107,14 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
         stream: { type: "boolean", optional: true, default: false },
       },
       async handler(this: InferenceThis, ctx: Context<InferActionParams, InferenceMeta>) {
+        const { params } = ctx;
         const clientId = ctx.meta.caller!.clientId;
-        await this.admit(ctx);
-        if (!ctx.params.stream) return this.engine.infer(clientId, ctx.params) as Promise<InferenceResult>;
-        return this.streamed(ctx, await this.engine.openStream(clientId, ctx.params));
+        return this.held(ctx, params.maxTokens + estimateTokens(`${params.systemPrompt ?? ""}\n${params.prompt}`), async (hold) => {
+          if (params.stream) return this.streamed(ctx, await this.engine.openStream(clientId, params, hold.settle));
+          const result = await this.engine.infer(clientId, params);
+          hold.settle(result.tokensUsed);
+          return result;
+        });
       },
     },
 
@@ -125,9 +133,14 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
       async handler(this: InferenceThis, ctx: Context<unknown, InferenceMeta>) {
         const request = parseChatCompletion(ctx.params);
         const clientId = ctx.meta.caller!.clientId;
-        await this.admit(ctx);
-        if (!request.stream) return chatCompletion(await this.engine.chat(clientId, request), unixNow());
-        return this.streamed(ctx, await this.engine.openChatStream(clientId, request, openAiStreamFormat(request.includeUsage, unixNow())));
+        const prompt = estimateTokens(request.messages.map((m) => m.content).join("\n"));
+        return this.held(ctx, (request.maxTokens ?? this.config.reserveMaxTokens) + prompt, async (hold) => {
+          const format = openAiStreamFormat(request.includeUsage, unixNow());
+          if (request.stream) return this.streamed(ctx, await this.engine.openChatStream(clientId, request, format, hold.settle));
+          const answer = await this.engine.chat(clientId, request);
+          hold.settle(answer.promptTokens + answer.completionTokens);
+          return chatCompletion(answer, unixNow());
+        });
       },
     },
 
@@ -136,8 +149,11 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
       ...V1,
       async handler(this: InferenceThis, ctx: Context<unknown, InferenceMeta>) {
         const request = parseEmbeddings(ctx.params);
-        await this.admit(ctx);
-        return embeddingList(await this.engine.embed(ctx.meta.caller!.clientId, request.model, request.input), request.base64);
+        return this.held(ctx, estimateTokens(request.input.join("\n")), async (hold) => {
+          const embedded = await this.engine.embed(ctx.meta.caller!.clientId, request.model, request.input);
+          hold.settle(embedded.promptTokens);
+          return embeddingList(embedded, request.base64);
+        });
       },
     },
 
@@ -184,18 +200,36 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
 
     /**
      * The one gate every inference passes (infer, v1ChatCompletions, v1Embeddings), after validation:
-     * at or over a monthly quota an inference uses up it is 403 before the provider is asked; then
-     * the account's rate limits count the request, set the x-ratelimit-* headers, or throw 429.
+     * at or over the monthly credits it is 403 before the provider is asked; the monthly tokens hold
+     * the request's worst case (lib/quota-reservations.ts) or 403; then the account's rate limits
+     * count the request, set the x-ratelimit-* headers, or throw 429 (the reservation released).
      */
-    async admit(this: InferenceThis, ctx: Context<unknown, InferenceMeta>) {
-      await this.gate.check(ctx.meta.caller!.clientId, ["credits", "tokens"]);
-      const headers = await this.rates.admit(ctx.meta.caller!.clientId).catch((err) => {
+    async admit(this: InferenceThis, ctx: Context<unknown, InferenceMeta>, worstCase: number): Promise<Hold> {
+      const clientId = ctx.meta.caller!.clientId;
+      await this.gate.check(clientId, ["credits"]);
+      const hold = await this.reservations.hold(clientId, "tokens", worstCase);
+      const headers = await this.rates.admit(clientId).catch((err) => {
         // A limit reached refuses; Redis failing does not stop inference (it is logged).
-        if ((err as { type?: string }).type === "RATE_LIMITED") throw err;
+        if ((err as { type?: string }).type === "RATE_LIMITED") {
+          hold.release();
+          throw err;
+        }
         this.logger.warn(`Rate limits could not be checked (allowed): ${(err as Error).message}`);
         return {};
       });
       if (Object.keys(headers).length) ctx.meta.$responseHeaders = { ...ctx.meta.$responseHeaders, ...headers };
+      return hold;
+    },
+
+    /** `work` under the request's reservation: it settles it with what was used; a failure releases it. */
+    async held<T>(this: InferenceThis, ctx: Context<unknown, InferenceMeta>, worstCase: number, work: (hold: Hold) => Promise<T>): Promise<T> {
+      const hold = await this.admit(ctx, worstCase);
+      try {
+        return await work(hold);
+      } catch (err) {
+        hold.release();
+        throw err;
+      }
     },
   },
 
@@ -224,6 +258,9 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
       this.logger.error(`Could not record ${lost} inference(s) for usage accounting: ${(err as Error).message}`),
     );
     this.gate = new QuotaGate(this.broker, platform.quotaCacheMs, (m) => this.logger.warn(m));
+    // Without Redis, each replica holds reservations on its own (README "Usage, quotas and credits").
+    const holds = redis ? new RedisReservationStore(redis, `${prefix}:quota`) : new MemoryReservationStore();
+    this.reservations = new QuotaReservations(this.gate, holds, this.config.reservationTtlS * 1000, (m) => this.logger.warn(m));
     // Per-account overrides from usage, read through the gate's cache (README "Rate limits").
     this.rates = new InferenceRateLimits(
       limiter,

@@ -1,5 +1,5 @@
 /** The inference service's settings (README "Configuration" and "Inference"), parsed when it is created. */
-import { Env, httpUrl, int, perMinute, SettingError } from "../../lib/settings";
+import { Env, httpUrl, int, intAtLeast, perMinute, SettingError } from "../../lib/settings";
 
 export type OpenAiProviderConfig = { name: string; url: string; apiKey?: string };
 
@@ -17,6 +17,10 @@ export type InferenceSettings = {
   /** INFERENCE_RPM / INFERENCE_TPM: every account's default per-minute limits; null: unlimited. */
   requestsPerMinute: number | null;
   tokensPerMinute: number | null;
+  /** QUOTA_RESERVE_MAX_TOKENS: the completion tokens a request without `max_tokens` reserves of the monthly token quota. */
+  reserveMaxTokens: number;
+  /** QUOTA_RESERVATION_TTL_S: a reservation a crashed replica never settled is released after this long. */
+  reservationTtlS: number;
 };
 
 /** The most models one request may try (its own and its fallbacks): each failure costs a provider call. */
@@ -81,5 +85,7 @@ export function parseInferenceSettings(env: Env): InferenceSettings {
     fallbacks: parseModelFallbacks(env.MODEL_FALLBACKS),
     requestsPerMinute: perMinute(env, "INFERENCE_RPM"),
     tokensPerMinute: perMinute(env, "INFERENCE_TPM"),
+    reserveMaxTokens: intAtLeast(env, "QUOTA_RESERVE_MAX_TOKENS", 4096, 1),
+    reservationTtlS: intAtLeast(env, "QUOTA_RESERVATION_TTL_S", 900, 1),
   };
 }

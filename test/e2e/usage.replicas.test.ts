@@ -5,26 +5,16 @@
  * round-robin), the overshoot stays within what the cache and the ledger's lag allow, and an
  * admin's raise reaches both.
  */
-import {
-  ChildService,
-  http,
-  NATS_URL,
-  spawnServices,
-  startTestPlatform,
-  testDatabaseUrl,
-  TestPlatform,
-  uniqueName,
-  waitFor,
-  waitForRoute,
-} from "../support/platform";
+import { ChildService, http, NATS_URL, startTestPlatform, testDatabaseUrl, TestPlatform, uniqueName, waitFor, waitForRoute } from "../support/platform";
 import { OllamaStandin } from "../support/provider-standins";
+import { spawnReplicas } from "../support/replicas";
 
 const ADMIN_EMAIL = `${uniqueName("root")}@example.com`;
 const PER_ANSWER = 16; // the stand-in's 12 prompt + 4 completion tokens
 
 describe("usage replicas - token quota enforced by two inference processes over NATS", () => {
   let ollama: OllamaStandin;
-  const children: ChildService[] = [];
+  let children: ChildService[] = [];
   let platform: TestPlatform;
   let base: string;
 
@@ -43,19 +33,13 @@ describe("usage replicas - token quota enforced by two inference processes over 
     }); // TRANSPORTER: channels on NATS too
     base = platform.baseUrl;
     await waitForRoute(base, "GET", "/api/quotas");
-    // One after the other: each creates the inference schema on first start.
-    for (const name of ["a", "b"]) {
-      children.push(spawnServices(["inference"], { TRANSPORTER: NATS_URL, NAMESPACE: namespace, DATABASE_URL: databaseUrl, OLLAMA_URL: ollama.url, ...quota }));
-      await waitFor(
-        () => platform.broker.registry.getServiceList({ onlyAvailable: true }).filter((s: any) => s.name === "inference").length === children.length,
-        {
-          timeoutMs: 30_000,
-          message: `inference replica ${name}`,
-        },
-      ).catch((err) => {
-        throw new Error(`${err.message}\n${children.map((c) => c.output()).join("\n")}`);
-      });
-    }
+    children = await spawnReplicas(platform, "inference", 2, {
+      TRANSPORTER: NATS_URL,
+      NAMESPACE: namespace,
+      DATABASE_URL: databaseUrl,
+      OLLAMA_URL: ollama.url,
+      ...quota,
+    });
   }, 90_000);
 
   afterAll(async () => {

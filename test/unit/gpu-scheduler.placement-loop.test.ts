@@ -40,6 +40,18 @@ describe("gpu-scheduler placement loop - decidePass", () => {
     expect(pass).toMatchObject({ heldElsewhere: 1, readAgain });
   });
 
+  test("gpu-scheduler placement loop - the GPU-seconds left are the quota less its use and the worst case of the jobs holding cards", () => {
+    const jobs = [1, 2].map((seq) => ({ jobId: `j${seq}`, gpuType: null, seq, clientId: "a", timeoutSeconds: 30 }));
+    const limits = new Map([["a", { weight: 1, runningGpus: null, queuedJobs: 10, gpuSeconds: { limit: 100, used: 40 } }]]);
+    const decide = (inFlight: number) =>
+      decidePass([card("node-a", "GPU-1"), card("node-a", "GPU-2")], { held: new Set(), queue: jobs, inFlight: new Map([["a", inFlight]]) }, 0, limits);
+    // 100 - 40 - 20 = 40 left: j1 reserves 30 (10 left), j2 30 more.
+    expect(decide(20).placements.map((p) => p.jobId)).toEqual(["j1", "j2"]);
+    // 100 - 40 - 30 = 30 left: j1 takes it all, j2 waits.
+    expect(decide(30).waiting).toEqual([{ jobId: "j2", reason: "QUOTA_EXCEEDED", quota: "gpuSeconds", reserved: true }]);
+    expect(decide(60).placements).toEqual([]);
+  });
+
   test.each([
     [{ code: 422, name: "ValidationError" }, true],
     [{ code: 400, name: "MoleculerClientError" }, true],

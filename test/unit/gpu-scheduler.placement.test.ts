@@ -208,6 +208,38 @@ const cases: Case[] = [
       ["a3", "ACCOUNT_LIMIT"],
     ],
   },
+  {
+    name: "GPU-seconds reserved at placement: placed while the quota left is above 0, each taking its timeout × cards; another account unaffected",
+    snapshot: {
+      cards: [card("n1", "g1"), card("n1", "g2"), card("n1", "g3"), card("n1", "g4")],
+      queue: [
+        { ...of("a", "a1", 1), timeoutSeconds: 60 },
+        { ...of("a", "a2", 2), timeoutSeconds: 60 },
+        { ...of("a", "a3", 3), timeoutSeconds: 60 },
+        { ...of("b", "b1", 4), timeoutSeconds: 60 },
+      ],
+      accounts: new Map([
+        ["a", { ...share(0), gpuSecondsLeft: 100 }],
+        ["b", { ...share(0), gpuSecondsLeft: 1 }],
+      ]),
+    },
+    placements: [
+      ["a1", "g1"],
+      ["b1", "g2"],
+      ["a2", "g3"],
+    ],
+    waiting: [["a3", "QUOTA_EXCEEDED"]],
+  },
+  {
+    name: "GPU-seconds reserved at placement: nothing left after the running jobs' worst case, the job waits",
+    snapshot: {
+      cards: [card("n1", "g1")],
+      queue: [{ ...of("a", "a1", 1), timeoutSeconds: 1 }],
+      accounts: new Map([["a", { ...share(0), gpuSecondsLeft: 0 }]]),
+    },
+    placements: [],
+    waiting: [["a1", "QUOTA_EXCEEDED"]],
+  },
 ];
 
 describe("gpu-scheduler placement - table", () => {

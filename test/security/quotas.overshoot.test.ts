@@ -1,0 +1,119 @@
+/**
+ * Quotas overshoot by request speed (finding 5): a 10,000-token monthly quota, the default 2 s
+ * quota cache, two inference replicas over NATS sharing Redis, a provider stand-in answering 100
+ * tokens (12 prompt + 88 completion) to requests reserving 200 + the prompt. Sequentially no
+ * request is admitted once the settled use reached the limit (overshoot 0 beyond the request that
+ * crossed it); 20 at once overshoot by less than one request's reservation; a failed provider
+ * call releases its reservation. Before the fix the cached standing let ~22× the quota through.
+ */
+import {
+  ChildService,
+  http,
+  NATS_URL,
+  REDIS_URL,
+  startTestPlatform,
+  testDatabaseUrl,
+  TestPlatform,
+  uniqueName,
+  waitFor,
+  waitForRoute,
+} from "../support/platform";
+import { OllamaStandin } from "../support/provider-standins";
+import { spawnReplicas } from "../support/replicas";
+
+const LIMIT = 10_000;
+const PER_ANSWER = 100; // the stand-in's 12 prompt + 88 completion tokens
+const MAX_TOKENS = 200;
+const RESERVATION = MAX_TOKENS + 1; // maxTokens + the prompt "hi" (about 1 token)
+
+describe("quotas overshoot - monthly tokens reserved at admission on every replica", () => {
+  let ollama: OllamaStandin;
+  let children: ChildService[] = [];
+  let platform: TestPlatform;
+  let base: string;
+
+  const register = async () =>
+    (await http(base, "POST", "/api/auth/register", { body: { email: `${uniqueName("q")}@example.com`, name: "q", password: "correct horse battery" } })).body
+      .accessToken as string;
+  const infer = (token: string, maxTokens = MAX_TOKENS) =>
+    http(base, "POST", "/api/models/infer", { token, body: { model: "llama3.2:1b", prompt: "hi", maxTokens } });
+  const ledgerTokens = async (token: string) => (await http(base, "GET", "/api/usage", { token })).body.inference.tokens as number;
+
+  beforeAll(async () => {
+    ollama = await new OllamaStandin().start();
+    ollama.set({ promptTokens: 12, completionTokens: 88 });
+    const namespace = uniqueName("t");
+    const databaseUrl = testDatabaseUrl();
+    const env = { QUOTA_TOKENS_PER_MONTH: String(LIMIT), REDIS_URL, TRANSPORTER: NATS_URL };
+    platform = await startTestPlatform({ services: ["api-gateway", "auth", "usage"], transporter: NATS_URL, namespace, databaseUrl, env });
+    base = platform.baseUrl;
+    await waitForRoute(base, "GET", "/api/quotas");
+    children = await spawnReplicas(platform, "inference", 2, { NAMESPACE: namespace, DATABASE_URL: databaseUrl, OLLAMA_URL: ollama.url, ...env });
+  }, 90_000);
+
+  afterAll(async () => {
+    await Promise.all(children.map((c) => c.stop()));
+    await platform?.stop();
+    await ollama?.stop();
+  });
+
+  it("quotas overshoot - sequential: the request after the one that reached the limit is 403 on either replica (overshoot 0)", async () => {
+    const token = await register();
+    let answered = 0;
+    let refused: Awaited<ReturnType<typeof infer>> | undefined;
+    // Bounded: 4× the requests the quota allows.
+    for (let i = 0; i < (4 * LIMIT) / PER_ANSWER && !refused; i++) {
+      const res = await infer(token);
+      if (res.status === 200) answered++;
+      else refused = res;
+    }
+    const total = answered * PER_ANSWER;
+    console.log(`quota overshoot, sequential: ${answered} answered, ${total} tokens of ${LIMIT}, overshoot ${Math.max(0, total - LIMIT)}`);
+    expect(refused?.status).toBe(403);
+    expect(refused?.body.error).toMatchObject({ code: "QUOTA_EXCEEDED", details: { resource: "tokens", limit: LIMIT, used: total } });
+    // Every answer was admitted below the limit, and the one that reached it was the last.
+    expect((answered - 1) * PER_ANSWER).toBeLessThan(LIMIT);
+    expect(total).toBeGreaterThanOrEqual(LIMIT);
+    for (let i = 0; i < 4; i++) expect((await infer(token)).status).toBe(403); // both replicas, round-robin
+    await waitFor(async () => (await ledgerTokens(token)) === total, { message: "every answer in the ledger" });
+  });
+
+  it("quotas overshoot - 20 concurrent requests overshoot by less than one request's reservation", async () => {
+    const token = await register();
+    let answered = 0;
+    // Rounds of 20 at once until a round is refused entirely (bounded: 20 rounds are 4× the quota).
+    for (let round = 0; round < 20; round++) {
+      const statuses = await Promise.all(Array.from({ length: 20 }, () => infer(token).then((r) => r.status)));
+      expect(statuses.every((s) => s === 200 || s === 403)).toBe(true);
+      const ok = statuses.filter((s) => s === 200).length;
+      answered += ok;
+      if (!ok) break;
+    }
+    const total = answered * PER_ANSWER;
+    console.log(
+      `quota overshoot, 20 concurrent: ${answered} answered, ${total} tokens of ${LIMIT}, overshoot ${Math.max(0, total - LIMIT)} (one reservation: ${RESERVATION})`,
+    );
+    expect(total).toBeGreaterThanOrEqual(LIMIT);
+    expect(total - LIMIT).toBeLessThan(RESERVATION);
+    await waitFor(async () => (await ledgerTokens(token)) === total, { message: "every answer in the ledger" });
+  });
+
+  it("quotas overshoot - a failed provider call releases its reservation, a finished stream settles it, an invalid request holds nothing", async () => {
+    const token = await register();
+    ollama.set({ fail: { status: 500, message: "boom" } });
+    try {
+      // Two reservations of 6,000: held on, the pair alone would fill the quota.
+      for (let i = 0; i < 2; i++) expect((await infer(token, 6000)).status).toBe(502);
+    } finally {
+      ollama.set({ promptTokens: 12, completionTokens: 88 });
+    }
+    expect((await infer(token, 9000)).status).toBe(400); // over the field's maximum: nothing held
+    // Two streams reserving 6,000 each: their end settles them with the 100 tokens used.
+    for (let i = 0; i < 2; i++) {
+      const streamed = await http(base, "POST", "/api/models/infer", { token, body: { model: "llama3.2:1b", prompt: "hi", maxTokens: 6000, stream: true } });
+      expect(streamed.status).toBe(200);
+    }
+    for (let i = 0; i < 4; i++) expect((await infer(token)).status).toBe(200);
+    expect(await waitFor(async () => ((await ledgerTokens(token)) === 6 * PER_ANSWER ? true : false), { message: "6 answers counted" })).toBe(true);
+  });
+});
