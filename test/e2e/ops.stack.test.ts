@@ -1,5 +1,5 @@
 /**
- * The image and the compose stack, run (issue 17; README "Operations: the compose stack, tested"):
+ * The image and the compose stack, run (issue 17; docs/operations.md, "the compose stack, tested"):
  * the Dockerfile built on the registry-free base (scripts/image/build.sh), small and without dev
  * dependencies or tests; docker-compose.yml with the test-only host-network override: every service
  * in its own container of that image as uid 1000, healthy, serving a client (register, a job on a

@@ -1,5 +1,5 @@
 /**
- * The compose stack as an operator sets it up (README "Operations: the compose stack, tested"), in
+ * The compose stack as an operator sets it up (docs/operations.md, "The image without a registry, and the compose stack, tested"), in
  * a temporary project folder: docker-compose.yml and docker/ copied, .env from .env.example with
  * every CHANGE-ME replaced, `npm run bus:config -- --tls` and `npm run caller:keys` run there, and the
  * test-only host-network override (test/fixtures/compose.host.yml) on free loopback ports.

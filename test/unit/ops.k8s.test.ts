@@ -50,7 +50,7 @@ const DIR = path.resolve(__dirname, "../../k8s");
 const WORKLOADS = new Set(["Deployment", "StatefulSet", "DaemonSet"]);
 /** Volume types a "restricted" pod may use. */
 const RESTRICTED_VOLUMES = new Set(["configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"]);
-/** The documented exception: gpu-node mounts the host's Docker socket (README "Operations"). */
+/** The documented exception: gpu-node mounts the host's Docker socket (docs/operations.md, "Deploy on Kubernetes"). */
 const EXCEPTIONS: Record<string, string[]> = { "ci-platform-gpu/gpu-node": ["hostPath volume docker-socket", "hostPath volume jobs"] };
 
 function load(): Obj[] {
