@@ -388,6 +388,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       fullS: () => this.config.quotaCheckS,
       tickS: () => this.config.quotaNearCheckS,
       busyRows: () => this.config.quotaBusyRows,
+      samples: () => this.config.quotaSamples,
     });
     this.reconciler = new Reconciler(deps);
     this.quotaLoop = new Periodic(

@@ -1,17 +1,20 @@
 /**
  * When to measure what: every active database each `fullS`; in between, every `tickS`, one read
- * of all databases' activity picks those near their quota, writing fast, or written while frozen
- * (quota-activity.ts), and only those are measured.
+ * of all databases' activity picks those near their quota, writing fast, building an index,
+ * growing, active (a bounded sample) or written while frozen (quota-activity.ts), and only those
+ * are measured.
  */
 import type { DatabaseRow, DatabasesRepository } from "./databases.repository";
 import type { QuotaEnforcer, QuotaReport } from "./quota";
-import { DatabaseActivity, dueForMeasure } from "./quota-activity";
+import { Counters, DatabaseActivity, dueForMeasure } from "./quota-activity";
 
 export type ActivitySource = { activity(databaseNames: string[], minAgeS: number): Promise<Map<string, DatabaseActivity>> };
 
 export class QuotaWatch {
-  /** Each database's rows written at the last tick (the baseline of the next delta); undefined before the first. */
-  private rowsWritten?: Map<string, number>;
+  /** Each database's counters at the last tick (the baseline of the next delta); undefined before the first. */
+  private counters?: Map<string, Counters>;
+  /** Each database's recorded size at the last tick: a larger one now means its last measurement found it growing. */
+  private sizes = new Map<string, number>();
   private lastFullMs = -Infinity;
 
   constructor(
@@ -22,6 +25,8 @@ export class QuotaWatch {
       fullS: () => number;
       tickS: () => number;
       busyRows: () => number;
+      /** Active databases given a size sample per tick (growing ones first). */
+      samples: () => number;
       now?: () => number;
     },
   ) {}
@@ -52,15 +57,15 @@ export class QuotaWatch {
       rows.map((r) => r.database_name),
       this.deps.tickS(),
     );
-    const watched = rows.map((r) => ({
-      id: r.id,
-      databaseName: r.database_name,
-      storageBytes: Number(r.storage_bytes ?? 0),
-      maxStorageMb: r.max_storage_mb,
-      readOnly: r.read_only,
-    }));
-    const due = dueForMeasure(watched, activity, this.rowsWritten, this.deps.busyRows());
-    this.rowsWritten = new Map([...activity].map(([name, a]) => [name, a.rowsWritten]));
+    const watched = rows.map((r) => {
+      const storageBytes = Number(r.storage_bytes ?? 0);
+      const grew = storageBytes > (this.sizes.get(r.id) ?? Infinity);
+      const measuredAt = r.measured_at ? new Date(r.measured_at).getTime() : 0;
+      return { id: r.id, databaseName: r.database_name, storageBytes, maxStorageMb: r.max_storage_mb, readOnly: r.read_only, grew, measuredAt };
+    });
+    const due = dueForMeasure(watched, activity, this.counters, this.deps.busyRows(), this.deps.samples());
+    this.counters = new Map([...activity].map(([name, a]) => [name, { rowsWritten: a.rowsWritten, transactions: a.transactions }]));
+    this.sizes = new Map(watched.map((w) => [w.id, w.storageBytes]));
     return new Set(due.keys());
   }
 

@@ -1,5 +1,5 @@
 /** dbaas's settings (README "Configuration" and "Databases"), parsed when it is created. */
-import { Env, flag, int, optionalInt, positive, text } from "../../lib/settings";
+import { Env, flag, int, intAtLeast, optionalInt, positive, text } from "../../lib/settings";
 
 /**
  * dbaas catalog levels (tenant-sql.ts hiddenAt): `sessions` hides other tenants' sessions and
@@ -76,6 +76,8 @@ export type DbaasSettings = {
   reconcileGraceS: number;
   /** Rows written within one quota tick that get a database measured at once. */
   quotaBusyRows: number;
+  /** Databases active below quotaBusyRows (any row or transaction) given a size sample per tick: an index build moves few rows. */
+  quotaSamples: number;
 };
 
 export const parseDbaasSettings = (env: Env): DbaasSettings => ({
@@ -102,4 +104,5 @@ export const parseDbaasSettings = (env: Env): DbaasSettings => ({
   pgBinDir: text(env, "DBAAS_PG_BIN_DIR", ""),
   reconcileGraceS: int(env, "DBAAS_RECONCILE_GRACE_S", 300),
   quotaBusyRows: int(env, "DBAAS_QUOTA_BUSY_ROWS", 1000),
+  quotaSamples: intAtLeast(env, "DBAAS_QUOTA_SAMPLES", 50, 0),
 });

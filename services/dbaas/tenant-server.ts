@@ -11,6 +11,7 @@ import type { CatalogLevel } from "./settings";
 import { probeWrongPassword } from "./password-probe";
 import type { ProbeOutcome } from "./server-guard";
 import type { DatabaseActivity } from "./quota-activity";
+import { readActivity } from "./quota-signals";
 import { newPool } from "../../lib/db";
 import { pinnedConnection } from "./search-path";
 
@@ -261,23 +262,9 @@ export class TenantServer {
     return measured;
   }
 
-  /**
-   * Every named database's write activity in one query (cheap: counters, no file is read); see
-   * quota-activity.ts. `minAgeS`: only write transactions open longer count as `writing`.
-   */
+  /** Every named database's write activity in one query (quota-signals.ts). */
   async activity(databaseNames: string[], minAgeS: number): Promise<Map<string, DatabaseActivity>> {
-    const found = new Map<string, DatabaseActivity>();
-    if (!databaseNames.length) return found;
-    const { rows } = await this.pool.query<{ datname: string; rows_written: number; writing: number }>(
-      `SELECT d.datname, (d.tup_inserted + d.tup_updated)::float8 AS rows_written, coalesce(a.n, 0)::int AS writing
-         FROM pg_stat_database d
-         LEFT JOIN (SELECT datid, pg_catalog.count(*) AS n FROM pg_stat_activity
-                     WHERE backend_xid IS NOT NULL AND xact_start < pg_catalog.now() - pg_catalog.make_interval(secs => $2) GROUP BY datid) a ON a.datid = d.datid
-        WHERE d.datname = ANY($1::text[])`,
-      [databaseNames.map((n) => checkIdentifier("database", n)), minAgeS],
-    );
-    for (const row of rows) found.set(row.datname, { rowsWritten: Number(row.rows_written), writing: row.writing });
-    return found;
+    return readActivity(this.pool, databaseNames, minAgeS);
   }
 
   /** Whether the tenant currently has its write rights (see measure). */
