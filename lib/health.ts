@@ -2,7 +2,8 @@
  * Liveness and readiness of every process, over plain HTTP on HEALTH_PORT (not through the
  * gateway, so a gpu-node or an auth replica answers its own probes):
  * - `GET /live`: 200 while the process runs (a probe failing here means "restart me");
- * - `GET /ready`: 200 only when the broker is started and not draining, the transporter is
+ * - `GET /ready`: 200 only when the broker is started and not draining, every service this process
+ *   runs has started (`services`), the transporter is
  *   connected, every local service's declared `dependencies` are registered, and every readiness
  *   check a service contributed (`addReadinessCheck`, e.g. PostgreSQL in DbMixin) answers in time;
  *   503 otherwise, with the failing checks named.
@@ -16,14 +17,14 @@ export type ReadinessCheck = () => Promise<unknown>;
 export type CheckResult = { ok: boolean; error?: string };
 export type Readiness = { ready: boolean; checks: Record<string, CheckResult> };
 
-type HealthState = { checks: Map<string, ReadinessCheck>; draining: boolean; server?: http.Server };
+type HealthState = { checks: Map<string, ReadinessCheck>; draining: boolean; server?: http.Server; started: WeakSet<Service>; tracking: boolean };
 
 const states = new WeakMap<ServiceBroker, HealthState>();
 
 function stateOf(broker: ServiceBroker): HealthState {
   let state = states.get(broker);
   if (!state) {
-    state = { checks: new Map(), draining: false };
+    state = { checks: new Map(), draining: false, started: new WeakSet(), tracking: false };
     states.set(broker, state);
   }
   return state;
@@ -32,6 +33,18 @@ function stateOf(broker: ServiceBroker): HealthState {
 /** Lets a service make its process unready while `check` rejects or times out. */
 export function addReadinessCheck(service: Service, name: string, check: ReadinessCheck): void {
   stateOf(service.broker).checks.set(`${service.fullName}.${name}`, check);
+}
+
+/** The services this process runs (moleculer's internal `$node` aside). */
+const ownServices = (broker: ServiceBroker): Service[] => broker.services.filter((s) => !s.name.startsWith("$"));
+
+/** The services this process runs whose `started` has not completed yet (all of them before the broker starts). */
+export function servicesStarting(broker: ServiceBroker): string[] {
+  const { started, tracking } = stateOf(broker);
+  // Without HealthMiddleware (a bare test broker) only the broker's own flag tells.
+  return ownServices(broker)
+    .filter((s) => (tracking ? !started.has(s) : !broker.started))
+    .map((s) => s.fullName);
 }
 
 /** From now on the process answers "not ready" (SIGTERM received: load balancers must stop sending). */
@@ -90,6 +103,8 @@ export async function evaluateReadiness(broker: ServiceBroker, timeoutMs = platf
       : broker.started
         ? { ok: true }
         : { ok: false, error: "starting" };
+  const starting = servicesStarting(broker);
+  checks.services = starting.length ? { ok: false, error: `starting: ${starting.join(", ")}` } : { ok: true };
   const missing = missingDependencies(broker);
   checks.dependencies = missing.length ? { ok: false, error: `not available: ${missing.join(", ")}` } : { ok: true };
 
@@ -128,10 +143,14 @@ function createHealthServer(broker: ServiceBroker): http.Server {
   });
 }
 
-/** Starts the health server when the broker is created and closes it when the broker has stopped. */
+/**
+ * Starts the health server when the broker is created and closes it when the broker has stopped;
+ * records each local service as it starts, and logs `ready: <services>` once all have.
+ */
 export function HealthMiddleware(settings: Pick<PlatformSettings, "healthPort" | "listenHost">): Middleware {
   return {
     created(broker: ServiceBroker) {
+      stateOf(broker).tracking = true;
       // Like the health server, the metrics endpoint must not keep a finished process alive.
       const reporters = (broker.metrics as unknown as { reporter?: Array<{ server?: { unref?(): void } }> }).reporter;
       for (const r of reporters ?? []) r.server?.unref?.();
@@ -145,6 +164,21 @@ export function HealthMiddleware(settings: Pick<PlatformSettings, "healthPort" |
       });
       server.unref(); // never keeps a process alive on its own
       stateOf(broker).server = server;
+    },
+    serviceStarted(service: Service) {
+      stateOf(service.broker).started.add(service);
+    },
+    serviceStopping(service: Service) {
+      stateOf(service.broker).started.delete(service);
+    },
+    started(broker: ServiceBroker) {
+      // One line operators and scripts can wait for: every service this process runs is up.
+      if (!servicesStarting(broker).length)
+        broker.logger.info(
+          `ready: ${ownServices(broker)
+            .map((s) => s.fullName)
+            .join(", ")}`,
+        );
     },
     async stopped(broker: ServiceBroker) {
       const server = stateOf(broker).server;

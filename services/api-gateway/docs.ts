@@ -1,6 +1,6 @@
 /**
  * The API reference: `GET /api/openapi.json` (generated on each request from the routes the
- * gateway serves right now) and `GET /api/docs`, a Swagger UI page whose assets come from the
+ * gateway serves right now; 503 while services of this process are still starting) and `GET /api/docs`, a Swagger UI page whose assets come from the
  * swagger-ui-dist package in node_modules (no CDN; the page's CSP allows this origin only).
  */
 import fs from "fs";
@@ -8,6 +8,7 @@ import type { IncomingMessage, ServerResponse } from "http";
 import path from "path";
 import type { Service } from "moleculer";
 import { buildOpenApi, LiveRoute } from "./openapi/generator";
+import { documentPending } from "./readiness";
 
 type Alias = { method: string; fullPath: string; action: string | null; handler: unknown };
 type GatewayThis = Service & { aliases: Alias[] };
@@ -119,6 +120,14 @@ export function docsRoute() {
     ...STATIC_ROUTE,
     aliases: {
       "GET /api/openapi.json"(this: GatewayThis, _req: IncomingMessage, res: ServerResponse) {
+        // Never a partial reference: until every service of this process is up and routed, 503.
+        const pending = documentPending(this as never);
+        if (pending) {
+          const body = JSON.stringify({
+            error: { code: "SERVICE_UNAVAILABLE", message: `The reference is not complete yet (${pending}): retry`, details: null },
+          });
+          return send(res, 503, "application/json; charset=utf-8", body, { "Retry-After": "1", "Cache-Control": "no-store" });
+        }
         send(res, 200, "application/json; charset=utf-8", JSON.stringify(openApiDocument(this)), { "Cache-Control": "no-cache" });
       },
       "GET /api/docs"(_req: IncomingMessage, res: ServerResponse) {

@@ -10,13 +10,17 @@ import addFormats from "ajv-formats";
 import { randomUUID } from "crypto";
 import type { ValidateFunction } from "ajv";
 import { SERVICE_REGISTRY } from "../../moleculer.config";
+import { OPENAI_OPERATIONS } from "../../services/api-gateway/openapi/openai";
 import { OPERATIONS } from "../../services/api-gateway/openapi/responses";
+import { InferencePlatform, startInferencePlatform } from "../support/inference-platform";
 import { http, HttpResult, startTestPlatform, TestPlatform, waitFor, waitForRoute } from "../support/platform";
 
 type Doc = { openapi: string; paths: Record<string, Record<string, any>>; components: any };
 
 // The gateway's own pages: the reference (docs.ts) and the web console (console.ts).
 const DOCS_ROUTES = ["GET /api/openapi.json", "GET /api/docs", "GET /api/docs/{file}", "GET /console", "GET /console/{file}"];
+// The OpenAI-compatible routes the gateway aliases (api-gateway.service.ts), documented in OpenAI's shapes (openapi/openai.ts).
+const V1_ROUTES = ["GET /v1/models", "POST /v1/chat/completions", "POST /v1/embeddings"];
 const toKey = (method: string, path: string) => `${method.toUpperCase()} ${path.replace(/:([A-Za-z0-9_]+)\??/g, "{$1}")}`;
 
 describe("ops - OpenAPI document against the live routes", () => {
@@ -27,7 +31,7 @@ describe("ops - OpenAPI document against the live routes", () => {
 
   /** Routes as the services declare them (settings.rest + each action's rest), read from the registry. */
   function declaredRoutes(): Set<string> {
-    const keys = new Set<string>(DOCS_ROUTES);
+    const keys = new Set<string>([...DOCS_ROUTES, ...V1_ROUTES]);
     const services = platform.broker.registry.getServiceList({ withActions: true }) as any[];
     for (const svc of services) {
       const base = svc.settings?.rest;
@@ -111,7 +115,7 @@ describe("ops - OpenAPI document against the live routes", () => {
     const undocumented = [...documented()].filter(([, op]) => op["x-undocumented"]).map(([k]) => k);
     expect(undocumented).toEqual([]); // a new route: declare its `openapi` beside its `rest` (lib/contract.ts)
     const declared = declaredRoutes();
-    expect(Object.keys(OPERATIONS).filter((k) => !declared.has(k))).toEqual([]);
+    expect(Object.keys({ ...OPERATIONS, ...OPENAI_OPERATIONS }).filter((k) => !declared.has(k))).toEqual([]);
   });
 
   it("ops - every operation documents a success and its errors in the shared error shape", () => {
@@ -121,7 +125,9 @@ describe("ops - OpenAPI document against the live routes", () => {
       expect(statuses.some((s) => s >= 200 && s < 300)).toBe(true);
       const errors = statuses.filter((s) => s >= 400);
       expect(errors.length).toBeGreaterThan(0);
-      for (const s of errors) expect(JSON.stringify(op.responses[s].content["application/json"].schema)).toContain("#/components/schemas/Error");
+      // The /v1 routes answer OpenAI's error shape, every other route the platform's.
+      const shape = key.includes(" /v1/") ? "#/components/schemas/OpenAiError" : "#/components/schemas/Error";
+      for (const s of errors) expect(JSON.stringify(op.responses[s].content["application/json"].schema)).toContain(`${shape}"`);
       if (op.security.length > 0) expect(statuses).toContain(401);
       for (const p of op.parameters ?? []) if (p.in === "path") expect(key).toContain(`{${p.name}}`);
     }
@@ -194,5 +200,72 @@ describe("ops - OpenAPI document against the live routes", () => {
       },
       { timeoutMs: 20_000, message: "job finished" },
     );
+  });
+});
+
+describe("ops - OpenAPI document of the OpenAI-compatible routes (/v1)", () => {
+  let p: InferencePlatform;
+  let doc: Doc;
+  let ajv: Ajv2020;
+
+  /** Validates `body` against the schema the document gives `METHOD /path` for `status` (JSON). */
+  function expectV1Documented(method: string, path: string, res: HttpResult): void {
+    const op = doc.paths[path]?.[method.toLowerCase()];
+    expect(op?.responses?.[String(res.status)]).toBeDefined();
+    const pointer = `openapi.json#/paths/${path.replace(/\//g, "~1")}/${method.toLowerCase()}/responses/${res.status}/content/application~1json/schema`;
+    const validate = ajv.getSchema(pointer) ?? ajv.compile({ $ref: pointer });
+    if (!validate(res.body)) throw new Error(`${method} ${path} ${res.status} does not match the document: ${ajv.errorsText(validate.errors)}\n${res.text}`);
+  }
+
+  beforeAll(async () => {
+    p = await startInferencePlatform();
+    const res = await http<Doc>(p.platform.baseUrl, "GET", "/api/openapi.json");
+    expect(res.status).toBe(200);
+    doc = res.body;
+    ajv = new Ajv2020({ strict: false, allErrors: true });
+    addFormats(ajv);
+    ajv.addSchema(doc, "openapi.json");
+  });
+  afterAll(() => p?.stop());
+
+  it("ops - /v1/models, /v1/chat/completions and /v1/embeddings are documented with OpenAI's request, response and error shapes", () => {
+    const schemaOf = (path: string, method: string, status: string) => doc.paths[path][method].responses[status].content["application/json"].schema;
+    expect(schemaOf("/v1/models", "get", "200")).toEqual({ $ref: "#/components/schemas/OpenAiModelList" });
+    expect(schemaOf("/v1/chat/completions", "post", "200")).toEqual({ $ref: "#/components/schemas/OpenAiChatCompletion" });
+    expect(doc.paths["/v1/chat/completions"].post.responses["200"].content["text/event-stream"]).toBeDefined();
+    expect(schemaOf("/v1/embeddings", "post", "200")).toEqual({ $ref: "#/components/schemas/OpenAiEmbeddingList" });
+    expect(doc.paths["/v1/chat/completions"].post.requestBody.content["application/json"].schema).toEqual({
+      $ref: "#/components/schemas/OpenAiChatCompletionRequest",
+    });
+    expect(doc.paths["/v1/embeddings"].post.requestBody.content["application/json"].schema).toEqual({ $ref: "#/components/schemas/OpenAiEmbeddingsRequest" });
+    for (const status of ["400", "401", "404", "429", "503"])
+      expect(schemaOf("/v1/chat/completions", "post", status)).toEqual({ $ref: "#/components/schemas/OpenAiError" });
+    expect(doc.components.schemas.OpenAiError.properties.error.required).toEqual(["message", "type", "param", "code"]);
+  });
+
+  it("ops - real /v1 answers (success and errors) match the documented schemas", async () => {
+    const base = p.platform.baseUrl;
+    const key = { headers: { authorization: `Bearer ${p.apiKey}` } };
+    const models = await http(base, "GET", "/v1/models", key);
+    expect(models.status).toBe(200);
+    expect(models.body.data.length).toBeGreaterThan(0);
+    expectV1Documented("GET", "/v1/models", models);
+    const chat = await http(base, "POST", "/v1/chat/completions", { ...key, body: { model: "llama3.2:1b", messages: [{ role: "user", content: "hi" }] } });
+    expect(chat.status).toBe(200);
+    expectV1Documented("POST", "/v1/chat/completions", chat);
+    const embeddings = await http(base, "POST", "/v1/embeddings", { ...key, body: { model: "llama3.2:1b", input: ["a", "b"] } });
+    expect(embeddings.status).toBe(200);
+    expectV1Documented("POST", "/v1/embeddings", embeddings);
+    const invalid = await http(base, "POST", "/v1/chat/completions", { ...key, body: { model: "llama3.2:1b", messages: [], n: 3 } });
+    expect(invalid.status).toBe(400);
+    expectV1Documented("POST", "/v1/chat/completions", invalid);
+    const unknown = await http(base, "POST", "/v1/embeddings", { ...key, body: { model: "no-such-model", input: "a" } });
+    expect(unknown.status).toBe(404);
+    expectV1Documented("POST", "/v1/embeddings", unknown);
+    const anonymous = await http(base, "GET", "/v1/models");
+    expect(anonymous.status).toBe(401);
+    expectV1Documented("GET", "/v1/models", anonymous);
+    // A body the document forbids is one the server refuses: the schema is not looser than the server.
+    expect(ajv.validate("openapi.json#/components/schemas/OpenAiChatCompletionRequest", { model: "m", messages: [] })).toBe(false);
   });
 });

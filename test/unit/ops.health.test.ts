@@ -34,7 +34,7 @@ const cases: Case[] = [
     ready: false,
     failing: { dependencies: "not available: elsewhere" },
   },
-  { name: "a broker not started yet is not ready", start: false, ready: false, failing: { broker: "starting" } },
+  { name: "a broker not started yet is not ready", start: false, ready: false, failing: { broker: "starting", services: "starting: svc" } },
   { name: "a draining broker is not ready", drain: true, ready: false, failing: { broker: "draining" } },
 ];
 

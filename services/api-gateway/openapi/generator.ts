@@ -8,6 +8,7 @@ import type { ApiTag } from "../../../lib/contract";
 import { ErrorCode, ErrorCodes } from "../../../lib/errors";
 import type { AuthPolicy } from "../../../lib/identity";
 import { policyOf } from "../../../middlewares/auth.middleware";
+import { OPENAI_ERROR, OPENAI_OPERATIONS, OPENAI_SCHEMAS } from "./openai";
 import { ANY_REQUEST_ERRORS, Operation, OPERATIONS, SCHEMAS } from "./responses";
 import { isRequired, JsonSchema, normalizeRule, paramsSchema, toJsonSchema } from "./schema";
 
@@ -66,7 +67,8 @@ function implicitErrors(route: LiveRoute, policy: AuthPolicy, hasParams: boolean
 
 const REQUEST_ID_HEADER = { "X-Request-Id": { $ref: "#/components/headers/XRequestId" } };
 
-function errorResponses(codes: ErrorCode[]): Record<string, unknown> {
+/** `openAi`: the /v1 routes answer OpenAI's error shape (lib/openai-errors.ts), the codes then only named in the description. */
+function errorResponses(codes: ErrorCode[], openAi = false): Record<string, unknown> {
   const byStatus = new Map<number, ErrorCode[]>();
   for (const code of new Set(codes)) byStatus.set(ErrorCodes[code], [...(byStatus.get(ErrorCodes[code]) ?? []), code]);
   const responses: Record<string, unknown> = {};
@@ -78,7 +80,7 @@ function errorResponses(codes: ErrorCode[]): Record<string, unknown> {
       headers,
       content: {
         "application/json": {
-          schema: { allOf: [ref("Error"), { properties: { error: { properties: { code: { enum: list } } } } }] },
+          schema: openAi ? ref(OPENAI_ERROR) : { allOf: [ref("Error"), { properties: { error: { properties: { code: { enum: list } } } } }] },
         },
       },
     };
@@ -137,7 +139,8 @@ function operationOf(route: LiveRoute, path: string, op: Operation | undefined, 
   }));
   const rest = Object.fromEntries(Object.entries(params).filter(([n]) => !pathNames.includes(n)));
   let requestBody: unknown;
-  if (BODY_METHODS.has(route.method)) {
+  if (op?.request) requestBody = { required: true, content: { "application/json": { schema: publish(op.request, named) } } };
+  else if (BODY_METHODS.has(route.method)) {
     const body = paramsSchema(rest);
     if (Object.keys(body.properties as object).length)
       requestBody = {
@@ -150,7 +153,7 @@ function operationOf(route: LiveRoute, path: string, op: Operation | undefined, 
       parameters.push({ name, in: "query", required: isRequired(rule), schema: toJsonSchema(rule) });
     }
   }
-  const errors = [...implicitErrors(route, policy, fieldNames.length > 0), ...(op?.errors ?? [])];
+  const errors = [...implicitErrors(route, policy, fieldNames.length > 0 || op?.request !== undefined), ...(op?.errors ?? [])];
   const operation: OperationObject = {
     operationId: route.action?.name ?? `${route.method.toLowerCase()}${path.replace(/[^A-Za-z0-9]+(.)?/g, (_, c?: string) => (c ?? "").toUpperCase())}`,
     ...(op ? { tags: [op.tag], summary: op.summary } : { "x-undocumented": true as const }),
@@ -158,23 +161,29 @@ function operationOf(route: LiveRoute, path: string, op: Operation | undefined, 
     security: securityOf(policy),
     ...(parameters.length ? { parameters } : {}),
     ...(requestBody ? { requestBody } : {}),
-    responses: { ...(op ? successResponse(op, named) : { default: { description: "Not documented yet" } }), ...errorResponses(errors) },
+    responses: {
+      ...(op ? successResponse(op, named) : { default: { description: "Not documented yet" } }),
+      ...errorResponses(errors, path.startsWith(`${V1}/`)),
+    },
   };
   return operation;
 }
 
-const TAGS: Array<{ name: ApiTag; description: string }> = [
+const V1 = "/v1";
+
+const TAGS: Array<{ name: ApiTag | "openai"; description: string }> = [
   { name: "auth", description: "Accounts, JWT access tokens and API keys" },
   { name: "gpu", description: "GPU jobs and cluster status" },
   { name: "models", description: "Hosted model inference" },
   { name: "databases", description: "On-demand PostgreSQL databases" },
   { name: "admin", description: "Operators (role admin, from ADMIN_EMAILS): nodes, all jobs, accounts" },
   { name: "usage", description: "Usage, credits and quotas of the account" },
+  { name: "openai", description: "The OpenAI-compatible API under /v1: OpenAI's request, response and error shapes" },
   { name: "reference", description: "This reference" },
 ];
 
 export function buildOpenApi(routes: LiveRoute[], opts: { version: string; catalogue?: Record<string, Operation> }): OpenApiDocument {
-  const catalogue = opts.catalogue ?? OPERATIONS;
+  const catalogue = opts.catalogue ?? { ...OPERATIONS, ...OPENAI_OPERATIONS };
   // The shared error shapes, then every named schema of the live routes' responses.
   const named: Record<string, JsonSchema> = { ...SCHEMAS };
   const paths: Record<string, Record<string, OperationObject>> = {};
@@ -183,10 +192,11 @@ export function buildOpenApi(routes: LiveRoute[], opts: { version: string; catal
   for (const route of sorted) {
     const method = route.method.toUpperCase();
     const path = toOpenApiPath(route.path);
-    // An action's route is documented on the action; the gateway's own handlers in its catalogue.
-    const op = route.action ? route.action.openapi : catalogue[`${method} ${path}`];
+    // An action's route is documented on the action; the gateway's own handlers and aliases (/v1) in its catalogue.
+    const op = catalogue[`${method} ${path}`] ?? route.action?.openapi;
     if (op?.hidden) continue;
     (paths[path] ??= {})[method.toLowerCase()] = operationOf({ ...route, method }, path, op, named);
+    if (path.startsWith(`${V1}/`)) Object.assign(named, OPENAI_SCHEMAS);
   }
   return {
     openapi: "3.1.0",
@@ -198,7 +208,8 @@ export function buildOpenApi(routes: LiveRoute[], opts: { version: string; catal
         'Every error is `{"error": {"code", "message", "details"}}`; every response carries X-Request-Id. ' +
         "Besides each operation's own errors, any request may get those under `components.responses` " +
         "(malformed HTTP, timeouts, oversized headers or parameters, NUL or unpaired surrogates in any string, the connection cap). " +
-        "The OpenAI-compatible API under /v1 (models, chat completions, embeddings) is not listed here: OpenAI's API reference describes it, errors in OpenAI's shape included.",
+        "The OpenAI-compatible API under /v1 (models, chat completions, embeddings) takes and answers OpenAI's shapes, " +
+        'its errors included: `{"error": {"message", "type", "param", "code"}}` (tag openai).',
     },
     servers: [{ url: "/" }],
     tags: TAGS,

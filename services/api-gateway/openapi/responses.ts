@@ -15,6 +15,8 @@ export type Operation = Omit<RouteDoc, "tag" | "response" | "alternatives"> & {
   /** A `#/components/schemas/X` name, or a schema (those inside it with `$id` are published under that name). */
   response: string | JsonSchema;
   alternatives?: Record<string, { schema: JsonSchema; description: string }>;
+  /** The JSON request body, for a route whose action parses its own (the /v1 routes, openai.ts). */
+  request?: JsonSchema;
   /** Served but not part of the document (static assets of the docs page). */
   hidden?: true;
 };
@@ -70,7 +72,9 @@ export const OPERATIONS: Record<string, Operation> = {
   "GET /api/openapi.json": {
     tag: "reference",
     summary: "This document (OpenAPI 3.1)",
+    description: "503 (Retry-After) until every service of the gateway's process has started and its routes are generated: never a partial document.",
     status: 200,
+    errors: ["SERVICE_UNAVAILABLE"],
     response: { type: "object", required: ["openapi", "paths"] },
   },
   "GET /api/docs": { tag: "reference", summary: "API reference page (HTML)", status: 200, response: { type: "string" }, contentType: "text/html" },

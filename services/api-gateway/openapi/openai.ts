@@ -1,0 +1,200 @@
+/**
+ * The OpenAI-compatible routes the gateway aliases under /v1 (api-gateway.service.ts), in OpenAI's
+ * shapes: the fields services/inference/openai-api.ts reads and writes, and OpenAI's error
+ * `{"error": {"message", "type", "param", "code"}}` (lib/openai-errors.ts). Keyed like OPERATIONS;
+ * each schema with `$id` is published once under that name.
+ */
+import type { Operation } from "./responses";
+import type { JsonSchema } from "./schema";
+
+/** Errors of the /v1 routes are in OpenAI's shape, not the platform's (generator.ts errorResponses). */
+export const OPENAI_ERROR = "OpenAiError";
+
+export const OPENAI_SCHEMAS: Record<string, JsonSchema> = {
+  [OPENAI_ERROR]: {
+    type: "object",
+    required: ["error"],
+    properties: {
+      error: {
+        type: "object",
+        required: ["message", "type", "param", "code"],
+        properties: {
+          message: { type: "string" },
+          type: {
+            type: "string",
+            description: "invalid_request_error, authentication_error, permission_error, insufficient_quota, requests, tokens or server_error",
+          },
+          param: { type: ["string", "null"], description: "The first invalid field of the request" },
+          code: {
+            type: ["string", "null"],
+            description: "OpenAI's code where one exists (invalid_api_key, model_not_found, …), else the platform's in lowercase",
+          },
+        },
+      },
+    },
+  },
+};
+
+const text = (description: string): JsonSchema => ({ type: "string", description });
+const usage = (completion: boolean): JsonSchema => ({
+  type: "object",
+  required: completion ? ["prompt_tokens", "completion_tokens", "total_tokens"] : ["prompt_tokens", "total_tokens"],
+  properties: {
+    prompt_tokens: { type: "integer" },
+    ...(completion ? { completion_tokens: { type: "integer" } } : {}),
+    total_tokens: { type: "integer" },
+  },
+});
+const content: JsonSchema = {
+  oneOf: [
+    { type: "string" },
+    { type: "array", items: { type: "object", required: ["type", "text"], properties: { type: { const: "text" }, text: { type: "string" } } } },
+    { type: "null", description: "assistant messages only" },
+  ],
+};
+
+const ChatCompletionRequest: JsonSchema = {
+  $id: "OpenAiChatCompletionRequest",
+  type: "object",
+  required: ["messages"],
+  description: "Tools, n > 1, images, audio, logprobs and response_format other than text are refused by name (400), not ignored.",
+  properties: {
+    model: text("The model (required unless `models` is given)"),
+    models: { type: "array", items: { type: "string" }, description: "Fallback models, tried in order (OpenRouter's field)" },
+    messages: {
+      type: "array",
+      minItems: 1,
+      items: {
+        type: "object",
+        required: ["role", "content"],
+        properties: { role: { type: "string", enum: ["system", "developer", "user", "assistant"] }, content },
+      },
+    },
+    temperature: { type: "number", minimum: 0, maximum: 2 },
+    top_p: { type: "number", minimum: 0, maximum: 1 },
+    max_tokens: { type: "integer", minimum: 1 },
+    max_completion_tokens: { type: "integer", minimum: 1 },
+    seed: { type: "integer" },
+    stop: { oneOf: [{ type: "string" }, { type: "array", maxItems: 4, items: { type: "string" } }] },
+    user: { type: "string", maxLength: 256 },
+    stream: { type: "boolean", description: "true: server-sent events of chat.completion.chunk objects, then `data: [DONE]`" },
+    stream_options: { type: "object", properties: { include_usage: { type: "boolean" } } },
+  },
+};
+
+const ChatCompletion: JsonSchema = {
+  $id: "OpenAiChatCompletion",
+  type: "object",
+  required: ["id", "object", "created", "model", "choices", "usage"],
+  properties: {
+    id: text("chatcmpl-…"),
+    object: { const: "chat.completion" },
+    created: { type: "integer", description: "Unix seconds" },
+    model: { type: "string" },
+    choices: {
+      type: "array",
+      items: {
+        type: "object",
+        required: ["index", "message", "finish_reason"],
+        properties: {
+          index: { type: "integer" },
+          message: {
+            type: "object",
+            required: ["role", "content"],
+            properties: { role: { const: "assistant" }, content: { type: ["string", "null"] }, refusal: { type: ["string", "null"] } },
+          },
+          logprobs: { type: "null" },
+          finish_reason: { type: ["string", "null"] },
+        },
+      },
+    },
+    usage: usage(true),
+  },
+};
+
+const EmbeddingsRequest: JsonSchema = {
+  $id: "OpenAiEmbeddingsRequest",
+  type: "object",
+  required: ["model", "input"],
+  properties: {
+    model: { type: "string" },
+    input: {
+      oneOf: [{ type: "string" }, { type: "array", minItems: 1, maxItems: 2048, items: { type: "string" } }],
+      description: "Text only (no token arrays)",
+    },
+    encoding_format: { type: "string", enum: ["float", "base64"] },
+  },
+};
+
+const EmbeddingList: JsonSchema = {
+  $id: "OpenAiEmbeddingList",
+  type: "object",
+  required: ["object", "data", "model", "usage"],
+  properties: {
+    object: { const: "list" },
+    data: {
+      type: "array",
+      items: {
+        type: "object",
+        required: ["object", "index", "embedding"],
+        properties: {
+          object: { const: "embedding" },
+          index: { type: "integer" },
+          embedding: {
+            oneOf: [
+              { type: "array", items: { type: "number" } },
+              { type: "string", description: "base64 of float32 values" },
+            ],
+          },
+        },
+      },
+    },
+    model: { type: "string" },
+    usage: usage(false),
+  },
+};
+
+const ModelList: JsonSchema = {
+  $id: "OpenAiModelList",
+  type: "object",
+  required: ["object", "data"],
+  properties: {
+    object: { const: "list" },
+    data: {
+      type: "array",
+      items: {
+        type: "object",
+        required: ["id", "object", "created", "owned_by"],
+        properties: { id: { type: "string" }, object: { const: "model" }, created: { type: "integer" }, owned_by: { type: "string" } },
+      },
+    },
+  },
+};
+
+const INFERENCE_ERRORS: Operation["errors"] = ["VALIDATION_FAILED", "MODEL_NOT_FOUND", "PROVIDER_ERROR", "PROVIDER_TIMEOUT", "QUOTA_EXCEEDED", "RATE_LIMITED"];
+
+export const OPENAI_OPERATIONS: Record<string, Operation> = {
+  "GET /v1/models": { tag: "openai", summary: "The models (OpenAI's list)", status: 200, response: ModelList },
+  "POST /v1/chat/completions": {
+    tag: "openai",
+    summary: "A chat completion (OpenAI's API)",
+    status: 200,
+    request: ChatCompletionRequest,
+    response: ChatCompletion,
+    alternatives: {
+      "text/event-stream": {
+        schema: { type: "string", description: "`data: {chat.completion.chunk}` events, then `data: [DONE]`" },
+        description: "With stream: true, server-sent events",
+      },
+    },
+    errors: INFERENCE_ERRORS,
+  },
+  "POST /v1/embeddings": {
+    tag: "openai",
+    summary: "Embeddings (OpenAI's API)",
+    status: 200,
+    request: EmbeddingsRequest,
+    response: EmbeddingList,
+    errors: INFERENCE_ERRORS,
+  },
+};
