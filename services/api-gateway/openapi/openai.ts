@@ -36,39 +36,40 @@ export const OPENAI_SCHEMAS: Record<string, JsonSchema> = {
 };
 
 const text = (description: string): JsonSchema => ({ type: "string", description });
-const usage = (completion: boolean): JsonSchema => ({
+const object = (required: string[], properties: Record<string, JsonSchema>, more: JsonSchema = {}): JsonSchema => ({
   type: "object",
-  required: completion ? ["prompt_tokens", "completion_tokens", "total_tokens"] : ["prompt_tokens", "total_tokens"],
-  properties: {
-    prompt_tokens: { type: "integer" },
-    ...(completion ? { completion_tokens: { type: "integer" } } : {}),
-    total_tokens: { type: "integer" },
-  },
+  required,
+  properties,
+  ...more,
 });
+/** OpenAI's `{"object": "list", "data": [...]}` of `item`s, with more fields beside. */
+const list = (id: string, item: JsonSchema, more: Record<string, JsonSchema> = {}): JsonSchema =>
+  object(["object", "data", ...Object.keys(more)], { object: { const: "list" }, data: { type: "array", items: item }, ...more }, { $id: id });
+const usage = (completion: boolean): JsonSchema =>
+  completion
+    ? object(["prompt_tokens", "completion_tokens", "total_tokens"], {
+        prompt_tokens: { type: "integer" },
+        completion_tokens: { type: "integer" },
+        total_tokens: { type: "integer" },
+      })
+    : object(["prompt_tokens", "total_tokens"], { prompt_tokens: { type: "integer" }, total_tokens: { type: "integer" } });
 const content: JsonSchema = {
   oneOf: [
     { type: "string" },
-    { type: "array", items: { type: "object", required: ["type", "text"], properties: { type: { const: "text" }, text: { type: "string" } } } },
+    { type: "array", items: object(["type", "text"], { type: { const: "text" }, text: { type: "string" } }) },
     { type: "null", description: "assistant messages only" },
   ],
 };
 
-const ChatCompletionRequest: JsonSchema = {
-  $id: "OpenAiChatCompletionRequest",
-  type: "object",
-  required: ["messages"],
-  description: "Tools, n > 1, images, audio, logprobs and response_format other than text are refused by name (400), not ignored.",
-  properties: {
+const ChatCompletionRequest = object(
+  ["messages"],
+  {
     model: text("The model (required unless `models` is given)"),
     models: { type: "array", items: { type: "string" }, description: "Fallback models, tried in order (OpenRouter's field)" },
     messages: {
       type: "array",
       minItems: 1,
-      items: {
-        type: "object",
-        required: ["role", "content"],
-        properties: { role: { type: "string", enum: ["system", "developer", "user", "assistant"] }, content },
-      },
+      items: object(["role", "content"], { role: { type: "string", enum: ["system", "developer", "user", "assistant"] }, content }),
     },
     temperature: { type: "number", minimum: 0, maximum: 2 },
     top_p: { type: "number", minimum: 0, maximum: 1 },
@@ -80,43 +81,36 @@ const ChatCompletionRequest: JsonSchema = {
     stream: { type: "boolean", description: "true: server-sent events of chat.completion.chunk objects, then `data: [DONE]`" },
     stream_options: { type: "object", properties: { include_usage: { type: "boolean" } } },
   },
-};
+  {
+    $id: "OpenAiChatCompletionRequest",
+    description: "Tools, n > 1, images, audio, logprobs and response_format other than text are refused by name (400), not ignored.",
+  },
+);
 
-const ChatCompletion: JsonSchema = {
-  $id: "OpenAiChatCompletion",
-  type: "object",
-  required: ["id", "object", "created", "model", "choices", "usage"],
-  properties: {
+const ChatCompletion = object(
+  ["id", "object", "created", "model", "choices", "usage"],
+  {
     id: text("chatcmpl-…"),
     object: { const: "chat.completion" },
     created: { type: "integer", description: "Unix seconds" },
     model: { type: "string" },
     choices: {
       type: "array",
-      items: {
-        type: "object",
-        required: ["index", "message", "finish_reason"],
-        properties: {
-          index: { type: "integer" },
-          message: {
-            type: "object",
-            required: ["role", "content"],
-            properties: { role: { const: "assistant" }, content: { type: ["string", "null"] }, refusal: { type: ["string", "null"] } },
-          },
-          logprobs: { type: "null" },
-          finish_reason: { type: ["string", "null"] },
-        },
-      },
+      items: object(["index", "message", "finish_reason"], {
+        index: { type: "integer" },
+        message: object(["role", "content"], { role: { const: "assistant" }, content: { type: ["string", "null"] }, refusal: { type: ["string", "null"] } }),
+        logprobs: { type: "null" },
+        finish_reason: { type: ["string", "null"] },
+      }),
     },
     usage: usage(true),
   },
-};
+  { $id: "OpenAiChatCompletion" },
+);
 
-const EmbeddingsRequest: JsonSchema = {
-  $id: "OpenAiEmbeddingsRequest",
-  type: "object",
-  required: ["model", "input"],
-  properties: {
+const EmbeddingsRequest = object(
+  ["model", "input"],
+  {
     model: { type: "string" },
     input: {
       oneOf: [{ type: "string" }, { type: "array", minItems: 1, maxItems: 2048, items: { type: "string" } }],
@@ -124,52 +118,33 @@ const EmbeddingsRequest: JsonSchema = {
     },
     encoding_format: { type: "string", enum: ["float", "base64"] },
   },
-};
+  { $id: "OpenAiEmbeddingsRequest" },
+);
 
-const EmbeddingList: JsonSchema = {
-  $id: "OpenAiEmbeddingList",
-  type: "object",
-  required: ["object", "data", "model", "usage"],
-  properties: {
-    object: { const: "list" },
-    data: {
-      type: "array",
-      items: {
-        type: "object",
-        required: ["object", "index", "embedding"],
-        properties: {
-          object: { const: "embedding" },
-          index: { type: "integer" },
-          embedding: {
-            oneOf: [
-              { type: "array", items: { type: "number" } },
-              { type: "string", description: "base64 of float32 values" },
-            ],
-          },
-        },
-      },
+const EmbeddingList = list(
+  "OpenAiEmbeddingList",
+  object(["object", "index", "embedding"], {
+    object: { const: "embedding" },
+    index: { type: "integer" },
+    embedding: {
+      oneOf: [
+        { type: "array", items: { type: "number" } },
+        { type: "string", description: "base64 of float32 values" },
+      ],
     },
-    model: { type: "string" },
-    usage: usage(false),
-  },
-};
+  }),
+  { model: { type: "string" }, usage: usage(false) },
+);
 
-const ModelList: JsonSchema = {
-  $id: "OpenAiModelList",
-  type: "object",
-  required: ["object", "data"],
-  properties: {
-    object: { const: "list" },
-    data: {
-      type: "array",
-      items: {
-        type: "object",
-        required: ["id", "object", "created", "owned_by"],
-        properties: { id: { type: "string" }, object: { const: "model" }, created: { type: "integer" }, owned_by: { type: "string" } },
-      },
-    },
-  },
-};
+const ModelList = list(
+  "OpenAiModelList",
+  object(["id", "object", "created", "owned_by"], {
+    id: { type: "string" },
+    object: { const: "model" },
+    created: { type: "integer" },
+    owned_by: { type: "string" },
+  }),
+);
 
 const INFERENCE_ERRORS: Operation["errors"] = ["VALIDATION_FAILED", "MODEL_NOT_FOUND", "PROVIDER_ERROR", "PROVIDER_TIMEOUT", "QUOTA_EXCEEDED", "RATE_LIMITED"];
 
