@@ -23,6 +23,16 @@ const DOCS_ROUTES = ["GET /api/openapi.json", "GET /api/docs", "GET /api/docs/{f
 const V1_ROUTES = ["GET /v1/models", "POST /v1/chat/completions", "POST /v1/embeddings"];
 const toKey = (method: string, path: string) => `${method.toUpperCase()} ${path.replace(/:([A-Za-z0-9_]+)\??/g, "{$1}")}`;
 
+/** The document `base` serves, and an ajv that knows it as `openapi.json`. */
+async function servedDocument(base: string): Promise<{ doc: Doc; ajv: Ajv2020 }> {
+  const res = await http<Doc>(base, "GET", "/api/openapi.json");
+  if (res.status !== 200) throw new Error(`/api/openapi.json answered ${res.status}: ${res.text}`);
+  const ajv = new Ajv2020({ strict: false, allErrors: true });
+  addFormats(ajv);
+  ajv.addSchema(res.body, "openapi.json");
+  return { doc: res.body, ajv };
+}
+
 describe("ops - OpenAPI document against the live routes", () => {
   let platform: TestPlatform;
   let doc: Doc;
@@ -84,12 +94,7 @@ describe("ops - OpenAPI document against the live routes", () => {
       ["GET", "/api/databases"],
     ])
       await waitForRoute(platform.baseUrl, method, path);
-    const res = await http<Doc>(platform.baseUrl, "GET", "/api/openapi.json");
-    expect(res.status).toBe(200);
-    doc = res.body;
-    ajv = new Ajv2020({ strict: false, allErrors: true });
-    addFormats(ajv);
-    ajv.addSchema(doc, "openapi.json");
+    ({ doc, ajv } = await servedDocument(platform.baseUrl));
   });
 
   afterAll(() => platform?.stop());
@@ -219,12 +224,7 @@ describe("ops - OpenAPI document of the OpenAI-compatible routes (/v1)", () => {
 
   beforeAll(async () => {
     p = await startInferencePlatform();
-    const res = await http<Doc>(p.platform.baseUrl, "GET", "/api/openapi.json");
-    expect(res.status).toBe(200);
-    doc = res.body;
-    ajv = new Ajv2020({ strict: false, allErrors: true });
-    addFormats(ajv);
-    ajv.addSchema(doc, "openapi.json");
+    ({ doc, ajv } = await servedDocument(p.platform.baseUrl));
   });
   afterAll(() => p?.stop());
 
