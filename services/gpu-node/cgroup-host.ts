@@ -1,0 +1,197 @@
+/**
+ * Per-job control groups on this host (the pure part: cgroups.ts). At start the node finds a
+ * writable cgroup v2 (or v1) with the memory and pids controllers and makes a parent cgroup of its
+ * own; each sandboxed job then gets a child, `job-<id>-<n>`, with its limits, and its launcher
+ * shell moves itself in before it runs the sandbox (sandbox.ts enterCgroup). On the job's end every
+ * process left in it is killed and the cgroup removed.
+ */
+import { promises as fs } from "fs";
+import path from "path";
+import {
+  CgroupLayout,
+  CgroupLimits,
+  cgroupMounts,
+  jobCgroupName,
+  jobFolders,
+  limitWrites,
+  oomEventsFile,
+  oomKills,
+  ownCgroups,
+  ownV1Folder,
+  ownV2Folder,
+} from "./cgroups";
+
+export type CgroupDetection = { layout: CgroupLayout } | { layout: null; why: string };
+
+const errorCode = (err: unknown): string | undefined => (err as NodeJS.ErrnoException).code;
+const exists = (file: string): Promise<boolean> =>
+  fs.access(file).then(
+    () => true,
+    () => false,
+  );
+const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The node's own parent cgroup name: several nodes (and test workers) may share a host. */
+const nodeCgroupName = (): string => `ci-gpu-node-${process.pid}`;
+
+/**
+ * v2: enables the controllers for children of `base`. A non-root cgroup with processes may not
+ * (the "no internal processes" rule): this process first moves into a leaf `base/node` of its own.
+ */
+async function enableV2(base: string, wanted: string[]): Promise<void> {
+  const enable = () => fs.writeFile(path.join(base, "cgroup.subtree_control"), wanted.map((c) => `+${c}`).join(" "));
+  try {
+    await enable();
+  } catch (err) {
+    if (errorCode(err) !== "EBUSY") throw err;
+    const leaf = path.join(base, "node");
+    await fs.mkdir(leaf).catch((e) => (errorCode(e) === "EEXIST" ? undefined : Promise.reject(e)));
+    await fs.writeFile(path.join(leaf, "cgroup.procs"), String(process.pid));
+    await enable().catch((e) => {
+      throw errorCode(e) === "EBUSY" ? new Error(`other processes share this node's cgroup ${base}: run the node in a cgroup of its own`) : e;
+    });
+  }
+}
+
+async function detectV2(base: string): Promise<CgroupLayout> {
+  const available = (await fs.readFile(path.join(base, "cgroup.controllers"), "utf8")).trim().split(/\s+/);
+  const missing = ["memory", "pids"].filter((c) => !available.includes(c));
+  if (missing.length) throw new Error(`cgroup v2 at ${base} offers [${available.join(" ")}], not ${missing.join(" and ")} (bound to cgroup v1?)`);
+  const wanted = ["memory", "pids", ...(available.includes("cpu") ? ["cpu"] : [])];
+  await enableV2(base, wanted);
+  await removeStale(base);
+  const parent = path.join(base, nodeCgroupName());
+  await fs.mkdir(parent, { recursive: true });
+  await fs.writeFile(path.join(parent, "cgroup.subtree_control"), wanted.map((c) => `+${c}`).join(" "));
+  return { version: 2, parent, cpu: wanted.includes("cpu"), kill: await exists(path.join(parent, "cgroup.kill")) };
+}
+
+async function detectV1(own: ReturnType<typeof ownCgroups>, mounts: ReturnType<typeof cgroupMounts>): Promise<CgroupLayout> {
+  const folder = (controller: string) => ownV1Folder(mounts, own, controller);
+  const [memory, pids, cpu] = ["memory", "pids", "cpu"].map(folder);
+  if (!memory || !pids) throw new Error("no cgroup v1 memory and pids hierarchies are mounted");
+  for (const base of [memory, pids, cpu]) if (base) await removeStale(base);
+  const name = nodeCgroupName();
+  const layout: CgroupLayout = { version: 1, memory: path.join(memory, name), pids: path.join(pids, name), cpu: cpu && path.join(cpu, name) };
+  for (const dir of jobFolders(layout, "")) await fs.mkdir(dir, { recursive: true });
+  return layout;
+}
+
+/**
+ * Where this node can bound its jobs, trying it out with a probe cgroup; never throws (a host
+ * without writable cgroups runs jobs without them, and the node says so).
+ */
+export async function detectCgroups(procRoot = "/proc/self"): Promise<CgroupDetection> {
+  const reasons: string[] = [];
+  try {
+    const mounts = cgroupMounts(await fs.readFile(`${procRoot}/mountinfo`, "utf8"));
+    const own = ownCgroups(await fs.readFile(`${procRoot}/cgroup`, "utf8"));
+    const v2 = ownV2Folder(mounts, own);
+    for (const attempt of [v2 ? () => detectV2(v2) : null, () => detectV1(own, mounts)]) {
+      if (!attempt) continue;
+      try {
+        const layout = await attempt();
+        const probe = await JobCgroup.create(layout, "probe", { memoryBytes: 64 << 20, pids: 8 });
+        await probe.remove();
+        return { layout };
+      } catch (err) {
+        reasons.push((err as Error).message);
+      }
+    }
+  } catch (err) {
+    reasons.push((err as Error).message);
+  }
+  return { layout: null, why: reasons.join("; ") || "no cgroup file system is mounted" };
+}
+
+let nextSeq = 0;
+
+/** One job's cgroup: made with its limits before the job starts, removed after it ends. */
+export class JobCgroup {
+  private constructor(
+    private readonly layout: CgroupLayout,
+    readonly name: string,
+  ) {}
+
+  static async create(layout: CgroupLayout, jobId: string, limits: CgroupLimits): Promise<JobCgroup> {
+    const cgroup = new JobCgroup(layout, jobCgroupName(jobId, nextSeq++));
+    try {
+      for (const dir of jobFolders(layout, cgroup.name)) await fs.mkdir(dir);
+      for (const write of limitWrites(layout, cgroup.name, limits)) {
+        await fs.writeFile(write.file, write.value).catch((err) => {
+          if (!(write.optional && errorCode(err) === "ENOENT")) throw new Error(`${write.file}: ${(err as Error).message}`);
+        });
+      }
+    } catch (err) {
+      await cgroup.remove();
+      throw err;
+    }
+    return cgroup;
+  }
+
+  /** The cgroup.procs files the job's first process writes its pid to (one per hierarchy). */
+  get procsFiles(): string[] {
+    return jobFolders(this.layout, this.name).map((dir) => path.join(dir, "cgroup.procs"));
+  }
+
+  /** How many processes of the job the kernel killed for memory. */
+  async oomKills(): Promise<number> {
+    return oomKills(await fs.readFile(oomEventsFile(this.layout, this.name), "utf8").catch(() => ""));
+  }
+
+  /** Every process still in the cgroup is killed (a job's strays; a fork bomb's children). */
+  async killAll(): Promise<void> {
+    const [first, pidsDir = first] = jobFolders(this.layout, this.name);
+    if (this.layout.version === 2 && this.layout.kill) await fs.writeFile(path.join(first, "cgroup.kill"), "1").catch(() => undefined);
+    // Without cgroup.kill: kill what is listed until nothing is (pids.max bounds how many can appear).
+    for (let round = 0; round < 200; round++) {
+      const pids = (await fs.readFile(path.join(pidsDir, "cgroup.procs"), "utf8").catch(() => "")).split("\n").filter(Boolean).map(Number);
+      if (!pids.length) return;
+      for (const pid of pids) {
+        try {
+          process.kill(pid, "SIGKILL");
+        } catch {
+          // already gone
+        }
+      }
+      await pause(10);
+    }
+  }
+
+  /** Kills what is left and removes the cgroup (it may take the kernel a moment to let go of the dead). */
+  async remove(): Promise<void> {
+    await this.killAll();
+    for (const dir of jobFolders(this.layout, this.name)) {
+      for (let attempt = 0; ; attempt++) {
+        try {
+          await fs.rmdir(dir);
+          break;
+        } catch (err) {
+          if (errorCode(err) === "ENOENT") break;
+          if (errorCode(err) !== "EBUSY" || attempt >= 100) throw err;
+          await pause(20);
+        }
+      }
+    }
+  }
+}
+
+const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return errorCode(err) !== "ESRCH";
+  }
+};
+
+/** Empty cgroups an earlier node left behind (its jobs died with it): removed, best effort. */
+async function removeStale(base: string): Promise<void> {
+  for (const entry of await fs.readdir(base).catch(() => [] as string[])) {
+    const owner = /^ci-gpu-node-(\d+)$/.exec(entry);
+    if (!owner || alive(Number(owner[1]))) continue;
+    const dir = path.join(base, entry);
+    for (const job of await fs.readdir(dir).catch(() => [] as string[])) if (job.startsWith("job-")) await fs.rmdir(path.join(dir, job)).catch(() => undefined);
+    await fs.rmdir(dir).catch(() => undefined);
+  }
+}

@@ -1,0 +1,136 @@
+/**
+ * Attack replays: a sandboxed process job (no Docker) tries to take the host's memory and
+ * processes (issue 8: three 800 MB processes plus /dev/shm and /tmp held 3.8 GB under a 1 GiB
+ * job limit; a fork bomb drove the load to 201). Real bwrap, real cgroups, bounded allocations
+ * (at most ~2.4 GB, and only if the limit fails). On a host that offers no writable cgroups at all
+ * the replays are skipped with a note; one that offers them but where they do not hold fails.
+ */
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmdirSync, rmSync } from "fs";
+import os from "os";
+import path from "path";
+import { detectCgroups } from "../../services/gpu-node/cgroup-host";
+import { cgroupMounts, jobFolders, ownCgroups, ownV1Folder, ownV2Folder } from "../../services/gpu-node/cgroups";
+import type { JobLimits } from "../../services/gpu-node/job";
+import { readLogPage } from "../../services/gpu-node/output";
+import { ProcessExecutor, ProcessIsolation } from "../../services/gpu-node/process-executor";
+import { uniqueName, waitFor } from "../support/platform";
+import { hostPidsRunning, simulatedCard, testSandbox } from "../support/sandbox";
+
+const MiB = 1024 * 1024;
+const JOB_MEMORY = 1024 * MiB;
+const JOB_PIDS = 64;
+const card = simulatedCard("GPU-sim-cgroups-0");
+
+/** Whether this host shows (as root) a cgroup v2 with memory and pids, or v1 memory and pids hierarchies: then jobs must get cgroups. */
+function hostOffersCgroups(): boolean {
+  if (process.getuid?.() !== 0) return false;
+  const mounts = cgroupMounts(readFileSync("/proc/self/mountinfo", "utf8"));
+  const own = ownCgroups(readFileSync("/proc/self/cgroup", "utf8"));
+  const v2 = ownV2Folder(mounts, own);
+  const controllers = v2 && existsSync(`${v2}/cgroup.controllers`) ? readFileSync(`${v2}/cgroup.controllers`, "utf8") : "";
+  return (/\bmemory\b/.test(controllers) && /\bpids\b/.test(controllers)) || Boolean(ownV1Folder(mounts, own, "memory") && ownV1Folder(mounts, own, "pids"));
+}
+
+/** Peak of `sample()` (polled) until `done` settles. */
+async function peakWhile<T>(done: Promise<T>, sample: () => number): Promise<{ result: T; peak: number }> {
+  let peak = 0;
+  let finished = false;
+  void done.finally(() => (finished = true));
+  while (!finished) {
+    peak = Math.max(peak, sample());
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  return { result: await done, peak };
+}
+
+/** Resident memory of the host processes whose command line contains `marker`. */
+function rssOf(marker: string): number {
+  let total = 0;
+  for (const pid of readdirSync("/proc").filter((name) => /^\d+$/.test(name))) {
+    try {
+      if (!readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(marker)) continue;
+      total += Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0) * 1024;
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return total;
+}
+
+/** tmpfs pages on the host (/proc/meminfo Shmem). */
+const hostShmem = (): number => Number(/^Shmem:\s+(\d+) kB/m.exec(readFileSync("/proc/meminfo", "utf8"))![1]) * 1024;
+
+const offered = hostOffersCgroups();
+if (!offered) console.warn("sandbox.cgroups: this host offers no writable cgroup v2/v1 memory+pids controllers (or the test is not root): replays skipped");
+
+(offered ? describe : describe.skip)("sandbox cgroups - a hostile process job against the host's memory and processes", () => {
+  let logDir: string;
+  let limits: JobLimits;
+  let isolation: ProcessIsolation & { kind: "sandbox" };
+  let executor: ProcessExecutor;
+  const run = (command: string) => executor.run({ jobId: uniqueName("cg"), card, command });
+
+  beforeAll(async () => {
+    const detected = await detectCgroups();
+    // The host offers cgroups: the node must find and use them (a silent fallback would hide the attack).
+    if (!detected.layout) throw new Error(`cgroups are offered here but the node found none: ${detected.why}`);
+    isolation = testSandbox({
+      limits: { processes: 256, memoryBytes: JOB_MEMORY, tmpBytes: JOB_MEMORY, shmBytes: JOB_MEMORY },
+      cgroups: { layout: detected.layout, limits: { memoryBytes: JOB_MEMORY, pids: JOB_PIDS, cpus: 1 } },
+    });
+    logDir = mkdtempSync(path.join(os.tmpdir(), "sandbox-cgroups-"));
+    limits = { timeoutS: 60, graceS: 1, logDir };
+    executor = new ProcessExecutor(() => limits, isolation);
+  });
+  afterAll(() => {
+    rmSync(logDir, { recursive: true, force: true });
+    // This process's parent cgroup(s), empty now (a node's own outlive it until the next node's start removes them).
+    for (const dir of isolation ? jobFolders(isolation.cgroups!.layout, "") : []) rmdirSync(dir);
+  });
+
+  /** The job's cgroup folders that exist now (by its id). */
+  const jobCgroupsOf = (jobId: string): string[] => {
+    const parent = jobFolders(isolation.cgroups!.layout, "")[0];
+    return readdirSync(parent).filter((name) => name.startsWith(`job-${jobId}-`));
+  };
+
+  test("sandbox cgroups - three 800 MB processes under a 1 GiB job limit: the job fails out of memory, the host never holds much more than 1 GiB", async () => {
+    const marker = uniqueName("hog");
+    const hog = `python3 -c 'import time; b = bytearray(800 << 20); print("held", flush=True); time.sleep(4)' ${marker}`;
+    const job = run(`for i in 1 2 3; do ${hog} & done; wait; echo all-held`);
+    const { result: outcome, peak } = await peakWhile(job.outcome, () => rssOf(marker));
+    expect(peak).toBeGreaterThan(100 * MiB); // the hogs did run
+    expect(peak).toBeLessThan(JOB_MEMORY + 64 * MiB);
+    expect(outcome).toMatchObject({ type: "failed", errorMessage: expect.stringMatching(/ran out of memory.*1024 MiB/) });
+    expect(outcome!.output.match(/^held$/gm)?.length ?? 0).toBeLessThanOrEqual(1); // never two at once
+  }, 60_000);
+
+  test("sandbox cgroups - 900 MB each to /dev/shm and /tmp (both under their size) count against the job: it fails out of memory", async () => {
+    const before = hostShmem();
+    const job = run("head -c 900M /dev/zero > /dev/shm/fill && head -c 900M /dev/zero > /tmp/fill && echo wrote-both");
+    const { result: outcome, peak } = await peakWhile(job.outcome, () => hostShmem() - before);
+    expect(outcome).toMatchObject({ type: "failed", errorMessage: expect.stringMatching(/ran out of memory/) });
+    expect(outcome!.output).not.toContain("wrote-both");
+    expect(peak).toBeLessThan(JOB_MEMORY + 128 * MiB);
+  }, 60_000);
+
+  test("sandbox cgroups - a fork bomb (up to 2000 sleepers) stops at the job's pids limit, another job still runs, and the cgroup is gone after", async () => {
+    const seconds = String(300_000 + Math.floor(Math.random() * 600_000));
+    const bomb = run(`( i=0; while [ $i -lt 2000 ]; do sleep ${seconds} & i=$((i + 1)); done ); echo stopped-forking; exec sleep ${seconds}`);
+    expect(await bomb.started).toBe(true);
+    await waitFor(async () => (await readLogPage(logDir, bomb.jobId))?.text.includes("stopped-forking"), {
+      timeoutMs: 30_000,
+      message: "the bomb to stop forking",
+    });
+    const sleepers = hostPidsRunning(["sleep", seconds]).length;
+    expect(sleepers).toBeGreaterThan(JOB_PIDS / 2); // it did fork
+    expect(sleepers).toBeLessThanOrEqual(JOB_PIDS);
+    expect(jobCgroupsOf(bomb.jobId)).toHaveLength(1);
+    // The node and the next job are unaffected.
+    expect(await run("echo alive").outcome).toMatchObject({ type: "finished", exitCode: 0, output: "alive\n" });
+    await bomb.stop("cancel");
+    expect(await bomb.outcome).toMatchObject({ type: "cancelled" });
+    expect(hostPidsRunning(["sleep", seconds])).toEqual([]);
+    expect(jobCgroupsOf(bomb.jobId)).toEqual([]);
+  }, 60_000);
+});
