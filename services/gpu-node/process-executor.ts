@@ -147,11 +147,11 @@ export async function probeSandbox(isolation: ProcessIsolation & { kind: "sandbo
       proc.stdout!.on("data", (c: Buffer) => (output += c.toString()));
       proc.stderr!.on("data", (c: Buffer) => (output += c.toString()));
       const timer = setTimeout(() => proc.kill("SIGKILL"), timeoutMs);
-      proc.once("error", (err) => resolve(`${file} could not be started: ${err.message}`));
+      proc.once("error", (err) => resolve(`${isolation.bwrap} could not be started: ${err.message}`));
       proc.once("close", (code, signal) => {
         clearTimeout(timer);
         const detail = output.trim().split("\n").slice(-2).join(" ").slice(0, 300);
-        resolve(code === 0 ? null : `${file} failed (${signal ?? `exit ${code}`})${detail ? `: ${detail}` : ""}`);
+        resolve(code === 0 ? null : `${isolation.bwrap} failed (${signal ?? `exit ${code}`})${detail ? `: ${detail}` : ""}`);
       });
     });
   } catch (err) {

@@ -126,6 +126,9 @@ if (!offered) console.warn("sandbox.cgroups: this host offers no writable cgroup
     expect(sleepers).toBeGreaterThan(JOB_PIDS / 2); // it did fork
     expect(sleepers).toBeLessThanOrEqual(JOB_PIDS);
     expect(jobCgroupsOf(bomb.jobId)).toHaveLength(1);
+    // Born in it: every sleeper's cgroup (as the host sees it) is the job's.
+    const cgroupOf = (pid: number) => readFileSync(`/proc/${pid}/cgroup`, "utf8");
+    expect(hostPidsRunning(["sleep", seconds]).filter((pid) => !cgroupOf(pid).includes(`/job-${bomb.jobId}-`))).toEqual([]);
     // The node and the next job are unaffected.
     expect(await run("echo alive").outcome).toMatchObject({ type: "finished", exitCode: 0, output: "alive\n" });
     await bomb.stop("cancel");
@@ -133,4 +136,24 @@ if (!offered) console.warn("sandbox.cgroups: this host offers no writable cgroup
     expect(hostPidsRunning(["sleep", seconds])).toEqual([]);
     expect(jobCgroupsOf(bomb.jobId)).toEqual([]);
   }, 60_000);
+
+  test("sandbox cgroups - a busy job gets its CPU share (0.1 CPU here), not the host's cores", async () => {
+    const share = new ProcessExecutor(() => limits, {
+      ...isolation,
+      cgroups: { ...isolation.cgroups!, limits: { memoryBytes: JOB_MEMORY, pids: JOB_PIDS, cpus: 0.1 } },
+    });
+    const spin = "import os, time\nend = time.time() + 2\nwhile time.time() < end: pass\nt = os.times()\nprint(round(t.user + t.system, 2))";
+    const outcome = await share.run({ jobId: uniqueName("cg"), card, command: `python3 -c '${spin}'` }).outcome;
+    expect(outcome).toMatchObject({ type: "finished", exitCode: 0 });
+    expect(Number(outcome!.output)).toBeLessThan(2 * 0.1 + 0.15);
+  }, 30_000);
+
+  test("sandbox cgroups - a job in its cgroup runs as the same user with the same environment as one without", async () => {
+    const command = "id -u; id -G; env | sort";
+    const plain = await new ProcessExecutor(() => limits, testSandbox()).run({ jobId: uniqueName("cg"), card, command }).outcome;
+    const inCgroup = await run(command).outcome;
+    expect(inCgroup).toMatchObject({ type: "finished", exitCode: 0 });
+    expect(inCgroup!.output).toMatch(/^65534\n65534\n/);
+    expect(inCgroup!.output).toBe(plain!.output);
+  });
 });
