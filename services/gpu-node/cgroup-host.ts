@@ -5,7 +5,7 @@
  * shell moves itself in before it runs the sandbox (sandbox.ts enterCgroup). On the job's end every
  * process left in it is killed and the cgroup removed.
  */
-import { promises as fs } from "fs";
+import { promises as fs, readlinkSync } from "fs";
 import path from "path";
 import {
   CgroupLayout,
@@ -31,8 +31,11 @@ const exists = (file: string): Promise<boolean> =>
   );
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** The node's own parent cgroup name: several nodes (and test workers) may share a host. */
-const nodeCgroupName = (): string => `ci-gpu-node-${process.pid}`;
+/** This process's PID namespace (its inode): a pid names a process only within it. */
+const pidNamespace = (): string => /\[(\d+)\]/.exec(readlinkSync("/proc/self/ns/pid"))?.[1] ?? "0";
+
+/** The node's own parent cgroup name: several nodes (and test workers, and containers) may share a host. */
+const nodeCgroupName = (): string => `ci-gpu-node-${pidNamespace()}-${process.pid}`;
 
 /**
  * v2: enables the controllers for children of `base`. A non-root cgroup with processes may not
@@ -143,36 +146,13 @@ export class JobCgroup {
   async killAll(): Promise<void> {
     const [first, pidsDir = first] = jobFolders(this.layout, this.name);
     if (this.layout.version === 2 && this.layout.kill) await fs.writeFile(path.join(first, "cgroup.kill"), "1").catch(() => undefined);
-    // Without cgroup.kill: kill what is listed until nothing is (pids.max bounds how many can appear).
-    for (let round = 0; round < 200; round++) {
-      const pids = (await fs.readFile(path.join(pidsDir, "cgroup.procs"), "utf8").catch(() => "")).split("\n").filter(Boolean).map(Number);
-      if (!pids.length) return;
-      for (const pid of pids) {
-        try {
-          process.kill(pid, "SIGKILL");
-        } catch {
-          // already gone
-        }
-      }
-      await pause(10);
-    }
+    await killListed(pidsDir);
   }
 
-  /** Kills what is left and removes the cgroup (it may take the kernel a moment to let go of the dead). */
+  /** Kills what is left and removes the cgroup. */
   async remove(): Promise<void> {
     await this.killAll();
-    for (const dir of jobFolders(this.layout, this.name)) {
-      for (let attempt = 0; ; attempt++) {
-        try {
-          await fs.rmdir(dir);
-          break;
-        } catch (err) {
-          if (errorCode(err) === "ENOENT") break;
-          if (errorCode(err) !== "EBUSY" || attempt >= 100) throw err;
-          await pause(20);
-        }
-      }
-    }
+    for (const dir of jobFolders(this.layout, this.name)) await removeFolder(dir);
   }
 }
 
@@ -185,13 +165,49 @@ const alive = (pid: number): boolean => {
   }
 };
 
-/** Empty cgroups an earlier node left behind (its jobs died with it): removed, best effort. */
+/** Kills every process listed in `dir`'s cgroup.procs until none is (pids.max bounds how many can appear). */
+async function killListed(dir: string): Promise<void> {
+  for (let round = 0; round < 200; round++) {
+    const pids = (await fs.readFile(path.join(dir, "cgroup.procs"), "utf8").catch(() => "")).split("\n").filter(Boolean).map(Number);
+    if (!pids.length) return;
+    for (const pid of pids) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {
+        // already gone
+      }
+    }
+    await pause(10);
+  }
+}
+
+/** Removes an emptied cgroup (it may take the kernel a moment to let go of the dead). */
+async function removeFolder(dir: string): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await fs.rmdir(dir);
+    } catch (err) {
+      if (errorCode(err) === "ENOENT") return;
+      if (errorCode(err) !== "EBUSY" || attempt >= 100) throw err;
+      await pause(20);
+    }
+  }
+}
+
+/**
+ * Cgroups of an earlier node on this host that is gone: what still runs in them (a sandbox that
+ * missed bwrap's --die-with-parent, racing the node's death) is killed and they are removed.
+ */
 async function removeStale(base: string): Promise<void> {
   for (const entry of await fs.readdir(base).catch(() => [] as string[])) {
-    const owner = /^ci-gpu-node-(\d+)$/.exec(entry);
-    if (!owner || alive(Number(owner[1]))) continue;
+    // Only a node of this PID namespace can be known gone: another container's pids are not ours to judge.
+    const owner = /^ci-gpu-node-(\d+)-(\d+)$/.exec(entry);
+    if (!owner || owner[1] !== pidNamespace() || alive(Number(owner[2]))) continue;
     const dir = path.join(base, entry);
-    for (const job of await fs.readdir(dir).catch(() => [] as string[])) if (job.startsWith("job-")) await fs.rmdir(path.join(dir, job)).catch(() => undefined);
+    for (const job of (await fs.readdir(dir).catch(() => [] as string[])).filter((name) => name.startsWith("job-"))) {
+      await killListed(path.join(dir, job));
+      await removeFolder(path.join(dir, job)).catch(() => undefined);
+    }
     await fs.rmdir(dir).catch(() => undefined);
   }
 }

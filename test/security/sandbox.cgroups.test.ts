@@ -5,7 +5,8 @@
  * (at most ~2.4 GB, and only if the limit fails). On a host that offers no writable cgroups at all
  * the replays are skipped with a note; one that offers them but where they do not hold fails.
  */
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmdirSync, rmSync } from "fs";
+import { spawn, spawnSync } from "child_process";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmdirSync, rmSync, writeFileSync } from "fs";
 import os from "os";
 import path from "path";
 import { detectCgroups } from "../../services/gpu-node/cgroup-host";
@@ -100,7 +101,7 @@ if (!offered) console.warn("sandbox.cgroups: this host offers no writable cgroup
     const job = run(`for i in 1 2 3; do ${hog} & done; wait; echo all-held`);
     const { result: outcome, peak } = await peakWhile(job.outcome, () => rssOf(marker));
     expect(peak).toBeGreaterThan(100 * MiB); // the hogs did run
-    expect(peak).toBeLessThan(JOB_MEMORY + 64 * MiB);
+    expect(peak).toBeLessThan(JOB_MEMORY + 128 * MiB); // RSS counts shared libraries once per process
     expect(outcome).toMatchObject({ type: "failed", errorMessage: expect.stringMatching(/ran out of memory.*1024 MiB/) });
     expect(outcome!.output.match(/^held$/gm)?.length ?? 0).toBeLessThanOrEqual(1); // never two at once
   }, 60_000);
@@ -137,16 +138,37 @@ if (!offered) console.warn("sandbox.cgroups: this host offers no writable cgroup
     expect(jobCgroupsOf(bomb.jobId)).toEqual([]);
   }, 60_000);
 
-  test("sandbox cgroups - a busy job gets its CPU share (0.1 CPU here), not the host's cores", async () => {
+  test("sandbox cgroups - a busy job gets its CPU share (0.05 CPU here), not the host's cores", async () => {
     const share = new ProcessExecutor(() => limits, {
       ...isolation,
-      cgroups: { ...isolation.cgroups!, limits: { memoryBytes: JOB_MEMORY, pids: JOB_PIDS, cpus: 0.1 } },
+      cgroups: { ...isolation.cgroups!, limits: { memoryBytes: JOB_MEMORY, pids: JOB_PIDS, cpus: 0.05 } },
     });
     const spin = "import os, time\nend = time.time() + 2\nwhile time.time() < end: pass\nt = os.times()\nprint(round(t.user + t.system, 2))";
     const outcome = await share.run({ jobId: uniqueName("cg"), card, command: `python3 -c '${spin}'` }).outcome;
     expect(outcome).toMatchObject({ type: "finished", exitCode: 0 });
-    expect(Number(outcome!.output)).toBeLessThan(2 * 0.1 + 0.15);
+    expect(Number(outcome!.output)).toBeLessThan(2 * 0.05 + 0.15);
   }, 30_000);
+
+  test("sandbox cgroups - a sandbox that outlived a dead node (bwrap's --die-with-parent raced its death) is killed when the next node starts", async () => {
+    const deadPid = spawnSync("true").pid!;
+    const pidNs = /\[(\d+)\]/.exec(readlinkSync("/proc/self/ns/pid"))![1];
+    const stale = jobFolders(isolation.cgroups!.layout, "").map((parent) => path.join(path.dirname(parent), `ci-gpu-node-${pidNs}-${deadPid}`));
+    const seconds = String(300_000 + Math.floor(Math.random() * 600_000));
+    const orphan = spawn("sleep", [seconds], { stdio: "ignore" });
+    try {
+      for (const dir of stale) {
+        mkdirSync(path.join(dir, "job-orphan-1"), { recursive: true });
+        writeFileSync(path.join(dir, "job-orphan-1", "cgroup.procs"), String(orphan.pid));
+      }
+      expect(hostPidsRunning(["sleep", seconds])).toEqual([orphan.pid]);
+      expect((await detectCgroups()).layout).not.toBeNull();
+      await waitFor(() => orphan.exitCode !== null || orphan.signalCode !== null, { message: "the orphan to be killed" });
+      expect(orphan.signalCode).toBe("SIGKILL");
+      expect(stale.filter((dir) => existsSync(dir))).toEqual([]);
+    } finally {
+      orphan.kill("SIGKILL");
+    }
+  });
 
   test("sandbox cgroups - a job in its cgroup runs as the same user with the same environment as one without", async () => {
     const command = "id -u; id -G; env | sort";
