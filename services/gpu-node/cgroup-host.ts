@@ -58,24 +58,24 @@ async function enableV2(base: string, wanted: string[]): Promise<void> {
 
 async function detectV2(base: string): Promise<CgroupLayout> {
   const available = (await fs.readFile(path.join(base, "cgroup.controllers"), "utf8")).trim().split(/\s+/);
-  const missing = ["memory", "pids"].filter((c) => !available.includes(c));
-  if (missing.length) throw new Error(`cgroup v2 at ${base} offers [${available.join(" ")}], not ${missing.join(" and ")} (bound to cgroup v1?)`);
-  const wanted = ["memory", "pids", ...(available.includes("cpu") ? ["cpu"] : [])];
+  if (!available.includes("memory"))
+    throw new Error(`cgroup v2 at ${base} offers [${available.join(" ")}], not memory (bound to cgroup v1, or not delegated?)`);
+  const wanted = ["memory", ...["pids", "cpu"].filter((c) => available.includes(c))];
   await enableV2(base, wanted);
   await removeStale(base);
   const parent = path.join(base, nodeCgroupName());
   await fs.mkdir(parent, { recursive: true });
   await fs.writeFile(path.join(parent, "cgroup.subtree_control"), wanted.map((c) => `+${c}`).join(" "));
-  return { version: 2, parent, cpu: wanted.includes("cpu"), kill: await exists(path.join(parent, "cgroup.kill")) };
+  return { version: 2, parent, pids: wanted.includes("pids"), cpu: wanted.includes("cpu"), kill: await exists(path.join(parent, "cgroup.kill")) };
 }
 
 async function detectV1(own: ReturnType<typeof ownCgroups>, mounts: ReturnType<typeof cgroupMounts>): Promise<CgroupLayout> {
   const folder = (controller: string) => ownV1Folder(mounts, own, controller);
   const [memory, pids, cpu] = ["memory", "pids", "cpu"].map(folder);
-  if (!memory || !pids) throw new Error("no cgroup v1 memory and pids hierarchies are mounted");
+  if (!memory) throw new Error("no cgroup v1 memory hierarchy is mounted");
   for (const base of [memory, pids, cpu]) if (base) await removeStale(base);
   const name = nodeCgroupName();
-  const layout: CgroupLayout = { version: 1, memory: path.join(memory, name), pids: path.join(pids, name), cpu: cpu && path.join(cpu, name) };
+  const layout: CgroupLayout = { version: 1, memory: path.join(memory, name), pids: pids && path.join(pids, name), cpu: cpu && path.join(cpu, name) };
   for (const dir of jobFolders(layout, "")) await fs.mkdir(dir, { recursive: true });
   return layout;
 }
@@ -144,9 +144,10 @@ export class JobCgroup {
 
   /** Every process still in the cgroup is killed (a job's strays; a fork bomb's children). */
   async killAll(): Promise<void> {
-    const [first, pidsDir = first] = jobFolders(this.layout, this.name);
+    // v1: the memory hierarchy (always there) lists every process of the job as well.
+    const [first] = jobFolders(this.layout, this.name);
     if (this.layout.version === 2 && this.layout.kill) await fs.writeFile(path.join(first, "cgroup.kill"), "1").catch(() => undefined);
-    await killListed(pidsDir);
+    await killListed(first);
   }
 
   /** Kills what is left and removes the cgroup. */

@@ -1,21 +1,20 @@
 /**
  * Per-job control groups of the process executor, the pure part: where the node's own cgroups are
  * (from /proc/self/mountinfo and /proc/self/cgroup), which files of a job's cgroup get which limit,
- * and how an OOM kill reads back. cgroup v2 is used where its memory and pids controllers are
- * available; else cgroup v1's memory, pids and cpu hierarchies. The I/O is cgroup-host.ts.
+ * and how an OOM kill reads back. cgroup v2 is used where its memory controller is available;
+ * else cgroup v1's memory hierarchy; pids and cpu wherever the host has them too. The I/O is
+ * cgroup-host.ts.
  */
 
 /** A job's bounds: memory (tmpfs pages it writes count: /tmp and /dev/shm), processes, CPUs. */
 export type CgroupLimits = { memoryBytes: number; pids: number; cpus?: number };
 
 /**
- * Where job cgroups are made: v2 one parent folder; v1 one per hierarchy (cpu optional).
- * `kill`: v2's cgroup.kill exists (kernel >= 5.14).
+ * Where job cgroups are made: v2 one parent folder (with the pids and cpu controllers or not); v1
+ * one per hierarchy, memory always. `kill`: v2's cgroup.kill exists (kernel >= 5.14).
  */
-export type CgroupLayout = { version: 2; parent: string; cpu: boolean; kill: boolean } | { version: 1; memory: string; pids: string; cpu?: string };
-
-/** The controllers a job cgroup must have (cpu is used when there). */
-export const REQUIRED_CONTROLLERS = ["memory", "pids"] as const;
+export type CgroupLayout =
+  { version: 2; parent: string; pids: boolean; cpu: boolean; kill: boolean } | { version: 1; memory: string; pids?: string; cpu?: string };
 /** The CFS period cpu.max / cpu.cfs_period_us use: 100 ms, as Docker's --cpus. */
 export const CPU_PERIOD_US = 100_000;
 
@@ -84,7 +83,7 @@ export function jobCgroupName(jobId: string, seq: number): string {
 /** The folders of one job's cgroup: v2 one, v1 one per hierarchy. */
 export function jobFolders(layout: CgroupLayout, name: string): string[] {
   if (layout.version === 2) return [joinPath(layout.parent, name)];
-  return [layout.memory, layout.pids, ...(layout.cpu ? [layout.cpu] : [])].map((parent) => joinPath(parent, name));
+  return [layout.memory, layout.pids, layout.cpu].filter((parent): parent is string => parent !== undefined).map((parent) => joinPath(parent, name));
 }
 
 /** One write of a limit; `optional`: skipped when the kernel has no such file (swap accounting off, older kernels). */
@@ -92,29 +91,30 @@ export type LimitWrite = { file: string; value: string; optional?: boolean };
 
 /** Which files of a job's cgroup folders get which value, in order (v1's memsw after the memory limit it may not undercut). */
 export function limitWrites(layout: CgroupLayout, name: string, limits: CgroupLimits): LimitWrite[] {
-  const [first, pidsDir = first, cpuDir] = jobFolders(layout, name);
   const memory = String(limits.memoryBytes);
   const pids = String(limits.pids);
   if (layout.version === 2) {
+    const dir = joinPath(layout.parent, name);
     return [
-      { file: `${first}/memory.max`, value: memory },
+      { file: `${dir}/memory.max`, value: memory },
       // No swap: a job's memory (tmpfs included) is never pushed out to disk to escape its limit.
-      { file: `${first}/memory.swap.max`, value: "0", optional: true },
+      { file: `${dir}/memory.swap.max`, value: "0", optional: true },
       // An OOM kills the whole job, not a random part of it.
-      { file: `${first}/memory.oom.group`, value: "1", optional: true },
-      { file: `${first}/pids.max`, value: pids },
-      ...(layout.cpu ? [{ file: `${first}/cpu.max`, value: cpuMax(limits.cpus) }] : []),
+      { file: `${dir}/memory.oom.group`, value: "1", optional: true },
+      ...(layout.pids ? [{ file: `${dir}/pids.max`, value: pids }] : []),
+      ...(layout.cpu ? [{ file: `${dir}/cpu.max`, value: cpuMax(limits.cpus) }] : []),
     ];
   }
-  const cpu = cpuMax(limits.cpus).split(" ");
+  const [quota, period] = cpuMax(limits.cpus).split(" ");
+  const memoryDir = joinPath(layout.memory, name);
   return [
-    { file: `${first}/memory.limit_in_bytes`, value: memory },
-    { file: `${first}/memory.memsw.limit_in_bytes`, value: memory, optional: true },
-    { file: `${pidsDir}/pids.max`, value: pids },
-    ...(cpuDir
+    { file: `${memoryDir}/memory.limit_in_bytes`, value: memory },
+    { file: `${memoryDir}/memory.memsw.limit_in_bytes`, value: memory, optional: true },
+    ...(layout.pids ? [{ file: `${joinPath(layout.pids, name)}/pids.max`, value: pids }] : []),
+    ...(layout.cpu
       ? [
-          { file: `${cpuDir}/cpu.cfs_period_us`, value: cpu[1] },
-          { file: `${cpuDir}/cpu.cfs_quota_us`, value: cpu[0] === "max" ? "-1" : cpu[0] },
+          { file: `${joinPath(layout.cpu, name)}/cpu.cfs_period_us`, value: period },
+          { file: `${joinPath(layout.cpu, name)}/cpu.cfs_quota_us`, value: quota === "max" ? "-1" : quota },
         ]
       : []),
   ];
@@ -140,6 +140,9 @@ export function describeEnforcement(layout: CgroupLayout | null, why?: string): 
       "plus the sizes of its /tmp and /dev/shm, its processes by RLIMIT_NPROC, and its CPU time not at all"
     );
   const where = layout.version === 2 ? layout.parent : `${layout.memory} (v1)`;
-  const cpu = (layout.version === 2 ? layout.cpu : layout.cpu !== undefined) ? "CPU share (cpu.max)" : "not its CPU time (no cpu controller)";
-  return `Job cgroups under ${where}: each job's total memory (its /tmp and /dev/shm included, no swap), its process count, and ${cpu}`;
+  const pids = layout.version === 2 ? layout.pids : layout.pids !== undefined;
+  const cpu = layout.version === 2 ? layout.cpu : layout.cpu !== undefined;
+  const bounded = ["total memory (its /tmp and /dev/shm included, no swap)", ...(pids ? ["process count"] : []), ...(cpu ? ["CPU share"] : [])];
+  const unbounded = [...(pids ? [] : ["process count (RLIMIT_NPROC only: no pids controller)"]), ...(cpu ? [] : ["CPU time (no cpu controller)"])];
+  return `Job cgroups under ${where} bound each job's ${bounded.join(", ")}${unbounded.length ? `; not its ${unbounded.join(" nor its ")}` : ""}`;
 }

@@ -30,8 +30,8 @@ const HYBRID_CGROUP = "9:name=systemd:/\n8:pids:/\n4:memory:/process_api/588830\
 const V2_MOUNTINFO = "1020 1010 0:27 /docker/abc /sys/fs/cgroup ro,nosuid shared:9 - cgroup2 cgroup2 rw,nsdelegate";
 const V2_CGROUP = "0::/docker/abc/gpu node\n";
 
-const v2: CgroupLayout = { version: 2, parent: "/sys/fs/cgroup/svc/ci-gpu-node-7", cpu: true, kill: true };
-const v1: CgroupLayout = {
+const v2: Extract<CgroupLayout, { version: 2 }> = { version: 2, parent: "/sys/fs/cgroup/svc/ci-gpu-node-7", pids: true, cpu: true, kill: true };
+const v1: Extract<CgroupLayout, { version: 1 }> = {
   version: 1,
   memory: "/sys/fs/cgroup/memory/ci-gpu-node-7",
   pids: "/sys/fs/cgroup/pids/ci-gpu-node-7",
@@ -74,6 +74,12 @@ describe("gpu-node cgroups - a job's limits", () => {
       { file: `${dir}/cpu.max`, value: "150000 100000" },
     ]);
     expect(limitWrites({ ...v2, cpu: false }, name, limits).map((w) => w.file)).not.toContain(`${dir}/cpu.max`);
+    // A delegation with the memory controller only (no pids): memory is still bounded.
+    expect(limitWrites({ ...v2, pids: false, cpu: false }, name, limits).map((w) => w.file)).toEqual([
+      `${dir}/memory.max`,
+      `${dir}/memory.swap.max`,
+      `${dir}/memory.oom.group`,
+    ]);
     expect(oomEventsFile(v2, name)).toBe(`${dir}/memory.events`);
   });
 
@@ -88,6 +94,8 @@ describe("gpu-node cgroups - a job's limits", () => {
       { file: `${v1.cpu}/${name}/cpu.cfs_quota_us`, value: "150000" },
     ]);
     expect(limitWrites({ ...v1, cpu: undefined }, name, limits)).toHaveLength(3);
+    expect(jobFolders({ ...v1, pids: undefined }, name)).toEqual([`${v1.memory}/${name}`, `${v1.cpu}/${name}`]);
+    expect(limitWrites({ ...v1, pids: undefined }, name, limits).map((w) => w.file)).not.toContain(`${v1.pids}/${name}/pids.max`);
     expect(limitWrites(v1, name, { ...limits, cpus: undefined }).at(-1)).toEqual({ file: `${v1.cpu}/${name}/cpu.cfs_quota_us`, value: "-1" });
     expect(oomEventsFile(v1, name)).toBe(`${v1.memory}/${name}/memory.oom_control`);
   });
@@ -131,8 +139,9 @@ describe("gpu-node cgroups - entering, OOM, what the node says", () => {
   });
 
   test("gpu-node cgroups - the node says what is enforced, and what is not without cgroups", () => {
-    expect(describeEnforcement(v2)).toMatch(/under .*ci-gpu-node-7: .*memory.*process count.*CPU share/);
-    expect(describeEnforcement({ ...v1, cpu: undefined })).toMatch(/\(v1\).*not its CPU time/);
+    expect(describeEnforcement(v2)).toMatch(/under .*ci-gpu-node-7 bound each job's total memory.*, process count, CPU share$/);
+    expect(describeEnforcement({ ...v1, cpu: undefined })).toMatch(/\(v1\) bound .*memory.*process count; not its CPU time/);
+    expect(describeEnforcement({ ...v2, pids: false, cpu: false })).toMatch(/memory.*; not its process count \(RLIMIT_NPROC only.*nor its CPU time/);
     expect(describeEnforcement(null, "cgroup v2 offers [] (bound to cgroup v1?)")).toMatch(/none \(cgroup v2 offers.*RLIMIT_DATA.*CPU time not at all/);
   });
 });
