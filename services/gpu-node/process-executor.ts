@@ -15,7 +15,7 @@ import type { OutputCapture } from "./output";
 import { keepArtifacts, packFolder } from "./artifacts";
 import { LaunchRequest, sharedLauncher } from "./launcher";
 import { enterCgroup, gpuDeviceNodes, HostLayout, identityFiles, SAFE_ETC, SANDBOX_HOME, sandboxArgs, SandboxLimits, SYSTEM_PATHS } from "./sandbox";
-import type { CgroupLayout, CgroupLimits } from "./cgroups";
+import { CgroupLayout, CgroupLimits, outOfMemory } from "./cgroups";
 import { JobCgroup } from "./cgroup-host";
 
 const SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -206,12 +206,6 @@ async function terminate(pid: number, isolation: ProcessIsolation): Promise<void
   const [init] = await descendantPids(pid).then((all) => all.slice(0, 1));
   if (init === undefined) return signal(pid, "SIGTERM");
   for (const pid of await descendantPids(init)) signal(pid, "SIGTERM");
-}
-
-/** The errorMessage of a job the kernel killed for memory. */
-export function outOfMemory(limits: CgroupLimits): string {
-  const mib = Math.round(limits.memoryBytes / (1024 * 1024));
-  return `The job ran out of memory: its processes and the files it wrote to /tmp and /dev/shm exceeded its ${mib} MiB, and the kernel killed it`;
 }
 
 function processOps(spec: JobSpec, isolation: ProcessIsolation, limits: JobLimits): JobOps {

@@ -14,7 +14,8 @@ import { cgroupMounts, jobFolders, ownCgroups, ownV1Folder, ownV2Folder } from "
 import type { JobLimits } from "../../services/gpu-node/job";
 import { readLogPage } from "../../services/gpu-node/output";
 import { ProcessExecutor, ProcessIsolation } from "../../services/gpu-node/process-executor";
-import { uniqueName, waitFor } from "../support/platform";
+import { startTestPlatform, TestPlatform, uniqueName, waitFor } from "../support/platform";
+import { evaluateReadiness } from "../../lib/health";
 import { hostPidsRunning, simulatedCard, testSandbox } from "../support/sandbox";
 
 const MiB = 1024 * 1024;
@@ -23,14 +24,15 @@ const JOB_PIDS = 64;
 const card = simulatedCard("GPU-sim-cgroups-0");
 
 /** Which controllers this host shows the test (as root) for its own cgroup, v2 or v1: the node must then use them. */
-function hostOffers(): { memory: boolean; pids: boolean } {
-  if (process.getuid?.() !== 0) return { memory: false, pids: false };
+function hostOffers(): { memory: boolean; pids: boolean; cpu: boolean } {
+  if (process.getuid?.() !== 0) return { memory: false, pids: false, cpu: false };
   const mounts = cgroupMounts(readFileSync("/proc/self/mountinfo", "utf8"));
   const own = ownCgroups(readFileSync("/proc/self/cgroup", "utf8"));
   const v2 = ownV2Folder(mounts, own);
   const controllers = v2 && existsSync(`${v2}/cgroup.controllers`) ? readFileSync(`${v2}/cgroup.controllers`, "utf8").split(/\s+/) : [];
-  if (controllers.includes("memory")) return { memory: true, pids: controllers.includes("pids") };
-  return { memory: Boolean(ownV1Folder(mounts, own, "memory")), pids: Boolean(ownV1Folder(mounts, own, "pids")) };
+  if (controllers.includes("memory")) return { memory: true, pids: controllers.includes("pids"), cpu: controllers.includes("cpu") };
+  const v1 = (controller: string) => Boolean(ownV1Folder(mounts, own, controller));
+  return { memory: v1("memory"), pids: v1("pids"), cpu: v1("cpu") };
 }
 
 /** Peak of `sample()` (polled) until `done` settles. */
@@ -78,8 +80,9 @@ if (offered.memory && !offered.pids) console.warn("sandbox.cgroups: this host of
     // The host offers cgroups: the node must find and use them (a silent fallback would hide the attack).
     if (!detected.layout) throw new Error(`cgroups are offered here but the node found none: ${detected.why}`);
     const layout = detected.layout;
-    if (offered.pids !== (layout.version === 2 ? layout.pids : layout.pids !== undefined))
-      throw new Error("the host offers a pids controller the node does not use");
+    const uses = (controller: "pids" | "cpu") => (layout.version === 2 ? layout[controller] : layout[controller] !== undefined);
+    for (const controller of ["pids", "cpu"] as const)
+      if (offered[controller] !== uses(controller)) throw new Error(`the host offers a ${controller} controller the node does not use`);
     isolation = testSandbox({
       limits: { processes: 256, memoryBytes: JOB_MEMORY, tmpBytes: JOB_MEMORY, shmBytes: JOB_MEMORY },
       cgroups: { layout: detected.layout, limits: { memoryBytes: JOB_MEMORY, pids: JOB_PIDS, cpus: 1 } },
@@ -147,16 +150,20 @@ if (offered.memory && !offered.pids) console.warn("sandbox.cgroups: this host of
     60_000,
   );
 
-  test("sandbox cgroups - a busy job gets its CPU share (0.05 CPU here), not the host's cores", async () => {
-    const share = new ProcessExecutor(() => limits, {
-      ...isolation,
-      cgroups: { ...isolation.cgroups!, limits: { memoryBytes: JOB_MEMORY, pids: JOB_PIDS, cpus: 0.05 } },
-    });
-    const spin = "import os, time\nend = time.time() + 2\nwhile time.time() < end: pass\nt = os.times()\nprint(round(t.user + t.system, 2))";
-    const outcome = await share.run({ jobId: uniqueName("cg"), card, command: `python3 -c '${spin}'` }).outcome;
-    expect(outcome).toMatchObject({ type: "finished", exitCode: 0 });
-    expect(Number(outcome!.output)).toBeLessThan(2 * 0.05 + 0.15);
-  }, 30_000);
+  (offered.cpu ? test : test.skip)(
+    "sandbox cgroups - a busy job gets its CPU share (0.05 CPU here), not the host's cores",
+    async () => {
+      const share = new ProcessExecutor(() => limits, {
+        ...isolation,
+        cgroups: { ...isolation.cgroups!, limits: { memoryBytes: JOB_MEMORY, pids: JOB_PIDS, cpus: 0.05 } },
+      });
+      const spin = "import os, time\nend = time.time() + 2\nwhile time.time() < end: pass\nt = os.times()\nprint(round(t.user + t.system, 2))";
+      const outcome = await share.run({ jobId: uniqueName("cg"), card, command: `python3 -c '${spin}'` }).outcome;
+      expect(outcome).toMatchObject({ type: "finished", exitCode: 0 });
+      expect(Number(outcome!.output)).toBeLessThan(2 * 0.05 + 0.15);
+    },
+    30_000,
+  );
 
   test("sandbox cgroups - a sandbox that outlived a dead node (bwrap's --die-with-parent raced its death) is killed when the next node starts", async () => {
     const deadPid = spawnSync("true").pid!;
@@ -186,5 +193,28 @@ if (offered.memory && !offered.pids) console.warn("sandbox.cgroups: this host of
     expect(inCgroup).toMatchObject({ type: "finished", exitCode: 0 });
     expect(inCgroup!.output).toMatch(/^65534\n65534\n/);
     expect(inCgroup!.output).toBe(plain!.output);
+  });
+});
+
+describe("sandbox cgroups - what a node does with the host's cgroups", () => {
+  let platform: TestPlatform | undefined;
+  afterEach(async () => {
+    await platform?.stop();
+    platform = undefined;
+  });
+
+  test("sandbox cgroups - GPU_REQUIRE_CGROUPS=true: a node uses the host's cgroups for every job, or (none here) refuses jobs and is not ready", async () => {
+    const env = { GPU_EXECUTOR: "process", GPU_SIMULATE: "Cgroup Test GPU:1024", GPU_REQUIRE_CGROUPS: "true", GPU_JOB_MEMORY_MB: "512" };
+    platform = await startTestPlatform({ services: ["gpu-node"], env });
+    const readiness = await evaluateReadiness(platform.broker);
+    const node = platform.broker.getLocalService("gpu-node") as unknown as { executor?: { isolation?: ProcessIsolation } };
+    if (offered.memory) {
+      expect(readiness.checks["gpu-node.job-isolation"]).toBeUndefined();
+      const isolation = node.executor!.isolation as ProcessIsolation & { kind: "sandbox" };
+      expect(isolation.cgroups?.limits).toMatchObject({ memoryBytes: 512 * MiB, pids: 1024 });
+    } else {
+      expect(readiness.ready).toBe(false);
+      expect(readiness.checks["gpu-node.job-isolation"]?.error).toMatch(/GPU_REQUIRE_CGROUPS=true and this host gives jobs no cgroups/);
+    }
   });
 });

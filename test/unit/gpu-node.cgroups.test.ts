@@ -10,11 +10,11 @@ import {
   limitWrites,
   oomEventsFile,
   oomKills,
+  outOfMemory,
   ownCgroups,
   ownV1Folder,
   ownV2Folder,
 } from "../../services/gpu-node/cgroups";
-import { outOfMemory } from "../../services/gpu-node/process-executor";
 import { enterCgroup, SETPRIV } from "../../services/gpu-node/sandbox";
 
 /** A hybrid host (v1 controllers, an empty v2 at unified/), as a Docker-in-VM host shows it. */
