@@ -155,7 +155,8 @@ export async function probeSandbox(isolation: ProcessIsolation & { kind: "sandbo
       });
     });
   } catch (err) {
-    return `the probe job's cgroup could not be made: ${(err as Error).message}`;
+    if (isolation.cgroups && !cgroup) return `the probe job's cgroup could not be made: ${(err as Error).message}`;
+    throw err;
   } finally {
     await cgroup?.remove();
     await fs.rm(workDir, { recursive: true, force: true });
