@@ -10,7 +10,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlink
 import os from "os";
 import path from "path";
 import { detectCgroups } from "../../services/gpu-node/cgroup-host";
-import { cgroupMounts, jobFolders, ownCgroups, ownV1Folder, ownV2Folder } from "../../services/gpu-node/cgroups";
+import { CgroupLayout, cgroupMounts, jobFolders, ownCgroups, ownV1Folder, ownV2Folder } from "../../services/gpu-node/cgroups";
 import type { JobLimits } from "../../services/gpu-node/job";
 import { readLogPage } from "../../services/gpu-node/output";
 import { ProcessExecutor, ProcessIsolation } from "../../services/gpu-node/process-executor";
@@ -198,9 +198,11 @@ if (offered.memory && !offered.pids) console.warn("sandbox.cgroups: this host of
 
 describe("sandbox cgroups - what a node does with the host's cgroups", () => {
   let platform: TestPlatform | undefined;
+  let layout: CgroupLayout | undefined;
   afterEach(async () => {
     await platform?.stop();
     platform = undefined;
+    for (const dir of layout ? jobFolders(layout, "") : []) rmdirSync(dir); // the node's parent cgroup(s), empty
   });
 
   test("sandbox cgroups - GPU_REQUIRE_CGROUPS=true: a node uses the host's cgroups for every job, or (none here) refuses jobs and is not ready", async () => {
@@ -211,6 +213,7 @@ describe("sandbox cgroups - what a node does with the host's cgroups", () => {
     if (offered.memory) {
       expect(readiness.checks["gpu-node.job-isolation"]).toBeUndefined();
       const isolation = node.executor!.isolation as ProcessIsolation & { kind: "sandbox" };
+      layout = isolation.cgroups?.layout;
       expect(isolation.cgroups?.limits).toMatchObject({ memoryBytes: 512 * MiB, pids: 1024 });
     } else {
       expect(readiness.ready).toBe(false);
