@@ -25,3 +25,13 @@ else
   if [ "${SANDBOX_STRICT:-}" = 1 ]; then exit 1; fi
   echo "gpu-node will run no process jobs (it says why on /ready) unless Docker answers." >&2
 fi
+
+# Per-job cgroups (services/gpu-node/cgroup-host.ts): the node bounds each job's memory (its /tmp and
+# /dev/shm included), processes and CPU where it can write a cgroup with the memory controller.
+own=$(sed -n 's/^0:://p' /proc/self/cgroup 2>/dev/null)
+if grep -qw memory "/sys/fs/cgroup${own}/cgroup.controllers" 2>/dev/null || [ -d /sys/fs/cgroup/memory ]; then
+  echo "Job cgroups: a memory controller is here (gpu-node says at start what it enforces)"
+else
+  echo "Job cgroups: none writable here: process jobs' total memory, processes and CPU are not bounded (GPU_REQUIRE_CGROUPS=true refuses jobs instead)" >&2
+fi
+

@@ -9,6 +9,8 @@ import os from "os";
 import { ContainerContext, DockerExecutor } from "./docker-executor";
 import type { JobExecutor, JobLimits } from "./job";
 import { findBwrap, ProcessExecutor, ProcessIsolation, probeSandbox } from "./process-executor";
+import { detectCgroups } from "./cgroup-host";
+import { describeEnforcement } from "./cgroups";
 import { checkImage } from "./registry-policy";
 import { HostCapacity, JobResources, planJobResources } from "./resources";
 import type { GpuNodeSettings } from "./settings";
@@ -80,11 +82,17 @@ async function processSetup(ctx: SetupContext): Promise<ExecutorSetup> {
       shmBytes: ctx.settings.jobShmMb * 1024 * 1024,
     },
   };
+  const cgroups = await detectCgroups();
+  ctx.log[cgroups.layout ? "info" : "warn"](describeEnforcement(cgroups.layout, cgroups.layout ? undefined : cgroups.why));
+  if (!cgroups.layout && ctx.settings.requireCgroups)
+    return { refusal: `This GPU node runs no jobs: GPU_REQUIRE_CGROUPS=true and this host gives jobs no cgroups of their own (${cgroups.why})` };
+  if (cgroups.layout)
+    isolation.cgroups = { layout: cgroups.layout, limits: { memoryBytes: limits.memoryMb * 1024 * 1024, pids: ctx.settings.jobPids, cpus: limits.cpus } };
   const broken = await probeSandbox(isolation);
   if (broken) return { refusal: refusalMessage(`the bubblewrap sandbox does not work here (${broken})`) };
   if (process.getuid?.() !== 0)
     ctx.log.warn(`gpu-node does not run as root: sandboxed jobs keep this node's uid outside their user namespace (GPU_JOB_UID applies only to a root node)`);
-  ctx.log.info(`Jobs run as uid ${isolation.uid} in a bubblewrap sandbox (${bwrap}); CPU time is not limited per job without Docker`);
+  ctx.log.info(`Jobs run as uid ${isolation.uid} in a bubblewrap sandbox (${bwrap})`);
   return { executor: new ProcessExecutor(ctx.jobLimits, isolation), limits };
 }
 

@@ -66,6 +66,8 @@ export interface JobOps {
   cleanup(): Promise<void>;
   /** The node stops but the job goes on (re-adopted on restart): let go of streams only. */
   detach(): void;
+  /** After the exit: why the job failed although it exited (the kernel killed it for memory), if it did. */
+  failure?(): string | undefined;
 }
 
 export type JobLimits = {
@@ -193,6 +195,8 @@ export class RunningJob {
       this.limits.log?.(`Lost track of job ${this.jobId}`, watchError);
       return { type: "failed", errorMessage: "The GPU node lost track of the job", exitCode: null, ...output };
     }
+    const failure = this.ops.failure?.();
+    if (failure) return { type: "failed", errorMessage: failure, exitCode, ...output };
     return { type: "finished", exitCode, ...output };
   }
 

@@ -14,12 +14,18 @@ import { jobCards, joinedShell, JobError, JobExecutor, JobLimits, JobOps, JobSpe
 import type { OutputCapture } from "./output";
 import { keepArtifacts, packFolder } from "./artifacts";
 import { LaunchRequest, sharedLauncher } from "./launcher";
-import { gpuDeviceNodes, HostLayout, identityFiles, SAFE_ETC, SANDBOX_HOME, sandboxArgs, SandboxLimits, SYSTEM_PATHS } from "./sandbox";
+import { enterCgroup, gpuDeviceNodes, HostLayout, identityFiles, SAFE_ETC, SANDBOX_HOME, sandboxArgs, SandboxLimits, SYSTEM_PATHS } from "./sandbox";
+import { CgroupLayout, CgroupLimits, outOfMemory } from "./cgroups";
+import { JobCgroup } from "./cgroup-host";
 
 const SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /** How the executor isolates jobs: a bubblewrap sandbox, or (explicitly unsafe) not at all. */
-export type ProcessIsolation = { kind: "sandbox"; bwrap: string; uid: number; gid: number; limits: SandboxLimits } | { kind: "unisolated" };
+export type ProcessIsolation =
+  { kind: "sandbox"; bwrap: string; uid: number; gid: number; limits: SandboxLimits; cgroups?: JobCgroups } | { kind: "unisolated" };
+
+/** Each job in a cgroup of its own under `layout`, bounded by `limits` (cgroup-host.ts); absent where the host has none. */
+export type JobCgroups = { layout: CgroupLayout; limits: CgroupLimits };
 
 /** Drops NVIDIA_* variables: only the node decides which card a job sees. */
 export function withoutNvidiaVariables(env: Record<string, string>): Record<string, string> {
@@ -85,8 +91,14 @@ function asJobUser(isolation: ProcessIsolation & { kind: "sandbox" }): { uid?: n
   return process.getuid?.() === 0 ? { uid: isolation.uid, gid: isolation.gid } : {};
 }
 
-/** The program, arguments, environment, cwd and user of one job. */
-export async function jobProcess(spec: JobSpec, isolation: ProcessIsolation, workDir: string, fileMaxBytes?: number): Promise<LaunchRequest> {
+/** The program, arguments, environment, cwd and user of one job (moved into `cgroup` first, when given). */
+export async function jobProcess(
+  spec: JobSpec,
+  isolation: ProcessIsolation,
+  workDir: string,
+  fileMaxBytes?: number,
+  cgroup?: JobCgroup,
+): Promise<LaunchRequest> {
   const shell = [...joinedShell("/bin/sh"), spec.command];
   if (isolation.kind === "unisolated") {
     return { file: shell[0], args: shell.slice(1), cwd: workDir, env: processJobEnv(jobCards(spec), workDir, spec.env) };
@@ -110,7 +122,11 @@ export async function jobProcess(spec: JobSpec, isolation: ProcessIsolation, wor
     fileMaxBytes,
   });
   // bwrap passes its own environment on, and it is readable inside (/proc/1/environ): the job's only.
-  return { file: isolation.bwrap, args, cwd: "/", env, ...asJobUser(isolation) };
+  if (!cgroup) return { file: isolation.bwrap, args, cwd: "/", env, ...asJobUser(isolation) };
+  const user = asJobUser(isolation);
+  const dropTo = user.uid !== undefined ? { uid: user.uid, gid: user.gid! } : undefined;
+  const [file, ...wrapped] = enterCgroup(cgroup.procsFiles, [isolation.bwrap, ...args], dropTo);
+  return { file, args: wrapped, cwd: "/", env };
 }
 
 /**
@@ -120,8 +136,10 @@ export async function jobProcess(spec: JobSpec, isolation: ProcessIsolation, wor
 export async function probeSandbox(isolation: ProcessIsolation & { kind: "sandbox" }, timeoutMs = 10_000): Promise<string | null> {
   const card: NodeCard = { uuid: "probe", index: 0, name: "probe", memoryTotal: 0, memoryUsed: 0, utilization: 0, temperature: 0, simulated: true };
   const workDir = await fs.mkdtemp(path.join(os.tmpdir(), "ci-job-probe-"));
+  let cgroup: JobCgroup | undefined;
   try {
-    const { file, args, ...options } = await jobProcess({ jobId: "probe", card, command: "exit 0" }, isolation, workDir);
+    if (isolation.cgroups) cgroup = await JobCgroup.create(isolation.cgroups.layout, "probe", isolation.cgroups.limits);
+    const { file, args, ...options } = await jobProcess({ jobId: "probe", card, command: "exit 0" }, isolation, workDir, undefined, cgroup);
     return await new Promise<string | null>((resolve) => {
       // once at start, so spawned here; jobs go through the launcher
       const proc = spawn(file, args, { ...options, stdio: ["ignore", "pipe", "pipe"] });
@@ -129,14 +147,18 @@ export async function probeSandbox(isolation: ProcessIsolation & { kind: "sandbo
       proc.stdout!.on("data", (c: Buffer) => (output += c.toString()));
       proc.stderr!.on("data", (c: Buffer) => (output += c.toString()));
       const timer = setTimeout(() => proc.kill("SIGKILL"), timeoutMs);
-      proc.once("error", (err) => resolve(`${file} could not be started: ${err.message}`));
+      proc.once("error", (err) => resolve(`${isolation.bwrap} could not be started: ${err.message}`));
       proc.once("close", (code, signal) => {
         clearTimeout(timer);
         const detail = output.trim().split("\n").slice(-2).join(" ").slice(0, 300);
-        resolve(code === 0 ? null : `${file} failed (${signal ?? `exit ${code}`})${detail ? `: ${detail}` : ""}`);
+        resolve(code === 0 ? null : `${isolation.bwrap} failed (${signal ?? `exit ${code}`})${detail ? `: ${detail}` : ""}`);
       });
     });
+  } catch (err) {
+    if (isolation.cgroups && !cgroup) return `the probe job's cgroup could not be made: ${(err as Error).message}`;
+    throw err;
   } finally {
+    await cgroup?.remove();
     await fs.rm(workDir, { recursive: true, force: true });
   }
 }
@@ -193,12 +215,15 @@ function processOps(spec: JobSpec, isolation: ProcessIsolation, limits: JobLimit
   let exit: Promise<number> | undefined;
   let outputClosed: Promise<void> = Promise.resolve();
   let capture: OutputCapture | undefined;
+  let cgroup: JobCgroup | undefined;
+  let failure: string | undefined;
 
   return {
     async launch(output: OutputCapture) {
       capture = output;
       workDir = await fs.mkdtemp(path.join(os.tmpdir(), "ci-job-"));
-      const request = await jobProcess(spec, isolation, workDir, limits.outMaxBytes);
+      if (isolation.kind === "sandbox" && isolation.cgroups) cgroup = await JobCgroup.create(isolation.cgroups.layout, spec.jobId, isolation.cgroups.limits);
+      const request = await jobProcess(spec, isolation, workDir, limits.outMaxBytes, cgroup);
       // The outer shell joins stderr into stdout (one stream keeps their order), then runs the job;
       // the resident launcher forks it (in its own process group), not this process.
       const launched = await sharedLauncher()
@@ -225,8 +250,12 @@ function processOps(spec: JobSpec, isolation: ProcessIsolation, limits: JobLimit
       // Whatever the job left running in the background ends with it, as in a container (a
       // sandbox's namespace ends with its init already).
       signal(-child!.pid, "SIGKILL");
+      await cgroup?.killAll();
+      if (cgroup && (await cgroup.oomKills()) > 0 && isolation.kind === "sandbox") failure = outOfMemory(isolation.cgroups!.limits);
       return code;
     },
+
+    failure: () => failure,
 
     async kill(graceS: number) {
       if (!child || child.ended) return;
@@ -251,6 +280,7 @@ function processOps(spec: JobSpec, isolation: ProcessIsolation, limits: JobLimit
         await keepArtifacts(spec.jobId, limits, capture, (dest, maxBytes) => packFolder(outDir, dest, maxBytes));
       }
       if (workDir) await fs.rm(workDir, { recursive: true, force: true });
+      await cgroup?.remove();
     },
 
     detach() {

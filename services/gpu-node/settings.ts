@@ -29,6 +29,8 @@ export type GpuNodeSettings = {
   jobUid: number;
   jobGid: number;
   jobPids: number;
+  /** A process-executor node whose host cannot give each job its own cgroup runs no jobs (instead of running them without). */
+  requireCgroups: boolean;
   /** Docker network of job containers; `none` keeps untrusted code off every network. */
   jobNetwork: string;
   /** Size of each job's /dev/shm in MiB (PyTorch DataLoader workers share tensors through it). */
@@ -70,6 +72,7 @@ export const parseGpuNodeSettings = (env: Env): GpuNodeSettings => ({
   jobUid: int(env, "GPU_JOB_UID", 65534),
   jobGid: int(env, "GPU_JOB_GID", 65534),
   jobPids: int(env, "GPU_JOB_PIDS", 1024),
+  requireCgroups: flag(env, "GPU_REQUIRE_CGROUPS"),
   jobNetwork: text(env, "GPU_JOB_NETWORK", "none"),
   jobShmMb: positive(env, "GPU_JOB_SHM_MB", DEFAULT_SHM_MB),
   jobOutMaxMb: positive(env, "GPU_JOB_OUT_MAX_MB", 1024),
