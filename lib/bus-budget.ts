@@ -14,11 +14,12 @@ export const BUDGETED_ROLES = new Set(["gpu-node"]);
 
 /**
  * What one gpu-node may send per packet kind. Its real traffic: a heartbeat event per
- * GPU_HEARTBEAT_S (≥ 1 s) to each scheduler and metrics replica, answers to the scheduler's calls
+ * GPU_HEARTBEAT_S (default 2 s) to each scheduler and metrics replica, answers to the scheduler's calls
  * (run, cancel, pages of logs and artifacts) and a few discovery packets at start.
  */
 export const NODE_BUDGETS: Readonly<Record<string, Budget>> = {
-  EVENT: { perSecond: 10, burst: 20 },
+  // Heartbeats: room for GPU_HEARTBEAT_S down to 0.05 s (tests use 0.2).
+  EVENT: { perSecond: 20, burst: 40 },
   RES: { perSecond: 200, burst: 400 },
   // DISCOVER makes every process answer with its INFO, INFO rebuilds the registry: a few at start.
   other: { perSecond: 10, burst: 30 },

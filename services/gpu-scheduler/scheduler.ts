@@ -62,7 +62,11 @@ export class Scheduler {
     this.stopper = new NodeStopper(nodes, this.writer, freed, logger);
     this.placement = new PlacementLoop(places, this.writer, this.view, nodes, this.stopper, clock, logger, limits);
     this.events = new EventApplier(repo, this.writer, this.stopper, clock, logger, freed, settings.retryBackoffS);
-    this.heartbeats = new HeartbeatInbox((hb) => this.events.reconcile(hb));
+    this.heartbeats = new HeartbeatInbox(
+      (hb) => this.events.reconcile(hb),
+      settings.reconcileIntervalMs ?? 0,
+      () => clock.now().getTime(),
+    );
     this.housekeeping = new Housekeeping(
       repo,
       this.writer,
@@ -107,6 +111,7 @@ export class Scheduler {
   /** No new passes; waits for the pass, event and confirmation batches under way. */
   async stop(): Promise<void> {
     this.stopped = true;
+    this.heartbeats.close();
     await Promise.all([this.placement.stop(), this.events.idle(), this.heartbeats.idle()]);
   }
 

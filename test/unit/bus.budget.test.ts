@@ -84,4 +84,32 @@ describe("bus budget - heartbeats coalesced per node", () => {
     await expect(inbox.push(hb("bad", 1))).rejects.toThrow("database down");
     await expect(inbox.push(hb("good", 1))).resolves.toBeUndefined();
   });
+
+  it("bus budget - a node's heartbeats are applied at most once per interval, others' meanwhile", async () => {
+    let ms = 0;
+    const applied: string[] = [];
+    const inbox = new HeartbeatInbox(
+      async (h) => void applied.push(`${h.nodeId}@${ms}`),
+      1000,
+      () => ms,
+    );
+    await inbox.push(hb("a", 1));
+    const second = inbox.push(hb("a", 2));
+    await inbox.push(hb("b", 1)); // not held up behind a's wait
+    expect(applied).toEqual(["a@0", "b@0"]);
+    ms = 1000;
+    await second;
+    expect(applied).toEqual(["a@0", "b@0", "a@1000"]);
+  });
+
+  it("bus budget - once closed (stopping), waiting heartbeats are let go and new ones not applied", async () => {
+    const applied: string[] = [];
+    const inbox = new HeartbeatInbox(async (h) => void applied.push(h.nodeId), 60_000);
+    await inbox.push(hb("a", 1));
+    const waiting = inbox.push(hb("a", 2));
+    inbox.close();
+    await waiting;
+    await inbox.push(hb("c", 1));
+    expect(applied).toEqual(["a"]);
+  });
 });
