@@ -51,6 +51,17 @@ export function senderMayCall(senderNodeID: string, callers: readonly string[]):
   return rolesOf(role).some((r) => callers.includes(r));
 }
 
+/**
+ * Whether a node may offer service `name` in its INFO: only the services of its role (the table
+ * the NATS permissions come from), and Moleculer's internal `$node`. A gpu-node declaring `auth`
+ * would otherwise get a share of every login routed to it.
+ */
+export function senderMayHost(senderNodeID: string, name: string): boolean {
+  if (name.startsWith("$")) return true;
+  const role = roleOfNodeID(senderNodeID);
+  return role !== undefined && rolesOf(role).includes(name);
+}
+
 export type CallerTableRow = { action: string; callers: readonly string[]; rest: boolean };
 
 function actionsOf(schema: ServiceSchema): Record<string, ActionSchema> {

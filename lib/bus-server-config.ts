@@ -18,6 +18,8 @@ export type ServerConfigInputs = {
   /** `sync_interval: always` (nats-server 2.10+; Debian 12 ships 2.9, which does not know it). */
   syncAlways?: boolean;
   maxPayload?: string;
+  /** Subscriptions one connection may hold (a platform process holds a few hundred). */
+  maxSubscriptions?: number;
   /** JetStream storage limits (defaults 10GB on disk, 256MB in memory). */
   maxFileStore?: string;
   maxMemoryStore?: string;
@@ -47,6 +49,8 @@ export function renderServerConfig(i: ServerConfigInputs): string {
   if (i.syncAlways !== false) out.push("  sync_interval: always");
   out.push(`  max_file_store: ${i.maxFileStore ?? "10GB"}`, `  max_memory_store: ${i.maxMemoryStore ?? "256MB"}`, "}");
   out.push(`max_payload: ${i.maxPayload ?? "8MB"}`);
+  // Per connection: nats-server 2.9 has no per-user limits outside JWT accounts, and no message rate limit at all.
+  out.push(`max_subscriptions: ${i.maxSubscriptions ?? 10_000}`);
   if (i.tls) {
     out.push("tls {", `  cert_file: ${quote(i.tls.certFile)}`, `  key_file: ${quote(i.tls.keyFile)}`);
     if (i.tls.caFile) out.push(`  ca_file: ${quote(i.tls.caFile)}`);

@@ -60,6 +60,12 @@ export const PLATFORM_METRICS = {
     buckets: [50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 120000],
     quantiles: true,
   },
+  busDropped: {
+    name: "platform.bus.dropped.total",
+    type: "counter",
+    description: "Bus packets dropped unread: their sender (a gpu-node) went over its per-second budget",
+    labelNames: ["sender", "kind"],
+  },
   databases: { name: "platform.databases", type: "gauge", description: "Client databases by state", labelNames: ["state"] },
   databaseStorage: {
     name: "platform.databases.storage.mb",

@@ -11,10 +11,16 @@
  *   gets a clean 413; a too-large answer becomes an error answer), publish failures are logged,
  *   never thrown from setImmediate, and malformed or forged packets (e.g. an INFO with this
  *   node's id, which makes Moleculer stop the process) are dropped with a rate-limited warning.
+ * - budgets (authenticated bus): a gpu-node sending more than its per-second budget of a packet
+ *   kind (lib/bus-budget.ts) has the excess dropped unread and counted, and an INFO keeps only
+ *   the services its sender's role may run (`senderMayHost`), so a node cannot draw core calls.
  */
-import { Errors, Transporters } from "moleculer";
+import { Errors, ServiceBroker, Transporters } from "moleculer";
 import type { ConnectionOptions, Msg, NatsConnection, NatsError, Subscription } from "nats";
+import { budgetOf, TokenBuckets } from "./bus-budget";
 import { isNatsUrl, natsConnectionOptions } from "./bus-connection";
+import { roleOfNodeID, senderMayHost } from "./bus-identity";
+import { incrementCounter } from "./metrics";
 import { anySender, OWN_ECHO, rejectPacket, senderOfSubject, withSender } from "./bus-subjects";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a Moleculer seam: its transit builds packet payloads untyped; fields are read by name
@@ -32,7 +38,7 @@ type NatsInternals = {
   messageHandler(cmd: string, packet: Packet): unknown;
   serialize(packet: Packet): Buffer;
   deserialize(cmd: string, data: Buffer): Packet;
-  broker: { serializer: { serialize(payload: unknown, type: string): Buffer } };
+  broker: ServiceBroker & { serializer: { serialize(payload: unknown, type: string): Buffer } };
   transit?: { removePendingRequest(id: string): void; instanceID: string };
 };
 
@@ -70,6 +76,7 @@ export class BusTransporter extends Transporters.NATS {
   /** The subject each received buffer came on (the receive hook only passes the buffer on). */
   private readonly subjects = new WeakMap<Buffer, string>();
   private warnings?: RateLimitedLog;
+  private readonly budgets = new TokenBuckets();
 
   constructor(options: BusTransporterOptions) {
     const { senderBound, ...connection } = options;
@@ -218,6 +225,7 @@ export class BusTransporter extends Transporters.NATS {
       ...(queue ? { queue } : {}),
       callback: (err: NatsError | null, msg: Msg) => {
         if (err) return this.warn(`subscription-${subject}`, `NATS subscription ${subject} failed: ${err.message}`);
+        if (this.senderBound && this.overBudget(cmd, msg.subject)) return;
         const data = Buffer.from(msg.data);
         if (this.senderBound) this.subjects.set(data, msg.subject);
         try {
@@ -227,6 +235,27 @@ export class BusTransporter extends Transporters.NATS {
         }
       },
     });
+  }
+
+  /** Whether the packet's sender went over its budget for this kind (checked before the packet is even copied). */
+  private overBudget(cmd: string, subject: string): boolean {
+    const sender = senderOfSubject(subject);
+    const budget = sender === undefined ? undefined : budgetOf(roleOfNodeID(sender), cmd);
+    if (!budget || this.budgets.take(`${cmd} ${sender}`, budget, Date.now())) return false;
+    incrementCounter(this.self.broker, "busDropped", { sender: sender!, kind: cmd });
+    this.warn(`budget-${cmd}-${sender}`, `Dropped ${cmd} packets from ${sender}: over its budget of ${budget.perSecond}/s`);
+    return true;
+  }
+
+  /** Keeps only the services an INFO's sender may run; the rest never reach the registry. */
+  private keepOwnServices(payload: Record<string, unknown>): void {
+    const sender = payload.sender as string;
+    const services = payload.services as Array<{ name?: unknown }>;
+    const kept = services.filter((s) => typeof s?.name === "string" && senderMayHost(sender, s.name));
+    if (kept.length === services.length) return;
+    const dropped = services.filter((s) => !kept.includes(s)).map((s) => String(s?.name).slice(0, 100));
+    this.warn(`services-${sender}`, `Ignored services ${dropped.join(", ")} offered by ${sender}: its role may not run them`);
+    payload.services = kept;
   }
 
   override incomingMessage(cmd: string, msg: Buffer): Promise<void> {
@@ -252,6 +281,7 @@ export class BusTransporter extends Transporters.NATS {
       this.warn(`drop-${cmd}`, `Dropped a ${cmd} packet${subject ? ` on ${subject}` : ""}: ${reason}`);
       return Promise.resolve();
     }
+    if (cmd === "INFO" && this.senderBound) this.keepOwnServices(packet.payload);
     return self.messageHandler(cmd, packet) as Promise<void>;
   }
 }

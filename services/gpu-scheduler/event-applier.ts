@@ -53,6 +53,9 @@ export function decideEvents(events: JobEvent[], states: Map<string, JobState>, 
   return out;
 }
 
+/** Cancel calls one heartbeat's reconciliation may start. */
+export const MAX_STOPS_PER_HEARTBEAT = 32;
+
 /**
  * A heartbeat's running jobs against their rows: placed there and unconfirmed → confirm them;
  * unknown, placed elsewhere or ended → stop them on the node. Pure.
@@ -103,7 +106,8 @@ export class EventApplier {
   async reconcile(hb: NodeHeartbeat): Promise<void> {
     const rows = await this.store.placements(hb.runningJobIds.filter(isUuid));
     const { confirm, stop } = reconcileHeartbeat(hb, rows);
-    for (const jobId of stop) void this.stopper.stop(jobId, hb.nodeId);
+    // The rest are stopped on later heartbeats: a node listing hundreds of unknown jobs cannot make hundreds of calls at once.
+    for (const jobId of stop.slice(0, MAX_STOPS_PER_HEARTBEAT)) void this.stopper.stop(jobId, hb.nodeId);
     if (confirm.length) await this.writer.applyTo(confirm, (job) => confirmPlacement(job, hb.nodeId));
   }
 

@@ -655,6 +655,8 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
         nodeTimeoutMs: this.config.nodeTimeoutS * 1000,
         dispatchTimeoutMs: timeoutMs,
         warmUpMs: this.config.heartbeatS * 1500,
+        // Every heartbeat of a node keeping its period is reconciled; a faster one's are coalesced.
+        reconcileIntervalMs: this.config.heartbeatS * 500,
         retryBackoffS: this.config.retryBackoffS,
       },
       this.limits,

@@ -14,15 +14,23 @@ export class NodeStopper {
     private readonly logger: LoggerInstance,
   ) {}
 
+  /** `<node> <job>` stops under way: a node repeating a job in its heartbeats gets one cancel call at a time. */
+  private readonly inFlight = new Set<string>();
+
   /** Once the node answers, the card is free (if the job has ended). Never throws. */
   async stop(jobId: string, nodeId: string, releaseIfNotStopped = true): Promise<void> {
+    const key = `${nodeId} ${jobId}`;
+    if (this.inFlight.has(key)) return;
     let stopped: boolean;
+    this.inFlight.add(key);
     try {
       ({ stopped } = await this.nodes.cancel(nodeId, jobId));
     } catch (err) {
       // Unreachable: node loss or the housekeeping sweep frees the card later.
       this.logger.debug(`Could not stop job ${jobId} on ${nodeId}: ${(err as Error).message}`);
       return;
+    } finally {
+      this.inFlight.delete(key);
     }
     if (!(stopped || releaseIfNotStopped) || !isUuid(jobId)) return;
     try {

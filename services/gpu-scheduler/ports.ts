@@ -14,6 +14,8 @@ export type SchedulerSettings = {
   dispatchTimeoutMs: number;
   /** Until this long after start, not every live node has announced itself yet. */
   warmUpMs: number;
+  /** The least time between two reconciliations of one node's heartbeats (a flooding node's are coalesced meanwhile); absent: 0. */
+  reconcileIntervalMs?: number;
   /** RETRY_BACKOFF_S: the wait before a failed job's first retry (doubling for each later one); absent: 5. */
   retryBackoffS?: number;
 };

@@ -10,6 +10,7 @@ import type { JobEvent, NodeHeartbeat } from "../../lib/gpu-protocol";
 import { CardVetting } from "./card-vetting";
 import { ClusterView } from "./cluster-view";
 import { EventApplier, EventStore } from "./event-applier";
+import { HeartbeatInbox } from "./heartbeat-inbox";
 import { Housekeeping, HousekeepingStore, LostNodeBook } from "./housekeeping";
 import type { JobRow } from "./jobs.repository";
 import { CAS_ATTEMPTS, JobWriter } from "./job-writer";
@@ -36,6 +37,8 @@ export class Scheduler {
   private readonly events: EventApplier;
   private readonly housekeeping: Housekeeping;
   private readonly logger: LoggerInstance;
+  /** Heartbeats' database work, coalesced per node (a flooding node cannot queue up queries). */
+  readonly heartbeats: HeartbeatInbox;
   private stopped = false;
   private ticking = false;
 
@@ -59,6 +62,11 @@ export class Scheduler {
     this.stopper = new NodeStopper(nodes, this.writer, freed, logger);
     this.placement = new PlacementLoop(places, this.writer, this.view, nodes, this.stopper, clock, logger, limits);
     this.events = new EventApplier(repo, this.writer, this.stopper, clock, logger, freed, settings.retryBackoffS);
+    this.heartbeats = new HeartbeatInbox(
+      (hb) => this.events.reconcile(hb),
+      settings.reconcileIntervalMs ?? 0,
+      () => clock.now().getTime(),
+    );
     this.housekeeping = new Housekeeping(
       repo,
       this.writer,
@@ -103,7 +111,8 @@ export class Scheduler {
   /** No new passes; waits for the pass, event and confirmation batches under way. */
   async stop(): Promise<void> {
     this.stopped = true;
-    await Promise.all([this.placement.stop(), this.events.idle()]);
+    this.heartbeats.close();
+    await Promise.all([this.placement.stop(), this.events.idle(), this.heartbeats.idle()]);
   }
 
   /** Whether a job may ask for `gpuType`: some card matches, or the cluster is not fully known yet. */
@@ -113,6 +122,7 @@ export class Scheduler {
 
   // --- what nodes tell us ---
 
+  /** The node is heard at once (its liveness never waits on the database); its jobs are reconciled in turn. */
   async heartbeat(hb: NodeHeartbeat): Promise<void> {
     // The node is heard whatever the database says; its cards only as far as its pins are known.
     await this.vetting.refresh(hb, this.clock.now()).catch((err) => this.logger.warn(`Cards of ${hb.nodeId} not vetted: ${(err as Error).message}`));
@@ -121,7 +131,7 @@ export class Scheduler {
     if (changed && standing.held.length)
       this.logger.warn(`GPU node ${hb.nodeId} announces ${standing.held.length} card(s) no job goes to: ${heldList(standing.held)}`);
     if (changed) void this.schedule();
-    if (hb.runningJobIds.length) await this.events.reconcile(hb);
+    if (hb.runningJobIds.length) await this.heartbeats.push(hb);
   }
 
   /** Applies one job event (batched with others); repeated, late and stale events change nothing. */
