@@ -32,7 +32,7 @@ export const PLATFORM_METRICS = {
   gpuNodeCardsDisallowed: {
     name: "platform.gpu.node.cards.disallowed",
     type: "gauge",
-    description: "Cards of a gpu-node beyond its GPU_NODE_CARDS allowance: no job goes there",
+    description: "Cards of a gpu-node beyond its GPU_NODE_CARDS allowance, or repeating a uuid it announced already: no job goes there",
     labelNames: ["node"],
   },
   gpuUtilization: { name: "platform.gpu.utilization.percent", type: "gauge", description: "GPU utilization per card (%)", labelNames: CARD_LABELS },

@@ -7,8 +7,11 @@
  * Migration 3 computes the same form in SQL for the accounts that existed before.
  */
 
-/** Controls, format characters (ZWSP, ZWJ, BOM, bidi), default-ignorables (fillers, variation selectors), line/paragraph separators. */
-const INVISIBLE = /[\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\p{Zl}\p{Zp}]/u;
+/**
+ * Controls, format characters (ZWSP, ZWJ, BOM, bidi), default-ignorables (fillers, variation selectors), line/paragraph separators,
+ * and the blank glyphs Unicode counts as visible symbols (U+2800 Braille pattern blank, U+1D159 musical null notehead).
+ */
+const INVISIBLE = /[\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\p{Zl}\p{Zp}\u2800\u{1D159}]/u;
 /** Ideographic and halfwidth ideographic full stops, which NFKC leaves alone but domains read as dots. */
 const IDEOGRAPHIC_STOPS = /[\u3002\uff61]/g;
 /** One `@`, no white space, a dot in the domain: the shape the register rule checked, on the normalised form. */

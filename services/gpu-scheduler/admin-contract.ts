@@ -50,7 +50,9 @@ export const AdminNode = Type.Object(
       description:
         "Cards it announces that differ from those it registered first or an administrator accepted (new uuid, other name or memory): no job goes there until accepted",
     }),
-    disallowedCards: Type.Array(HeldAdminCard, { description: "Accepted cards beyond its GPU_NODE_CARDS allowance: no job goes there" }),
+    disallowedCards: Type.Array(HeldAdminCard, {
+      description: "Accepted cards beyond its GPU_NODE_CARDS allowance, and repeats of a uuid it already announced at a lower index: no job goes there",
+    }),
     runningJobs: Type.Array(Type.String(), { description: "Ids of the jobs placed or running on it" }),
     lastSeenAt: Nullable(Type.String({ format: "date-time", description: "Its last heartbeat this scheduler replica heard; null when none" })),
     drainedAt: Nullable(Type.String({ format: "date-time" })),

@@ -5,7 +5,8 @@
  *   accepted cards; an announced card that differs from them (a new uuid, or another name or memory
  *   size) is `pending` until accepted (POST /api/admin/nodes/:nodeId/cards/accept);
  * - GPU_NODE_CARDS: the operator's per-node allowance of card types and counts; accepted cards
- *   beyond it are `not-allowed`, whatever an administrator accepted.
+ *   beyond it are `not-allowed`, whatever an administrator accepted (a card whose name matches
+ *   several allowances takes a slot of each).
  */
 import type { GpuCard } from "../../lib/gpu-protocol";
 import { SettingError } from "../../lib/settings";
@@ -37,7 +38,8 @@ export function matchesPin(card: PinnedCard, pins: ReadonlyMap<string, PinnedCar
 /**
  * The standing of each announced card: `pins` null means no pinning (every card accepted), an empty
  * map a node with nothing accepted yet. Allowances are spent in card index order by accepted cards
- * only, so a pending card never displaces an accepted one.
+ * only, so a pending card never displaces an accepted one. A uuid announced again (a later index)
+ * is `not-allowed`.
  */
 export function cardStanding(
   cards: readonly GpuCard[],
@@ -47,17 +49,25 @@ export function cardStanding(
   const left = allowance?.map((a) => ({ ...a }));
   const usable: GpuCard[] = [];
   const held: HeldCard[] = [];
+  const seen = new Set<string>();
   for (const card of [...cards].sort((a, b) => a.index - b.index)) {
+    // One uuid is one card: its repeats would let one card count (and be placed on) several times.
+    if (seen.has(card.uuid)) {
+      held.push({ ...card, reason: "not-allowed" });
+      continue;
+    }
+    seen.add(card.uuid);
     if (pins && !matchesPin(card, pins)) {
       held.push({ ...card, reason: "pending" });
       continue;
     }
-    const slot = left?.find((a) => a.count > 0 && matchesGpuType(card.name, a.type));
-    if (left && !slot) {
+    // Every allowance the name matches is spent, so no type ever has more cards than its count.
+    const slots = left?.filter((a) => matchesGpuType(card.name, a.type));
+    if (slots && (!slots.length || slots.some((a) => a.count === 0))) {
       held.push({ ...card, reason: "not-allowed" });
       continue;
     }
-    if (slot) slot.count--;
+    slots?.forEach((a) => a.count--);
     usable.push(card);
   }
   return { usable, held };

@@ -83,6 +83,8 @@ describe("accounts lookalike - one account per normalised e-mail", () => {
     ["a right-to-left mark", "\u200f"],
     ["a soft hyphen", "\u00ad"],
     ["a Hangul filler", "\u3164"],
+    ["a Braille pattern blank (a symbol, not a default-ignorable)", "\u2800"],
+    ["a musical null notehead (a symbol that draws nothing)", "\u{1D159}"],
     ["a bell (C0 control)", "\u0007"],
     ["a delete", "\u007f"],
     ["a next line (C1 control)", "\u0085"],

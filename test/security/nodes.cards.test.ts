@@ -23,6 +23,7 @@ const work = mkdtempSync(path.join(os.tmpdir(), "node-cards-"));
 const honestId = `${namespace}-honest`;
 const evilId = `${namespace}-evil`;
 const boundId = `${namespace}-bound`;
+const dupId = `${namespace}-dup`;
 const SECRET = "victim-secret-value";
 
 const card = testCard;
@@ -63,6 +64,7 @@ let platform: TestPlatform;
 let honest: TestPlatform;
 let evil: Rogue;
 let bound: Rogue;
+let dup: Rogue;
 let admin: string;
 let victim: string;
 let metricsUrl: string;
@@ -112,7 +114,7 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
-  for (const r of [evil, bound]) {
+  for (const r of [evil, bound, dup]) {
     clearInterval(r?.timer);
     await r?.broker.stop();
   }
@@ -210,5 +212,26 @@ describe("nodes - a compromised node claiming cards it never registered", () => 
     // The bound node still never got a job on its card beyond GPU_NODE_CARDS.
     expect(usedCards(bound)).toEqual(["GPU-bound-0"]);
     expect((await nodeView(boundId)).disallowedCards.map((c: any) => c.uuid)).toEqual(["GPU-bound-1"]);
+  });
+});
+
+describe("nodes - a node announcing one accepted card under several indices", () => {
+  test("nodes - an accepted uuid repeated in a heartbeat is one card: the repeats take no job, and no gang job is placed on it", async () => {
+    // Registered (after the other tests' jobs were placed) with one card, then announcing it four times.
+    dup = await rogue(dupId, [card("GPU-dup-0", 0, "Dup GPU")]);
+    await waitFor(async () => known(await nodeView(dupId)) === 1, { timeoutMs: 10_000, message: "the node registered" });
+    dup.cards = [0, 1, 2, 3].map((i) => card("GPU-dup-0", i, "Dup GPU"));
+    await waitFor(async () => known(await nodeView(dupId)) === 4, { timeoutMs: 10_000, message: "the repeated card heard" });
+    const view = await nodeView(dupId);
+    expect(view.cards.map((c: any) => c.uuid)).toEqual(["GPU-dup-0"]);
+    expect(view.disallowedCards.map((c: any) => [c.uuid, c.index])).toEqual([
+      ["GPU-dup-0", 1],
+      ["GPU-dup-0", 2],
+      ["GPU-dup-0", 3],
+    ]);
+    // Two "Dup GPU" cards on one node exist nowhere: the job is refused rather than placed on one card twice.
+    const job = await api(victim, "POST", "/api/gpu/jobs", { command: "echo gang", gpuType: "Dup GPU", gpuCount: 2, env: { API_TOKEN: SECRET } });
+    expect([job.status, job.body?.error?.code]).toEqual([400, "VALIDATION_FAILED"]);
+    expect(dup.runs).toEqual([]);
   });
 });

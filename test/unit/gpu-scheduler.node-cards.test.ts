@@ -42,6 +42,26 @@ describe("gpu-scheduler node cards - pinning and the operator's allowance", () =
     ["an empty allowance: no card", [A], null, [], [], ["GPU-a:not-allowed"]],
     ["a pending card spends no allowance", [A, H1], pins(H1), [{ type: "any", count: 1 }], ["GPU-h1"], ["GPU-a:pending"]],
     ["pinned and bound together", [A, H1, H2], pins(A, H1, H2), [{ type: "H100", count: 1 }], ["GPU-h1"], ["GPU-a:not-allowed", "GPU-h2:not-allowed"]],
+    [
+      "an accepted uuid announced three times: one card, the first by index",
+      [A, { ...A, index: 1 }, { ...A, index: 2 }],
+      pins(A),
+      undefined,
+      ["GPU-a"],
+      ["GPU-a:not-allowed", "GPU-a:not-allowed"],
+    ],
+    ["a uuid announced twice, unpinned and unbound: still one card", [H1, { ...H1, index: 2 }], null, undefined, ["GPU-h1"], ["GPU-h1:not-allowed"]],
+    [
+      "a name matching two allowances spends both: never more cards of a type than its count",
+      [1, 2, 3].map((i) => card(`GPU-x${i}`, i, "NVIDIA A100 RTX 3060", 4096)),
+      null,
+      [
+        { type: "A100", count: 2 },
+        { type: "RTX 3060", count: 1 },
+      ],
+      ["GPU-x1"],
+      ["GPU-x2:not-allowed", "GPU-x3:not-allowed"],
+    ],
   ])("gpu-scheduler node cards - %s", (_name, cards, pinned, allowance, usable, held) => {
     expect(standingOf(cards, pinned, allowance)).toEqual({ usable, held });
   });
