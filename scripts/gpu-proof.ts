@@ -1,7 +1,9 @@
 /**
  * The real-GPU path on a host with an NVIDIA driver, without the rest of the platform: the node's
  * own discovery reads nvidia-smi, then CUDA jobs run through the node's process executor on the
- * first card (sandboxed when bubblewrap works here, else unisolated, and it says which).
+ * first card (sandboxed when bubblewrap works here, else unisolated, and it says which), in a
+ * cgroup of its own where the host has one; a job that fills /dev/shm past its cgroup's memory
+ * then shows the limit holds beside the card.
  * Prints one JSON report and exits non-zero when a step fails.
  *
  *   npx tsx scripts/gpu-proof.ts            (or a bundle of it: node gpu-proof.js)
@@ -10,6 +12,8 @@
 import { mkdtempSync } from "fs";
 import os from "os";
 import path from "path";
+import { detectCgroups } from "../services/gpu-node/cgroup-host";
+import { describeEnforcement } from "../services/gpu-node/cgroups";
 import { discoverCards, NodeCard } from "../services/gpu-node/discovery";
 import type { JobOutcome } from "../services/gpu-node/job";
 import { findBwrap, ProcessExecutor, ProcessIsolation, probeSandbox } from "../services/gpu-node/process-executor";
@@ -62,17 +66,21 @@ async function main(): Promise<void> {
   const limits = () => ({ timeoutS: 300, graceS: 2, logDir });
   const bwrap = findBwrap();
   let isolation: ProcessIsolation = { kind: "unisolated" };
+  const cgroups = await detectCgroups();
+  report.cgroups = describeEnforcement(cgroups.layout, cgroups.layout ? undefined : cgroups.why);
+  const sandboxOf = (memoryMb: number): ProcessIsolation & { kind: "sandbox" } => ({
+    kind: "sandbox",
+    bwrap: bwrap!,
+    uid: 65534,
+    gid: 65534,
+    // the per-process limits stay wide, so the cgroup is what binds
+    limits: { processes: 512, memoryBytes: 16 * 1024 ** 3, tmpBytes: 1024 ** 3, shmBytes: 4 * 1024 ** 3 },
+    ...(cgroups.layout ? { cgroups: { layout: cgroups.layout, limits: { memoryBytes: memoryMb * 1024 * 1024, pids: 512 } } } : {}),
+  });
   if (bwrap) {
-    const sandbox: ProcessIsolation = {
-      kind: "sandbox",
-      bwrap,
-      uid: 65534,
-      gid: 65534,
-      limits: { processes: 512, memoryBytes: 16 * 1024 ** 3, tmpBytes: 1024 ** 3 },
-    };
-    const broken = await probeSandbox(sandbox);
+    const broken = await probeSandbox(sandboxOf(4096));
     report.sandbox = broken ?? "works";
-    if (!broken) isolation = sandbox;
+    if (!broken) isolation = sandboxOf(4096);
   } else report.sandbox = "bubblewrap not installed";
   report.isolation = isolation.kind;
   const executor = new ProcessExecutor(limits, isolation);
@@ -81,6 +89,11 @@ async function main(): Promise<void> {
   jobs.cuda = await runJob(executor, real[0], CUDA_JOB, 240);
   const python = process.env.GPU_PROOF_PYTHON;
   if (python) jobs.torch = await runJob(new ProcessExecutor(limits, { kind: "unisolated" }), real[0], TORCH_JOB(python), 240);
+  if (isolation.kind === "sandbox" && cgroups.layout) {
+    const capped = await runJob(new ProcessExecutor(limits, sandboxOf(512)), real[0], "head -c 1500M /dev/zero > /dev/shm/fill; echo survived", 120);
+    report.memoryCap = capped;
+    if (capped.outcome?.type !== "failed" || !/ran out of memory/.test(capped.outcome.errorMessage)) jobs.memoryCapNotEnforced = capped;
+  }
   report.jobs = jobs;
   console.log(JSON.stringify(report, null, 2));
   const failed = Object.values(jobs).some(

@@ -50,6 +50,9 @@ async function enableV2(base: string, wanted: string[]): Promise<void> {
     const leaf = path.join(base, "node");
     await fs.mkdir(leaf).catch((e) => (errorCode(e) === "EEXIST" ? undefined : Promise.reject(e)));
     await fs.writeFile(path.join(leaf, "cgroup.procs"), String(process.pid));
+    // What else runs in the node's own cgroup (a wrapper, a shell that started it) moves along, as container runtimes do.
+    for (const pid of (await fs.readFile(path.join(base, "cgroup.procs"), "utf8")).split("\n").filter(Boolean))
+      await fs.writeFile(path.join(leaf, "cgroup.procs"), pid).catch(() => undefined);
     await enable().catch((e) => {
       throw errorCode(e) === "EBUSY" ? new Error(`other processes share this node's cgroup ${base}: run the node in a cgroup of its own`) : e;
     });

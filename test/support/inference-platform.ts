@@ -14,8 +14,11 @@ export async function newAccount(baseUrl: string): Promise<Account> {
   const reg = await http(baseUrl, "POST", "/api/auth/register", {
     body: { email: `${uniqueName("inf")}@example.com`, name: "Inference", password: "password-123" },
   });
+  if (reg.status !== 201) throw new Error(`register answered ${reg.status}: ${JSON.stringify(reg.body)}`);
   const token = reg.body.accessToken as string;
-  return { token, apiKey: (await http(baseUrl, "POST", "/api/auth/api-keys", { token })).body.apiKey as string };
+  const key = await http(baseUrl, "POST", "/api/auth/api-keys", { token });
+  if (key.status !== 201) throw new Error(`api-keys answered ${key.status}: ${JSON.stringify(key.body)}`);
+  return { token, apiKey: key.body.apiKey as string };
 }
 
 /** The official client on `<base>/v1`; no retries, so a test sees each answer. */
