@@ -47,13 +47,32 @@ async function submitSix(base: string): Promise<{ token: string; ids: string[] }
   return { token, ids: submitted.map((s) => s.body.id as string) };
 }
 
-describe("quotas overshoot - GPU-seconds reserved at placement", () => {
+/** Each quota alone: its environment, what one job reserves of it, and the account's use of it from GET /api/usage. */
+const QUOTAS: Array<{ quota: string; limit: number; reservation: number; env: Record<string, string>; used: (usage: any) => number }> = [
+  {
+    quota: "gpuSeconds",
+    limit: LIMIT,
+    reservation: TIMEOUT_S,
+    env: { QUOTA_GPU_SECONDS_PER_MONTH: String(LIMIT) },
+    used: (usage: any) => usage.gpu.gpuSeconds as number,
+  },
+  {
+    quota: "credits",
+    limit: CREDIT_LIMIT,
+    reservation: TIMEOUT_S * PRICE,
+    // Prices only usage reads: the scheduler reserves at those the standing carries.
+    env: { QUOTA_CREDITS_PER_MONTH: String(CREDIT_LIMIT), CREDITS_PER_GPU_SECOND: JSON.stringify({ default: 0, "test gpu": PRICE }) },
+    used: (usage: any) => usage.credits as number,
+  },
+];
+
+describe.each(QUOTAS)("quotas overshoot - $quota reserved at placement", ({ quota, limit, reservation, env, used }) => {
   let platform: TestPlatform;
   let base: string;
   const work = mkdtempSync(path.join(os.tmpdir(), "quota-gpu-"));
 
   beforeAll(async () => {
-    platform = await startGpuPlatform(work, { QUOTA_GPU_SECONDS_PER_MONTH: String(LIMIT) });
+    platform = await startGpuPlatform(work, env);
     base = platform.baseUrl;
     await waitForRoute(base, "GET", "/api/gpu/status");
     await waitForRoute(base, "GET", "/api/quotas");
@@ -64,85 +83,35 @@ describe("quotas overshoot - GPU-seconds reserved at placement", () => {
     rmSync(work, { recursive: true, force: true });
   });
 
-  it("quotas overshoot - six jobs submitted at once use less than the quota plus one job's reservation", async () => {
+  it(`quotas overshoot - six jobs submitted at once use less of ${quota} than the quota plus one job's reservation`, async () => {
     const { token, ids } = await submitSix(base);
-    // Settled: nothing holds a card, and every job either ended or waits naming the quota.
+    // Settled: nothing holds a card, and every job either ended or waits on the quota used up (not only
+    // reserved: the job holding it may still leave some).
+    const usedUp = new RegExp(`${quota} quota of the account used up`);
     const settled = await waitFor(
       async () => {
         const jobs = await Promise.all(ids.map(async (id) => (await http(base, "GET", `/api/gpu/jobs/${id}`, { token })).body));
-        const done = jobs.every((j) => j.status === "completed" || (j.status === "queued" && /gpuSeconds quota/.test(j.statusReason ?? "")));
+        const done = jobs.every((j) => j.status === "completed" || (j.status === "queued" && usedUp.test(j.statusReason ?? "")));
         return done ? jobs : false;
       },
       { timeoutMs: 60_000, intervalMs: 100, message: "every job ended or waiting on the quota" },
     );
     const ran = settled.filter((j) => j.status === "completed").length;
-    const used = await waitFor(
+    const total = await waitFor(
       async () => {
-        const usage = (await http(base, "GET", "/api/usage", { token })).body.gpu;
-        return usage.jobs === ran ? (usage.gpuSeconds as number) : false;
+        const usage = (await http(base, "GET", "/api/usage", { token })).body;
+        return usage.gpu.jobs === ran ? used(usage) : false;
       },
       { message: "every attempt in the ledger" },
     );
     console.log(
-      `quota overshoot, GPU: ${ran} of ${JOBS} jobs ran, ${used} GPU-seconds of ${LIMIT}, overshoot ${Math.max(0, used - LIMIT).toFixed(2)} (one reservation: ${TIMEOUT_S})`,
+      `quota overshoot, GPU ${quota}: ${ran} of ${JOBS} jobs ran, ${total} of ${limit}, overshoot ${Math.max(0, total - limit).toFixed(3)} (one reservation: ${reservation})`,
     );
-    expect(used).toBeGreaterThanOrEqual(LIMIT);
-    expect(used - LIMIT).toBeLessThan(TIMEOUT_S);
+    expect(total).toBeGreaterThanOrEqual(limit);
+    expect(total - limit).toBeLessThan(reservation);
     expect(ran).toBeLessThan(JOBS);
     // Over the limit, a submission is refused at once.
     const refused = await http(base, "POST", "/api/gpu/jobs", { token, body: { command: "true" } });
-    expect([refused.status, refused.body.error?.details?.resource]).toEqual([403, "gpuSeconds"]);
-  });
-});
-
-describe("quotas overshoot - GPU credits reserved at placement", () => {
-  let platform: TestPlatform;
-  let base: string;
-  const work = mkdtempSync(path.join(os.tmpdir(), "quota-credits-"));
-
-  beforeAll(async () => {
-    // Prices only usage reads: the scheduler reserves at those the standing carries.
-    const prices = JSON.stringify({ default: 0, "test gpu": PRICE });
-    platform = await startGpuPlatform(work, { QUOTA_CREDITS_PER_MONTH: String(CREDIT_LIMIT), CREDITS_PER_GPU_SECOND: prices });
-    base = platform.baseUrl;
-    await waitForRoute(base, "GET", "/api/gpu/status");
-    await waitForRoute(base, "GET", "/api/quotas");
-  });
-
-  afterAll(async () => {
-    await platform?.stop();
-    rmSync(work, { recursive: true, force: true });
-  });
-
-  it("quotas overshoot - six jobs submitted at once cost less than the credit quota plus one job's reservation at its card's price", async () => {
-    const { token, ids } = await submitSix(base);
-    // Settled: every job ended, or waits on the credits used up (not only reserved: a running job may still free some).
-    const settled = await waitFor(
-      async () => {
-        const jobs = await Promise.all(ids.map(async (id) => (await http(base, "GET", `/api/gpu/jobs/${id}`, { token })).body));
-        const done = jobs.every(
-          (j) => j.status === "completed" || (j.status === "queued" && /credits quota of the account used up/.test(j.statusReason ?? "")),
-        );
-        return done ? jobs : false;
-      },
-      { timeoutMs: 60_000, intervalMs: 100, message: "every job ended or waiting on the used-up credits" },
-    );
-    const ran = settled.filter((j) => j.status === "completed").length;
-    const credits = await waitFor(
-      async () => {
-        const usage = (await http(base, "GET", "/api/usage", { token })).body;
-        return usage.gpu.jobs === ran ? (usage.credits as number) : false;
-      },
-      { message: "every attempt in the ledger" },
-    );
-    const reservation = TIMEOUT_S * PRICE;
-    console.log(
-      `credits overshoot, GPU: ${ran} of ${JOBS} jobs ran, ${credits} credits of ${CREDIT_LIMIT}, overshoot ${Math.max(0, credits - CREDIT_LIMIT).toFixed(3)} (one reservation: ${reservation})`,
-    );
-    expect(credits).toBeGreaterThanOrEqual(CREDIT_LIMIT);
-    expect(credits - CREDIT_LIMIT).toBeLessThan(reservation);
-    expect(ran).toBeLessThan(JOBS);
-    const refused = await http(base, "POST", "/api/gpu/jobs", { token, body: { command: "true" } });
-    expect([refused.status, refused.body.error?.details?.resource]).toEqual([403, "credits"]);
+    expect([refused.status, refused.body.error?.details?.resource]).toEqual([403, quota]);
   });
 });

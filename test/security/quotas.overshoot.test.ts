@@ -44,6 +44,28 @@ describe("quotas overshoot - monthly tokens reserved at admission on every repli
     http(base, "POST", "/api/models/infer", { token, body: { model, prompt: "hi", maxTokens } });
   const ledgerTokens = async (token: string) => (await http(base, "GET", "/api/usage", { token })).body.inference.tokens as number;
   const ledgerCredits = async (token: string) => (await http(base, "GET", "/api/usage", { token })).body.credits as number;
+  /** Requests one at a time until one is refused (at most `bound`): how many were answered, and the refusal. */
+  const untilRefused = async (token: string, model: string, bound: number) => {
+    let answered = 0;
+    for (let i = 0; i < bound; i++) {
+      const res = await infer(token, MAX_TOKENS, model);
+      if (res.status !== 200) return { answered, refused: res };
+      answered++;
+    }
+    return { answered, refused: undefined };
+  };
+  /** Rounds of 20 at once until a round is refused entirely (at most 20 rounds): how many were answered. */
+  const inRounds = async (token: string, model: string) => {
+    let answered = 0;
+    for (let round = 0; round < 20; round++) {
+      const statuses = await Promise.all(Array.from({ length: 20 }, () => infer(token, MAX_TOKENS, model).then((r) => r.status)));
+      expect(statuses.every((s) => s === 200 || s === 403)).toBe(true);
+      const ok = statuses.filter((s) => s === 200).length;
+      answered += ok;
+      if (!ok) break;
+    }
+    return answered;
+  };
 
   beforeAll(async () => {
     ollama = await new OllamaStandin().start();
@@ -73,14 +95,7 @@ describe("quotas overshoot - monthly tokens reserved at admission on every repli
 
   it("quotas overshoot - sequential: the request after the one that reached the limit is 403 on either replica (overshoot 0)", async () => {
     const token = await register();
-    let answered = 0;
-    let refused: Awaited<ReturnType<typeof infer>> | undefined;
-    // Bounded: 4× the requests the quota allows.
-    for (let i = 0; i < (4 * LIMIT) / PER_ANSWER && !refused; i++) {
-      const res = await infer(token);
-      if (res.status === 200) answered++;
-      else refused = res;
-    }
+    const { answered, refused } = await untilRefused(token, "llama3.2:1b", (4 * LIMIT) / PER_ANSWER); // 4× the requests the quota allows
     const total = answered * PER_ANSWER;
     console.log(`quota overshoot, sequential: ${answered} answered, ${total} tokens of ${LIMIT}, overshoot ${Math.max(0, total - LIMIT)}`);
     expect(refused?.status).toBe(403);
@@ -94,15 +109,7 @@ describe("quotas overshoot - monthly tokens reserved at admission on every repli
 
   it("quotas overshoot - 20 concurrent requests overshoot by less than one request's reservation", async () => {
     const token = await register();
-    let answered = 0;
-    // Rounds of 20 at once until a round is refused entirely (bounded: 20 rounds are 4× the quota).
-    for (let round = 0; round < 20; round++) {
-      const statuses = await Promise.all(Array.from({ length: 20 }, () => infer(token).then((r) => r.status)));
-      expect(statuses.every((s) => s === 200 || s === 403)).toBe(true);
-      const ok = statuses.filter((s) => s === 200).length;
-      answered += ok;
-      if (!ok) break;
-    }
+    const answered = await inRounds(token, "llama3.2:1b"); // 20 rounds are 4× the quota
     const total = answered * PER_ANSWER;
     console.log(
       `quota overshoot, 20 concurrent: ${answered} answered, ${total} tokens of ${LIMIT}, overshoot ${Math.max(0, total - LIMIT)} (one reservation: ${RESERVATION})`,
@@ -133,15 +140,8 @@ describe("quotas overshoot - monthly tokens reserved at admission on every repli
 
   it("quotas overshoot - credits, sequential: the request after the one that reached the credit limit is 403 on either replica (overshoot 0)", async () => {
     const token = await register();
-    let answered = 0;
-    let refused: Awaited<ReturnType<typeof infer>> | undefined;
     const perAnswer = PER_ANSWER * CREDITS_PER_TOKEN;
-    // Bounded: 4× the requests the credits allow.
-    for (let i = 0; i < (4 * CREDIT_LIMIT) / perAnswer && !refused; i++) {
-      const res = await infer(token, MAX_TOKENS, PRICED);
-      if (res.status === 200) answered++;
-      else refused = res;
-    }
+    const { answered, refused } = await untilRefused(token, PRICED, (4 * CREDIT_LIMIT) / perAnswer); // 4× the requests the credits allow
     const credits = answered * perAnswer;
     console.log(`credits overshoot, sequential: ${answered} answered, ${credits} credits of ${CREDIT_LIMIT}, overshoot ${Math.max(0, credits - CREDIT_LIMIT)}`);
     expect(refused?.status).toBe(403);
@@ -156,15 +156,7 @@ describe("quotas overshoot - monthly tokens reserved at admission on every repli
 
   it("quotas overshoot - credits, 20 concurrent requests overshoot by less than one request's reservation at the model's price", async () => {
     const token = await register();
-    let answered = 0;
-    // Rounds of 20 at once until a round is refused entirely (bounded: 20 rounds are 8× the credits).
-    for (let round = 0; round < 20; round++) {
-      const statuses = await Promise.all(Array.from({ length: 20 }, () => infer(token, MAX_TOKENS, PRICED).then((r) => r.status)));
-      expect(statuses.every((s) => s === 200 || s === 403)).toBe(true);
-      const ok = statuses.filter((s) => s === 200).length;
-      answered += ok;
-      if (!ok) break;
-    }
+    const answered = await inRounds(token, PRICED); // 20 rounds are 8× the credits
     const credits = answered * PER_ANSWER * CREDITS_PER_TOKEN;
     const reservation = RESERVATION * CREDITS_PER_TOKEN;
     console.log(
