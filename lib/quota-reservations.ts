@@ -1,6 +1,6 @@
 /**
  * Monthly quotas held at admission: each request reserves its worst case (an inference: its
- * `maxTokens` plus its prompt) in one atomic step, and is admitted only while the account's settled
+ * `maxTokens` plus its prompt, and those tokens at its model's price in credits) in one atomic step, and is admitted only while the account's settled
  * use plus the reservations in flight is below the limit; on completion the reservation becomes
  * the actual use, on failure it is released, and a crashed replica's reservations expire (TTL).
  * So a request is never admitted once settled use reached the limit (sequential overshoot: only
@@ -139,7 +139,23 @@ export class QuotaReservations {
    * (Redis down) falls back to the standing alone, logged: an outage does not stop the platform.
    */
   async hold(clientId: string, resource: QuotaResource, worstCase: number, now = new Date()): Promise<Hold> {
-    const standing = (await this.gate.standings([clientId])).get(clientId);
+    const [hold] = await this.holdAll(clientId, (await this.gate.standings([clientId])).get(clientId), [[resource, worstCase]], now);
+    return hold;
+  }
+
+  /**
+   * Each claim (resource, worst case) held against `standing` (the account's, as the gate gave it),
+   * the stores asked at once, or none: a refusal releases the others and throws.
+   */
+  async holdAll(clientId: string, standing: Standing | undefined, claims: ReadonlyArray<readonly [QuotaResource, number]>, now = new Date()): Promise<Hold[]> {
+    const holds = await Promise.allSettled(claims.map(([resource, worstCase]) => this.reserve(clientId, standing, resource, worstCase, now)));
+    const refused = holds.find((h) => h.status === "rejected");
+    if (!refused) return holds.map((h) => (h as PromiseFulfilledResult<Hold>).value);
+    for (const h of holds) if (h.status === "fulfilled") h.value.release();
+    throw refused.reason;
+  }
+
+  private async reserve(clientId: string, standing: Standing | undefined, resource: QuotaResource, worstCase: number, now: Date): Promise<Hold> {
     const quota = standing?.quotas.find((q) => q.resource === resource);
     if (!quota || quota.limit === null) return NOTHING_HELD;
     const key = `${clientId}:${resource}:${now.toISOString().slice(0, 7)}`;

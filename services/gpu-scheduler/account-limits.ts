@@ -1,5 +1,6 @@
 import type { QuotaGate } from "../../lib/quota-gate";
 import { isUuid } from "../../lib/uuid";
+import { priceOf } from "../usage/pricing";
 
 /**
  * Per-account limits and fair-share weight: the one place the scheduler asks for them. Today every
@@ -17,6 +18,8 @@ export type AccountLimit = {
   overQuota?: string;
   /** The monthly GPU-seconds quota and its use (the ledger plus running time); absent: no limit. */
   gpuSeconds?: { limit: number; used: number };
+  /** The monthly credits quota and its use, and the credits a GPU-second of a card costs by its name; absent: no limit. */
+  credits?: { limit: number; used: number; perGpuSecond: (cardName: string) => number };
 };
 
 export interface AccountLimits {
@@ -54,6 +57,10 @@ export class UsageAccountLimits implements AccountLimits {
         const limit: AccountLimit = { weight: s.limits.fairShareWeight, runningGpus: s.limits.runningGpus, queuedJobs: s.limits.queuedJobs };
         const gpu = s.quotas.find((q) => q.resource === "gpuSeconds");
         if (gpu?.limit != null) limit.gpuSeconds = { limit: gpu.limit, used: gpu.used };
+        const credits = s.quotas.find((q) => q.resource === "credits");
+        const prices = s.prices;
+        if (credits?.limit != null)
+          limit.credits = { limit: credits.limit, used: credits.used, perGpuSecond: (name) => (prices ? priceOf(prices.gpuSecond, name) : 0) };
         return [id, over ? { ...limit, overQuota: over.resource } : limit];
       }),
     );

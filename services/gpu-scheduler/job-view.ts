@@ -21,7 +21,10 @@ export function waitingReason(waiting: Waiting, gpuType: string | null): string 
     case "ACCOUNT_LIMIT":
       return `account limit of ${waiting.limit} running GPU${waiting.limit === 1 ? "" : "s"} reached${n > 1 ? ` (this job needs ${n})` : ""}`;
     case "QUOTA_EXCEEDED":
-      if (waiting.reserved) return `monthly ${waiting.quota} quota of the account reserved by its running jobs (timeoutSeconds × GPUs): waiting for one to end`;
+      if (waiting.reserved) {
+        const worst = waiting.quota === "credits" ? "timeoutSeconds × GPUs × their price" : "timeoutSeconds × GPUs";
+        return `monthly ${waiting.quota} quota of the account reserved by its running jobs (${worst}): waiting for one to end`;
+      }
       return `monthly ${waiting.quota} quota of the account used up: waiting for the next month or a higher quota`;
   }
 }

@@ -47,6 +47,7 @@ export function decidePass(
   for (const { clientId = "" } of snapshot.queue) {
     const limit = limits.get(clientId);
     const gpu = limit?.gpuSeconds;
+    const credits = limit?.credits;
     accounts.set(clientId, {
       usage: snapshot.usage?.get(clientId) ?? 0,
       held: snapshot.heldBy?.get(clientId) ?? 0,
@@ -55,6 +56,14 @@ export function decidePass(
       overQuota: limit?.overQuota,
       // The quota reserved at placement: each job holding cards may still use its timeoutSeconds × cards.
       ...(gpu && { gpuSecondsLeft: gpu.limit - gpu.used - (snapshot.inFlight?.get(clientId) ?? 0) }),
+      // And in credits, each at its card's price.
+      ...(credits && {
+        creditsLeft:
+          credits.limit -
+          credits.used -
+          [...(snapshot.inFlightByCard?.get(clientId) ?? [])].reduce((sum, [name, s]) => sum + s * credits.perGpuSecond(name), 0),
+        creditsPerGpuSecond: credits.perGpuSecond,
+      }),
     });
   }
   const { placements, waiting } = plan({

@@ -38,6 +38,8 @@ export type PlacementSnapshot = {
   heldBy?: Map<string, number>;
   /** GPU-seconds each account's jobs holding cards may still use: the rest of their timeoutSeconds × cards. */
   inFlight?: Map<string, number>;
+  /** The same by card name (each priced at its own credits per GPU-second). */
+  inFlightByCard?: Map<string, Map<string, number>>;
   /** GPU-seconds each account of `queue` has used, decayed to now (absent: none). */
   usage?: Map<string, number>;
   /** Nodes an operator drained: none of their cards takes a job (absent: none). */
@@ -93,9 +95,9 @@ export function snapshotSql(cardCount: number, halfLifeS: number, nowLiteral: st
         LATERAL (SELECT j.client_id, j.gpu_match FROM gpu_scheduler.jobs j
                  WHERE j.status = 'queued' AND (j.client_id, j.gpu_match) > (pairs.c, pairs.m) ORDER BY j.client_id, j.gpu_match LIMIT 1) s),
     held AS (SELECT array_agg(u) AS uuids, count(*) AS n FROM gpu_scheduler.jobs, unnest(gpu_uuids) AS u WHERE holding),
-    held_by AS (SELECT client_id AS c, sum(gpu_count)::int AS n,
+    held_by AS (SELECT client_id AS c, coalesce(gpu_name, '') AS g, sum(gpu_count)::int AS n,
         sum(gpu_count * greatest(${timeout} - extract(epoch FROM now() - coalesce(started_at, assigned_at, now())), 0))::float8 AS w
-      FROM gpu_scheduler.jobs WHERE holding GROUP BY client_id),
+      FROM gpu_scheduler.jobs WHERE holding GROUP BY client_id, gpu_name),
     queue AS (
       SELECT q.id, q.gpu_type, q.seq, q.client_id, q.priority, q.gpu_count, q.t FROM pairs, held,
         LATERAL (SELECT id, gpu_type, seq, client_id, priority, gpu_count, ${timeout} AS t FROM gpu_scheduler.jobs j
@@ -109,10 +111,24 @@ export function snapshotSql(cardCount: number, halfLifeS: number, nowLiteral: st
       (SELECT array_agg(node_id) FROM gpu_scheduler.nodes WHERE draining) AS drained`;
 }
 
+/** Cards held and GPU-seconds in flight per account (and by card name), from rows per (account, card name). */
+function heldByAccount(rows: NonNullable<SnapshotRow["held_by"]>): Required<Pick<PlacementSnapshot, "heldBy" | "inFlight" | "inFlightByCard">> {
+  const heldBy = new Map<string, number>();
+  const inFlight = new Map<string, number>();
+  const inFlightByCard = new Map<string, Map<string, number>>();
+  for (const { c, g, n, w } of rows) {
+    heldBy.set(c, (heldBy.get(c) ?? 0) + n);
+    inFlight.set(c, (inFlight.get(c) ?? 0) + Number(w));
+    const byCard = inFlightByCard.get(c) ?? new Map<string, number>();
+    inFlightByCard.set(c, byCard.set(g, (byCard.get(g) ?? 0) + Number(w)));
+  }
+  return { heldBy, inFlight, inFlightByCard };
+}
+
 type SnapshotRow = {
   held: string[] | null;
   queue: Array<{ id: string; gpu_type: string | null; seq: number; client_id: string; priority: number; gpu_count: number; t: number }> | null;
-  held_by: Array<{ c: string; n: number; w: number }> | null;
+  held_by: Array<{ c: string; g: string; n: number; w: number }> | null;
   usage: Array<{ c: string; u: number }> | null;
   drained: string[] | null;
 };
@@ -159,8 +175,7 @@ export class PlacementRepository {
         ? await decide({
             held: new Set(row.held ?? []),
             queue,
-            heldBy: new Map((row.held_by ?? []).map((h) => [h.c, h.n])),
-            inFlight: new Map((row.held_by ?? []).map((h) => [h.c, Number(h.w)])),
+            ...heldByAccount(row.held_by ?? []),
             usage: new Map((row.usage ?? []).map((u) => [u.c, u.u])),
             drained: new Set(row.drained ?? []),
           })

@@ -37,10 +37,20 @@ export type QueuedJob = {
 };
 /**
  * An account's standing: `usage` its GPU-seconds decayed to now, `held` the GPUs it holds now,
- * `weight` its share (> 0), `runningGpus` the most GPUs it may hold (null: no limit).
+ * `weight` its share (> 0), `runningGpus` the most GPUs it may hold (null: no limit);
+ * `gpuSecondsLeft`, `creditsLeft`: the monthly GPU-seconds and credits left after the worst case of its
+ * jobs holding cards (absent: no limit); `creditsPerGpuSecond`: the price of a card by its name (absent: free).
  */
-/** `gpuSecondsLeft`: the monthly GPU-seconds left after the worst case of its jobs holding cards (absent: no limit). */
-export type AccountShare = { usage: number; held: number; weight: number; runningGpus: number | null; overQuota?: string; gpuSecondsLeft?: number };
+export type AccountShare = {
+  usage: number;
+  held: number;
+  weight: number;
+  runningGpus: number | null;
+  overQuota?: string;
+  gpuSecondsLeft?: number;
+  creditsLeft?: number;
+  creditsPerGpuSecond?: (cardName: string) => number;
+};
 /** `accounts`: absent ones have used nothing, hold nothing, weigh 1, have no limit. */
 export type Snapshot = { cards: SnapshotCard[]; queue: QueuedJob[]; accounts?: ReadonlyMap<string, AccountShare> };
 
@@ -148,6 +158,7 @@ export function plan(snapshot: Snapshot): Plan {
     if (account.overQuota) return wait("QUOTA_EXCEEDED", { quota: account.overQuota });
     // Placed only while the worst case of what runs leaves some of the quota: overshoot at most one job's reservation.
     if (account.gpuSecondsLeft !== undefined && account.gpuSecondsLeft <= 0) return wait("QUOTA_EXCEEDED", { quota: "gpuSeconds", reserved: true });
+    if (account.creditsLeft !== undefined && account.creditsLeft <= 0) return wait("QUOTA_EXCEEDED", { quota: "credits", reserved: true });
     if (account.runningGpus !== null && account.held + account.started + k > account.runningGpus) return wait("ACCOUNT_LIMIT", { limit: account.runningGpus });
     const candidates = [...sets.values()].filter((set) => wanted.has(set.name));
     let best: CardSet | undefined;
@@ -166,6 +177,7 @@ export function plan(snapshot: Snapshot): Plan {
     const gpuUuids = best.free.splice(0, k);
     placements.push({ jobId: job.jobId, nodeId: best.nodeId, gpuUuid: gpuUuids[0], gpuUuids });
     if (account.gpuSecondsLeft !== undefined) account.gpuSecondsLeft -= k * (job.timeoutSeconds ?? 0);
+    if (account.creditsLeft !== undefined) account.creditsLeft -= k * (job.timeoutSeconds ?? 0) * (account.creditsPerGpuSecond?.(best.name) ?? 0);
     return true;
   });
   return { placements, waiting };

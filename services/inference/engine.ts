@@ -44,8 +44,8 @@ export type InferenceRecord = {
   stream: boolean;
 };
 
-/** Told the tokens a stream used, once it ended (answered, failed or abandoned). */
-export type StreamEnd = (tokensUsed: number) => void;
+/** Told the tokens a stream used and the model that used them, once it ended (answered, failed or abandoned). */
+export type StreamEnd = (tokensUsed: number, model: string) => void;
 
 export type EngineOptions = {
   catalogue: ModelCatalogue;
@@ -155,10 +155,15 @@ export class InferenceEngine {
     for (const { control } of this.active.values()) control.abort("Service stopping");
   }
 
+  /** The models a chat may be answered by, in the order tried: its model, then its fallbacks. */
+  modelsOf(params: Pick<ChatParams, "model" | "fallbacks">): string[] {
+    const configured = this.opts.fallbacks && Object.hasOwn(this.opts.fallbacks, params.model) ? this.opts.fallbacks[params.model] : [];
+    return [...new Set([params.model, ...(params.fallbacks ?? configured)])];
+  }
+
   /** `attempt` for the model, then each fallback while the previous failed in a way another model may not. */
   private async alongFallbacks<T>(params: ChatParams, attempt: (model: string, last: boolean) => Promise<T>): Promise<T> {
-    const configured = this.opts.fallbacks && Object.hasOwn(this.opts.fallbacks, params.model) ? this.opts.fallbacks[params.model] : [];
-    const chain = [...new Set([params.model, ...(params.fallbacks ?? configured)])];
+    const chain = this.modelsOf(params);
     for (let i = 0; ; i++) {
       const last = i === chain.length - 1;
       try {
@@ -224,7 +229,10 @@ export class InferenceEngine {
       },
     });
     const prompt = params.messages.map((m) => m.content).join("\n");
-    void this.pump(id, clientId, entry, withFirst(first, chunks), control, stream, startedAt, format, prompt).then(onEnd, () => onEnd(0));
+    void this.pump(id, clientId, entry, withFirst(first, chunks), control, stream, startedAt, format, prompt).then(
+      (used) => onEnd(used, entry.name),
+      () => onEnd(0, entry.name),
+    );
     return { id, model: entry.name, stream };
   }
 

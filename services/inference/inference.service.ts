@@ -26,7 +26,8 @@ import { createProviders } from "./providers";
 import { inferenceUsage, InferencesRepository, UsageRecorder } from "./usage.repository";
 import { UsagePublisher } from "../../lib/usage-publisher";
 import { QuotaGate } from "../../lib/quota-gate";
-import { Hold, MemoryReservationStore, QuotaReservations, RedisReservationStore } from "../../lib/quota-reservations";
+import { MemoryReservationStore, QuotaReservations, RedisReservationStore } from "../../lib/quota-reservations";
+import { holdInference, InferenceClaim, Spend } from "./quota-holds";
 import { estimateTokens } from "./model-info";
 import { ownChannel, sendToChannel } from "../../lib/channels";
 import { USAGE_CHANNEL } from "../../lib/usage-protocol";
@@ -57,8 +58,8 @@ type InferenceThis = Service &
     rates: InferenceRateLimits;
     redisUrl?: string;
     recordFinished(record: InferenceRecord): void;
-    admit(ctx: Context<unknown, InferenceMeta>, worstCase: number): Promise<Hold>;
-    held<T>(ctx: Context<unknown, InferenceMeta>, worstCase: number, work: (hold: Hold) => Promise<T>): Promise<T>;
+    admit(ctx: Context<unknown, InferenceMeta>, claim: InferenceClaim): Promise<Spend>;
+    held<T>(ctx: Context<unknown, InferenceMeta>, claim: InferenceClaim, work: (hold: Spend) => Promise<T>): Promise<T>;
     streamed(ctx: Context<unknown, InferenceMeta>, opened: { id: string; stream: Readable }): Readable;
   };
 
@@ -109,10 +110,11 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
       async handler(this: InferenceThis, ctx: Context<InferActionParams, InferenceMeta>) {
         const { params } = ctx;
         const clientId = ctx.meta.caller!.clientId;
-        return this.held(ctx, params.maxTokens + estimateTokens(`${params.systemPrompt ?? ""}\n${params.prompt}`), async (hold) => {
+        const tokens = params.maxTokens + estimateTokens(`${params.systemPrompt ?? ""}\n${params.prompt}`);
+        return this.held(ctx, { tokens, models: this.engine.modelsOf(params) }, async (hold) => {
           if (params.stream) return this.streamed(ctx, await this.engine.openStream(clientId, params, hold.settle));
           const result = await this.engine.infer(clientId, params);
-          hold.settle(result.tokensUsed);
+          hold.settle(result.tokensUsed, result.model);
           return result;
         });
       },
@@ -134,11 +136,12 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
         const request = parseChatCompletion(ctx.params);
         const clientId = ctx.meta.caller!.clientId;
         const prompt = estimateTokens(request.messages.map((m) => m.content).join("\n"));
-        return this.held(ctx, (request.maxTokens ?? this.config.reserveMaxTokens) + prompt, async (hold) => {
+        const claim = { tokens: (request.maxTokens ?? this.config.reserveMaxTokens) + prompt, models: this.engine.modelsOf(request) };
+        return this.held(ctx, claim, async (hold) => {
           const format = openAiStreamFormat(request.includeUsage, unixNow());
           if (request.stream) return this.streamed(ctx, await this.engine.openChatStream(clientId, request, format, hold.settle));
           const answer = await this.engine.chat(clientId, request);
-          hold.settle(answer.promptTokens + answer.completionTokens);
+          hold.settle(answer.promptTokens + answer.completionTokens, answer.model);
           return chatCompletion(answer, unixNow());
         });
       },
@@ -149,9 +152,9 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
       ...V1,
       async handler(this: InferenceThis, ctx: Context<unknown, InferenceMeta>) {
         const request = parseEmbeddings(ctx.params);
-        return this.held(ctx, estimateTokens(request.input.join("\n")), async (hold) => {
+        return this.held(ctx, { tokens: estimateTokens(request.input.join("\n")), models: [request.model] }, async (hold) => {
           const embedded = await this.engine.embed(ctx.meta.caller!.clientId, request.model, request.input);
-          hold.settle(embedded.promptTokens);
+          hold.settle(embedded.promptTokens, embedded.model);
           return embeddingList(embedded, request.base64);
         });
       },
@@ -200,14 +203,13 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
 
     /**
      * The one gate every inference passes (infer, v1ChatCompletions, v1Embeddings), after validation:
-     * at or over the monthly credits it is 403 before the provider is asked; the monthly tokens hold
-     * the request's worst case (lib/quota-reservations.ts) or 403; then the account's rate limits
-     * count the request, set the x-ratelimit-* headers, or throw 429 (the reservation released).
+     * the monthly tokens and credits hold the request's worst case (quota-holds.ts) or it is 403
+     * before the provider is asked; then the account's rate limits count the request, set the
+     * x-ratelimit-* headers, or throw 429 (the reservations released).
      */
-    async admit(this: InferenceThis, ctx: Context<unknown, InferenceMeta>, worstCase: number): Promise<Hold> {
+    async admit(this: InferenceThis, ctx: Context<unknown, InferenceMeta>, claim: InferenceClaim): Promise<Spend> {
       const clientId = ctx.meta.caller!.clientId;
-      await this.gate.check(clientId, ["credits"]);
-      const hold = await this.reservations.hold(clientId, "tokens", worstCase);
+      const hold = await holdInference(this.reservations, clientId, (await this.gate.standings([clientId])).get(clientId), claim);
       const headers = await this.rates.admit(clientId).catch((err) => {
         // A limit reached refuses; Redis failing does not stop inference (it is logged).
         if ((err as { type?: string }).type === "RATE_LIMITED") {
@@ -222,8 +224,8 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
     },
 
     /** `work` under the request's reservation: it settles it with what was used; a failure releases it. */
-    async held<T>(this: InferenceThis, ctx: Context<unknown, InferenceMeta>, worstCase: number, work: (hold: Hold) => Promise<T>): Promise<T> {
-      const hold = await this.admit(ctx, worstCase);
+    async held<T>(this: InferenceThis, ctx: Context<unknown, InferenceMeta>, claim: InferenceClaim, work: (hold: Spend) => Promise<T>): Promise<T> {
+      const hold = await this.admit(ctx, claim);
       try {
         return await work(hold);
       } catch (err) {

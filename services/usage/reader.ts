@@ -11,8 +11,11 @@ import type { OverridesRepository } from "./overrides.repository";
 import type { UsageSettings } from "./settings";
 import { AccountNow, EffectiveLimits, effectiveLimits, exceededMonthly, monthOf, NOTHING_NOW, Quota, quotasOf, summarize, UsageSummary } from "./summary";
 
-/** An account's limits now, its quotas, and the monthly quota it is over (null: none). */
-export type Standing = { clientId: string; limits: EffectiveLimits; quotas: Quota[]; exceeded: Quota | null };
+/**
+ * An account's limits now, its quotas, the monthly quota it is over (null: none), and the prices
+ * the ledger charges credits at (so an enforcer reserves a request's worst case at them; absent: free).
+ */
+export type Standing = { clientId: string; limits: EffectiveLimits; quotas: Quota[]; exceeded: Quota | null; prices?: UsageSettings["prices"] };
 
 type GpuNow = Record<string, Pick<AccountNow, "running" | "heldGpus" | "queuedJobs"> & { pending?: UsageRecord[] }>;
 type DbNow = Record<string, Pick<AccountNow, "databases" | "storageMb">>;
@@ -63,7 +66,7 @@ export class UsageReader {
       const limits = effectiveLimits(this.config.defaults, overrides.get(clientId));
       const summary = summarize(byClient.get(clientId) ?? [], state, { from: month.start, to: now }, now, this.config.prices);
       const quotas = quotasOf(limits, summary, state, now);
-      return { clientId, limits, quotas, exceeded: exceededMonthly(quotas) ?? null };
+      return { clientId, limits, quotas, exceeded: exceededMonthly(quotas) ?? null, prices: this.config.prices };
     });
   }
 

@@ -69,6 +69,50 @@ describe("quota reservations", () => {
     }
   });
 
+  it.each(stores)("quota reservations (%s) - holdAll holds every claim or none: a refused one releases the others", async (_name, make) => {
+    const limits = (tokens: number, credits: number): Standing => ({
+      clientId: CLIENT,
+      limits: {} as Standing["limits"],
+      exceeded: null,
+      quotas: [
+        { resource: "tokens", period: "month", resetsAt: null, limit: tokens, used: 0 },
+        { resource: "credits", period: "month", resetsAt: null, limit: credits, used: 0 },
+      ],
+    });
+    const quotas = new QuotaReservations({ standings: async () => new Map() }, make(), 60_000, () => undefined);
+    await quotas.holdAll(CLIENT, limits(1000, 10), [
+      ["tokens", 900],
+      ["credits", 9.5],
+    ]);
+    await quotas.holdAll(CLIENT, limits(1000, 10), [
+      ["tokens", 1],
+      ["credits", 1],
+    ]); // 900 < 1000, 9.5 < 10: both admitted
+    // The credits refused now (10.5 held): the 5000 tokens held alongside are released, not left held.
+    await expect(
+      quotas.holdAll(CLIENT, limits(1e6, 10), [
+        ["tokens", 5000],
+        ["credits", 1],
+      ]),
+    ).rejects.toMatchObject({
+      type: "QUOTA_EXCEEDED",
+      data: { resource: "credits" },
+    });
+    // 901 tokens held: below a limit of 902 only once the 5000 are gone.
+    await waitFor(
+      async () =>
+        (await quotas
+          .holdAll(CLIENT, limits(902, 100), [
+            ["tokens", 1],
+            ["credits", 0],
+          ])
+          .catch(() => undefined)) !== undefined,
+      {
+        message: "the refused claim's tokens released",
+      },
+    );
+  });
+
   it("quota reservations - no limit or no standing holds nothing; the store failing falls back to the standing", async () => {
     const failing: ReservationStore = { reserve: () => Promise.reject(new Error("down")), settle: () => Promise.reject(new Error("down")) };
     const warned: string[] = [];

@@ -1,6 +1,7 @@
 /** The placement loop's pure pass decision (table), and the loop on in-memory fakes. */
 import { randomUUID } from "crypto";
 import { ViewCard } from "../../services/gpu-scheduler/cluster-view";
+import { waitingReason } from "../../services/gpu-scheduler/job-view";
 import { decidePass, isPermanentRejection, PlacementLoop } from "../../services/gpu-scheduler/placement-loop";
 import { fakeCluster, heartbeat, quiet, until } from "./gpu-scheduler.fakes";
 
@@ -50,6 +51,33 @@ describe("gpu-scheduler placement loop - decidePass", () => {
     // 100 - 40 - 30 = 30 left: j1 takes it all, j2 waits.
     expect(decide(30).waiting).toEqual([{ jobId: "j2", reason: "QUOTA_EXCEEDED", quota: "gpuSeconds", reserved: true }]);
     expect(decide(60).placements).toEqual([]);
+  });
+
+  test("gpu-scheduler placement loop - the credits left are the quota less its use and the running jobs' worst case at their cards' prices", () => {
+    const jobs = [1, 2].map((seq) => ({ jobId: `j${seq}`, gpuType: null, seq, clientId: "a", timeoutSeconds: 30 }));
+    const perGpuSecond = (name: string) => (name === "Dear" ? 1 : 0.5);
+    const limits = new Map([["a", { weight: 1, runningGpus: null, queuedJobs: 10, credits: { limit: 100, used: 40, perGpuSecond } }]]);
+    const decide = (running: Array<[string, number]>) =>
+      decidePass(
+        [card("node-a", "GPU-1"), card("node-a", "GPU-2")],
+        { held: new Set(), queue: jobs, inFlightByCard: new Map([["a", new Map(running)]]) },
+        0,
+        limits,
+      );
+    // 100 - 40 - (10 × 1 + 20 × 0.5) = 40 left: j1 reserves 30 × 0.5 = 15, j2 15 more.
+    expect(
+      decide([
+        ["Dear", 10],
+        ["Cheap", 20],
+      ]).placements.map((p) => p.jobId),
+    ).toEqual(["j1", "j2"]);
+    // 100 - 40 - 50 × 1 = 10 left: j1 takes it all, j2 waits on the credits its account's running jobs reserved.
+    const [waiting] = decide([["Dear", 50]]).waiting;
+    expect(waiting).toEqual({ jobId: "j2", reason: "QUOTA_EXCEEDED", quota: "credits", reserved: true });
+    expect(waitingReason(waiting, null)).toBe(
+      "monthly credits quota of the account reserved by its running jobs (timeoutSeconds × GPUs × their price): waiting for one to end",
+    );
+    expect(decide([["Dear", 60]]).placements).toEqual([]);
   });
 
   test.each([

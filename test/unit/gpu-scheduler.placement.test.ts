@@ -240,6 +240,24 @@ const cases: Case[] = [
     placements: [],
     waiting: [["a1", "QUOTA_EXCEEDED"]],
   },
+  {
+    name: "credits reserved at placement: each job takes its timeout × cards × its card's price; placed while some are left",
+    snapshot: {
+      cards: [card("n1", "g1", "Cheap"), card("n1", "g2", "Dear"), card("n1", "g3", "Dear")],
+      queue: [
+        { ...of("a", "a1", 1), gpuType: "Cheap", timeoutSeconds: 10 },
+        { ...of("a", "a2", 2), gpuType: "Dear", timeoutSeconds: 10 },
+        { ...of("a", "a3", 3), gpuType: "Dear", timeoutSeconds: 10 },
+      ],
+      // 10 credits left: a1 reserves 10 × 0.1 = 1 (9 left), a2 10 × 1 = 10 (-1 left), a3 waits.
+      accounts: new Map([["a", { ...share(0), creditsLeft: 10, creditsPerGpuSecond: (name: string) => (name === "Dear" ? 1 : 0.1) }]]),
+    },
+    placements: [
+      ["a1", "g1"],
+      ["a2", "g2"],
+    ],
+    waiting: [["a3", "QUOTA_EXCEEDED"]],
+  },
 ];
 
 describe("gpu-scheduler placement - table", () => {

@@ -1,0 +1,39 @@
+/**
+ * An inference's monthly reservations (lib/quota-reservations.ts): its worst case in tokens, and
+ * those tokens in credits at the dearest model that may answer it (its own or a fallback), at the
+ * prices the ledger charges (the usage service's, carried by the standing).
+ */
+import type { Standing } from "../../lib/quota-gate";
+import type { QuotaReservations } from "../../lib/quota-reservations";
+import { priceOf } from "../usage/pricing";
+
+/** Settled once with the tokens used and the model that answered (charged at its price); `release`: nothing used. */
+export type Spend = { settle(tokensUsed: number, model: string): void; release(): void };
+
+/** `tokens`: the worst case (`maxTokens` plus the prompt); `models`: those that may answer. */
+export type InferenceClaim = { tokens: number; models: readonly string[] };
+
+/** Holds both, or neither and 403 QUOTA_EXCEEDED. */
+export async function holdInference(
+  reservations: Pick<QuotaReservations, "holdAll">,
+  clientId: string,
+  standing: Standing | undefined,
+  claim: InferenceClaim,
+): Promise<Spend> {
+  const perToken = (model: string) => (standing?.prices ? priceOf(standing.prices.kTokens, model) / 1000 : 0);
+  const worstPrice = Math.max(0, ...claim.models.map(perToken));
+  const [tokens, credits] = await reservations.holdAll(clientId, standing, [
+    ["tokens", claim.tokens],
+    ["credits", claim.tokens * worstPrice],
+  ]);
+  return {
+    settle: (used, model) => {
+      tokens.settle(used);
+      credits.settle(used * perToken(model));
+    },
+    release: () => {
+      tokens.release();
+      credits.release();
+    },
+  };
+}
