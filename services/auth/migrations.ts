@@ -40,17 +40,24 @@ export const migrations: Migration[] = [
     name: "one account per normalised e-mail",
     // The form of email.ts (canonicalEmail), in SQL. Look-alikes registered before share a form: the
     // account already in that form, else the oldest, keeps it; the others keep NULL and log in by their
-    // exact e-mail only, through clients_email_key (the service logs how many at start).
+    // exact e-mail only, through clients_email_key (the service logs how many at start). normalize() and
+    // chr() beyond ASCII exist only in a UTF8 database: elsewhere (initdb's default under the C locale is
+    // SQL_ASCII) existing rows get the trimmed, lower-cased form, and new ones email.ts's.
     sql: `
       ALTER TABLE clients ADD COLUMN email_normalized text;
-      WITH normalised AS (
-        SELECT id, email, created_at,
-               rtrim(translate(normalize(lower(normalize(btrim(email), NFKC)), NFKC), chr(12290) || chr(65377), '..'), '.') AS form
-        FROM clients
-      ), ranked AS (
-        SELECT id, form, row_number() OVER (PARTITION BY form ORDER BY email = form DESC, created_at, id) AS rank FROM normalised
-      )
-      UPDATE clients c SET email_normalized = r.form FROM ranked r WHERE r.id = c.id AND r.rank = 1;
+      DO $migration$
+      DECLARE
+        form text := CASE WHEN current_setting('server_encoding') = 'UTF8'
+          THEN $f$rtrim(translate(normalize(lower(normalize(btrim(email), NFKC)), NFKC), chr(12290) || chr(65377), '..'), '.')$f$
+          ELSE $f$rtrim(lower(btrim(email)), '.')$f$ END;
+      BEGIN
+        EXECUTE format($q$
+          WITH normalised AS (SELECT id, email, created_at, %s AS form FROM clients),
+          ranked AS (SELECT id, form, row_number() OVER (PARTITION BY form ORDER BY email = form DESC, created_at, id) AS rank FROM normalised)
+          UPDATE clients c SET email_normalized = r.form FROM ranked r WHERE r.id = c.id AND r.rank = 1
+        $q$, form);
+      END
+      $migration$;
       CREATE UNIQUE INDEX clients_email_normalized_key ON clients (email_normalized);
     `,
   },

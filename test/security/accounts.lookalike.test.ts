@@ -10,7 +10,7 @@ import { Client } from "pg";
 import { ensureDatabase, migrate, newPool } from "../../lib/db";
 import { migrations } from "../../services/auth/migrations";
 import { hashPassword } from "../../services/auth/passwords";
-import { http, startTestPlatform, TestPlatform, testDatabaseUrl, uniqueName, waitForRoute } from "../support/platform";
+import { ADMIN_PG_URL, dropDatabase, http, startTestPlatform, TestPlatform, testDatabaseUrl, uniqueName, waitForRoute } from "../support/platform";
 
 const PASSWORD = "correct horse battery";
 const LIMITS = { AUTH_RATE_LIMIT_PER_IP: "10000", AUTH_RATE_LIMIT_PER_EMAIL: "10000" };
@@ -183,5 +183,37 @@ describe("accounts lookalike - accounts registered before the normalisation (mig
     expect(boss.body?.client?.role).toBe("admin");
     const lookalike = await login(legacy.bossLookalike.email, passwordOf("bossLookalike"));
     expect([lookalike.status, lookalike.body?.client?.role]).toEqual([200, "client"]);
+  });
+});
+
+describe("accounts lookalike - migration 3 on a database that is not UTF8", () => {
+  test("accounts lookalike - on SQL_ASCII (initdb's default under the C locale) migration 3 applies: the trimmed, lower-cased form keys the older rows", async () => {
+    const databaseUrl = testDatabaseUrl();
+    const admin = new Client({ connectionString: ADMIN_PG_URL });
+    await admin.connect();
+    try {
+      await admin.query(`CREATE DATABASE "${new URL(databaseUrl).pathname.slice(1)}" ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0`);
+    } finally {
+      await admin.end();
+    }
+    const pool = newPool({ connectionString: databaseUrl });
+    try {
+      await migrate(pool, "auth", migrations.slice(0, 2));
+      const rows = { older: [randomUUID(), " Ann@Example.com. ", 2], newer: [randomUUID(), "ann@example.com", 1] } as const;
+      for (const [id, email, age] of Object.values(rows))
+        await pool.query(`INSERT INTO auth.clients (id, email, name, password_hash, created_at) VALUES ($1, $2, 'x', 'x', now() - make_interval(days => $3))`, [
+          id,
+          email,
+          age,
+        ]);
+      expect(await migrate(pool, "auth", migrations)).toEqual([3]);
+      const { rows: keyed } = await pool.query<{ id: string; email_normalized: string | null }>("SELECT id, email_normalized FROM auth.clients");
+      const form = Object.fromEntries(keyed.map((r) => [r.id, r.email_normalized]));
+      // the row already in the normalised form keeps it, as on a UTF8 database
+      expect([form[rows.newer[0]], form[rows.older[0]]]).toEqual(["ann@example.com", null]);
+    } finally {
+      await pool.end();
+      await dropDatabase(databaseUrl);
+    }
   });
 });
