@@ -12,11 +12,14 @@
  *
  * Per-sender channels: a publisher sends on `<channel>.<its node id>` and the consumer takes
  * `<channel>.>`; NATS permissions let a gpu-node publish only on its own subject, so the subject
- * tells the consumer who really sent a message (`channelSender`).
+ * tells the consumer who really sent a message (`channelSender`). A channel may cap each sender's
+ * unprocessed messages (`senderBacklog`): past the cap the server refuses that sender's publishes
+ * (the sender retries later), so one flooding sender neither buries the others' messages in the
+ * stream nor fills its storage.
  */
 import { Middleware as ChannelsMiddleware } from "@moleculer/channels";
 import type { ChannelSchema, Middleware, Service, ServiceBroker } from "moleculer";
-import { connect, ConnectionOptions, RetentionPolicy, StorageType } from "nats";
+import { connect, ConnectionOptions, DiscardPolicy, RetentionPolicy, StorageType, type StreamConfig } from "nats";
 import { BusSetup, BusSettings, busSettings, hasCredentials, isNatsUrl, natsConnectionOptions as connectionOptions } from "./bus-connection";
 import { platformSettingsOf, type PlatformSettings } from "./platform-settings";
 
@@ -27,6 +30,9 @@ const STREAM_CONFIG = {
   retention: RetentionPolicy.Workqueue,
   max_age: 7 * 24 * 3600 * 1e9, // nanoseconds: a week of undelivered events at most
 };
+
+/** Stream settings that keep at most `max` unprocessed messages per subject, i.e. per sender of a per-sender channel; the server refuses more. */
+export const senderBacklog = (max: number): Partial<StreamConfig> => ({ max_msgs_per_subject: max, discard: DiscardPolicy.New, discard_new_per_subject: true });
 
 /** NATS URL for channels: CHANNELS_URL, else the transporter when it is NATS, else none. */
 export function channelsNatsUrl(settings: Pick<PlatformSettings, "channelsUrl" | "transporter">): string | undefined {
@@ -126,9 +132,10 @@ export function createChannelsMiddleware(settings: PlatformSettings, bus?: Pick<
 /**
  * Creates the JetStream streams behind `channels` (and the dead-letter stream) if missing, so a
  * publisher can send before any consumer has subscribed. A channel's stream takes its subject
- * and every per-sender subject under it. No-op without NATS.
+ * and every per-sender subject under it, and at most `maxPerSender` unprocessed messages of each
+ * sender when given. No-op without NATS.
  */
-export async function ensureChannelStreams(broker: ServiceBroker, channels: string[]): Promise<void> {
+export async function ensureChannelStreams(broker: ServiceBroker, channels: string[], maxPerSender?: number): Promise<void> {
   const settings = platformSettingsOf(broker);
   const url = channelsNatsUrl(settings);
   if (!url) return;
@@ -136,8 +143,9 @@ export async function ensureChannelStreams(broker: ServiceBroker, channels: stri
   const nc = await connect(channelsConnection(url, settings, broker.nodeID));
   try {
     const jsm = await nc.jetstreamManager();
-    for (const channel of channels) await addStream(jsm, streamName(namespace, channel), [prefixed(namespace, perSenderChannel(channel))]);
-    await addStream(jsm, streamName(namespace, DEAD_LETTER_CHANNEL), [prefixed(namespace, DEAD_LETTER_CHANNEL)]);
+    const limits = maxPerSender === undefined ? {} : senderBacklog(maxPerSender);
+    for (const channel of channels) await addStream(jsm, streamName(namespace, channel), [prefixed(namespace, perSenderChannel(channel))], limits);
+    await addStream(jsm, streamName(namespace, DEAD_LETTER_CHANNEL), [prefixed(namespace, DEAD_LETTER_CHANNEL)], {});
   } finally {
     await nc.close();
   }
@@ -145,15 +153,16 @@ export async function ensureChannelStreams(broker: ServiceBroker, channels: stri
 
 type StreamManager = Awaited<ReturnType<Awaited<ReturnType<typeof connect>>["jetstreamManager"]>>;
 
-async function addStream(jsm: StreamManager, name: string, subjects: string[]): Promise<void> {
+async function addStream(jsm: StreamManager, name: string, subjects: string[], limits: Partial<StreamConfig>): Promise<void> {
   try {
-    await jsm.streams.add({ name, subjects, ...STREAM_CONFIG });
+    await jsm.streams.add({ name, subjects, ...STREAM_CONFIG, ...limits });
   } catch (err) {
     if (!/already in use/.test((err as Error).message)) throw err;
-    // A stream from before per-sender subjects: keep its old subjects (undelivered events) and add the new ones.
+    // A stream from before per-sender subjects or limits: keep its old subjects (undelivered events), add the new ones and the limits.
     const { config: current } = await jsm.streams.info(name);
     const missing = subjects.filter((s) => !current.subjects?.includes(s));
-    if (missing.length) await jsm.streams.update(name, { ...current, subjects: [...(current.subjects ?? []), ...missing] });
+    const stale = Object.entries(limits).some(([key, value]) => current[key as keyof StreamConfig] !== value);
+    if (missing.length || stale) await jsm.streams.update(name, { ...current, ...limits, subjects: [...(current.subjects ?? []), ...missing] });
   }
 }
 
