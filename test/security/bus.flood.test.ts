@@ -2,8 +2,8 @@
  * Attacks by a gpu-node credential on the platform's availability, replayed against Debian's
  * nats-server with the platform's generated users: a heartbeat flood (one node's credential
  * broadcasting valid heartbeats as fast as it can), a job-event flood on its own JetStream subject
- * and a node advertising core services. The core
- * services run in one process, as in a small install, so a stalled event loop shows everywhere.
+ * and a node advertising core services. The core services run in one process, as in a small
+ * install, so a stalled event loop shows everywhere.
  */
 import { spawn } from "child_process";
 import { randomUUID } from "crypto";
