@@ -15,7 +15,6 @@ import { apiError, validationFailed } from "../../lib/errors";
 import {
   HEARTBEAT_EVENT,
   JOB_EVENTS_CHANNEL,
-  MAX_UNAPPLIED_EVENTS_PER_NODE,
   jobEnvProblem,
   JobEvent,
   FollowPage,
@@ -394,7 +393,7 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
     this.executor = executor;
     // On an authenticated bus the stream is the scheduler's to create (a node has no JetStream
     // admin rights; the outbox retries until it exists); on an open bus the node may create it.
-    if (!onAuthenticatedBus(this.broker as never)) await ensureChannelStreams(this.broker, [JOB_EVENTS_CHANNEL], MAX_UNAPPLIED_EVENTS_PER_NODE);
+    if (!onAuthenticatedBus(this.broker as never)) await ensureChannelStreams(this.broker, [JOB_EVENTS_CHANNEL]);
     for (const job of await this.executor.adopt(this.cards.map((c) => c.uuid))) {
       this.logger.info(`Adopted job ${job.jobId} left behind by an earlier run of this node`);
       this.jobs.set(job.jobId, job);

@@ -7,21 +7,12 @@
  */
 import { randomUUID } from "crypto";
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
-import { channelSender, ensureChannelStreams, ownChannel, perSenderChannel, senderBacklog, sendToChannel } from "../../lib/channels";
+import { channelSender, ensureChannelStreams, ownChannel, perSenderChannel, sendToChannel } from "../../lib/channels";
 import { USAGE_CHANNEL, UsageRecord } from "../../lib/usage-protocol";
 import { Type } from "../../lib/contract";
 import { brokerEnv } from "../../lib/settings";
 import { apiError, fromDataError, notFound, validationFailed } from "../../lib/errors";
-import {
-  checkHeartbeat,
-  checkJobEvent,
-  HEARTBEAT_EVENT,
-  JOB_EVENTS_CHANNEL,
-  jobEnvProblem,
-  MAX_JOB_RETRIES,
-  MAX_JOB_SECONDS,
-  MAX_UNAPPLIED_EVENTS_PER_NODE,
-} from "../../lib/gpu-protocol";
+import { checkHeartbeat, checkJobEvent, HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL, jobEnvProblem, MAX_JOB_RETRIES, MAX_JOB_SECONDS } from "../../lib/gpu-protocol";
 import { CallerMeta, respondCreated } from "../../lib/identity";
 import type { BodyPage, PagedBodyMeta } from "../../lib/paged-body";
 import { RefusalLog } from "../../lib/refusal-log";
@@ -171,7 +162,7 @@ type ChannelDef = {
   group: string;
   maxInFlight: number;
   maxRetries?: number;
-  nats?: { consumerOptions: { config: Record<string, unknown> }; streamConfig?: Record<string, unknown> };
+  nats?: { consumerOptions: { config: Record<string, unknown> } };
   handler(this: SchedulerThis, payload: unknown): Promise<void>;
 };
 
@@ -502,8 +493,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
       maxInFlight: 64,
       maxRetries: EVENT_MAX_RETRIES,
       // Events handed to a replica that died unacknowledged go to another one after 5 s, not 30 s.
-      // The same per-node cap as ensureChannelStreams gives the stream (whoever creates it first).
-      nats: { consumerOptions: { config: { ack_wait: EVENT_ACK_WAIT_NS } }, streamConfig: senderBacklog(MAX_UNAPPLIED_EVENTS_PER_NODE) },
+      nats: { consumerOptions: { config: { ack_wait: EVENT_ACK_WAIT_NS } } },
       /** Throws only on database errors, so JetStream redelivers the event later. */
       async handler(this: SchedulerThis, payload: unknown, raw?: { subject?: unknown }) {
         // In-memory channels (one process) carry no subject; on NATS it names the real sender.
@@ -706,7 +696,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
   },
 
   async started(this: SchedulerThis) {
-    await ensureChannelStreams(this.broker, [JOB_EVENTS_CHANNEL], MAX_UNAPPLIED_EVENTS_PER_NODE);
+    await ensureChannelStreams(this.broker, [JOB_EVENTS_CHANNEL]);
     const tick = () =>
       Promise.all([
         this.scheduler.tick(),

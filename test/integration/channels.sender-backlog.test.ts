@@ -4,7 +4,7 @@
  * and a stream made before the cap gets it, keeping what it holds.
  */
 import { ServiceBroker } from "moleculer";
-import { connect, JetStreamManager, NatsConnection } from "nats";
+import { connect, JetStreamManager, NatsConnection, RetentionPolicy, StorageType } from "nats";
 import { natsConnectionOptions } from "../../lib/bus-connection";
 import { ensureChannelStreams } from "../../lib/channels";
 import { JOB_EVENTS_CHANNEL, MAX_UNAPPLIED_EVENTS_PER_NODE } from "../../lib/gpu-protocol";
@@ -48,7 +48,7 @@ afterAll(async () => {
 describe("channels - per-node cap of the job-events stream", () => {
   it("channels - a node's burst (100 jobs ending at once) is stored completely; past the cap only that node is refused", async () => {
     const broker = brokerOfNewNamespace();
-    await ensureChannelStreams(broker, [JOB_EVENTS_CHANNEL], MAX);
+    await ensureChannelStreams(broker, [JOB_EVENTS_CHANNEL]);
     const js = nc.jetstream();
     const burst = await Promise.allSettled(Array.from({ length: 200 }, (_, i) => js.publish(subjectOf(broker, "a"), event(i))));
     expect(burst.filter((r) => r.status === "rejected")).toEqual([]);
@@ -67,14 +67,14 @@ describe("channels - per-node cap of the job-events stream", () => {
 
   it("channels - a stream made before the cap gets it and keeps its messages", async () => {
     const broker = brokerOfNewNamespace();
-    await ensureChannelStreams(broker, [JOB_EVENTS_CHANNEL]);
-    const before = (await jsm.streams.info(streamOf(broker))).config;
-    expect(before.max_msgs_per_subject).toBe(-1);
+    // As ensureChannelStreams made it before the cap.
+    const subjects = [`${broker.namespace}.${JOB_EVENTS_CHANNEL}.>`];
+    await jsm.streams.add({ name: streamOf(broker), subjects, storage: StorageType.File, retention: RetentionPolicy.Workqueue });
     await nc.jetstream().publish(subjectOf(broker, "a"), event(0));
 
-    await ensureChannelStreams(broker, [JOB_EVENTS_CHANNEL], MAX);
+    await ensureChannelStreams(broker, [JOB_EVENTS_CHANNEL]);
     const after = (await jsm.streams.info(streamOf(broker))).config;
-    expect(after).toMatchObject({ max_msgs_per_subject: MAX, discard: "new", discard_new_per_subject: true, subjects: before.subjects });
+    expect(after).toMatchObject({ max_msgs_per_subject: MAX, discard: "new", discard_new_per_subject: true, subjects });
     expect(await perSubject(broker)).toEqual({ a: 1 });
   });
 });
