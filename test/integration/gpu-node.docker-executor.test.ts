@@ -13,9 +13,7 @@ import { ContainerContext, DockerExecutor, LABEL_JOB, LABEL_NAMESPACE, LABEL_NOD
 import type { JobLimits, RunningJob } from "../../services/gpu-node/job";
 import { readLogPage } from "../../services/gpu-node/output";
 import { NATS_URL, startTestPlatform, testBroker, TestPlatform, uniqueName, waitFor } from "../support/platform";
-import { removeContainersOf } from "../support/docker";
-
-export const TEST_JOB_IMAGE = process.env.TEST_JOB_IMAGE || "ci-platform/test-busybox:latest";
+import { removeContainersOf, TEST_JOB_IMAGE } from "../support/docker";
 
 const docker = new Docker();
 const simulated: NodeCard = {
