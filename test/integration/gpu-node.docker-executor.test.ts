@@ -13,19 +13,10 @@ import { ContainerContext, DockerExecutor, LABEL_JOB, LABEL_NAMESPACE, LABEL_NOD
 import type { JobLimits, RunningJob } from "../../services/gpu-node/job";
 import { readLogPage } from "../../services/gpu-node/output";
 import { NATS_URL, startTestPlatform, testBroker, TestPlatform, uniqueName, waitFor } from "../support/platform";
-import { removeContainersOf, TEST_JOB_IMAGE } from "../support/docker";
+import { removeContainersOf, simulatedCard, TEST_JOB_IMAGE } from "../support/docker";
 
 const docker = new Docker();
-const simulated: NodeCard = {
-  uuid: "GPU-sim-docker-0",
-  index: 0,
-  name: "Test GPU",
-  memoryTotal: 1024,
-  memoryUsed: 0,
-  utilization: 0,
-  temperature: 30,
-  simulated: true,
-};
+const simulated = simulatedCard("GPU-sim-docker-0");
 
 describe("gpu-node docker executor", () => {
   const namespace = uniqueName("dockertest");

@@ -7,24 +7,14 @@ import Docker from "dockerode";
 import { mkdtempSync, rmSync } from "fs";
 import os from "os";
 import path from "path";
-import type { NodeCard } from "../../services/gpu-node/discovery";
 import { DockerExecutor } from "../../services/gpu-node/docker-executor";
 import type { JobLimits } from "../../services/gpu-node/job";
-import { removeContainersOf, TEST_JOB_IMAGE } from "../support/docker";
+import { removeContainersOf, requireEngineAndImage, simulatedCard, TEST_JOB_IMAGE } from "../support/docker";
 import { uniqueName } from "../support/platform";
 
 const docker = new Docker();
 const namespace = uniqueName("dockeroom");
-const card: NodeCard = {
-  uuid: "GPU-sim-oom-0",
-  index: 0,
-  name: "Test GPU",
-  memoryTotal: 1024,
-  memoryUsed: 0,
-  utilization: 0,
-  temperature: 30,
-  simulated: true,
-};
+const card = simulatedCard("GPU-sim-oom-0");
 let logDir: string;
 
 const executor = () =>
@@ -42,8 +32,7 @@ const executor = () =>
 const run = (command: string) => executor().run({ jobId: uniqueName("job"), card, command });
 
 beforeAll(async () => {
-  await docker.ping();
-  await docker.getImage(TEST_JOB_IMAGE).inspect();
+  await requireEngineAndImage(docker);
   logDir = mkdtempSync(path.join(os.tmpdir(), "gpu-node-docker-oom-"));
 });
 
