@@ -12,11 +12,15 @@
  *
  * Per-sender channels: a publisher sends on `<channel>.<its node id>` and the consumer takes
  * `<channel>.>`; NATS permissions let a gpu-node publish only on its own subject, so the subject
- * tells the consumer who really sent a message (`channelSender`).
+ * tells the consumer who really sent a message (`channelSender`). A channel may cap each sender's
+ * unprocessed messages (SENDER_CAPS): past the cap the server refuses that sender's publishes
+ * (the sender retries later), so one flooding sender neither buries the others' messages in the
+ * stream nor fills its storage.
  */
 import { Middleware as ChannelsMiddleware } from "@moleculer/channels";
 import type { ChannelSchema, Middleware, Service, ServiceBroker } from "moleculer";
-import { connect, ConnectionOptions, RetentionPolicy, StorageType } from "nats";
+import { connect, ConnectionOptions, DiscardPolicy, RetentionPolicy, StorageType, type StreamConfig } from "nats";
+import { JOB_EVENTS_CHANNEL, MAX_UNAPPLIED_EVENTS_PER_NODE } from "./gpu-protocol";
 import { BusSetup, BusSettings, busSettings, hasCredentials, isNatsUrl, natsConnectionOptions as connectionOptions } from "./bus-connection";
 import { platformSettingsOf, type PlatformSettings } from "./platform-settings";
 
@@ -27,6 +31,15 @@ const STREAM_CONFIG = {
   retention: RetentionPolicy.Workqueue,
   max_age: 7 * 24 * 3600 * 1e9, // nanoseconds: a week of undelivered events at most
 };
+
+/** Per-sender channels whose senders are untrusted: at most this many unprocessed messages per sender. */
+const SENDER_CAPS: Readonly<Record<string, number>> = { [JOB_EVENTS_CHANNEL]: MAX_UNAPPLIED_EVENTS_PER_NODE };
+
+/** A channel's stream settings for its cap, if any: at most N messages per subject (per sender), the server refuses more. */
+function senderCap(channel: string): Partial<StreamConfig> {
+  const max = SENDER_CAPS[channel];
+  return max === undefined ? {} : { max_msgs_per_subject: max, discard: DiscardPolicy.New, discard_new_per_subject: true };
+}
 
 /** NATS URL for channels: CHANNELS_URL, else the transporter when it is NATS, else none. */
 export function channelsNatsUrl(settings: Pick<PlatformSettings, "channelsUrl" | "transporter">): string | undefined {
@@ -85,7 +98,14 @@ function adaptPerSenderChannels(svc: Service, onNats: boolean): void {
       renamed[`${channel}.**`] = def;
       continue;
     }
-    const streamConfig = { ...STREAM_CONFIG, ...def.nats?.streamConfig, name: streamName(namespace, channel), subjects: [prefixed(namespace, key)] };
+    // The same settings as ensureChannelStreams gives the stream, whichever of the two creates it.
+    const streamConfig = {
+      ...STREAM_CONFIG,
+      ...senderCap(channel),
+      ...def.nats?.streamConfig,
+      name: streamName(namespace, channel),
+      subjects: [prefixed(namespace, key)],
+    };
     renamed[key] = { ...def, nats: { ...def.nats, streamConfig } };
   }
   // A copy per service instance: several brokers (namespaces) may share one schema object.
@@ -126,7 +146,7 @@ export function createChannelsMiddleware(settings: PlatformSettings, bus?: Pick<
 /**
  * Creates the JetStream streams behind `channels` (and the dead-letter stream) if missing, so a
  * publisher can send before any consumer has subscribed. A channel's stream takes its subject
- * and every per-sender subject under it. No-op without NATS.
+ * and every per-sender subject under it, with its cap per sender if it has one. No-op without NATS.
  */
 export async function ensureChannelStreams(broker: ServiceBroker, channels: string[]): Promise<void> {
   const settings = platformSettingsOf(broker);
@@ -136,8 +156,8 @@ export async function ensureChannelStreams(broker: ServiceBroker, channels: stri
   const nc = await connect(channelsConnection(url, settings, broker.nodeID));
   try {
     const jsm = await nc.jetstreamManager();
-    for (const channel of channels) await addStream(jsm, streamName(namespace, channel), [prefixed(namespace, perSenderChannel(channel))]);
-    await addStream(jsm, streamName(namespace, DEAD_LETTER_CHANNEL), [prefixed(namespace, DEAD_LETTER_CHANNEL)]);
+    for (const channel of channels) await addStream(jsm, streamName(namespace, channel), [prefixed(namespace, perSenderChannel(channel))], senderCap(channel));
+    await addStream(jsm, streamName(namespace, DEAD_LETTER_CHANNEL), [prefixed(namespace, DEAD_LETTER_CHANNEL)], {});
   } finally {
     await nc.close();
   }
@@ -145,15 +165,16 @@ export async function ensureChannelStreams(broker: ServiceBroker, channels: stri
 
 type StreamManager = Awaited<ReturnType<Awaited<ReturnType<typeof connect>>["jetstreamManager"]>>;
 
-async function addStream(jsm: StreamManager, name: string, subjects: string[]): Promise<void> {
+async function addStream(jsm: StreamManager, name: string, subjects: string[], limits: Partial<StreamConfig>): Promise<void> {
   try {
-    await jsm.streams.add({ name, subjects, ...STREAM_CONFIG });
+    await jsm.streams.add({ name, subjects, ...STREAM_CONFIG, ...limits });
   } catch (err) {
     if (!/already in use/.test((err as Error).message)) throw err;
-    // A stream from before per-sender subjects: keep its old subjects (undelivered events) and add the new ones.
+    // A stream from before per-sender subjects or limits: keep its old subjects (undelivered events), add the new ones and the limits.
     const { config: current } = await jsm.streams.info(name);
     const missing = subjects.filter((s) => !current.subjects?.includes(s));
-    if (missing.length) await jsm.streams.update(name, { ...current, subjects: [...(current.subjects ?? []), ...missing] });
+    const stale = Object.entries(limits).some(([key, value]) => current[key as keyof StreamConfig] !== value);
+    if (missing.length || stale) await jsm.streams.update(name, { ...current, ...limits, subjects: [...(current.subjects ?? []), ...missing] });
   }
 }
 

@@ -132,8 +132,8 @@ export function oomKills(events: string): number {
   return match ? Number(match[1]) : 0;
 }
 
-/** The errorMessage of a job the kernel killed for memory. */
-export function outOfMemory(limits: CgroupLimits): string {
+/** The errorMessage of a job the kernel killed for memory (either executor). */
+export function outOfMemory(limits: Pick<CgroupLimits, "memoryBytes">): string {
   const mib = Math.round(limits.memoryBytes / (1024 * 1024));
   return `The job ran out of memory: its processes and the files it wrote to /tmp and /dev/shm exceeded its ${mib} MiB, and the kernel killed it`;
 }

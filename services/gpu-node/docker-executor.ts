@@ -11,6 +11,7 @@ import { checkImage } from "./registry-policy";
 import { JOB_ID_PATTERN, jobCards, joinedShell, JobError, JobExecutor, JobLimits, JobOps, JobSpec, limitsOf, RunningJob, visibleDevices } from "./job";
 import { attachOptions, captureStream, recoverGap } from "./docker-output";
 import { DEFAULT_SHM_MB } from "./settings";
+import { outOfMemory } from "./cgroups";
 import { emptyOutTar, keepArtifacts, storeArchive } from "./artifacts";
 import type { OutputCapture } from "./output";
 
@@ -337,6 +338,7 @@ export class DockerExecutor implements JobExecutor {
         await inner.launch(output);
       },
       exited: () => inner!.exited(),
+      failure: () => inner?.failure?.(),
       kill: (graceS) => inner!.kill(graceS),
       cleanup: async () => {
         if (inner) return inner.cleanup();
@@ -363,6 +365,7 @@ export class DockerExecutor implements JobExecutor {
         return archive ? storeArchive(archive as Readable, dest, maxBytes) : undefined;
       });
     const removeOut = () => this.removeOut(jobId);
+    let failure: string | undefined;
     return {
       async launch(output) {
         capture = output;
@@ -380,8 +383,12 @@ export class DockerExecutor implements JobExecutor {
       },
       async exited() {
         const result = (await container.wait()) as { StatusCode: number };
+        // Killed for memory, it exits 137 like any SIGKILL: only the engine's state tells the two apart.
+        const info = await container.inspect().catch(() => undefined);
+        if (info?.State.OOMKilled) failure = outOfMemory({ memoryBytes: info.HostConfig.Memory ?? 0 });
         return result.StatusCode;
       },
+      failure: () => failure,
       async kill(graceS: number) {
         // 304: already stopped; 404: already gone.
         await container.stop({ t: Math.ceil(graceS) }).catch(ignoreStatus(304, 404));

@@ -13,21 +13,10 @@ import { ContainerContext, DockerExecutor, LABEL_JOB, LABEL_NAMESPACE, LABEL_NOD
 import type { JobLimits, RunningJob } from "../../services/gpu-node/job";
 import { readLogPage } from "../../services/gpu-node/output";
 import { NATS_URL, startTestPlatform, testBroker, TestPlatform, uniqueName, waitFor } from "../support/platform";
-import { removeContainersOf } from "../support/docker";
-
-export const TEST_JOB_IMAGE = process.env.TEST_JOB_IMAGE || "ci-platform/test-busybox:latest";
+import { removeContainersOf, simulatedCard, TEST_JOB_IMAGE } from "../support/docker";
 
 const docker = new Docker();
-const simulated: NodeCard = {
-  uuid: "GPU-sim-docker-0",
-  index: 0,
-  name: "Test GPU",
-  memoryTotal: 1024,
-  memoryUsed: 0,
-  utilization: 0,
-  temperature: 30,
-  simulated: true,
-};
+const simulated = simulatedCard("GPU-sim-docker-0");
 
 describe("gpu-node docker executor", () => {
   const namespace = uniqueName("dockertest");

@@ -8,7 +8,6 @@ import Docker from "dockerode";
 import { mkdtempSync, readFileSync, rmSync, statSync } from "fs";
 import os from "os";
 import path from "path";
-import type { NodeCard } from "../../services/gpu-node/discovery";
 import { DockerExecutor } from "../../services/gpu-node/docker-executor";
 import { asJobEvent } from "../../lib/gpu-protocol";
 import type { JobLimits } from "../../services/gpu-node/job";
@@ -25,7 +24,7 @@ import {
   uniqueName,
   waitFor,
 } from "../support/platform";
-import { removeContainersOf } from "../support/docker";
+import { removeContainersOf, simulatedCard } from "../support/docker";
 
 const TEST_JOB_IMAGE = process.env.TEST_JOB_IMAGE || "ci-platform/test-busybox:latest";
 const MiB = 1024 * 1024;
@@ -266,16 +265,7 @@ describe("output - gateway, scheduler and node in separate processes over NATS",
 describe("output - Docker jobs", () => {
   const docker = new Docker();
   const namespace = uniqueName("outputtest");
-  const card: NodeCard = {
-    uuid: "GPU-sim-output-0",
-    index: 0,
-    name: "Test GPU",
-    memoryTotal: 1024,
-    memoryUsed: 0,
-    utilization: 0,
-    temperature: 30,
-    simulated: true,
-  };
+  const card = simulatedCard("GPU-sim-output-0");
   let logDir: string;
   beforeAll(async () => {
     await docker.ping();

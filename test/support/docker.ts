@@ -1,6 +1,28 @@
 /** Docker clean-up shared by the tests and benches that run job containers. */
 import type Docker from "dockerode";
+import type { NodeCard } from "../../services/gpu-node/discovery";
 import { LABEL_NAMESPACE } from "../../services/gpu-node/docker-executor";
+
+/** The job image `.ci/setup.d/20-docker.sh` builds locally (no registry). */
+export const TEST_JOB_IMAGE = process.env.TEST_JOB_IMAGE || "ci-platform/test-busybox:latest";
+
+/** Never skipped: without an engine or the image, a Docker test fails, as it does in CI. */
+export async function requireEngineAndImage(docker: Docker): Promise<void> {
+  await docker.ping();
+  await docker.getImage(TEST_JOB_IMAGE).inspect();
+}
+
+/** A simulated card (no device is requested for it, so no NVIDIA runtime is needed). */
+export const simulatedCard = (uuid: string): NodeCard => ({
+  uuid,
+  index: 0,
+  name: "Test GPU",
+  memoryTotal: 1024,
+  memoryUsed: 0,
+  utilization: 0,
+  temperature: 30,
+  simulated: true,
+});
 
 /** Removes every container of `namespace` (the executor labels each job container with it), running or not. */
 export async function removeContainersOf(docker: Docker, namespace: string): Promise<void> {
