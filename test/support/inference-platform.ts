@@ -57,10 +57,17 @@ export async function startInferencePlatform(
     ...platformOpts,
     env: { OLLAMA_URL: ollama.url, OPENAI_PROVIDERS: JSON.stringify([{ name: "vllm", url: vllm.url, apiKey: "sk-upstream" }]), ...env },
   });
-  await waitForRoute(platform.baseUrl, "GET", "/api/models/health");
-  const account = await newAccount(platform.baseUrl);
+  let account: Account;
   const db = new Client({ connectionString: platform.databaseUrl });
-  await db.connect();
+  try {
+    await waitForRoute(platform.baseUrl, "GET", "/api/models/health");
+    account = await newAccount(platform.baseUrl);
+    await db.connect();
+  } catch (err) {
+    // a set-up that fails stops what it started: left running, it would keep jest from exiting
+    await Promise.allSettled([db.end(), platform.stop(), ollama.stop(), vllm.stop()]);
+    throw err;
+  }
   return {
     ...account,
     ollama,
