@@ -38,8 +38,8 @@ export default defineConfig(
     },
   },
   {
-    files: ["moleculer.config.ts", "lib/bus-identity.ts"],
-    // The registry loads a service's module only when SERVICES names it; bus-identity's require breaks an import cycle.
+    files: ["moleculer.config.ts"],
+    // The registry loads a service's module only when SERVICES names it.
     rules: { "@typescript-eslint/no-require-imports": "off" },
   },
   {
