@@ -38,8 +38,22 @@ export default defineConfig(
     },
   },
   {
-    files: ["moleculer.config.ts", "lib/bus-identity.ts"],
-    // The registry loads a service's module only when SERVICES names it; bus-identity's require breaks an import cycle.
+    // Dependencies point down: lib/ holds the protocols and helpers services build on (type imports included).
+    files: ["lib/**"],
+    rules: {
+      "no-restricted-imports": [
+        "error",
+        {
+          patterns: [
+            { group: ["../services/*", "**/services/**"], message: "lib/ must not import services/: move the shape to lib/ or the emitter's contract" },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: ["moleculer.config.ts"],
+    // The registry loads a service's module only when SERVICES names it.
     rules: { "@typescript-eslint/no-require-imports": "off" },
   },
   {

@@ -20,7 +20,7 @@ import { HealthMiddleware } from "./lib/health";
 import { jsonLineFormatter, RequestScopeMiddleware } from "./lib/logging";
 import { metricsOptions } from "./lib/metrics";
 import { busSetup } from "./lib/bus-connection";
-import { SERVICE_ROLES } from "./lib/bus-identity";
+import { CallerTableRow, callerTable, SERVICE_ROLES } from "./lib/bus-identity";
 import { BusTransporter } from "./lib/nats-transporter";
 
 /**
@@ -101,6 +101,11 @@ let restBases: readonly RestBase[] | undefined;
 /** Which service owns which REST base, from every service's `settings.rest` (loads every service's module once). */
 export function platformRestBases(): readonly RestBase[] {
   return (restBases ??= restBasesOf(Object.entries(SERVICE_REGISTRY).map(([name, load]) => [name, load()] as const)));
+}
+
+/** Who may call each action of every platform service (loads every service's module). */
+export function platformCallerTable(): CallerTableRow[] {
+  return callerTable(Object.values(SERVICE_REGISTRY).map((load) => load()));
 }
 
 export function resolveServices(names: readonly string[]): ServiceSchema[] {

@@ -85,10 +85,3 @@ export function callerTable(schemas: ServiceSchema[]): CallerTableRow[] {
     }
   return rows.sort((a, b) => a.action.localeCompare(b.action));
 }
-
-/** The table for every platform service (loads their modules). */
-export function platformCallerTable(): CallerTableRow[] {
-  // Required here, not imported: the composition root (moleculer.config.ts) loads the broker config, which loads this module.
-  const { SERVICE_REGISTRY } = require("../moleculer.config") as typeof import("../moleculer.config");
-  return callerTable(Object.values(SERVICE_REGISTRY).map((load) => load()));
-}

@@ -5,11 +5,10 @@
  * (lib/bus-subjects.ts), so no credential can speak as another role or another gpu-node.
  * The receiving service checks the same table again (the Auth middleware).
  */
-import { INFERENCE_COMPLETED } from "../services/inference/events";
 import { CORE_ROLE, CallerTableRow, nodeIDFor, rolesOf, SERVICE_ROLES } from "./bus-identity";
+import { INFERENCE_COMPLETED, JOB_STATUS_CHANGED } from "./event-names";
 import { HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL } from "./gpu-protocol";
 import { USAGE_CHANNEL, USAGE_OWNERS } from "./usage-protocol";
-import { JOB_STATUS_CHANGED } from "../services/gpu-scheduler/status-events";
 
 /** Events that cross processes: who sends them, who handles them, and how. */
 export type BusEvent = { event: string; from: readonly string[]; to: readonly string[]; kind: "broadcast" | "emit" };

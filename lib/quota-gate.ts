@@ -10,10 +10,9 @@
  */
 import type { ServiceBroker } from "moleculer";
 import { apiError } from "./errors";
-import type { Standing } from "../services/usage/reader";
-import type { QuotaResource } from "../services/usage/summary";
+import type { QuotaResource, Standing } from "./usage-protocol";
 
-export type { Standing } from "../services/usage/reader";
+export type { Standing } from "./usage-protocol";
 
 export class QuotaGate {
   private readonly cache = new Map<string, { at: number; standing: Standing }>();

@@ -13,7 +13,7 @@ import { randomUUID } from "crypto";
 import type Redis from "ioredis";
 import { apiError } from "./errors";
 import type { QuotaGate, Standing } from "./quota-gate";
-import type { QuotaResource } from "../services/usage/summary";
+import type { QuotaResource } from "./usage-protocol";
 
 /** Counters outlive their month by a few days (a request settled after midnight still finds its key). */
 const KEY_TTL_MS = 40 * 24 * 3600 * 1000;

@@ -86,3 +86,35 @@ export function checkUsageBatch(v: unknown): Checked<UsageBatch> {
 export const gpuUsageKey = (jobId: string, attempt: number) => `gpu:${jobId}:${attempt}`;
 export const inferenceUsageKey = (inferenceId: string) => `inference:${inferenceId}`;
 export const storageUsageKey = (databaseId: string, hour: Date) => `storage:${databaseId}:${hour.toISOString()}`;
+
+/**
+ * An account's standing, as the usage service answers `usage.standings` (services/usage/reader.ts)
+ * and the enforcers read it (lib/quota-gate.ts, lib/quota-reservations.ts).
+ */
+export const QUOTA_RESOURCES = ["credits", "gpuSeconds", "tokens", "databases", "storageMb", "runningGpus", "queuedJobs"] as const;
+export type QuotaResource = (typeof QUOTA_RESOURCES)[number];
+
+export type Quota = { resource: QuotaResource; period: "month" | null; limit: number | null; used: number; resetsAt: string | null };
+
+export type QuotaDefaults = {
+  credits: number | null;
+  gpuSeconds: number | null;
+  tokens: number | null;
+  databases: number;
+  storageMb: number | null;
+  runningGpus: number | null;
+  queuedJobs: number;
+  requestsPerMinute: number | null;
+  tokensPerMinute: number | null;
+  fairShareWeight: number;
+};
+
+/** A price in credits (services/usage/pricing.ts). */
+export type Price = { byName: ReadonlyArray<readonly [key: string, price: number]>; fallback: number };
+export type UsagePrices = { gpuSecond: Price; kTokens: Price; gbHour: Price };
+
+/**
+ * An account's limits now, its quotas, the monthly quota it is over (null: none), and the prices
+ * the ledger charges credits at (so an enforcer reserves a request's worst case at them; absent: free).
+ */
+export type Standing = { clientId: string; limits: QuotaDefaults; quotas: Quota[]; exceeded: Quota | null; prices?: UsagePrices };

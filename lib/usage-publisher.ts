@@ -1,11 +1,11 @@
 /**
  * An owner's side of the usage channel (lib/usage-protocol.ts): records are batched (at
  * `maxBatch` or `flushMs` after the first) off the response path and published with retries and
- * backoff until the channel has them (services/gpu-node/outbox.ts). Used where the record is only
+ * backoff until the channel has them (lib/event-outbox.ts). Used where the record is only
  * in memory anyway (an inference's own row is written the same way); gpu-scheduler publishes
  * from a table instead (its usage outbox).
  */
-import { EventOutbox } from "../services/gpu-node/outbox";
+import { EventOutbox } from "./event-outbox";
 import type { UsageBatch, UsageRecord } from "./usage-protocol";
 import { MAX_BATCH_RECORDS } from "./usage-protocol";
 

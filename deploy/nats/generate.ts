@@ -18,7 +18,7 @@
  */
 import fs from "fs";
 import path from "path";
-import { platformCallerTable } from "../../lib/bus-identity";
+import { platformCallerTable } from "../../moleculer.config";
 import { embedInConfigMap, generateBus, makeCertificates, updateEnvFile } from "../../lib/bus-setup";
 
 function arg(name: string, fallback?: string): string | undefined {

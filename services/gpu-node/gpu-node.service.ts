@@ -34,7 +34,7 @@ import { LogBudget, LOGS_PAGE_BYTES, pruneLogs, readFileChunk, readLogChunk } fr
 import { artifactPath } from "./artifacts";
 import { logFilePath, logKey } from "./output";
 import { promises as fsp } from "fs";
-import { EventOutbox } from "./outbox";
+import { EventOutbox } from "../../lib/event-outbox";
 import { LogFollowers } from "./log-follow";
 import { setUpExecutor } from "./executor-setup";
 import { IMAGE_NAME_MAX, IMAGE_NAME_PATTERN } from "./registry-policy";

@@ -5,9 +5,8 @@
  * the state itself is always re-read from PostgreSQL, so a lost event delays, never corrupts.
  */
 import type { ServiceBroker } from "moleculer";
+import { JOB_STATUS_CHANGED } from "../../lib/event-names";
 import { JobState, publicStatus, PublicStatus, StoredStatus } from "./transitions";
-
-export const JOB_STATUS_CHANGED = "job.statusChanged";
 
 export type JobStatusChanged = {
   jobId: string;

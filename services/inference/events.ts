@@ -1,11 +1,9 @@
 /**
  * `inference.completed`: emitted by the inference service once per finished inference (any
  * outcome), read by the metrics service (services/metrics). Shape and check live here, with the
- * emitter.
+ * emitter; the name is in lib/event-names.ts, for the bus-permission table.
  */
 import type { InferenceRecord } from "./engine";
-
-export const INFERENCE_COMPLETED = "inference.completed";
 
 /**
  * The event's payload (no provider: the model was not found). Readers take `outcome` as any

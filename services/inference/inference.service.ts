@@ -20,7 +20,8 @@ import { INFER_STREAM, InferenceResult, ModelList, ProviderHealth, PublicModel }
 import { InferenceEngine, InferenceRecord, InferParams } from "./engine";
 import { chatCompletion, embeddingList, modelList, openAiStreamFormat, parseChatCompletion, parseEmbeddings } from "./openai-api";
 import { InferenceRateLimits, UsageInferenceLimits } from "./rate-limits";
-import { INFERENCE_COMPLETED, inferenceCompleted } from "./events";
+import { INFERENCE_COMPLETED } from "../../lib/event-names";
+import { inferenceCompleted } from "./events";
 import { migrations } from "./migrations";
 import { createProviders } from "./providers";
 import { inferenceUsage, InferencesRepository, UsageRecorder } from "./usage.repository";

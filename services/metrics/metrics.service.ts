@@ -15,7 +15,8 @@ import { RefusalLog } from "../../lib/refusal-log";
 import { DBAAS_STATS_ACTION } from "../dbaas/stats";
 import { SCHEDULER_STATS_ACTION, STATS_JOB_STATUSES } from "../gpu-scheduler/stats";
 import { USAGE_STATS_ACTION } from "../usage/stats";
-import { INFERENCE_COMPLETED, isInferenceCompleted } from "../inference/events";
+import { INFERENCE_COMPLETED } from "../../lib/event-names";
+import { isInferenceCompleted } from "../inference/events";
 import { dbaasStatsOf, GpuTelemetry, inferenceLabels, schedulerStatsOf, usageStatsOf } from "./telemetry";
 
 type MetricsThis = Service & {

@@ -1,6 +1,6 @@
 /** The usage routes' responses (lib/contract.ts): published in the OpenAPI document and typing the handlers. */
 import { Nullable, StringEnum, Type } from "../../lib/contract";
-import { QUOTA_RESOURCES } from "./summary";
+import { QUOTA_RESOURCES } from "../../lib/usage-protocol";
 
 const ByName = Type.Record(Type.String(), Type.Number());
 

@@ -5,8 +5,7 @@
  * cards), else the default. 0 is free. Pure.
  */
 import { SettingError } from "../../lib/settings";
-
-export type Price = { byName: ReadonlyArray<readonly [key: string, price: number]>; fallback: number };
+import type { Price } from "../../lib/usage-protocol";
 
 const validPrice = (v: unknown): v is number => typeof v === "number" && Number.isFinite(v) && v >= 0;
 

@@ -5,17 +5,11 @@
  * a warning: usage and quotas stay readable while a service is down.
  */
 import { Context, Errors } from "moleculer";
-import type { UsageRecord } from "../../lib/usage-protocol";
+import type { Standing, UsageRecord } from "../../lib/usage-protocol";
 import type { LedgerRepository, UsageTotal } from "./ledger.repository";
 import type { OverridesRepository } from "./overrides.repository";
 import type { UsageSettings } from "./settings";
-import { AccountNow, EffectiveLimits, effectiveLimits, exceededMonthly, monthOf, NOTHING_NOW, Quota, quotasOf, summarize, UsageSummary } from "./summary";
-
-/**
- * An account's limits now, its quotas, the monthly quota it is over (null: none), and the prices
- * the ledger charges credits at (so an enforcer reserves a request's worst case at them; absent: free).
- */
-export type Standing = { clientId: string; limits: EffectiveLimits; quotas: Quota[]; exceeded: Quota | null; prices?: UsageSettings["prices"] };
+import { AccountNow, effectiveLimits, exceededMonthly, monthOf, NOTHING_NOW, quotasOf, summarize, UsageSummary } from "./summary";
 
 type GpuNow = Record<string, Pick<AccountNow, "running" | "heldGpus" | "queuedJobs"> & { pending?: UsageRecord[] }>;
 type DbNow = Record<string, Pick<AccountNow, "databases" | "storageMb">>;

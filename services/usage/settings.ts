@@ -1,6 +1,7 @@
 /** The usage service's settings (README "Configuration" and "Usage, quotas and credits"), parsed when it is created. */
 import { Env, int, optionalInt, perMinute, SettingError } from "../../lib/settings";
-import { parsePrice, Price } from "./pricing";
+import type { QuotaDefaults, UsagePrices } from "../../lib/usage-protocol";
+import { parsePrice } from "./pricing";
 
 /** A monthly or standing limit: a number ≥ 0, or null for none. */
 function optionalLimit(env: Env, name: string): number | null {
@@ -11,21 +12,8 @@ function optionalLimit(env: Env, name: string): number | null {
   return value;
 }
 
-export type QuotaDefaults = {
-  credits: number | null;
-  gpuSeconds: number | null;
-  tokens: number | null;
-  databases: number;
-  storageMb: number | null;
-  runningGpus: number | null;
-  queuedJobs: number;
-  requestsPerMinute: number | null;
-  tokensPerMinute: number | null;
-  fairShareWeight: number;
-};
-
 export type UsageSettings = {
-  prices: { gpuSecond: Price; kTokens: Price; gbHour: Price };
+  prices: UsagePrices;
   defaults: QuotaDefaults;
 };
 

@@ -4,8 +4,9 @@
  * clock, the sums and the states are handed in.
  */
 import type { UsageTotal } from "./ledger.repository";
-import { Price, priceOf } from "./pricing";
-import type { QuotaDefaults, UsageSettings } from "./settings";
+import { Price, Quota, QUOTA_RESOURCES, QuotaDefaults, QuotaResource } from "../../lib/usage-protocol";
+import { priceOf } from "./pricing";
+import type { UsageSettings } from "./settings";
 
 /** A job attempt holding cards now, or (`endedAt`) ended but not yet in the ledger (gpu-scheduler's `accountState`). */
 export type RunningAttempt = { startedAt: string; endedAt?: string; cards: number; gpuName: string };
@@ -82,8 +83,6 @@ export function summarize(
   };
 }
 
-export const QUOTA_RESOURCES = ["credits", "gpuSeconds", "tokens", "databases", "storageMb", "runningGpus", "queuedJobs"] as const;
-export type QuotaResource = (typeof QUOTA_RESOURCES)[number];
 export const MONTHLY: readonly QuotaResource[] = ["credits", "gpuSeconds", "tokens"];
 
 /** Every setting an admin may override per account (null: back to the default). */
@@ -91,8 +90,6 @@ export const OVERRIDABLE = [...QUOTA_RESOURCES, "requestsPerMinute", "tokensPerM
 export type Overridable = (typeof OVERRIDABLE)[number];
 export type Overrides = Partial<Record<Overridable, number | null>>;
 export type EffectiveLimits = QuotaDefaults;
-
-export type Quota = { resource: QuotaResource; period: "month" | null; limit: number | null; used: number; resetsAt: string | null };
 
 /** The account's limits: its overrides where set, else the defaults. */
 export function effectiveLimits(defaults: QuotaDefaults, overrides: Overrides | undefined): EffectiveLimits {

@@ -12,15 +12,15 @@ import { notFound, validationFailed } from "../../lib/errors";
 import type { CallerMeta } from "../../lib/identity";
 import { RefusalLog } from "../../lib/refusal-log";
 import { brokerEnv } from "../../lib/settings";
-import { checkUsageBatch, USAGE_CHANNEL, USAGE_OWNERS } from "../../lib/usage-protocol";
+import { checkUsageBatch, Quota, Standing, USAGE_CHANNEL, USAGE_OWNERS } from "../../lib/usage-protocol";
 import { DbMixin, DbThis } from "../../mixins/db.mixin";
 import { QuotaList, Usage } from "./contract";
 import { LedgerRepository } from "./ledger.repository";
 import { migrations } from "./migrations";
 import { OverridesRepository } from "./overrides.repository";
 import { parseUsageSettings, UsageSettings } from "./settings";
-import { Standing, UsageReader } from "./reader";
-import { NOTHING_NOW, OVERRIDABLE, Overrides, Quota, summarize, UsageSummary } from "./summary";
+import { UsageReader } from "./reader";
+import { NOTHING_NOW, OVERRIDABLE, Overrides, summarize, UsageSummary } from "./summary";
 import type { UsageStats } from "./stats";
 
 type AdminClient = { id: string; email: string; name: string; role: string };

@@ -10,7 +10,7 @@ import os from "os";
 import path from "path";
 import { connect, NatsConnection } from "nats";
 import { natsConnectionOptions } from "../../lib/bus-connection";
-import { platformCallerTable } from "../../lib/bus-identity";
+import { platformCallerTable } from "../../moleculer.config";
 import { Certificates, generateBus, makeCertificates } from "../../lib/bus-setup";
 import { freePort } from "./platform";
 

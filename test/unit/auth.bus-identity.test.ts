@@ -1,6 +1,6 @@
 import type { ServiceSchema } from "moleculer";
-import { callersOf, callerTable, platformCallerTable, roleOfNodeID, senderMayCall, SERVICE_ROLES } from "../../lib/bus-identity";
-import { SERVICE_REGISTRY } from "../../moleculer.config";
+import { callersOf, callerTable, roleOfNodeID, senderMayCall, SERVICE_ROLES } from "../../lib/bus-identity";
+import { platformCallerTable, SERVICE_REGISTRY } from "../../moleculer.config";
 
 describe("auth - node roles", () => {
   const cases: Array<[string, string | undefined]> = [

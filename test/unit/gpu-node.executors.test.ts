@@ -17,7 +17,7 @@ import { mkdtempSync, rmSync } from "fs";
 import os from "os";
 import path from "path";
 import { JobError, JobOps, RunningJob } from "../../services/gpu-node/job";
-import { EventOutbox } from "../../services/gpu-node/outbox";
+import { EventOutbox } from "../../lib/event-outbox";
 import { processJobEnv, withoutNvidiaVariables } from "../../services/gpu-node/process-executor";
 import { checkImage, DEFAULT_ALLOWED_REGISTRIES, isInternalAddress, parseAllowedRegistries, registryOf } from "../../services/gpu-node/registry-policy";
 import { planJobResources } from "../../services/gpu-node/resources";

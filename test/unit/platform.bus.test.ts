@@ -5,7 +5,7 @@ import { CallerTableRow, SERVICE_ROLES } from "../../lib/bus-identity";
 import fs from "fs";
 import path from "path";
 import { parseAllDocuments } from "yaml";
-import { platformCallerTable } from "../../lib/bus-identity";
+import { platformCallerTable } from "../../moleculer.config";
 import { busPermissions } from "../../lib/bus-permissions";
 import { generateBus } from "../../lib/bus-setup";
 import { renderServerConfig } from "../../lib/bus-server-config";

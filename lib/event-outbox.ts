@@ -1,5 +1,6 @@
 /**
- * Job events on their way to the scheduler. Nothing a node reports may be lost: a publish that
+ * Events on their way over a durable channel (a gpu-node's job events to the scheduler, an owner's
+ * usage records to the ledger: lib/usage-publisher.ts). Nothing a node reports may be lost: a publish that
  * fails (NATS hiccup, channel adapter not connected yet) is retried with backoff until it
  * succeeds or the node stops, and events leave strictly in the order they were pushed, so each
  * job's `started` always precedes its terminal event.
