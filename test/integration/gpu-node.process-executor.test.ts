@@ -5,23 +5,14 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "fs";
 import os from "os";
 import path from "path";
-import type { NodeCard } from "../../services/gpu-node/discovery";
 import type { JobLimits } from "../../services/gpu-node/job";
 import { readLogPage } from "../../services/gpu-node/output";
 import { ProcessExecutor, ProcessIsolation, probeSandbox } from "../../services/gpu-node/process-executor";
+import { simulatedCard } from "../support/docker";
 import { uniqueName, waitFor } from "../support/platform";
 import { hostPidsRunning, testSandbox } from "../support/sandbox";
 
-const card: NodeCard = {
-  uuid: "GPU-sim-test-0",
-  index: 0,
-  name: "Test GPU",
-  memoryTotal: 1024,
-  memoryUsed: 0,
-  utilization: 0,
-  temperature: 30,
-  simulated: true,
-};
+const card = simulatedCard("GPU-sim-test-0");
 
 /** A sleep no other process on the machine runs: its host pids are the job's. */
 const uniqueSleep = () => String(300_000 + Math.floor(Math.random() * 600_000));
