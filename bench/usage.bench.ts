@@ -33,8 +33,8 @@ async function seed(databaseUrl: string, clientId: string, from: Date, to: Date)
   try {
     await db.query("BEGIN");
     await db.query(
-      `INSERT INTO gpu_scheduler.jobs (id, client_id, command, gpu_match, status, gpu_name, gpu_count, exit_code, created_at, started_at, completed_at)
-       SELECT gen_random_uuid(), $1, 'true', '', 'completed', 'Bench GPU', 1 + (i % 4 = 0)::int, 0, s, s,
+      `INSERT INTO gpu_scheduler.jobs (id, client_id, spec, gpu_match, status, gpu_name, gpu_count, exit_code, created_at, started_at, completed_at)
+       SELECT gen_random_uuid(), $1, '{"command": "true"}', '', 'completed', 'Bench GPU', 1 + (i % 4 = 0)::int, 0, s, s,
          s + least(interval '1 second' * (30 + i % 570), date_trunc('hour', s) + interval '1 hour' - s)
        FROM (SELECT i, $2::timestamptz + (i * $4::float8) * interval '1 millisecond' AS s FROM generate_series(0, $3::int - 1) i) g`,
       [clientId, from, JOBS, (to.getTime() - from.getTime()) / JOBS],

@@ -58,55 +58,8 @@ export type NodeHeartbeat = {
   at: string;
 };
 
-/** The longest time limit (`timeoutSeconds`) and queue timeout a job may set: one week. */
-export const MAX_JOB_SECONDS = 7 * 24 * 3600;
-
-/** A job's own environment variables (`env`): at most 64, names as a shell writes them, values ≤ 4096 characters. */
-export const JOB_ENV_MAX_ENTRIES = 64;
-export const JOB_ENV_VALUE_MAX = 4096;
-export const JOB_ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
-/** The platform sets these (which card a job sees): a job may not, whatever the case. */
-const RESERVED_ENV = /^(NVIDIA_|CUDA_)/i;
-
-/**
- * Why `env` is not a job environment, or null. The messages name variables, never their values
- * (they often hold tokens). Checked by the scheduler (400) and again by the node.
- */
-export function jobEnvProblem(env: unknown): string | null {
-  if (typeof env !== "object" || env === null || Array.isArray(env)) return "The 'env' field must be an object of variable names to string values.";
-  const entries = Object.entries(env);
-  if (entries.length > JOB_ENV_MAX_ENTRIES) return `The 'env' field holds ${entries.length} variables; at most ${JOB_ENV_MAX_ENTRIES} are allowed.`;
-  for (const [name, value] of entries) {
-    const shown = JSON.stringify(name.slice(0, 140));
-    if (!JOB_ENV_NAME.test(name)) return `The 'env' variable name ${shown} is not allowed: letters, digits and _, not starting with a digit, at most 128.`;
-    if (RESERVED_ENV.test(name)) return `The 'env' variable ${shown} is not allowed: NVIDIA_* and CUDA_* are set by the platform.`;
-    if (typeof value !== "string") return `The 'env' variable ${shown} must have a string value.`;
-    if (value.length > JOB_ENV_VALUE_MAX) return `The value of the 'env' variable ${shown} is longer than ${JOB_ENV_VALUE_MAX} characters.`;
-  }
-  return null;
-}
-
-/**
- * `gpuUuids`: every card of the job (a multi-card job's, all of one node), the first being
- * `gpuUuid`. A node of the version before multi-card jobs ignores `gpuUuids` and runs on
- * `gpuUuid` alone; one that reads it takes all or none. Events name the first card.
- */
-export type RunJobParams = {
-  jobId: string;
-  gpuUuid: string;
-  gpuUuids?: string[];
-  command: string;
-  containerImage?: string | null;
-  /** The job's time limit; absent: the node's JOB_TIMEOUT_S. */
-  timeoutSeconds?: number;
-  /** The job's own environment variables (jobEnvProblem); never logged. */
-  env?: Record<string, string>;
-  /** Which attempt of the job this is, 1-based (a failed attempt may be retried); absent: 1. Events carry it back. */
-  attempt?: number;
-};
-
-/** The most retries a job may ask for (`maxRetries`): a job runs at most MAX_JOB_RETRIES + 1 attempts. */
-export const MAX_JOB_RETRIES = 10;
+// The job itself (RunJobParams, its limits and env rules) is declared once, in job-spec.ts.
+export { jobEnvProblem, MAX_JOB_RETRIES, MAX_JOB_SECONDS, type RunJobParams } from "./job-spec";
 
 export type JobEvent =
   /** `at`: when the job's process or container started (after any image pull), not when the node took the job. */

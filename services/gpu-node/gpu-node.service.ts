@@ -144,7 +144,7 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
           command,
           containerImage,
           timeoutS: timeoutSeconds ?? this.config.jobTimeoutS,
-          env,
+          env: env as Record<string, string> | undefined, // checked above (jobEnvProblem)
           attempt,
         });
         this.jobs.set(jobId, job);

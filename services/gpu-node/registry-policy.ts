@@ -8,12 +8,8 @@
  */
 import net from "net";
 
-/**
- * What a `containerImage` may look like: the characters of `[registry/]name[:tag][@digest]`. A
- * string, not a RegExp: action params cross the bus as JSON, where a RegExp becomes `{}`.
- */
-export const IMAGE_NAME_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._\\-/:@]*$";
-export const IMAGE_NAME_MAX = 255;
+// The syntax of an image name is the job's (lib/job-spec.ts); the registries allowed are here.
+export { IMAGE_NAME_MAX, IMAGE_NAME_PATTERN } from "../../lib/job-spec";
 
 /** Public registries allowed when the operator names none. */
 export const DEFAULT_ALLOWED_REGISTRIES = ["docker.io", "nvcr.io", "ghcr.io", "quay.io", "registry.k8s.io", "public.ecr.aws", "mcr.microsoft.com"];

@@ -1,5 +1,6 @@
 /** The GPU routes' responses (lib/contract.ts): published in the OpenAPI document and typing the handlers. */
 import { Nullable, OrNull, type Static, StringEnum, Type } from "../../lib/contract";
+import { type StoredJob, StoredJobSpec } from "../../lib/job-spec";
 
 export const JobStatus = StringEnum(["queued", "running", "completed", "failed", "cancelled"], { $id: "JobStatus" });
 
@@ -15,88 +16,99 @@ export type CreatedJob = Static<typeof JobCreated>;
 
 const dateTime = () => Type.String({ format: "date-time" });
 
-export const Job = Type.Object(
-  {
-    id: Type.String(),
-    status: JobStatus,
-    gpuType: Type.String({ description: 'The requested type (or "any") until a card is assigned, then its name' }),
-    gpuSecondsUsed: Type.Number({
-      minimum: 0,
-      description: "Wall seconds the job has run, from startedAt, times its gpuCount (every attempt's); 0 until it starts",
+/** The fields of the job's document (lib/job-spec.ts) this response shows in forms of its own; any other is returned as submitted. */
+export const SHOWN_SPEC_FIELDS = [
+  "command",
+  "gpuType",
+  "containerImage",
+  "timeoutSeconds",
+  "queueTimeoutSeconds",
+  "maxRetries",
+  "priority",
+  "gpuCount",
+  "webhookUrl",
+] as const satisfies ReadonlyArray<keyof StoredJob>;
+
+const JobOwn = Type.Object({
+  id: Type.String(),
+  status: JobStatus,
+  gpuType: Type.String({ description: 'The requested type (or "any") until a card is assigned, then its name' }),
+  gpuSecondsUsed: Type.Number({
+    minimum: 0,
+    description: "Wall seconds the job has run, from startedAt, times its gpuCount (every attempt's); 0 until it starts",
+  }),
+  gpuCount: Type.Integer({ minimum: 1, maximum: 16, description: "As submitted (default 1): cards of one type on one node, all seen by the job" }),
+  createdAt: dateTime(),
+  startedAt: Nullable(
+    Type.String({
+      format: "date-time",
+      description: "When its container or process really started (after any image pull); null until then, and for a job that ended before starting",
     }),
-    gpuCount: Type.Integer({ minimum: 1, maximum: 16, description: "As submitted (default 1): cards of one type on one node, all seen by the job" }),
-    createdAt: dateTime(),
-    startedAt: Nullable(
-      Type.String({
-        format: "date-time",
-        description: "When its container or process really started (after any image pull); null until then, and for a job that ended before starting",
-      }),
-    ),
-    completedAt: Nullable(dateTime()),
-    result: OrNull(
-      Type.Object({
-        exitCode: Nullable(Type.Integer()),
-        output: Type.String({
-          description:
-            "The true last 64 KiB of stdout+stderr, as readable text (bytes that are not UTF-8, and NUL, show as U+FFFD); headed by a truncation note when the node's log cap cut the output",
-        }),
-        outputBase64: Type.Optional(
-          Type.String({
-            format: "byte",
-            description: "Present only when `output` is not exactly the job's bytes (NUL, invalid UTF-8): those bytes, losslessly",
-          }),
-        ),
-      }),
-    ),
-    errorMessage: Nullable(Type.String()),
-    command: Type.String({ description: "As submitted" }),
-    containerImage: Nullable(Type.String({ description: "As submitted; null: the node's default image" })),
-    timeoutSeconds: Type.Integer({
-      minimum: 1,
-      description: 'The time limit of a run, in seconds (as submitted, or JOB_TIMEOUT_S): a job running longer is stopped and failed ("time limit")',
-    }),
-    envNames: Type.Array(Type.String(), {
-      maxItems: 64,
-      description: "The names of the job's environment variables (`env`), sorted; their values are never returned",
-    }),
-    queueTimeoutSeconds: Nullable(
-      Type.Integer({
-        minimum: 1,
-        description: 'As submitted: a job not started this long after its creation is cancelled (statusReason "…expired…"); null: none',
-      }),
-    ),
-    statusReason: Nullable(
-      Type.String({
+  ),
+  completedAt: Nullable(dateTime()),
+  result: OrNull(
+    Type.Object({
+      exitCode: Nullable(Type.Integer()),
+      output: Type.String({
         description:
-          'Why the job is where it is, in words: for a queued job what it waits for (e.g. "waiting for a free GPU matching \\"A100\\"", "account limit of 2 running GPUs reached"), "retry 2 of 3 in 10 s after: exit code 1" while a failed attempt waits for its retry, a queue timeout that expired; null when there is nothing to add',
+          "The true last 64 KiB of stdout+stderr, as readable text (bytes that are not UTF-8, and NUL, show as U+FFFD); headed by a truncation note when the node's log cap cut the output",
       }),
-    ),
-    priority: StringEnum(["low", "normal", "high"], { description: "As submitted (default normal): the order of the account's own queued jobs" }),
-    queuePosition: Nullable(
-      Type.Integer({
-        minimum: 1,
-        description: "While queued: the job's 1-based place in the order the scheduler would start the queued jobs now; null otherwise",
-      }),
-    ),
-    maxRetries: Type.Integer({
-      minimum: 0,
-      maximum: 10,
-      description: "As submitted (default 0): how many times a failed attempt goes back to the queue (never after the time limit or a cancel)",
+      outputBase64: Type.Optional(
+        Type.String({
+          format: "byte",
+          description: "Present only when `output` is not exactly the job's bytes (NUL, invalid UTF-8): those bytes, losslessly",
+        }),
+      ),
     }),
-    attempts: Type.Integer({
-      minimum: 0,
-      description: "Attempts started so far (at most maxRetries + 1); the other fields describe the current or last one",
+  ),
+  errorMessage: Nullable(Type.String()),
+  command: Type.String({ description: "As submitted" }),
+  containerImage: Nullable(Type.String({ description: "As submitted; null: the node's default image" })),
+  timeoutSeconds: Type.Integer({
+    minimum: 1,
+    description: 'The time limit of a run, in seconds (as submitted, or JOB_TIMEOUT_S): a job running longer is stopped and failed ("time limit")',
+  }),
+  envNames: Type.Array(Type.String(), {
+    maxItems: 64,
+    description: "The names of the job's environment variables (`env`), sorted; their values are never returned",
+  }),
+  queueTimeoutSeconds: Nullable(
+    Type.Integer({
+      minimum: 1,
+      description: 'As submitted: a job not started this long after its creation is cancelled (statusReason "…expired…"); null: none',
     }),
-    webhookUrl: Nullable(
-      Type.String({
-        format: "uri",
-        maxLength: 2048,
-        description: "As submitted: receives a signed POST (Standard Webhooks) at the job's terminal status; null: none",
-      }),
-    ),
-  },
-  { $id: "Job" },
-);
+  ),
+  statusReason: Nullable(
+    Type.String({
+      description:
+        'Why the job is where it is, in words: for a queued job what it waits for (e.g. "waiting for a free GPU matching \\"A100\\"", "account limit of 2 running GPUs reached"), "retry 2 of 3 in 10 s after: exit code 1" while a failed attempt waits for its retry, a queue timeout that expired; null when there is nothing to add',
+    }),
+  ),
+  priority: StringEnum(["low", "normal", "high"], { description: "As submitted (default normal): the order of the account's own queued jobs" }),
+  queuePosition: Nullable(
+    Type.Integer({
+      minimum: 1,
+      description: "While queued: the job's 1-based place in the order the scheduler would start the queued jobs now; null otherwise",
+    }),
+  ),
+  maxRetries: Type.Integer({
+    minimum: 0,
+    maximum: 10,
+    description: "As submitted (default 0): how many times a failed attempt goes back to the queue (never after the time limit or a cancel)",
+  }),
+  attempts: Type.Integer({
+    minimum: 0,
+    description: "Attempts started so far (at most maxRetries + 1); the other fields describe the current or last one",
+  }),
+  webhookUrl: Nullable(
+    Type.String({
+      format: "uri",
+      maxLength: 2048,
+      description: "As submitted: receives a signed POST (Standard Webhooks) at the job's terminal status; null: none",
+    }),
+  ),
+});
+export const Job = Type.Composite([JobOwn, Type.Omit(StoredJobSpec, SHOWN_SPEC_FIELDS)], { $id: "Job" });
 export type JobDetail = Static<typeof Job>;
 
 export const JobList = Type.Object({ jobs: Type.Array(Job, { maxItems: 50 }) }, { $id: "JobList" });

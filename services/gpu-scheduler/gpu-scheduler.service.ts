@@ -45,7 +45,7 @@ import { AccountLimits, GPU_MONTHLY, UsageAccountLimits } from "./account-limits
 import { QuotaGate } from "../../lib/quota-gate";
 import { platformSettingsOf } from "../../lib/platform-settings";
 import type { QuotaResource } from "../../lib/usage-protocol";
-import { PRIORITIES, Priority } from "./placement";
+import { PRIORITIES, type Priority, storedJob } from "../../lib/job-spec";
 import { QueuePositions } from "./queue-positions";
 import { JOB_STATUS_CHANGED } from "../../lib/event-names";
 import { JobStatusChanged, publishStatusChanges } from "./status-events";
@@ -223,20 +223,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & 
         const image = containerImage ? checkImage(containerImage, this.allowedRegistries) : null;
         if (image && !image.ok) throw validationFailed([{ field: "containerImage", message: `The 'containerImage' field is not allowed: ${image.reason}.` }]);
         if (ctx.params.webhookUrl !== undefined) await this.checkWebhookUrl(ctx.meta.caller!.clientId, ctx.params.webhookUrl);
-        const job: NewJob = {
-          id: randomUUID(),
-          clientId: ctx.meta.caller!.clientId,
-          command,
-          containerImage: containerImage ?? null,
-          gpuType,
-          timeoutSeconds: ctx.params.timeoutSeconds ?? this.config.jobTimeoutS,
-          env,
-          queueTimeoutSeconds: ctx.params.queueTimeoutSeconds ?? null,
-          maxRetries: ctx.params.maxRetries ?? 0,
-          priority: PRIORITIES.indexOf(ctx.params.priority ?? "normal"),
-          gpuCount,
-          webhookUrl: ctx.params.webhookUrl ?? null,
-        };
+        const job: NewJob = { id: randomUUID(), clientId: ctx.meta.caller!.clientId, spec: storedJob(ctx.params, this.config.jobTimeoutS), env };
         // Keyed requests take their own transaction (a replay answers even at the queued-jobs cap); the others stay on the batched inserts.
         if (key !== undefined) return this.createKeyed(ctx, key, job);
         // At or over a monthly quota a job uses up: 403 before anything is queued (a keyed replay still gets its first answer).

@@ -1,8 +1,9 @@
 /** The public shapes of spec 2.4 and 2.5, built from stored rows and the cluster view. */
-import type { ClusterStatus, JobDetail } from "./contract";
+import { type ClusterStatus, type JobDetail, SHOWN_SPEC_FIELDS } from "./contract";
 import type { JobRow } from "./jobs.repository";
 import type { ViewCard } from "./cluster-view";
-import { PRIORITIES, Waiting } from "./placement";
+import { Waiting } from "./placement";
+import { PRIORITIES, type StoredJob } from "../../lib/job-spec";
 import { gpuSecondsUsed, publicStatus } from "./transitions";
 
 /** What a queued job waits for, in words (statusReason), from the last placement pass's reason. */
@@ -41,6 +42,12 @@ function publicMessage(message: string | null, nodeId: string | null, label: Nod
   return message.split(nodeId).join(label(nodeId));
 }
 
+/** The job's document fields the response has no form of its own for: as submitted. */
+function submittedExtras(spec: StoredJob): Omit<StoredJob, (typeof SHOWN_SPEC_FIELDS)[number]> {
+  const shown: ReadonlyArray<string> = SHOWN_SPEC_FIELDS;
+  return Object.fromEntries(Object.entries(spec).filter(([key]) => !shown.includes(key))) as Omit<StoredJob, (typeof SHOWN_SPEC_FIELDS)[number]>;
+}
+
 /** `defaultTimeoutS`: JOB_TIMEOUT_S, the limit of a job stored before jobs had their own. */
 export function toJobDetail(row: JobRow, now: Date, label: NodeLabeler, defaultTimeoutS: number, queued: QueuedFacts = {}): JobDetail {
   const isQueued = row.status === "queued";
@@ -70,8 +77,9 @@ export function toJobDetail(row: JobRow, now: Date, label: NodeLabeler, defaultT
         }
       : null,
     errorMessage: publicMessage(row.error_message, row.node_id, label),
-    command: row.command,
-    containerImage: row.container_image,
+    ...submittedExtras(row.spec),
+    command: row.spec.command,
+    containerImage: row.spec.containerImage ?? null,
     timeoutSeconds: row.timeout_seconds ?? defaultTimeoutS,
     envNames: row.env_names ?? [],
     queueTimeoutSeconds: row.queue_timeout_seconds ?? null,

@@ -1,7 +1,8 @@
 /** SQL for the gpu_scheduler schema; the only place that knows its tables. */
 import type { Pool, PoolClient } from "pg";
 import { admit, aheadInAccount, QueuedByPriority, Refusal } from "./admission";
-import { normalizeGpuType } from "./gpu-type";
+import { normalizeGpuType, requestedGpuType } from "./gpu-type";
+import { priorityIndex, type StoredJob } from "../../lib/job-spec";
 import type { QueueAccount } from "./placement";
 import { decayedUsageSql, readHolding } from "./placement.repository";
 import type { JobPatch, JobState, StoredStatus } from "./transitions";
@@ -10,8 +11,9 @@ import { JobStatusChanged, statusChanges, WrittenJob } from "./status-events";
 export type JobRow = {
   id: string;
   client_id: string;
-  command: string;
-  container_image: string | null;
+  /** What the job asked for, as stored (lib/job-spec.ts). */
+  spec: StoredJob;
+  /** The type it asked for as placement reads it (null: any card): gpu-type.ts. */
   gpu_type: string | null;
   status: StoredStatus;
   node_id: string | null;
@@ -52,25 +54,15 @@ export type AccountState = { heldGpus: number; queuedJobs: number; running: Arra
 /** An ended attempt of a retried job (job_attempts). */
 export type AttemptRow = { attempt: number; node_id: string | null; exit_code: number | null; output: string | null; output_base64: string | null };
 
+/** A job to insert: its document (lib/job-spec.ts) and environment; the query columns are derived from it here. */
 export type NewJob = {
   id: string;
   clientId: string;
-  command: string;
-  containerImage: string | null;
-  gpuType: string | null;
-  /** The effective limit (the request's, or JOB_TIMEOUT_S). */
-  timeoutSeconds: number;
+  spec: StoredJob;
   env?: Record<string, string>;
-  queueTimeoutSeconds?: number | null;
-  maxRetries?: number;
-  /** 0 low, 1 normal (default), 2 high. */
-  priority?: number;
-  /** Cards of one name on one node (default 1). */
-  gpuCount?: number;
-  webhookUrl?: string | null;
 };
 
-export const COLUMNS = `id, client_id, command, container_image, gpu_type, status, node_id, gpu_uuid, gpu_name, holding,
+export const COLUMNS = `id, client_id, spec, gpu_type, status, node_id, gpu_uuid, gpu_name, holding,
   created_at, assigned_at, started_at, completed_at, exit_code, output, output_base64, error_message, timeout_seconds, env_names,
   queue_timeout_seconds, status_reason, max_retries, attempts, prior_gpu_seconds, priority, gpu_count, gpu_uuids, webhook_url`;
 /** What a decision reads: `output` only as a presence mark (see `states`). */
@@ -108,31 +100,27 @@ export class JobsRepository {
 
   /** Inserts queued jobs (with their queue order `seq`). `db`: a transaction's client. */
   async insert(jobs: NewJob[], now: Date, db: Pool | PoolClient = this.db): Promise<Array<{ id: string; seq: number }>> {
+    // The document, and the columns queries and indexes read, derived from it (one per line of `u`).
     const { rows } = await db.query<{ id: string; seq: string }>(
-      `INSERT INTO gpu_scheduler.jobs (id, client_id, command, container_image, gpu_type, gpu_match, status, created_at, timeout_seconds, env, env_names,
+      `INSERT INTO gpu_scheduler.jobs (id, client_id, spec, gpu_type, gpu_match, status, created_at, timeout_seconds, env, env_names,
            queue_timeout_seconds, queue_deadline, priority, max_retries, gpu_count, webhook_url)
-         SELECT u.id, u.client_id, u.command, u.image, u.gpu_type, u.gpu_match, 'queued', $7, u.timeout_seconds, u.env,
+         SELECT u.id, u.client_id, u.spec, u.gpu_type, u.gpu_match, 'queued', $5, (u.spec->>'timeoutSeconds')::int, u.env,
            ARRAY(SELECT k FROM jsonb_object_keys(COALESCE(u.env, '{}')) AS k ORDER BY k COLLATE "C"),
-           u.queue_timeout, $7::timestamptz + make_interval(secs => u.queue_timeout), u.priority, u.max_retries, u.gpu_count, u.webhook_url
-         FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $8::int[], $9::jsonb[], $10::int[], $11::smallint[], $12::int[],
-             $13::smallint[], $14::text[])
-           AS u(id, client_id, command, image, gpu_type, gpu_match, timeout_seconds, env, queue_timeout, priority, max_retries, gpu_count, webhook_url)
+           (u.spec->>'queueTimeoutSeconds')::int, $5::timestamptz + make_interval(secs => (u.spec->>'queueTimeoutSeconds')::int),
+           u.priority, COALESCE((u.spec->>'maxRetries')::int, 0),
+           COALESCE((u.spec->>'gpuCount')::int, 1), u.spec->>'webhookUrl'
+         FROM unnest($1::uuid[], $2::uuid[], $3::jsonb[], $4::text[], $6::text[], $7::jsonb[], $8::smallint[])
+           AS u(id, client_id, spec, gpu_type, gpu_match, env, priority)
          RETURNING id, seq`,
       [
         jobs.map((j) => j.id),
         jobs.map((j) => j.clientId),
-        jobs.map((j) => j.command),
-        jobs.map((j) => j.containerImage),
-        jobs.map((j) => j.gpuType),
-        jobs.map((j) => normalizeGpuType(j.gpuType)),
+        jobs.map((j) => JSON.stringify(j.spec)),
+        jobs.map((j) => requestedGpuType(j.spec.gpuType)),
         now,
-        jobs.map((j) => j.timeoutSeconds),
+        jobs.map((j) => normalizeGpuType(requestedGpuType(j.spec.gpuType))),
         jobs.map((j) => (j.env && Object.keys(j.env).length ? JSON.stringify(j.env) : null)),
-        jobs.map((j) => j.queueTimeoutSeconds ?? null),
-        jobs.map((j) => j.priority ?? 1),
-        jobs.map((j) => j.maxRetries ?? 0),
-        jobs.map((j) => j.gpuCount ?? 1),
-        jobs.map((j) => j.webhookUrl ?? null),
+        jobs.map((j) => priorityIndex(j.spec.priority)),
       ],
     );
     return rows.map((r) => ({ id: r.id, seq: Number(r.seq) }));
@@ -160,7 +148,7 @@ export class JobsRepository {
     const { admitted, refused } = admit(jobs, queued as ReadonlyMap<string, QueuedByPriority>, limitOf);
     if (!admitted.length) return { created: [], refused };
     const seqs = new Map((await this.insert(admitted, now, tx)).map((r) => [r.id, r.seq]));
-    const created = admitted.map((j) => ({ id: j.id, clientId: j.clientId, priority: j.priority ?? 1, seq: seqs.get(j.id)! }));
+    const created = admitted.map((j) => ({ id: j.id, clientId: j.clientId, priority: priorityIndex(j.spec.priority), seq: seqs.get(j.id)! }));
     const ahead = aheadInAccount(created, queued);
     return { created: created.map((j) => ({ id: j.id, clientId: j.clientId, ahead: ahead.get(j.id)! })), refused };
   }

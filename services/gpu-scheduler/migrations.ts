@@ -320,4 +320,26 @@ export const migrations: Migration[] = [
       );
     `,
   },
+  {
+    version: 15,
+    name: "a job is one document",
+    // What a job asks for (lib/job-spec.ts, env aside) is one jsonb document: a new job field needs
+    // no column here, in jobs_history or in any SQL. The columns left beside it are those queries
+    // and indexes read (gpu_type, priority, gpu_count, timeouts, retries, webhook_url): copies the
+    // insert derives from the document. Every existing job gets its document from its columns.
+    sql: `
+      ${["jobs", "jobs_history"]
+        .map(
+          (t) => `
+      ALTER TABLE ${t} ADD COLUMN spec jsonb;
+      UPDATE ${t} SET spec = jsonb_strip_nulls(jsonb_build_object(
+        'command', command, 'gpuType', gpu_type, 'containerImage', container_image, 'timeoutSeconds', timeout_seconds,
+        'queueTimeoutSeconds', queue_timeout_seconds, 'maxRetries', max_retries, 'priority', (ARRAY['low', 'normal', 'high'])[priority + 1],
+        'gpuCount', gpu_count, 'webhookUrl', webhook_url));
+      ALTER TABLE ${t} ALTER COLUMN spec SET NOT NULL;
+      ALTER TABLE ${t} DROP COLUMN command, DROP COLUMN container_image;`,
+        )
+        .join("\n")}
+    `,
+  },
 ];

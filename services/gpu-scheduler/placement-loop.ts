@@ -198,13 +198,11 @@ export class PlacementLoop {
   private dispatch(job: AssignedJob): void {
     this.dispatching.add(job.id);
     const params: RunJobParams = {
+      ...job.spec,
+      ...(job.env && { env: job.env }),
       jobId: job.id,
       gpuUuid: job.gpu_uuid,
       gpuUuids: job.gpu_uuids,
-      command: job.command,
-      containerImage: job.container_image,
-      ...(job.timeout_seconds !== null && { timeoutSeconds: job.timeout_seconds }),
-      ...(job.env && { env: job.env }),
       attempt: job.attempts,
     };
     this.nodes

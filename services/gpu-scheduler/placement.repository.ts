@@ -5,6 +5,7 @@
  */
 import type { Pool } from "pg";
 import type { QueuedJob } from "./placement";
+import type { StoredJob } from "../../lib/job-spec";
 
 export type AssignedJob = {
   id: string;
@@ -12,9 +13,8 @@ export type AssignedJob = {
   gpu_uuid: string;
   /** All the job's cards (the first is gpu_uuid). */
   gpu_uuids: string[];
-  command: string;
-  container_image: string | null;
-  timeout_seconds: number | null;
+  /** What the job asked for, as stored (lib/job-spec.ts): handed to its node as it is. */
+  spec: StoredJob;
   /** The job's variables: read here only, to hand the job to its node. */
   env: Record<string, string> | null;
   assigned_at: Date;
@@ -193,7 +193,7 @@ export class PlacementRepository {
              assigned_at = ${lit(now.toISOString())}::timestamptz, attempts = j.attempts + 1
          FROM (VALUES ${values}) AS p(id, node_id, gpu_uuids, gpu_name)
          WHERE j.id = p.id AND j.id IN (${placements.map((p) => `${lit(p.jobId)}::uuid`).join(", ")}) AND j.status = 'queued' AND j.gpu_count = cardinality(p.gpu_uuids)
-         RETURNING j.id, j.node_id, j.gpu_uuid, j.gpu_uuids, j.command, j.container_image, j.timeout_seconds, j.env, j.assigned_at, j.attempts, j.max_retries;
+         RETURNING j.id, j.node_id, j.gpu_uuid, j.gpu_uuids, j.spec, j.env, j.assigned_at, j.attempts, j.max_retries;
          COMMIT`,
       )) as unknown as Array<{ rows: AssignedJob[] }>;
       return { planned: placements.length, assigned: written[0].rows };

@@ -65,8 +65,6 @@ export type WaitReason = "NO_GPUS" | "NO_MATCHING_GPU" | "NO_NODE_BIG_ENOUGH" | 
 export type Waiting = { jobId: string; reason: WaitReason; limit?: number; quota?: string; reserved?: boolean; needed?: number };
 export type Plan = { placements: Placement[]; waiting: Waiting[] };
 
-export const PRIORITIES = ["low", "normal", "high"] as const;
-export type Priority = (typeof PRIORITIES)[number];
 export const NORMAL_PRIORITY = 1;
 const UNUSED: AccountShare = { usage: 0, held: 0, weight: 1, runningGpus: null };
 

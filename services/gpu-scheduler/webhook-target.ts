@@ -8,7 +8,8 @@
 import ipaddr from "ipaddr.js";
 import { isIP } from "net";
 
-export const WEBHOOK_URL_MAX = 2048;
+import { WEBHOOK_URL_MAX } from "../../lib/job-spec";
+export { WEBHOOK_URL_MAX };
 
 /** IANA's global unicast allocation: every other IPv6 block is reserved, deprecated (::/96 IPv4-compatible) or special. */
 const GLOBAL_UNICAST_V6 = ipaddr.IPv6.parseCIDR("2000::/3");

@@ -77,8 +77,8 @@ describe.each([
     await migrate(pool, "dbaas", dbaasMigrations);
     // One INSERT … SELECT each: mostly finished history, a tenth still queued, across 50 accounts.
     await pool.query(
-      `INSERT INTO gpu_scheduler.jobs (id, client_id, command, gpu_match, status, created_at, completed_at)
-       SELECT gen_random_uuid(), CASE WHEN g % 50 = 0 THEN $2::uuid ELSE md5((g % 50)::text)::uuid END, 'true', '',
+      `INSERT INTO gpu_scheduler.jobs (id, client_id, spec, gpu_match, status, created_at, completed_at)
+       SELECT gen_random_uuid(), CASE WHEN g % 50 = 0 THEN $2::uuid ELSE md5((g % 50)::text)::uuid END, '{"command": "true"}', '',
          CASE WHEN g % 10 = 0 THEN 'queued' ELSE 'completed' END, now(), CASE WHEN g % 10 = 0 THEN NULL ELSE now() END
        FROM generate_series(1, $1::int) g`,
       [ROWS, clientId],
@@ -112,7 +112,7 @@ describe.each([
       queued.map((id) => ({ id, seen: { status: "queued", holding: false, nodeId: null, gpuUuid: null }, patch: { statusReason: "waiting" } })),
     );
     expect(written).toEqual(new Set(queued));
-    await jobs.insert([{ id: randomUUID(), clientId, command: "true", containerImage: null, gpuType: null, timeoutSeconds: 60 }], now);
+    await jobs.insert([{ id: randomUUID(), clientId, spec: { command: "true", timeoutSeconds: 60 } }], now);
     const node = `node-${randomUUID()}`;
     const placements = placed.map((jobId) => ({ jobId, nodeId: node, gpuUuid: jobId, gpuUuids: [jobId], gpuName: "card" }));
     const { assigned } = await new PlacementRepository(db).placeUnderLock(10 * BATCH, () => placements, now);

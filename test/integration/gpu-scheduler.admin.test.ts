@@ -32,14 +32,14 @@ describe("gpu-scheduler admin repositories - real PostgreSQL", () => {
     await migrate(db, "gpu_scheduler", migrations);
     // A long history: mostly completed jobs of many accounts, a few of alice's and bob's in every state.
     await db.query(
-      `INSERT INTO gpu_scheduler.jobs (id, client_id, command, gpu_match, status, created_at, completed_at)
-       SELECT gen_random_uuid(), gen_random_uuid(), 'old', '', 'completed', now(), now() FROM generate_series(1, $1)`,
+      `INSERT INTO gpu_scheduler.jobs (id, client_id, spec, gpu_match, status, created_at, completed_at)
+       SELECT gen_random_uuid(), gen_random_uuid(), '{"command": "old"}', '', 'completed', now(), now() FROM generate_series(1, $1)`,
       [HISTORY],
     );
     const add = (client: string, status: string, started: boolean) =>
       db.query(
-        `INSERT INTO gpu_scheduler.jobs (id, client_id, command, gpu_match, status, created_at, started_at, node_id, gpu_uuid, holding)
-         VALUES ($1, $2, $3, '', $4, now(), $5, $6, $7, $8)`,
+        `INSERT INTO gpu_scheduler.jobs (id, client_id, spec, gpu_match, status, created_at, started_at, node_id, gpu_uuid, holding)
+         VALUES ($1, $2, jsonb_build_object('command', $3::text), '', $4, now(), $5, $6, $7, $8)`,
         [
           randomUUID(),
           client,
@@ -62,8 +62,8 @@ describe("gpu-scheduler admin repositories - real PostgreSQL", () => {
     // Archived jobs, moved by job-history.ts's own statement (those that ended a day ago; seq stays the job's).
     const ended = (client: string | null, status: string, n = 1) =>
       db.query(
-        `INSERT INTO gpu_scheduler.jobs (id, client_id, command, gpu_match, status, created_at, completed_at)
-         SELECT gen_random_uuid(), coalesce($2::uuid, gen_random_uuid()), $3, '', $4, now() - interval '1 day', now() - interval '1 day'
+        `INSERT INTO gpu_scheduler.jobs (id, client_id, spec, gpu_match, status, created_at, completed_at)
+         SELECT gen_random_uuid(), coalesce($2::uuid, gen_random_uuid()), jsonb_build_object('command', $3::text), '', $4, now() - interval '1 day', now() - interval '1 day'
          FROM generate_series(1, $1)`,
         [n, client, `${status}+archived`, status],
       );
@@ -99,7 +99,7 @@ describe("gpu-scheduler admin repositories - real PostgreSQL", () => {
     ],
   ])("gpu-scheduler admin repositories - %s, newest first", async (_name, filter, commands) => {
     const page = await search.search({ ...filter, limit: 50 });
-    expect(page.rows.map((r) => r.command)).toEqual(commands);
+    expect(page.rows.map((r) => r.spec.command)).toEqual(commands);
     if (filter.clientId) expect(page.rows.every((r) => r.client_id === filter.clientId)).toBe(true);
     expect(page.nextCursor).toBeNull();
   });

@@ -11,6 +11,7 @@ import { ensureDatabase, migrate, transaction, newPool } from "../../lib/db";
 import { EnvAccountLimits } from "../../services/gpu-scheduler/account-limits";
 import { HistoryRepository } from "../../services/gpu-scheduler/history.repository";
 import { JobsRepository, NewJob } from "../../services/gpu-scheduler/jobs.repository";
+import { PRIORITIES } from "../../lib/job-spec";
 import { migrations } from "../../services/gpu-scheduler/migrations";
 import { PlacementRepository } from "../../services/gpu-scheduler/placement.repository";
 import { QueuePositions } from "../../services/gpu-scheduler/queue-positions";
@@ -20,11 +21,7 @@ import { dropDatabase, testDatabaseUrl } from "../support/platform";
 const job = (clientId: string, priority = 1): NewJob => ({
   id: randomUUID(),
   clientId,
-  command: "true",
-  containerImage: null,
-  gpuType: null,
-  timeoutSeconds: 60,
-  priority,
+  spec: { command: "true", timeoutSeconds: 60, priority: PRIORITIES[priority] },
 });
 
 describe("gpu-scheduler deep queue - against PostgreSQL", () => {

@@ -64,8 +64,8 @@ describe("gpu-scheduler plans - deep queue, long history", () => {
     client = accounts[0];
     const seed = (n: number, status: string, endedHoursAgo: number) =>
       pool.query(
-        `INSERT INTO gpu_scheduler.jobs (id, client_id, command, gpu_match, status, created_at, completed_at, priority)
-         SELECT gen_random_uuid(), ($1::uuid[])[1 + i % 100], 'true', '', $2, now(),
+        `INSERT INTO gpu_scheduler.jobs (id, client_id, spec, gpu_match, status, created_at, completed_at, priority)
+         SELECT gen_random_uuid(), ($1::uuid[])[1 + i % 100], '{"command": "true"}', '', $2, now(),
            CASE WHEN $2 = 'queued' THEN NULL ELSE now() - make_interval(hours => $4) END, (i % 3)::smallint
          FROM generate_series(1, $3::int) i`,
         [accounts, status, n, endedHoursAgo],

@@ -89,7 +89,7 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
   let places: PlacementRepository;
 
   const newJob = async (gpuType: string | null = null, now = new Date()) => {
-    const [row] = await repo.insert([{ id: randomUUID(), clientId: CLIENT, command: "true", containerImage: null, gpuType, timeoutSeconds: 3600 }], now);
+    const [row] = await repo.insert([{ id: randomUUID(), clientId: CLIENT, spec: { command: "true", gpuType, timeoutSeconds: 3600 } }], now);
     return row;
   };
   const statusOf = async (id: string) => (await repo.find(id))!.status;
@@ -122,7 +122,7 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     const other = new JobsRepository(pools[1]);
     expect(await other.queueDepth()).toBe(3);
     const batch = await other.insert(
-      [1, 2].map(() => ({ id: randomUUID(), clientId: CLIENT, command: "x", containerImage: null, gpuType: null, timeoutSeconds: 3600 })),
+      [1, 2].map(() => ({ id: randomUUID(), clientId: CLIENT, spec: { command: "x", timeoutSeconds: 3600 } })),
       new Date(),
     );
     expect([...(await positions.of(batch.map((r) => r.id))).values()].sort()).toEqual([4, 5]);
@@ -197,9 +197,7 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
         node_id: odd,
         gpu_uuid: "g'1",
         gpu_uuids: ["g'1"],
-        command: "true",
-        container_image: null,
-        timeout_seconds: 3600,
+        spec: { command: "true", timeoutSeconds: 3600 },
         env: null,
         assigned_at: expect.any(Date),
         attempts: 1,
@@ -272,7 +270,7 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     const s = replica(nodes, clock);
     await s.heartbeat(heartbeat("n1", ["a0", "a1", "a2", "a3"]));
     const insert = (gpuCount: number) =>
-      repo.insert([{ id: randomUUID(), clientId: CLIENT, command: "true", containerImage: null, gpuType: null, timeoutSeconds: 3600, gpuCount }], clock.now());
+      repo.insert([{ id: randomUUID(), clientId: CLIENT, spec: { command: "true", timeoutSeconds: 3600, gpuCount } }], clock.now());
     const [gang] = await insert(2);
     const [single] = await insert(1);
     const [second] = await insert(2);
@@ -377,10 +375,7 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     await s.schedule();
     await waitFor(async () => (await statusOf(first.id)) === "running", { message: "first running" });
     // The second placement is never confirmed by the node.
-    const [second] = await repo.insert(
-      [{ id: randomUUID(), clientId: CLIENT, command: "hang", containerImage: null, gpuType: null, timeoutSeconds: 3600 }],
-      clock.now(),
-    );
+    const [second] = await repo.insert([{ id: randomUUID(), clientId: CLIENT, spec: { command: "hang", timeoutSeconds: 3600 } }], clock.now());
     const third = await newJob(null, clock.now());
     await s.schedule();
     expect(await statusOf(second.id)).toBe("assigned");
@@ -561,10 +556,7 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     const nodes = new FakeNodes();
     const s = new Scheduler(repo, places, nodes, clock, quiet, { ...SETTINGS, retryBackoffS: 7 });
     await s.heartbeat(heartbeat("n-a", ["a0"]));
-    const [row] = await repo.insert(
-      [{ id: randomUUID(), clientId: CLIENT, command: "false", containerImage: null, gpuType: null, timeoutSeconds: 3600, maxRetries: 2 }],
-      clock.now(),
-    );
+    const [row] = await repo.insert([{ id: randomUUID(), clientId: CLIENT, spec: { command: "false", timeoutSeconds: 3600, maxRetries: 2 } }], clock.now());
     await s.schedule({ newJob: true });
     await waitFor(async () => nodes.runs.length === 1, { message: "attempt 1 dispatched" });
     const first = nodes.runs[0];

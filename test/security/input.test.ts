@@ -132,10 +132,7 @@ describe("input - strings PostgreSQL cannot store never reach a service or a bat
     const jobs: NewJob[] = Array.from({ length: 20 }, (_, i) => ({
       id: randomUUID(),
       clientId,
-      command: i === 7 ? `echo ${NUL}` : `echo submitter ${i}`,
-      containerImage: null,
-      gpuType: null,
-      timeoutSeconds: 3600,
+      spec: { command: i === 7 ? `echo ${NUL}` : `echo submitter ${i}`, timeoutSeconds: 3600 },
     }));
     // Pushed in one tick: one batch, as concurrent requests are.
     const outcomes = await Promise.allSettled(jobs.map((j) => scheduler.inserts.push(j)));

@@ -105,7 +105,7 @@ describe("gpu-scheduler placement loop - on fakes", () => {
     const a100 = store.add(randomUUID(), { gpuType: "A100" });
     await loop.schedule({ newJob: true });
     await until(() => store.get(first).status === "running", "the first job to run");
-    expect(nodes.runs).toEqual([{ jobId: first, gpuUuid: "GPU-1", gpuUuids: ["GPU-1"], command: "true", containerImage: null, attempt: 1, nodeId: "node-a" }]);
+    expect(nodes.runs).toEqual([{ jobId: first, gpuUuid: "GPU-1", gpuUuids: ["GPU-1"], command: "true", attempt: 1, nodeId: "node-a" }]);
     expect(store.get(first)).toMatchObject({ startedAt: null, holding: true }); // the node's started event brings it
     expect(store.get(a100).status).toBe("queued");
     expect(new Map([...loop.waiting].map(([id, w]) => [id, w.reason]))).toEqual(new Map([[a100, "NO_MATCHING_GPU"]]));

@@ -1,0 +1,120 @@
+/**
+ * A GPU job, declared once. `JobSpec` is what a client asks for (the body of POST /api/gpu/jobs,
+ * validated against it); the scheduler stores it, with its defaults resolved, as one document
+ * (gpu_scheduler.jobs.spec, beside the few columns its queries and indexes need); placement
+ * returns it as it is; it goes to the node inside `RunJob`, which the node checks with the same
+ * compiled schema. A new job field is one property here, plus the code that acts on it.
+ *
+ * The job's environment (`env`) is part of the request but never of the stored document: its
+ * values are often secrets, kept in their own column and read only to hand the job to its node.
+ */
+import { type Static, type TSchema, Type } from "@sinclair/typebox";
+import { TypeCompiler } from "@sinclair/typebox/compiler";
+
+/** The most cards one job may ask for (`gpuCount`), and a node may be asked to run one job on. */
+export const MAX_JOB_CARDS = 16;
+/** The longest time limit (`timeoutSeconds`) and queue timeout a job may set: one week. */
+export const MAX_JOB_SECONDS = 7 * 24 * 3600;
+/** The most retries a job may ask for (`maxRetries`): a job runs at most MAX_JOB_RETRIES + 1 attempts. */
+export const MAX_JOB_RETRIES = 10;
+/** The order of an account's own queued jobs; stored as the index (0 low, 1 normal, 2 high). */
+export const PRIORITIES = ["low", "normal", "high"] as const;
+export type Priority = (typeof PRIORITIES)[number];
+export const priorityIndex = (priority: Priority | null | undefined): number => PRIORITIES.indexOf(priority ?? "normal");
+/**
+ * What a `containerImage` may look like: the characters of `[registry/]name[:tag][@digest]`. A
+ * string, not a RegExp: schemas cross the bus as JSON, where a RegExp becomes `{}`.
+ */
+export const IMAGE_NAME_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._\\-/:@]*$";
+export const IMAGE_NAME_MAX = 255;
+export const WEBHOOK_URL_MAX = 2048;
+export const JOB_COMMAND_MAX = 64 * 1024;
+
+/** A job's own environment variables (`env`): at most 64, names as a shell writes them, values ≤ 4096 characters. */
+export const JOB_ENV_MAX_ENTRIES = 64;
+export const JOB_ENV_VALUE_MAX = 4096;
+export const JOB_ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
+/** The platform sets these (which card a job sees): a job may not, whatever the case. */
+const RESERVED_ENV = /^(NVIDIA_|CUDA_)/i;
+
+/** An optional field a client may also send as null (meaning: absent), as the API always allowed. */
+const OrAbsent = <T extends TSchema>(schema: T) => Type.Optional(Type.Union([schema, Type.Null()]));
+
+const seconds = (description: string) => OrAbsent(Type.Integer({ minimum: 1, maximum: MAX_JOB_SECONDS, description }));
+
+/** Everything a job asks for except its environment: the stored document. */
+const specFields = {
+  command: Type.String({ minLength: 1, maxLength: JOB_COMMAND_MAX, pattern: "\\S", description: "A shell command line" }),
+  gpuType: OrAbsent(
+    Type.String({ minLength: 1, maxLength: 200, pattern: "\\S", description: 'A card name or part of one, any case; absent or "any": any card' }),
+  ),
+  containerImage: OrAbsent(
+    Type.String({ minLength: 1, maxLength: IMAGE_NAME_MAX, pattern: IMAGE_NAME_PATTERN, description: "Absent: the node's default image" }),
+  ),
+  timeoutSeconds: seconds("The time limit of a run (absent: JOB_TIMEOUT_S)"),
+  queueTimeoutSeconds: seconds("A job not started this long after its creation is cancelled"),
+  maxRetries: OrAbsent(Type.Integer({ minimum: 0, maximum: MAX_JOB_RETRIES, description: "Times a failed attempt goes back to the queue" })),
+  priority: OrAbsent(Type.Union(PRIORITIES.map((p) => Type.Literal(p)))),
+  gpuCount: OrAbsent(Type.Integer({ minimum: 1, maximum: MAX_JOB_CARDS, description: "Cards of one type on one node (default 1)" })),
+  webhookUrl: OrAbsent(Type.String({ maxLength: WEBHOOK_URL_MAX, description: "Receives a signed POST at the job's terminal status" })),
+};
+
+/** The job's variables: names and values are checked by `jobEnvProblem` (messages that never show a value). */
+const envField = Type.Optional(Type.Record(Type.String(), Type.Unknown(), { description: "The job's environment variables (values are never returned)" }));
+
+/** The body of POST /api/gpu/jobs. */
+export const JobSpec = Type.Object({ ...specFields, env: envField }, { additionalProperties: false });
+export type JobRequest = Static<typeof JobSpec>;
+
+/** The stored document: the request without `env`, defaults resolved, nulls dropped. */
+export const StoredJobSpec = Type.Object(specFields, { additionalProperties: false });
+/** `timeoutSeconds` is set for every job stored since jobs had their own limit (absent: the node's JOB_TIMEOUT_S). */
+export type StoredJob = Static<typeof StoredJobSpec>;
+
+/**
+ * `gpu-node.run`: the placement (which cards, which attempt) and the job as stored, with its
+ * environment. `gpuUuids`: every card of the job, the first being `gpuUuid`. Extra fields are
+ * dropped, not refused, so a node tolerates a newer scheduler during a rolling upgrade.
+ */
+export const RunJob = Type.Object({
+  jobId: Type.String({ minLength: 1, maxLength: 128 }),
+  gpuUuid: Type.String({ minLength: 1, maxLength: 128 }),
+  gpuUuids: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 128 }), { minItems: 1, maxItems: MAX_JOB_CARDS })),
+  /** Which attempt of the job this is, 1-based; absent: 1. Events carry it back. */
+  attempt: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_JOB_RETRIES + 1 })),
+  ...specFields,
+  env: envField,
+});
+export type RunJobParams = Static<typeof RunJob>;
+
+export const checkRunJob = TypeCompiler.Compile(RunJob);
+
+/**
+ * Why `env` is not a job environment, or null. The messages name variables, never their values
+ * (they often hold tokens). Checked by the scheduler (400) and again by the node.
+ */
+export function jobEnvProblem(env: unknown): string | null {
+  if (typeof env !== "object" || env === null || Array.isArray(env)) return "The 'env' field must be an object of variable names to string values.";
+  const entries = Object.entries(env);
+  if (entries.length > JOB_ENV_MAX_ENTRIES) return `The 'env' field holds ${entries.length} variables; at most ${JOB_ENV_MAX_ENTRIES} are allowed.`;
+  for (const [name, value] of entries) {
+    const shown = JSON.stringify(name.slice(0, 140));
+    if (!JOB_ENV_NAME.test(name)) return `The 'env' variable name ${shown} is not allowed: letters, digits and _, not starting with a digit, at most 128.`;
+    if (RESERVED_ENV.test(name)) return `The 'env' variable ${shown} is not allowed: NVIDIA_* and CUDA_* are set by the platform.`;
+    if (typeof value !== "string") return `The 'env' variable ${shown} must have a string value.`;
+    if (value.length > JOB_ENV_VALUE_MAX) return `The value of the 'env' variable ${shown} is longer than ${JOB_ENV_VALUE_MAX} characters.`;
+  }
+  return null;
+}
+
+/**
+ * The document stored for a request: nulls dropped (null meant absent), `gpuType` trimmed, and
+ * the time limit resolved (`defaultTimeoutS`: JOB_TIMEOUT_S), so a later change of the default
+ * does not change a queued job. `gpuType` "any" is kept as asked; placement reads it as any card.
+ */
+export function storedJob(request: JobRequest, defaultTimeoutS: number): StoredJob {
+  const { env: _env, ...fields } = request;
+  const stored = Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== null && v !== undefined)) as Static<typeof StoredJobSpec>;
+  if (typeof stored.gpuType === "string") stored.gpuType = stored.gpuType.trim();
+  return { ...stored, timeoutSeconds: stored.timeoutSeconds ?? defaultTimeoutS };
+}
