@@ -184,8 +184,6 @@ export const OUTPUT_TAIL_BYTES = 64 * 1024;
  */
 export type Checked<T> = { ok: true; value: T } | { ok: false; field: string };
 
-const valueOf = <T>(checked: Checked<T>): T | null => (checked.ok ? checked.value : null);
-
 const isObj = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 const isStr = (v: unknown): v is string => typeof v === "string" && v.length > 0;
 const isNum = (v: unknown): v is number => typeof v === "number" && Number.isFinite(v);
@@ -204,14 +202,10 @@ function cardProblem(v: unknown): string | null {
   return (["memoryTotal", "memoryUsed", "utilization", "temperature"] as const).find((k) => !isNum(v[k])) ?? null;
 }
 
-export const isGpuCard = (v: unknown): v is GpuCard => cardProblem(v) === null;
-
 export function checkHeartbeat(v: unknown): Checked<NodeHeartbeat> {
   const field = heartbeatProblem(v);
   return field === null ? { ok: true, value: v as NodeHeartbeat } : { ok: false, field };
 }
-
-export const asHeartbeat = (v: unknown): NodeHeartbeat | null => valueOf(checkHeartbeat(v));
 
 function heartbeatProblem(v: unknown): string | null {
   if (!isObj(v)) return NOT_AN_OBJECT;
@@ -247,8 +241,6 @@ export function checkJobEvent(v: unknown): Checked<JobEvent> {
     return { ok: true, value: { ...clean, ...bytes, errorMessage: storableText(event.errorMessage).slice(0, MAX_ERROR_CHARS) } as JobEvent };
   return { ok: true, value: { ...clean, ...bytes } as JobEvent };
 }
-
-export const asJobEvent = (v: unknown): JobEvent | null => valueOf(checkJobEvent(v));
 
 function jobEventProblem(v: unknown): string | null {
   if (!isObj(v)) return NOT_AN_OBJECT;

@@ -18,7 +18,7 @@ export interface HousekeepingStore
 /** A running job missing from its node's heartbeats this many node timeouts is failed. */
 const UNREPORTED_FACTOR = 3;
 /** Queue-expired jobs cancelled per pass (the next tick takes the rest). */
-export const EXPIRE_BATCH = 500;
+const EXPIRE_BATCH = 500;
 
 /** Records a node loss (NodesRepository), for operators' node list. */
 export type LostNodeBook = { markLost(nodeId: string, at: Date): Promise<void> };

@@ -27,7 +27,6 @@ import type { HeldCard, PinnedCard } from "./node-cards";
 const heldList = (held: HeldCard[]) => held.map((c) => `${c.uuid} (${c.name}, ${c.reason})`).join(", ");
 
 export type { Clock, NodeClient, SchedulerSettings } from "./ports";
-export { UNSTORABLE_EVENT_MESSAGE } from "./event-applier";
 
 export class Scheduler {
   readonly view: ClusterView;

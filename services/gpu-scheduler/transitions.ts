@@ -18,7 +18,7 @@ import type { JobEvent } from "../../lib/gpu-protocol";
 export type StoredStatus = "queued" | "assigned" | "running" | "completed" | "failed" | "cancelled";
 export type PublicStatus = Exclude<StoredStatus, "assigned">;
 
-export const TERMINAL: readonly StoredStatus[] = ["completed", "failed", "cancelled"];
+const TERMINAL: readonly StoredStatus[] = ["completed", "failed", "cancelled"];
 export const isTerminal = (s: StoredStatus) => TERMINAL.includes(s);
 const onCard = (s: StoredStatus) => s === "assigned" || s === "running";
 
@@ -70,7 +70,7 @@ export type JobPatch = Partial<Omit<JobState, "nodeId" | "gpuUuid" | "assignedAt
 const backToQueue: JobPatch = { status: "queued", nodeId: null, gpuUuid: null, holding: false };
 
 /** RETRY_BACKOFF_S: the wait before the first retry; each later one waits twice the one before. */
-export const DEFAULT_RETRY_BACKOFF_S = 5;
+const DEFAULT_RETRY_BACKOFF_S = 5;
 const attemptOf = (job: JobState) => job.attempts || 1;
 /** The failure of a time limit is never retried (it would only run into it again). */
 const isTimeLimit = (message: string) => message.includes("time limit");
