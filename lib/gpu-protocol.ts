@@ -26,8 +26,8 @@ import { isUuid } from "./uuid";
 export const JOB_EVENTS_CHANNEL = "gpu.job-events";
 /**
  * Job events of one node the stream holds unapplied at most (a node's real burst, e.g. 100 jobs
- * ending at once, is far below); past it the server refuses the node's publishes and its outbox
- * retries them, so a node flooding events delays other nodes' events by at most this many.
+ * ending at once, is far below); past it the server refuses the node's publishes and its publish
+ * queue retries them, so a node flooding events delays other nodes' events by at most this many.
  */
 export const MAX_UNAPPLIED_EVENTS_PER_NODE = 256;
 export const HEARTBEAT_EVENT = "gpu-node.heartbeat";
