@@ -26,8 +26,8 @@ import { isUuid } from "./uuid";
 export const JOB_EVENTS_CHANNEL = "gpu.job-events";
 /**
  * Job events of one node the stream holds unapplied at most (a node's real burst, e.g. 100 jobs
- * ending at once, is far below); past it the server refuses the node's publishes and its outbox
- * retries them, so a node flooding events delays other nodes' events by at most this many.
+ * ending at once, is far below); past it the server refuses the node's publishes and its publish
+ * queue retries them, so a node flooding events delays other nodes' events by at most this many.
  */
 export const MAX_UNAPPLIED_EVENTS_PER_NODE = 256;
 export const HEARTBEAT_EVENT = "gpu-node.heartbeat";
@@ -137,8 +137,6 @@ export const OUTPUT_TAIL_BYTES = 64 * 1024;
  */
 export type Checked<T> = { ok: true; value: T } | { ok: false; field: string };
 
-const valueOf = <T>(checked: Checked<T>): T | null => (checked.ok ? checked.value : null);
-
 const isObj = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 const isStr = (v: unknown): v is string => typeof v === "string" && v.length > 0;
 const isNum = (v: unknown): v is number => typeof v === "number" && Number.isFinite(v);
@@ -157,14 +155,10 @@ function cardProblem(v: unknown): string | null {
   return (["memoryTotal", "memoryUsed", "utilization", "temperature"] as const).find((k) => !isNum(v[k])) ?? null;
 }
 
-export const isGpuCard = (v: unknown): v is GpuCard => cardProblem(v) === null;
-
 export function checkHeartbeat(v: unknown): Checked<NodeHeartbeat> {
   const field = heartbeatProblem(v);
   return field === null ? { ok: true, value: v as NodeHeartbeat } : { ok: false, field };
 }
-
-export const asHeartbeat = (v: unknown): NodeHeartbeat | null => valueOf(checkHeartbeat(v));
 
 function heartbeatProblem(v: unknown): string | null {
   if (!isObj(v)) return NOT_AN_OBJECT;
@@ -200,8 +194,6 @@ export function checkJobEvent(v: unknown): Checked<JobEvent> {
     return { ok: true, value: { ...clean, ...bytes, errorMessage: storableText(event.errorMessage).slice(0, MAX_ERROR_CHARS) } as JobEvent };
   return { ok: true, value: { ...clean, ...bytes } as JobEvent };
 }
-
-export const asJobEvent = (v: unknown): JobEvent | null => valueOf(checkJobEvent(v));
 
 function jobEventProblem(v: unknown): string | null {
   if (!isObj(v)) return NOT_AN_OBJECT;

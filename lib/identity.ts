@@ -3,6 +3,8 @@
  * It travels signed (`callerToken`, lib/caller-token.ts); the Auth middleware sets `caller` from
  * the verified token only.
  */
+import type { ResponseMeta } from "./http-meta";
+
 export type Caller = {
   clientId: string;
   role: string;
@@ -17,11 +19,7 @@ export type CallerMeta = {
   clientIp?: string;
   /** The `Idempotency-Key` request header as sent (checked by the actions that honour it). */
   idempotencyKey?: string;
-  /** Response headers for moleculer-web. */
-  $responseHeaders?: Record<string, string>;
-  $statusCode?: number;
-  $responseType?: string;
-};
+} & ResponseMeta;
 
 /**
  * An action's policy, declared on the action as `auth`:
@@ -36,8 +34,5 @@ export type AuthPolicy = "public" | "required" | "jwt" | "admin";
 export const ADMIN_ROLE = "admin";
 export const CLIENT_ROLE = "client";
 
-/** Marks the response 201 Created with the new resource's address (moleculer-web sets Location). */
-export function respondCreated(meta: CallerMeta & { $location?: string }, location: string): void {
-  meta.$statusCode = 201;
-  meta.$location = location;
-}
+// Moved to lib/http-meta.ts; re-exported until gpu-scheduler.service.ts and dbaas.service.ts (being rewritten) import it from there.
+export { respondCreated } from "./http-meta";

@@ -18,7 +18,6 @@
 import { Errors, ServiceBroker, Transporters } from "moleculer";
 import type { ConnectionOptions, Msg, NatsConnection, NatsError, Subscription } from "nats";
 import { budgetOf, TokenBuckets } from "./bus-budget";
-import { isNatsUrl, natsConnectionOptions } from "./bus-connection";
 import { roleOfNodeID, senderMayHost } from "./bus-identity";
 import { incrementCounter } from "./metrics";
 import { anySender, OWN_ECHO, rejectPacket, senderOfSubject, withSender } from "./bus-subjects";
@@ -290,9 +289,4 @@ export class BusTransporter extends Transporters.NATS {
 export function onAuthenticatedBus(broker: { transit?: { tx?: unknown } }): boolean {
   const tx = broker.transit?.tx;
   return tx instanceof BusTransporter && tx.isSenderBound;
-}
-
-/** A broker `transporter` option for a NATS URL (credentials, TLS from the URL and configuration); other values stay as given. */
-export function transporterOption(url: string | undefined, senderBound = false): string | BusTransporter | undefined {
-  return isNatsUrl(url) ? new BusTransporter({ ...natsConnectionOptions(url), senderBound }) : url;
 }

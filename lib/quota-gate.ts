@@ -72,6 +72,3 @@ export class QuotaGate {
     return standing;
   }
 }
-
-/** QUOTA_CACHE_MS: how long a replica trusts an account's standing. */
-export const DEFAULT_QUOTA_CACHE_MS = 2000;

@@ -12,7 +12,8 @@ import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "mole
 import { platformSettingsOf } from "../../lib/platform-settings";
 import { brokerEnv } from "../../lib/settings";
 import { apiError, rateLimited, unauthorized, validationFailed } from "../../lib/errors";
-import { ADMIN_ROLE, Caller, CallerMeta, CLIENT_ROLE, respondCreated } from "../../lib/identity";
+import { respondCreated } from "../../lib/http-meta";
+import { ADMIN_ROLE, Caller, CallerMeta, CLIENT_ROLE } from "../../lib/identity";
 import { signAccessToken } from "../../lib/jwt";
 import { AuthSettings, parseAuthSettings } from "./settings";
 import { MemoryRateLimiter, RedisRateLimiter } from "../../lib/rate-limiter";

@@ -9,10 +9,10 @@ import { OUTPUT_TAIL_BYTES } from "../../lib/gpu-protocol";
 import { EncodedOutput, encodeOutput } from "../../lib/output-encoding";
 
 /** Default cap of one job's log file (GPU_JOB_OUTPUT_MAX_MB). */
-export const LOG_FILE_MAX_BYTES = 64 * 1024 * 1024;
+const LOG_FILE_MAX_BYTES = 64 * 1024 * 1024;
 
 /** Index of the first byte at or after `start` that does not continue a UTF-8 character. */
-export function utf8Start(buf: Buffer, start: number): number {
+function utf8Start(buf: Buffer, start: number): number {
   let i = start;
   while (i < buf.length && i - start < 3 && (buf[i] & 0xc0) === 0x80) i++;
   return i;
@@ -228,6 +228,3 @@ export class DockerFrameDemuxer {
     }
   }
 }
-
-// Reading and pruning the files lives beside this module; tests and tools import it from here too.
-export { readLogPage } from "./log-store";

@@ -3,9 +3,9 @@ import { isUuid } from "../../lib/uuid";
 import { priceOf } from "../usage/pricing";
 
 /**
- * Per-account limits and fair-share weight: the one place the scheduler asks for them. Today every
- * account has the environment's defaults (EnvAccountLimits); an admin table can feed another
- * implementation of `AccountLimits` later without touching placement or submission.
+ * Per-account limits and fair-share weight: the one place the scheduler asks for them, behind the
+ * `AccountLimits` interface (the usage service's overrides over the environment's defaults:
+ * UsageAccountLimits; a test passes a fixed answer), so placement and submission never change with their source.
  */
 export type AccountLimit = {
   /** Fair-share weight (> 0): an account's usage is divided by it. */
@@ -24,15 +24,6 @@ export type AccountLimit = {
 
 export interface AccountLimits {
   limitsFor(clientIds: readonly string[]): Promise<Map<string, AccountLimit>>;
-}
-
-/** Every account gets the environment's defaults. */
-export class EnvAccountLimits implements AccountLimits {
-  constructor(private readonly defaults: AccountLimit) {}
-
-  limitsFor(clientIds: readonly string[]): Promise<Map<string, AccountLimit>> {
-    return Promise.resolve(new Map(clientIds.map((id) => [id, this.defaults])));
-  }
 }
 
 /**

@@ -8,7 +8,7 @@ import type { ClusterView } from "./cluster-view";
 import type { JobsRepository } from "./jobs.repository";
 import type { JobStateStore, JobWriter } from "./job-writer";
 import type { NodeStopper } from "./node-stopper";
-import type { Clock, SchedulerSettings } from "./ports";
+import type { Clock, SchedulerTimings } from "./ports";
 import { confirmPlacement, expireQueued, failUnreported, JobPatch, loseNode, unplace } from "./transitions";
 
 /** The repository calls housekeeping makes (JobsRepository; an in-memory map in unit tests). */
@@ -18,7 +18,7 @@ export interface HousekeepingStore
 /** A running job missing from its node's heartbeats this many node timeouts is failed. */
 const UNREPORTED_FACTOR = 3;
 /** Queue-expired jobs cancelled per pass (the next tick takes the rest). */
-export const EXPIRE_BATCH = 500;
+const EXPIRE_BATCH = 500;
 
 /** Records a node loss (NodesRepository), for operators' node list. */
 export type LostNodeBook = { markLost(nodeId: string, at: Date): Promise<void> };
@@ -84,7 +84,7 @@ export class Housekeeping {
     private readonly isDispatching: (jobId: string) => boolean,
     private readonly clock: Clock,
     private readonly logger: LoggerInstance,
-    private readonly settings: SchedulerSettings,
+    private readonly timings: SchedulerTimings,
     private readonly lostNodes?: LostNodeBook,
   ) {}
 
@@ -92,12 +92,12 @@ export class Housekeeping {
     const now = this.clock.now();
     const nowMs = now.getTime();
     const runningOn: RunningOn = (nodeId) => this.view.node(nodeId)?.runningJobIds;
-    const lost = new Set(this.view.silent(nowMs, this.settings.nodeTimeoutMs));
-    for (const id of this.view.unheard(await this.store.nodesHoldingCards(), nowMs, this.settings.nodeTimeoutMs)) lost.add(id);
+    const lost = new Set(this.view.silent(nowMs, this.timings.nodeTimeoutMs));
+    for (const id of this.view.unheard(await this.store.nodesHoldingCards(), nowMs, this.timings.nodeTimeoutMs)) lost.add(id);
     for (const nodeId of lost) await this.nodeLost(nodeId, now);
 
     // Placements the node never confirmed (this replica or another one died while handing them over).
-    for (const job of await this.store.staleAssigned(new Date(nowMs - 2 * this.settings.dispatchTimeoutMs))) {
+    for (const job of await this.store.staleAssigned(new Date(nowMs - 2 * this.timings.dispatchTimeoutMs))) {
       const action = staleAssignedAction(job, runningOn, this.isDispatching(job.id));
       if (action === "confirm") await this.writer.applyOne(job.id, (state) => confirmPlacement(state, job.node_id));
       else if (action === "unplace" && (await this.writer.applyOne(job.id, (state) => unplace(state, job.node_id))))
@@ -117,16 +117,16 @@ export class Housekeeping {
       this.isDispatching,
       this.unreported,
       nowMs,
-      UNREPORTED_FACTOR * this.settings.nodeTimeoutMs,
+      UNREPORTED_FACTOR * this.timings.nodeTimeoutMs,
     );
     for (const job of fail) {
       const message = `GPU node ${job.node_id} no longer runs the job and never reported its end (the node restarted?)`;
-      if (await this.writer.applyOne(job.id, (state) => failUnreported(state, job.node_id, message, now, this.settings.retryBackoffS)))
+      if (await this.writer.applyOne(job.id, (state) => failUnreported(state, job.node_id, message, now, this.timings.retryBackoffS)))
         this.logger.warn(`Job ${job.id}: ${message}`);
     }
     this.unreported = missingSince;
     // Ended jobs whose node never confirmed the card free.
-    for (const job of await this.store.staleHolding(new Date(nowMs - this.settings.dispatchTimeoutMs))) {
+    for (const job of await this.store.staleHolding(new Date(nowMs - this.timings.dispatchTimeoutMs))) {
       if (this.view.has(job.node_id)) void this.stopper.stop(job.id, job.node_id);
     }
   }
@@ -138,10 +138,10 @@ export class Housekeeping {
   private async nodeLost(nodeId: string, now: Date): Promise<void> {
     this.view.remove(nodeId);
     await this.lostNodes?.markLost(nodeId, now);
-    const seconds = this.settings.nodeTimeoutMs / 1000;
+    const seconds = this.timings.nodeTimeoutMs / 1000;
     const message = `GPU node ${nodeId} was lost (no heartbeat for ${seconds} s)`;
     const { written } = await this.writer.apply(await this.store.statesOnNode(nodeId), (job) =>
-      loseNode(job, nodeId, message, now, this.settings.retryBackoffS),
+      loseNode(job, nodeId, message, now, this.timings.retryBackoffS),
     );
     const outcome = nodeLossCounts(written.values());
     if (outcome.failed || outcome.requeued || outcome.released)

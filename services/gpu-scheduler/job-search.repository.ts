@@ -6,24 +6,12 @@
  * jobs_by_client_status and their jobs_history twins) and the ranges are merged: no scan of the history.
  */
 import type { Pool } from "pg";
-import type { PublicStatus } from "./transitions";
+import { isTerminal, PublicStatus, rangesShowing, startedSql, StatusRange } from "./transitions";
 import { COLUMNS, JobRow } from "./jobs.repository";
 
 export type JobSearch = { status?: PublicStatus; clientId?: string; limit: number; before?: string };
 /** `seq`: bigint, which pg hands over as a string. */
 export type FoundJob = JobRow & { seq: string };
-
-/** The stored statuses (with an extra condition) that a public status covers (transitions.ts publicStatus). */
-/** The stored statuses an archived job can have (job-history.ts archives ended jobs only). */
-const ARCHIVED: readonly string[] = ["completed", "failed", "cancelled"];
-
-export const STORED_RANGES: Record<PublicStatus, Array<[stored: string, extra?: string]>> = {
-  queued: [["queued"], ["assigned"], ["running", "started_at IS NULL"]],
-  running: [["running", "started_at IS NOT NULL"]],
-  completed: [["completed"]],
-  failed: [["failed"]],
-  cancelled: [["cancelled"]],
-};
 
 export class JobSearchRepository {
   constructor(private readonly db: Pool) {}
@@ -34,10 +22,13 @@ export class JobSearchRepository {
     const common: string[] = [];
     if (q.clientId !== undefined) common.push(`client_id = $${params.push(q.clientId)}::uuid`);
     if (q.before !== undefined) common.push(`seq < $${params.push(q.before)}::bigint`);
-    const ranges = q.status ? STORED_RANGES[q.status] : [[undefined]];
-    const parts = ranges.flatMap(([stored, extra]) => {
-      const where = [...common, ...(stored ? [`status = $${params.push(stored)}`] : []), ...(extra ? [extra] : [])];
-      const tables = stored === undefined || ARCHIVED.includes(stored) ? ["jobs", "jobs_history"] : ["jobs"];
+    // The stored statuses (with a start condition) a client sees as the status (transitions.ts PUBLIC_STATUS_TABLE).
+    const ranges: Array<StatusRange | undefined> = q.status ? rangesShowing(q.status) : [undefined];
+    const parts = ranges.flatMap((r) => {
+      const started = r && startedSql(r);
+      const where = [...common, ...(r ? [`status = $${params.push(r.stored)}`] : []), ...(started ? [started] : [])];
+      // job-history.ts archives ended jobs only.
+      const tables = !r || isTerminal(r.stored) ? ["jobs", "jobs_history"] : ["jobs"];
       // One statement: a job being archived meanwhile is seen in one table, never both or neither.
       return tables.map(
         (t) => `(SELECT ${COLUMNS}, seq FROM gpu_scheduler.${t} ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY seq DESC LIMIT $1)`,

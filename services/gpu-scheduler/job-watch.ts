@@ -7,6 +7,7 @@
  */
 import type { BodyPage } from "../../lib/paged-body";
 import type { JobDetail } from "./contract";
+import { isTerminal } from "./transitions";
 
 /** Waiters for a job's next status change, woken by `notify` (per process). */
 export class StatusWatch {
@@ -46,8 +47,6 @@ export class StatusWatch {
 /** The params of `gpu-scheduler.eventsPage`: `last` is the key of the last event sent. */
 export type EventsCursor = { id: string; last: string };
 
-const TERMINAL = ["completed", "failed", "cancelled"];
-
 /** What makes an event: the public status, and each run of a retried job is a new `running`. */
 export const eventKey = (job: Pick<JobDetail, "status" | "attempts">): string => (job.status === "running" ? `running:${job.attempts}` : job.status);
 
@@ -56,7 +55,7 @@ const b64 = (text: string) => Buffer.from(text, "utf8").toString("base64");
 /** One `status` event with the job's detail; the stream ends after a terminal one. */
 export function statusEventPage(job: JobDetail): BodyPage {
   const data = b64(`event: status\ndata: ${JSON.stringify(job)}\n\n`);
-  return { data, next: TERMINAL.includes(job.status) ? null : { id: job.id, last: eventKey(job) } };
+  return { data, next: isTerminal(job.status) ? null : { id: job.id, last: eventKey(job) } };
 }
 
 /** A comment line that keeps proxies and clients from closing an idle stream. */

@@ -5,7 +5,8 @@ import { normalizeGpuType, requestedGpuType } from "./gpu-type";
 import { priorityIndex, type StoredJob } from "../../lib/job-spec";
 import type { QueueAccount } from "./placement";
 import { decayedUsageSql, readHolding } from "./placement.repository";
-import type { JobPatch, JobState, StoredStatus } from "./transitions";
+import { JobPatch, JobState, showsAsSql, StoredStatus } from "./transitions";
+import { categoriesShowingSql } from "./migrations";
 import { JobStatusChanged, statusChanges, WrittenJob } from "./status-events";
 
 export type JobRow = {
@@ -163,7 +164,7 @@ export class JobsRepository {
        LEFT JOIN LATERAL (
          SELECT sum(j.gpu_count) AS held,
            jsonb_agg(jsonb_build_object('startedAt', j.started_at, 'cards', j.gpu_count, 'gpuName', COALESCE(j.gpu_name, 'unknown')))
-             FILTER (WHERE j.status = 'running' AND j.started_at IS NOT NULL) AS running
+             FILTER (WHERE ${showsAsSql("running", "j")}) AS running
          FROM gpu_scheduler.jobs j WHERE j.holding AND j.client_id = c.id) h ON true`,
       [clientIds],
     );
@@ -418,7 +419,7 @@ export class JobsRepository {
   /** Jobs waiting, as clients see them (placed, or taken by a node but not started yet, counts as queued); from the counters. */
   async queueDepth(): Promise<number> {
     const { rows } = await this.db.query<{ n: number }>(
-      `SELECT COALESCE(sum(n), 0)::int AS n FROM gpu_scheduler.job_counts WHERE category IN ('queued', 'assigned')`,
+      `SELECT COALESCE(sum(n), 0)::int AS n FROM gpu_scheduler.job_counts WHERE category IN ${categoriesShowingSql("queued")}`,
     );
     return rows[0].n;
   }

@@ -1,7 +1,15 @@
 import type { Migration } from "../../lib/db";
+import { PublicStatus, rangesShowing, StatusRange } from "./transitions";
 
-/** A job's counted category: a job its node has but has not started yet counts as `assigned`. */
+/**
+ * A job's counted category: a job its node has but has not started yet counts as `assigned`.
+ * History: migration 11's applied text, which must not change (transitions.ts PUBLIC_STATUS_TABLE
+ * is the rule's home now); `categoryOf` is the same rule for the counters' readers.
+ */
 const CATEGORY = (t: string) => `CASE WHEN ${t}.status = 'running' AND ${t}.started_at IS NULL THEN 'assigned' ELSE ${t}.status END`;
+const categoryOf = (r: StatusRange) => (r.started === false ? "assigned" : r.stored);
+/** SQL: the counted categories (job_counts.category) of the jobs a client sees as `status`, e.g. `('queued', 'assigned')`. */
+export const categoriesShowingSql = (status: PublicStatus) => `(${[...new Set(rangesShowing(status).map(categoryOf))].map((c) => `'${c}'`).join(", ")})`;
 
 /**
  * The counter updates of one statement's changed rows (`src`: signed rows of the transition

@@ -9,7 +9,8 @@ export interface NodeClient {
 
 export type Clock = { now(): Date };
 
-export type SchedulerSettings = {
+/** The scheduler core's waits and time limits (from the service's SchedulerSettings, settings.ts). */
+export type SchedulerTimings = {
   nodeTimeoutMs: number;
   dispatchTimeoutMs: number;
   /** Until this long after start, not every live node has announced itself yet. */

@@ -19,15 +19,14 @@ import type { AccountLimits } from "./account-limits";
 import { matchingNames } from "./gpu-type";
 import type { Waiting } from "./placement";
 import { PlacementLoop, PlacementStore } from "./placement-loop";
-import type { Clock, NodeClient, SchedulerSettings } from "./ports";
+import type { Clock, NodeClient, SchedulerTimings } from "./ports";
 import { cancelJob } from "./transitions";
 import type { HeldCard, PinnedCard } from "./node-cards";
 
 /** `uuid (name, reason)` of each held card, for the log. */
 const heldList = (held: HeldCard[]) => held.map((c) => `${c.uuid} (${c.name}, ${c.reason})`).join(", ");
 
-export type { Clock, NodeClient, SchedulerSettings } from "./ports";
-export { UNSTORABLE_EVENT_MESSAGE } from "./event-applier";
+export type { Clock, NodeClient } from "./ports";
 
 export class Scheduler {
   readonly view: ClusterView;
@@ -48,7 +47,7 @@ export class Scheduler {
     nodes: NodeClient,
     private readonly clock: Clock,
     logger: LoggerInstance,
-    private readonly settings: SchedulerSettings,
+    private readonly timings: SchedulerTimings,
     limits?: AccountLimits,
     /** Where node losses are recorded for operators (absent: nowhere). */
     lostNodes?: LostNodeBook,
@@ -61,10 +60,10 @@ export class Scheduler {
     this.writer = new JobWriter(repo);
     this.stopper = new NodeStopper(nodes, this.writer, freed, logger);
     this.placement = new PlacementLoop(places, this.writer, this.view, nodes, this.stopper, clock, logger, limits);
-    this.events = new EventApplier(repo, this.writer, this.stopper, clock, logger, freed, settings.retryBackoffS);
+    this.events = new EventApplier(repo, this.writer, this.stopper, clock, logger, freed, timings.retryBackoffS);
     this.heartbeats = new HeartbeatInbox(
       (hb) => this.events.reconcile(hb),
-      settings.reconcileIntervalMs ?? 0,
+      timings.reconcileIntervalMs ?? 0,
       () => clock.now().getTime(),
     );
     this.housekeeping = new Housekeeping(
@@ -75,7 +74,7 @@ export class Scheduler {
       (id) => this.placement.isDispatching(id),
       clock,
       logger,
-      settings,
+      timings,
       lostNodes,
     );
   }
@@ -117,7 +116,7 @@ export class Scheduler {
 
   /** Whether a job may ask for `gpuType`: some card matches, or the cluster is not fully known yet. */
   warmingUp(): boolean {
-    return this.clock.now().getTime() - this.view.sinceMs < this.settings.warmUpMs;
+    return this.clock.now().getTime() - this.view.sinceMs < this.timings.warmUpMs;
   }
 
   // --- what nodes tell us ---

@@ -10,7 +10,7 @@ import { gpuUsageKey, UsageBatch, UsageRecord } from "../../lib/usage-protocol";
 
 type OutboxRow = { job_id: string; attempt: number; client_id: string; started_at: Date; ended_at: Date; cards: number; gpu_name: string };
 
-export const toUsageRecord = (r: OutboxRow): UsageRecord => ({
+const toUsageRecord = (r: OutboxRow): UsageRecord => ({
   key: gpuUsageKey(r.job_id, r.attempt),
   clientId: r.client_id,
   resource: "gpu",

@@ -3,8 +3,8 @@
  * by every replica through Redis). A request is counted when it arrives and refused over the
  * requests limit; tokens are counted when an answer finished (only then are they known) and a new
  * request is refused while the window's tokens are already at the limit. The answer carries
- * OpenAI's x-ratelimit-* headers. Limits come from one small interface: the environment's
- * defaults, or the usage service's per-account overrides (UsageInferenceLimits).
+ * OpenAI's x-ratelimit-* headers. Limits come from one small interface: the usage service's
+ * per-account overrides over the environment's defaults (UsageInferenceLimits).
  */
 import { apiError } from "../../lib/errors";
 import type { QuotaGate } from "../../lib/quota-gate";
@@ -20,19 +20,6 @@ export type InferenceLimit = {
 
 export interface InferenceLimits {
   limitFor(clientId: string): Promise<InferenceLimit>;
-}
-
-/** Every account gets the environment's defaults. */
-export class EnvInferenceLimits implements InferenceLimits {
-  private readonly answer: Promise<InferenceLimit>;
-
-  constructor(defaults: InferenceLimit) {
-    this.answer = Promise.resolve(defaults);
-  }
-
-  limitFor(): Promise<InferenceLimit> {
-    return this.answer;
-  }
 }
 
 /**

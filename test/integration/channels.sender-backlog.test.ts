@@ -1,6 +1,6 @@
 /**
  * The per-sender cap of the job-events stream on the local nats-server (JetStream): a node's real
- * burst is stored completely, past the cap the server refuses that node only (its outbox retries),
+ * burst is stored completely, past the cap the server refuses that node only (its publish queue retries),
  * and a stream made before the cap gets it, keeping what it holds.
  */
 import { ServiceBroker } from "moleculer";

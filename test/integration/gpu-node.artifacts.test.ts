@@ -12,7 +12,7 @@ import path from "path";
 import { artifactPath, tarEntryNames } from "../../services/gpu-node/artifacts";
 import type { NodeCard } from "../../services/gpu-node/discovery";
 import type { JobLimits } from "../../services/gpu-node/job";
-import { readLogPage } from "../../services/gpu-node/output";
+import { readLogPage } from "../../services/gpu-node/log-store";
 import { DockerExecutor, LABEL_JOB, outVolumeName } from "../../services/gpu-node/docker-executor";
 import { ProcessExecutor } from "../../services/gpu-node/process-executor";
 import { uniqueName, waitFor } from "../support/platform";

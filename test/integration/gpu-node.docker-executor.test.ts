@@ -11,7 +11,7 @@ import { perSenderChannel } from "../../lib/channels";
 import type { NodeCard } from "../../services/gpu-node/discovery";
 import { ContainerContext, DockerExecutor, LABEL_JOB, LABEL_NAMESPACE, LABEL_NODE, LABEL_OUT_OF, outVolumeName } from "../../services/gpu-node/docker-executor";
 import type { JobLimits, RunningJob } from "../../services/gpu-node/job";
-import { readLogPage } from "../../services/gpu-node/output";
+import { readLogPage } from "../../services/gpu-node/log-store";
 import { NATS_URL, startTestPlatform, testBroker, TestPlatform, uniqueName, waitFor } from "../support/platform";
 import { removeContainersOf, simulatedCard, TEST_JOB_IMAGE } from "../support/docker";
 

@@ -6,7 +6,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from "fs";
 import os from "os";
 import path from "path";
 import type { JobLimits } from "../../services/gpu-node/job";
-import { readLogPage } from "../../services/gpu-node/output";
+import { readLogPage } from "../../services/gpu-node/log-store";
 import { ProcessExecutor, ProcessIsolation, probeSandbox } from "../../services/gpu-node/process-executor";
 import { simulatedCard } from "../support/docker";
 import { uniqueName, waitFor } from "../support/platform";

@@ -8,7 +8,8 @@ import { randomUUID } from "crypto";
 import { Pool } from "pg";
 import { ensureDatabase, migrate, newPool } from "../../lib/db";
 import { HistoryRepository } from "../../services/gpu-scheduler/history.repository";
-import { JobSearchRepository, STORED_RANGES } from "../../services/gpu-scheduler/job-search.repository";
+import { JobSearchRepository } from "../../services/gpu-scheduler/job-search.repository";
+import type { PublicStatus } from "../../services/gpu-scheduler/transitions";
 import { migrations } from "../../services/gpu-scheduler/migrations";
 import { NodesRepository } from "../../services/gpu-scheduler/nodes.repository";
 import { PlacementRepository } from "../../services/gpu-scheduler/placement.repository";
@@ -87,7 +88,7 @@ describe("gpu-scheduler admin repositories - real PostgreSQL", () => {
     await dropDatabase(url);
   });
 
-  test.each<[string, { status?: keyof typeof STORED_RANGES; clientId?: string }, string[]]>([
+  test.each<[string, { status?: PublicStatus; clientId?: string }, string[]]>([
     ["queued of one account: queued, placed and not yet started", { status: "queued", clientId: ALICE }, ["running", "assigned", "queued"]],
     ["running of one account: started only", { status: "running", clientId: ALICE }, ["running+started"]],
     ["failed of every account, archived ones included", { status: "failed" }, ["failed+archived", "failed+archived", "failed+started", "failed+started"]],
@@ -104,7 +105,7 @@ describe("gpu-scheduler admin repositories - real PostgreSQL", () => {
     expect(page.nextCursor).toBeNull();
   });
 
-  test.each<[string, { status?: keyof typeof STORED_RANGES; clientId?: string }, number]>([
+  test.each<[string, { status?: PublicStatus; clientId?: string }, number]>([
     ["queued (three stored states)", { status: "queued" }, 6],
     ["failed, across the queue table and the history", { status: "failed" }, 4],
     ["one account's, across both tables", { clientId: BOB }, 8],
@@ -122,7 +123,7 @@ describe("gpu-scheduler admin repositories - real PostgreSQL", () => {
     expect(seen).toHaveLength(total);
   });
 
-  test.each<[string, { status?: keyof typeof STORED_RANGES; clientId?: string; before?: string }]>([
+  test.each<[string, { status?: PublicStatus; clientId?: string; before?: string }]>([
     ["no filter", {}],
     ["status", { status: "completed" }],
     ["queued (three stored states)", { status: "queued" }],

@@ -8,7 +8,6 @@
 import { randomUUID } from "crypto";
 import { Pool, PoolClient } from "pg";
 import { ensureDatabase, migrate, transaction, newPool } from "../../lib/db";
-import { EnvAccountLimits } from "../../services/gpu-scheduler/account-limits";
 import { HistoryRepository } from "../../services/gpu-scheduler/history.repository";
 import { JobsRepository, NewJob } from "../../services/gpu-scheduler/jobs.repository";
 import { PRIORITIES } from "../../lib/job-spec";
@@ -224,7 +223,9 @@ describe("gpu-scheduler deep queue - against PostgreSQL", () => {
     expect(new Set(refusals.map((r) => `${r.limit}/${r.used}`))).toEqual(new Set([`${LIMIT}/${LIMIT}`]));
     await expectExact("after concurrent batches");
     // Positions: with no usage, the fair order takes the accounts in turn (ties by account id).
-    const positions = new QueuePositions(repo, new EnvAccountLimits({ weight: 1, runningGpus: null, queuedJobs: LIMIT }));
+    const positions = new QueuePositions(repo, {
+      limitsFor: (ids) => Promise.resolve(new Map(ids.map((id) => [id, { weight: 1, runningGpus: null, queuedJobs: LIMIT }]))),
+    });
     const { rows } = await pool.query<{ id: string; client_id: string }>(`SELECT id, client_id FROM gpu_scheduler.jobs ORDER BY seq`);
     const sorted: string[] = [...accounts].sort();
     const expected = new Map<string, number>();

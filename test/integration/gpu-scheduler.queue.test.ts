@@ -4,17 +4,17 @@
  * gpu-node is replaced by a small in-memory NodeClient (the scheduler's narrow interface to it)
  * so the test controls exactly when each node answers; the real gpu-node is in the e2e tests.
  */
-import { EnvAccountLimits } from "../../services/gpu-scheduler/account-limits";
 import { QueuePositions } from "../../services/gpu-scheduler/queue-positions";
 import { randomUUID } from "crypto";
 import type { LoggerInstance } from "moleculer";
 import { Pool } from "pg";
 import { ensureDatabase, migrate, newPool } from "../../lib/db";
-import { asJobEvent, JobEvent, NodeHeartbeat, RunJobParams } from "../../lib/gpu-protocol";
+import { checkJobEvent, JobEvent, NodeHeartbeat, RunJobParams } from "../../lib/gpu-protocol";
 import { JobsRepository } from "../../services/gpu-scheduler/jobs.repository";
 import { PlacementRepository, QueuedRow } from "../../services/gpu-scheduler/placement.repository";
 import { migrations } from "../../services/gpu-scheduler/migrations";
-import { Clock, NodeClient, Scheduler, UNSTORABLE_EVENT_MESSAGE } from "../../services/gpu-scheduler/scheduler";
+import { UNSTORABLE_EVENT_MESSAGE } from "../../services/gpu-scheduler/event-applier";
+import { Clock, NodeClient, Scheduler } from "../../services/gpu-scheduler/scheduler";
 import { JobLogs, lastAttempt } from "../../services/gpu-scheduler/job-logs";
 import { toJobDetail } from "../../services/gpu-scheduler/job-view";
 import { encodeOutput } from "../../lib/output-encoding";
@@ -117,7 +117,9 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     const a = await newJob();
     const b = await newJob("RTX");
     const c = await newJob();
-    const positions = new QueuePositions(repo, new EnvAccountLimits({ weight: 1, runningGpus: null, queuedJobs: 1000 }));
+    const positions = new QueuePositions(repo, {
+      limitsFor: (ids) => Promise.resolve(new Map(ids.map((id) => [id, { weight: 1, runningGpus: null, queuedJobs: 1000 }]))),
+    });
     expect(await positions.of([a.id, b.id, c.id])).toEqual(new Map([a, b, c].map((j, i) => [j.id, i + 1])));
     const other = new JobsRepository(pools[1]);
     expect(await other.queueDepth()).toBe(3);
@@ -510,8 +512,9 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     const s = replica(nodes);
     const [run] = await runningJobs(s, nodes, ["a0"]);
     const bytes = Buffer.from([0x6f, 0x6b, 0x00, 0xff, 0x0a]);
-    const sent = asJobEvent({ ...event("finished", run, new Date()), ...encodeOutput(bytes) })!;
-    await s.applyEvent(sent);
+    const checked = checkJobEvent({ ...event("finished", run, new Date()), ...encodeOutput(bytes) });
+    if (!checked.ok) throw new Error(`the event was refused at ${checked.field}`);
+    await s.applyEvent(checked.value);
     const row = await repo.find(run.jobId);
     expect(row).toMatchObject({ status: "completed", holding: false, output: "ok\ufffd\ufffd\n" });
     expect(Buffer.from(row!.output_base64!, "base64").equals(bytes)).toBe(true);

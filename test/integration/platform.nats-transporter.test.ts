@@ -1,13 +1,15 @@
 /** The platform's NATS transporter (lib/nats-transporter.ts) between two brokers on a real NATS server. */
 import { Context, ServiceBroker } from "moleculer";
 import { connect } from "nats";
-import { transporterOption } from "../../lib/nats-transporter";
+import { natsConnectionOptions } from "../../lib/bus-connection";
+import { BusTransporter } from "../../lib/nats-transporter";
 import { NATS_URL, uniqueName, waitFor } from "../support/platform";
 
 describe("platform - batching NATS transporter", () => {
   const namespace = uniqueName("natsbatch");
   const received: number[] = [];
-  const make = (nodeID: string) => new ServiceBroker({ namespace, nodeID, transporter: transporterOption(NATS_URL), logger: false, heartbeatTimeout: 15 });
+  const make = (nodeID: string) =>
+    new ServiceBroker({ namespace, nodeID, transporter: new BusTransporter(natsConnectionOptions(NATS_URL)), logger: false, heartbeatTimeout: 15 });
   const caller = make(uniqueName("caller"));
   const callee = make(uniqueName("callee"));
 

@@ -9,7 +9,7 @@ import { mkdtempSync, readFileSync, rmSync, statSync } from "fs";
 import os from "os";
 import path from "path";
 import { DockerExecutor } from "../../services/gpu-node/docker-executor";
-import { asJobEvent } from "../../lib/gpu-protocol";
+import { checkJobEvent } from "../../lib/gpu-protocol";
 import type { JobLimits } from "../../services/gpu-node/job";
 import { PagedBodyStream } from "../../lib/paged-body";
 import {
@@ -127,8 +127,9 @@ describe("output - job events from a hostile or broken node", () => {
       output: "x".repeat(1024 * 1024) + "\u0000\ud800END",
       outputBase64: "not base64 at all!",
     };
-    const event = asJobEvent(hostile);
-    expect(event).not.toBeNull();
+    const checked = checkJobEvent(hostile);
+    expect(checked.ok).toBe(true);
+    const event = checked.ok ? checked.value : null;
     if (event?.type !== "finished") throw new Error("expected a finished event");
     expect(event.output.length).toBeLessThanOrEqual(4 * 65536);
     expect(event.output.endsWith("x\ufffd\ufffdEND")).toBe(true); // PostgreSQL would refuse NUL and a lone surrogate

@@ -12,7 +12,7 @@ import path from "path";
 import { detectCgroups } from "../../services/gpu-node/cgroup-host";
 import { CgroupLayout, cgroupMounts, jobFolders, ownCgroups, ownV1Folder, ownV2Folder } from "../../services/gpu-node/cgroups";
 import type { JobLimits } from "../../services/gpu-node/job";
-import { readLogPage } from "../../services/gpu-node/output";
+import { readLogPage } from "../../services/gpu-node/log-store";
 import { ProcessExecutor, ProcessIsolation } from "../../services/gpu-node/process-executor";
 import { startTestPlatform, TestPlatform, uniqueName, waitFor } from "../support/platform";
 import { evaluateReadiness } from "../../lib/health";

@@ -14,7 +14,7 @@ import type { NodeCard } from "../../services/gpu-node/discovery";
 import { DockerExecutor } from "../../services/gpu-node/docker-executor";
 import type { JobExecutor, JobLimits, JobOutcome } from "../../services/gpu-node/job";
 import { ProcessExecutor } from "../../services/gpu-node/process-executor";
-import { readLogPage } from "../../services/gpu-node/output";
+import { readLogPage } from "../../services/gpu-node/log-store";
 import { ROOT, startTestPlatform, TestPlatform, uniqueName, waitFor } from "../support/platform";
 import { ensureFullBusyboxImage, testSandbox } from "../support/sandbox";
 import { removeContainersOf } from "../support/docker";

@@ -1,4 +1,4 @@
-/** Pure parts of the executors and the event outbox: container requests, job env, retries. */
+/** Pure parts of the executors and the publish queue of job events: container requests, job env, retries. */
 import type { NodeCard } from "../../services/gpu-node/discovery";
 import {
   containerSpec,
@@ -17,7 +17,7 @@ import { mkdtempSync, rmSync } from "fs";
 import os from "os";
 import path from "path";
 import { JobError, JobOps, RunningJob } from "../../services/gpu-node/job";
-import { EventOutbox } from "../../lib/event-outbox";
+import { PublishQueue } from "../../lib/publish-queue";
 import { processJobEnv, withoutNvidiaVariables } from "../../services/gpu-node/process-executor";
 import { checkImage, DEFAULT_ALLOWED_REGISTRIES, isInternalAddress, parseAllowedRegistries, registryOf } from "../../services/gpu-node/registry-policy";
 import { planJobResources } from "../../services/gpu-node/resources";
@@ -240,12 +240,12 @@ describe("gpu-node executors - a job's start time", () => {
   });
 });
 
-describe("gpu-node executors - event outbox", () => {
+describe("gpu-node executors - publish queue", () => {
   test("gpu-node executors - events are published in order, retried until they go through", async () => {
     const published: string[] = [];
     let failuresLeft = 3;
     const retries: number[] = [];
-    const outbox = new EventOutbox<string>({
+    const queue = new PublishQueue<string>({
       publish: async (event) => {
         if (event === "b" && failuresLeft-- > 0) throw new Error("NATS 503");
         published.push(event);
@@ -253,25 +253,25 @@ describe("gpu-node executors - event outbox", () => {
       backoffMs: () => 1,
       onRetry: (_err, attempt) => retries.push(attempt),
     });
-    for (const e of ["a", "b", "c", "d"]) outbox.push(e);
-    expect(await outbox.flush(2000)).toBe(true);
+    for (const e of ["a", "b", "c", "d"]) queue.push(e);
+    expect(await queue.flush(2000)).toBe(true);
     expect(published).toEqual(["a", "b", "c", "d"]);
     expect(retries).toEqual([1, 2, 3]);
-    expect(outbox.pending).toBe(0);
+    expect(queue.pending).toBe(0);
   });
 
   test("gpu-node executors - close hands back what was never delivered, in order", async () => {
-    const outbox = new EventOutbox<string>({
+    const queue = new PublishQueue<string>({
       publish: async () => {
         throw new Error("down");
       },
       backoffMs: () => 10_000,
     });
-    outbox.push("started");
-    outbox.push("finished");
-    expect(await outbox.flush(30)).toBe(false);
-    expect(outbox.close()).toEqual(["started", "finished"]);
-    expect(() => outbox.push("late")).toThrow(/closed/);
+    queue.push("started");
+    queue.push("finished");
+    expect(await queue.flush(30)).toBe(false);
+    expect(queue.close()).toEqual(["started", "finished"]);
+    expect(() => queue.push("late")).toThrow(/closed/);
   });
 });
 

@@ -5,7 +5,8 @@ import { OUTPUT_TAIL_BYTES } from "../../lib/gpu-protocol";
 import { decodeOutput, encodeOutput, storableText } from "../../lib/output-encoding";
 import { recoverGap } from "../../services/gpu-node/docker-output";
 import { LogBudget, logsToPrune, readLogChunk } from "../../services/gpu-node/log-store";
-import { DockerFrameDemuxer, OutputCapture, readLogPage, TailBuffer, truncationNote, utf8End } from "../../services/gpu-node/output";
+import { readLogPage } from "../../services/gpu-node/log-store";
+import { DockerFrameDemuxer, OutputCapture, TailBuffer, truncationNote, utf8End } from "../../services/gpu-node/output";
 
 function frame(stream: 1 | 2, text: string): Buffer {
   const payload = Buffer.from(text);

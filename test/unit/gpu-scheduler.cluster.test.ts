@@ -1,4 +1,4 @@
-import { asHeartbeat, asJobEvent, NodeHeartbeat } from "../../lib/gpu-protocol";
+import { checkHeartbeat, checkJobEvent, NodeHeartbeat } from "../../lib/gpu-protocol";
 import { Batcher, Coalescer } from "../../services/gpu-scheduler/batcher";
 import { ClusterView } from "../../services/gpu-scheduler/cluster-view";
 import { toClusterStatus } from "../../services/gpu-scheduler/job-view";
@@ -90,7 +90,7 @@ describe("gpu-scheduler protocol guards - malformed messages are refused", () =>
     ["a bad timestamp", { type: "started", ...ok, at: "yesterday" }, false],
     ["not an object", "started", false],
   ])("gpu-scheduler protocol guards - job event: %s", (_name, payload, valid) => {
-    expect(asJobEvent(payload) !== null).toBe(valid);
+    expect(checkJobEvent(payload).ok).toBe(valid);
   });
 
   test.each([
@@ -100,7 +100,7 @@ describe("gpu-scheduler protocol guards - malformed messages are refused", () =>
     ["an unknown executor", { ...hb("n1", []), executor: "vm" }, false],
     ["job ids that are not strings", { ...hb("n1", []), runningJobIds: [1] }, false],
   ])("gpu-scheduler protocol guards - heartbeat: %s", (_name, payload, valid) => {
-    expect(asHeartbeat(payload) !== null).toBe(valid);
+    expect(checkHeartbeat(payload).ok).toBe(valid);
   });
 });
 

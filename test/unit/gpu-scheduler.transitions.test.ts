@@ -10,11 +10,18 @@ import {
   JobPatch,
   JobState,
   loseNode,
+  PUBLIC_STATUS_TABLE,
   publicStatus,
+  PublicStatus,
+  rangesShowing,
   refusePlacement,
   release,
+  showsAsSql,
+  startedSql,
+  StoredStatus,
   unplace,
 } from "../../services/gpu-scheduler/transitions";
+import { categoriesShowingSql } from "../../services/gpu-scheduler/migrations";
 
 const T0 = new Date("2026-01-01T10:00:00.000Z");
 const T1 = new Date("2026-01-01T10:00:05.000Z");
@@ -388,6 +395,55 @@ describe("gpu-scheduler transitions - views", () => {
     expect(publicStatus("running", null)).toBe("queued");
     expect(publicStatus("running", T1)).toBe("running");
     expect(publicStatus("failed", null)).toBe("failed");
+  });
+});
+
+describe("gpu-scheduler transitions - public status table", () => {
+  test.each<[StoredStatus, Date | null, PublicStatus]>([
+    ["queued", null, "queued"],
+    ["queued", T1, "queued"], // a retry waiting in the queue after a start
+    ["assigned", null, "queued"],
+    ["running", null, "queued"],
+    ["running", T1, "running"],
+    ["completed", T1, "completed"],
+    ["failed", null, "failed"],
+    ["cancelled", null, "cancelled"],
+    ["cancelled", T1, "cancelled"],
+  ])("gpu-scheduler transitions - stored %s with start %s shows as %s", (stored, startedAt, shows) => {
+    expect(publicStatus(stored, startedAt)).toBe(shows);
+  });
+
+  test.each<[PublicStatus, object[], string, string]>([
+    [
+      "queued",
+      [{ stored: "queued" }, { stored: "assigned" }, { stored: "running", started: false }],
+      "((j.status = 'queued') OR (j.status = 'assigned') OR (j.status = 'running' AND j.started_at IS NULL))",
+      "('queued', 'assigned')",
+    ],
+    ["running", [{ stored: "running", started: true }], "(j.status = 'running' AND j.started_at IS NOT NULL)", "('running')"],
+    ["completed", [{ stored: "completed" }], "(j.status = 'completed')", "('completed')"],
+    ["failed", [{ stored: "failed" }], "(j.status = 'failed')", "('failed')"],
+    ["cancelled", [{ stored: "cancelled" }], "(j.status = 'cancelled')", "('cancelled')"],
+  ])("gpu-scheduler transitions - %s: its stored ranges, its SQL condition and its counted categories", (status, ranges, sql, categories) => {
+    expect(rangesShowing(status)).toEqual(ranges);
+    expect(showsAsSql(status, "j")).toBe(sql);
+    expect(categoriesShowingSql(status)).toBe(categories);
+  });
+
+  test("gpu-scheduler transitions - a range's start condition, with and without a table alias", () => {
+    expect(startedSql({ stored: "running", started: false })).toBe("started_at IS NULL");
+    expect(startedSql({ stored: "running", started: true }, "j")).toBe("j.started_at IS NOT NULL");
+    expect(startedSql({ stored: "assigned" }, "j")).toBeUndefined();
+    expect(showsAsSql("completed")).toBe("(status = 'completed')");
+  });
+
+  test("gpu-scheduler transitions - every stored status and start shows as exactly one public status", () => {
+    const stored: StoredStatus[] = ["queued", "assigned", "running", "completed", "failed", "cancelled"];
+    for (const s of stored)
+      for (const started of [false, true]) {
+        const rows = PUBLIC_STATUS_TABLE.filter((r) => r.stored === s && (r.started ?? started) === started);
+        expect(rows).toHaveLength(1);
+      }
   });
 });
 

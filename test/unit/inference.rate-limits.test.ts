@@ -6,9 +6,9 @@ import { MemoryRateLimiter } from "../../lib/rate-limiter";
 import type { Standing } from "../../lib/quota-gate";
 import { parseInferenceSettings } from "../../services/inference/settings";
 import { parseUsageSettings } from "../../services/usage/settings";
-import { EnvInferenceLimits, InferenceLimit, InferenceRateLimits, UsageInferenceLimits } from "../../services/inference/rate-limits";
+import { InferenceLimit, InferenceRateLimits, UsageInferenceLimits } from "../../services/inference/rate-limits";
 
-const limitsOf = (limit: InferenceLimit) => new InferenceRateLimits(new MemoryRateLimiter(() => 1_000), new EnvInferenceLimits(limit));
+const limitsOf = (limit: InferenceLimit) => new InferenceRateLimits(new MemoryRateLimiter(() => 1_000), { limitFor: () => Promise.resolve(limit) });
 const refusal = async (work: Promise<unknown>) => {
   try {
     await work;

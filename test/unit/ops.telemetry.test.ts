@@ -1,10 +1,10 @@
 /** The metrics service's bookkeeping: GPU nodes going stale, and payload checks. */
-import { asHeartbeat, NodeHeartbeat } from "../../lib/gpu-protocol";
+import { checkHeartbeat, NodeHeartbeat } from "../../lib/gpu-protocol";
 import { isInferenceCompleted } from "../../services/inference/events";
 import { dbaasStatsOf, GpuTelemetry, inferenceLabels, schedulerStatsOf, STALE_AFTER_MS } from "../../services/metrics/telemetry";
 
 /** The metrics service checks heartbeats with the protocol's own check. */
-const isHeartbeat = (v: unknown) => asHeartbeat(v) !== null;
+const isHeartbeat = (v: unknown) => checkHeartbeat(v).ok;
 
 const card = (uuid: string, index = 0) => ({
   uuid,
