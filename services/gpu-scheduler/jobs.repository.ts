@@ -105,7 +105,7 @@ export class JobsRepository {
     const { rows } = await db.query<{ id: string; seq: string }>(
       `INSERT INTO gpu_scheduler.jobs (id, client_id, spec, gpu_type, gpu_match, status, created_at, timeout_seconds, env, env_names,
            queue_timeout_seconds, queue_deadline, priority, max_retries, gpu_count, webhook_url)
-         SELECT u.id, u.client_id, u.spec, u.gpu_type, u.gpu_match, 'queued', $5, (u.spec->>'timeoutSeconds')::int, u.env,
+         SELECT u.id, u.client_id, jsonb_strip_nulls(u.spec), u.gpu_type, u.gpu_match, 'queued', $5, (u.spec->>'timeoutSeconds')::int, u.env,
            ARRAY(SELECT k FROM jsonb_object_keys(COALESCE(u.env, '{}')) AS k ORDER BY k COLLATE "C"),
            (u.spec->>'queueTimeoutSeconds')::int, $5::timestamptz + make_interval(secs => (u.spec->>'queueTimeoutSeconds')::int),
            u.priority, COALESCE((u.spec->>'maxRetries')::int, 0),
