@@ -71,6 +71,8 @@ const MIN_REFRESH_MS = 1_000;
 
 const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
   name: "inference",
+  emits: [{ event: INFERENCE_COMPLETED, kind: "emit" }],
+  publishes: [USAGE_CHANNEL],
   mixins: [DbMixin({ schema: "inference", migrations })],
 
   settings: {
