@@ -11,6 +11,7 @@ import ts from "typescript";
 import { busTables } from "../../lib/bus-permissions";
 import { USAGE_CHANNEL, USAGE_OWNERS } from "../../lib/usage-protocol";
 import { platformBusTables, SERVICE_REGISTRY } from "../../moleculer.config";
+import { tsFilesUnder } from "../support/source-files";
 
 const handler = () => undefined;
 
@@ -57,12 +58,6 @@ type Sent = { service: string; what: string; at: string };
 
 const ROOT = path.resolve(__dirname, "../..");
 const SERVICES_DIR = path.join(ROOT, "services");
-
-const tsFiles = (dir: string): string[] =>
-  fs.readdirSync(dir, { withFileTypes: true }).flatMap((d) => {
-    const full = path.join(dir, d.name);
-    return d.isDirectory() ? tsFiles(full) : d.name.endsWith(".ts") ? [full] : [];
-  });
 
 const parse = (fileName: string) => ts.createSourceFile(fileName, fs.readFileSync(fileName, "utf8"), ts.ScriptTarget.Latest, true);
 
@@ -117,7 +112,7 @@ function sendsOf(service: string, fileName: string): Sent[] {
 
 describe("bus tables - the platform's services send only what they declare", () => {
   const schemas = Object.values(SERVICE_REGISTRY).map((load) => load());
-  const sent = schemas.flatMap((s) => tsFiles(path.join(SERVICES_DIR, s.name)).flatMap((f) => sendsOf(s.name, f)));
+  const sent = schemas.flatMap((s) => tsFilesUnder(path.join(SERVICES_DIR, s.name)).flatMap((f) => sendsOf(s.name, f)));
   const declaredBy = (s: ServiceSchema) => [...(s.emits ?? []).map((d) => `${d.kind} ${d.event}`), ...(s.publishes ?? []).map((c) => `channel ${c}`)];
   const declared = new Set(schemas.flatMap((s) => declaredBy(s).map((what) => `${s.name}: ${what}`)));
   const tables = platformBusTables();
