@@ -21,6 +21,7 @@ import { jsonLineFormatter, RequestScopeMiddleware } from "./lib/logging";
 import { metricsOptions } from "./lib/metrics";
 import { busSetup } from "./lib/bus-connection";
 import { CallerTableRow, callerTable, SERVICE_ROLES } from "./lib/bus-identity";
+import { BusTables, busTables } from "./lib/bus-permissions";
 import { BusTransporter } from "./lib/nats-transporter";
 
 /**
@@ -103,9 +104,16 @@ export function platformRestBases(): readonly RestBase[] {
   return (restBases ??= restBasesOf(Object.entries(SERVICE_REGISTRY).map(([name, load]) => [name, load()] as const)));
 }
 
+const allServices = () => Object.values(SERVICE_REGISTRY).map((load) => load());
+
 /** Who may call each action of every platform service (loads every service's module). */
 export function platformCallerTable(): CallerTableRow[] {
-  return callerTable(Object.values(SERVICE_REGISTRY).map((load) => load()));
+  return callerTable(allServices());
+}
+
+/** What the bus permissions are made of: every service's callers, events and channels (loads every service's module). */
+export function platformBusTables(): BusTables {
+  return busTables(allServices());
 }
 
 export function resolveServices(names: readonly string[]): ServiceSchema[] {

@@ -64,10 +64,13 @@ export function senderMayHost(senderNodeID: string, name: string): boolean {
 
 export type CallerTableRow = { action: string; callers: readonly string[]; rest: boolean };
 
+/** A schema's mixins, which Moleculer merges into the service. */
+export const mixinsOf = (schema: ServiceSchema): ServiceSchema[] =>
+  (Array.isArray(schema.mixins) ? schema.mixins : schema.mixins ? [schema.mixins] : []) as ServiceSchema[];
+
 function actionsOf(schema: ServiceSchema): Record<string, ActionSchema> {
   const merged: Record<string, ActionSchema> = {};
-  const mixins = (Array.isArray(schema.mixins) ? schema.mixins : schema.mixins ? [schema.mixins] : []) as ServiceSchema[];
-  for (const mixin of mixins) Object.assign(merged, actionsOf(mixin));
+  for (const mixin of mixinsOf(schema)) Object.assign(merged, actionsOf(mixin));
   for (const [name, def] of Object.entries(schema.actions ?? {})) {
     if (def === false) delete merged[name];
     else merged[name] = { ...(merged[name] ?? {}), ...(typeof def === "function" ? { handler: def } : (def as ActionSchema)) };

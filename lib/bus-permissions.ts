@@ -1,44 +1,60 @@
 /**
- * NATS subject permissions per bus user, generated from one table (pure). The outer wall of
- * "who may call what": a role may publish a request only for the actions whose `callers`
- * (lib/bus-identity.ts, declared on each action) name it, and only under its own sender tokens
- * (lib/bus-subjects.ts), so no credential can speak as another role or another gpu-node.
- * The receiving service checks the same table again (the Auth middleware).
+ * NATS subject permissions per bus user, generated from what the services' schemas declare
+ * (pure; the composition root hands the tables in). The outer wall of "who may call what": a role
+ * may publish a request only for the actions whose `callers` (lib/bus-identity.ts, declared on each
+ * action) name it, an event only if its service `emits` it, a channel message only if its service
+ * `publishes` on it, and only under its own sender tokens (lib/bus-subjects.ts), so no credential
+ * can speak as another role or another gpu-node. The receiving service checks the callers again
+ * (the Auth middleware).
  */
-import { CORE_ROLE, CallerTableRow, nodeIDFor, rolesOf, SERVICE_ROLES } from "./bus-identity";
-import { INFERENCE_COMPLETED, JOB_STATUS_CHANGED } from "./event-names";
-import { HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL } from "./gpu-protocol";
-import { USAGE_CHANNEL, USAGE_OWNERS } from "./usage-protocol";
+import type { ServiceSchema } from "moleculer";
+import { CORE_ROLE, CallerTableRow, callerTable, mixinsOf, nodeIDFor, rolesOf, SERVICE_ROLES } from "./bus-identity";
+import { perSenderChannel } from "./channels";
+
+/** An event a service sends to other processes, declared on its schema (`emits`). */
+export type EventDeclaration = { event: string; kind: "broadcast" | "emit" };
 
 /** Events that cross processes: who sends them, who handles them, and how. */
 export type BusEvent = { event: string; from: readonly string[]; to: readonly string[]; kind: "broadcast" | "emit" };
 
-export const BUS_EVENTS: readonly BusEvent[] = [
-  { event: HEARTBEAT_EVENT, from: ["gpu-node"], to: ["gpu-scheduler", "metrics"], kind: "broadcast" },
-  { event: INFERENCE_COMPLETED, from: ["inference"], to: ["metrics"], kind: "emit" },
-  // Every scheduler replica serves SSE watchers and follows of any job (job-watch.ts).
-  { event: JOB_STATUS_CHANGED, from: ["gpu-scheduler"], to: ["gpu-scheduler"], kind: "broadcast" },
-];
-
 /** Durable per-sender channels (lib/channels.ts): publishers send under their own node id. */
 export type BusChannel = { channel: string; publishers: readonly string[]; consumers: readonly string[] };
 
-export const BUS_CHANNELS: readonly BusChannel[] = [
-  { channel: JOB_EVENTS_CHANNEL, publishers: ["gpu-node"], consumers: ["gpu-scheduler"] },
-  // Each resource's owner reports its usage to the ledger.
-  { channel: USAGE_CHANNEL, publishers: Object.values(USAGE_OWNERS), consumers: ["usage"] },
-];
+/** What the permissions are made of, all read off the services' schemas (`busTables`). */
+export type BusTables = { callers: readonly CallerTableRow[]; events: readonly BusEvent[]; channels: readonly BusChannel[] };
+
+/** The keys of a schema section, its mixins' included. */
+function keysOf(schema: ServiceSchema, section: "events" | "channels"): string[] {
+  return [...new Set([...mixinsOf(schema).flatMap((m) => keysOf(m, section)), ...Object.keys(schema[section] ?? {})])];
+}
+
+/**
+ * The bus tables of these services (pure: schemas in, rows out). An event goes from the services
+ * whose `emits` declare it to those with a handler in `events`; a channel from the services whose
+ * `publishes` name it to those consuming its per-sender key in `channels`.
+ */
+export function busTables(schemas: readonly ServiceSchema[]): BusTables {
+  const namesOf = (wanted: (s: ServiceSchema) => boolean) => schemas.filter(wanted).map((s) => s.name);
+  const declared = schemas.flatMap((s) => s.emits ?? []);
+  const events = [...new Set(declared.map((d) => d.event))].sort().map((event): BusEvent => {
+    const kinds = [...new Set(declared.filter((d) => d.event === event).map((d) => d.kind))];
+    if (kinds.length > 1) throw new Error(`Event "${event}" is declared both broadcast and emit`);
+    const from = namesOf((s) => (s.emits ?? []).some((d) => d.event === event));
+    return { event, from, to: namesOf((s) => keysOf(s, "events").includes(event)), kind: kinds[0] };
+  });
+  const channels = [...new Set(schemas.flatMap((s) => s.publishes ?? []))].sort().map((channel): BusChannel => ({
+    channel,
+    publishers: namesOf((s) => (s.publishes ?? []).includes(channel)),
+    consumers: namesOf((s) => keysOf(s, "channels").includes(perSenderChannel(channel))),
+  }));
+  return { callers: callerTable([...schemas]), events, channels };
+}
 
 export const DEAD_LETTER = "dead-letter";
 
 export type Permissions = { publish: string[]; subscribe: string[] };
 
-export type PermissionInputs = {
-  namespace: string;
-  callers: readonly CallerTableRow[];
-  events?: readonly BusEvent[];
-  channels?: readonly BusChannel[];
-};
+export type PermissionInputs = BusTables & { namespace: string };
 
 const CORE_MEMBERS = rolesOf(CORE_ROLE);
 const TARGETED = ["RES", "DISCOVER", "INFO", "PING", "PONG"];
@@ -90,7 +106,7 @@ function permissionsFor(role: string, sender: string, inputs: PermissionInputs):
   // Requests and grouped events for its own services.
   for (const service of services) sub.push(`${P}.REQB.${service}.>`, `${P}.EVENTB.${service}.>`);
 
-  for (const e of inputs.events ?? BUS_EVENTS) {
+  for (const e of inputs.events) {
     if (!mine(e.from)) continue;
     for (const to of unique(e.to.flatMap(hosts))) pub.push(`${P}.EVENT.${to}.*.${e.event}.${sender}`);
     if (e.kind === "emit") for (const group of e.to) pub.push(`${P}.EVENTB.${group}.${e.event}.${sender}`);
@@ -99,7 +115,7 @@ function permissionsFor(role: string, sender: string, inputs: PermissionInputs):
   // JetStream: every process's channels client asks for account info; consumers manage their streams.
   pub.push("$JS.API.INFO");
   sub.push(`_INBOX.${sender}.>`);
-  for (const ch of inputs.channels ?? BUS_CHANNELS) {
+  for (const ch of inputs.channels) {
     if (mine(ch.publishers)) pub.push(`${C}${ch.channel}.${sender}`);
     if (mine(ch.consumers)) {
       pub.push("$JS.API.>", "$JS.ACK.>", "$JS.FC.>", `${C}${DEAD_LETTER}`);

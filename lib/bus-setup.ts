@@ -7,14 +7,13 @@ import { execFileSync } from "child_process";
 import { randomBytes } from "crypto";
 import fs from "fs";
 import path from "path";
-import type { CallerTableRow } from "./bus-identity";
-import { busPermissions, GPU_NODE_NAME } from "./bus-permissions";
+import { BusTables, busPermissions, GPU_NODE_NAME } from "./bus-permissions";
 import { passwordVariable, renderServerConfig, ServerTls } from "./bus-server-config";
 
-export type BusGenerateOptions = {
+/** The bus tables (the services' callers, events and channels: `platformBusTables()`), and the server's settings. */
+export type BusGenerateOptions = BusTables & {
   namespace?: string;
   gpuNodes: string[];
-  callers: readonly CallerTableRow[];
   listen?: string;
   httpPort?: number;
   storeDir: string;
@@ -43,7 +42,7 @@ export const newPassword = () => `p${randomBytes(24).toString("hex")}`;
 export function generateBus(o: BusGenerateOptions): GeneratedBus {
   for (const name of o.gpuNodes)
     if (!GPU_NODE_NAME.test(name)) throw new Error(`gpu-node name "${name}" must match ${GPU_NODE_NAME} (it becomes a NATS subject token)`);
-  const permissions = busPermissions({ namespace: o.namespace ?? "", callers: o.callers }, o.gpuNodes);
+  const permissions = busPermissions({ namespace: o.namespace ?? "", callers: o.callers, events: o.events, channels: o.channels }, o.gpuNodes);
   const passwords: Record<string, string> = {};
   const env: Record<string, string> = {};
   const users = Object.entries(permissions).map(([user, perms]) => {

@@ -1,6 +1,6 @@
 /**
- * Names of the broker events that cross processes, for the bus-permission table
- * (lib/bus-permissions.ts) and the services that send and handle them. Each event's shape and
+ * Names of the broker events that cross processes, for the services that send them (declared in
+ * their schema's `emits`, which the bus permissions follow) and handle them. Each event's shape and
  * check stay with its emitter: `inference.completed` in services/inference/events.ts,
  * `job.statusChanged` in services/gpu-scheduler/status-events.ts.
  */

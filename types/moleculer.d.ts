@@ -2,10 +2,13 @@
  * The platform's keys on Moleculer's schemas, typed where Moleculer would read them as `any`, so a
  * misspelt policy does not compile. Policy is data on each action, enforced in one place:
  * `auth` by middlewares/auth.middleware.ts, `callers` by lib/bus-identity.ts (and the NATS
- * permissions built from it). `openapi` documents a REST action's route (lib/contract.ts). Also
+ * permissions built from it). A service's `emits` and `publishes` name what it sends to other
+ * processes, the only events and channel messages its NATS user may publish (lib/bus-permissions.ts).
+ * `openapi` documents a REST action's route (lib/contract.ts). Also
  * what @moleculer/channels adds: `channels` and sendToChannel.
  */
 import type { ServiceRole } from "../lib/bus-identity";
+import type { EventDeclaration } from "../lib/bus-permissions";
 import type { RouteDoc } from "../lib/contract";
 import type { AuthPolicy } from "../lib/identity";
 
@@ -37,6 +40,10 @@ declare module "moleculer" {
 
   interface ServiceSchema<S = ServiceSettingSchema, T = Service<S>> {
     channels?: Record<string, ChannelSchema>;
+    /** The events it broadcasts or emits to other processes; handlers elsewhere are found by their `events` keys. */
+    emits?: readonly EventDeclaration[];
+    /** The per-sender channels it publishes on (`ownChannel`, lib/channels.ts); consumers are found by their `channels` keys. */
+    publishes?: readonly string[];
   }
 
   interface ServiceBroker {

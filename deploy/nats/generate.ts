@@ -1,7 +1,8 @@
 /**
  * `npm run bus:config -- [options]`: writes the NATS server configuration of an authenticated,
- * permissioned bus (users per role and per gpu-node, from lib/bus-permissions.ts), optionally a CA
- * and server certificate, and puts a random password per user into an env file.
+ * permissioned bus (users per role and per gpu-node, from lib/bus-permissions.ts and what the
+ * services' schemas declare), optionally a CA and server certificate, and puts a random password
+ * per user into an env file.
  *
  *   --nodes a,b          gpu-node names (node ids gpu-node.a, …; each gets its own user)   [gpu-1]
  *   --out DIR            where nats-server.conf (and nats-tls/) go                        [docker]
@@ -12,13 +13,13 @@
  *   --namespace NS       Moleculer NAMESPACE of the platform                                [none]
  *   --store-dir DIR      JetStream storage                                                 [/data]
  *   --rotate             replace passwords already in the env file
- *   --conf-only          write only nats-server.conf (after actions' `callers` changed): no certificates, no passwords
+ *   --conf-only          write only nats-server.conf (after actions' `callers` or services' `emits`/`publishes` changed): no certificates, no passwords
  *   --k8s FILE           instead: embed the configuration (TLS on, no files made) in FILE's nats-config
  *                        ConfigMap, e.g. `--k8s k8s/10-nats.yaml --nodes <GPU host names>`
  */
 import fs from "fs";
 import path from "path";
-import { platformCallerTable } from "../../moleculer.config";
+import { platformBusTables } from "../../moleculer.config";
 import { embedInConfigMap, generateBus, makeCertificates, updateEnvFile } from "../../lib/bus-setup";
 
 function arg(name: string, fallback?: string): string | undefined {
@@ -37,7 +38,7 @@ if (k8s) {
   const conf = generateBus({
     namespace: arg("namespace", ""),
     gpuNodes: listOf(arg("nodes", "gpu-host-1")),
-    callers: platformCallerTable(),
+    ...platformBusTables(),
     httpPort: 8222,
     storeDir: "/data",
     tls: { certFile: "/etc/nats/tls/server.pem", keyFile: "/etc/nats/tls/server-key.pem" },
@@ -59,7 +60,7 @@ if (flag("tls") && !flag("conf-only")) {
 const generated = generateBus({
   namespace: arg("namespace", ""),
   gpuNodes: listOf(arg("nodes", "gpu-1")),
-  callers: platformCallerTable(),
+  ...platformBusTables(),
   httpPort: 8222,
   storeDir: arg("store-dir", "/data")!,
   tls: flag("tls") ? { certFile: `${tlsDir}/server.pem`, keyFile: `${tlsDir}/server-key.pem` } : undefined,

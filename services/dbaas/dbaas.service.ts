@@ -80,6 +80,7 @@ type CreateParams = { fromSnapshot?: string; maxStorageMb?: number };
 
 const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
   name: "dbaas",
+  publishes: [USAGE_CHANNEL],
   mixins: [DbMixin({ schema: "dbaas", migrations })],
 
   settings: {

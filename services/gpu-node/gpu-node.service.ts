@@ -89,6 +89,8 @@ type GpuNodeThis = Service & {
 
 const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
   name: "gpu-node",
+  emits: [{ event: HEARTBEAT_EVENT, kind: "broadcast" }],
+  publishes: [JOB_EVENTS_CHANNEL],
 
   settings: {},
 

@@ -169,6 +169,9 @@ type ChannelDef = {
 
 const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, SchedulerThis> & { channels: Record<string, ChannelDef> } = {
   name: "gpu-scheduler",
+  // Every replica serves SSE watchers and follows of any job (job-watch.ts), hence a broadcast.
+  emits: [{ event: JOB_STATUS_CHANGED, kind: "broadcast" }],
+  publishes: [USAGE_CHANNEL],
   // The operators' actions (admin-actions.ts) live beside the clients' in their own module.
   mixins: [DbMixin({ schema: "gpu_scheduler", migrations, poolSize: 20 }), AdminActionsMixin],
 

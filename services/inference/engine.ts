@@ -1,20 +1,22 @@
 /**
  * One inference, from model name to answer: route through the catalogue, call the provider under
- * a deadline, measure, and report every attempt (ok or not) to `onFinished` for usage accounting.
- * A model's fallbacks (MODEL_FALLBACKS, or the request's own list) are tried in order when an
- * attempt fails before its first token. Streams become server-sent events in the caller's format;
- * destroying the stream (the client went away) or `abort(id)` cancels the provider request.
+ * a deadline, measure, and report every attempt (ok or not) to `onFinished` for usage accounting
+ * (attempt-log.ts). A model's fallbacks (MODEL_FALLBACKS, or the request's own list) are tried in
+ * order when an attempt fails before its first token. Streams become server-sent events in the
+ * caller's format (stream-pump.ts); destroying the stream (the client went away) or `abort(id)`
+ * cancels the provider request.
  */
 import { randomUUID } from "crypto";
-import { Readable } from "stream";
+import type { Readable } from "stream";
 import { apiError } from "../../lib/errors";
 import { CallControl } from "./call-control";
 import type { ModelCatalogue, ModelEntry } from "./catalogue";
 import type { InferenceResult, PublicModel } from "./contract";
-import { estimateTokens } from "./model-info";
-import { asFailure, Outcome, outcomeOf, publicFailure, PublicFailure, toApiError } from "./errors";
+import { asFailure, toApiError } from "./errors";
 import { Answer, Embedded, PLATFORM_SSE, StreamFormat, withFirst } from "./answers";
-import { ChatMessage, ChatOptions, ChatRequest, Finish, Provider, ProviderFailure, StreamChunk, Usage } from "./providers";
+import { Attempt, AttemptLog, elapsed, InferenceRecord } from "./attempt-log";
+import type { ChatMessage, ChatOptions, ChatRequest, Provider, StreamChunk, Usage } from "./providers";
+import { clientStream, pump } from "./stream-pump";
 
 export type { Answer, Embedded, StreamFormat } from "./answers";
 
@@ -30,20 +32,6 @@ export type InferParams = {
 /** A chat: `fallbacks` (the request's own list) replaces the configured MODEL_FALLBACKS of `model`. */
 export type ChatParams = ChatOptions & { model: string; messages: ChatMessage[]; fallbacks?: string[] };
 
-export type InferenceRecord = {
-  id: string;
-  clientId: string;
-  model: string;
-  provider: string | null;
-  promptTokens: number;
-  completionTokens: number;
-  tokensUsed: number;
-  durationMs: number;
-  outcome: Outcome;
-  errorCode: string | null;
-  stream: boolean;
-};
-
 /** Told the tokens a stream used and the model that used them, once it ended (answered, failed or abandoned). */
 export type StreamEnd = (tokensUsed: number, model: string) => void;
 
@@ -58,8 +46,6 @@ export type EngineOptions = {
   newId?: () => string;
 };
 
-const elapsed = (startedAt: number) => Math.round(performance.now() - startedAt);
-
 /** The engine's refusals that a fallback model may answer instead. */
 const FALLBACK_CODES = new Set(["MODEL_NOT_FOUND", "SERVICE_UNAVAILABLE", "PROVIDER_ERROR", "PROVIDER_TIMEOUT"]);
 const movesOn = (err: unknown) => FALLBACK_CODES.has(String((err as { type?: unknown })?.type));
@@ -68,11 +54,13 @@ export class InferenceEngine {
   private readonly providers: Map<string, Provider>;
   private readonly active = new Map<string, { clientId: string; control: CallControl }>();
   private readonly newId: () => string;
+  private readonly log: AttemptLog;
   private healthCheck?: Promise<Record<string, boolean>>;
 
   constructor(private readonly opts: EngineOptions) {
     this.providers = new Map(opts.providers.map((p) => [p.name, p]));
     this.newId = opts.newId ?? randomUUID;
+    this.log = new AttemptLog(opts);
   }
 
   async listModels(): Promise<PublicModel[]> {
@@ -184,14 +172,15 @@ export class InferenceEngine {
   ): Promise<{ id: string; entry: ModelEntry; value: T; durationMs: number }> {
     const id = this.newId();
     const { entry, provider } = await this.route(id, clientId, model, startedAt, false);
+    const attempt: Attempt = { id, clientId, entry, stream: false, startedAt };
     const control = new CallControl(this.opts.timeoutMs);
     try {
       const value = await work(entry, provider, control.signal);
       const durationMs = elapsed(startedAt);
-      this.finish(id, clientId, entry, false, durationMs, "ok", null, usageOf(value));
+      this.log.answered(attempt, durationMs, usageOf(value));
       return { id, entry, value, durationMs };
     } catch (err) {
-      throw toApiError(this.failed(id, clientId, entry, false, startedAt, asFailure(err)));
+      throw toApiError(this.log.failed(attempt, asFailure(err)));
     } finally {
       control.dispose();
     }
@@ -208,6 +197,7 @@ export class InferenceEngine {
   ) {
     const id = this.newId();
     const { entry, provider } = await this.route(id, clientId, model, startedAt, true);
+    const attempt: Attempt = { id, clientId, entry, stream: true, startedAt };
     const control = new CallControl(this.opts.timeoutMs);
     this.active.set(id, { clientId, control });
     let chunks: AsyncIterator<StreamChunk>;
@@ -219,65 +209,16 @@ export class InferenceEngine {
     } catch (err) {
       this.active.delete(id);
       control.dispose();
-      throw toApiError(this.failed(id, clientId, entry, true, startedAt, asFailure(err)));
+      throw toApiError(this.log.failed(attempt, asFailure(err)));
     }
-    const stream = new Readable({
-      read() {},
-      destroy(err, callback) {
-        control.abort("Client closed the stream");
-        callback(err);
-      },
-    });
+    const stream = clientStream(control);
     const prompt = params.messages.map((m) => m.content).join("\n");
-    void this.pump(id, clientId, entry, withFirst(first, chunks), control, stream, startedAt, format, prompt).then(
+    const settled = () => this.active.delete(id);
+    void pump({ attempt, chunks: withFirst(first, chunks), control, stream, format, prompt, log: this.log, settled }).then(
       (used) => onEnd(used, entry.name),
       () => onEnd(0, entry.name),
     );
     return { id, model: entry.name, stream };
-  }
-
-  private async pump(
-    id: string,
-    clientId: string,
-    entry: ModelEntry,
-    chunks: AsyncIterable<StreamChunk>,
-    control: CallControl,
-    stream: Readable,
-    startedAt: number,
-    format: StreamFormat,
-    prompt: string,
-  ): Promise<number> {
-    const send = (event: string) => {
-      if (!stream.destroyed) stream.push(event);
-    };
-    let text = "";
-    let deltas = 0;
-    let usage: Usage & Finish = { promptTokens: 0, completionTokens: 0 };
-    try {
-      for await (const chunk of chunks) {
-        control.touch();
-        if (chunk.type === "delta") {
-          text += chunk.text;
-          deltas += 1;
-          send(format.delta(id, entry.name, chunk.text));
-        } else usage = chunk;
-      }
-      const durationMs = elapsed(startedAt);
-      const { promptTokens, completionTokens, finishReason } = usage;
-      send(format.done({ id, model: entry.name, text, promptTokens, completionTokens, durationMs, ...(finishReason ? { finishReason } : {}) }));
-      this.finish(id, clientId, entry, true, durationMs, "ok", null, usage);
-    } catch (err) {
-      const failure = asFailure(err);
-      // Cut before the provider counted: what was generated still counts (about one token a chunk).
-      if (deltas && !usage.completionTokens) usage = { promptTokens: estimateTokens(prompt), completionTokens: deltas };
-      const pub = this.failed(id, clientId, entry, true, startedAt, failure, usage);
-      if (failure.kind !== "aborted") send(format.error(pub));
-    } finally {
-      control.dispose();
-      this.active.delete(id);
-      if (!stream.destroyed) stream.push(null);
-    }
-    return usage.promptTokens + usage.completionTokens;
   }
 
   private async route(id: string, clientId: string, model: string, startedAt: number, stream: boolean) {
@@ -288,59 +229,13 @@ export class InferenceEngine {
     const error = snapshot.unreachable.length
       ? apiError("SERVICE_UNAVAILABLE", "A model provider is unavailable, the model cannot be looked up", { providers: snapshot.unreachable })
       : apiError("MODEL_NOT_FOUND", `Model "${model.slice(0, 200)}" not found`);
-    this.opts.onFinished({
-      ...this.baseRecord(id, clientId, model, null, stream),
-      durationMs: elapsed(startedAt),
-      outcome: "error",
-      errorCode: error.type,
-    });
+    this.log.unrouted(id, clientId, model, stream, startedAt, error.type);
     throw error;
   }
 
   private request(entry: ModelEntry, params: ChatParams): ChatRequest {
     const { temperature, maxTokens, topP, stop, seed, user } = params;
     return { model: entry.upstreamId, messages: params.messages, temperature, maxTokens, topP, stop, seed, user };
-  }
-
-  private failed(
-    id: string,
-    clientId: string,
-    entry: ModelEntry,
-    stream: boolean,
-    startedAt: number,
-    failure: ProviderFailure,
-    usage: Usage = { promptTokens: 0, completionTokens: 0 },
-  ): PublicFailure {
-    const pub = publicFailure(failure, entry.provider, entry.name, this.opts.timeoutMs);
-    if (failure.kind === "not_found") this.opts.catalogue.invalidate();
-    const outcome = outcomeOf(failure);
-    this.finish(id, clientId, entry, stream, elapsed(startedAt), outcome, outcome === "aborted" ? null : pub.code, usage);
-    return pub;
-  }
-
-  private finish(
-    id: string,
-    clientId: string,
-    entry: ModelEntry,
-    stream: boolean,
-    durationMs: number,
-    outcome: Outcome,
-    errorCode: string | null,
-    usage: Usage,
-  ): void {
-    this.opts.onFinished({
-      ...this.baseRecord(id, clientId, entry.name, entry.provider, stream),
-      promptTokens: usage.promptTokens,
-      completionTokens: usage.completionTokens,
-      tokensUsed: usage.promptTokens + usage.completionTokens,
-      durationMs,
-      outcome,
-      errorCode,
-    });
-  }
-
-  private baseRecord(id: string, clientId: string, model: string, provider: string | null, stream: boolean): InferenceRecord {
-    return { id, clientId, model, provider, stream, promptTokens: 0, completionTokens: 0, tokensUsed: 0, durationMs: 0, outcome: "ok", errorCode: null };
   }
 }
 

@@ -3,7 +3,7 @@
  * outcome), read by the metrics service (services/metrics). Shape and check live here, with the
  * emitter; the name is in lib/event-names.ts, for the bus-permission table.
  */
-import type { InferenceRecord } from "./engine";
+import type { InferenceRecord } from "./attempt-log";
 
 /**
  * The event's payload (no provider: the model was not found). Readers take `outcome` as any

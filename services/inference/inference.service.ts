@@ -17,7 +17,8 @@ import type { StreamAbortHook } from "../api-gateway/streaming";
 import { ModelCatalogue, RedisSnapshotStore } from "./catalogue";
 import { MemoryRateLimiter, RedisRateLimiter } from "../../lib/rate-limiter";
 import { INFER_STREAM, InferenceResult, ModelList, ProviderHealth, PublicModel } from "./contract";
-import { InferenceEngine, InferenceRecord, InferParams } from "./engine";
+import type { InferenceRecord } from "./attempt-log";
+import { InferenceEngine, InferParams } from "./engine";
 import { chatCompletion, embeddingList, modelList, openAiStreamFormat, parseChatCompletion, parseEmbeddings } from "./openai-api";
 import { InferenceRateLimits, UsageInferenceLimits } from "./rate-limits";
 import { INFERENCE_COMPLETED } from "../../lib/event-names";
@@ -71,6 +72,8 @@ const MIN_REFRESH_MS = 1_000;
 
 const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
   name: "inference",
+  emits: [{ event: INFERENCE_COMPLETED, kind: "emit" }],
+  publishes: [USAGE_CHANNEL],
   mixins: [DbMixin({ schema: "inference", migrations })],
 
   settings: {

@@ -4,7 +4,7 @@
  */
 import type { Pool } from "pg";
 import { isDataError } from "../../lib/errors";
-import type { InferenceRecord } from "./engine";
+import type { InferenceRecord } from "./attempt-log";
 import { inferenceUsageKey, UsageRecord } from "../../lib/usage-protocol";
 
 /** The ledger's record of an inference: its tokens, under its model, at the time it finished. */

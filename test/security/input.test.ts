@@ -10,7 +10,7 @@ import { Client } from "pg";
 import type { Pool } from "pg";
 import { Batcher } from "../../services/gpu-scheduler/batcher";
 import type { NewJob } from "../../services/gpu-scheduler/jobs.repository";
-import type { InferenceRecord } from "../../services/inference/engine";
+import type { InferenceRecord } from "../../services/inference/attempt-log";
 import { InferencesRepository, UsageRecorder } from "../../services/inference/usage.repository";
 import { tenantEnv } from "../integration/dbaas.helpers";
 import { OllamaStandin } from "../support/provider-standins";

@@ -10,7 +10,7 @@ import os from "os";
 import path from "path";
 import { connect, NatsConnection } from "nats";
 import { natsConnectionOptions } from "../../lib/bus-connection";
-import { platformCallerTable } from "../../moleculer.config";
+import { platformBusTables } from "../../moleculer.config";
 import { Certificates, generateBus, makeCertificates } from "../../lib/bus-setup";
 import { freePort } from "./platform";
 
@@ -44,7 +44,7 @@ export async function startBusServer(opts: { namespace?: string; gpuNodes?: stri
   const generated = generateBus({
     namespace: opts.namespace,
     gpuNodes: opts.gpuNodes ?? [],
-    callers: platformCallerTable(),
+    ...platformBusTables(),
     listen: `127.0.0.1:${port}`,
     storeDir: path.join(dir, "js"),
     syncAlways: false, // Debian 12's nats-server 2.9 does not know sync_interval

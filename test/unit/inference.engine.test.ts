@@ -1,6 +1,7 @@
 import { Readable } from "stream";
 import { ModelCatalogue } from "../../services/inference/catalogue";
-import { InferenceEngine, InferenceRecord } from "../../services/inference/engine";
+import type { InferenceRecord } from "../../services/inference/attempt-log";
+import { InferenceEngine } from "../../services/inference/engine";
 import { ChatRequest, Provider, ProviderFailure, StreamChunk } from "../../services/inference/providers";
 import { UsageRecorder } from "../../services/inference/usage.repository";
 import { waitFor } from "../support/platform";

@@ -5,7 +5,7 @@ import { CallerTableRow, SERVICE_ROLES } from "../../lib/bus-identity";
 import fs from "fs";
 import path from "path";
 import { parseAllDocuments } from "yaml";
-import { platformCallerTable } from "../../moleculer.config";
+import { platformBusTables } from "../../moleculer.config";
 import { busPermissions } from "../../lib/bus-permissions";
 import { generateBus } from "../../lib/bus-setup";
 import { renderServerConfig } from "../../lib/bus-server-config";
@@ -81,7 +81,7 @@ describe("bus - permissions", () => {
     { action: "gpu-node.run", callers: ["gpu-scheduler"], rest: false },
     { action: "gpu-scheduler.create", callers: ["api-gateway"], rest: true },
   ];
-  const users = busPermissions({ namespace: "ns", callers }, ["n1"]);
+  const users = busPermissions({ ...platformBusTables(), namespace: "ns", callers }, ["n1"]);
   const node = users["gpu-node.n1"];
 
   it("bus - users: one per role, core, and one per gpu-node", () => {
@@ -140,7 +140,7 @@ describe("bus - shipped NATS configurations", () => {
   const generate = (gpuNodes: string[]) =>
     generateBus({
       gpuNodes,
-      callers: platformCallerTable(),
+      ...platformBusTables(),
       httpPort: 8222,
       storeDir: "/data",
       tls: { certFile: "/etc/nats/tls/server.pem", keyFile: "/etc/nats/tls/server-key.pem" },
