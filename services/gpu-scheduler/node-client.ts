@@ -1,6 +1,7 @@
 /** The scheduler's calls to one gpu-node, over the broker (`{ nodeID }` targets that node). */
 import type { ServiceBroker } from "moleculer";
-import type { FollowPage, FollowParams, LogsPage, RunJobParams } from "../../lib/gpu-protocol";
+import type { FollowPage, FollowParams, LogsPage } from "../../lib/gpu-protocol";
+import type { RunJobParams } from "../../lib/job-spec";
 import type { NodeLogs } from "./job-logs";
 import type { FollowNodes } from "./log-follow";
 import type { NodeClient } from "./ports";

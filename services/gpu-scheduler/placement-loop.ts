@@ -4,7 +4,7 @@
  * queue, or failed). The jobs `plan` left waiting are kept with their reason (`waiting`).
  */
 import type { LoggerInstance } from "moleculer";
-import type { RunJobParams } from "../../lib/gpu-protocol";
+import type { RunJobParams } from "../../lib/job-spec";
 import { Batcher, Coalescer } from "./batcher";
 import type { ClusterView, ViewCard } from "./cluster-view";
 import type { JobWriter } from "./job-writer";

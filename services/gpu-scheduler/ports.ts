@@ -1,5 +1,5 @@
 /** The scheduler's narrow seams to the world outside the database: gpu-nodes and the clock. */
-import type { RunJobParams } from "../../lib/gpu-protocol";
+import type { RunJobParams } from "../../lib/job-spec";
 
 /** The calls the scheduler makes on one gpu-node (services/gpu-node), by its broker node id. */
 export interface NodeClient {

@@ -4,7 +4,8 @@
  * themselves are tested against PostgreSQL in test/integration/gpu-scheduler.queue.test.ts.
  */
 import type { LoggerInstance } from "moleculer";
-import type { NodeHeartbeat, RunJobParams } from "../../lib/gpu-protocol";
+import type { NodeHeartbeat } from "../../lib/gpu-protocol";
+import type { RunJobParams } from "../../lib/job-spec";
 import type { EventStore } from "../../services/gpu-scheduler/event-applier";
 import type { HousekeepingStore } from "../../services/gpu-scheduler/housekeeping";
 import type { AssignedJob, PlacementRow, PlacementSnapshot } from "../../services/gpu-scheduler/placement.repository";

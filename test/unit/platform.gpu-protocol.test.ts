@@ -1,5 +1,6 @@
 /** The node↔scheduler contract's checks (lib/gpu-protocol.ts) and how refusals are logged (lib/refusal-log.ts). */
-import { checkHeartbeat, checkJobEvent, EXECUTOR_KINDS, jobEnvProblem, NodeHeartbeat, OUTPUT_TAIL_BYTES } from "../../lib/gpu-protocol";
+import { checkHeartbeat, checkJobEvent, EXECUTOR_KINDS, NodeHeartbeat, OUTPUT_TAIL_BYTES } from "../../lib/gpu-protocol";
+import { jobEnvProblem } from "../../lib/job-spec";
 import { RefusalLog } from "../../lib/refusal-log";
 
 const card = { uuid: "GPU-1", index: 0, name: "NVIDIA GeForce RTX 3060", memoryTotal: 12288, memoryUsed: 100, utilization: 5, temperature: 50 };
