@@ -20,8 +20,12 @@
  * untrusted, and a check kept apart from its type drifts (a new executor kind once made every
  * heartbeat of its node fail the scheduler's check).
  */
+import { type Static, type TSchema, Type } from "@sinclair/typebox";
+import { type Checked, messageCheck } from "./message-check";
 import { storableText } from "./output-encoding";
-import { isUuid } from "./uuid";
+import { UUID_PATTERN } from "./uuid";
+
+export type { Checked };
 
 export const JOB_EVENTS_CHANNEL = "gpu.job-events";
 /**
@@ -32,31 +36,36 @@ export const JOB_EVENTS_CHANNEL = "gpu.job-events";
 export const MAX_UNAPPLIED_EVENTS_PER_NODE = 256;
 export const HEARTBEAT_EVENT = "gpu-node.heartbeat";
 
-/** One card, in nvidia-smi units: MiB, percent, °C. */
-export type GpuCard = {
-  uuid: string;
-  index: number;
-  name: string;
-  memoryTotal: number;
-  memoryUsed: number;
-  utilization: number;
-  temperature: number;
-};
-
 /** How a node runs jobs (services/gpu-node/executor-setup.ts): the one list the type, the check and the node use. */
 export const EXECUTOR_KINDS = ["docker", "process"] as const;
 export type ExecutorKind = (typeof EXECUTOR_KINDS)[number];
 
-export type NodeHeartbeat = {
+const Name = Type.String({ minLength: 1 });
+const Time = Type.String({ format: "date-time" });
+
+/** One card, in nvidia-smi units: MiB, percent, °C (finite numbers). */
+const GpuCardSchema = Type.Object({
+  uuid: Name,
+  index: Type.Number(),
+  name: Name,
+  memoryTotal: Type.Number(),
+  memoryUsed: Type.Number(),
+  utilization: Type.Number(),
+  temperature: Type.Number(),
+});
+export type GpuCard = Static<typeof GpuCardSchema>;
+
+const NodeHeartbeatSchema = Type.Object({
   /** The broker nodeID of the gpu-node process: the target of `gpu-node.*` calls. */
-  nodeId: string;
-  cards: GpuCard[];
+  nodeId: Name,
+  cards: Type.Array(GpuCardSchema),
   /** Jobs the node is running now (the scheduler cancels any it already considers finished). */
-  runningJobIds: string[];
-  executor: ExecutorKind;
+  runningJobIds: Type.Array(Name),
+  executor: Type.Union(EXECUTOR_KINDS.map((k) => Type.Literal(k))),
   /** ISO timestamp of when the node sent this. */
-  at: string;
-};
+  at: Type.String(),
+});
+export type NodeHeartbeat = Static<typeof NodeHeartbeatSchema>;
 
 // The job itself (RunJobParams, its limits and env rules) is declared once, in job-spec.ts.
 export { jobEnvProblem, MAX_JOB_RETRIES, MAX_JOB_SECONDS, type RunJobParams } from "./job-spec";
@@ -109,6 +118,25 @@ export type JobEvent =
       outputBase64?: string;
     };
 
+/** What every job event carries; `attempt`: the attempt reported on (RunJobParams.attempt), absent: 1. */
+const EventBase = Type.Object({
+  jobId: Type.String({ pattern: UUID_PATTERN }),
+  nodeId: Name,
+  gpuUuid: Name,
+  at: Time,
+  attempt: Type.Optional(Type.Integer({ minimum: 1 })),
+  type: Type.Union(["started", "finished", "failed", "cancelled"].map((t) => Type.Literal(t))),
+});
+/** What an event of each type carries beyond the base (a terminal one: its end). */
+const ended = (exitCode: TSchema, more: Record<string, TSchema> = {}) =>
+  Type.Object({ startedAt: Type.Optional(Time), ...more, exitCode, output: Type.String(), outputBase64: Type.Optional(Type.String()) });
+const EVENT_BODY: Record<JobEvent["type"], TSchema> = {
+  started: Type.Object({}),
+  finished: ended(Type.Integer()),
+  failed: ended(Type.Union([Type.Integer(), Type.Null()]), { errorMessage: Name }),
+  cancelled: ended(Type.Union([Type.Integer(), Type.Null()])),
+};
+
 /** `attempt`: which attempt's log (absent: 1). */
 export type LogsParams = { jobId: string; attempt?: number; offset?: number; limit?: number };
 
@@ -131,46 +159,11 @@ export type LogsPage = { data: string; offset: number; nextOffset: number | null
  */
 export const OUTPUT_TAIL_BYTES = 64 * 1024;
 
-/**
- * The result of checking an untrusted message: the message, or the first field that failed (a
- * field name only, never the value a sender chose, so it can go in a log line as it is).
- */
-export type Checked<T> = { ok: true; value: T } | { ok: false; field: string };
+const heartbeatCheck = messageCheck<NodeHeartbeat>(NodeHeartbeatSchema);
+const eventBaseCheck = messageCheck<{ type: JobEvent["type"] }>(EventBase);
+const eventBodyChecks = Object.fromEntries(Object.entries(EVENT_BODY).map(([type, schema]) => [type, messageCheck<JobEvent>(schema)]));
 
-const isObj = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
-const isStr = (v: unknown): v is string => typeof v === "string" && v.length > 0;
-const isNum = (v: unknown): v is number => typeof v === "number" && Number.isFinite(v);
-const isInt = (v: unknown) => isNum(v) && Number.isInteger(v);
-const isTime = (v: unknown): v is string => typeof v === "string" && !Number.isNaN(Date.parse(v));
-const isIntOrNull = (v: unknown) => v === null || isInt(v);
-/** The "field" of a message that is not even an object. */
-const NOT_AN_OBJECT = "the message";
-
-/** The first field of a card that is not as nodes send it, or null (nvidia-smi figures are numbers). */
-function cardProblem(v: unknown): string | null {
-  if (!isObj(v)) return "";
-  if (!isStr(v.uuid)) return "uuid";
-  if (!isNum(v.index)) return "index";
-  if (!isStr(v.name)) return "name";
-  return (["memoryTotal", "memoryUsed", "utilization", "temperature"] as const).find((k) => !isNum(v[k])) ?? null;
-}
-
-export function checkHeartbeat(v: unknown): Checked<NodeHeartbeat> {
-  const field = heartbeatProblem(v);
-  return field === null ? { ok: true, value: v as NodeHeartbeat } : { ok: false, field };
-}
-
-function heartbeatProblem(v: unknown): string | null {
-  if (!isObj(v)) return NOT_AN_OBJECT;
-  if (!isStr(v.nodeId)) return "nodeId";
-  if (!Array.isArray(v.cards)) return "cards";
-  const problems = v.cards.map(cardProblem);
-  const card = problems.findIndex((p) => p !== null);
-  if (card >= 0) return `cards[${card}]${problems[card] ? `.${problems[card]}` : ""}`;
-  if (!Array.isArray(v.runningJobIds) || !v.runningJobIds.every(isStr)) return "runningJobIds";
-  if (!(EXECUTOR_KINDS as readonly unknown[]).includes(v.executor)) return "executor";
-  return null;
-}
+export const checkHeartbeat = (v: unknown): Checked<NodeHeartbeat> => heartbeatCheck(v);
 
 /** Room for the tail, its truncation note and the escaping of odd bytes; a real node sends less. */
 const MAX_OUTPUT_CHARS = 4 * OUTPUT_TAIL_BYTES;
@@ -183,9 +176,11 @@ const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
  * event is never refused for its content, so it always frees its card.
  */
 export function checkJobEvent(v: unknown): Checked<JobEvent> {
-  const field = jobEventProblem(v);
-  if (field !== null) return { ok: false, field };
-  const event = v as JobEvent;
+  const base = eventBaseCheck(v);
+  if (!base.ok) return base;
+  const body = eventBodyChecks[base.value.type](v);
+  if (!body.ok) return body;
+  const event = body.value;
   if (event.type === "started") return { ok: true, value: event };
   const { outputBase64, ...rest } = event;
   const clean = { ...rest, output: storableText(event.output.slice(-MAX_OUTPUT_CHARS)) };
@@ -193,19 +188,4 @@ export function checkJobEvent(v: unknown): Checked<JobEvent> {
   if (event.type === "failed")
     return { ok: true, value: { ...clean, ...bytes, errorMessage: storableText(event.errorMessage).slice(0, MAX_ERROR_CHARS) } as JobEvent };
   return { ok: true, value: { ...clean, ...bytes } as JobEvent };
-}
-
-function jobEventProblem(v: unknown): string | null {
-  if (!isObj(v)) return NOT_AN_OBJECT;
-  if (!isStr(v.jobId) || !isUuid(v.jobId)) return "jobId";
-  if (!isStr(v.nodeId)) return "nodeId";
-  if (!isStr(v.gpuUuid)) return "gpuUuid";
-  if (!isTime(v.at)) return "at";
-  if (v.attempt !== undefined && !(isInt(v.attempt) && (v.attempt as number) >= 1)) return "attempt";
-  if (!["started", "finished", "failed", "cancelled"].includes(v.type as string)) return "type";
-  if (v.type === "started") return null;
-  if (v.startedAt !== undefined && !isTime(v.startedAt)) return "startedAt";
-  if (v.type === "failed" && !isStr(v.errorMessage)) return "errorMessage";
-  if (!(v.type === "finished" ? isInt(v.exitCode) : isIntOrNull(v.exitCode))) return "exitCode";
-  return typeof v.output === "string" ? null : "output";
 }
