@@ -6,7 +6,8 @@
  * jobs_by_client_status and their jobs_history twins) and the ranges are merged: no scan of the history.
  */
 import type { Pool } from "pg";
-import { isTerminal, PublicStatus, rangesShowing, startedSql, StatusRange } from "./transitions";
+import { isTerminal, PublicStatus } from "./transitions";
+import { rangesShowing, startedSql, StatusRange } from "./public-status";
 import { COLUMNS, JobRow } from "./jobs.repository";
 
 export type JobSearch = { status?: PublicStatus; clientId?: string; limit: number; before?: string };

@@ -4,7 +4,8 @@ import type { JobRow } from "./jobs.repository";
 import type { ViewCard } from "./cluster-view";
 import { Waiting } from "./placement";
 import { PRIORITIES, type StoredJob } from "../../lib/job-spec";
-import { gpuSecondsUsed, publicStatus } from "./transitions";
+import { gpuSecondsUsed } from "./transitions";
+import { publicStatus } from "./public-status";
 
 /** What a queued job waits for, in words (statusReason), from the last placement pass's reason. */
 export function waitingReason(waiting: Waiting, gpuType: string | null): string {

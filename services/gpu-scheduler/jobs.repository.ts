@@ -5,7 +5,8 @@ import { normalizeGpuType, requestedGpuType } from "./gpu-type";
 import { priorityIndex, type StoredJob } from "../../lib/job-spec";
 import type { QueueAccount } from "./placement";
 import { decayedUsageSql, readHolding } from "./placement.repository";
-import { JobPatch, JobState, showsAsSql, StoredStatus } from "./transitions";
+import type { JobPatch, JobState, StoredStatus } from "./transitions";
+import { showsAsSql } from "./public-status";
 import { categoriesShowingSql } from "./migrations";
 import { JobStatusChanged, statusChanges, WrittenJob } from "./status-events";
 

@@ -1,5 +1,6 @@
 import type { Migration } from "../../lib/db";
-import { PublicStatus, rangesShowing, StatusRange } from "./transitions";
+import type { PublicStatus } from "./transitions";
+import { rangesShowing, StatusRange } from "./public-status";
 
 /**
  * A job's counted category: a job its node has but has not started yet counts as `assigned`.

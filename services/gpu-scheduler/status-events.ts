@@ -6,7 +6,8 @@
  */
 import type { ServiceBroker } from "moleculer";
 import { JOB_STATUS_CHANGED } from "../../lib/event-names";
-import { JobState, publicStatus, PublicStatus, StoredStatus } from "./transitions";
+import type { JobState, PublicStatus, StoredStatus } from "./transitions";
+import { publicStatus } from "./public-status";
 
 export type JobStatusChanged = {
   jobId: string;

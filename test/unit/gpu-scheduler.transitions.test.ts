@@ -10,17 +10,13 @@ import {
   JobPatch,
   JobState,
   loseNode,
-  PUBLIC_STATUS_TABLE,
-  publicStatus,
   PublicStatus,
-  rangesShowing,
   refusePlacement,
   release,
-  showsAsSql,
-  startedSql,
   StoredStatus,
   unplace,
 } from "../../services/gpu-scheduler/transitions";
+import { PUBLIC_STATUS_TABLE, publicStatus, rangesShowing, showsAsSql, startedSql } from "../../services/gpu-scheduler/public-status";
 import { categoriesShowingSql } from "../../services/gpu-scheduler/migrations";
 
 const T0 = new Date("2026-01-01T10:00:00.000Z");
