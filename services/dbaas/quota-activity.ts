@@ -5,7 +5,7 @@
  * it nears its quota, starts writing fast or grows without writing rows, not only at the next full
  * round (pg_database_size stats every file). Pure.
  */
-import { isNearQuota } from "./quota";
+import { isNearQuota } from "./quota-rules";
 
 /**
  * `rowsWritten`: rows inserted and updated since the server's statistics began (TOAST chunks

@@ -5,7 +5,7 @@
  */
 import { checkIdentifier } from "./naming";
 import type { DatabaseActivity } from "./quota-activity";
-import type { Queryable } from "./tenant-server";
+import type { Queryable } from "./tenant-connections";
 
 /** CREATE INDEX / REINDEX and CLUSTER / VACUUM FULL write whole files without moving a row counter. */
 const ACTIVITY_SQL = `

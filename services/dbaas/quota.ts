@@ -5,24 +5,10 @@
 import type { LoggerInstance } from "moleculer";
 import type { DatabaseRow, DatabasesRepository } from "./databases.repository";
 import type { TenantServer } from "./tenant-server";
+import { decideQuota, isNearQuota, MIB, type QuotaAction } from "./quota-rules";
 
-export const MIB = 1048576;
-
-export type QuotaState = { storageBytes: number; maxStorageMb: number; readOnly: boolean };
-export type QuotaAction = "freeze" | "thaw" | "none";
-
-/** Over means strictly more bytes than the quota; back at or under it, rights come back. */
-export function decideQuota({ storageBytes, maxStorageMb, readOnly }: QuotaState): QuotaAction {
-  const over = storageBytes > maxStorageMb * MIB;
-  if (over && !readOnly) return "freeze";
-  if (!over && readOnly) return "thaw";
-  return "none";
-}
-
-/** Above this share of its quota a writable database is measured every DBAAS_QUOTA_NEAR_CHECK_S (quota-activity.ts). */
-export const NEAR_RATIO = 0.8;
-
-export const isNearQuota = ({ storageBytes, maxStorageMb, readOnly }: QuotaState): boolean => !readOnly && storageBytes > NEAR_RATIO * maxStorageMb * MIB;
+// The rules are pure and have their own module (quota-activity.ts reads them without the enforcer).
+export { decideQuota, isNearQuota, MIB, NEAR_RATIO, type QuotaAction, type QuotaState } from "./quota-rules";
 
 /**
  * `near`: databases measured above NEAR_RATIO of their quota and still writable; `refrozen`: frozen
