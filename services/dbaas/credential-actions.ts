@@ -1,14 +1,14 @@
 /**
- * Credentials: the rotate-password route, and the connection string every answer with a password
- * carries (with the sslmode DBAAS_SSLMODE settles, README "TLS"). Handlers hand over to
- * credentials.ts and tenant-server.ts.
+ * Credentials: the rotate-password route. Its handler hands over to rotatePassword, which works
+ * with credentials.ts and tenant-server.ts; the connection string every answer with a password
+ * carries is lookups.ts connectionString.
  */
-import type { Context, ServiceActionsSchema, ServiceMethods } from "moleculer";
+import type { Context, ServiceActionsSchema } from "moleculer";
 import type { CallerMeta } from "../../lib/identity";
+import type { DbaasApp, WithApp } from "./app";
 import { PasswordRotated } from "./contract";
 import { generatePassword, scramVerifier } from "./credentials";
-import type { DatabaseRow } from "./databases.repository";
-import type { DbaasThis } from "./dbaas.service";
+import { connectionString, findReady } from "./lookups";
 import { unavailable } from "./faults";
 
 export const credentialActions: ServiceActionsSchema = {
@@ -24,26 +24,17 @@ export const credentialActions: ServiceActionsSchema = {
       errors: ["NOT_FOUND", "INVALID_STATE"],
     },
     params: { $$strict: "remove", id: { type: "string" } },
-    async handler(this: DbaasThis, ctx: Context<{ id: string }, CallerMeta>): Promise<PasswordRotated> {
-      const row = await this.findReady(ctx);
-      if (!(await this.verifyServer())) throw unavailable(); // also settles the connection string's sslmode
-      const password = generatePassword();
-      await this.tenant.rotatePassword({ databaseName: row.database_name, username: row.username }, await scramVerifier(password));
-      return { id: row.id, username: row.username, password, connectionString: this.connectionString(row, password) };
+    async handler(this: WithApp, ctx: Context<{ id: string }, CallerMeta>): Promise<PasswordRotated> {
+      return rotatePassword(this.app, ctx.params.id, ctx.meta.caller!.clientId);
     },
   },
 };
 
-export const credentialMethods: ServiceMethods = {
-  connectionString(this: DbaasThis, row: DatabaseRow, password: string): string {
-    const { publicHost, publicPort } = this.config;
-    return `postgresql://${row.username}:${password}@${publicHost}:${publicPort}/${row.database_name}${this.sslSuffix ?? ""}`;
-  },
-
-  /** Settles the sslmode of connection strings; with `auto`, `require` when the server has TLS on. */
-  async resolveSslMode(this: DbaasThis): Promise<void> {
-    const mode = this.config.sslMode;
-    if (mode !== "auto") this.sslSuffix = mode === "off" ? "" : `?sslmode=${mode}`;
-    else if (this.sslSuffix === undefined) this.sslSuffix = (await this.tenant.hasTls()) ? "?sslmode=require" : "";
-  },
-};
+/** A new password for the caller's ready database; the old one opens nothing from here on. */
+export async function rotatePassword(app: DbaasApp, id: string, clientId: string): Promise<PasswordRotated> {
+  const row = await findReady(app, id, clientId);
+  if (!(await app.verifyServer())) throw unavailable(); // also settles the connection string's sslmode
+  const password = generatePassword();
+  await app.tenant.rotatePassword({ databaseName: row.database_name, username: row.username }, await scramVerifier(password));
+  return { id: row.id, username: row.username, password, connectionString: connectionString(app, row, password) };
+}

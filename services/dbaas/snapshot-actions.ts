@@ -1,16 +1,18 @@
 /**
  * The snapshot routes (README "Snapshots and branches"): taken under /api/databases/:id, read and
  * deleted under /api/snapshots, a second REST base of dbaas (lib/service-routes.ts knows it, so the
- * gateway answers 503 for it while dbaas is down). Handlers hand over to snapshotter.ts.
+ * gateway answers 503 for it while dbaas is down). Each handler hands over to a function below,
+ * which works with snapshotter.ts on the app (app.ts).
  */
-import type { Context, ServiceActionsSchema, ServiceMethods } from "moleculer";
+import type { Context, ServiceActionsSchema } from "moleculer";
 import { apiError, notFound } from "../../lib/errors";
 import type { CallerMeta } from "../../lib/identity";
 import { isUuid } from "../../lib/uuid";
+import type { DbaasApp, WithApp } from "./app";
 import { Message, Snapshot, SnapshotDetail, SnapshotList } from "./contract";
 import { roundMb } from "./databases.repository";
-import type { DbaasThis } from "./dbaas.service";
-import { MIB } from "./quota";
+import { findReady } from "./lookups";
+import { MIB } from "./quota-rules";
 import type { SnapshotRow } from "./snapshots.repository";
 
 export const SNAPSHOTS_BASE = "/snapshots";
@@ -27,8 +29,8 @@ export function snapshotDetail(row: SnapshotRow): SnapshotDetail {
 }
 
 /** The caller's snapshot; a malformed id or another account's is 404. */
-export async function findOwnSnapshot(service: DbaasThis, id: unknown, clientId: string): Promise<SnapshotRow> {
-  const row = typeof id === "string" && isUuid(id) ? await service.snapshots.findOwned(id, clientId) : undefined;
+export async function findOwnSnapshot(app: DbaasApp, id: unknown, clientId: string): Promise<SnapshotRow> {
+  const row = typeof id === "string" && isUuid(id) ? await app.snapshots.findOwned(id, clientId) : undefined;
   if (!row) throw notFound("Snapshot");
   return row;
 }
@@ -40,18 +42,18 @@ const idParam = { id: { type: "string" } };
  * own role. 404 for a snapshot not the caller's, 409 while it is not ready, 503 without the tools.
  */
 export async function branchRestore(
-  service: DbaasThis,
+  app: DbaasApp,
   snapshotId: string,
   clientId: string,
 ): Promise<(names: { databaseName: string; username: string }, password: string) => Promise<void>> {
-  const snapshot = await findOwnSnapshot(service, snapshotId, clientId);
+  const snapshot = await findOwnSnapshot(app, snapshotId, clientId);
   if (snapshot.status !== "ready") throw apiError("INVALID_STATE", `The snapshot is ${snapshot.status}: only a ready snapshot can be branched from`);
-  await service.requireSnapshots();
+  await app.requireSnapshots();
   return (names, password) => {
-    const url = new URL(service.tenant.adminUrl);
+    const url = new URL(app.tenant.adminUrl);
     url.username = names.username;
     url.password = password;
-    return service.snapshotter.restore(snapshot.id, url.toString(), names.databaseName);
+    return app.snapshotter.restore(snapshot.id, url.toString(), names.databaseName);
   };
 }
 
@@ -68,16 +70,8 @@ export const snapshotActions: ServiceActionsSchema = {
       errors: ["NOT_FOUND", "INVALID_STATE", "QUOTA_EXCEEDED", "SERVICE_UNAVAILABLE"],
     },
     params: { $$strict: "remove", ...idParam },
-    async handler(
-      this: DbaasThis,
-      ctx: Context<{ id: string }, CallerMeta & { $statusCode?: number; $responseHeaders?: Record<string, string> }>,
-    ): Promise<SnapshotDetail> {
-      const db = await this.findReady(ctx);
-      await this.requireSnapshots();
-      const row = await this.snapshotter.start(db);
-      ctx.meta.$statusCode = 202;
-      ctx.meta.$responseHeaders = { Location: `/api${SNAPSHOTS_BASE}/${row.id}` }; // moleculer-web sets $location on 201 only
-      return snapshotDetail(row);
+    async handler(this: WithApp, ctx: Context<{ id: string }, SnapshotMeta>): Promise<SnapshotDetail> {
+      return startSnapshot(this.app, ctx.params.id, ctx.meta);
     },
   },
 
@@ -86,8 +80,8 @@ export const snapshotActions: ServiceActionsSchema = {
     auth: "required",
     openapi: { tag: "databases", summary: "The caller's snapshots, newest first", status: 200, response: SnapshotList },
     params: { $$strict: "remove" },
-    async handler(this: DbaasThis, ctx: Context<unknown, CallerMeta>): Promise<{ snapshots: SnapshotDetail[] }> {
-      return { snapshots: (await this.snapshots.list(ctx.meta.caller!.clientId)).map(snapshotDetail) };
+    async handler(this: WithApp, ctx: Context<unknown, CallerMeta>): Promise<{ snapshots: SnapshotDetail[] }> {
+      return listSnapshots(this.app, ctx.meta.caller!.clientId);
     },
   },
 
@@ -96,8 +90,8 @@ export const snapshotActions: ServiceActionsSchema = {
     auth: "required",
     openapi: { tag: "databases", summary: "One snapshot", status: 200, response: Snapshot, errors: ["NOT_FOUND"] },
     params: { $$strict: "remove", ...idParam },
-    async handler(this: DbaasThis, ctx: Context<{ id: string }, CallerMeta>): Promise<SnapshotDetail> {
-      return snapshotDetail(await findOwnSnapshot(this, ctx.params.id, ctx.meta.caller!.clientId));
+    async handler(this: WithApp, ctx: Context<{ id: string }, CallerMeta>): Promise<SnapshotDetail> {
+      return snapshotDetail(await findOwnSnapshot(this.app, ctx.params.id, ctx.meta.caller!.clientId));
     },
   },
 
@@ -112,12 +106,8 @@ export const snapshotActions: ServiceActionsSchema = {
       errors: ["NOT_FOUND", "INVALID_STATE"],
     },
     params: { $$strict: "remove", ...idParam },
-    async handler(this: DbaasThis, ctx: Context<{ id: string }, CallerMeta>): Promise<Message> {
-      const clientId = ctx.meta.caller!.clientId;
-      const row = await findOwnSnapshot(this, ctx.params.id, clientId);
-      if (row.status === "pending") throw apiError("INVALID_STATE", "The snapshot is still being taken; delete it once it is ready or failed");
-      if (!(await this.snapshotter.delete(row.id, clientId))) throw notFound("Snapshot");
-      return { message: `Snapshot ${row.id} deleted` };
+    async handler(this: WithApp, ctx: Context<{ id: string }, CallerMeta>): Promise<Message> {
+      return deleteSnapshot(this.app, ctx.params.id, ctx.meta.caller!.clientId);
     },
   },
 
@@ -126,25 +116,37 @@ export const snapshotActions: ServiceActionsSchema = {
     visibility: "public",
     callers: ["usage"],
     params: { clientIds: { type: "array", items: "uuid", min: 1, max: 1000 } },
-    async handler(this: DbaasThis, ctx: Context<{ clientIds: string[] }>): Promise<Record<string, { bytes: number; storageMb: number }>> {
-      const bytes = await this.snapshots.accountBytes(ctx.params.clientIds);
-      return Object.fromEntries([...bytes].map(([id, b]) => [id, { bytes: b, storageMb: b / MIB }]));
+    async handler(this: WithApp, ctx: Context<{ clientIds: string[] }>): Promise<Record<string, { bytes: number; storageMb: number }>> {
+      return snapshotStorage(this.app, ctx.params.clientIds);
     },
   },
 };
 
-export const snapshotMethods: ServiceMethods = {
-  /** 503 when the tools cannot serve the tenant server (said once in the log at start). */
-  async requireSnapshots(this: DbaasThis): Promise<void> {
-    this.snapshotsBlocked ??= this.snapshotter.checkTools().then((reason) => {
-      if (reason) this.logger.error(`Snapshots and branches refused: ${reason}`);
-      return reason;
-    });
-    // A server that could not be reached is asked again next time.
-    const reason = await this.snapshotsBlocked.catch((err) => {
-      this.snapshotsBlocked = undefined;
-      throw err;
-    });
-    if (reason) throw apiError("SERVICE_UNAVAILABLE", "Snapshots are not available on this platform right now (the operator is told why in the dbaas log)");
-  },
-};
+type SnapshotMeta = CallerMeta & { $statusCode?: number; $responseHeaders?: Record<string, string> };
+
+/** Answers 202 at once with the pending snapshot; the dump runs in the background (snapshotter.ts). */
+export async function startSnapshot(app: DbaasApp, id: string, meta: SnapshotMeta): Promise<SnapshotDetail> {
+  const db = await findReady(app, id, meta.caller!.clientId);
+  await app.requireSnapshots();
+  const row = await app.snapshotter.start(db);
+  meta.$statusCode = 202;
+  meta.$responseHeaders = { Location: `/api${SNAPSHOTS_BASE}/${row.id}` }; // moleculer-web sets $location on 201 only
+  return snapshotDetail(row);
+}
+
+export async function listSnapshots(app: DbaasApp, clientId: string): Promise<{ snapshots: SnapshotDetail[] }> {
+  return { snapshots: (await app.snapshots.list(clientId)).map(snapshotDetail) };
+}
+
+export async function deleteSnapshot(app: DbaasApp, id: string, clientId: string): Promise<Message> {
+  const row = await findOwnSnapshot(app, id, clientId);
+  if (row.status === "pending") throw apiError("INVALID_STATE", "The snapshot is still being taken; delete it once it is ready or failed");
+  if (!(await app.snapshotter.delete(row.id, clientId))) throw notFound("Snapshot");
+  return { message: `Snapshot ${row.id} deleted` };
+}
+
+/** Each account's ready snapshots' bytes, which count in its storage (none: absent). */
+export async function snapshotStorage(app: DbaasApp, clientIds: string[]): Promise<Record<string, { bytes: number; storageMb: number }>> {
+  const bytes = await app.snapshots.accountBytes(clientIds);
+  return Object.fromEntries([...bytes].map(([id, b]) => [id, { bytes: b, storageMb: b / MIB }]));
+}

@@ -1,6 +1,7 @@
 /**
- * Everything dbaas does on the tenant server (DBAAS_ADMIN_URL), one method per step: the
- * connections, locks, transactions and retries around the SQL of tenant-sql.ts.
+ * Everything dbaas does on the tenant server (DBAAS_ADMIN_URL), one method per step: the locks
+ * and retries around the SQL of tenant-sql.ts, run over the connections of tenant-connections.ts
+ * (pools, slots, transactions); the reads across databases are tenant-reads.ts.
  */
 import type { PoolClient } from "pg";
 import { isDuplicate, isUnavailable, retryTransient } from "./faults";
@@ -113,7 +114,7 @@ export class TenantServer {
     return Number(results[results.length - 1].rows[0].bytes);
   }
 
-  /** Brings the database's catalog to `level` (tenant-sql.ts catalogLevelSql), whatever it was. */
+  /** Brings the database's catalog to `level` (catalog-sql.ts catalogLevelSql), whatever it was. */
   async setCatalogLevel(databaseName: string, level: CatalogLevel): Promise<void> {
     await this.conn.inDatabase(databaseName, (client) => client.query(sql.catalogLevelSql(level)));
   }
@@ -123,7 +124,7 @@ export class TenantServer {
   }
 
   /**
-   * Read-only that the tenant cannot undo (tenant-sql.ts freezeSql), and its sessions ended: a
+   * Read-only that the tenant cannot undo (freeze-sql.ts freezeSql), and its sessions ended: a
    * `SET default_transaction_read_only = off` changes nothing of it. While it runs the role takes
    * no new logins (CONNECTION LIMIT 0) and its sessions are ended before every attempt, so a long
    * transaction cannot hold its locks through the retries; the limit is restored after, failure
@@ -161,7 +162,7 @@ export class TenantServer {
     }
   }
 
-  /** How the tenant of a frozen database could still write there (tenant-sql.ts frozenWritePathsSql); null: nowhere. */
+  /** How the tenant of a frozen database could still write there (freeze-sql.ts frozenWritePathsSql); null: nowhere. */
   async frozenWritePaths(ref: TenantRef): Promise<string | null> {
     const statement = sql.frozenWritePathsSql(ref);
     return this.conn.inDatabase(ref.databaseName, async (client) => (await client.query<{ ways: string | null }>(statement)).rows[0].ways);

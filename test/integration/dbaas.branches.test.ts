@@ -11,14 +11,13 @@ import path from "path";
 import type { TestPlatform } from "../support/platform";
 import { BRANCH_STEPS, Provisioner } from "../../services/dbaas/provisioner";
 import type { TenantNames } from "../../services/dbaas/naming";
-import type { Snapshotter } from "../../services/dbaas/snapshotter";
 import {
   asAdmin,
   callerMeta,
   connectRefusal,
+  dbaasApp,
   existing,
   injectFaults,
-  internals,
   namesOf,
   psql,
   records,
@@ -36,7 +35,7 @@ describe("dbaas branches", () => {
   let snap: Snap;
   const owner = callerMeta();
   const call = <T>(action: string, params: object, meta = owner) => platform.broker.call<T, object>(`dbaas.${action}`, params, { meta });
-  const snapshotter = () => (platform.broker.getLocalService("dbaas") as unknown as { snapshotter: Snapshotter }).snapshotter;
+  const snapshotter = () => dbaasApp(platform).snapshotter;
   const tables = async (connectionString: string) =>
     withClient(connectionString, async (c) => (await c.query("SELECT id, title, (SELECT count(*)::int FROM items) AS items FROM todo ORDER BY id")).rows);
 
@@ -110,7 +109,7 @@ describe("dbaas branches", () => {
     for (const fromSnapshot of [snap.id, randomUUID(), "not-a-uuid"])
       await expect(call("create", { fromSnapshot }, stranger)).rejects.toMatchObject({ code: 404, type: "NOT_FOUND" });
     const pending = randomUUID();
-    await (platform.broker.getLocalService("dbaas") as unknown as { snapshots: { insertPending: (s: object) => Promise<unknown> } }).snapshots.insertPending({
+    await dbaasApp(platform).snapshots.insertPending({
       id: pending,
       clientId: stranger.caller.clientId,
       databaseId: source.id,
@@ -185,7 +184,7 @@ describe("dbaas branches", () => {
       try {
         await expect(call("create", { fromSnapshot: snap.id })).rejects.toThrow(`injected fault after ${failing}`);
       } finally {
-        internals(platform).provisioner = original;
+        dbaasApp(platform).provisioner = original;
       }
       expect(await existing(namesOf(names!))).toEqual([]);
       expect(await records(platform)).toEqual(before);

@@ -5,8 +5,7 @@
  */
 import { randomUUID } from "crypto";
 import { TestPlatform, waitFor } from "../support/platform";
-import type { DatabasesRepository } from "../../services/dbaas/databases.repository";
-import { callerMeta, connectRefusal, psql, startDbaasPlatform, stopDbaasPlatform, withClient } from "./dbaas.helpers";
+import { callerMeta, connectRefusal, dbaasApp, psql, startDbaasPlatform, stopDbaasPlatform, withClient } from "./dbaas.helpers";
 
 type Created = { id: string; username: string; password: string; connectionString: string; databaseName: string };
 type Rotated = { id: string; username: string; password: string; connectionString: string };
@@ -65,7 +64,7 @@ describe("dbaas credentials", () => {
   });
 
   it("dbaas credentials - a database still being provisioned is 409 INVALID_STATE", async () => {
-    const repo = (platform.broker.getLocalService("dbaas") as unknown as { repo: DatabasesRepository }).repo;
+    const repo = dbaasApp(platform).repo;
     const id = randomUUID();
     const hex = id.replace(/-/g, "");
     await repo.insertProvisioning(

@@ -13,9 +13,9 @@ import { generateNames } from "../../services/dbaas/naming";
 import {
   asAdmin,
   callerMeta,
+  dbaasApp,
   existing,
   injectFaults,
-  internals,
   markerOf,
   namesOf,
   records,
@@ -35,7 +35,7 @@ describe("dbaas faults", () => {
     marker = await markerOf(platform);
   });
   afterEach(() => {
-    if (faultless) internals(platform).provisioner = faultless;
+    if (faultless) dbaasApp(platform).provisioner = faultless;
     faultless = undefined;
   });
   afterAll(() => stopDbaasPlatform(platform));
@@ -56,7 +56,7 @@ describe("dbaas faults", () => {
   });
 
   it("dbaas faults - the reconciler removes what a crash left, and nothing of anyone else", async () => {
-    const { tenant, repo } = internals(platform);
+    const { tenant, repo } = dbaasApp(platform);
     const clientId = randomUUID();
     const create = async (n: TenantNames, opts: { marked: boolean }) => {
       await tenant.createRole(n, "SCRAM-SHA-256$4096:c2FsdA==$c3RvcmVk:c2VydmVy", 5, marker);
@@ -113,7 +113,7 @@ describe("dbaas faults", () => {
     const leftover = generateNames(randomUUID());
     try {
       const firstMarker = await markerOf(first);
-      const { tenant } = internals(first);
+      const { tenant } = dbaasApp(first);
       await tenant.createRole(leftover, "SCRAM-SHA-256$4096:c2FsdA==$c3RvcmVk:c2VydmVy", 5, firstMarker);
       await tenant.createDatabase(leftover);
       await tenant.secureDatabase(leftover, firstMarker);

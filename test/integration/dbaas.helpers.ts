@@ -10,10 +10,9 @@ import type { ServiceBroker } from "moleculer";
 import { Client } from "pg";
 import type { Caller } from "../../lib/identity";
 import { liveCallerMeta } from "../../lib/caller-keys";
-import type { DatabasesRepository } from "../../services/dbaas/databases.repository";
+import type { DbaasApp, WithApp } from "../../services/dbaas/app";
 import { Provisioner, ProvisionStep } from "../../services/dbaas/provisioner";
 import { holdRoleOf, TenantNames } from "../../services/dbaas/naming";
-import type { TenantServer } from "../../services/dbaas/tenant-server";
 import { ChildService, NATS_URL, spawnServices, startTestPlatform, TENANT_ADMIN_URL, TestPlatform, uniqueName, waitFor } from "../support/platform";
 
 export { TENANT_ADMIN_URL };
@@ -136,9 +135,8 @@ export async function databaseBytes(databaseName: string): Promise<number> {
   return asAdmin(async (c) => Number((await c.query("SELECT pg_database_size($1) AS bytes", [databaseName])).rows[0].bytes));
 }
 
-type DbaasInternals = { provisioner: Provisioner; tenant: TenantServer; repo: DatabasesRepository };
-
-export const internals = (platform: TestPlatform) => platform.broker.getLocalService("dbaas") as unknown as DbaasInternals;
+/** The app of the platform's dbaas (services/dbaas/app.ts): its provisioner, tenant server, repositories, snapshotter. */
+export const dbaasApp = (platform: TestPlatform): DbaasApp => (platform.broker.getLocalService("dbaas") as unknown as WithApp).app;
 
 export async function records(platform: TestPlatform): Promise<Array<{ database_name: string; status: string }>> {
   return withClient(platform.databaseUrl, async (client) => (await client.query("SELECT database_name, status FROM dbaas.databases")).rows);
@@ -174,7 +172,7 @@ export function tapped<T extends object>(target: T, taps: Taps<T>): T {
  * Returns the original, to put back.
  */
 export function injectFaults(platform: TestPlatform, onStep: (step: ProvisionStep, names: TenantNames) => void): Provisioner {
-  const service = internals(platform);
+  const service = dbaasApp(platform);
   const original = service.provisioner;
   const { repo, tenant } = original.deps;
   let names: TenantNames | undefined;

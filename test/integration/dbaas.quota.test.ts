@@ -7,8 +7,7 @@ import { Client } from "pg";
 import type { TestPlatform } from "../support/platform";
 import type { DatabaseCreated, DatabaseDetail } from "../../services/dbaas/dbaas.service";
 import type { QuotaReport } from "../../services/dbaas/quota";
-import type { TenantServer } from "../../services/dbaas/tenant-server";
-import { callerMeta, markerOf, refusal, startDbaasPlatform, stopDbaasPlatform, withClient } from "./dbaas.helpers";
+import { callerMeta, dbaasApp, markerOf, refusal, startDbaasPlatform, stopDbaasPlatform, withClient } from "./dbaas.helpers";
 
 // An empty database from template0 is about 7.2 MiB; 3,500 rows of 1 kB take it past 9 MiB.
 const QUOTA_MB = 9;
@@ -107,7 +106,7 @@ describe("dbaas quota", () => {
   });
 
   it("dbaas quota - a crash between freezing and recording it heals at the next check", async () => {
-    const server = (platform.broker.getLocalService("dbaas") as unknown as { tenant: TenantServer }).tenant;
+    const server = dbaasApp(platform).tenant;
     // Frozen on the server, "writable" in the record, and under the quota: the check must thaw it.
     await server.freeze({ databaseName: db.databaseName, username: db.username }, await markerOf(platform));
     expect(await tenant(async (c) => refusal(c, "INSERT INTO big (payload) VALUES ('x')"))).toBe("42501");

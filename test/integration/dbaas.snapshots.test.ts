@@ -9,13 +9,11 @@ import { existsSync, promises as fs } from "fs";
 import path from "path";
 import type { TestPlatform } from "../support/platform";
 import { waitFor } from "../support/platform";
-import type { SnapshotsRepository } from "../../services/dbaas/snapshots.repository";
 import { SNAPSHOT_STEPS, Snapshotter, SnapshotStep } from "../../services/dbaas/snapshotter";
-import { asAdmin, callerMeta, startDbaasPlatform, stopDbaasPlatform, TENANT_ADMIN_URL, withClient } from "./dbaas.helpers";
+import { asAdmin, callerMeta, dbaasApp, startDbaasPlatform, stopDbaasPlatform, TENANT_ADMIN_URL, withClient } from "./dbaas.helpers";
 
 type Created = { id: string; databaseName: string; connectionString: string };
 type Snap = { id: string; databaseId: string; databaseName: string; status: string; sizeMb: number; createdAt: string };
-type Internals = { snapshotter: Snapshotter; snapshots: SnapshotsRepository };
 
 export const SNAPSHOT_KEYS = ["createdAt", "databaseId", "databaseName", "id", "sizeMb", "status"];
 
@@ -23,7 +21,7 @@ describe("dbaas snapshots", () => {
   let platform: TestPlatform;
   let dir: string;
   const owner = callerMeta();
-  const internals = () => platform.broker.getLocalService("dbaas") as unknown as Internals;
+  const internals = () => dbaasApp(platform);
   const call = <T>(action: string, params: object, meta = owner) => platform.broker.call<T, object>(`dbaas.${action}`, params, { meta });
   const create = () => call<Created>("create", {});
   const snapshot = (id: string, meta = owner) => call<Snap>("createSnapshot", { id }, meta);

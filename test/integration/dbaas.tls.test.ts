@@ -6,8 +6,7 @@
  */
 import { existsSync } from "fs";
 import type { TestPlatform } from "../support/platform";
-import type { Snapshotter } from "../../services/dbaas/snapshotter";
-import { callerMeta, connectRefusal, psql, withClient } from "./dbaas.helpers";
+import { callerMeta, connectRefusal, dbaasApp, psql, withClient } from "./dbaas.helpers";
 import { startTestPlatform } from "../support/platform";
 
 const CA = process.env.TEST_TENANT_TLS_CA || "/etc/ci-platform/tenant-tls-ca.pem";
@@ -71,7 +70,7 @@ describe("dbaas tls", () => {
     const db = await create();
     await withClient(`${db.connectionString}&sslrootcert=${CA}`, (c) => c.query("CREATE TABLE kept AS SELECT 7 AS n"));
     const snap = await platform.broker.call<{ id: string }, object>("dbaas.createSnapshot", { id: db.id }, { meta });
-    await (platform.broker.getLocalService("dbaas") as unknown as { snapshotter: Snapshotter }).snapshotter.settled();
+    await dbaasApp(platform).snapshotter.settled();
     const branch = await create({ fromSnapshot: snap.id });
     expect(psql(branch.connectionString, "SELECT n FROM kept").stdout.trim()).toBe("7");
     const rotated = await platform.broker.call<Created, object>("dbaas.rotatePassword", { id: branch.id }, { meta });

@@ -7,8 +7,7 @@ import os from "os";
 import path from "path";
 import { randomUUID } from "crypto";
 import type { TestPlatform } from "../support/platform";
-import type { SnapshotsRepository } from "../../services/dbaas/snapshots.repository";
-import { callerMeta, startDbaasPlatform, stopDbaasPlatform } from "./dbaas.helpers";
+import { callerMeta, dbaasApp, startDbaasPlatform, stopDbaasPlatform } from "./dbaas.helpers";
 
 describe("dbaas tools", () => {
   let platform: TestPlatform;
@@ -31,7 +30,7 @@ describe("dbaas tools", () => {
   it("dbaas tools - tools of another major: databases work, snapshots and branches are 503, and the reason (logged at start) names the fix", async () => {
     const meta = callerMeta();
     const db = await platform.broker.call<{ id: string; databaseName: string }, object>("dbaas.create", {}, { meta });
-    const service = platform.broker.getLocalService("dbaas") as unknown as { snapshotsBlocked?: Promise<string | undefined>; snapshots: SnapshotsRepository };
+    const service = dbaasApp(platform);
     const reason = await service.snapshotsBlocked;
     expect(reason).toMatch(
       /major version \d+, but pg_dump is version 9 and pg_restore is version 9 \(install postgresql-client-\d+, or set DBAAS_PG_BIN_DIR\)/,

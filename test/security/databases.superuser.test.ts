@@ -9,9 +9,8 @@
 import type { Client } from "pg";
 import type { DatabaseCreated } from "../../services/dbaas/dbaas.service";
 import type { QuotaReport } from "../../services/dbaas/quota";
-import type { Snapshotter } from "../../services/dbaas/snapshotter";
 import type { TestPlatform } from "../support/platform";
-import { asAdmin, callerMeta, internals, refusal, startDbaasPlatform, stopDbaasPlatform, withClient } from "../integration/dbaas.helpers";
+import { asAdmin, callerMeta, dbaasApp, refusal, startDbaasPlatform, stopDbaasPlatform, withClient } from "../integration/dbaas.helpers";
 
 // An empty database from template0 is about 7.2 MiB; 3,500 rows of 1 kB take it past 9 MiB.
 const QUOTA_MB = 9;
@@ -103,7 +102,7 @@ describe("databases - a tenant's functions never run as the platform's superuser
   it("schema preparation and every catalog level run none of the tenant's functions", async () => {
     // Nor can the tenant unpin dbaas's search_path: the database's settings are its owner's (and a connection's options win anyway).
     expect(await tenant((c) => refusal(c, `ALTER DATABASE ${db.databaseName} SET search_path = public`))).toBe("42501");
-    const server = internals(platform).tenant;
+    const server = dbaasApp(platform).tenant;
     await server.prepareSchema(ref(), "sessions");
     await server.setCatalogLevel(db.databaseName, "all");
     await server.setCatalogLevel(db.databaseName, "off");
@@ -122,7 +121,7 @@ describe("databases - a tenant's functions never run as the platform's superuser
 
   it("a snapshot (pg_dump) and a branch restored from it (pg_restore) run none of the tenant's functions", async () => {
     const snap = await call<{ id: string }>("createSnapshot", { id: db.id });
-    await (internals(platform) as unknown as { snapshotter: Snapshotter }).snapshotter.settled();
+    await dbaasApp(platform).snapshotter.settled();
     expect(await call<{ status: string }>("getSnapshot", { id: snap.id })).toMatchObject({ status: "ready" });
     branch = await call<DatabaseCreated>("create", { fromSnapshot: snap.id, maxStorageMb: QUOTA_MB });
     // The branch carries the trap too (restored as its own role); a quota round measures it.

@@ -1,0 +1,48 @@
+/**
+ * The caller's databases as the routes find and show them (database-ops.ts, credential-actions.ts,
+ * snapshot-actions.ts): the lookups that answer 404 or 409, a database's detail, and the
+ * connection string every answer with a password carries.
+ */
+import { apiError, notFound } from "../../lib/errors";
+import { isUuid } from "../../lib/uuid";
+import type { DbaasApp } from "./app";
+import type { DatabaseDetail } from "./contract";
+import { DatabaseRow, roundMb } from "./databases.repository";
+import { MIB } from "./quota-rules";
+
+export function databaseDetail(app: DbaasApp, row: DatabaseRow): DatabaseDetail {
+  return {
+    id: row.id,
+    databaseName: row.database_name,
+    host: app.config.publicHost,
+    port: app.config.publicPort,
+    username: row.username,
+    storageMb: roundMb(Number(row.storage_bytes ?? 0) / MIB),
+    maxStorageMb: row.max_storage_mb,
+    createdAt: row.created_at.toISOString(),
+    readOnly: row.read_only,
+  };
+}
+
+/** With the sslmode DBAAS_SSLMODE settles (README "TLS"; app.ts resolveSslMode). */
+export function connectionString(app: DbaasApp, row: DatabaseRow, password: string): string {
+  const { publicHost, publicPort } = app.config;
+  return `postgresql://${row.username}:${password}@${publicHost}:${publicPort}/${row.database_name}${app.sslSuffix ?? ""}`;
+}
+
+/** The caller's active database; anything else (malformed id, another account's) is 404. */
+export async function findOwn(app: DbaasApp, id: string, clientId: string): Promise<DatabaseRow> {
+  if (!isUuid(id)) throw notFound("Database");
+  const row = await app.repo.findActive(id, clientId);
+  if (!row) throw notFound("Database");
+  return row;
+}
+
+/** The caller's database, active: 404 as findOwn, 409 INVALID_STATE while it is being provisioned or destroyed. */
+export async function findReady(app: DbaasApp, id: string, clientId: string): Promise<DatabaseRow> {
+  if (!isUuid(id)) throw notFound("Database");
+  const row = await app.repo.findOwned(id, clientId);
+  if (!row) throw notFound("Database");
+  if (row.status !== "active") throw apiError("INVALID_STATE", `Database is ${row.status === "provisioning" ? "still being provisioned" : "being destroyed"}`);
+  return row;
+}
