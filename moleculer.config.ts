@@ -17,6 +17,7 @@ import { createChannelsMiddleware } from "./lib/channels";
 import { AuthMiddleware } from "./middlewares/auth.middleware";
 import { InputMiddleware } from "./middlewares/input.middleware";
 import { HealthMiddleware } from "./lib/health";
+import { ParamsValidator } from "./lib/params-validator";
 import { jsonLineFormatter, RequestScopeMiddleware } from "./lib/logging";
 import { metricsOptions } from "./lib/metrics";
 import { busSetup } from "./lib/bus-connection";
@@ -57,7 +58,8 @@ export function brokerConfig(settings: PlatformSettings, services: readonly stri
     heartbeatTimeout: 15,
     registry: { strategy: "RoundRobin", preferLocal: true },
     circuitBreaker: { enabled: false },
-    validator: true,
+    // Params as TypeBox schemas or fastest-validator rules; REST-facing actions refuse unknown fields (lib/params-validator.ts).
+    validator: new ParamsValidator(),
     errorHandler: undefined,
     middlewares: [
       // The request scope only feeds JSON lines' requestId; other formats skip its async-hooks cost.
