@@ -1,4 +1,6 @@
 /** The /v1 translation (pure): what a chat or embeddings request becomes, what is refused and why, and MODEL_FALLBACKS. */
+import { readFileSync } from "fs";
+import path from "path";
 import { openAiError } from "../../lib/openai-errors";
 import { chatCompletion, embeddingList, openAiStreamFormat, parseChatCompletion, parseEmbeddings } from "../../services/inference/openai-api";
 import { parseInferenceSettings, parseModelFallbacks } from "../../services/inference/settings";
@@ -96,6 +98,12 @@ describe("inference - /v1 chat requests", () => {
     expect([...CHAT_COMPLETION_FIELDS].filter((f) => !notUnknown(f))).toEqual([]);
     const ignored = Object.fromEntries(V1_IGNORED_FIELDS.chatCompletions.map((f) => [f, null]));
     expect(parseChatCompletion({ ...base, ...ignored, user: "u" })).toMatchObject({ model: "m", user: "u" });
+  });
+
+  test("inference - docs/errors.md lists every field /v1 accepts and ignores", () => {
+    const doc = readFileSync(path.join(__dirname, "../../docs/errors.md"), "utf8");
+    const listed = [...V1_IGNORED_FIELDS.chatCompletions, ...V1_IGNORED_FIELDS.embeddings];
+    expect(listed.filter((f) => !doc.includes(`\`${f}\``))).toEqual([]);
   });
 });
 
