@@ -1,9 +1,10 @@
 /**
  * Which fields of a request the platform knows (API-DECISIONS Part 3): a field it does not know
  * is refused by name, so that no client believes a control it sent was honoured when it was
- * dropped. Pure: used by the params validator (lib/params-validator.ts) for every REST-facing
- * action and by the OpenAI-compatible API's parsers (services/inference/openai-api.ts).
+ * dropped. Pure: used for every REST-facing action (middlewares/unknown-fields.middleware.ts) and
+ * by the OpenAI-compatible API's parsers (services/inference/openai-api.ts).
  */
+import { Kind } from "@sinclair/typebox";
 import type { FieldError } from "./errors";
 
 type Schema = Record<string, unknown>;
@@ -82,3 +83,21 @@ export function restRoutesOf(rest: unknown): RestRoute[] {
 
 /** The `:name` segments of the routes: moleculer-web merges them into params beside the body and the query string. */
 export const pathParamsOf = (routes: RestRoute[]): Set<string> => new Set(routes.flatMap((r) => [...r.path.matchAll(/:([A-Za-z0-9_]+)/g)].map((m) => m[1])));
+
+/**
+ * Whether `params` is a JSON Schema (TypeBox's; or one that came over the bus, without TypeBox's
+ * Symbol keys) rather than fastest-validator rules, whose top level names fields.
+ */
+export function isJsonSchemaParams(params: unknown): boolean {
+  if (typeof params !== "object" || params === null) return false;
+  const schema = params as Record<string | symbol, unknown>;
+  return Kind in schema || (schema.type === "object" && isObject(schema.properties));
+}
+
+/** What finds the unknown fields in a REST-facing action's params; undefined for an action reached only over the bus. */
+export function unknownFieldsFinder(action: { rest?: unknown; params?: unknown }): ((params: unknown) => FieldError[]) | undefined {
+  if (!action.rest) return undefined;
+  const known = pathParamsOf(restRoutesOf(action.rest));
+  const schema = isObject(action.params) ? action.params : {};
+  return isJsonSchemaParams(schema) ? (params) => unknownInJsonSchema(schema, params, known) : (params) => unknownInRules(schema, params, known);
+}

@@ -3,35 +3,25 @@
  * schema, the same kind of schema as its response (lib/contract.ts), compiled once with TypeBox's
  * compiler; or fastest-validator rules as before, so actions move over one at a time.
  *
- * A REST-facing action (one with `rest`) refuses a field it does not know, from the body or the
- * query string alike (API-DECISIONS Part 3; lib/known-fields.ts); its path params are always
- * known. An action reached only over the bus tolerates extra fields, so that a newer caller and an
- * older service still talk during a rolling upgrade.
+ * For a REST-facing action (one with `rest`) strings from the query string and the path become
+ * the numbers and booleans its TypeBox schema wants, and its unknown fields are left to
+ * UnknownFieldsMiddleware (middlewares/unknown-fields.middleware.ts), which refuses them by name
+ * once the caller is checked.
  *
  * Errors are moleculer's ValidationError with `{ field, message }` entries, which the gateway's
  * error mapper answers as 400 VALIDATION_FAILED.
  */
-import { Kind, type TSchema } from "@sinclair/typebox";
+import type { TSchema } from "@sinclair/typebox";
 import { TypeCompiler, type ValueError, ValueErrorType } from "@sinclair/typebox/compiler";
 import { Value } from "@sinclair/typebox/value";
 import { type ActionSchema, type Context, Errors, type ServiceBroker, Validators } from "moleculer";
 import type { FieldError } from "./errors";
-import { fieldPath, pathParamsOf, restRoutesOf, unknownField, unknownInJsonSchema, unknownInRules } from "./known-fields";
+import { fieldPath, isJsonSchemaParams, pathParamsOf, restRoutesOf, unknownField } from "./known-fields";
 
 type Schema = Record<string, unknown>;
 type Outcome = true | FieldError[];
 export type ParamsCheck = ((params: unknown, opts?: unknown) => Outcome | Promise<Outcome>) & { async?: boolean };
 type Handler = (ctx: Context) => Promise<unknown>;
-
-/**
- * Whether `params` is a JSON Schema (TypeBox's; or one that came over the bus, without TypeBox's
- * Symbol keys) rather than fastest-validator rules, whose top level names fields.
- */
-export function isJsonSchemaParams(params: unknown): boolean {
-  if (typeof params !== "object" || params === null) return false;
-  const schema = params as Record<string | symbol, unknown>;
-  return Kind in schema || (schema.type === "object" && typeof schema.properties === "object" && schema.properties !== null);
-}
 
 const BODYLESS = new Set(["GET", "HEAD", "DELETE"]);
 const TRUE = new Set(["true", "1", "on"]);
@@ -91,20 +81,13 @@ export function typeBoxCheck(schema: TSchema, convert: "all" | ReadonlySet<strin
   };
 }
 
-/** The check, with the fields `unknownOf` finds refused before its own faults. */
-function refusingUnknown(check: ParamsCheck, unknownOf: (params: unknown) => FieldError[]): ParamsCheck {
-  const merge = (unknown: FieldError[], outcome: Outcome): Outcome => {
-    const faults = [...unknown, ...(outcome === true ? [] : outcome.filter((e) => !unknown.some((u) => u.field === e.field)))];
-    return faults.length ? faults : true;
-  };
-  const strict: ParamsCheck = (params, opts) => {
-    const unknown = unknownOf(params);
-    const outcome = check(params, opts);
-    return check.async ? Promise.resolve(outcome).then((o) => merge(unknown, o)) : merge(unknown, outcome as Outcome);
-  };
-  strict.async = check.async;
-  return strict;
-}
+/** moleculer's ValidationError, as its own validator raises it: the gateway answers 400 VALIDATION_FAILED with `{ field, message }` details. */
+export const paramsError = (ctx: Context, faults: FieldError[]) =>
+  new Errors.ValidationError(
+    "Parameters validation error!",
+    "VALIDATION_ERROR",
+    faults.map((f) => ({ ...f, nodeID: ctx.nodeID, action: ctx.action?.name })),
+  );
 
 export class ParamsValidator extends Validators.Base {
   private readonly fastest = new Validators.Fastest();
@@ -114,26 +97,20 @@ export class ParamsValidator extends Validators.Base {
     return isJsonSchemaParams(schema) ? typeBoxCheck(schema as TSchema) : (this.fastest.compile(schema) as ParamsCheck);
   }
 
-  /** An action's check; a REST-facing one also refuses unknown fields and converts what HTTP gives as strings. */
+  /** An action's check; a REST-facing one's converts what HTTP gives as strings and leaves unknown fields to UnknownFieldsMiddleware. */
   checkOf(action: ActionSchema): ParamsCheck | undefined {
     const schema = typeof action.params === "object" && action.params !== null ? (action.params as Schema) : undefined;
-    if (!action.rest) return schema && this.compile(schema);
+    if (!schema || !action.rest) return schema && this.compile(schema);
     const routes = restRoutesOf(action.rest);
-    const pathParams = pathParamsOf(routes);
-    if (!schema)
-      return refusingUnknown(
-        () => true,
-        (params) => unknownInRules({}, params, pathParams),
-      );
     if (isJsonSchemaParams(schema)) {
       // Query strings and path segments are strings; a JSON body keeps its types.
-      const convert = routes.some((r) => BODYLESS.has(r.method)) ? "all" : pathParams;
-      return refusingUnknown(typeBoxCheck(schema as TSchema, convert), (params) => unknownInJsonSchema(schema, params, pathParams));
+      const convert = routes.some((r) => BODYLESS.has(r.method)) ? "all" : pathParamsOf(routes);
+      return typeBoxCheck(schema as TSchema, convert);
     }
-    // `$$strict: true` would name the parent, not the field: unknown fields are found here instead.
-    const { $$strict, ...rules } = schema;
-    const check = this.fastest.compile($$strict === true ? rules : schema) as ParamsCheck;
-    return refusingUnknown(check, (params) => unknownInRules(rules, params, pathParams));
+    // Unknown fields are refused by name once the caller is checked: `$$strict` must neither drop them nor name their parent first.
+    const rules = { ...schema };
+    delete rules.$$strict;
+    return this.fastest.compile(rules) as ParamsCheck;
   }
 
   override validate(params: Schema, schema: Schema): boolean {
@@ -150,14 +127,7 @@ export class ParamsValidator extends Validators.Base {
   // moleculer 0.14 calls it with the broker and takes a middleware object (as its Base returns); its typing says a function.
   override middleware(broker?: ServiceBroker): ReturnType<Validators.Base["middleware"]> {
     const base = (Validators.Base.prototype.middleware as unknown as (b?: ServiceBroker) => Record<string, unknown>).call(this, broker);
-    const reject = (ctx: Context, faults: FieldError[]) =>
-      Promise.reject(
-        new Errors.ValidationError(
-          "Parameters validation error!",
-          "VALIDATION_ERROR",
-          faults.map((f) => ({ ...f, nodeID: ctx.nodeID, action: ctx.action?.name })),
-        ),
-      );
+    const reject = (ctx: Context, faults: FieldError[]) => Promise.reject(paramsError(ctx, faults));
     return {
       ...base,
       localAction: (handler: Handler, action: ActionSchema): Handler => {

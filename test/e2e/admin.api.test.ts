@@ -118,7 +118,7 @@ describe("admin - the operators' API through the gateway", () => {
     expect(sneaky.role).toBe("client");
     expect((await as(sneaky.token, "GET", "/api/admin/nodes")).status).toBe(403);
     const withRole = await as(sneaky.token, "POST", `/api/admin/nodes/${nodeId}/drain`, { role: "admin", caller: { role: "admin" } });
-    expect([withRole.status, withRole.body.error.details.map((d: { field: string }) => d.field)]).toEqual([400, ["role", "caller"]]);
+    expect(withRole.status).toBe(403);
     const put = await as(sneaky.token, "PUT", `/api/admin/nodes/${nodeId}/drain`, { role: "admin" });
     expect([403, 404]).toContain(put.status);
     const login = await http(base, "POST", "/api/auth/login", { body: { email: "nobody@example.com", password: "x", role: "admin" } });

@@ -37,6 +37,9 @@ describe("gateway - unknown request fields", () => {
     const before = (await as("GET", "/api/gpu/jobs")).body.jobs;
     expectUnknown(await as("POST", "/api/gpu/jobs", { command: "echo hi", dependsOn: [randomUUID()] }), "dependsOn");
     expectUnknown(await as("POST", "/api/gpu/jobs", { command: "echo hi", preemptible: true, timeoutSeconds: 60 }), "preemptible");
+    // The caller is checked first: without credentials it stays 401.
+    const anonymous = await http(base, "POST", "/api/gpu/jobs", { body: { command: "echo hi", dependsOn: [] } });
+    expect([anonymous.status, anonymous.body.error.code]).toEqual([401, "UNAUTHORIZED"]);
     expect((await as("GET", "/api/gpu/jobs")).body.jobs).toEqual(before);
     expect((await as("POST", "/api/gpu/jobs", { command: "echo hi", env: { ANY_NAME: "v" } })).status).toBe(201);
   });

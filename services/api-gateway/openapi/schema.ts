@@ -5,7 +5,7 @@
  * is optional while validation requires it, nor leave out that unknown fields are refused.
  */
 import Validator from "fastest-validator";
-import { isJsonSchemaParams } from "../../../lib/params-validator";
+import { isJsonSchemaParams } from "../../../lib/known-fields";
 
 export type JsonSchema = Record<string, unknown>;
 type Rule = Record<string, unknown> & { type?: string };
@@ -144,7 +144,7 @@ export function paramFields(params: Record<string, unknown> | undefined): ParamF
     .map(([name, raw]) => ({ name, schema: toJsonSchema(raw), required: isRequired(raw) }));
 }
 
-/** Every object that lists its properties, without its own say on others, refuses them: as a REST-facing action does (lib/known-fields.ts). */
+/** Every object that lists its properties, without its own say on others, refuses them: as a REST-facing action does (middlewares/unknown-fields.middleware.ts). */
 function closed(schema: JsonSchema): JsonSchema {
   const copy: JsonSchema = { ...schema };
   if (copy.properties && typeof copy.properties === "object") {
