@@ -64,8 +64,10 @@ function entryOf(error: ValueError, field: string): FieldError {
 export function typeBoxCheck(schema: TSchema, convert: "all" | ReadonlySet<string> = new Set()): ParamsCheck {
   const compiled = TypeCompiler.Compile(schema);
   const properties = (schema.properties ?? {}) as Record<string, Schema>;
+  // Value.Default walks the whole schema on each call: only where there is a default to fill in.
+  const hasDefaults = JSON.stringify(schema).includes('"default":');
   return (params: unknown): Outcome => {
-    Value.Default(schema, params);
+    if (hasDefaults) Value.Default(schema, params);
     if (typeof params === "object" && params !== null && !Array.isArray(params)) {
       const fields = params as Record<string, unknown>;
       for (const key of Object.keys(fields))
