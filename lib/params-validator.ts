@@ -59,9 +59,11 @@ function entryOf(error: ValueError, field: string): FieldError {
 
 /**
  * A TypeBox schema's check: its defaults filled in, the `convert` fields' strings converted, then
- * the compiled check; one entry per field (TypeBox may find several faults in one).
+ * the compiled check; one entry per field (TypeBox may find several faults in one). `leaveUnknown`:
+ * fields `additionalProperties: false` refuses pass, for UnknownFieldsMiddleware to refuse once the
+ * caller is checked.
  */
-export function typeBoxCheck(schema: TSchema, convert: "all" | ReadonlySet<string> = new Set()): ParamsCheck {
+export function typeBoxCheck(schema: TSchema, convert: "all" | ReadonlySet<string> = new Set(), leaveUnknown = false): ParamsCheck {
   const compiled = TypeCompiler.Compile(schema);
   const properties = (schema.properties ?? {}) as Record<string, Schema>;
   // Value.Default walks the whole schema on each call: only where there is a default to fill in.
@@ -76,10 +78,11 @@ export function typeBoxCheck(schema: TSchema, convert: "all" | ReadonlySet<strin
     if (compiled.Check(params)) return true;
     const entries = new Map<string, FieldError>();
     for (const error of compiled.Errors(params)) {
+      if (leaveUnknown && error.type === ValueErrorType.ObjectAdditionalProperties) continue;
       const field = pathOf(error.path, params);
       if (!entries.has(field)) entries.set(field, entryOf(error, field));
     }
-    return [...entries.values()];
+    return entries.size ? [...entries.values()] : true;
   };
 }
 
@@ -107,7 +110,7 @@ export class ParamsValidator extends Validators.Base {
     if (isJsonSchemaParams(schema)) {
       // Query strings and path segments are strings; a JSON body keeps its types.
       const convert = routes.some((r) => BODYLESS.has(r.method)) ? "all" : pathParamsOf(routes);
-      return typeBoxCheck(schema as TSchema, convert);
+      return typeBoxCheck(schema as TSchema, convert, true);
     }
     // Unknown fields are refused by name once the caller is checked: `$$strict` must neither drop them nor name their parent first.
     const rules = { ...schema };

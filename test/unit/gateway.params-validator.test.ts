@@ -204,6 +204,16 @@ describe("params validator - the pure parts", () => {
     expect(isJsonSchemaParams({ $$strict: "remove", type: "string", name: "string" })).toBe(false);
   });
 
+  it("params validator - a REST-facing schema's own additionalProperties: false leaves unknown fields to the middleware (after the caller is checked)", () => {
+    const schema = Type.Object({ a: Type.String() }, { additionalProperties: false });
+    const validator = new ParamsValidator();
+    expect(validator.checkOf({ rest: "POST /x", params: schema } as never)!({ a: "x", b: 1 })).toBe(true);
+    expect(validator.checkOf({ rest: "POST /x", params: schema } as never)!({ b: 1 })).toEqual([expect.objectContaining({ field: "a" })]);
+    expect(validator.checkOf({ params: schema } as never)!({ a: "x", b: 1 })).toEqual([
+      { field: "b", message: "The 'b' field is not a known field of this request." },
+    ]);
+  });
+
   it("params validator - validate() throws the same ValidationError", () => {
     const validator = new ParamsValidator();
     expect(validator.validate({ a: "x" }, Type.Object({ a: Type.String() }))).toBe(true);
