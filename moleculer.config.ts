@@ -16,7 +16,9 @@ import { Env, registerBrokerEnv } from "./lib/settings";
 import { createChannelsMiddleware } from "./lib/channels";
 import { AuthMiddleware } from "./middlewares/auth.middleware";
 import { InputMiddleware } from "./middlewares/input.middleware";
+import { UnknownFieldsMiddleware } from "./middlewares/unknown-fields.middleware";
 import { HealthMiddleware } from "./lib/health";
+import { ParamsValidator } from "./lib/params-validator";
 import { jsonLineFormatter, RequestScopeMiddleware } from "./lib/logging";
 import { metricsOptions } from "./lib/metrics";
 import { busSetup } from "./lib/bus-connection";
@@ -57,11 +59,14 @@ export function brokerConfig(settings: PlatformSettings, services: readonly stri
     heartbeatTimeout: 15,
     registry: { strategy: "RoundRobin", preferLocal: true },
     circuitBreaker: { enabled: false },
-    validator: true,
+    // Params as TypeBox schemas or fastest-validator rules (lib/params-validator.ts).
+    validator: new ParamsValidator(),
     errorHandler: undefined,
     middlewares: [
       // The request scope only feeds JSON lines' requestId; other formats skip its async-hooks cost.
       ...(logFormat === "json" ? [RequestScopeMiddleware] : []),
+      // Listed before Auth, so it runs after it: an anonymous request with an unknown field is still 401.
+      UnknownFieldsMiddleware,
       AuthMiddleware(settings),
       // NUL bytes and unpaired surrogates in any string param: 400 before a handler or a batch sees them.
       InputMiddleware,

@@ -3,14 +3,17 @@
  * /v1/embeddings, GET /v1/models), as OpenAI's API reference defines them, translated to and from
  * the engine's. Pure: bad input is a list of `{ field, message }` (the field is OpenAI's `param`);
  * what the platform cannot do (tools, n > 1, images, audio, logprobs, structured output) is
- * refused by name instead of being silently dropped.
+ * refused by name instead of being silently dropped, and so is a field OpenAI's API does not have
+ * (the accepted fields: openai-fields.ts).
  */
 import { ErrorCodes, FieldError, validationFailed } from "../../lib/errors";
+import { unknownFieldsOf } from "../../lib/known-fields";
 import { openAiError } from "../../lib/openai-errors";
 import type { Answer, ChatParams, Embedded, StreamFormat } from "./engine";
 import type { PublicFailure } from "./errors";
 import type { ChatMessage } from "./providers";
 import { MAX_FALLBACKS } from "./settings";
+import { CHAT_COMPLETION_FIELDS, EMBEDDINGS_FIELDS } from "./openai-fields";
 
 export type ChatCompletionRequest = ChatParams & { stream: boolean; includeUsage: boolean };
 export type EmbeddingsRequest = { model: string; input: string[]; base64: boolean };
@@ -42,6 +45,12 @@ const isText = (v: unknown, max = Infinity): v is string => typeof v === "string
 function objectBody(raw: unknown): Body {
   if (raw === null || typeof raw !== "object" || Array.isArray(raw)) throw validationFailed([{ field: "(body)", message: "must be a JSON object" }]);
   return raw as Body;
+}
+
+/** The faults found, unrecognized fields first and named in the message as OpenAI's API names them. */
+function refusal(errors: FieldError[], unknown: number) {
+  const names = errors.slice(0, unknown).map((e) => e.field);
+  return validationFailed(errors, unknown ? `Unrecognized request argument supplied: ${names.join(", ")}` : undefined);
 }
 
 function number(body: Body, field: string, min: number, max: number, errors: FieldError[], integer = false): number | undefined {
@@ -118,7 +127,8 @@ function modelsOf(body: Body, errors: FieldError[]): { model: string; fallbacks?
 
 export function parseChatCompletion(raw: unknown): ChatCompletionRequest {
   const body = objectBody(raw);
-  const errors: FieldError[] = [];
+  const errors: FieldError[] = unknownFieldsOf(body, CHAT_COMPLETION_FIELDS);
+  const unknown = errors.length;
   const { model, fallbacks } = modelsOf(body, errors);
   const messages = messagesOf(body.messages, errors);
   for (const [field, isOff, what] of UNSUPPORTED) if (given(body, field) && !isOff(body[field])) errors.push({ field, message: what });
@@ -133,7 +143,7 @@ export function parseChatCompletion(raw: unknown): ChatCompletionRequest {
   const streamOptions = body.stream_options as { include_usage?: unknown } | null | undefined;
   if (given(body, "stream_options") && (typeof streamOptions !== "object" || Array.isArray(streamOptions)))
     errors.push({ field: "stream_options", message: "must be an object" });
-  if (errors.length) throw validationFailed(errors);
+  if (errors.length) throw refusal(errors, unknown);
   const user = typeof body.user === "string" && body.user ? body.user : undefined;
   return {
     model,
@@ -152,7 +162,8 @@ export function parseChatCompletion(raw: unknown): ChatCompletionRequest {
 
 export function parseEmbeddings(raw: unknown): EmbeddingsRequest {
   const body = objectBody(raw);
-  const errors: FieldError[] = [];
+  const errors: FieldError[] = unknownFieldsOf(body, EMBEDDINGS_FIELDS);
+  const unknown = errors.length;
   if (!isText(body.model, MAX_MODEL)) errors.push({ field: "model", message: `must be a model name (1 to ${MAX_MODEL} characters)` });
   const input = typeof body.input === "string" ? [body.input] : body.input;
   if (!Array.isArray(input) || input.length === 0 || input.length > MAX_INPUTS || !input.every((s) => typeof s === "string" && s !== ""))
@@ -160,7 +171,7 @@ export function parseEmbeddings(raw: unknown): EmbeddingsRequest {
   const format = body.encoding_format ?? "float";
   if (format !== "float" && format !== "base64") errors.push({ field: "encoding_format", message: 'must be "float" or "base64"' });
   if (given(body, "dimensions")) errors.push({ field: "dimensions", message: "dimensions is not supported" });
-  if (errors.length) throw validationFailed(errors);
+  if (errors.length) throw refusal(errors, unknown);
   return { model: (body.model as string).trim(), input: input as string[], base64: format === "base64" };
 }
 

@@ -144,7 +144,12 @@ describe("auth - the admin role", () => {
   });
 
   it("auth - a role in the register body, or a forged admin claim in a token, does not make an admin", async () => {
-    const res = await http(base, "POST", "/api/auth/register", { body: { email: email("sneaky"), name: "Sneaky", password: "password-123", role: "admin" } });
+    // A field the platform does not know is 400 naming it (API-DECISIONS Part 3), and no account is made.
+    const account = { email: email("sneaky"), name: "Sneaky", password: "password-123" };
+    const refused = await http(base, "POST", "/api/auth/register", { body: { ...account, role: "admin" } });
+    expectError(refused, 400, "VALIDATION_FAILED");
+    expect(refused.body.error.details).toEqual([expect.objectContaining({ field: "role" })]);
+    const res = await http(base, "POST", "/api/auth/register", { body: account });
     expect(res.status).toBe(201);
     expect(res.body.client.role).toBe("client");
     const forged = jwt.sign({ role: "admin", jti: "forged" }, SECRET, { subject: res.body.client.id, algorithm: "HS256", expiresIn: 3600 });

@@ -1,7 +1,10 @@
 /** The /v1 translation (pure): what a chat or embeddings request becomes, what is refused and why, and MODEL_FALLBACKS. */
+import { readFileSync } from "fs";
+import path from "path";
 import { openAiError } from "../../lib/openai-errors";
 import { chatCompletion, embeddingList, openAiStreamFormat, parseChatCompletion, parseEmbeddings } from "../../services/inference/openai-api";
 import { parseInferenceSettings, parseModelFallbacks } from "../../services/inference/settings";
+import { CHAT_COMPLETION_FIELDS, V1_IGNORED_FIELDS } from "../../services/inference/openai-fields";
 
 const base = { model: "m", messages: [{ role: "user", content: "hi" }] };
 const fieldsOf = (work: () => unknown): string[] => {
@@ -49,7 +52,7 @@ describe("inference - /v1 chat requests", () => {
     ["models: fallbacks after model", { models: ["a", "b"] }, { model: "m", fallbacks: ["a", "b"] }],
     ["models without model: the first is the model", { model: undefined, models: ["a", "b"] }, { model: "a", fallbacks: ["b"] }],
     ["stream with usage", { stream: true, stream_options: { include_usage: true } }, { stream: true, includeUsage: true }],
-    ["unknown fields are ignored", { metadata: { a: 1 }, store: false, frequency_penalty: 0 }, { model: "m" }],
+    ["fields documented as ignored are accepted", { metadata: { a: 1 }, store: false, frequency_penalty: 0 }, { model: "m" }],
   ])("inference - %s", (_name, change, expected) => {
     expect(parseChatCompletion({ ...base, ...change })).toMatchObject(expected);
   });
@@ -77,8 +80,30 @@ describe("inference - /v1 chat requests", () => {
     ["logit_bias", { ...base, logit_bias: { "50256": -100 } }, ["logit_bias"]],
     ["an empty models list", { ...base, models: [] }, ["models"]],
     ["several problems at once", { model: "", messages: [], n: 3 }, ["model", "messages", "n"]],
+    ["a field OpenAI's API does not have, first", { ...base, temperature: 3, top_k: 40 }, ["top_k", "temperature"]],
   ])("inference - %s is refused naming the field", (_name, body, fields) => {
     expect(fieldsOf(() => parseChatCompletion(body))).toEqual(fields);
+  });
+
+  test("inference - an unknown field is refused in OpenAI's words; every listed field is known, each ignored one accepted", () => {
+    expect(() => parseChatCompletion({ ...base, repeat_penalty: 1.1, top_k: 4 })).toThrow("Unrecognized request argument supplied: repeat_penalty, top_k");
+    const notUnknown = (field: string) => {
+      try {
+        parseChatCompletion({ ...base, [field]: "x" });
+      } catch (err) {
+        return !(err as { data: Array<{ field: string; message: string }> }).data.some((d) => d.field === field && /not a known field/.test(d.message));
+      }
+      return true;
+    };
+    expect([...CHAT_COMPLETION_FIELDS].filter((f) => !notUnknown(f))).toEqual([]);
+    const ignored = Object.fromEntries(V1_IGNORED_FIELDS.chatCompletions.map((f) => [f, null]));
+    expect(parseChatCompletion({ ...base, ...ignored, user: "u" })).toMatchObject({ model: "m", user: "u" });
+  });
+
+  test("inference - docs/errors.md lists every field /v1 accepts and ignores", () => {
+    const doc = readFileSync(path.join(__dirname, "../../docs/errors.md"), "utf8");
+    const listed = [...V1_IGNORED_FIELDS.chatCompletions, ...V1_IGNORED_FIELDS.embeddings];
+    expect(listed.filter((f) => !doc.includes(`\`${f}\``))).toEqual([]);
   });
 });
 
@@ -99,6 +124,7 @@ describe("inference - /v1 embeddings requests and answers", () => {
     ["too many inputs", { model: "e", input: Array.from({ length: 2049 }, () => "x") }, ["input"]],
     ["a number input", { model: "e", input: 5 }, ["input"]],
     ["no model", { input: "x" }, ["model"]],
+    ["an unknown field", { model: "e", input: "x", truncate: true }, ["truncate"]],
   ])("inference - %s is refused naming the field", (_name, body, fields) => {
     expect(fieldsOf(() => parseEmbeddings(body))).toEqual(fields);
   });

@@ -10,7 +10,7 @@ import type { AuthPolicy } from "../../../lib/identity";
 import { policyOf } from "../../../middlewares/auth.middleware";
 import { OPENAI_ERROR, OPENAI_OPERATIONS, OPENAI_SCHEMAS } from "./openai";
 import { ANY_REQUEST_ERRORS, Operation, OPERATIONS, SCHEMAS } from "./responses";
-import { isRequired, JsonSchema, normalizeRule, paramsSchema, toJsonSchema } from "./schema";
+import { bodySchema, JsonSchema, paramFields } from "./schema";
 
 export type LiveRoute = {
   method: string;
@@ -53,7 +53,7 @@ function securityOf(policy: AuthPolicy): Array<Record<string, string[]>> {
   return [{ bearerAuth: [] }, { apiKey: [] }];
 }
 
-/** Errors any route of this kind can answer, besides the catalogue's own. */
+/** Errors any route of this kind can answer, besides the catalogue's own; `hasParams`: fields to validate, or unknown ones to refuse. */
 function implicitErrors(route: LiveRoute, policy: AuthPolicy, hasParams: boolean): ErrorCode[] {
   if (!route.action) return ["INTERNAL"];
   const codes: ErrorCode[] = [];
@@ -128,32 +128,25 @@ function successResponse(op: Operation, named: Record<string, JsonSchema>): Reco
 
 function operationOf(route: LiveRoute, path: string, op: Operation | undefined, named: Record<string, JsonSchema>): OperationObject {
   const policy: AuthPolicy = route.action ? (policyOf(route.action as ActionSchema) ?? "required") : "public";
-  const params = route.action?.params ?? {};
+  const fields = paramFields(route.action?.params);
   const pathNames = [...path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]);
-  const fieldNames = Object.keys(params).filter((n) => !n.startsWith("$$"));
   const parameters: unknown[] = pathNames.map((name) => ({
     name,
     in: "path",
     required: true,
-    schema: params[name] !== undefined ? toJsonSchema(params[name]) : { type: "string" },
+    schema: fields.find((f) => f.name === name)?.schema ?? { type: "string" },
   }));
-  const rest = Object.fromEntries(Object.entries(params).filter(([n]) => !pathNames.includes(n)));
+  const rest = fields.filter((f) => !pathNames.includes(f.name));
   let requestBody: unknown;
   if (op?.request) requestBody = { required: true, content: { "application/json": { schema: publish(op.request, named) } } };
   else if (BODY_METHODS.has(route.method)) {
-    const body = paramsSchema(rest);
-    if (Object.keys(body.properties as object).length)
-      requestBody = {
-        required: Object.entries(rest).some(([n, r]) => !n.startsWith("$$") && isRequired(r)),
-        content: { "application/json": { schema: body } },
-      };
+    if (rest.length) requestBody = { required: rest.some((f) => f.required), content: { "application/json": { schema: bodySchema(rest) } } };
   } else {
-    for (const [name, rule] of Object.entries(rest)) {
-      if (name.startsWith("$$") || (!Array.isArray(normalizeRule(rule)) && (normalizeRule(rule) as { type?: string }).type === "forbidden")) continue;
-      parameters.push({ name, in: "query", required: isRequired(rule), schema: toJsonSchema(rule) });
-    }
+    for (const f of rest) parameters.push({ name: f.name, in: "query", required: f.required, schema: f.schema });
   }
-  const errors = [...implicitErrors(route, policy, fieldNames.length > 0 || op?.request !== undefined), ...(op?.errors ?? [])];
+  // A REST-facing action refuses fields it does not know (lib/params-validator.ts): 400 even without params.
+  const validates = fields.length > 0 || op?.request !== undefined || Boolean(route.action?.rest);
+  const errors = [...implicitErrors(route, policy, validates), ...(op?.errors ?? [])];
   const operation: OperationObject = {
     operationId: route.action?.name ?? `${route.method.toLowerCase()}${path.replace(/[^A-Za-z0-9]+(.)?/g, (_, c?: string) => (c ?? "").toUpperCase())}`,
     ...(op ? { tags: [op.tag], summary: op.summary } : { "x-undocumented": true as const }),

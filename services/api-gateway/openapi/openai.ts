@@ -83,7 +83,10 @@ const ChatCompletionRequest = object(
   },
   {
     $id: "OpenAiChatCompletionRequest",
-    description: "Tools, n > 1, images, audio, logprobs and response_format other than text are refused by name (400), not ignored.",
+    description:
+      "Tools, n > 1, images, audio, logprobs and response_format other than text are refused by name (400), not ignored; so is a field " +
+      "OpenAI's API does not have. The few OpenAI fields the platform does not apply (store, metadata, service_tier, …) are accepted " +
+      "and ignored: docs/errors.md lists them.",
   },
 );
 
@@ -118,7 +121,7 @@ const EmbeddingsRequest = object(
     },
     encoding_format: { type: "string", enum: ["float", "base64"] },
   },
-  { $id: "OpenAiEmbeddingsRequest" },
+  { $id: "OpenAiEmbeddingsRequest", description: "A field OpenAI's API does not have is refused by name (400); `user` is accepted and ignored." },
 );
 
 const EmbeddingList = list(

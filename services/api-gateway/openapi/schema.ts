@@ -1,9 +1,11 @@
 /**
- * fastest-validator rules (an action's `params`) → JSON Schema 2020-12, as OpenAPI 3.1 uses it.
- * The document is generated from the rules the gateway actually enforces, so it cannot say a
- * field is optional while validation requires it.
+ * An action's `params` → JSON Schema 2020-12, as OpenAPI 3.1 uses it: fastest-validator rules
+ * converted, TypeBox params as they are (they are JSON Schema already). The document is generated
+ * from the rules the services actually enforce (lib/params-validator.ts), so it cannot say a field
+ * is optional while validation requires it, nor leave out that unknown fields are refused.
  */
 import Validator from "fastest-validator";
+import { isJsonSchemaParams } from "../../../lib/known-fields";
 
 export type JsonSchema = Record<string, unknown>;
 type Rule = Record<string, unknown> & { type?: string };
@@ -121,4 +123,40 @@ export function toJsonSchema(raw: unknown): JsonSchema {
 /** An action's `params` as one object schema (the top level is always an object). */
 export function paramsSchema(params: Record<string, unknown> | undefined): JsonSchema {
   return objectSchema(params ?? {}, params?.$$strict);
+}
+
+export type ParamField = { name: string; schema: JsonSchema; required: boolean };
+
+/** An action's fields, from fastest-validator rules or a JSON Schema (TypeBox's; a field with a default is optional, as validation fills it in). */
+export function paramFields(params: Record<string, unknown> | undefined): ParamField[] {
+  if (!params) return [];
+  if (isJsonSchemaParams(params)) {
+    const required = new Set((params.required ?? []) as string[]);
+    // A plain copy: TypeBox's Symbol keys exist in-process only.
+    return Object.entries(JSON.parse(JSON.stringify(params.properties)) as Record<string, JsonSchema>).map(([name, schema]) => ({
+      name,
+      schema,
+      required: required.has(name) && schema.default === undefined,
+    }));
+  }
+  return Object.entries(params)
+    .filter(([name, raw]) => !name.startsWith("$$") && (Array.isArray(normalizeRule(raw)) || (normalizeRule(raw) as Rule).type !== "forbidden"))
+    .map(([name, raw]) => ({ name, schema: toJsonSchema(raw), required: isRequired(raw) }));
+}
+
+/** Every object that lists its properties, without its own say on others, refuses them: as a REST-facing action does (middlewares/unknown-fields.middleware.ts). */
+function closed(schema: JsonSchema): JsonSchema {
+  const copy: JsonSchema = { ...schema };
+  if (copy.properties && typeof copy.properties === "object") {
+    copy.properties = Object.fromEntries(Object.entries(copy.properties as Record<string, JsonSchema>).map(([k, v]) => [k, closed(v)]));
+    if (copy.additionalProperties === undefined) copy.additionalProperties = false;
+  }
+  if (copy.items && typeof copy.items === "object" && !Array.isArray(copy.items)) copy.items = closed(copy.items as JsonSchema);
+  return copy;
+}
+
+/** A REST-facing action's request body: its fields, unknown ones refused (400 naming the field). */
+export function bodySchema(fields: ParamField[]): JsonSchema {
+  const required = fields.filter((f) => f.required).map((f) => f.name);
+  return closed({ type: "object", properties: Object.fromEntries(fields.map((f) => [f.name, f.schema])), ...(required.length ? { required } : {}) });
 }
