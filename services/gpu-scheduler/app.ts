@@ -57,7 +57,6 @@ export const dnsLookup: Lookup = (host) => dns.lookup(host, { all: true });
 /** What the scheduler is made of, for the actions (job-submit.ts, job-actions.ts, streams.ts, admin-actions.ts). */
 export interface SchedulerApp {
   broker: ServiceBroker;
-  logger: LoggerInstance;
   config: SchedulerSettings;
   /** What node ids in clients' messages become (opaque labels). */
   labeler: NodeLabeler;
@@ -82,8 +81,6 @@ export interface SchedulerApp {
   follow: LogFollow;
   followed: FollowedJobs;
   webhooks: WebhooksRepository;
-  sender: WebhookSender;
-  history: JobHistory;
   /** Keys created before this no longer match (GPU_IDEMPOTENCY_TTL_S). */
   keysExpireBefore(): Date;
   /** Any replica's committed change wakes this replica's watchers of that job. */
@@ -172,7 +169,6 @@ export function createSchedulerApp(broker: ServiceBroker, db: Pool, config: Sche
 
   return {
     broker,
-    logger,
     config,
     labeler,
     clock,
@@ -192,8 +188,6 @@ export function createSchedulerApp(broker: ServiceBroker, db: Pool, config: Sche
     follow: new LogFollow(nodes, scheduler.view, attemptNode, watch),
     followed,
     webhooks,
-    sender,
-    history,
     keysExpireBefore,
 
     onStatusChanged(change) {
