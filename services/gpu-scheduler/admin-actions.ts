@@ -17,7 +17,7 @@ import {
   NODE_ID_PARAMS,
   NodeIdParams,
 } from "./admin-contract";
-import type { SchedulerThis } from "./gpu-scheduler.service";
+import type { SchedulerApp, SchedulerService } from "./app";
 import type { JobRow } from "./jobs.repository";
 import { adminNodes } from "./node-admin";
 
@@ -27,11 +27,6 @@ const realIds = (nodeId: string) => nodeId;
 export const ADMIN_CANCEL_REASON = "cancelled by an administrator";
 
 type AdminCtx<P> = Context<P, CallerMeta>;
-type AdminSchedulerThis = SchedulerThis & {
-  adminNode(nodeId: string): Promise<AdminNodeView>;
-  adminJobs(rows: JobRow[]): Promise<AdminJobView[]>;
-  setDraining(ctx: AdminCtx<NodeIdParams>, draining: boolean): Promise<AdminNodeView>;
-};
 
 const internal = { visibility: "public", callers: ["admin"], auth: "admin" } as const;
 
@@ -39,26 +34,27 @@ export const AdminActionsMixin: Partial<ServiceSchema> = {
   actions: {
     adminNodes: {
       ...internal,
-      async handler(this: AdminSchedulerThis): Promise<{ nodes: AdminNodeView[] }> {
-        const [rows, running, held] = await Promise.all([this.nodeBook.all(), this.nodeBook.runningByNode(), this.places.heldCards()]);
-        return { nodes: adminNodes(this.scheduler.view.nodeEntries(), rows, running, held, this.labeler) };
+      async handler(this: SchedulerService): Promise<{ nodes: AdminNodeView[] }> {
+        const { nodeBook, places, scheduler, labeler } = this.app;
+        const [rows, running, held] = await Promise.all([nodeBook.all(), nodeBook.runningByNode(), places.heldCards()]);
+        return { nodes: adminNodes(scheduler.view.nodeEntries(), rows, running, held, labeler) };
       },
     },
 
     adminDrainNode: {
       ...internal,
       params: NODE_ID_PARAMS,
-      handler(this: AdminSchedulerThis, ctx: AdminCtx<NodeIdParams>): Promise<AdminNodeView> {
-        return this.setDraining(ctx, true);
+      handler(this: SchedulerService, ctx: AdminCtx<NodeIdParams>): Promise<AdminNodeView> {
+        return setDraining(this.app, ctx, true);
       },
     },
 
     adminResumeNode: {
       ...internal,
       params: NODE_ID_PARAMS,
-      async handler(this: AdminSchedulerThis, ctx: AdminCtx<NodeIdParams>): Promise<AdminNodeView> {
-        const node = await this.setDraining(ctx, false);
-        void this.scheduler.schedule(); // its cards may take queued jobs now (other replicas: on their next pass)
+      async handler(this: SchedulerService, ctx: AdminCtx<NodeIdParams>): Promise<AdminNodeView> {
+        const node = await setDraining(this.app, ctx, false);
+        void this.app.scheduler.schedule(); // its cards may take queued jobs now (other replicas: on their next pass)
         return node;
       },
     },
@@ -70,9 +66,9 @@ export const AdminActionsMixin: Partial<ServiceSchema> = {
     adminAcceptNodeCards: {
       ...internal,
       params: ACCEPT_CARDS_PARAMS,
-      async handler(this: AdminSchedulerThis, ctx: AdminCtx<AcceptCardsParams>): Promise<AdminNodeView> {
+      async handler(this: SchedulerService, ctx: AdminCtx<AcceptCardsParams>): Promise<AdminNodeView> {
         const { nodeId, uuids } = ctx.params;
-        const node = this.scheduler.view.node(nodeId);
+        const node = this.app.scheduler.view.node(nodeId);
         if (!node) throw apiError("NOT_FOUND", "GPU node not found, or not heard now: cards are accepted while their node announces them");
         const pending = node.held.filter((c) => c.reason === "pending");
         const unknown = (uuids ?? []).filter((u) => !pending.some((c) => c.uuid === u));
@@ -81,54 +77,53 @@ export const AdminActionsMixin: Partial<ServiceSchema> = {
             { field: "uuids", message: `Not pending cards of ${nodeId}: ${unknown.join(", ")}. Pending: ${pending.map((c) => c.uuid).join(", ") || "none"}.` },
           ]);
         const chosen = uuids ? pending.filter((c) => uuids.includes(c.uuid)) : pending;
-        if (chosen.length) await this.scheduler.acceptCards(nodeId, chosen, ctx.meta.caller!.clientId);
-        return this.adminNode(nodeId);
+        if (chosen.length) await this.app.scheduler.acceptCards(nodeId, chosen, ctx.meta.caller!.clientId);
+        return adminNode(this.app, nodeId);
       },
     },
 
     adminJobs: {
       ...internal,
       params: ADMIN_JOBS_PARAMS,
-      async handler(this: AdminSchedulerThis, ctx: AdminCtx<AdminJobsParams>): Promise<{ jobs: AdminJobView[]; nextCursor: string | null }> {
+      async handler(this: SchedulerService, ctx: AdminCtx<AdminJobsParams>): Promise<{ jobs: AdminJobView[]; nextCursor: string | null }> {
         const { status, clientId, before } = ctx.params;
-        const page = await this.jobSearch.search({ status, clientId, before, limit: ctx.params.limit ?? ADMIN_LIST_MAX });
-        return { jobs: await this.adminJobs(page.rows), nextCursor: page.nextCursor };
+        const page = await this.app.jobSearch.search({ status, clientId, before, limit: ctx.params.limit ?? ADMIN_LIST_MAX });
+        return { jobs: await adminJobs(this.app, page.rows), nextCursor: page.nextCursor };
       },
     },
 
     adminCancelJob: {
       ...internal,
       params: { id: { type: "uuid" } },
-      async handler(this: AdminSchedulerThis, ctx: AdminCtx<{ id: string }>): Promise<AdminJobView> {
-        const row = await this.repo.find(ctx.params.id);
+      async handler(this: SchedulerService, ctx: AdminCtx<{ id: string }>): Promise<AdminJobView> {
+        const { repo, scheduler } = this.app;
+        const row = await repo.find(ctx.params.id);
         if (!row) throw notFound("GPU job");
-        if (!(await this.scheduler.cancel(row, ADMIN_CANCEL_REASON)))
+        if (!(await scheduler.cancel(row, ADMIN_CANCEL_REASON)))
           throw apiError("INVALID_STATE", `GPU job already finished (${row.status}); it cannot be cancelled`);
-        return (await this.adminJobs([(await this.repo.find(row.id))!]))[0];
+        return (await adminJobs(this.app, [(await repo.find(row.id))!]))[0];
       },
     },
   },
-
-  methods: {
-    /** Known nodes only: heard by this replica, or drained or lost before (RunPod and Slurm drain known nodes only). */
-    async setDraining(this: AdminSchedulerThis, ctx: AdminCtx<NodeIdParams>, draining: boolean): Promise<AdminNodeView> {
-      const { nodeId } = ctx.params;
-      if (!this.scheduler.view.has(nodeId) && !(await this.nodeBook.find(nodeId))) throw notFound("GPU node");
-      await this.nodeBook.setDraining(nodeId, draining, ctx.meta.caller!.clientId, this.clock.now());
-      return this.adminNode(nodeId);
-    },
-
-    async adminNode(this: AdminSchedulerThis, nodeId: string): Promise<AdminNodeView> {
-      const [row, running, held] = await Promise.all([this.nodeBook.find(nodeId), this.nodeBook.runningByNode(), this.places.heldCards()]);
-      const heard = this.scheduler.view.node(nodeId);
-      const [node] = adminNodes(heard ? [heard] : [], row ? [row] : [], running, held, this.labeler);
-      if (!node) throw notFound("GPU node");
-      return node;
-    },
-
-    /** Details as clients see them (real node ids in messages), plus the account and the node. */
-    async adminJobs(this: AdminSchedulerThis, rows: JobRow[]): Promise<AdminJobView[]> {
-      return (await this.details(rows, realIds)).map((detail, i) => ({ ...detail, clientId: rows[i].client_id, nodeId: rows[i].node_id }));
-    },
-  },
 };
+
+/** Known nodes only: heard by this replica, or drained or lost before (RunPod and Slurm drain known nodes only). */
+async function setDraining(app: SchedulerApp, ctx: AdminCtx<NodeIdParams>, draining: boolean): Promise<AdminNodeView> {
+  const { nodeId } = ctx.params;
+  if (!app.scheduler.view.has(nodeId) && !(await app.nodeBook.find(nodeId))) throw notFound("GPU node");
+  await app.nodeBook.setDraining(nodeId, draining, ctx.meta.caller!.clientId, app.clock.now());
+  return adminNode(app, nodeId);
+}
+
+async function adminNode(app: SchedulerApp, nodeId: string): Promise<AdminNodeView> {
+  const [row, running, held] = await Promise.all([app.nodeBook.find(nodeId), app.nodeBook.runningByNode(), app.places.heldCards()]);
+  const heard = app.scheduler.view.node(nodeId);
+  const [node] = adminNodes(heard ? [heard] : [], row ? [row] : [], running, held, app.labeler);
+  if (!node) throw notFound("GPU node");
+  return node;
+}
+
+/** Details as clients see them (real node ids in messages), plus the account and the node. */
+async function adminJobs(app: SchedulerApp, rows: JobRow[]): Promise<AdminJobView[]> {
+  return (await app.reader.details(rows, realIds)).map((detail, i) => ({ ...detail, clientId: rows[i].client_id, nodeId: rows[i].node_id }));
+}

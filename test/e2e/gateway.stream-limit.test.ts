@@ -28,7 +28,7 @@ describe("gateway - open streams per account", () => {
     open.push(stream);
     return stream;
   };
-  const watcherCount = () => (platform.broker.getLocalService("gpu-scheduler") as any).watch.size as number;
+  const watcherCount = () => (platform.broker.getLocalService("gpu-scheduler") as any).app.watch.size as number;
   const held = (token: string) => (platform.broker.getLocalService("api-gateway") as any).streams.held(clientIdOf(token)) as number;
 
   beforeAll(async () => {

@@ -17,7 +17,7 @@ describe("gpu events - server-sent status events through the gateway", () => {
 
   const submit = (body: unknown) => http(base, "POST", "/api/gpu/jobs", { token: alice, body });
   const watch = (id: string, token = alice) => openEventStream(`${base}/api/gpu/jobs/${id}/events`, token);
-  const watcherCount = () => (platform.broker.getLocalService("gpu-scheduler") as any).watch.size as number;
+  const watcherCount = () => (platform.broker.getLocalService("gpu-scheduler") as any).app.watch.size as number;
 
   beforeAll(async () => {
     for (const method of ["log", "warn", "error"] as const) jest.spyOn(console, method).mockImplementation(() => undefined);

@@ -8,7 +8,7 @@
 import { randomUUID } from "crypto";
 import { Client } from "pg";
 import type { Pool } from "pg";
-import { Batcher } from "../../services/gpu-scheduler/batcher";
+import type { SchedulerApp } from "../../services/gpu-scheduler/app";
 import type { NewJob } from "../../services/gpu-scheduler/jobs.repository";
 import type { InferenceRecord } from "../../services/inference/attempt-log";
 import { InferencesRepository, UsageRecorder } from "../../services/inference/usage.repository";
@@ -128,7 +128,7 @@ describe("input - strings PostgreSQL cannot store never reach a service or a bat
   });
 
   it("input - 19 concurrent submitters and one job PostgreSQL refuses in the same batch: only that one fails (400), the 19 are stored", async () => {
-    const scheduler = platform.broker.getLocalService("gpu-scheduler") as unknown as { inserts: Batcher<NewJob, { position: number } | { refused: unknown }> };
+    const { app: scheduler } = platform.broker.getLocalService("gpu-scheduler") as unknown as { app: Pick<SchedulerApp, "inserts"> };
     const jobs: NewJob[] = Array.from({ length: 20 }, (_, i) => ({
       id: randomUUID(),
       clientId,
