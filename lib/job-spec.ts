@@ -44,7 +44,8 @@ const seconds = (description: string) => OrAbsent(Type.Integer({ minimum: 1, max
 
 /** Everything a job asks for except its environment: the stored document. */
 const specFields = {
-  command: Type.String({ minLength: 1, maxLength: JOB_COMMAND_MAX, pattern: "\\S", description: "A shell command line" }),
+  // A blank one is refused by the submission rules, with a message of its own.
+  command: Type.String({ minLength: 1, maxLength: JOB_COMMAND_MAX, description: "A shell command line" }),
   gpuType: OrAbsent(
     Type.String({ minLength: 1, maxLength: 200, pattern: "\\S", description: 'A card name or part of one, any case; absent or "any": any card' }),
   ),

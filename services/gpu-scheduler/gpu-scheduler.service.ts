@@ -28,7 +28,8 @@ import { submitJob } from "./job-submit";
 import type { EventsCursor } from "./job-watch";
 import type { FollowCursor } from "./log-follow";
 import { migrations } from "./migrations";
-import { ATTEMPT_PARAM, CREATE_JOB_PARAMS, FOLLOW_CURSOR, JOB_ID_PARAMS, LOGS_CURSOR } from "./params";
+import { ATTEMPT_PARAM, FOLLOW_CURSOR, JOB_ID_PARAMS, LOGS_CURSOR } from "./params";
+import { JobSpec } from "../../lib/job-spec";
 import { parseSchedulerSettings } from "./settings";
 import type { SchedulerStats } from "./stats";
 import type { JobStatusChanged } from "./status-events";
@@ -80,7 +81,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, This> & { channel
         response: JobCreated,
         errors: ["IDEMPOTENCY_KEY_REUSED", "QUOTA_EXCEEDED"],
       },
-      params: CREATE_JOB_PARAMS,
+      params: JobSpec,
       handler(this: This, ctx: Ctx<CreateJobParams>): Promise<CreatedJob> {
         return submitJob(this.app, ctx);
       },

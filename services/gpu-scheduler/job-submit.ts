@@ -28,7 +28,7 @@ export async function submitJob(app: SchedulerApp, ctx: CreateCtx): Promise<Crea
   const submitted = checkSubmission(ctx.params, submissionFacts(app, runningGpus), { id: randomUUID(), clientId });
   if (!submitted.ok) throw validationFailed(submitted.errors);
   const { job } = submitted;
-  if (ctx.params.webhookUrl !== undefined) await checkWebhookUrl(app, clientId, ctx.params.webhookUrl);
+  if (ctx.params.webhookUrl != null) await checkWebhookUrl(app, clientId, ctx.params.webhookUrl);
   // Keyed requests take their own transaction (a replay answers even at the queued-jobs cap); the others stay on the batched inserts.
   if (key !== undefined) return createKeyed(app, ctx, key, job);
   // At or over a monthly quota a job uses up: 403 before anything is queued (a keyed replay still gets its first answer).

@@ -4,24 +4,13 @@
  * does the checks that need I/O (the webhook URL's secret and DNS) once these pass.
  */
 import type { FieldError } from "../../lib/errors";
-import { jobEnvProblem, type Priority, storedJob } from "../../lib/job-spec";
+import { jobEnvProblem, type JobRequest, storedJob } from "../../lib/job-spec";
 import { checkImage } from "../gpu-node/registry-policy";
 import { matchingNames, requestedGpuType } from "./gpu-type";
 import type { NewJob } from "./jobs.repository";
 
-/** The body of POST /api/gpu/jobs, as the action's params validated it. */
-export interface CreateJobParams {
-  command: string;
-  gpuType?: string | null;
-  containerImage?: string | null;
-  timeoutSeconds?: number;
-  env?: Record<string, string>;
-  queueTimeoutSeconds?: number;
-  maxRetries?: number;
-  priority?: Priority;
-  gpuCount?: number;
-  webhookUrl?: string;
-}
+/** The body of POST /api/gpu/jobs, as the action's params (JobSpec) validated it. */
+export type CreateJobParams = JobRequest;
 
 /** What the rules need to know of the cluster and the account when the job is submitted. */
 export type SubmissionFacts = {
@@ -68,7 +57,7 @@ export function checkSubmission(params: CreateJobParams, facts: SubmissionFacts,
   const image = containerImage ? checkImage(containerImage, facts.allowedRegistries) : null;
   if (image && !image.ok) return refuse("containerImage", `The 'containerImage' field is not allowed: ${image.reason}.`);
   // The stored document (lib/job-spec.ts): defaults resolved, nulls dropped; env is kept apart (its values are secrets).
-  const job: NewJob = { id: ids.id, clientId: ids.clientId, spec: storedJob(params, facts.defaultTimeoutS), env };
+  const job: NewJob = { id: ids.id, clientId: ids.clientId, spec: storedJob(params, facts.defaultTimeoutS), env: env as Record<string, string> };
   return { ok: true, job };
 }
 

@@ -33,7 +33,7 @@ describe("job spec - one declaration of what a job asks for", () => {
 
   it.each<[string, Record<string, unknown>, string]>([
     ["an unknown field", { command: "x", dependsOn: ["a"] }, "/dependsOn"],
-    ["a blank command", { command: "   " }, "/command"],
+    ["an empty command", { command: "" }, "/command"],
     ["no command", { gpuType: "A100" }, "/command"],
     ["a blank gpuType", { command: "x", gpuType: " " }, "/gpuType"],
     ["a priority outside the three", { command: "x", priority: "urgent" }, "/priority"],
