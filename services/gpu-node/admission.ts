@@ -31,6 +31,9 @@ export type Admission =
   /** Refused; `stopEarlierAttempt`: first stop the job's earlier attempt still running here. */
   | { kind: "refused"; error: AdmissionError; stopEarlierAttempt?: true };
 
+/** Every card of every job this node runs. */
+export const busyCards = (jobs: Iterable<{ readonly gpuUuids: readonly string[] }>): Set<string> => new Set([...jobs].flatMap((j) => j.gpuUuids));
+
 const refused = (error: AdmissionError): Extract<Admission, { kind: "refused" }> => ({ kind: "refused", error });
 
 export function admitJob(node: NodeFacts, params: RunJobParams): Admission {
@@ -55,7 +58,7 @@ export function admitJob(node: NodeFacts, params: RunJobParams): Admission {
     return { ...refused({ code: "INVALID_STATE", message: `An earlier attempt of job ${jobId} is still stopping on this node` }), stopEarlierAttempt: true };
   if (existing?.gpuUuids.join() === uuids.join() && existing.attempt === attempt) return { kind: "already-running" };
   if (existing) return refused({ code: "INVALID_STATE", message: `Job ${jobId} already runs on other cards of this node` });
-  const busy = new Set([...node.jobs.values()].flatMap((j) => j.gpuUuids));
+  const busy = busyCards(node.jobs.values());
   const taken = uuids.find((uuid) => busy.has(uuid));
   if (taken) return refused({ code: "INVALID_STATE", message: `GPU ${taken} is busy with another job` });
   return { kind: "run", cards, attempt };

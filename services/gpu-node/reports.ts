@@ -2,9 +2,7 @@
 import type { ExecutorKind, JobEvent, NodeHeartbeat } from "../../lib/gpu-protocol";
 import { NodeCard, simulatedTelemetry } from "./discovery";
 import type { JobOutcome, RunningJob } from "./job";
-
-/** Every card of every job this node runs. */
-export const busyCards = (jobs: Iterable<RunningJob>): Set<string> => new Set([...jobs].flatMap((j) => j.gpuUuids));
+import { busyCards } from "./admission";
 
 /** The node's cards (simulated ones with live-looking telemetry: `beat` moves it), its jobs and its executor. */
 export function heartbeatOf(nodeId: string, cards: NodeCard[], jobs: ReadonlyMap<string, RunningJob>, executor: ExecutorKind, beat: number): NodeHeartbeat {
