@@ -146,3 +146,17 @@ export async function gpuDeviceMinor(card: GpuCard, root = NVIDIA_PROC_GPUS): Pr
   }
   return card.index;
 }
+
+/** Live values for the real ones of `cards`, in place; a failing nvidia-smi keeps the last ones (and says so). */
+export async function refreshTelemetry(cards: NodeCard[], warn: (message: string) => void): Promise<void> {
+  if (cards.every((c) => c.simulated)) return;
+  const result = await queryNvidiaSmi();
+  if (result.kind !== "cards") {
+    warn(`GPU telemetry not refreshed: ${result.kind === "error" ? result.message : "nvidia-smi is gone"}`);
+    return;
+  }
+  for (const fresh of result.cards) {
+    const card = cards.find((c) => c.uuid === fresh.uuid);
+    if (card) Object.assign(card, { memoryUsed: fresh.memoryUsed, utilization: fresh.utilization, temperature: fresh.temperature });
+  }
+}

@@ -8,171 +8,45 @@
 import type Docker from "dockerode";
 import type { Readable } from "stream";
 import { checkImage } from "./registry-policy";
-import { JOB_ID_PATTERN, jobCards, joinedShell, JobError, JobExecutor, JobLimits, JobOps, JobSpec, limitsOf, RunningJob, visibleDevices } from "./job";
+import { JOB_ID_PATTERN, jobCards, JobError, JobExecutor, JobLimits, JobOps, JobSpec, limitsOf, RunningJob } from "./job";
 import { attachOptions, captureStream, recoverGap } from "./docker-output";
-import { DEFAULT_SHM_MB } from "./settings";
 import { outOfMemory } from "./cgroups";
-import { emptyOutTar, keepArtifacts, storeArchive } from "./artifacts";
+import { keepArtifacts, storeArchive } from "./artifacts";
+import { OutVolumes } from "./out-volumes";
 import type { OutputCapture } from "./output";
+import {
+  ContainerContext,
+  containerSpec,
+  LABEL_ATTEMPT,
+  LABEL_GPU,
+  LABEL_GPUS,
+  LABEL_JOB,
+  LABEL_NAMESPACE,
+  LABEL_NODE,
+  LABEL_TIMEOUT,
+  OUT_PATH,
+} from "./container-spec";
+import { dockerMessage, ignoreStatus, pullFailureReason, statusOf } from "./docker-errors";
 
-export const LABEL_JOB = "ci-platform.job-id";
-export const LABEL_NODE = "ci-platform.node";
-export const LABEL_GPU = "ci-platform.gpu-uuid";
-/** All the job's cards, comma-separated (LABEL_GPU is the first): a restarted node keeps them busy. */
-export const LABEL_GPUS = "ci-platform.gpu-uuids";
-export const LABEL_NAMESPACE = "ci-platform.namespace";
-/** The job's time limit in seconds: a restarted node that adopts the container keeps it. */
-export const LABEL_TIMEOUT = "ci-platform.timeout-s";
-export const LABEL_ATTEMPT = "ci-platform.attempt";
-/** On the short-lived helper that prepares a job's /out volume (never started). */
-export const LABEL_OUT_OF = "ci-platform.out-of";
-
-/** Writable scratch space of a job (counts against its memory limit). */
-const TMPFS_MB = 1024;
-/** Where a job leaves files to keep (artifacts.ts). */
-export const OUT_PATH = "/out";
-
-/**
- * The Docker volume holding a job's /out. A volume, not a tmpfs: a container's tmpfs is gone the
- * moment it exits, and /out is archived after the exit.
- */
-const OUT_VOLUME_PREFIX = "ci-platform-out-";
-export const outVolumeName = (jobId: string): string => `${OUT_VOLUME_PREFIX}${jobId}`;
-
-export type ContainerLimits = {
-  memoryMb: number;
-  cpus: number;
-  pids: number;
-  network: string;
-  /** /dev/shm of each job in MiB (GPU_JOB_SHM_MB); counts against its memory limit. */
-  shmMb?: number;
-  /** Largest file a job may write (GPU_JOB_OUT_MAX_MB, RLIMIT_FSIZE); none when unset. */
-  fileMaxBytes?: number;
-};
-
-export type ContainerContext = {
-  nodeId: string;
-  namespace: string;
-  defaultImage: string;
-  limits: ContainerLimits;
-  /** GPU_ALLOWED_REGISTRIES: an image from any other registry is neither created nor pulled. */
-  allowedRegistries: string[];
-};
-
-/** The create request of a job container (pure: tested field by field). */
-export function containerSpec(spec: JobSpec, ctx: ContainerContext): Docker.ContainerCreateOptions {
-  const vars: Record<string, string> = { HOME: "/tmp", TMPDIR: "/tmp", ...spec.env };
-  const cards = jobCards(spec);
-  const real = cards.filter((c) => !c.simulated);
-  // Pin the cards for images whose own ENV says NVIDIA_VISIBLE_DEVICES=all (nvidia/cuda does).
-  if (real.length) vars.NVIDIA_VISIBLE_DEVICES = visibleDevices(real);
-  const env = Object.entries(vars).map(([name, value]) => `${name}=${value}`);
-  const memoryBytes = ctx.limits.memoryMb * 1024 * 1024;
-  return {
-    Image: imageOf(spec, ctx.defaultImage),
-    // sh -c runs the command whatever the image's own entrypoint would do with it (the image's sh, on its PATH).
-    Entrypoint: joinedShell("sh"),
-    Cmd: [spec.command],
-    User: "65534:65534",
-    WorkingDir: "/tmp",
-    Env: env,
-    Labels: {
-      [LABEL_JOB]: spec.jobId,
-      [LABEL_NODE]: ctx.nodeId,
-      [LABEL_GPU]: spec.card.uuid,
-      ...(cards.length > 1 && { [LABEL_GPUS]: visibleDevices(cards) }),
-      [LABEL_NAMESPACE]: ctx.namespace,
-      ...(spec.timeoutS && { [LABEL_TIMEOUT]: String(spec.timeoutS) }),
-      ...(spec.attempt && { [LABEL_ATTEMPT]: String(spec.attempt) }),
-    },
-    NetworkDisabled: ctx.limits.network === "none",
-    AttachStdin: false,
-    AttachStdout: false,
-    AttachStderr: false,
-    Tty: false,
-    OpenStdin: false,
-    HostConfig: {
-      NetworkMode: ctx.limits.network,
-      Privileged: false,
-      CapDrop: ["ALL"],
-      SecurityOpt: ["no-new-privileges"],
-      ReadonlyRootfs: true,
-      Tmpfs: { "/tmp": `rw,nosuid,nodev,size=${TMPFS_MB}m,mode=1777` },
-      Binds: [],
-      // The job's own volume (never a host path): it outlives the exit, so /out can be archived.
-      Mounts: [{ Type: "volume", Source: outVolumeName(spec.jobId), Target: OUT_PATH }],
-      PidsLimit: ctx.limits.pids,
-      Memory: memoryBytes,
-      MemorySwap: memoryBytes, // no swap beyond the memory limit
-      NanoCpus: Math.round(ctx.limits.cpus * 1e9),
-      ...(ctx.limits.fileMaxBytes && { Ulimits: [{ Name: "fsize", Soft: ctx.limits.fileMaxBytes, Hard: ctx.limits.fileMaxBytes }] }),
-      IpcMode: "private",
-      ShmSize: (ctx.limits.shmMb ?? DEFAULT_SHM_MB) * 1024 * 1024,
-      AutoRemove: false, // the exit code and logs are read first, then the node removes it
-      LogConfig: { Type: "json-file", Config: { "max-size": "64m", "max-file": "1" } },
-      // Exactly the job's cards, by UUID; a simulated card has no device (asking would fail without the NVIDIA runtime).
-      DeviceRequests: real.length ? [{ Driver: "nvidia", DeviceIDs: real.map((c) => c.uuid), Capabilities: [["gpu"]] }] : [],
-    },
-  };
-}
-
-export function imageOf(spec: JobSpec, defaultImage: string): string {
-  return spec.containerImage?.trim() || defaultImage;
-}
-
-type DockerError = Error & { statusCode?: number; code?: string; json?: { message?: string } | null };
-
-const ADDRESS = /\b\d{1,3}(\.\d{1,3}){3}(:\d+)?\b/g;
-
-/**
- * The engine's own explanation, on one line and bounded, without what describes the host: IP
- * addresses are masked, and a socket-level failure only says the engine did not answer.
- */
-export function dockerMessage(err: unknown): string {
-  const e = err as DockerError;
-  if (e?.statusCode === undefined && typeof e?.code === "string") return "the container engine did not answer";
-  const raw = (typeof e?.json?.message === "string" && e.json.message) || e?.message || String(err);
-  const line = raw
-    .replace(/^\(HTTP code \d+\)\s*[a-z ]*-\s*/i, "")
-    .replace(ADDRESS, "<address>")
-    .replace(/\s+/g, " ")
-    .trim();
-  return line.length > 300 ? `${line.slice(0, 297)}...` : line;
-}
-
-/**
- * Why a pull failed, as one of a few fixed sentences: the engine's own text can carry what a
- * registry host answered (a NATS banner, once) and never reaches a client; the node logs it.
- */
-export function pullFailureReason(err: unknown): string {
-  const message = dockerMessage(err);
-  if (/manifest unknown|not found|does not exist|pull access denied|unauthorized|authentication required|denied/i.test(message))
-    return "the image does not exist in its registry, or the registry requires credentials";
-  if (/no such host|dial tcp|connection refused|timeout|unreachable|TLS|x509|did not answer/i.test(message)) return "its registry could not be reached";
-  return "its registry did not serve it";
-}
-
-const statusOf = (err: unknown) => (err as DockerError)?.statusCode;
-
-function ignoreStatus(...codes: number[]) {
-  return (err: unknown) => {
-    if (!codes.includes(statusOf(err) ?? 0)) throw err;
-  };
-}
+// Importable from here as before (tests, bench and scripts name the executor's module).
+export * from "./container-spec";
+export { dockerMessage, pullFailureReason } from "./docker-errors";
 
 export class DockerExecutor implements JobExecutor {
   readonly kind = "docker" as const;
   readonly jobsOutliveNode = true;
   /** One pull per image however many jobs wait for it. */
   private readonly pulls = new Map<string, Promise<void>>();
-  /** Removals of /out helper containers still under way, by job id. */
-  private readonly helpers = new Map<string, Promise<void>>();
+  /** Each job's /out volume, and what a crash left of them. */
+  private readonly outVolumes: OutVolumes;
 
   constructor(
     private readonly docker: Docker,
     private readonly context: () => ContainerContext,
     private readonly limits: () => JobLimits,
-  ) {}
+  ) {
+    this.outVolumes = new OutVolumes(docker);
+  }
 
   /** Throws when no engine answers; what the engine's host has, the base of each job's share. */
   static async engineCapacity(docker: Docker): Promise<{ cpus: number; memoryMb: number }> {
@@ -189,11 +63,11 @@ export class DockerExecutor implements JobExecutor {
 
   /**
    * Containers of this namespace that this node (same node id, or one of its cards) left behind;
-   * first, what a crash of it left that no job needs (removeLeftovers).
+   * first, what a crash of it left that no job needs (OutVolumes.removeLeftovers).
    */
   async adopt(cardUuids: string[]): Promise<RunningJob[]> {
     const { nodeId, namespace } = this.context();
-    await this.removeLeftovers(nodeId, namespace);
+    await this.outVolumes.removeLeftovers(nodeId, namespace);
     const listed = await this.docker.listContainers({ all: true, filters: { label: [LABEL_JOB] } });
     const mine = listed.filter(
       (c) =>
@@ -221,25 +95,6 @@ export class DockerExecutor implements JobExecutor {
       jobs.push(new RunningJob(jobId, first, ops, limitsNow, Number.isInteger(attempt) && attempt > 0 ? attempt : 1, uuids));
     }
     return jobs;
-  }
-
-  /**
-   * A node that crashed between the steps of prepareOut or of a job's cleanup leaves /out helper
-   * containers (never started; no job needs one once its own container holds the volume) and /out
-   * volumes no container uses (a job's container is removed only after its /out is archived, and
-   * holds the volume from its creation on: a volume without one is garbage, whichever node or
-   * namespace made it). Another node's helpers on the same engine may be in use: left alone.
-   */
-  private async removeLeftovers(nodeId: string, namespace: string): Promise<void> {
-    const helpers = await this.docker.listContainers({
-      all: true,
-      filters: { label: [LABEL_OUT_OF, `${LABEL_NAMESPACE}=${namespace}`, `${LABEL_NODE}=${nodeId}`] },
-    });
-    await Promise.all(helpers.map((h) => this.docker.getContainer(h.Id).remove({ force: true }).catch(ignoreStatus(404, 409))));
-    const { Volumes } = await this.docker.listVolumes({ filters: { dangling: ["true"], name: [OUT_VOLUME_PREFIX] } });
-    const unused = (Volumes ?? []).filter((v) => v.Name.startsWith(OUT_VOLUME_PREFIX) && JOB_ID_PATTERN.test(v.Name.slice(OUT_VOLUME_PREFIX.length)));
-    // 409: taken by a container created since the listing.
-    await Promise.all(unused.map((v) => this.docker.getVolume(v.Name).remove().catch(ignoreStatus(404, 409))));
   }
 
   private async ensureImage(image: string): Promise<void> {
@@ -280,44 +135,10 @@ export class DockerExecutor implements JobExecutor {
         throw new JobError(`The job's container could not be created: ${dockerMessage(err)}`);
       }
     }
-    await this.prepareOut(spec.jobId, request).catch((err) => {
+    await this.outVolumes.prepare(spec.jobId, request).catch((err) => {
       throw new JobError(`The job's /out folder could not be prepared: ${dockerMessage(err)}`);
     });
     return container;
-  }
-
-  /**
-   * A fresh volume belongs to root, mode 755: the job (nobody) could not write to it. The job's
-   * own container has a read-only root, so the volume's mode is set through a helper container
-   * that is created and removed, never started.
-   */
-  private async prepareOut(jobId: string, request: Docker.ContainerCreateOptions): Promise<void> {
-    const helper = await this.docker.createContainer({
-      Image: request.Image,
-      Entrypoint: ["/ci-platform-never-started"],
-      // Not a job: never adopted; its node removes it after a crash (removeLeftovers).
-      Labels: { [LABEL_NAMESPACE]: request.Labels![LABEL_NAMESPACE], [LABEL_NODE]: request.Labels![LABEL_NODE], [LABEL_OUT_OF]: jobId },
-      NetworkDisabled: true,
-      HostConfig: { NetworkMode: "none", Mounts: [{ Type: "volume", Source: outVolumeName(jobId), Target: OUT_PATH }] },
-    });
-    // Removed off the job's start path; removeOut waits for it (a volume in use cannot go).
-    const removeHelper = () => {
-      const removal = helper.remove({ force: true }).then(() => undefined, ignoreStatus(404, 409));
-      this.helpers.set(
-        jobId,
-        removal.finally(() => this.helpers.delete(jobId)),
-      );
-    };
-    try {
-      await helper.putArchive(emptyOutTar(), { path: "/" });
-    } finally {
-      removeHelper();
-    }
-  }
-
-  private async removeOut(jobId: string): Promise<void> {
-    await this.helpers.get(jobId)?.catch(() => undefined);
-    await this.docker.getVolume(outVolumeName(jobId)).remove().catch(ignoreStatus(404, 409));
   }
 
   private jobOps(spec: JobSpec): JobOps {
@@ -344,7 +165,7 @@ export class DockerExecutor implements JobExecutor {
         if (inner) return inner.cleanup();
         // Created but never started: remove what is left.
         await created?.remove({ force: true }).catch(ignoreStatus(404, 409));
-        if (created) await this.removeOut(spec.jobId);
+        if (created) await this.outVolumes.remove(spec.jobId);
       },
       detach: () => inner?.detach(),
     };
@@ -364,7 +185,7 @@ export class DockerExecutor implements JobExecutor {
         const archive = await container.getArchive({ path: OUT_PATH }).catch(ignoreStatus(404));
         return archive ? storeArchive(archive as Readable, dest, maxBytes) : undefined;
       });
-    const removeOut = () => this.removeOut(jobId);
+    const removeOut = () => this.outVolumes.remove(jobId);
     let failure: string | undefined;
     return {
       async launch(output) {

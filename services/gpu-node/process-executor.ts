@@ -6,128 +6,20 @@
  */
 import { spawn } from "child_process";
 import { Socket } from "net";
-import { accessSync, constants as fsConstants, promises as fs } from "fs";
+import { promises as fs } from "fs";
 import os from "os";
 import path from "path";
-import { gpuDeviceMinor, NodeCard } from "./discovery";
-import { jobCards, joinedShell, JobError, JobExecutor, JobLimits, JobOps, JobSpec, limitsOf, RunningJob, visibleDevices } from "./job";
+import type { NodeCard } from "./discovery";
+import { jobCards, JobError, JobExecutor, JobLimits, JobOps, JobSpec, limitsOf, RunningJob } from "./job";
 import type { OutputCapture } from "./output";
 import { keepArtifacts, packFolder } from "./artifacts";
-import { LaunchRequest, sharedLauncher } from "./launcher";
-import { enterCgroup, gpuDeviceNodes, HostLayout, identityFiles, SAFE_ETC, SANDBOX_HOME, sandboxArgs, SandboxLimits, SYSTEM_PATHS } from "./sandbox";
-import { CgroupLayout, CgroupLimits, outOfMemory } from "./cgroups";
+import { sharedLauncher } from "./launcher";
+import { outOfMemory } from "./cgroups";
 import { JobCgroup } from "./cgroup-host";
+import { jobProcess, ProcessIsolation } from "./job-process";
 
-const SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-
-/** How the executor isolates jobs: a bubblewrap sandbox, or (explicitly unsafe) not at all. */
-export type ProcessIsolation =
-  { kind: "sandbox"; bwrap: string; uid: number; gid: number; limits: SandboxLimits; cgroups?: JobCgroups } | { kind: "unisolated" };
-
-/** Each job in a cgroup of its own under `layout`, bounded by `limits` (cgroup-host.ts); absent where the host has none. */
-export type JobCgroups = { layout: CgroupLayout; limits: CgroupLimits };
-
-/** Drops NVIDIA_* variables: only the node decides which card a job sees. */
-export function withoutNvidiaVariables(env: Record<string, string>): Record<string, string> {
-  return Object.fromEntries(Object.entries(env).filter(([name]) => !/^NVIDIA_/i.test(name)));
-}
-
-/**
- * The whole environment of a job process; nothing of the node's own environment leaks in. The
- * job's own variables (`jobEnv`) may replace PATH, HOME, TMPDIR and LANG; never its cards'.
- */
-export function processJobEnv(cards: NodeCard[], home: string, jobEnv: Record<string, string> = {}): Record<string, string> {
-  return withoutNvidiaVariables({
-    PATH: SAFE_PATH,
-    HOME: home,
-    TMPDIR: home,
-    LANG: "C.UTF-8",
-    ...jobEnv,
-    CUDA_VISIBLE_DEVICES: visibleDevices(cards),
-  });
-}
-
-/** The first executable `bwrap` on `searchPath`, or null. */
-export function findBwrap(searchPath = process.env.PATH ?? ""): string | null {
-  for (const dir of searchPath.split(":").filter(Boolean)) {
-    const candidate = path.join(dir, "bwrap");
-    try {
-      accessSync(candidate, fsConstants.X_OK);
-      return candidate;
-    } catch {
-      // not here
-    }
-  }
-  return null;
-}
-
-/** The host's system paths and /etc entries: read once (about 25 file-system calls a launch otherwise). */
-let systemLayout: Promise<Omit<HostLayout, "devices">> | undefined;
-
-async function readSystemLayout(): Promise<Omit<HostLayout, "devices">> {
-  const layout: Omit<HostLayout, "devices"> = { symlinks: {}, directories: [], etc: [] };
-  for (const dir of SYSTEM_PATHS) {
-    const stat = await fs.lstat(dir).catch(() => null);
-    if (stat?.isSymbolicLink()) layout.symlinks[dir] = await fs.readlink(dir);
-    else if (stat?.isDirectory()) layout.directories.push(dir);
-  }
-  for (const entry of SAFE_ETC) if (await fs.lstat(`/etc/${entry}`).catch(() => null)) layout.etc.push(entry);
-  return layout;
-}
-
-/** What of the host's root the sandbox may show, for a job holding `cards`. */
-export async function readHostLayout(cards: NodeCard[]): Promise<HostLayout> {
-  const layout: HostLayout = { ...(await (systemLayout ??= readSystemLayout())), devices: [] };
-  const real = cards.filter((c) => !c.simulated);
-  if (real.length) {
-    const minors = await Promise.all(real.map((c) => gpuDeviceMinor(c)));
-    for (const device of gpuDeviceNodes(minors)) if (await fs.stat(device).catch(() => null)) layout.devices.push(device);
-  }
-  return layout;
-}
-
-/** Drops the node's root to the job's uid/gid before bwrap runs. */
-function asJobUser(isolation: ProcessIsolation & { kind: "sandbox" }): { uid?: number; gid?: number } {
-  return process.getuid?.() === 0 ? { uid: isolation.uid, gid: isolation.gid } : {};
-}
-
-/** The program, arguments, environment, cwd and user of one job (moved into `cgroup` first, when given). */
-export async function jobProcess(
-  spec: JobSpec,
-  isolation: ProcessIsolation,
-  workDir: string,
-  fileMaxBytes?: number,
-  cgroup?: JobCgroup,
-): Promise<LaunchRequest> {
-  const shell = [...joinedShell("/bin/sh"), spec.command];
-  if (isolation.kind === "unisolated") {
-    return { file: shell[0], args: shell.slice(1), cwd: workDir, env: processJobEnv(jobCards(spec), workDir, spec.env) };
-  }
-  const identity = identityFiles(isolation.uid, isolation.gid);
-  await fs.writeFile(path.join(workDir, "passwd"), identity.passwd, { mode: 0o644 });
-  await fs.writeFile(path.join(workDir, "group"), identity.group, { mode: 0o644 });
-  await fs.chmod(workDir, 0o755); // bwrap runs as the job's user and binds these files
-  const outDir = path.join(workDir, "out");
-  await fs.mkdir(outDir, { mode: 0o700 });
-  if (process.getuid?.() === 0) await fs.chown(outDir, isolation.uid, isolation.gid);
-  const env = processJobEnv(jobCards(spec), SANDBOX_HOME, spec.env);
-  const args = sandboxArgs({
-    layout: await readHostLayout(jobCards(spec)),
-    uid: isolation.uid,
-    gid: isolation.gid,
-    limits: isolation.limits,
-    files: { "/etc/passwd": path.join(workDir, "passwd"), "/etc/group": path.join(workDir, "group") },
-    argv: shell,
-    outDir,
-    fileMaxBytes,
-  });
-  // bwrap passes its own environment on, and it is readable inside (/proc/1/environ): the job's only.
-  if (!cgroup) return { file: isolation.bwrap, args, cwd: "/", env, ...asJobUser(isolation) };
-  const user = asJobUser(isolation);
-  const dropTo = user.uid !== undefined ? { uid: user.uid, gid: user.gid! } : undefined;
-  const [file, ...wrapped] = enterCgroup(cgroup.procsFiles, [isolation.bwrap, ...args], dropTo);
-  return { file, args: wrapped, cwd: "/", env };
-}
+// Importable from here as before (tests, bench and scripts name the executor's module).
+export * from "./job-process";
 
 /**
  * Runs `/bin/true` in the sandbox exactly as a job would run; null when it works, else why not

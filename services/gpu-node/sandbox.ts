@@ -5,7 +5,7 @@
  * own GPU device nodes; a size-bounded tmpfs as HOME and cwd; nothing of the platform (its
  * checkout, its environment, job logs, the Docker socket, /run) and no route to the host's
  * loopback services. Process limits are applied inside with prlimit. What exists on the host
- * (HostLayout) is read by the caller (readHostLayout in process-executor.ts).
+ * (HostLayout) is read by the caller (readHostLayout in job-process.ts).
  */
 
 import { DEFAULT_SHM_MB } from "./settings";

@@ -18,7 +18,7 @@ describe("gpu follow - live job output through the gateway", () => {
   const submit = async (body: unknown) => (await http(base, "POST", "/api/gpu/jobs", { token: alice, body })).body.id as string;
   const detail = async (id: string) => (await http(base, "GET", `/api/gpu/jobs/${id}`, { token: alice })).body;
   const follow = (id: string, query = "") => followLog(`${base}/api/gpu/jobs/${id}/logs?follow=true${query}`, alice);
-  const followers = () => (platform.broker.getLocalService("gpu-node") as any).followers;
+  const followers = () => (platform.broker.getLocalService("gpu-node") as any).node.logs.followers;
 
   beforeAll(async () => {
     for (const method of ["log", "warn", "error"] as const) jest.spyOn(console, method).mockImplementation(() => undefined);

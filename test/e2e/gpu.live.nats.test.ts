@@ -45,7 +45,7 @@ describe("gpu live - follow and events with gateway, scheduler and node in separ
     return res.body.id as string;
   };
   const detail = async (id: string) => (await http(base, "GET", `/api/gpu/jobs/${id}`, { token })).body;
-  const followers = () => (node.broker.getLocalService("gpu-node") as any).followers;
+  const followers = () => (node.broker.getLocalService("gpu-node") as any).node.logs.followers;
 
   beforeAll(async () => {
     for (const method of ["log", "warn", "error"] as const) jest.spyOn(console, method).mockImplementation(() => undefined);

@@ -86,7 +86,7 @@ describe("gpu-node discovery with nvidia-smi", () => {
     copyFileSync(path.join(FIXTURES, "single-rtx3060.csv"), fakeNvidiaSmi(dir, "ok"));
     await startNode({});
     const uuid = "GPU-2b9e4c7d-81a6-3f05-c7d2-5e0a91b4f368";
-    const node = platform!.broker.getLocalService("gpu-node") as unknown as { jobs: Map<string, { outcome: Promise<unknown> }> };
+    const { node } = platform!.broker.getLocalService("gpu-node") as unknown as { node: { jobs: Map<string, { outcome: Promise<unknown> }> } };
     await platform!.broker.call("gpu-node.run", { jobId: "cuda-env", gpuUuid: uuid, command: 'echo "$CUDA_VISIBLE_DEVICES"' });
     expect(await node.jobs.get("cuda-env")!.outcome).toEqual({ type: "finished", exitCode: 0, output: `${uuid}\n` });
   });

@@ -201,14 +201,12 @@ describe("gpu-node service over NATS", () => {
 
   test("gpu-node service - events published while no consumer exists are delivered later", async () => {
     platform = await startNode();
-    const node = platform.broker.getLocalService("gpu-node") as unknown as {
-      outbox: { pending: number };
-      jobs: Map<string, unknown>;
-      cards: Array<{ uuid: string }>;
+    const { node } = platform.broker.getLocalService("gpu-node") as unknown as {
+      node: { events: { pending: number }; jobs: Map<string, unknown>; cards: Array<{ uuid: string }> };
     };
     const jobId = uniqueName("job");
     await call("run", { jobId, gpuUuid: node.cards[0].uuid, command: "echo while-nobody-listens; exit 5" });
-    await waitFor(() => node.jobs.size === 0 && node.outbox.pending === 0, { message: "the job to end and its events to be stored" });
+    await waitFor(() => node.jobs.size === 0 && node.events.pending === 0, { message: "the job to end and its events to be stored" });
     const s = await sink(); // the scheduler comes (back) only now
     await waitFor(() => eventsOf(s, jobId).length === 2, { message: "the stored events" });
     expect(eventsOf(s, jobId).map((e) => e.type)).toEqual(["started", "finished"]);

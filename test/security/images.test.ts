@@ -174,7 +174,7 @@ describe("resources - job limits that overcommit the host", () => {
   test("resources - GPU_ALLOW_OVERCOMMIT=true lets the operator start it anyway", async () => {
     const platform = await startTestPlatform({ services: ["gpu-node"], env: { ...overcommitting, GPU_ALLOW_OVERCOMMIT: "true" } });
     try {
-      const node = platform.broker.getLocalService("gpu-node") as unknown as { cards: NodeCard[]; executor?: unknown };
+      const { node } = platform.broker.getLocalService("gpu-node") as unknown as { node: { cards: NodeCard[]; executor?: unknown } };
       expect(node.cards).toHaveLength(4);
       expect(node.executor).toBeDefined();
     } finally {

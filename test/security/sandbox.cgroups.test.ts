@@ -209,7 +209,7 @@ describe("sandbox cgroups - what a node does with the host's cgroups", () => {
     const env = { GPU_EXECUTOR: "process", GPU_SIMULATE: "Cgroup Test GPU:1024", GPU_REQUIRE_CGROUPS: "true", GPU_JOB_MEMORY_MB: "512" };
     platform = await startTestPlatform({ services: ["gpu-node"], env });
     const readiness = await evaluateReadiness(platform.broker);
-    const node = platform.broker.getLocalService("gpu-node") as unknown as { executor?: { isolation?: ProcessIsolation } };
+    const { node } = platform.broker.getLocalService("gpu-node") as unknown as { node: { executor?: { isolation?: ProcessIsolation } } };
     if (offered.memory) {
       expect(readiness.checks["gpu-node.job-isolation"]).toBeUndefined();
       const isolation = node.executor!.isolation as ProcessIsolation & { kind: "sandbox" };

@@ -246,7 +246,7 @@ describe("sandbox - a node that cannot isolate jobs runs none", () => {
     const noEngine = `unix://${path.join(emptyBin, "no-docker.sock")}`;
     setToolEnv({ DOCKER_HOST: noEngine });
     platform = await startTestPlatform({ services: ["gpu-node"], env: { ...nodeEnv({}), GPU_EXECUTOR: undefined } });
-    const node = platform.broker.getLocalService("gpu-node") as unknown as { executor: { kind: string; isolation?: { kind: string } } };
+    const { node } = platform.broker.getLocalService("gpu-node") as unknown as { node: { executor: { kind: string; isolation?: { kind: string } } } };
     expect(node.executor.kind).toBe("process");
     expect(node.executor.isolation?.kind).toBe("sandbox");
   });
@@ -256,7 +256,7 @@ describe("sandbox - a node that cannot isolate jobs runs none", () => {
     platform = await startTestPlatform({ services: ["gpu-node"], env: nodeEnv({ GPU_UNSAFE_UNISOLATED_JOBS: "true" }) });
     const readiness = await evaluateReadiness(platform.broker);
     expect(readiness.checks["gpu-node.job-isolation"]).toBeUndefined();
-    const [gpu] = (platform.broker.getLocalService("gpu-node") as unknown as { cards: NodeCard[] }).cards;
+    const [gpu] = (platform.broker.getLocalService("gpu-node") as unknown as { node: { cards: NodeCard[] } }).node.cards;
     expect(await platform.broker.call("gpu-node.run", { jobId: uniqueName("job"), gpuUuid: gpu.uuid, command: "true" })).toEqual({ accepted: true });
   });
 });
