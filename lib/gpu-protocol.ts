@@ -67,8 +67,7 @@ const NodeHeartbeatSchema = Type.Object({
 });
 export type NodeHeartbeat = Static<typeof NodeHeartbeatSchema>;
 
-// The job itself (RunJobParams, its limits and env rules) is declared once, in job-spec.ts.
-export { jobEnvProblem, MAX_JOB_RETRIES, MAX_JOB_SECONDS, type RunJobParams } from "./job-spec";
+// The job itself (RunJobParams for `gpu-node.run`, its limits and env rules) is declared once, in job-spec.ts.
 
 export type JobEvent =
   /** `at`: when the job's process or container started (after any image pull), not when the node took the job. */

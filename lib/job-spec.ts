@@ -29,6 +29,8 @@ export const IMAGE_NAME_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._\\-/:@]*$";
 export const IMAGE_NAME_MAX = 255;
 export const WEBHOOK_URL_MAX = 2048;
 export const JOB_COMMAND_MAX = 64 * 1024;
+/** Job ids also name a node's log files and volumes: no path separators, bounded. */
+export const JOB_ID_SYNTAX = "^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$";
 
 /** A job's own environment variables (`env`): at most 64, names as a shell writes them, values ≤ 4096 characters. */
 export const JOB_ENV_MAX_ENTRIES = 64;
@@ -78,7 +80,7 @@ export type StoredJob = Static<typeof StoredJobSpec>;
  * dropped, not refused, so a node tolerates a newer scheduler during a rolling upgrade.
  */
 export const RunJob = Type.Object({
-  jobId: Type.String({ minLength: 1, maxLength: 128 }),
+  jobId: Type.String({ pattern: JOB_ID_SYNTAX }),
   gpuUuid: Type.String({ minLength: 1, maxLength: 128 }),
   gpuUuids: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 128 }), { minItems: 1, maxItems: MAX_JOB_CARDS })),
   /** Which attempt of the job this is, 1-based; absent: 1. Events carry it back. */

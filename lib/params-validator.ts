@@ -50,8 +50,26 @@ function pathOf(pointer: string, value: unknown): string {
   return path;
 }
 
-function entryOf(error: ValueError, field: string): FieldError {
-  if (error.type === ValueErrorType.ObjectAdditionalProperties) return unknownField(field);
+/**
+ * What a union's failure is about: an optional field that may also be null (`X | null`) fails as
+ * X does; a choice of constants names them.
+ */
+function specific(error: ValueError): ValueError | string {
+  if (error.type !== ValueErrorType.Union) return error;
+  const variants = ((error.schema as { anyOf?: Schema[] }).anyOf ?? []).filter((s) => s.type !== "null");
+  if (variants.length > 1 && variants.every((s) => s.const !== undefined)) return `must be one of ${variants.map((s) => JSON.stringify(s.const)).join(", ")}`;
+  for (const variant of error.errors) {
+    const first = variant.First();
+    if (first && first.type !== ValueErrorType.Null) return specific(first);
+  }
+  return error;
+}
+
+function entryOf(found: ValueError, field: string): FieldError {
+  if (found.type === ValueErrorType.ObjectAdditionalProperties) return unknownField(field);
+  const error = specific(found);
+  if (typeof error === "string") return { field, message: `The '${field}' field ${error}.` };
+  if (error.type === ValueErrorType.StringPattern) return { field, message: `The '${field}' field fails to match the required pattern.` };
   if (!field) return { field: "(request)", message: `The request is invalid: ${error.message.toLowerCase()}.` };
   if (error.type === ValueErrorType.ObjectRequiredProperty) return { field, message: `The '${field}' field is required.` };
   return { field, message: `The '${field}' field is invalid: ${error.message.charAt(0).toLowerCase()}${error.message.slice(1)}.` };

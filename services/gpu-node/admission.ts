@@ -5,7 +5,7 @@
  * throws the error, after stopping an earlier attempt when told to).
  */
 import { apiError, validationFailed } from "../../lib/errors";
-import { jobEnvProblem, RunJobParams } from "../../lib/gpu-protocol";
+import { jobEnvProblem, type RunJobParams } from "../../lib/job-spec";
 import type { NodeCard } from "./discovery";
 
 /** What the node knows when a `run` call arrives. */

@@ -5,7 +5,8 @@
  */
 import type { LoggerInstance, ServiceBroker } from "moleculer";
 import { ensureChannelStreams, ownChannel, sendToChannel } from "../../lib/channels";
-import { HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL, JobEvent, RunJobParams } from "../../lib/gpu-protocol";
+import { HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL, JobEvent } from "../../lib/gpu-protocol";
+import type { RunJobParams } from "../../lib/job-spec";
 import type { ReadinessCheck } from "../../lib/health";
 import { onAuthenticatedBus } from "../../lib/nats-transporter";
 import { PublishQueue } from "../../lib/publish-queue";
@@ -192,11 +193,12 @@ export function createGpuNode(deps: GpuNodeDeps): GpuNode {
       if (admission.stopEarlierAttempt) void jobs.get(params.jobId)?.stop("cancel");
       throw admissionError(admission.error);
     }
-    const { jobId, command, containerImage, timeoutSeconds, env } = params;
+    // The job as stored, every field of it, goes to the executor; the placement's fields become its cards.
+    const { gpuUuid: _card, gpuUuids: _cards, attempt: _attempt, timeoutSeconds, env, ...job } = params;
     const { cards: jobCards, attempt } = admission;
     const timeoutS = timeoutSeconds ?? config.jobTimeoutS;
     const jobEnv = env as Record<string, string> | undefined; // checked by admitJob (jobEnvProblem)
-    track(executor!.run({ jobId, card: jobCards[0], cards: jobCards, command, containerImage, timeoutS, env: jobEnv, attempt }));
+    track(executor!.run({ ...job, card: jobCards[0], cards: jobCards, timeoutS, env: jobEnv, attempt }));
     return { accepted: true };
   }
 

@@ -10,22 +10,12 @@
  */
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import { brokerEnv } from "../../lib/settings";
-import {
-  FollowPage,
-  FollowParams,
-  HEARTBEAT_EVENT,
-  JOB_EVENTS_CHANNEL,
-  LogsPage,
-  LogsParams,
-  MAX_JOB_RETRIES,
-  MAX_JOB_SECONDS,
-  RunJobParams,
-} from "../../lib/gpu-protocol";
+import { FollowPage, FollowParams, HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL, LogsPage, LogsParams } from "../../lib/gpu-protocol";
+import { MAX_JOB_RETRIES, RunJob, type RunJobParams } from "../../lib/job-spec";
 import { addReadinessCheck } from "../../lib/health";
 import { JOB_ID_PATTERN, JobExecutor, JobLimits } from "./job";
 import { parseGpuNodeSettings } from "./settings";
 import { LOGS_PAGE_BYTES } from "./log-store";
-import { IMAGE_NAME_MAX, IMAGE_NAME_PATTERN } from "./registry-policy";
 import { createGpuNode, GpuNode } from "./app";
 
 export type CancelParams = { jobId: string };
@@ -40,17 +30,6 @@ const PAGE_PARAMS = {
   limit: { type: "number", integer: true, min: 4, max: LOGS_PAGE_BYTES, optional: true, convert: true },
 } as const;
 /** What `run` takes (RunJobParams): the job as the scheduler places it on this node. */
-const RUN_JOB_PARAMS = {
-  $$strict: "remove",
-  jobId: JOB_ID,
-  gpuUuid: { type: "string", min: 1, max: 128 },
-  gpuUuids: { type: "array", optional: true, min: 1, max: 16, items: { type: "string", min: 1, max: 128 } },
-  command: { type: "string", min: 1, max: 1024 * 1024 },
-  containerImage: { type: "string", optional: true, nullable: true, max: IMAGE_NAME_MAX, pattern: IMAGE_NAME_PATTERN },
-  timeoutSeconds: { type: "number", optional: true, integer: true, min: 1, max: MAX_JOB_SECONDS },
-  env: { type: "object", optional: true },
-  attempt: ATTEMPT,
-} as const;
 
 type GpuNodeThis = Service & {
   node: GpuNode;
@@ -74,7 +53,8 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
     run: {
       visibility: "public",
       callers: ["gpu-scheduler"],
-      params: RUN_JOB_PARAMS,
+      // The job's own schema (lib/job-spec.ts): what the scheduler stored and placed, checked here again.
+      params: RunJob,
       async handler(this: GpuNodeThis, ctx: Context<RunJobParams>): Promise<{ accepted: true }> {
         return this.node.run(ctx.params);
       },

@@ -5,11 +5,12 @@
  */
 import type { NodeCard } from "./discovery";
 import type { ExecutorKind } from "../../lib/gpu-protocol";
+import { JOB_ID_SYNTAX, type StoredJob } from "../../lib/job-spec";
 import type { EncodedOutput } from "../../lib/output-encoding";
 import { logKey, OutputCapture } from "./output";
 
 /** Job ids also name log files: no path separators, bounded. */
-export const JOB_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
+export const JOB_ID_PATTERN = new RegExp(JOB_ID_SYNTAX);
 
 /**
  * How every executor starts a job's command: `<shell> -c JOIN_STDERR ci-job <command>`, an outer
@@ -20,14 +21,16 @@ export function joinedShell(shell: string): string[] {
   return [shell, "-c", `exec 2>&1; exec ${shell} -c "$1"`, "ci-job"];
 }
 
-export type JobSpec = {
+/**
+ * A job as an executor runs it: the job as the scheduler stored it (lib/job-spec.ts, every field
+ * of it, so a new one reaches the executors as it is) on this node's cards.
+ */
+export type JobSpec = Omit<StoredJob, "timeoutSeconds"> & {
   jobId: string;
   /** The job's (first) card. */
   card: NodeCard;
   /** All the job's cards, `card` first (a multi-card job); absent: `card` alone. */
   cards?: NodeCard[];
-  command: string;
-  containerImage?: string | null;
   /** The job's own time limit; absent: the node's (JobLimits.timeoutS). */
   timeoutS?: number;
   /** The job's own environment variables (never logged); the platform's card variables go on top. */

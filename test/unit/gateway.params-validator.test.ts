@@ -38,6 +38,15 @@ const Things: ServiceSchema = {
     },
     rename: { rest: { method: "POST", path: "/things/:id/rename" }, params: Type.Object({ name: Type.String() }), handler: echo },
     list: { rest: "GET /things", handler: echo },
+    choose: {
+      rest: "POST /things/choose",
+      params: Type.Object({
+        size: Type.Optional(Type.Union([Type.Integer({ maximum: 10 }), Type.Null()])),
+        color: Type.Optional(Type.Union([Type.Literal("red"), Type.Literal("blue"), Type.Null()])),
+        image: Type.Optional(Type.String({ pattern: "^[a-z]+$" })),
+      }),
+      handler: echo,
+    },
     legacyCreate: {
       rest: "POST /legacy",
       params: { $$strict: "remove", name: { type: "string", min: 1 }, size: { type: "number", optional: true } },
@@ -115,6 +124,17 @@ describe("params validator - TypeBox params", () => {
       { ok: { id: "j1", attempt: 2, follow: true } },
     ],
     ["a query-string value that is no number stays refused", "logs", { id: "j1", attempt: "two" }, refused(expect.objectContaining({ field: "attempt" }))],
+    [
+      "an optional field that may be null fails as its own type; a choice of constants names them; a pattern is named as such",
+      "choose",
+      { size: 11, color: "green", image: "Bad" },
+      refused(
+        { field: "size", message: "The 'size' field is invalid: expected integer to be less or equal to 10." },
+        { field: "color", message: 'The \'color\' field must be one of "red", "blue".' },
+        { field: "image", message: "The 'image' field fails to match the required pattern." },
+      ),
+    ],
+    ["null is taken for an optional field that may be null", "choose", { size: null, color: null }, { ok: { size: null, color: null } }],
     ["a bus-only action converts nothing and applies defaults", "internal", { id: "a", extra: 1 }, { ok: { id: "a", extra: 1, n: 3 } }],
   ])("params validator - %s", async (_name, action, params, expected) => {
     expect(await call(action, params)).toEqual(expected);

@@ -1,6 +1,6 @@
 /** Whether a node takes a job placed on it (services/gpu-node/admission.ts): a table over node facts, no broker. */
 import { Admission, admissionError, admitJob, NodeFacts } from "../../services/gpu-node/admission";
-import type { RunJobParams } from "../../lib/gpu-protocol";
+import type { RunJobParams } from "../../lib/job-spec";
 import { simulatedCard } from "../support/sandbox";
 
 const [a, b, c] = [simulatedCard("GPU-a"), simulatedCard("GPU-b"), simulatedCard("GPU-c")];
