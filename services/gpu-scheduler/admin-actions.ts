@@ -18,7 +18,7 @@ import {
   NodeIdParams,
 } from "./admin-contract";
 import type { SchedulerApp, SchedulerService } from "./app";
-import type { JobRow } from "./jobs.repository";
+import type { JobRow } from "./job-row";
 import { adminNodes } from "./node-admin";
 
 /** Operators see real node ids, in the detail's messages too. */

@@ -4,7 +4,8 @@ import { transaction } from "../../lib/db";
 import type { CreatedJob } from "./contract";
 import type { Refusal } from "./admission";
 import type { QueuePositions } from "./queue-positions";
-import type { JobsRepository, NewJob } from "./jobs.repository";
+import type { JobsRepository } from "./jobs.repository";
+import type { NewJob } from "./job-row";
 
 export type KeyedRequest = { clientId: string; key: string; requestHash: string };
 /** The answer to a keyed request: its first answer (fresh or replayed), or the key used for another body. */

@@ -10,7 +10,7 @@ import type { SchedulerApp } from "./app";
 import type { ClusterStatus, JobDetail, WebhookDeliveryView } from "./contract";
 import type { JobIdParams } from "./job-reader";
 import { toClusterStatus } from "./job-view";
-import type { AccountState } from "./jobs.repository";
+import type { AccountState } from "./job-row";
 import { heldCardCounts, SchedulerStats } from "./stats";
 
 /** GET /jobs lists this many, newest first. */

@@ -11,7 +11,7 @@
 import type { LogsPage } from "../../lib/gpu-protocol";
 import { decodeOutput } from "../../lib/output-encoding";
 import type { BodyPage } from "../../lib/paged-body";
-import type { AttemptRow, JobRow } from "./jobs.repository";
+import type { AttemptRow, JobRow } from "./job-row";
 import type { StoredStatus } from "./transitions";
 
 export type LogSource = "node" | "result" | "artifacts";

@@ -7,7 +7,8 @@ import { notFound } from "../../lib/errors";
 import { isUuid } from "../../lib/uuid";
 import type { JobDetail } from "./contract";
 import { NodeLabeler, toJobDetail } from "./job-view";
-import type { JobRow, JobsRepository } from "./jobs.repository";
+import type { JobsRepository } from "./jobs.repository";
+import type { JobRow } from "./job-row";
 import type { QueuePositions } from "./queue-positions";
 import type { Clock, Scheduler } from "./scheduler";
 

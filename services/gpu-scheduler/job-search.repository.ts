@@ -8,7 +8,7 @@
 import type { Pool } from "pg";
 import { isTerminal, PublicStatus } from "./transitions";
 import { rangesShowing, startedSql, StatusRange } from "./public-status";
-import { COLUMNS, JobRow } from "./jobs.repository";
+import { COLUMNS, JobRow } from "./job-row";
 
 export type JobSearch = { status?: PublicStatus; clientId?: string; limit: number; before?: string };
 /** `seq`: bigint, which pg hands over as a string. */

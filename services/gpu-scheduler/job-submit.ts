@@ -15,7 +15,7 @@ import type { Refusal } from "./admission";
 import { dnsLookup, SchedulerApp } from "./app";
 import type { CreatedJob } from "./contract";
 import { checkIdempotencyKey, IDEMPOTENCY_HEADER, requestHash } from "./idempotency";
-import type { NewJob } from "./jobs.repository";
+import type { NewJob } from "./job-row";
 import { checkSubmission, CreateJobParams, SubmissionFacts } from "./submission";
 import { resolveTarget } from "./webhook-target";
 

@@ -1,6 +1,6 @@
 /** The public shapes of spec 2.4 and 2.5, built from stored rows and the cluster view. */
 import { type ClusterStatus, type JobDetail, SHOWN_SPEC_FIELDS } from "./contract";
-import type { JobRow } from "./jobs.repository";
+import type { JobRow } from "./job-row";
 import type { ViewCard } from "./cluster-view";
 import { Waiting } from "./placement";
 import { PRIORITIES, type StoredJob } from "../../lib/job-spec";

@@ -12,7 +12,7 @@ import { ClusterView } from "./cluster-view";
 import { EventApplier, EventStore } from "./event-applier";
 import { HeartbeatInbox } from "./heartbeat-inbox";
 import { Housekeeping, HousekeepingStore, LostNodeBook } from "./housekeeping";
-import type { JobRow } from "./jobs.repository";
+import type { JobRow } from "./job-row";
 import { CAS_ATTEMPTS, JobWriter } from "./job-writer";
 import { NodeStopper } from "./node-stopper";
 import type { AccountLimits } from "./account-limits";

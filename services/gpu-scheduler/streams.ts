@@ -14,7 +14,7 @@ import type { SchedulerApp } from "./app";
 import type { JobIdParams } from "./job-reader";
 import { earlierAttempt, lastAttempt, LogCursor, LogTarget } from "./job-logs";
 import { EventsCursor, nextEventsPage, statusEventPage } from "./job-watch";
-import type { JobRow } from "./jobs.repository";
+import type { JobRow } from "./job-row";
 import type { FollowCursor, FollowedJob } from "./log-follow";
 import { isTerminal } from "./transitions";
 

@@ -7,7 +7,7 @@ import type { FieldError } from "../../lib/errors";
 import { jobEnvProblem, type JobRequest, storedJob } from "../../lib/job-spec";
 import { checkImage } from "../gpu-node/registry-policy";
 import { matchingNames, requestedGpuType } from "./gpu-type";
-import type { NewJob } from "./jobs.repository";
+import type { NewJob } from "./job-row";
 
 /** The body of POST /api/gpu/jobs, as the action's params (JobSpec) validated it. */
 export type CreateJobParams = JobRequest;

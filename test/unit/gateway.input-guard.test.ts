@@ -10,7 +10,7 @@ import { buildOpenApi } from "../../services/api-gateway/openapi/generator";
 import { Batcher } from "../../services/gpu-scheduler/batcher";
 import { nodeLabel } from "../../services/gpu-scheduler/cluster-view";
 import { toJobDetail } from "../../services/gpu-scheduler/job-view";
-import type { JobRow } from "../../services/gpu-scheduler/jobs.repository";
+import type { JobRow } from "../../services/gpu-scheduler/job-row";
 
 describe("input guard - strings that cannot be stored", () => {
   it.each([
@@ -150,8 +150,7 @@ describe("gpu-scheduler node labels - clients never see a node id", () => {
     ({
       id: "9a4c1f6e-8a51-4c8e-9d1e-0d5f0c6f1a2b",
       client_id: "c",
-      command: "true",
-      container_image: null,
+      spec: { command: "true" },
       gpu_type: null,
       status: "failed",
       node_id: "gpu-host-7.example.internal-4242",
