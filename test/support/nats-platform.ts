@@ -69,13 +69,14 @@ export type NatsPlatform = {
   replicas(service: string, count: number, env?: Record<string, string>): Promise<ChildService[]>;
   /** Throws, with its output, when a child process has exited. */
   alive(): void;
-  /** Waits on `probe` as waitFor does, failing at once when a child process exits. */
+  /** Waits on `probe` as waitFor does, failing at once (with its output) when a child process exits. */
   waitFor<T>(probe: () => Promise<T | undefined | null | false> | T | undefined | null | false, opts?: Parameters<typeof waitFor>[1]): Promise<T>;
   /** Waits until the gateway routes `method path`, failing at once when a child process exits. */
   waitForRoute(method: string, urlPath: string, timeoutMs?: number): Promise<HttpResult>;
   stop(): Promise<void>;
 };
 
+const DIED = Symbol("a service process died");
 const exited = (c: ChildService) => c.proc.exitCode !== null || c.proc.signalCode !== null;
 
 /** Removes the JetStream streams of `namespace` (channels are `<namespace>_<channel>`) from the shared NATS server. */
@@ -108,19 +109,29 @@ export async function startNatsPlatform(opts: NatsPlatformOptions = {}): Promise
     children.push(child);
     return child;
   };
+  const died = () => children.find((c) => !stopped.has(c) && exited(c));
   const alive = () => {
-    const gone = children.find((c) => !stopped.has(c) && exited(c));
+    const gone = died();
     if (gone) throw new Error(`a service process exited (${gone.proc.exitCode ?? gone.proc.signalCode}):\n${gone.output().slice(-4000)}`);
   };
-  const watched: NatsPlatform["waitFor"] = (probe, waitOpts) =>
-    waitFor(async () => {
-      alive();
-      return probe();
-    }, waitOpts).catch((err: Error) => {
-      // a deadline passed while every process runs: their output says why
-      if (!children.some((c) => !stopped.has(c) && exited(c))) err.message += children.map((c) => `\n--- child output:\n${c.output().slice(-2000)}`).join("");
+  const watched: NatsPlatform["waitFor"] = async <T>(probe: () => Promise<T | undefined | null | false> | T | undefined | null | false, waitOpts = {}) => {
+    // waitFor retries a probe that throws: a process that died ends the wait with a value instead
+    const value = await waitFor<T | typeof DIED>(() => (died() ? DIED : probe()), waitOpts).catch((err: Error) => {
+      err.message += children.map((c) => `\n--- a service process's output:\n${c.output().slice(-2000)}`).join("");
       throw err;
     });
+    if (value === DIED) alive();
+    return value as T;
+  };
+
+  let stopping: Promise<void> | undefined;
+  const stopAll = async () => {
+    await Promise.all(children.map((c) => c.stop(opts.stopSignal ?? "SIGKILL")));
+    await platform.local?.stop();
+    if (transporter === NATS_URL) await deleteNamespaceStreams(namespace).catch(() => undefined);
+    if (!opts.databaseUrl) await dropDatabase(databaseUrl).catch(() => undefined);
+    if (opts.work) rmSync(opts.work, { recursive: true, force: true });
+  };
 
   const platform: NatsPlatform = {
     namespace,
@@ -144,13 +155,7 @@ export async function startNatsPlatform(opts: NatsPlatformOptions = {}): Promise
       }
       return started;
     },
-    async stop() {
-      await Promise.all(children.map((c) => c.stop(opts.stopSignal ?? "SIGKILL")));
-      await platform.local?.stop();
-      if (transporter === NATS_URL) await deleteNamespaceStreams(namespace).catch(() => undefined);
-      if (!opts.databaseUrl) await dropDatabase(databaseUrl).catch(() => undefined);
-      if (opts.work) rmSync(opts.work, { recursive: true, force: true });
-    },
+    stop: () => (stopping ??= stopAll()),
   };
 
   try {
