@@ -5,32 +5,17 @@
  * other node takes new jobs, a replica started after the drain keeps it drained, and resume
  * restores it.
  */
-import { mkdtempSync, rmSync, writeFileSync } from "fs";
-import { connect } from "nats";
+import { mkdtempSync, writeFileSync } from "fs";
 import os from "os";
 import path from "path";
-import {
-  ChildService,
-  http,
-  NATS_URL,
-  spawnServices,
-  startTestPlatform,
-  TestPlatform,
-  testDatabaseUrl,
-  uniqueName,
-  waitFor,
-  waitForRoute,
-} from "../support/platform";
+import { ChildService, http, uniqueName, waitFor } from "../support/platform";
+import { NatsPlatform, startNatsPlatform } from "../support/nats-platform";
 
 describe("admin drain - two scheduler replicas, two gpu-nodes over NATS", () => {
   const namespace = uniqueName("drain");
-  const databaseUrl = testDatabaseUrl();
   const work = mkdtempSync(path.join(os.tmpdir(), "admin-drain-"));
   const adminEmail = `${namespace}-ops@example.com`;
   const env = {
-    TRANSPORTER: NATS_URL,
-    NAMESPACE: namespace,
-    DATABASE_URL: databaseUrl,
     GPU_EXECUTOR: "process",
     // The jobs wait for files the test writes, which a sandboxed job cannot see.
     GPU_UNSAFE_UNISOLATED_JOBS: "true",
@@ -42,15 +27,13 @@ describe("admin drain - two scheduler replicas, two gpu-nodes over NATS", () => 
   };
   const nodeIds = [0, 1].map((i) => `${namespace}-node-${i}`);
   const schedulers: ChildService[] = [];
-  let nodes: ChildService[] = [];
-  let platform: TestPlatform;
+  let platform: NatsPlatform;
   let admin: string;
   let client: string;
 
-  const startScheduler = (i: number) => spawnServices(["gpu-scheduler"], { ...env, NODE_ID: `${namespace}-scheduler-${i}` });
+  const startScheduler = (i: number) => platform.spawn(["gpu-scheduler"], { NODE_ID: `${namespace}-scheduler-${i}` });
   const startNode = (i: number) =>
-    spawnServices(["gpu-node"], {
-      ...env,
+    platform.spawn(["gpu-node"], {
       NODE_ID: nodeIds[i],
       GPU_SIMULATE: "Test GPU:1024,Test GPU:1024",
       GPU_JOB_LOG_DIR: path.join(work, `logs-${i}`),
@@ -72,31 +55,17 @@ describe("admin drain - two scheduler replicas, two gpu-nodes over NATS", () => 
   const nodeView = async (nodeId: string) => (await api(admin, "GET", "/api/admin/nodes")).body.nodes.find((n: any) => n.id === nodeId);
 
   beforeAll(async () => {
+    platform = await startNatsPlatform({ namespace, env, work, local: ["api-gateway", "auth", "admin"], localEnv: { ADMIN_EMAILS: adminEmail } });
     schedulers.push(startScheduler(0), startScheduler(1));
-    nodes = [0, 1].map(startNode);
-    platform = await startTestPlatform({
-      services: ["api-gateway", "auth", "admin"],
-      transporter: NATS_URL,
-      namespace,
-      databaseUrl,
-      env: { ADMIN_EMAILS: adminEmail },
-    });
-    await waitForRoute(platform.baseUrl, "GET", "/api/gpu/status", 60_000);
+    for (const i of [0, 1]) startNode(i);
+    await platform.waitForRoute("GET", "/api/gpu/status", 60_000);
     const reg = (email: string) => http(platform.baseUrl, "POST", "/api/auth/register", { body: { email, name: "n", password: "password-123" } });
     admin = (await reg(adminEmail)).body.accessToken;
     client = (await reg(`${namespace}-client@example.com`)).body.accessToken;
     await waitFor(async () => (await api(client, "GET", "/api/gpu/status")).body?.cluster?.totalGpus === 4, { timeoutMs: 60_000, message: "four cards" });
   }, 90_000);
 
-  afterAll(async () => {
-    await Promise.all([...schedulers, ...nodes].map((c) => c.stop("SIGKILL")));
-    await platform?.stop();
-    const nc = await connect({ servers: new URL(NATS_URL).host });
-    const jsm = await nc.jetstreamManager();
-    for (const stream of [`${namespace}_gpu_job-events`, `${namespace}_dead-letter`]) await jsm.streams.delete(stream).catch(() => undefined);
-    await nc.close();
-    rmSync(work, { recursive: true, force: true });
-  });
+  afterAll(() => platform?.stop());
 
   test("admin drain - the running job finishes, nothing new starts on the drained node, a later replica keeps it drained, resume restores it", async () => {
     // A job on one node; that node drained while it runs (one card still free there).

@@ -3,38 +3,21 @@
  * simulated cards each) in separate processes, the gateway and auth in this one. Node loss by
  * SIGKILL, a node frozen past the timeout that comes back, and a scheduler restart mid-burst.
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "fs";
-import { connect } from "nats";
+import { existsSync, mkdtempSync, readFileSync } from "fs";
 import os from "os";
 import path from "path";
 import { Client } from "pg";
 import { nodeLabel } from "../../services/gpu-scheduler/cluster-view";
-import {
-  ChildService,
-  freePort,
-  http,
-  NATS_URL,
-  spawnServices,
-  startTestPlatform,
-  TestPlatform,
-  testDatabaseUrl,
-  uniqueName,
-  waitFor,
-  waitForRoute,
-  processAlive,
-} from "../support/platform";
+import { ChildService, freePort, http, uniqueName, waitFor, processAlive } from "../support/platform";
+import { NatsPlatform, startNatsPlatform } from "../support/nats-platform";
 
 const NODE_TIMEOUT_S = 3;
 const TERMINAL = ["completed", "failed", "cancelled"];
 
 describe("gpu cluster - scheduler and three gpu-nodes over NATS", () => {
   const namespace = uniqueName("gpuc");
-  const databaseUrl = testDatabaseUrl();
   const work = mkdtempSync(path.join(os.tmpdir(), "gpu-cluster-"));
   const env = {
-    TRANSPORTER: NATS_URL,
-    NAMESPACE: namespace,
-    DATABASE_URL: databaseUrl,
     GPU_EXECUTOR: "process",
     // These jobs report to the test through host files, which a sandboxed job cannot reach
     // (the sandbox itself: test/security/sandbox.test.ts).
@@ -51,7 +34,7 @@ describe("gpu cluster - scheduler and three gpu-nodes over NATS", () => {
   const labelOf = (nodeId: string) => nodeLabel(nodeId, env.NODE_LABEL_SECRET);
   let nodes: ChildService[] = [];
   let scheduler: ChildService;
-  let platform: TestPlatform;
+  let platform: NatsPlatform;
   let db: Client;
   let token: string;
 
@@ -61,11 +44,10 @@ describe("gpu cluster - scheduler and three gpu-nodes over NATS", () => {
   const startScheduler = async () => {
     const port = await freePort();
     schedulerHealth = `http://127.0.0.1:${port}/ready`;
-    return spawnServices(["gpu-scheduler"], { ...env, NODE_ID: schedulerId, HEALTH_PORT: String(port) });
+    return platform.spawn(["gpu-scheduler"], { NODE_ID: schedulerId, HEALTH_PORT: String(port) });
   };
   const startNode = (i: number) =>
-    spawnServices(["gpu-node"], {
-      ...env,
+    platform.spawn(["gpu-node"], {
       NODE_ID: nodeIds[i],
       GPU_SIMULATE: "NVIDIA GeForce RTX 3060:12288,NVIDIA GeForce RTX 3060:12288",
       GPU_JOB_LOG_DIR: path.join(work, `logs-${i}`),
@@ -82,28 +64,22 @@ describe("gpu cluster - scheduler and three gpu-nodes over NATS", () => {
     (await db.query<{ id: string }>("SELECT id FROM gpu_scheduler.jobs WHERE node_id = $1 AND id = ANY($2::uuid[])", [nodeId, ids])).rows.map((r) => r.id);
 
   beforeAll(async () => {
+    platform = await startNatsPlatform({ namespace, env, work, local: ["api-gateway", "auth"] });
     scheduler = await startScheduler();
     nodes = [0, 1, 2].map(startNode);
-    platform = await startTestPlatform({ services: ["api-gateway", "auth"], transporter: NATS_URL, namespace, databaseUrl });
-    await waitForRoute(platform.baseUrl, "GET", "/api/gpu/status", 60_000);
+    await platform.waitForRoute("GET", "/api/gpu/status", 60_000);
     const reg = await http(platform.baseUrl, "POST", "/api/auth/register", {
       body: { email: `${namespace}@example.com`, name: "Cluster", password: "password-123" },
     });
     token = reg.body.accessToken;
     await waitFor(async () => (await clusterStatus())?.cluster?.totalGpus === 6, { timeoutMs: 60_000, message: "six cards announced" });
-    db = new Client({ connectionString: databaseUrl });
+    db = new Client({ connectionString: platform.databaseUrl });
     await db.connect();
   }, 90_000);
 
   afterAll(async () => {
-    await Promise.all([scheduler, ...nodes].filter(Boolean).map((c) => c.stop("SIGKILL")));
     await db?.end();
     await platform?.stop();
-    const nc = await connect({ servers: new URL(NATS_URL).host });
-    const jsm = await nc.jetstreamManager();
-    for (const stream of [`${namespace}_gpu_job-events`, `${namespace}_dead-letter`]) await jsm.streams.delete(stream).catch(() => undefined);
-    await nc.close();
-    rmSync(work, { recursive: true, force: true });
   });
 
   test("gpu cluster - jobs spread over all cards; a node killed mid-job fails its jobs as lost while the others complete", async () => {

@@ -4,40 +4,28 @@
  * provider request (the gateway calls inference.abort on the serving node); the same for /v1.
  */
 import { Client } from "pg";
-import {
-  ChildService,
-  http,
-  NATS_URL,
-  spawnServices,
-  startTestPlatform,
-  testDatabaseUrl,
-  TestPlatform,
-  uniqueName,
-  waitFor,
-  waitForRoute,
-} from "../support/platform";
+import { http, uniqueName, waitFor } from "../support/platform";
+import { NatsPlatform, startNatsPlatform } from "../support/nats-platform";
 import { OllamaStandin } from "../support/provider-standins";
 import { openAiClient } from "../support/inference-platform";
 import { openSse } from "../support/sse";
 
 describe("inference - streaming over NATS", () => {
   let ollama: OllamaStandin;
-  let child: ChildService;
-  let platform: TestPlatform;
+  let platform: NatsPlatform;
   let db: Client;
   let token = ""; // a JWT of a registered account: tokens of accounts that do not exist are refused
   const sse = () => openSse(`${platform.baseUrl}/api/models/infer`, { token, body: { model: "llama3.2:1b", prompt: "hi", stream: true } });
 
   beforeAll(async () => {
     ollama = await new OllamaStandin().start();
-    const namespace = uniqueName("t");
-    const databaseUrl = testDatabaseUrl();
-    child = spawnServices(["inference"], { TRANSPORTER: NATS_URL, NAMESPACE: namespace, DATABASE_URL: databaseUrl, OLLAMA_URL: ollama.url });
-    platform = await startTestPlatform({ services: ["api-gateway", "auth"], transporter: NATS_URL, namespace, databaseUrl });
-    await waitForRoute(platform.baseUrl, "GET", "/api/models/health", 30_000).catch((err) => {
-      throw new Error(`${err.message}\n${child.output()}`);
+    platform = await startNatsPlatform({
+      env: { OLLAMA_URL: ollama.url },
+      processes: [["inference"]],
+      local: ["api-gateway", "auth"],
+      route: ["GET", "/api/models/health"],
     });
-    db = new Client({ connectionString: databaseUrl });
+    db = new Client({ connectionString: platform.databaseUrl });
     await db.connect();
     const reg = await http(platform.baseUrl, "POST", "/api/auth/register", {
       body: { email: `${uniqueName("nats")}@example.com`, name: "N", password: "password-123" },
@@ -47,7 +35,6 @@ describe("inference - streaming over NATS", () => {
 
   afterAll(async () => {
     await db?.end();
-    await child?.stop();
     await platform?.stop();
     await ollama?.stop();
   });

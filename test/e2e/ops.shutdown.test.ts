@@ -4,10 +4,11 @@
  * in flight with 200, and exits 0.
  */
 import { Context, ServiceBroker } from "moleculer";
-import { http, NATS_URL, spawnServices, uniqueName, waitFor, waitForRoute, ChildService, freePort } from "../support/platform";
+import { http, NATS_URL, uniqueName, waitFor, waitForRoute, ChildService, freePort } from "../support/platform";
+import { NatsPlatform, startNatsPlatform } from "../support/nats-platform";
 
 describe("ops - graceful shutdown", () => {
-  const namespace = uniqueName("t");
+  let platform: NatsPlatform;
   let backend: ServiceBroker;
   let gateway: ChildService | undefined;
   let entered = 0;
@@ -16,7 +17,8 @@ describe("ops - graceful shutdown", () => {
 
   beforeAll(async () => {
     // The slow action lives in this process, so only the gateway is the one being stopped.
-    backend = new ServiceBroker({ namespace, nodeID: uniqueName("backend"), transporter: NATS_URL, logger: false });
+    platform = await startNatsPlatform();
+    backend = new ServiceBroker({ namespace: platform.namespace, nodeID: uniqueName("backend"), transporter: NATS_URL, logger: false });
     backend.createService({
       name: "ops-test",
       settings: { rest: "/ops-test" },
@@ -38,21 +40,14 @@ describe("ops - graceful shutdown", () => {
 
   afterAll(async () => {
     release();
-    await gateway?.stop("SIGKILL");
+    await platform?.stop();
     await backend?.stop();
   });
 
   it("ops - SIGTERM lets an in-flight request finish with 200, refuses new ones, and exits 0", async () => {
-    const [port, healthPort] = [await freePort(), await freePort()];
-    gateway = spawnServices(["api-gateway"], {
-      TRANSPORTER: NATS_URL,
-      NAMESPACE: namespace,
-      PORT: String(port),
-      HEALTH_PORT: String(healthPort),
-      LOG_FORMAT: "json",
-      LOG_LEVEL: "info",
-    });
-    const base = `http://127.0.0.1:${port}`;
+    const healthPort = await freePort();
+    gateway = platform.spawn(["api-gateway"], { HEALTH_PORT: String(healthPort), LOG_FORMAT: "json", LOG_LEVEL: "info" });
+    const base = platform.baseUrl;
     const health = `http://127.0.0.1:${healthPort}`;
     await waitForRoute(base, "GET", "/api/ops-test/ping", 30_000);
     await waitFor(async () => (await http(health, "GET", "/ready")).status === 200, { message: "gateway ready" });

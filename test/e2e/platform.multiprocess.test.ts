@@ -2,7 +2,8 @@
  * The two runtime modes as an operator starts them: every service in one process on the
  * in-process bus, and gateway and auth in separate Node processes finding each other over NATS.
  */
-import { ChildService, dropDatabase, freePort, http, NATS_URL, spawnServices, testDatabaseUrl, uniqueName, waitFor } from "../support/platform";
+import { http, uniqueName, waitFor } from "../support/platform";
+import { NatsPlatform, startNatsPlatform } from "../support/nats-platform";
 
 async function fullFlow(base: string) {
   const address = `${uniqueName("mp")}@example.com`;
@@ -17,46 +18,40 @@ async function fullFlow(base: string) {
   expect(login.status).toBe(200);
 }
 
-async function waitReady(base: string, children: ChildService[]) {
-  await waitFor(
+/** Waits until the platform answers login (a wrong password: 401). */
+const answersLogin = (platform: NatsPlatform) =>
+  platform.waitFor(
     async () => {
-      for (const c of children) if (c.proc.exitCode !== null) throw new Error(`a service process exited:\n${c.output()}`);
-      const res = await http(base, "POST", "/api/auth/login", { body: { email: "probe@example.com", password: "probe-password" } }).catch(() => undefined);
+      const res = await http(platform.baseUrl, "POST", "/api/auth/login", { body: { email: "probe@example.com", password: "probe-password" } }).catch(
+        () => undefined,
+      );
       return res && res.status === 401;
     },
     { timeoutMs: 30_000, message: "the platform to answer login" },
   );
-}
 
 describe("platform - runtime modes", () => {
-  const children: ChildService[] = [];
-  const databases: string[] = [];
+  const platforms: NatsPlatform[] = [];
   afterEach(async () => {
-    await Promise.all(children.splice(0).map((c) => c.stop("SIGKILL")));
-    await Promise.all(databases.splice(0).map((d) => dropDatabase(d).catch(() => undefined)));
+    await Promise.all(platforms.splice(0).map((p) => p.stop()));
   });
 
   it("platform - one process, in-process bus (npm start)", async () => {
-    const port = await freePort();
-    const databaseUrl = testDatabaseUrl();
-    databases.push(databaseUrl);
-    const all = spawnServices(["api-gateway", "auth"], { PORT: String(port), DATABASE_URL: databaseUrl, TRANSPORTER: "" });
-    children.push(all);
-    const base = `http://127.0.0.1:${port}`;
-    await waitReady(base, children);
-    await fullFlow(base);
+    const platform = await startNatsPlatform({ transporter: "", processes: [["api-gateway", "auth"]], ready: answersLogin });
+    platforms.push(platform);
+    await fullFlow(platform.baseUrl);
   });
 
   it("platform - gateway and auth in separate processes over NATS", async () => {
-    const port = await freePort();
-    const databaseUrl = testDatabaseUrl();
-    databases.push(databaseUrl);
-    const env = { TRANSPORTER: NATS_URL, NAMESPACE: uniqueName("mp"), DATABASE_URL: databaseUrl, JWT_SECRET: "shared-secret" };
-    const gateway = spawnServices(["api-gateway"], { ...env, PORT: String(port), NODE_ID: uniqueName("gw") });
-    const auth = spawnServices(["auth"], { ...env, NODE_ID: uniqueName("auth") });
-    children.push(gateway, auth);
-    const base = `http://127.0.0.1:${port}`;
-    await waitReady(base, children);
+    const platform = await startNatsPlatform({
+      prefix: "mp",
+      env: { JWT_SECRET: "shared-secret" },
+      processes: [["api-gateway"], ["auth"]],
+      ready: answersLogin,
+    });
+    platforms.push(platform);
+    const [, auth] = platform.children;
+    const base = platform.baseUrl;
     await fullFlow(base);
 
     // auth's route documentation (its actions' `openapi`) reaches the gateway with the registry over NATS

@@ -5,45 +5,31 @@
  * round-robin), the overshoot stays within what the cache and the ledger's lag allow, and an
  * admin's raise reaches both.
  */
-import { ChildService, http, NATS_URL, startTestPlatform, testDatabaseUrl, TestPlatform, uniqueName, waitFor, waitForRoute } from "../support/platform";
+import { http, uniqueName, waitFor } from "../support/platform";
+import { NatsPlatform, startNatsPlatform } from "../support/nats-platform";
 import { OllamaStandin } from "../support/provider-standins";
-import { spawnReplicas } from "../support/replicas";
 
 const ADMIN_EMAIL = `${uniqueName("root")}@example.com`;
 const PER_ANSWER = 16; // the stand-in's 12 prompt + 4 completion tokens
 
 describe("usage replicas - token quota enforced by two inference processes over NATS", () => {
   let ollama: OllamaStandin;
-  let children: ChildService[] = [];
-  let platform: TestPlatform;
+  let platform: NatsPlatform;
   let base: string;
 
   beforeAll(async () => {
     ollama = await new OllamaStandin().start();
     ollama.set({ promptTokens: 12, completionTokens: 4 });
-    const namespace = uniqueName("t");
-    const databaseUrl = testDatabaseUrl();
-    const quota = { QUOTA_TOKENS_PER_MONTH: "40", QUOTA_CACHE_MS: "300", ADMIN_EMAILS: ADMIN_EMAIL };
-    platform = await startTestPlatform({
-      services: ["api-gateway", "auth", "usage", "admin"],
-      transporter: NATS_URL,
-      namespace,
-      databaseUrl,
-      env: { ...quota, TRANSPORTER: NATS_URL },
-    }); // TRANSPORTER: channels on NATS too
-    base = platform.baseUrl;
-    await waitForRoute(base, "GET", "/api/quotas");
-    children = await spawnReplicas(platform, "inference", 2, {
-      TRANSPORTER: NATS_URL,
-      NAMESPACE: namespace,
-      DATABASE_URL: databaseUrl,
-      OLLAMA_URL: ollama.url,
-      ...quota,
+    platform = await startNatsPlatform({
+      env: { QUOTA_TOKENS_PER_MONTH: "40", QUOTA_CACHE_MS: "300", ADMIN_EMAILS: ADMIN_EMAIL },
+      local: ["api-gateway", "auth", "usage", "admin"],
+      route: ["GET", "/api/quotas"],
     });
+    base = platform.baseUrl;
+    await platform.replicas("inference", 2, { OLLAMA_URL: ollama.url });
   }, 90_000);
 
   afterAll(async () => {
-    await Promise.all(children.map((c) => c.stop()));
     await platform?.stop();
     await ollama?.stop();
   });

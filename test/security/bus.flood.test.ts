@@ -11,12 +11,13 @@ import { ServiceBroker } from "moleculer";
 import { natsConnectionOptions } from "../../lib/bus-connection";
 import { BusTransporter } from "../../lib/nats-transporter";
 import { BusServer, startBusServer } from "../support/bus-server";
-import { ChildService, dropDatabase, freePort, http, ROOT, spawnServices, testDatabaseUrl, uniqueName, waitFor } from "../support/platform";
+import { ChildService, http, ROOT, uniqueName, waitFor } from "../support/platform";
+import { NatsPlatform, startNatsPlatform } from "../support/nats-platform";
 
 const namespace = uniqueName("busflood");
 const P = `MOL-${namespace}`;
 let server: BusServer;
-const databaseUrl = testDatabaseUrl();
+let platform: NatsPlatform;
 let core: ChildService;
 let gatewayProc: ChildService;
 let honest: ChildService;
@@ -34,19 +35,8 @@ async function busBroker(user: string, nodeID: string, services: Parameters<Serv
   return broker;
 }
 
-const env = (user: string): Record<string, string> => ({
-  TRANSPORTER: server.urlFor(user),
-  NAMESPACE: namespace,
-  DATABASE_URL: databaseUrl,
-  JWT_SECRET: "bus-flood-secret",
-  GPU_EXECUTOR: "process",
-  GPU_UNSAFE_UNISOLATED_JOBS: "true",
-  GPU_HEARTBEAT_S: "1",
-  GPU_NODE_TIMEOUT_S: "5",
-  GPU_SIMULATE: "NVIDIA GeForce RTX 3060:12288",
-  AUTH_RATE_LIMIT_PER_EMAIL: "10000",
-  AUTH_RATE_LIMIT_PER_IP: "10000",
-});
+/** Starts `services` in a process of the platform holding `user`'s credential. */
+const spawnAs = (user: string, services: string[]) => platform.spawn(services, { TRANSPORTER: server.urlFor(user) });
 
 const alive = (c: ChildService) => c.proc.exitCode === null && c.proc.signalCode === null;
 const children = () => [core, gatewayProc, honest].filter(Boolean);
@@ -80,15 +70,27 @@ const percentile = (values: number[], p: number) => [...values].sort((a, b) => a
 
 beforeAll(async () => {
   server = await startBusServer({ namespace, gpuNodes: ["n1", "n2", "n3"] });
-  const port = await freePort();
-  base = `http://127.0.0.1:${port}`;
-  gatewayProc = spawnServices(["api-gateway"], { ...env("api-gateway"), PORT: String(port) });
-  core = spawnServices(["auth", "gpu-scheduler"], env("core"));
-  honest = spawnServices(["gpu-node"], env("gpu-node.n2"));
+  platform = await startNatsPlatform({
+    namespace,
+    transporter: server.url,
+    env: {
+      JWT_SECRET: "bus-flood-secret",
+      GPU_EXECUTOR: "process",
+      GPU_UNSAFE_UNISOLATED_JOBS: "true",
+      GPU_HEARTBEAT_S: "1",
+      GPU_NODE_TIMEOUT_S: "5",
+      GPU_SIMULATE: "NVIDIA GeForce RTX 3060:12288",
+      AUTH_RATE_LIMIT_PER_EMAIL: "10000",
+      AUTH_RATE_LIMIT_PER_IP: "10000",
+    },
+  });
+  base = platform.baseUrl;
+  gatewayProc = spawnAs("api-gateway", ["api-gateway"]);
+  core = spawnAs("core", ["auth", "gpu-scheduler"]);
+  honest = spawnAs("gpu-node.n2", ["gpu-node"]);
   const victim = { token: "" };
-  await waitFor(
+  await platform.waitFor(
     async () => {
-      for (const c of children()) if (!alive(c)) throw new Error(`a service process exited:\n${c.output()}`);
       if (!victim.token) {
         const reg = await http(base, "POST", "/api/auth/register", {
           body: { email: `${uniqueName("probe")}@example.com`, name: "P", password: "password-123" },
@@ -106,9 +108,8 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await Promise.all(brokers.map((b) => b.stop().catch(() => undefined)));
-  await Promise.all(children().map((c) => c.stop("SIGKILL")));
+  await platform?.stop();
   await server?.stop();
-  await dropDatabase(databaseUrl).catch(() => undefined);
 });
 
 /** Publishes `count` copies of a heartbeat event as n1 for at most `ms`, from its own process (as fast as nats.js goes). */

@@ -8,32 +8,23 @@ import { ServiceBroker } from "moleculer";
 import { natsConnectionOptions } from "../../lib/bus-connection";
 import { BusTransporter } from "../../lib/nats-transporter";
 import { BusServer, rawBusClient, startBusServer } from "../support/bus-server";
-import { ChildService, dropDatabase, freePort, http, spawnServices, testDatabaseUrl, uniqueName, waitFor } from "../support/platform";
+import { ChildService, http, uniqueName, waitFor } from "../support/platform";
+import { NatsPlatform, startNatsPlatform } from "../support/nats-platform";
 
 const namespace = uniqueName("bus");
 const P = `MOL-${namespace}`;
 const sc = StringCodec();
 
 let server: BusServer;
-const databaseUrl = testDatabaseUrl();
-const children: ChildService[] = [];
+let platform: NatsPlatform;
+let children: ChildService[] = [];
 let base = "";
 let victim: { token: string; apiKey: string; id: string };
 const rogues: ServiceBroker[] = [];
 const rawClients: NatsConnection[] = [];
 
-function platformEnv(user: string): Record<string, string> {
-  return {
-    TRANSPORTER: server.urlFor(user),
-    NAMESPACE: namespace,
-    DATABASE_URL: databaseUrl,
-    JWT_SECRET: "bus-test-secret",
-    GPU_EXECUTOR: "process",
-    GPU_UNSAFE_UNISOLATED_JOBS: "true",
-    GPU_HEARTBEAT_S: "1",
-    GPU_SIMULATE: "NVIDIA GeForce RTX 3060:12288",
-  };
-}
+/** Starts `services` in a process of the platform holding `user`'s credential. */
+const spawnAs = (user: string, services: string[]) => platform.spawn(services, { TRANSPORTER: server.urlFor(user) });
 
 /** A broker holding `user`'s credential, publishing as `nodeID`. */
 async function rogueBroker(user: string, nodeID: string): Promise<ServiceBroker> {
@@ -67,25 +58,36 @@ const alive = (c: ChildService) => c.proc.exitCode === null && c.proc.signalCode
 
 beforeAll(async () => {
   server = await startBusServer({ namespace, gpuNodes: ["n1", "n2"] });
-  const port = await freePort();
-  base = `http://127.0.0.1:${port}`;
+  platform = await startNatsPlatform({
+    namespace,
+    transporter: server.url,
+    env: {
+      JWT_SECRET: "bus-test-secret",
+      GPU_EXECUTOR: "process",
+      GPU_UNSAFE_UNISOLATED_JOBS: "true",
+      GPU_HEARTBEAT_S: "1",
+      GPU_SIMULATE: "NVIDIA GeForce RTX 3060:12288",
+    },
+  });
+  children = platform.children;
+  base = platform.baseUrl;
   const answers = (path: string, status: number) =>
-    waitFor(
+    platform.waitFor(
       async () => {
-        for (const c of children) if (!alive(c)) throw new Error(`a service process exited:\n${c.output()}`);
         const res = await http(base, "POST", path, { body: { email: "probe@example.com", password: "probe-password" } }).catch(() => undefined);
         return res?.status === status;
       },
       { timeoutMs: 40_000, message: `${path} over the authenticated bus` },
     );
   // auth first: services creating their schemas in one fresh database at once can collide.
-  children.push(spawnServices(["api-gateway"], { ...platformEnv("api-gateway"), PORT: String(port) }), spawnServices(["auth"], platformEnv("auth")));
+  spawnAs("api-gateway", ["api-gateway"]);
+  spawnAs("auth", ["auth"]);
   await answers("/api/auth/login", 401);
   victim = await register("victim");
-  children.push(spawnServices(["gpu-scheduler"], platformEnv("gpu-scheduler")), spawnServices(["gpu-node"], platformEnv("gpu-node.n1")));
-  await waitFor(
+  spawnAs("gpu-scheduler", ["gpu-scheduler"]);
+  spawnAs("gpu-node.n1", ["gpu-node"]);
+  await platform.waitFor(
     async () => {
-      for (const c of children) if (!alive(c)) throw new Error(`a service process exited:\n${c.output()}`);
       const res = await http(base, "GET", "/api/gpu/status", { token: victim.token });
       return res.status === 200 && JSON.stringify(res.body).includes("RTX 3060");
     },
@@ -96,9 +98,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all(rogues.map((b) => b.stop().catch(() => undefined)));
   await Promise.all(rawClients.map((nc) => nc.close().catch(() => undefined)));
-  await Promise.all(children.map((c) => c.stop("SIGKILL")));
+  await platform?.stop();
   await server?.stop();
-  await dropDatabase(databaseUrl).catch(() => undefined);
 });
 
 describe("bus - who may connect", () => {
@@ -287,31 +288,22 @@ describe("bus - core credentials", () => {
 
 describe("bus - TLS", () => {
   let tlsServer: BusServer;
-  const tlsChildren: ChildService[] = [];
-  const tlsDatabase = testDatabaseUrl();
-  const tlsNamespace = uniqueName("bustls");
+  let tls: NatsPlatform | undefined;
   afterAll(async () => {
-    await Promise.all(tlsChildren.map((c) => c.stop("SIGKILL")));
+    await tls?.stop();
     await tlsServer?.stop();
-    await dropDatabase(tlsDatabase).catch(() => undefined);
   });
 
   it("bus - services talk over tls:// with the platform's CA; a client not trusting it is refused", async () => {
+    const tlsNamespace = uniqueName("bustls");
     tlsServer = await startBusServer({ namespace: tlsNamespace, tls: true });
     const ca = tlsServer.certificates!.caFile;
-    const port = await freePort();
-    const env = (user: string) => ({
-      TRANSPORTER: tlsServer.urlFor(user),
-      NATS_TLS_CA: ca,
-      NAMESPACE: tlsNamespace,
-      DATABASE_URL: tlsDatabase,
-      JWT_SECRET: "bus-tls-secret",
-    });
-    tlsChildren.push(spawnServices(["api-gateway"], { ...env("api-gateway"), PORT: String(port) }), spawnServices(["auth"], env("auth")));
-    const tlsBase = `http://127.0.0.1:${port}`;
-    await waitFor(
+    tls = await startNatsPlatform({ namespace: tlsNamespace, transporter: tlsServer.url, env: { NATS_TLS_CA: ca, JWT_SECRET: "bus-tls-secret" } });
+    tls.spawn(["api-gateway"], { TRANSPORTER: tlsServer.urlFor("api-gateway") });
+    tls.spawn(["auth"], { TRANSPORTER: tlsServer.urlFor("auth") });
+    const tlsBase = tls.baseUrl;
+    await tls.waitFor(
       async () => {
-        for (const c of tlsChildren) if (!alive(c)) throw new Error(`a service process exited:\n${c.output()}`);
         const res = await http(tlsBase, "POST", "/api/auth/register", {
           body: { email: `${uniqueName("tls")}@example.com`, name: "T", password: "password-123" },
         }).catch(() => undefined);

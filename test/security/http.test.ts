@@ -7,20 +7,8 @@ import net from "net";
 import zlib from "zlib";
 import { OllamaStandin } from "../support/provider-standins";
 import { openSse } from "../support/sse";
-import {
-  ChildService,
-  dropDatabase,
-  freePort,
-  http,
-  NATS_URL,
-  spawnServices,
-  startTestPlatform,
-  TestPlatform,
-  testDatabaseUrl,
-  uniqueName,
-  waitFor,
-  waitForRoute,
-} from "../support/platform";
+import { http, startTestPlatform, TestPlatform, waitFor, waitForRoute } from "../support/platform";
+import { NatsPlatform, startNatsPlatform } from "../support/nats-platform";
 
 type RawAnswer = { status: number; headers: Record<string, string>; body: any; closedAfterMs: number };
 
@@ -286,29 +274,18 @@ describe("http - the gateway below its routes", () => {
 });
 
 describe("http - the gateway in its own process over NATS", () => {
-  const children: ChildService[] = [];
-  let databaseUrl: string;
-  afterAll(async () => {
-    await Promise.all(children.splice(0).map((c) => c.stop("SIGKILL")));
-    if (databaseUrl) await dropDatabase(databaseUrl).catch(() => undefined);
-  });
+  let platform: NatsPlatform | undefined;
+  afterAll(() => platform?.stop());
 
   it("http - a 400 KB 0xFF login e-mail and oversized params never become a bus message that kills the gateway process", async () => {
-    const port = await freePort();
-    databaseUrl = testDatabaseUrl();
-    const env = { TRANSPORTER: NATS_URL, NAMESPACE: uniqueName("gwsec"), DATABASE_URL: databaseUrl, JWT_SECRET: "shared-secret" };
-    const gateway = spawnServices(["api-gateway"], { ...env, PORT: String(port), NODE_ID: uniqueName("gw") });
-    const auth = spawnServices(["auth"], { ...env, NODE_ID: uniqueName("auth") });
-    children.push(gateway, auth);
-    const base = `http://127.0.0.1:${port}`;
+    platform = await startNatsPlatform({ prefix: "gwsec", env: { JWT_SECRET: "shared-secret" }, processes: [["api-gateway"], ["auth"]] });
+    const base = platform.baseUrl;
+    const [gateway] = platform.children;
     const login = (email: string) => http(base, "POST", "/api/auth/login", { body: { email, password: "password-123" } });
-    await waitFor(
-      async () => {
-        for (const c of children) if (c.proc.exitCode !== null) throw new Error(`a service process exited:\n${c.output()}`);
-        return (await login("probe@example.com").catch(() => undefined))?.status === 401;
-      },
-      { timeoutMs: 30_000, message: "login routed over NATS" },
-    );
+    await platform.waitFor(async () => (await login("probe@example.com").catch(() => undefined))?.status === 401, {
+      timeoutMs: 30_000,
+      message: "login routed over NATS",
+    });
 
     const ff = Buffer.concat([Buffer.from('{"email":"'), Buffer.alloc(400_000, 0xff), Buffer.from('","password":"password-123"}')]);
     const res = await fetch(`${base}/api/auth/login`, { method: "POST", headers: { "content-type": "application/json" }, body: ff });

@@ -5,8 +5,7 @@
  * NATS: gateway, auth, admin, metrics and the scheduler in this process, one honest gpu-node, and
  * the rogue nodes as brokers of this test that record every job handed to them.
  */
-import { mkdtempSync, rmSync } from "fs";
-import { connect } from "nats";
+import { mkdtempSync } from "fs";
 import { Client } from "pg";
 import os from "os";
 import path from "path";
@@ -17,6 +16,7 @@ import { HEARTBEAT_EVENT } from "../../lib/gpu-protocol";
 import { metricsPortOf } from "../../lib/metrics";
 import { findSamples, parsePrometheus } from "../support/prometheus";
 import { http, NATS_URL, sandboxedGpuEnv, startTestPlatform, TestPlatform, testBroker, uniqueName, waitFor } from "../support/platform";
+import { NatsPlatform, startNatsPlatform } from "../support/nats-platform";
 import { testCard } from "../support/gpu-card";
 
 const namespace = uniqueName("cards");
@@ -61,7 +61,7 @@ async function rogue(nodeID: string, cards: GpuCard[]): Promise<Rogue> {
 /** Every card uuid `r` was handed a job on. */
 const usedCards = (r: Rogue) => [...new Set(r.runs.flatMap((j) => j.gpuUuids ?? [j.gpuUuid]))].sort();
 
-let platform: TestPlatform;
+let platform: NatsPlatform;
 let honest: TestPlatform;
 let evil: Rogue;
 let bound: Rogue;
@@ -77,11 +77,11 @@ const known = (n: any) => (n?.cards?.length ?? 0) + (n?.pendingCards?.length ?? 
 
 beforeAll(async () => {
   const adminEmail = `${namespace}-ops@example.com`;
-  platform = await startTestPlatform({
-    services: ["api-gateway", "auth", "admin", "metrics", "gpu-scheduler"],
-    transporter: NATS_URL,
+  platform = await startNatsPlatform({
     namespace,
-    env: {
+    work,
+    local: ["api-gateway", "auth", "admin", "metrics", "gpu-scheduler"],
+    localEnv: {
       ADMIN_EMAILS: adminEmail,
       GPU_HEARTBEAT_S: "1",
       GPU_SCHEDULE_TICK_MS: "100",
@@ -97,7 +97,7 @@ beforeAll(async () => {
     databaseUrl: platform.databaseUrl,
     dropDatabase: false,
     nodeID: honestId,
-    env: sandboxedGpuEnv(work),
+    env: { ...platform.env, ...sandboxedGpuEnv(work) },
   });
   // First registrations: the evil node one card, the bound node two.
   evil = await rogue(evilId, [card("GPU-evil-0", 0)]);
@@ -111,7 +111,7 @@ beforeAll(async () => {
     timeoutMs: 30_000,
     message: "three nodes registered",
   });
-  metricsUrl = `http://127.0.0.1:${await waitFor(() => metricsPortOf(platform.broker), { message: "metrics port" })}/metrics`;
+  metricsUrl = `http://127.0.0.1:${await waitFor(() => metricsPortOf(platform.local!.broker), { message: "metrics port" })}/metrics`;
 }, 60_000);
 
 afterAll(async () => {
@@ -121,12 +121,6 @@ afterAll(async () => {
   }
   await honest?.stop();
   await platform?.stop();
-  const nc = await connect({ servers: new URL(NATS_URL).host });
-  const jsm = await nc.jetstreamManager();
-  for (const stream of [`${namespace}_gpu_job-events`, `${namespace}_dead-letter`, `${namespace}_usage`])
-    await jsm.streams.delete(stream).catch(() => undefined);
-  await nc.close();
-  rmSync(work, { recursive: true, force: true });
 });
 
 describe("nodes - a compromised node claiming cards it never registered", () => {

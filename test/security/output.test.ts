@@ -12,18 +12,8 @@ import { DockerExecutor } from "../../services/gpu-node/docker-executor";
 import { checkJobEvent } from "../../lib/gpu-protocol";
 import type { JobLimits } from "../../services/gpu-node/job";
 import { PagedBodyStream } from "../../lib/paged-body";
-import {
-  ChildService,
-  dropDatabase,
-  freePort,
-  http,
-  NATS_URL,
-  spawnServices,
-  startTestPlatform,
-  testDatabaseUrl,
-  uniqueName,
-  waitFor,
-} from "../support/platform";
+import { http, startTestPlatform, uniqueName, waitFor } from "../support/platform";
+import { startNatsPlatform } from "../support/nats-platform";
 import { removeContainersOf, simulatedCard } from "../support/docker";
 
 const TEST_JOB_IMAGE = process.env.TEST_JOB_IMAGE || "ci-platform/test-busybox:latest";
@@ -47,41 +37,29 @@ async function drain(res: Response, keepLast = 4096): Promise<{ bytes: number; t
   return { bytes, tail };
 }
 
-/** A platform in child processes, with one account and helpers for its GPU API. */
-async function startPlatform(groups: string[][], env: Record<string, string>) {
-  const port = await freePort();
-  const databaseUrl = testDatabaseUrl();
+/** A platform in child processes (`groups`, one process each), with one account and helpers for its GPU API. */
+async function startPlatform(groups: string[][], transporter?: string) {
   const work = mkdtempSync(path.join(os.tmpdir(), "output-sec-"));
-  const common = {
-    DATABASE_URL: databaseUrl,
-    NAMESPACE: uniqueName("out"),
-    JWT_SECRET: "output-test-secret",
-    GPU_EXECUTOR: "process",
-    // The sandbox is tested on its own (sandbox.test.ts); here the output path is under test.
-    GPU_UNSAFE_UNISOLATED_JOBS: "true",
-    GPU_SIMULATE: "Output Test GPU:8192",
-    GPU_HEARTBEAT_S: "0.5",
-    GPU_SCHEDULE_TICK_MS: "200",
-    GPU_JOB_LOG_DIR: path.join(work, "logs"),
-    ...env,
-  };
-  const children: ChildService[] = groups.map((services) =>
-    spawnServices(services, { ...common, ...(services.includes("api-gateway") ? { PORT: String(port) } : {}), NODE_ID: uniqueName(services[0]) }),
-  );
-  const base = `http://127.0.0.1:${port}`;
-  const alive = () => {
-    for (const c of children)
-      if (c.proc.exitCode !== null || c.proc.signalCode !== null) throw new Error(`a service process exited:\n${c.output().slice(-4000)}`);
-  };
-  const stop = async () => {
-    await Promise.all(children.map((c) => c.stop("SIGKILL")));
-    await dropDatabase(databaseUrl).catch(() => undefined);
-    rmSync(work, { recursive: true, force: true });
-  };
+  const platform = await startNatsPlatform({
+    prefix: "out",
+    transporter,
+    work,
+    env: {
+      JWT_SECRET: "output-test-secret",
+      GPU_EXECUTOR: "process",
+      // The sandbox is tested on its own (sandbox.test.ts); here the output path is under test.
+      GPU_UNSAFE_UNISOLATED_JOBS: "true",
+      GPU_SIMULATE: "Output Test GPU:8192",
+      GPU_HEARTBEAT_S: "0.5",
+      GPU_SCHEDULE_TICK_MS: "200",
+      GPU_JOB_LOG_DIR: path.join(work, "logs"),
+    },
+    processes: groups,
+  });
+  const base = platform.baseUrl;
   try {
-    const token = await waitFor(
+    const token = await platform.waitFor(
       async () => {
-        alive();
         const res = await http(base, "POST", "/api/auth/register", {
           body: { email: `${uniqueName("out")}@example.com`, name: "Output", password: "correct horse battery" },
         }).catch(() => undefined);
@@ -89,7 +67,7 @@ async function startPlatform(groups: string[][], env: Record<string, string>) {
       },
       { timeoutMs: 60_000, message: "the platform to register an account" },
     );
-    await waitFor(async () => (await http(base, "GET", "/api/gpu/status", { token })).body?.cluster?.totalGpus === 1, {
+    await platform.waitFor(async () => (await http(base, "GET", "/api/gpu/status", { token })).body?.cluster?.totalGpus === 1, {
       timeoutMs: 30_000,
       message: "the card announced",
     });
@@ -99,18 +77,17 @@ async function startPlatform(groups: string[][], env: Record<string, string>) {
       return res.body.id as string;
     };
     const until = (id: string, accept: (job: any) => boolean, message: string, timeoutMs = 60_000) =>
-      waitFor(
+      platform.waitFor(
         async () => {
-          alive();
           const res = await http(base, "GET", `/api/gpu/jobs/${id}`, { token });
           return accept(res.body) ? res.body : false;
         },
         { timeoutMs, intervalMs: 50, message },
       );
     const logs = (id: string) => fetch(`${base}/api/gpu/jobs/${id}/logs`, { headers: { authorization: `Bearer ${token}` } });
-    return { base, token, children, alive, stop, submit, until, logs };
+    return { base, token, children: platform.children, alive: platform.alive, stop: platform.stop, submit, until, logs };
   } catch (err) {
-    await stop();
+    await platform.stop();
     throw err;
   }
 }
@@ -140,7 +117,7 @@ describe("output - job events from a hostile or broken node", () => {
 describe("output - one process on the in-process bus", () => {
   let platform: Awaited<ReturnType<typeof startPlatform>>;
   beforeAll(async () => {
-    platform = await startPlatform([["api-gateway", "auth", "gpu-scheduler", "gpu-node"]], { TRANSPORTER: "" });
+    platform = await startPlatform([["api-gateway", "auth", "gpu-scheduler", "gpu-node"]], "");
   }, 90_000);
   afterAll(() => platform?.stop());
 
@@ -245,7 +222,7 @@ describe("output - a reader that leaves", () => {
 
 describe("output - gateway, scheduler and node in separate processes over NATS", () => {
   it("logs - a 12 MB log through the gateway over NATS (max_payload 1 MB) keeps scheduler and gateway up", async () => {
-    const platform = await startPlatform([["api-gateway", "auth"], ["gpu-scheduler"], ["gpu-node"]], { TRANSPORTER: NATS_URL });
+    const platform = await startPlatform([["api-gateway", "auth"], ["gpu-scheduler"], ["gpu-node"]]);
     try {
       const id = await platform.submit(`yes 0123456789abcdef | head -c ${12 * 1000 * 1000}; printf END`);
       await platform.until(id, (j) => j.status === "completed", "the 12 MB job to complete", 60_000);

@@ -8,20 +8,9 @@
  * The same for credits: qwen priced at 10 credits per 1000 tokens (llama free), a 50-credit
  * monthly quota; each request reserves its 201 tokens at that price (2.01 credits) and settles 1.
  */
-import {
-  ChildService,
-  http,
-  NATS_URL,
-  REDIS_URL,
-  startTestPlatform,
-  testDatabaseUrl,
-  TestPlatform,
-  uniqueName,
-  waitFor,
-  waitForRoute,
-} from "../support/platform";
+import { http, REDIS_URL, uniqueName, waitFor } from "../support/platform";
+import { NatsPlatform, startNatsPlatform } from "../support/nats-platform";
 import { OllamaStandin } from "../support/provider-standins";
-import { spawnReplicas } from "../support/replicas";
 
 const LIMIT = 10_000;
 const PER_ANSWER = 100; // the stand-in's 12 prompt + 88 completion tokens
@@ -33,8 +22,7 @@ const PRICED = "qwen2.5:0.5b";
 
 describe("quotas overshoot - monthly tokens reserved at admission on every replica", () => {
   let ollama: OllamaStandin;
-  let children: ChildService[] = [];
-  let platform: TestPlatform;
+  let platform: NatsPlatform;
   let base: string;
 
   const register = async () =>
@@ -70,25 +58,18 @@ describe("quotas overshoot - monthly tokens reserved at admission on every repli
   beforeAll(async () => {
     ollama = await new OllamaStandin().start();
     ollama.set({ promptTokens: 12, completionTokens: 88 });
-    const namespace = uniqueName("t");
-    const databaseUrl = testDatabaseUrl();
-    const env = { QUOTA_TOKENS_PER_MONTH: String(LIMIT), QUOTA_CREDITS_PER_MONTH: String(CREDIT_LIMIT), REDIS_URL, TRANSPORTER: NATS_URL };
-    // The prices only usage knows: the replicas reserve at those the standing carries.
-    const prices = { CREDITS_PER_1K_TOKENS: JSON.stringify({ default: 0, qwen: CREDITS_PER_TOKEN * 1000 }) };
-    platform = await startTestPlatform({
-      services: ["api-gateway", "auth", "usage"],
-      transporter: NATS_URL,
-      namespace,
-      databaseUrl,
-      env: { ...env, ...prices },
+    platform = await startNatsPlatform({
+      env: { QUOTA_TOKENS_PER_MONTH: String(LIMIT), QUOTA_CREDITS_PER_MONTH: String(CREDIT_LIMIT), REDIS_URL },
+      local: ["api-gateway", "auth", "usage"],
+      // The prices only usage knows: the replicas reserve at those the standing carries.
+      localEnv: { CREDITS_PER_1K_TOKENS: JSON.stringify({ default: 0, qwen: CREDITS_PER_TOKEN * 1000 }) },
+      route: ["GET", "/api/quotas"],
     });
     base = platform.baseUrl;
-    await waitForRoute(base, "GET", "/api/quotas");
-    children = await spawnReplicas(platform, "inference", 2, { NAMESPACE: namespace, DATABASE_URL: databaseUrl, OLLAMA_URL: ollama.url, ...env });
+    await platform.replicas("inference", 2, { OLLAMA_URL: ollama.url });
   }, 90_000);
 
   afterAll(async () => {
-    await Promise.all(children.map((c) => c.stop()));
     await platform?.stop();
     await ollama?.stop();
   });

@@ -10,13 +10,14 @@ import { NatsConnection, StringCodec } from "nats";
 import { Client } from "pg";
 import { gpuUsageKey, inferenceUsageKey, UsageRecord } from "../../lib/usage-protocol";
 import { BusServer, rawBusClient, startBusServer } from "../support/bus-server";
-import { ChildService, dropDatabase, spawnServices, testDatabaseUrl, uniqueName, waitFor } from "../support/platform";
+import { ChildService, uniqueName, waitFor } from "../support/platform";
+import { NatsPlatform, startNatsPlatform } from "../support/nats-platform";
 
 const namespace = uniqueName("ubus");
 const sc = StringCodec();
-const databaseUrl = testDatabaseUrl();
 const victim = randomUUID();
 let server: BusServer;
+let platform: NatsPlatform;
 let usage: ChildService;
 const clients: NatsConnection[] = [];
 
@@ -48,7 +49,7 @@ const tokenRecord = (n: number): UsageRecord => ({
 const batch = (...records: UsageRecord[]) => sc.encode(JSON.stringify({ records }));
 
 async function ledgerOf(clientId: string): Promise<Array<{ resource: string; amount: number }>> {
-  const db = new Client({ connectionString: databaseUrl });
+  const db = new Client({ connectionString: platform.databaseUrl });
   await db.connect();
   try {
     return (await db.query("SELECT resource, amount FROM usage.records WHERE client_id = $1 ORDER BY resource", [clientId])).rows;
@@ -59,23 +60,20 @@ async function ledgerOf(clientId: string): Promise<Array<{ resource: string; amo
 
 beforeAll(async () => {
   server = await startBusServer({ namespace, gpuNodes: ["n1"] });
-  usage = spawnServices(["usage"], { TRANSPORTER: server.urlFor("usage"), NAMESPACE: namespace, DATABASE_URL: databaseUrl });
+  platform = await startNatsPlatform({ namespace, transporter: server.url });
+  usage = platform.spawn(["usage"], { TRANSPORTER: server.urlFor("usage") });
   const { nc } = await rawClient("usage", "usage.probe");
   const jsm = await nc.jetstreamManager();
-  await waitFor(
-    async () => {
-      if (usage.proc.exitCode !== null) throw new Error(`usage exited:\n${usage.output()}`);
-      return (await jsm.streams.info(`${namespace}_usage_records`).catch(() => undefined)) !== undefined;
-    },
-    { timeoutMs: 40_000, message: "the usage stream" },
-  );
+  await platform.waitFor(async () => (await jsm.streams.info(`${namespace}_usage_records`).catch(() => undefined)) !== undefined, {
+    timeoutMs: 40_000,
+    message: "the usage stream",
+  });
 }, 60_000);
 
 afterAll(async () => {
   await Promise.all(clients.map((nc) => nc.close().catch(() => undefined)));
-  await usage?.stop("SIGKILL");
+  await platform?.stop();
   await server?.stop();
-  await dropDatabase(databaseUrl).catch(() => undefined);
 });
 
 describe("usage bus - who may report usage", () => {

@@ -214,15 +214,15 @@ export function sandboxedGpuEnv(work: string, extra: Record<string, string> = {}
   };
 }
 
-/** Waits until the gateway routes `method path` (aliases are generated as services appear). */
+/** The gateway's answer to `method path` once it routes it (aliases are generated as services appear), else false. */
+export async function routed(baseUrl: string, method: string, urlPath: string): Promise<HttpResult | false> {
+  const res = await http(baseUrl, method, urlPath);
+  return res.status !== 404 && res.status !== 503 ? res : false;
+}
+
+/** Waits until the gateway routes `method path`. */
 export function waitForRoute(baseUrl: string, method: string, urlPath: string, timeoutMs = 15_000) {
-  return waitFor(
-    async () => {
-      const res = await http(baseUrl, method, urlPath);
-      return res.status !== 404 && res.status !== 503 ? res : false;
-    },
-    { timeoutMs, message: `route ${method} ${urlPath}` },
-  );
+  return waitFor(() => routed(baseUrl, method, urlPath), { timeoutMs, message: `route ${method} ${urlPath}` });
 }
 
 /**
