@@ -12,8 +12,8 @@
  * EXPLAIN (ANALYZE, BUFFERS) of the placement snapshot.
  */
 import { Client, Pool } from "pg";
-import { JobsRepository } from "../services/gpu-scheduler/jobs.repository";
-import { PlacementRepository, SNAPSHOT_PLANNING, snapshotSql } from "../services/gpu-scheduler/placement.repository";
+import { JobsRepository } from "../services/gpu-scheduler/store/jobs.repository";
+import { PlacementRepository, SNAPSHOT_PLANNING, snapshotSql } from "../services/gpu-scheduler/store/placement.repository";
 import { waitFor } from "../test/support/platform";
 import { Call, CARDS_PER_NODE, Cluster, completed, CONCURRENCY, fmt, now, quantile, times, verdict } from "./scheduler-cluster";
 

@@ -1,6 +1,6 @@
 import type { Migration } from "../../lib/db";
-import type { PublicStatus } from "./transitions";
-import { rangesShowing, StatusRange } from "./public-status";
+import type { PublicStatus } from "./core/transitions";
+import { rangesShowing, StatusRange } from "./core/public-status";
 
 /**
  * A job's counted category: a job its node has but has not started yet counts as `assigned`.

@@ -1,13 +1,13 @@
 /** The gpu-scheduler's settings (README "Configuration"), parsed when it is created. */
 import { DEFAULT_DATABASE_URL } from "../../lib/platform-settings";
 import { Env, flag, int, intAtLeast, list, optionalInt, positive, SettingError, text } from "../../lib/settings";
-import { DEFAULT_RETRY_DELAYS_S } from "./webhook-delivery";
-import type { WebhookSettings } from "./webhook-sender";
-import type { AccountLimit } from "./account-limits";
-import type { HistorySettings } from "./job-history";
+import { DEFAULT_RETRY_DELAYS_S } from "./webhooks/webhook-delivery";
+import type { WebhookSettings } from "./webhooks/webhook-sender";
+import type { AccountLimit } from "./api/account-limits";
+import type { HistorySettings } from "./loop/job-history";
 import { parseHeartbeatS, parseJobTimeoutS } from "../gpu-node/settings";
 import { parseAllowedRegistries } from "../gpu-node/registry-policy";
-import { NodeCardLimits, parseNodeCards } from "./node-cards";
+import { NodeCardLimits, parseNodeCards } from "./core/node-cards";
 
 export type SchedulerSettings = {
   /** Registries job images may come from (checked when a job is submitted). */

@@ -2,7 +2,7 @@
  * `gpu-scheduler.stats`: the scheduler's figures for the metrics service (services/metrics). The
  * scheduler answers it; a reader takes the shape from here.
  */
-import type { NodeEntry } from "./cluster-view";
+import type { NodeEntry } from "./core/cluster-view";
 
 export const SCHEDULER_STATS_ACTION = "gpu-scheduler.stats";
 

@@ -10,7 +10,7 @@ import os from "os";
 import path from "path";
 import { Client } from "pg";
 import { newPool } from "../../lib/db";
-import { HistoryRepository } from "../../services/gpu-scheduler/history.repository";
+import { HistoryRepository } from "../../services/gpu-scheduler/store/history.repository";
 import { http, startTestPlatform, TestPlatform, waitFor, waitForRoute } from "../support/platform";
 
 const ADMIN_EMAIL = `ops-${Math.random().toString(36).slice(2, 10)}@example.com`;

@@ -7,7 +7,7 @@ import { existsSync, mkdtempSync, readFileSync } from "fs";
 import os from "os";
 import path from "path";
 import { Client } from "pg";
-import { nodeLabel } from "../../services/gpu-scheduler/cluster-view";
+import { nodeLabel } from "../../services/gpu-scheduler/core/cluster-view";
 import { ChildService, freePort, http, uniqueName, waitFor, processAlive } from "../support/platform";
 import { NatsPlatform, startNatsPlatform } from "../support/nats-platform";
 

@@ -10,9 +10,9 @@ import { Pool, PoolClient, QueryConfig } from "pg";
 import { ensureDatabase, migrate, newPool } from "../../lib/db";
 import { DatabasesRepository } from "../../services/dbaas/databases.repository";
 import { migrations as dbaasMigrations } from "../../services/dbaas/migrations";
-import { JobsRepository } from "../../services/gpu-scheduler/jobs.repository";
+import { JobsRepository } from "../../services/gpu-scheduler/store/jobs.repository";
 import { migrations as schedulerMigrations } from "../../services/gpu-scheduler/migrations";
-import { PlacementRepository } from "../../services/gpu-scheduler/placement.repository";
+import { PlacementRepository } from "../../services/gpu-scheduler/store/placement.repository";
 import { dropDatabase, testDatabaseUrl } from "../support/platform";
 
 type Recorded = { text: string; values?: unknown[] };

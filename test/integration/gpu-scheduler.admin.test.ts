@@ -7,12 +7,12 @@
 import { randomUUID } from "crypto";
 import { Pool } from "pg";
 import { ensureDatabase, migrate, newPool } from "../../lib/db";
-import { HistoryRepository } from "../../services/gpu-scheduler/history.repository";
-import { JobSearchRepository } from "../../services/gpu-scheduler/job-search.repository";
-import type { PublicStatus } from "../../services/gpu-scheduler/transitions";
+import { HistoryRepository } from "../../services/gpu-scheduler/store/history.repository";
+import { JobSearchRepository } from "../../services/gpu-scheduler/store/job-search.repository";
+import type { PublicStatus } from "../../services/gpu-scheduler/core/transitions";
 import { migrations } from "../../services/gpu-scheduler/migrations";
-import { NodesRepository } from "../../services/gpu-scheduler/nodes.repository";
-import { PlacementRepository } from "../../services/gpu-scheduler/placement.repository";
+import { NodesRepository } from "../../services/gpu-scheduler/store/nodes.repository";
+import { PlacementRepository } from "../../services/gpu-scheduler/store/placement.repository";
 import { dropDatabase, testDatabaseUrl, waitFor } from "../support/platform";
 
 const HISTORY = 20_000;

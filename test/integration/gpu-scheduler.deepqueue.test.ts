@@ -8,14 +8,14 @@
 import { randomUUID } from "crypto";
 import { Pool, PoolClient } from "pg";
 import { ensureDatabase, migrate, transaction, newPool } from "../../lib/db";
-import { HistoryRepository } from "../../services/gpu-scheduler/history.repository";
-import { JobsRepository } from "../../services/gpu-scheduler/jobs.repository";
-import { NewJob } from "../../services/gpu-scheduler/job-row";
+import { HistoryRepository } from "../../services/gpu-scheduler/store/history.repository";
+import { JobsRepository } from "../../services/gpu-scheduler/store/jobs.repository";
+import { NewJob } from "../../services/gpu-scheduler/store/job-row";
 import { PRIORITIES } from "../../lib/job-spec";
 import { migrations } from "../../services/gpu-scheduler/migrations";
-import { PlacementRepository } from "../../services/gpu-scheduler/placement.repository";
-import { QueuePositions } from "../../services/gpu-scheduler/queue-positions";
-import type { JobPatch } from "../../services/gpu-scheduler/transitions";
+import { PlacementRepository } from "../../services/gpu-scheduler/store/placement.repository";
+import { QueuePositions } from "../../services/gpu-scheduler/api/queue-positions";
+import type { JobPatch } from "../../services/gpu-scheduler/core/transitions";
 import { dropDatabase, testDatabaseUrl } from "../support/platform";
 
 const job = (clientId: string, priority = 1): NewJob => ({

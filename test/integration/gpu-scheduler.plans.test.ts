@@ -8,10 +8,10 @@
 import { randomUUID } from "crypto";
 import { Pool } from "pg";
 import { ensureDatabase, migrate, newPool } from "../../lib/db";
-import { HistoryRepository } from "../../services/gpu-scheduler/history.repository";
-import { JobsRepository } from "../../services/gpu-scheduler/jobs.repository";
+import { HistoryRepository } from "../../services/gpu-scheduler/store/history.repository";
+import { JobsRepository } from "../../services/gpu-scheduler/store/jobs.repository";
 import { migrations } from "../../services/gpu-scheduler/migrations";
-import { PlacementRepository, SNAPSHOT_PLANNING, snapshotSql } from "../../services/gpu-scheduler/placement.repository";
+import { PlacementRepository, SNAPSHOT_PLANNING, snapshotSql } from "../../services/gpu-scheduler/store/placement.repository";
 import { dropDatabase, testDatabaseUrl } from "../support/platform";
 
 type PlanNode = { "Node Type": string; "Relation Name"?: string; "Index Name"?: string; Plans?: PlanNode[] };

@@ -1,23 +1,23 @@
 /**
- * The scheduler shell (services/gpu-scheduler/scheduler.ts) against the real PostgreSQL: the
+ * The scheduler shell (services/gpu-scheduler/loop/scheduler.ts) against the real PostgreSQL: the
  * queue, placement commits with two replicas, events, cancel, node loss and dispatch failures.
  * gpu-node is replaced by a small in-memory NodeClient (the scheduler's narrow interface to it)
  * so the test controls exactly when each node answers; the real gpu-node is in the e2e tests.
  */
-import { QueuePositions } from "../../services/gpu-scheduler/queue-positions";
+import { QueuePositions } from "../../services/gpu-scheduler/api/queue-positions";
 import { randomUUID } from "crypto";
 import type { LoggerInstance } from "moleculer";
 import { Pool } from "pg";
 import { ensureDatabase, migrate, newPool } from "../../lib/db";
 import { checkJobEvent, JobEvent, NodeHeartbeat } from "../../lib/gpu-protocol";
 import type { RunJobParams } from "../../lib/job-spec";
-import { JobsRepository } from "../../services/gpu-scheduler/jobs.repository";
-import { PlacementRepository, QueuedRow } from "../../services/gpu-scheduler/placement.repository";
+import { JobsRepository } from "../../services/gpu-scheduler/store/jobs.repository";
+import { PlacementRepository, QueuedRow } from "../../services/gpu-scheduler/store/placement.repository";
 import { migrations } from "../../services/gpu-scheduler/migrations";
-import { UNSTORABLE_EVENT_MESSAGE } from "../../services/gpu-scheduler/event-applier";
-import { Clock, NodeClient, Scheduler } from "../../services/gpu-scheduler/scheduler";
-import { JobLogs, lastAttempt } from "../../services/gpu-scheduler/job-logs";
-import { toJobDetail } from "../../services/gpu-scheduler/job-view";
+import { UNSTORABLE_EVENT_MESSAGE } from "../../services/gpu-scheduler/loop/event-applier";
+import { Clock, NodeClient, Scheduler } from "../../services/gpu-scheduler/loop/scheduler";
+import { JobLogs, lastAttempt } from "../../services/gpu-scheduler/streams/job-logs";
+import { toJobDetail } from "../../services/gpu-scheduler/api/job-view";
 import { encodeOutput } from "../../lib/output-encoding";
 import { dropDatabase, testDatabaseUrl, waitFor } from "../support/platform";
 

@@ -9,7 +9,7 @@ import { Pool } from "pg";
 import { ensureDatabase, migrate, newPool } from "../../lib/db";
 import type { UsageBatch } from "../../lib/usage-protocol";
 import { migrations as schedulerMigrations } from "../../services/gpu-scheduler/migrations";
-import { UsageOutbox } from "../../services/gpu-scheduler/usage-outbox";
+import { UsageOutbox } from "../../services/gpu-scheduler/store/usage-outbox";
 import { LedgerRepository } from "../../services/usage/ledger.repository";
 import { migrations as usageMigrations } from "../../services/usage/migrations";
 import { dropDatabase, testDatabaseUrl } from "../support/platform";

@@ -9,7 +9,7 @@ import { randomUUID } from "crypto";
 import { Client } from "pg";
 import type { Pool } from "pg";
 import type { SchedulerApp } from "../../services/gpu-scheduler/app";
-import type { NewJob } from "../../services/gpu-scheduler/job-row";
+import type { NewJob } from "../../services/gpu-scheduler/store/job-row";
 import type { InferenceRecord } from "../../services/inference/attempt-log";
 import { InferencesRepository, UsageRecorder } from "../../services/inference/usage.repository";
 import { tenantEnv } from "../integration/dbaas.helpers";

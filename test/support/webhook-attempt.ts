@@ -1,7 +1,7 @@
 /** One attempt of the real WebhookSender, its queue a stand-in holding one row, for tests of what it refuses. */
-import { WebhookSender } from "../../services/gpu-scheduler/webhook-sender";
-import type { SenderPorts } from "../../services/gpu-scheduler/webhook-sender";
-import type { DeliveryRow, WebhooksRepository } from "../../services/gpu-scheduler/webhooks.repository";
+import { WebhookSender } from "../../services/gpu-scheduler/webhooks/webhook-sender";
+import type { SenderPorts } from "../../services/gpu-scheduler/webhooks/webhook-sender";
+import type { DeliveryRow, WebhooksRepository } from "../../services/gpu-scheduler/webhooks/webhooks.repository";
 import { waitFor } from "./platform";
 
 export type Recorded = { ok: boolean; statusCode: number | null; error: string | null; retryInS: number | null };

@@ -2,7 +2,7 @@
 import { budgetOf, NODE_BUDGETS, TokenBuckets } from "../../lib/bus-budget";
 import { senderMayHost } from "../../lib/bus-identity";
 import type { NodeHeartbeat } from "../../lib/gpu-protocol";
-import { HeartbeatInbox } from "../../services/gpu-scheduler/heartbeat-inbox";
+import { HeartbeatInbox } from "../../services/gpu-scheduler/loop/heartbeat-inbox";
 
 describe("bus budget - token buckets", () => {
   it("bus budget - a sender gets its burst, then its rate; another sender is not affected", () => {

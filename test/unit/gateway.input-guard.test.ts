@@ -7,10 +7,10 @@ import { fromDataError } from "../../lib/errors";
 import { toPublicError } from "../../services/api-gateway/error-mapper";
 import { classifyClientError, rawErrorResponse } from "../../services/api-gateway/http-server";
 import { buildOpenApi } from "../../services/api-gateway/openapi/generator";
-import { Batcher } from "../../services/gpu-scheduler/batcher";
-import { nodeLabel } from "../../services/gpu-scheduler/cluster-view";
-import { toJobDetail } from "../../services/gpu-scheduler/job-view";
-import type { JobRow } from "../../services/gpu-scheduler/job-row";
+import { Batcher } from "../../services/gpu-scheduler/loop/batcher";
+import { nodeLabel } from "../../services/gpu-scheduler/core/cluster-view";
+import { toJobDetail } from "../../services/gpu-scheduler/api/job-view";
+import type { JobRow } from "../../services/gpu-scheduler/store/job-row";
 
 describe("input guard - strings that cannot be stored", () => {
   it.each([

@@ -1,10 +1,10 @@
 /** The operators' pure decisions (tables): node states and the node list, drains in a placement pass and in the clients' status, the audit entry, an operator's cancel. */
-import type { NodeEntry, ViewCard } from "../../services/gpu-scheduler/cluster-view";
-import { toClusterStatus } from "../../services/gpu-scheduler/job-view";
-import { adminNodes, nodeState } from "../../services/gpu-scheduler/node-admin";
-import type { NodeRow } from "../../services/gpu-scheduler/nodes.repository";
-import { decidePass } from "../../services/gpu-scheduler/placement-loop";
-import { cancelJob, JobState } from "../../services/gpu-scheduler/transitions";
+import type { NodeEntry, ViewCard } from "../../services/gpu-scheduler/core/cluster-view";
+import { toClusterStatus } from "../../services/gpu-scheduler/api/job-view";
+import { adminNodes, nodeState } from "../../services/gpu-scheduler/api/node-admin";
+import type { NodeRow } from "../../services/gpu-scheduler/store/nodes.repository";
+import { decidePass } from "../../services/gpu-scheduler/loop/placement-loop";
+import { cancelJob, JobState } from "../../services/gpu-scheduler/core/transitions";
 import { auditEntry, auditLine } from "../../services/admin/audit";
 
 const gpu = (uuid: string, index = 0) => ({ uuid, index, name: "Test GPU", memoryTotal: 1024, memoryUsed: 0, utilization: 0, temperature: 40 });

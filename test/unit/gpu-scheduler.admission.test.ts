@@ -1,6 +1,6 @@
 /** Admission of a batch of submissions (queued-jobs limit, places within each account) and the history's decisions: tables. */
-import { admit, aheadInAccount } from "../../services/gpu-scheduler/admission";
-import { historyCutoffs, HISTORY_BATCH, JobHistory, tableUpkeep } from "../../services/gpu-scheduler/job-history";
+import { admit, aheadInAccount } from "../../services/gpu-scheduler/core/admission";
+import { historyCutoffs, HISTORY_BATCH, JobHistory, tableUpkeep } from "../../services/gpu-scheduler/loop/job-history";
 
 const queued = (counts: Record<string, Record<number, number>>) =>
   new Map(Object.entries(counts).map(([c, byPriority]) => [c, new Map(Object.entries(byPriority).map(([p, n]) => [Number(p), n]))]));

@@ -1,7 +1,7 @@
 import { checkHeartbeat, checkJobEvent, NodeHeartbeat } from "../../lib/gpu-protocol";
-import { Batcher, Coalescer } from "../../services/gpu-scheduler/batcher";
-import { ClusterView } from "../../services/gpu-scheduler/cluster-view";
-import { toClusterStatus } from "../../services/gpu-scheduler/job-view";
+import { Batcher, Coalescer } from "../../services/gpu-scheduler/loop/batcher";
+import { ClusterView } from "../../services/gpu-scheduler/core/cluster-view";
+import { toClusterStatus } from "../../services/gpu-scheduler/api/job-view";
 
 const gpu = (uuid: string, index = 0, name = "NVIDIA GeForce RTX 3060") => ({
   uuid,

@@ -1,12 +1,12 @@
 /** The event applier's pure decisions (tables), and the applier itself on in-memory fakes. */
 import { randomUUID } from "crypto";
 import type { JobEvent } from "../../lib/gpu-protocol";
-import { decideEvents, EventApplier, reconcileHeartbeat } from "../../services/gpu-scheduler/event-applier";
-import { JobWriter } from "../../services/gpu-scheduler/job-writer";
-import { NodeStopper } from "../../services/gpu-scheduler/node-stopper";
-import type { AssignedJob } from "../../services/gpu-scheduler/placement.repository";
-import { asPlaced } from "../../services/gpu-scheduler/placement-loop";
-import { JobState } from "../../services/gpu-scheduler/transitions";
+import { decideEvents, EventApplier, reconcileHeartbeat } from "../../services/gpu-scheduler/loop/event-applier";
+import { JobWriter } from "../../services/gpu-scheduler/loop/job-writer";
+import { NodeStopper } from "../../services/gpu-scheduler/loop/node-stopper";
+import type { AssignedJob } from "../../services/gpu-scheduler/store/placement.repository";
+import { asPlaced } from "../../services/gpu-scheduler/loop/placement-loop";
+import { JobState } from "../../services/gpu-scheduler/core/transitions";
 import { FakeJobs, FakeNodes, heartbeat, ManualClock, quiet, until } from "./gpu-scheduler.fakes";
 
 const T0 = new Date("2026-01-01T10:00:00.000Z");

@@ -6,15 +6,15 @@
 import type { LoggerInstance } from "moleculer";
 import type { NodeHeartbeat } from "../../lib/gpu-protocol";
 import type { RunJobParams } from "../../lib/job-spec";
-import type { EventStore } from "../../services/gpu-scheduler/event-applier";
-import type { HousekeepingStore } from "../../services/gpu-scheduler/housekeeping";
-import type { AssignedJob, PlacementRow, PlacementSnapshot } from "../../services/gpu-scheduler/placement.repository";
-import type { PlacementStore } from "../../services/gpu-scheduler/placement-loop";
-import type { Clock, NodeClient } from "../../services/gpu-scheduler/ports";
-import { ClusterView } from "../../services/gpu-scheduler/cluster-view";
-import { JobWriter } from "../../services/gpu-scheduler/job-writer";
-import { NodeStopper } from "../../services/gpu-scheduler/node-stopper";
-import { isTerminal, JobPatch, JobState } from "../../services/gpu-scheduler/transitions";
+import type { EventStore } from "../../services/gpu-scheduler/loop/event-applier";
+import type { HousekeepingStore } from "../../services/gpu-scheduler/loop/housekeeping";
+import type { AssignedJob, PlacementRow, PlacementSnapshot } from "../../services/gpu-scheduler/store/placement.repository";
+import type { PlacementStore } from "../../services/gpu-scheduler/loop/placement-loop";
+import type { Clock, NodeClient } from "../../services/gpu-scheduler/loop/ports";
+import { ClusterView } from "../../services/gpu-scheduler/core/cluster-view";
+import { JobWriter } from "../../services/gpu-scheduler/loop/job-writer";
+import { NodeStopper } from "../../services/gpu-scheduler/loop/node-stopper";
+import { isTerminal, JobPatch, JobState } from "../../services/gpu-scheduler/core/transitions";
 
 export const quiet = { trace() {}, debug() {}, info() {}, warn() {}, error() {}, fatal() {} } as unknown as LoggerInstance;
 

@@ -1,6 +1,6 @@
 /** Housekeeping's pure decisions (tables), and a housekeeping run on in-memory fakes. */
 import { randomUUID } from "crypto";
-import { Housekeeping, nodeLossCounts, staleAssignedAction, unreportedJobs } from "../../services/gpu-scheduler/housekeeping";
+import { Housekeeping, nodeLossCounts, staleAssignedAction, unreportedJobs } from "../../services/gpu-scheduler/loop/housekeeping";
 import { fakeCluster, heartbeat, quiet } from "./gpu-scheduler.fakes";
 
 const SETTINGS = { nodeTimeoutMs: 3000, dispatchTimeoutMs: 1000, warmUpMs: 0 };

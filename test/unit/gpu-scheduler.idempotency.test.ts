@@ -1,4 +1,4 @@
-import { canonicalJson, checkIdempotencyKey, requestHash } from "../../services/gpu-scheduler/idempotency";
+import { canonicalJson, checkIdempotencyKey, requestHash } from "../../services/gpu-scheduler/api/idempotency";
 
 describe("gpu-scheduler idempotency - the key's rule", () => {
   it.each([

@@ -1,6 +1,6 @@
 /** Writing transitions by compare-and-set: conflicts are decided again on the new state. */
-import { JobWriter } from "../../services/gpu-scheduler/job-writer";
-import { confirmPlacement } from "../../services/gpu-scheduler/transitions";
+import { JobWriter } from "../../services/gpu-scheduler/loop/job-writer";
+import { confirmPlacement } from "../../services/gpu-scheduler/core/transitions";
 import { FakeJobs } from "./gpu-scheduler.fakes";
 
 const AT = new Date("2026-01-01T10:00:00.000Z");

@@ -1,5 +1,5 @@
 import { LogFollowers } from "../../services/gpu-node/log-follow";
-import { FollowedJob, FollowedJobs, standing } from "../../services/gpu-scheduler/log-follow";
+import { FollowedJob, FollowedJobs, standing } from "../../services/gpu-scheduler/streams/log-follow";
 import { waitFor } from "../support/platform";
 
 const job = (over: Partial<FollowedJob>): FollowedJob => ({ id: "j", status: "running", attempts: 1, nodeId: "n1", ...over });

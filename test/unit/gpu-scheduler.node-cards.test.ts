@@ -1,8 +1,8 @@
 /** Which announced cards of a node take jobs (node-cards.ts, card-vetting.ts): pinning, GPU_NODE_CARDS, the view and the counts (tables). */
 import type { GpuCard, NodeHeartbeat } from "../../lib/gpu-protocol";
-import { CardVetting, PinStore } from "../../services/gpu-scheduler/card-vetting";
-import { ClusterView } from "../../services/gpu-scheduler/cluster-view";
-import { CardAllowance, cardStanding, parseNodeCards, PinnedCard, pinOf } from "../../services/gpu-scheduler/node-cards";
+import { CardVetting, PinStore } from "../../services/gpu-scheduler/loop/card-vetting";
+import { ClusterView } from "../../services/gpu-scheduler/core/cluster-view";
+import { CardAllowance, cardStanding, parseNodeCards, PinnedCard, pinOf } from "../../services/gpu-scheduler/core/node-cards";
 import { heldCardCounts } from "../../services/gpu-scheduler/stats";
 import { testCard } from "../support/gpu-card";
 

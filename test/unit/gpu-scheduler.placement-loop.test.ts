@@ -1,8 +1,8 @@
 /** The placement loop's pure pass decision (table), and the loop on in-memory fakes. */
 import { randomUUID } from "crypto";
-import { ViewCard } from "../../services/gpu-scheduler/cluster-view";
-import { waitingReason } from "../../services/gpu-scheduler/job-view";
-import { decidePass, isPermanentRejection, PlacementLoop } from "../../services/gpu-scheduler/placement-loop";
+import { ViewCard } from "../../services/gpu-scheduler/core/cluster-view";
+import { waitingReason } from "../../services/gpu-scheduler/api/job-view";
+import { decidePass, isPermanentRejection, PlacementLoop } from "../../services/gpu-scheduler/loop/placement-loop";
 import { fakeCluster, heartbeat, quiet, until } from "./gpu-scheduler.fakes";
 
 const card = (nodeId: string, uuid: string, name = "NVIDIA GeForce RTX 3060"): ViewCard => ({

@@ -1,5 +1,5 @@
-import { matchesGpuType, requestedGpuType } from "../../services/gpu-scheduler/gpu-type";
-import { AccountShare, plan, QueueAccount, QueuedJob, queuePosition, Snapshot, SnapshotCard, walkFair } from "../../services/gpu-scheduler/placement";
+import { matchesGpuType, requestedGpuType } from "../../services/gpu-scheduler/core/gpu-type";
+import { AccountShare, plan, QueueAccount, QueuedJob, queuePosition, Snapshot, SnapshotCard, walkFair } from "../../services/gpu-scheduler/core/placement";
 
 const RTX = "NVIDIA GeForce RTX 3060";
 const A100 = "NVIDIA A100-SXM4-80GB";

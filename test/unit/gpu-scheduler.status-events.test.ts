@@ -1,4 +1,4 @@
-import { SeenState, statusChanges, WrittenJob } from "../../services/gpu-scheduler/status-events";
+import { SeenState, statusChanges, WrittenJob } from "../../services/gpu-scheduler/loop/status-events";
 
 const NOW = new Date("2026-01-01T10:00:00.000Z");
 const STARTED = new Date("2026-01-01T09:59:00.000Z");

@@ -1,5 +1,5 @@
 /** The submission rules of a GPU job (params + cluster facts → the job or the field at fault): tables, no broker. */
-import { checkSubmission, CreateJobParams, SubmissionFacts } from "../../services/gpu-scheduler/submission";
+import { checkSubmission, CreateJobParams, SubmissionFacts } from "../../services/gpu-scheduler/api/submission";
 
 const IDS = { id: "job-1", clientId: "client-1" };
 /** Two nodes: n1 with 4 A100s, n2 with 2 A100s and 1 H100. */

@@ -15,8 +15,8 @@ import {
   release,
   StoredStatus,
   unplace,
-} from "../../services/gpu-scheduler/transitions";
-import { PUBLIC_STATUS_TABLE, publicStatus, rangesShowing, showsAsSql, startedSql } from "../../services/gpu-scheduler/public-status";
+} from "../../services/gpu-scheduler/core/transitions";
+import { PUBLIC_STATUS_TABLE, publicStatus, rangesShowing, showsAsSql, startedSql } from "../../services/gpu-scheduler/core/public-status";
 import { categoriesShowingSql } from "../../services/gpu-scheduler/migrations";
 
 const T0 = new Date("2026-01-01T10:00:00.000Z");

@@ -1,7 +1,7 @@
 import { Webhook } from "standardwebhooks";
-import { DEFAULT_RETRY_DELAYS_S, retryDelayS, signedHeaders } from "../../services/gpu-scheduler/webhook-delivery";
+import { DEFAULT_RETRY_DELAYS_S, retryDelayS, signedHeaders } from "../../services/gpu-scheduler/webhooks/webhook-delivery";
 import { parseSchedulerSettings } from "../../services/gpu-scheduler/settings";
-import { isPrivateAddress, Lookup, parseWebhookUrl, resolveTarget } from "../../services/gpu-scheduler/webhook-target";
+import { isPrivateAddress, Lookup, parseWebhookUrl, resolveTarget } from "../../services/gpu-scheduler/webhooks/webhook-target";
 import { attemptTo } from "../support/webhook-attempt";
 
 describe("gpu webhooks - which addresses a webhook may reach", () => {

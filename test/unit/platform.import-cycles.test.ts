@@ -56,3 +56,18 @@ describe("platform - import cycles", () => {
     expect(cycles).toEqual([]);
   });
 });
+
+describe("platform - layers of gpu-scheduler", () => {
+  it("platform - gpu-scheduler's core/ (pure decisions) imports nothing of its other folders", () => {
+    const folder = path.join(ROOT, "services/gpu-scheduler");
+    const core = path.join(folder, "core");
+    const outward = [...importGraph(folder)]
+      .filter(([file]) => file.startsWith(core + path.sep))
+      .flatMap(([file, targets]) =>
+        targets
+          .filter((t) => !t.startsWith(core + path.sep) && path.dirname(t) !== folder)
+          .map((t) => `${path.relative(ROOT, file)} > ${path.relative(ROOT, t)}`),
+      );
+    expect(outward).toEqual([]);
+  });
+});

@@ -1,0 +1,94 @@
+/**
+ * POST /api/gpu/jobs, the shell around the submission rules (submission.ts): it reads the facts
+ * (the cluster view now, the account's running-GPU limit), applies the rules, checks the webhook
+ * URL (the account's secret from auth, the target's addresses from DNS), then queues the job:
+ * batched (batcher.ts, admission.ts) or, with an Idempotency-Key, in its own transaction.
+ */
+import { randomUUID } from "crypto";
+import type { Context } from "moleculer";
+import { apiError, fromDataError, validationFailed } from "../../../lib/errors";
+import { respondCreated } from "../../../lib/http-meta";
+import type { CallerMeta } from "../../../lib/identity";
+import type { QuotaResource } from "../../../lib/usage-protocol";
+import { GPU_MONTHLY } from "./account-limits";
+import type { Refusal } from "../core/admission";
+import { dnsLookup, SchedulerApp } from "../app";
+import type { CreatedJob } from "../contract";
+import { checkIdempotencyKey, IDEMPOTENCY_HEADER, requestHash } from "./idempotency";
+import type { NewJob } from "../store/job-row";
+import { checkSubmission, CreateJobParams, SubmissionFacts } from "./submission";
+import { resolveTarget } from "../webhooks/webhook-target";
+
+type CreateCtx = Context<CreateJobParams, CallerMeta>;
+
+export async function submitJob(app: SchedulerApp, ctx: CreateCtx): Promise<CreatedJob> {
+  const key = checkIdempotencyKey(ctx.meta.idempotencyKey);
+  const clientId = ctx.meta.caller!.clientId;
+  const runningGpus = await runningGpuLimit(app, clientId, ctx.params.gpuCount ?? 1);
+  const submitted = checkSubmission(ctx.params, submissionFacts(app, runningGpus), { id: randomUUID(), clientId });
+  if (!submitted.ok) throw validationFailed(submitted.errors);
+  const { job } = submitted;
+  if (ctx.params.webhookUrl != null) await checkWebhookUrl(app, clientId, ctx.params.webhookUrl);
+  // Keyed requests take their own transaction (a replay answers even at the queued-jobs cap); the others stay on the batched inserts.
+  if (key !== undefined) return createKeyed(app, ctx, key, job);
+  // At or over a monthly quota a job uses up: 403 before anything is queued (a keyed replay still gets its first answer).
+  await checkMonthly(app, job.clientId);
+  const outcome = await app.inserts.push(job);
+  if ("refused" in outcome) throw quotaExceeded(outcome.refused);
+  void app.scheduler.schedule({ newJob: true });
+  respondCreated(ctx.meta, `/api/gpu/jobs/${job.id}`);
+  return { id: job.id, status: "queued", queuePosition: outcome.position };
+}
+
+/** The account's running-GPU limit, read only when the job asks for more than one card (null: none, or not needed). */
+async function runningGpuLimit(app: SchedulerApp, clientId: string, gpuCount: number): Promise<number | null> {
+  return gpuCount > 1 ? (await app.limits.limitsFor([clientId])).get(clientId)!.runningGpus : null;
+}
+
+/** The cluster as this replica sees it now (read in the same tick as the rules apply). */
+function submissionFacts(app: SchedulerApp, runningGpus: number | null): SubmissionFacts {
+  const { view } = app.scheduler;
+  return {
+    cardNames: view.cardNames(),
+    warmingUp: app.scheduler.warmingUp(),
+    mostCardsOnOneNode: (gpuType) => view.mostCardsOnOneNode(gpuType),
+    runningGpus,
+    allowedRegistries: app.config.allowedRegistries,
+    defaultTimeoutS: app.config.jobTimeoutS,
+  };
+}
+
+/** 400 naming `webhookUrl`: not an absolute http(s) URL, the account has no secret, or (unless WEBHOOK_ALLOW_PRIVATE) a private target. */
+async function checkWebhookUrl(app: SchedulerApp, clientId: string, url: string): Promise<void> {
+  const refuse = (message: string) => validationFailed([{ field: "webhookUrl", message }]);
+  const { secret } = await app.broker.call<{ secret: string | null }, { clientId: string }>("auth.webhookSecret", { clientId });
+  const target = await resolveTarget(url, dnsLookup, app.config.webhooks.allowPrivate);
+  if (!target.ok) throw refuse(`The 'webhookUrl' field ${target.reason}.`);
+  if (!secret) throw refuse("The account has no webhook signing secret: create one with POST /api/auth/webhook-secret first.");
+}
+
+/** A submission with an Idempotency-Key: the job and the key in one transaction, or the first answer again. */
+async function createKeyed(app: SchedulerApp, ctx: CreateCtx, key: string, job: NewJob): Promise<CreatedJob> {
+  const request = { clientId: job.clientId, key, requestHash: requestHash(ctx.params) };
+  const limit = (await app.limits.limitsFor([job.clientId])).get(job.clientId)!.queuedJobs;
+  const mayCreate = () => checkMonthly(app, job.clientId);
+  const outcome = await app.idempotency.createOnce(request, job, app.clock.now(), app.keysExpireBefore(), limit, quotaExceeded, mayCreate).catch((err) => {
+    throw fromDataError(err);
+  });
+  if (outcome.kind === "reused") throw apiError("IDEMPOTENCY_KEY_REUSED", `This ${IDEMPOTENCY_HEADER} was already used with a different request body`);
+  if (outcome.kind === "created") void app.scheduler.schedule({ newJob: true });
+  else ctx.meta.$responseHeaders = { ...ctx.meta.$responseHeaders, "Idempotent-Replayed": "true" };
+  respondCreated(ctx.meta, `/api/gpu/jobs/${outcome.body.id}`);
+  ctx.meta.$statusCode = outcome.status;
+  return outcome.body;
+}
+
+/** 403 QUOTA_EXCEEDED when the account is at or over a monthly quota a job uses up (credits, GPU-seconds). */
+async function checkMonthly(app: SchedulerApp, clientId: string): Promise<void> {
+  await app.gate.check(clientId, GPU_MONTHLY as QuotaResource[]);
+}
+
+/** 403 QUOTA_EXCEEDED: the account already has its limit of queued jobs (admission.ts). */
+function quotaExceeded({ limit, used }: Refusal): Error {
+  return apiError("QUOTA_EXCEEDED", `An account may have at most ${limit} queued GPU jobs`, { resource: "queuedJobs", limit, used });
+}

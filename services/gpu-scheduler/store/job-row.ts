@@ -1,0 +1,79 @@
+/** A job as gpu_scheduler.jobs (and jobs_history) stores it, and the rows its repositories read. */
+import type { StoredJob } from "../../../lib/job-spec";
+import type { JobState, StoredStatus } from "../core/transitions";
+
+export type JobRow = {
+  id: string;
+  client_id: string;
+  /** What the job asked for, as stored (lib/job-spec.ts). */
+  spec: StoredJob;
+  /** The type it asked for as placement reads it (null: any card): gpu-type.ts. */
+  gpu_type: string | null;
+  status: StoredStatus;
+  node_id: string | null;
+  gpu_uuid: string | null;
+  gpu_name: string | null;
+  holding: boolean;
+  created_at: Date;
+  assigned_at: Date | null;
+  started_at: Date | null;
+  completed_at: Date | null;
+  exit_code: number | null;
+  output: string | null;
+  output_base64: string | null;
+  error_message: string | null;
+  timeout_seconds: number | null;
+  /** The names of the job's variables, sorted (their values are only read to dispatch the job). */
+  env_names: string[];
+  queue_timeout_seconds: number | null;
+  status_reason: string | null;
+  max_retries: number;
+  /** Attempts started so far (placement counts one). */
+  attempts: number;
+  /** GPU-seconds of the ended attempts of a retried job. */
+  prior_gpu_seconds: number;
+  /** 0 low, 1 normal, 2 high. */
+  priority: number;
+  /** Cards the job takes (gpuCount). */
+  gpu_count: number;
+  /** All its cards while placed (the first is gpu_uuid). */
+  gpu_uuids: string[] | null;
+  /** POSTed a signed event at the job's terminal status (webhook_deliveries). */
+  webhook_url: string | null;
+};
+
+/** What the usage service asks of an account now (services/usage/summary.ts AccountNow). */
+export type AccountState = { heldGpus: number; queuedJobs: number; running: Array<{ startedAt: string; cards: number; gpuName: string }> };
+
+/** An ended attempt of a retried job (job_attempts). */
+export type AttemptRow = { attempt: number; node_id: string | null; exit_code: number | null; output: string | null; output_base64: string | null };
+
+/** A job to insert: its document (lib/job-spec.ts) and environment; the query columns are derived from it here. */
+export type NewJob = {
+  id: string;
+  clientId: string;
+  spec: StoredJob;
+  env?: Record<string, string>;
+};
+
+export const COLUMNS = `id, client_id, spec, gpu_type, status, node_id, gpu_uuid, gpu_name, holding,
+  created_at, assigned_at, started_at, completed_at, exit_code, output, output_base64, error_message, timeout_seconds, env_names,
+  queue_timeout_seconds, status_reason, max_retries, attempts, prior_gpu_seconds, priority, gpu_count, gpu_uuids, webhook_url`;
+/** What a decision reads: `output` only as a presence mark (see `states`). */
+export const STATE_COLUMNS = `id, status, node_id, gpu_uuid, holding, assigned_at, started_at, completed_at, exit_code, error_message, attempts, max_retries,
+  CASE WHEN output IS NULL THEN NULL ELSE '' END AS output`;
+
+export const toState = (r: JobRow): JobState => ({
+  status: r.status,
+  nodeId: r.node_id,
+  gpuUuid: r.gpu_uuid,
+  holding: r.holding,
+  assignedAt: r.assigned_at,
+  startedAt: r.started_at,
+  completedAt: r.completed_at,
+  exitCode: r.exit_code,
+  output: r.output,
+  errorMessage: r.error_message,
+  attempts: r.attempts,
+  maxRetries: r.max_retries,
+});

@@ -1,0 +1,229 @@
+/** The writes of gpu_scheduler.jobs (inserts, compare-and-set) and the scheduler's reads of its state; the read-only queries are JobReads. */
+import type { Pool, PoolClient } from "pg";
+import { admit, aheadInAccount, QueuedByPriority, Refusal } from "../core/admission";
+import { normalizeGpuType, requestedGpuType } from "../core/gpu-type";
+import { priorityIndex } from "../../../lib/job-spec";
+import { decayedUsageSql, readHolding } from "./placement.repository";
+import type { JobPatch, JobState, StoredStatus } from "../core/transitions";
+import { JobStatusChanged, statusChanges, WrittenJob } from "../loop/status-events";
+import { JobReads } from "./job-reads.repository";
+import { JobRow, NewJob, STATE_COLUMNS, toState } from "./job-row";
+
+const TERMINAL_SQL = `('completed', 'failed', 'cancelled')`;
+
+export class JobsRepository extends JobReads {
+  /** `halfLifeS`: FAIR_SHARE_HALF_LIFE_S (the decay of account_usage). */
+  constructor(
+    db: Pool,
+    halfLifeS = 3600,
+    /** Told of the public status changes each compare-and-set committed (status-events.ts). */
+    private readonly onStatusChanged: (changes: JobStatusChanged[]) => void = () => undefined,
+  ) {
+    super(db, halfLifeS);
+  }
+
+  /** Inserts queued jobs (with their queue order `seq`). `db`: a transaction's client. */
+  async insert(jobs: NewJob[], now: Date, db: Pool | PoolClient = this.db): Promise<Array<{ id: string; seq: number }>> {
+    // The document, and the columns queries and indexes read, derived from it (one per line of `u`).
+    const { rows } = await db.query<{ id: string; seq: string }>(
+      `INSERT INTO gpu_scheduler.jobs (id, client_id, spec, gpu_type, gpu_match, status, created_at, timeout_seconds, env, env_names,
+           queue_timeout_seconds, queue_deadline, priority, max_retries, gpu_count, webhook_url)
+         SELECT u.id, u.client_id, jsonb_strip_nulls(u.spec), u.gpu_type, u.gpu_match, 'queued', $5, (u.spec->>'timeoutSeconds')::int, u.env,
+           ARRAY(SELECT k FROM jsonb_object_keys(COALESCE(u.env, '{}')) AS k ORDER BY k COLLATE "C"),
+           (u.spec->>'queueTimeoutSeconds')::int, $5::timestamptz + make_interval(secs => (u.spec->>'queueTimeoutSeconds')::int),
+           u.priority, COALESCE((u.spec->>'maxRetries')::int, 0),
+           COALESCE((u.spec->>'gpuCount')::int, 1), u.spec->>'webhookUrl'
+         FROM unnest($1::uuid[], $2::uuid[], $3::jsonb[], $4::text[], $6::text[], $7::jsonb[], $8::smallint[])
+           AS u(id, client_id, spec, gpu_type, gpu_match, env, priority)
+         RETURNING id, seq`,
+      [
+        jobs.map((j) => j.id),
+        jobs.map((j) => j.clientId),
+        jobs.map((j) => JSON.stringify(j.spec)),
+        jobs.map((j) => requestedGpuType(j.spec.gpuType)),
+        now,
+        jobs.map((j) => normalizeGpuType(requestedGpuType(j.spec.gpuType))),
+        jobs.map((j) => (j.env && Object.keys(j.env).length ? JSON.stringify(j.env) : null)),
+        jobs.map((j) => priorityIndex(j.spec.priority)),
+      ],
+    );
+    return rows.map((r) => ({ id: r.id, seq: Number(r.seq) }));
+  }
+
+  /**
+   * Inserts those of `jobs` that fit their account's queued-jobs limit, in the caller's transaction
+   * `tx`, and says how many of its account's jobs are ahead of each. Each account's queue is counted
+   * once (queued_counts), under a lock per account taken in one order (batches never deadlock);
+   * the count comes in a statement after the locks, so it sees every batch committed before.
+   */
+  async admitAndInsert(
+    jobs: NewJob[],
+    now: Date,
+    limitOf: (clientId: string) => number,
+    tx: PoolClient,
+  ): Promise<{ created: Array<{ id: string; clientId: string; ahead: number }>; refused: Map<string, Refusal> }> {
+    const clients = [...new Set(jobs.map((j) => j.clientId))].map((c) => tx.escapeLiteral(c)).join(", ");
+    const results = (await tx.query(
+      `SELECT pg_advisory_xact_lock(h) FROM (SELECT DISTINCT hashtext('ci-platform:gpu-scheduler:queued:' || c) AS h FROM unnest(ARRAY[${clients}]) c) s ORDER BY h;
+       SELECT client_id, priority, n FROM gpu_scheduler.queued_counts WHERE client_id IN (${clients}) AND n > 0`,
+    )) as unknown as Array<{ rows: Array<{ client_id: string; priority: number; n: number }> }>;
+    const queued = new Map<string, Map<number, number>>();
+    for (const r of results[1].rows) queued.set(r.client_id, (queued.get(r.client_id) ?? new Map<number, number>()).set(r.priority, r.n));
+    const { admitted, refused } = admit(jobs, queued as ReadonlyMap<string, QueuedByPriority>, limitOf);
+    if (!admitted.length) return { created: [], refused };
+    const seqs = new Map((await this.insert(admitted, now, tx)).map((r) => [r.id, r.seq]));
+    const created = admitted.map((j) => ({ id: j.id, clientId: j.clientId, priority: priorityIndex(j.spec.priority), seq: seqs.get(j.id)! }));
+    const ahead = aheadInAccount(created, queued);
+    return { created: created.map((j) => ({ id: j.id, clientId: j.clientId, ahead: ahead.get(j.id)! })), refused };
+  }
+
+  // --- every transition: read, decide (transitions.ts), compare-and-set ---
+
+  /**
+   * The decision inputs of these jobs. `output` is only a presence mark ("" when there is some):
+   * the decisions test it for null, and a patch never writes back a column it did not set.
+   */
+  async states(ids: string[]): Promise<Map<string, JobState>> {
+    const { rows } = await this.db.query<JobRow>(`SELECT ${STATE_COLUMNS} FROM gpu_scheduler.jobs WHERE id = ANY($1::uuid[])`, [ids]);
+    return new Map(rows.map((r) => [r.id, toState(r)]));
+  }
+
+  /** The decision inputs of the jobs holding a card on `nodeId` (as `states`). */
+  async statesOnNode(nodeId: string): Promise<Map<string, JobState>> {
+    const { rows } = await this.db.query<JobRow>(`SELECT ${STATE_COLUMNS} FROM gpu_scheduler.jobs WHERE node_id = $1 AND holding`, [nodeId]);
+    return new Map(rows.map((r) => [r.id, toState(r)]));
+  }
+
+  /**
+   * Writes each patch only if the job's status, holding and placement (node, card) are still what
+   * its decision saw (compare-and-set); returns the ids written. One statement for the whole batch.
+   * `nodeId: null` in a patch clears the whole placement (node, cards, their name, when it was placed);
+   * GPU-seconds (the ended attempt's, the account's usage) count seconds × the job's cards;
+   * an `endedAttempt` is kept in job_attempts by the same statement, only if its patch is written.
+   */
+  async compareAndSet(
+    updates: Array<{ id: string; seen: Pick<JobState, "status" | "holding" | "nodeId" | "gpuUuid"> & { startedAt?: Date | null }; patch: JobPatch }>,
+  ): Promise<Set<string>> {
+    if (!updates.length) return new Set();
+    // In id order: concurrent batches lock their rows in one order, so they never wait on each other crosswise.
+    updates = [...updates].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    const set = (field: keyof JobPatch, column: string, cast: string) =>
+      `${column} = CASE WHEN p.patch ? '${field}' THEN (p.patch->>'${field}')${cast} ELSE j.${column} END`;
+    const unplaced = (column: string) => `${column} = CASE WHEN p.patch ? 'nodeId' THEN NULL ELSE j.${column} END`;
+    // A job that started and ends here adds its GPU-seconds to its account's decayed usage (fair share),
+    // and its attempt's time to the usage outbox (the ledger's source, usage-outbox.ts).
+    const { rows } = await this.db.query<WrittenJob>(
+      `WITH before AS (SELECT id, gpu_name FROM gpu_scheduler.jobs WHERE id IN (SELECT (x->>'id')::uuid FROM jsonb_array_elements($1::jsonb) x)),
+       written AS (UPDATE gpu_scheduler.jobs j SET
+         ${set("status", "status", "")}, ${set("holding", "holding", "::boolean")},
+         ${set("attempts", "attempts", "::int")}, ${set("notBefore", "not_before", "::timestamptz")},
+         ${set("startedAt", "started_at", "::timestamptz")}, ${set("completedAt", "completed_at", "::timestamptz")},
+         ${set("exitCode", "exit_code", "::int")}, ${set("output", "output", "")}, ${set("errorMessage", "error_message", "")},
+         ${set("outputBase64", "output_base64", "")}, ${set("statusReason", "status_reason", "")},
+         ${unplaced("node_id")}, ${unplaced("gpu_uuid")}, ${unplaced("gpu_uuids")}, ${unplaced("gpu_name")}, ${unplaced("assigned_at")},
+         prior_gpu_seconds = j.prior_gpu_seconds + j.gpu_count * COALESCE(GREATEST(0, EXTRACT(EPOCH FROM
+           (p.patch->'endedAttempt'->>'endedAt')::timestamptz - (p.patch->'endedAttempt'->>'startedAt')::timestamptz)), 0)
+       FROM jsonb_to_recordset($1::jsonb) AS p(id uuid, seen_status text, seen_holding boolean, seen_node text, seen_gpu text, patch jsonb)
+       -- The ids again as an array: the jobs are found through the primary key (a join alone may be planned as a scan of the table).
+       WHERE j.id = ANY($2::uuid[]) AND j.id = p.id AND j.status = p.seen_status AND j.holding = p.seen_holding
+         AND j.node_id IS NOT DISTINCT FROM p.seen_node AND j.gpu_uuid IS NOT DISTINCT FROM p.seen_gpu
+       RETURNING j.id, j.client_id, j.status, j.started_at, j.attempts, j.webhook_url, p.seen_status, p.patch->'endedAttempt' AS ended, j.gpu_count AS cards,
+         COALESCE((p.patch->'endedAttempt'->>'attempt')::int, GREATEST(j.attempts, 1)) AS attempt,
+         COALESCE((p.patch->'endedAttempt'->>'startedAt')::timestamptz, j.started_at) AS use_start,
+         COALESCE((p.patch->'endedAttempt'->>'endedAt')::timestamptz, j.completed_at, j.started_at) AS use_end,
+         CASE WHEN p.seen_status NOT IN ${TERMINAL_SQL} AND j.status IN ${TERMINAL_SQL} AND j.started_at IS NOT NULL
+           THEN j.gpu_count * GREATEST(extract(epoch FROM COALESCE(j.completed_at, j.started_at) - j.started_at), 0)
+           -- an attempt ended and the job went back to the queue (retry): its time counts too
+           WHEN p.patch ? 'endedAttempt' THEN j.gpu_count * GREATEST(extract(epoch FROM
+             (p.patch->'endedAttempt'->>'endedAt')::timestamptz - (p.patch->'endedAttempt'->>'startedAt')::timestamptz), 0) END AS used),
+       kept AS (INSERT INTO gpu_scheduler.job_attempts (job_id, attempt, node_id, started_at, ended_at, exit_code, output, output_base64, error_message)
+         SELECT w.id, a.attempt, a."nodeId", a."startedAt", a."endedAt", a."exitCode", a.output, a."outputBase64", a."errorMessage"
+         FROM written w, jsonb_to_record(w.ended) AS a(attempt int, "nodeId" text, "startedAt" timestamptz, "endedAt" timestamptz, "exitCode" int,
+           output text, "outputBase64" text, "errorMessage" text)
+         WHERE w.ended IS NOT NULL
+         ON CONFLICT (job_id, attempt) DO NOTHING),
+       usage AS (
+         INSERT INTO gpu_scheduler.account_usage AS u (client_id, gpu_seconds, at)
+         SELECT client_id, sum(used), now() FROM written WHERE used IS NOT NULL GROUP BY client_id
+         ON CONFLICT (client_id) DO UPDATE SET gpu_seconds = ${decayedUsageSql(this.halfLifeS)} + EXCLUDED.gpu_seconds, at = now()),
+       outbox AS (
+         INSERT INTO gpu_scheduler.usage_outbox (job_id, attempt, client_id, started_at, ended_at, cards, gpu_name)
+         SELECT w.id, w.attempt, w.client_id, w.use_start, GREATEST(w.use_end, w.use_start), w.cards, COALESCE(b.gpu_name, 'unknown')
+         FROM written w JOIN before b ON b.id = w.id WHERE w.used IS NOT NULL AND w.use_start IS NOT NULL
+         ON CONFLICT (job_id, attempt) DO NOTHING),
+       -- A job with a webhook that reaches its terminal status queues its delivery in this same statement.
+       hooks AS (
+         INSERT INTO gpu_scheduler.webhook_deliveries (id, client_id, job_id, type, url, next_attempt_at)
+         SELECT gen_random_uuid(), client_id, id, 'job.' || status, webhook_url, now() FROM written
+         WHERE webhook_url IS NOT NULL AND status IN ${TERMINAL_SQL} AND seen_status NOT IN ${TERMINAL_SQL}
+         ON CONFLICT (job_id) DO NOTHING)
+       SELECT id, client_id, status, started_at, attempts FROM written`,
+      [
+        JSON.stringify(
+          updates.map((u) => ({
+            id: u.id,
+            seen_status: u.seen.status,
+            seen_holding: u.seen.holding,
+            seen_node: u.seen.nodeId,
+            seen_gpu: u.seen.gpuUuid,
+            patch: u.patch,
+          })),
+        ),
+        updates.map((u) => u.id),
+      ],
+    );
+    const changes = statusChanges(new Map(updates.map((u) => [u.id, u.seen])), rows, new Date());
+    if (changes.length) this.onStatusChanged(changes);
+    return new Set(rows.map((r) => r.id));
+  }
+
+  // --- node loss and housekeeping ---
+
+  /** Nodes that hold a card in the database (to notice a node lost while no replica watched). */
+  async nodesHoldingCards(): Promise<string[]> {
+    const rows = await readHolding<{ node_id: string }>(this.db, () => `SELECT DISTINCT node_id FROM gpu_scheduler.jobs WHERE holding`);
+    return rows.map((r) => r.node_id);
+  }
+
+  /** Jobs running now, with their node. */
+  async running(): Promise<Array<{ id: string; node_id: string }>> {
+    return readHolding(this.db, () => `SELECT id, node_id FROM gpu_scheduler.jobs WHERE holding AND status = 'running'`);
+  }
+
+  /** Placements unconfirmed since before `before`. */
+  async staleAssigned(before: Date): Promise<Array<{ id: string; node_id: string }>> {
+    const { rows } = await this.db.query<{ id: string; node_id: string }>(
+      `SELECT id, node_id FROM gpu_scheduler.jobs WHERE status = 'assigned' AND assigned_at < $1`,
+      [before],
+    );
+    return rows;
+  }
+
+  /** Queued jobs past their queue deadline, the oldest deadline first, at most `limit` (through jobs_queue_deadline). */
+  async expiredQueued(now: Date, limit: number): Promise<Array<{ id: string; queue_timeout_seconds: number }>> {
+    const { rows } = await this.db.query<{ id: string; queue_timeout_seconds: number }>(
+      `SELECT id, queue_timeout_seconds FROM gpu_scheduler.jobs
+       WHERE status = 'queued' AND queue_deadline IS NOT NULL AND queue_deadline <= $1 AND attempts = 0 ORDER BY queue_deadline LIMIT $2`,
+      [now, limit],
+    );
+    return rows;
+  }
+
+  /** Ended jobs whose node has not confirmed the card free since before `before`. */
+  async staleHolding(before: Date): Promise<Array<{ id: string; node_id: string }>> {
+    return readHolding(
+      this.db,
+      (lit) =>
+        `SELECT id, node_id FROM gpu_scheduler.jobs WHERE holding AND status IN ${TERMINAL_SQL} AND completed_at < ${lit(before.toISOString())}::timestamptz`,
+    );
+  }
+
+  /** Status and placement of the given ids (heartbeat reconciliation); unknown ids are absent. */
+  async placements(ids: string[]): Promise<Array<{ id: string; status: StoredStatus; node_id: string | null; exit_code: number | null }>> {
+    const { rows } = await this.db.query<{ id: string; status: StoredStatus; node_id: string | null; exit_code: number | null }>(
+      `SELECT id, status, node_id, exit_code FROM gpu_scheduler.jobs WHERE id = ANY($1::uuid[])`,
+      [ids],
+    );
+    return rows;
+  }
+}
