@@ -66,6 +66,15 @@ function prefixed(namespace: string, channel: string): string {
 
 const streamName = (namespace: string, channel: string) => prefixed(namespace, channel).split(".").join("_");
 
+/** A durable channel subscription on a service's schema (@moleculer/channels reads `channels`); `This`: the service. */
+export type ChannelDef<This, Raw = unknown> = {
+  group: string;
+  maxInFlight: number;
+  maxRetries?: number;
+  nats?: { consumerOptions: { config: Record<string, unknown> } };
+  handler(this: This, payload: unknown, raw?: Raw): Promise<void>;
+};
+
 /** The channel key a consumer of a per-sender channel declares. */
 export const perSenderChannel = (channel: string): string => `${channel}.>`;
 

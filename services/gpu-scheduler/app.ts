@@ -47,6 +47,8 @@ import { WebhooksRepository } from "./webhooks/webhooks.repository";
 
 /** Deliveries of a job event that fails to apply before the scheduler gives up on it (then: dead letter). */
 export const EVENT_MAX_RETRIES = 5;
+/** Applying an event takes milliseconds; one unacknowledged this long went to a replica that died. */
+export const EVENT_ACK_WAIT_NS = 5e9;
 /** A shorter housekeeping period would only load the database. */
 const MIN_TICK_MS = 50;
 /** Expired idempotency keys removed per housekeeping tick (bounded, so one pass stays short). */

@@ -8,7 +8,7 @@
  * README.md in this folder walks the pipeline.
  */
 import type { Context, ServiceSchema, ServiceSettingSchema } from "moleculer";
-import { perSenderChannel } from "../../lib/channels";
+import { type ChannelDef, perSenderChannel } from "../../lib/channels";
 import { Type } from "../../lib/contract";
 import { brokerEnv } from "../../lib/settings";
 import { HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL } from "../../lib/gpu-protocol";
@@ -18,7 +18,7 @@ import { JOB_STATUS_CHANGED } from "../../lib/event-names";
 import { USAGE_CHANNEL } from "../../lib/usage-protocol";
 import { DbMixin, DbThis } from "../../mixins/db.mixin";
 import { AdminActionsMixin } from "./api/admin-actions";
-import { createSchedulerApp, EVENT_MAX_RETRIES, JobEventDelivery, SchedulerService } from "./app";
+import { createSchedulerApp, EVENT_ACK_WAIT_NS, EVENT_MAX_RETRIES, JobEventDelivery, SchedulerService } from "./app";
 import { ClusterStatus, CreatedJob, Job, JobCreated, JobDetail, JobList, WebhookDeliveryList, WebhookDeliveryView } from "./contract";
 import { IDEMPOTENCY_HEADER } from "./api/idempotency";
 import * as jobs from "./api/job-actions";
@@ -29,29 +29,16 @@ import type { EventsCursor } from "./streams/job-watch";
 import type { FollowCursor } from "./streams/log-follow";
 import { migrations } from "./migrations";
 import { ATTEMPT_PARAM, FOLLOW_CURSOR, JOB_ID_PARAMS, LOGS_CURSOR } from "./params";
-import { JobSpec } from "../../lib/job-spec";
+import { type JobRequest, JobSpec } from "../../lib/job-spec";
 import { parseSchedulerSettings } from "./settings";
 import type { SchedulerStats } from "./stats";
 import type { JobStatusChanged } from "./loop/status-events";
 import * as streams from "./streams/streams";
-import type { CreateJobParams } from "./api/submission";
 
 type This = SchedulerService & DbThis;
 type Ctx<P, M extends object = CallerMeta> = Context<P, M>;
 
-/** Applying an event takes milliseconds; one unacknowledged this long went to a replica that died. */
-const EVENT_ACK_WAIT_NS = 5e9;
-
-/** A durable channel subscription (@moleculer/channels reads `channels` from the schema). */
-type ChannelDef = {
-  group: string;
-  maxInFlight: number;
-  maxRetries?: number;
-  nats?: { consumerOptions: { config: Record<string, unknown> } };
-  handler(this: This, payload: unknown, raw?: JobEventDelivery): Promise<void>;
-};
-
-const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, This> & { channels: Record<string, ChannelDef> } = {
+const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, This> & { channels: Record<string, ChannelDef<This, JobEventDelivery>> } = {
   name: "gpu-scheduler",
   // Every replica serves SSE watchers and follows of any job (job-watch.ts), hence a broadcast.
   emits: [{ event: JOB_STATUS_CHANGED, kind: "broadcast" }],
@@ -82,7 +69,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, This> & { channel
         errors: ["IDEMPOTENCY_KEY_REUSED", "QUOTA_EXCEEDED"],
       },
       params: JobSpec,
-      handler(this: This, ctx: Ctx<CreateJobParams>): Promise<CreatedJob> {
+      handler(this: This, ctx: Ctx<JobRequest>): Promise<CreatedJob> {
         return submitJob(this.app, ctx);
       },
     },
