@@ -33,6 +33,3 @@ export type AuthPolicy = "public" | "required" | "jwt" | "admin";
 /** The role of operators (accounts whose e-mail is in ADMIN_EMAILS); clients have `client`. */
 export const ADMIN_ROLE = "admin";
 export const CLIENT_ROLE = "client";
-
-// Moved to lib/http-meta.ts; re-exported until gpu-scheduler.service.ts and dbaas.service.ts (being rewritten) import it from there.
-export { respondCreated } from "./http-meta";

@@ -4,7 +4,8 @@
  * and the quota now. Each handler hands over to one function here.
  */
 import { notFound, validationFailed } from "../../lib/errors";
-import { CallerMeta, respondCreated } from "../../lib/identity";
+import type { CallerMeta } from "../../lib/identity";
+import { respondCreated } from "../../lib/http-meta";
 import { isUuid } from "../../lib/uuid";
 import type { DbaasApp } from "./app";
 import type { DatabaseCreated, DatabaseDetail, Message } from "./contract";

@@ -7,7 +7,7 @@
  */
 import type Docker from "dockerode";
 import type { Readable } from "stream";
-import { checkImage } from "./registry-policy";
+import { checkImage } from "../../lib/registry-policy";
 import { JOB_ID_PATTERN, jobCards, JobError, JobExecutor, JobLimits, JobOps, JobSpec, limitsOf, RunningJob } from "./job";
 import { attachOptions, captureStream, recoverGap } from "./docker-output";
 import { outOfMemory } from "./cgroups";

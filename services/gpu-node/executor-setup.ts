@@ -11,7 +11,7 @@ import type { JobExecutor, JobLimits } from "./job";
 import { findBwrap, ProcessExecutor, ProcessIsolation, probeSandbox } from "./process-executor";
 import { detectCgroups } from "./cgroup-host";
 import { describeEnforcement } from "./cgroups";
-import { checkImage } from "./registry-policy";
+import { checkImage } from "../../lib/registry-policy";
 import { HostCapacity, JobResources, planJobResources } from "./resources";
 import type { GpuNodeSettings } from "./settings";
 

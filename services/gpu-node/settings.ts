@@ -3,7 +3,7 @@ import os from "os";
 import path from "path";
 import { Env, flag, int, isProductionEnv, oneOf, optionalInt, optionalPositive, positive, text } from "../../lib/settings";
 import { EXECUTOR_KINDS, type ExecutorKind } from "../../lib/gpu-protocol";
-import { parseAllowedRegistries } from "./registry-policy";
+import { parseAllowedRegistries } from "../../lib/registry-policy";
 
 export type GpuNodeSettings = {
   production: boolean;

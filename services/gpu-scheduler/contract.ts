@@ -1,6 +1,6 @@
 /** The GPU routes' responses (lib/contract.ts): published in the OpenAPI document and typing the handlers. */
 import { Nullable, OrNull, type Static, StringEnum, Type } from "../../lib/contract";
-import { type StoredJob, StoredJobSpec } from "../../lib/job-spec";
+import { MAX_JOB_CARDS, type StoredJob, StoredJobSpec } from "../../lib/job-spec";
 
 export const JobStatus = StringEnum(["queued", "running", "completed", "failed", "cancelled"], { $id: "JobStatus" });
 
@@ -37,7 +37,7 @@ const JobOwn = Type.Object({
     minimum: 0,
     description: "Wall seconds the job has run, from startedAt, times its gpuCount (every attempt's); 0 until it starts",
   }),
-  gpuCount: Type.Integer({ minimum: 1, maximum: 16, description: "As submitted (default 1): cards of one type on one node, all seen by the job" }),
+  gpuCount: Type.Integer({ minimum: 1, maximum: MAX_JOB_CARDS, description: "As submitted (default 1): cards of one type on one node, all seen by the job" }),
   createdAt: dateTime(),
   startedAt: Nullable(
     Type.String({

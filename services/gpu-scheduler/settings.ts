@@ -6,7 +6,7 @@ import type { WebhookSettings } from "./webhooks/webhook-sender";
 import type { AccountLimit } from "./api/account-limits";
 import type { HistorySettings } from "./loop/job-history";
 import { parseHeartbeatS, parseJobTimeoutS } from "../gpu-node/settings";
-import { parseAllowedRegistries } from "../gpu-node/registry-policy";
+import { parseAllowedRegistries } from "../../lib/registry-policy";
 import { NodeCardLimits, parseNodeCards } from "./core/node-cards";
 
 export type SchedulerSettings = {

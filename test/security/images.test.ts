@@ -11,7 +11,7 @@ import path from "path";
 import type { NodeCard } from "../../services/gpu-node/discovery";
 import { DockerExecutor, LABEL_JOB } from "../../services/gpu-node/docker-executor";
 import type { JobLimits } from "../../services/gpu-node/job";
-import { DEFAULT_ALLOWED_REGISTRIES } from "../../services/gpu-node/registry-policy";
+import { DEFAULT_ALLOWED_REGISTRIES } from "../../lib/registry-policy";
 import { http, spawnServices, startTestPlatform, TestPlatform, uniqueName, waitFor, waitForRoute } from "../support/platform";
 import { removeContainersOf } from "../support/docker";
 

@@ -19,7 +19,7 @@ import path from "path";
 import { JobError, JobOps, RunningJob } from "../../services/gpu-node/job";
 import { PublishQueue } from "../../lib/publish-queue";
 import { processJobEnv, withoutNvidiaVariables } from "../../services/gpu-node/process-executor";
-import { checkImage, DEFAULT_ALLOWED_REGISTRIES, isInternalAddress, parseAllowedRegistries, registryOf } from "../../services/gpu-node/registry-policy";
+import { checkImage, DEFAULT_ALLOWED_REGISTRIES, isInternalAddress, parseAllowedRegistries, registryOf } from "../../lib/registry-policy";
 import { planJobResources } from "../../services/gpu-node/resources";
 import { gpuDeviceNodes, HostLayout, identityFiles, PRLIMIT, sandboxArgs, SandboxOptions } from "../../services/gpu-node/sandbox";
 import { parseGpuInformation } from "../../services/gpu-node/discovery";

@@ -5,7 +5,7 @@
  */
 import type { FieldError } from "../../../lib/errors";
 import { jobEnvProblem, type JobRequest, storedJob } from "../../../lib/job-spec";
-import { checkImage } from "../../gpu-node/registry-policy";
+import { checkImage } from "../../../lib/registry-policy";
 import { matchingNames, requestedGpuType } from "../core/gpu-type";
 import type { NewJob } from "../store/job-row";
 

@@ -9,7 +9,6 @@ import ipaddr from "ipaddr.js";
 import { isIP } from "net";
 
 import { WEBHOOK_URL_MAX } from "../../../lib/job-spec";
-export { WEBHOOK_URL_MAX };
 
 /** IANA's global unicast allocation: every other IPv6 block is reserved, deprecated (::/96 IPv4-compatible) or special. */
 const GLOBAL_UNICAST_V6 = ipaddr.IPv6.parseCIDR("2000::/3");

@@ -4,12 +4,9 @@
  * URL a client chooses: without the list, `127.0.0.1:4222/x:1` turns the GPU host into a port
  * scanner of its own loopback and private networks. Pure; checked by gpu-scheduler when a job is
  * created (400) and again by gpu-node before it creates or pulls (defence in depth). The syntax
- * of an image name is here too: both sides validate `containerImage` with it.
+ * of an image name is the job's own (lib/job-spec.ts).
  */
 import net from "net";
-
-// The syntax of an image name is the job's (lib/job-spec.ts); the registries allowed are here.
-export { IMAGE_NAME_MAX, IMAGE_NAME_PATTERN } from "../../lib/job-spec";
 
 /** Public registries allowed when the operator names none. */
 export const DEFAULT_ALLOWED_REGISTRIES = ["docker.io", "nvcr.io", "ghcr.io", "quay.io", "registry.k8s.io", "public.ecr.aws", "mcr.microsoft.com"];
