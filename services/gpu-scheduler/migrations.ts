@@ -36,6 +36,12 @@ const RECOUNT = `
 const NEW_ROWS = "SELECT 1 AS k, status, started_at, client_id, priority FROM new_rows";
 const OLD_ROWS = "SELECT -1 AS k, status, started_at, client_id, priority FROM old_rows";
 
+/** A job's document (lib/job-spec.ts) from the columns that held it before migration 15 (`r`: a row prefix, e.g. "NEW."). */
+const SPEC_FROM_COLUMNS = (r: string) => `jsonb_strip_nulls(jsonb_build_object(
+        'command', ${r}command, 'gpuType', ${r}gpu_type, 'containerImage', ${r}container_image, 'timeoutSeconds', ${r}timeout_seconds,
+        'queueTimeoutSeconds', ${r}queue_timeout_seconds, 'maxRetries', ${r}max_retries, 'priority', (ARRAY['low', 'normal', 'high'])[${r}priority + 1],
+        'gpuCount', ${r}gpu_count, 'webhookUrl', ${r}webhook_url))`;
+
 export const migrations: Migration[] = [
   {
     version: 1,
@@ -336,19 +342,22 @@ export const migrations: Migration[] = [
     // no column here, in jobs_history or in any SQL. The columns left beside it are those queries
     // and indexes read (gpu_type, priority, gpu_count, timeouts, retries, webhook_url): copies the
     // insert derives from the document. Every existing job gets its document from its columns.
+    // Expand, then contract (docs/operations.md "Upgrade"): for one release command and
+    // container_image stay, written from the document, so replicas of the previous version still
+    // read them; a row such a replica inserts (no document) gets its document from them here.
     sql: `
       ${["jobs", "jobs_history"]
         .map(
           (t) => `
       ALTER TABLE ${t} ADD COLUMN spec jsonb;
-      UPDATE ${t} SET spec = jsonb_strip_nulls(jsonb_build_object(
-        'command', command, 'gpuType', gpu_type, 'containerImage', container_image, 'timeoutSeconds', timeout_seconds,
-        'queueTimeoutSeconds', queue_timeout_seconds, 'maxRetries', max_retries, 'priority', (ARRAY['low', 'normal', 'high'])[priority + 1],
-        'gpuCount', gpu_count, 'webhookUrl', webhook_url));
+      UPDATE ${t} SET spec = ${SPEC_FROM_COLUMNS("")};
       ALTER TABLE ${t} ALTER COLUMN spec SET NOT NULL;
-      ALTER TABLE ${t} DROP COLUMN command, DROP COLUMN container_image;`,
+      ALTER TABLE ${t} ALTER COLUMN command DROP NOT NULL;`,
         )
         .join("\n")}
+      CREATE FUNCTION job_spec_from_columns() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN NEW.spec := ${SPEC_FROM_COLUMNS("NEW.")}; RETURN NEW; END $$;
+      CREATE TRIGGER jobs_spec_from_columns BEFORE INSERT ON jobs FOR EACH ROW WHEN (NEW.spec IS NULL) EXECUTE FUNCTION job_spec_from_columns();
     `,
   },
 ];

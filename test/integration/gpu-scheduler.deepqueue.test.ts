@@ -201,6 +201,28 @@ describe("gpu-scheduler deep queue - against PostgreSQL", () => {
     expect(await columns("jobs_history")).toEqual(await columns("jobs"));
   });
 
+  test("gpu-scheduler deep queue - for one release, a job inserted as the previous version does (columns, no document) gets its document, and a new job fills the old columns", async () => {
+    const old = randomUUID();
+    await pool.query(
+      `INSERT INTO gpu_scheduler.jobs (id, client_id, command, container_image, gpu_type, gpu_match, status, created_at, timeout_seconds, priority, gpu_count)
+       VALUES ($1, $2, 'echo old', 'busybox:1', 'A100', 'a100', 'queued', now(), 60, 2, 2)`,
+      [old, randomUUID()],
+    );
+    expect((await repo.find(old))!.spec).toEqual({
+      command: "echo old",
+      containerImage: "busybox:1",
+      gpuType: "A100",
+      timeoutSeconds: 60,
+      priority: "high",
+      gpuCount: 2,
+      maxRetries: 0,
+    });
+    const fresh = job(randomUUID());
+    await repo.insert([{ ...fresh, spec: { ...fresh.spec, containerImage: "busybox:2" } }], new Date());
+    const { rows } = await pool.query(`SELECT command, container_image FROM gpu_scheduler.jobs WHERE id = $1`, [fresh.id]);
+    expect(rows[0]).toEqual({ command: "true", container_image: "busybox:2" });
+  });
+
   test("gpu-scheduler deep queue - concurrent batches of several accounts keep the queued-jobs limit and each job's place in its account exact", async () => {
     const accounts = [randomUUID(), randomUUID(), randomUUID()];
     const LIMIT = 30;

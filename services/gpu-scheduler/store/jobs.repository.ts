@@ -27,12 +27,14 @@ export class JobsRepository extends JobReads {
     // The document, and the columns queries and indexes read, derived from it (one per line of `u`).
     const { rows } = await db.query<{ id: string; seq: string }>(
       `INSERT INTO gpu_scheduler.jobs (id, client_id, spec, gpu_type, gpu_match, status, created_at, timeout_seconds, env, env_names,
-           queue_timeout_seconds, queue_deadline, priority, max_retries, gpu_count, webhook_url)
+           queue_timeout_seconds, queue_deadline, priority, max_retries, gpu_count, webhook_url, command, container_image)
          SELECT u.id, u.client_id, jsonb_strip_nulls(u.spec), u.gpu_type, u.gpu_match, 'queued', $5, (u.spec->>'timeoutSeconds')::int, u.env,
            ARRAY(SELECT k FROM jsonb_object_keys(COALESCE(u.env, '{}')) AS k ORDER BY k COLLATE "C"),
            (u.spec->>'queueTimeoutSeconds')::int, $5::timestamptz + make_interval(secs => (u.spec->>'queueTimeoutSeconds')::int),
            u.priority, COALESCE((u.spec->>'maxRetries')::int, 0),
-           COALESCE((u.spec->>'gpuCount')::int, 1), u.spec->>'webhookUrl'
+           COALESCE((u.spec->>'gpuCount')::int, 1), u.spec->>'webhookUrl',
+           -- For one release, for replicas of the previous version (migration 15).
+           u.spec->>'command', u.spec->>'containerImage'
          FROM unnest($1::uuid[], $2::uuid[], $3::jsonb[], $4::text[], $6::text[], $7::jsonb[], $8::smallint[])
            AS u(id, client_id, spec, gpu_type, gpu_match, env, priority)
          RETURNING id, seq`,
