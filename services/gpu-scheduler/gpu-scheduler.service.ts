@@ -28,7 +28,7 @@ import { submitJob } from "./api/job-submit";
 import type { EventsCursor } from "./streams/job-watch";
 import type { FollowCursor } from "./streams/log-follow";
 import { migrations } from "./migrations";
-import { ATTEMPT_PARAM, FOLLOW_CURSOR, JOB_ID_PARAMS, LOGS_CURSOR } from "./params";
+import { ACCOUNTS_PARAMS, EVENTS_CURSOR, FOLLOW_CURSOR, JOB_ID_PARAMS, LOGS_CURSOR, LOGS_PARAMS } from "./params";
 import { type JobRequest, JobSpec } from "../../lib/job-spec";
 import { parseSchedulerSettings } from "./settings";
 import type { SchedulerStats } from "./stats";
@@ -124,7 +124,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, This> & { channel
         contentType: "text/plain",
         errors: ["NOT_FOUND"],
       },
-      params: { ...JOB_ID_PARAMS, attempt: ATTEMPT_PARAM, follow: { type: "boolean", optional: true, convert: true } },
+      params: LOGS_PARAMS,
       handler(this: This, ctx: Ctx<streams.JobLogsParams, streams.PagedMeta>): Promise<BodyPage> {
         return streams.logs(this.app, ctx);
       },
@@ -210,7 +210,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, This> & { channel
       visibility: "public",
       callers: ["api-gateway"],
       auth: "required",
-      params: { $$strict: "remove", id: { type: "string", max: 64 }, last: { type: "string", max: 32 } },
+      params: EVENTS_CURSOR,
       handler(this: This, ctx: Ctx<EventsCursor>): Promise<BodyPage> {
         return streams.eventsPage(this.app, ctx);
       },
@@ -239,7 +239,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, This> & { channel
     accountState: {
       visibility: "public",
       callers: ["usage"],
-      params: { clientIds: { type: "array", items: "uuid", min: 1, max: 1000 } },
+      params: ACCOUNTS_PARAMS,
       handler(this: This, ctx: Context<{ clientIds: string[] }>): Promise<Record<string, jobs.PendingAccountState>> {
         return jobs.accountState(this.app, ctx.params.clientIds);
       },
