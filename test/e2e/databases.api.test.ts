@@ -4,8 +4,9 @@
  * and once with dbaas in its own process over NATS.
  */
 import { randomUUID } from "crypto";
-import { ChildService, http, HttpResult, NATS_URL, spawnServices, TestPlatform, waitFor, waitForRoute } from "../support/platform";
-import { connectRefusal, startDbaasPlatform, stopDbaasPlatform, tenantEnv, withClient } from "../integration/dbaas.helpers";
+import { http, HttpResult, TestPlatform, waitForRoute } from "../support/platform";
+import type { NatsPlatform } from "../support/nats-platform";
+import { connectRefusal, startDbaasNatsPlatform, startDbaasPlatform, stopDbaasPlatform, withClient } from "../integration/dbaas.helpers";
 
 const CREATED_KEYS = ["connectionString", "databaseName", "host", "id", "password", "port", "username"];
 const DETAIL_KEYS = ["createdAt", "databaseName", "host", "id", "maxStorageMb", "port", "readOnly", "storageMb", "username"];
@@ -190,28 +191,21 @@ describe("databases api", () => {
 });
 
 describe("databases api - over NATS", () => {
-  let platform: TestPlatform;
-  let child: ChildService | undefined;
+  let platform: NatsPlatform;
 
   beforeAll(async () => {
-    platform = await startDbaasPlatform({ services: ["api-gateway", "auth"], transporter: NATS_URL });
+    platform = await startDbaasNatsPlatform({ local: ["api-gateway", "auth"] });
   });
-  afterAll(async () => {
-    await child?.stop();
-    await stopDbaasPlatform(platform);
-  });
+  afterAll(() => stopDbaasPlatform(platform));
 
   it("databases api - dbaas in its own process provisions and destroys over NATS", async () => {
-    child = spawnServices(["dbaas"], { ...tenantEnv(), TRANSPORTER: NATS_URL, NAMESPACE: platform.namespace, DATABASE_URL: platform.databaseUrl });
+    platform.spawn(["dbaas"]);
     const base = platform.baseUrl;
-    await waitFor(
-      async () => {
-        if (child!.proc.exitCode !== null) throw new Error(`dbaas exited:\n${child!.output()}`);
-        return (await http(base, "GET", "/api/databases")).status === 401;
-      },
-      { timeoutMs: 30_000, message: "dbaas to be routed over NATS" },
-    );
-    await waitForRoute(base, "POST", "/api/auth/login");
+    await platform.waitFor(async () => (await http(base, "GET", "/api/databases")).status === 401, {
+      timeoutMs: 30_000,
+      message: "dbaas to be routed over NATS",
+    });
+    await platform.waitForRoute("POST", "/api/auth/login");
     const { token } = await register(base);
     const db = await http(base, "POST", "/api/databases", { token });
     expect(db.status).toBe(201);

@@ -8,18 +8,8 @@ import { randomUUID } from "crypto";
 import { existsSync, promises as fs } from "fs";
 import os from "os";
 import path from "path";
-import {
-  ChildService,
-  freePort,
-  http,
-  HttpResult,
-  spawnServices,
-  startTestPlatform,
-  TestPlatform,
-  testDatabaseUrl,
-  waitFor,
-  waitForRoute,
-} from "../support/platform";
+import { http, HttpResult, startTestPlatform, TestPlatform, waitFor, waitForRoute } from "../support/platform";
+import { startNatsPlatform } from "../support/nats-platform";
 import { callerMeta, connectRefusal, psql, startDbaasPlatform, stopDbaasPlatform, tenantEnv, withClient } from "../integration/dbaas.helpers";
 
 function expectError(res: HttpResult, status: number, code: string) {
@@ -132,19 +122,19 @@ describe("databases keep api without dbaas", () => {
 
 describe("databases keep api across a crash", () => {
   it("databases keep api - a snapshot pending when dbaas is killed is failed at the next start, and its partial dump removed", async () => {
-    const databaseUrl = testDatabaseUrl();
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), "keep-crash-"));
-    const port = await freePort();
-    const base = `http://127.0.0.1:${port}`;
-    const child: ChildService = spawnServices(["api-gateway", "auth", "dbaas"], {
-      ...tenantEnv({ DBAAS_SNAPSHOT_DIR: dir, DBAAS_SNAPSHOT_CONCURRENCY: "1" }),
-      DATABASE_URL: databaseUrl,
-      PORT: String(port),
-      TRANSPORTER: "",
+    // One process on its own in-process bus: gateway, auth and dbaas.
+    const platform = await startNatsPlatform({
+      transporter: "",
+      env: tenantEnv({ DBAAS_SNAPSHOT_DIR: dir, DBAAS_SNAPSHOT_CONCURRENCY: "1" }),
+      processes: [["api-gateway", "auth", "dbaas"]],
+      work: dir,
     });
+    const base = platform.baseUrl;
+    const [child] = platform.children;
     let after: TestPlatform | undefined;
     try {
-      await waitFor(async () => (await http(base, "GET", "/api/databases").catch(() => undefined))?.status === 401, {
+      await platform.waitFor(async () => (await http(base, "GET", "/api/databases").catch(() => undefined))?.status === 401, {
         timeoutMs: 30_000,
         message: "the platform to answer",
       });
@@ -162,7 +152,12 @@ describe("databases keep api across a crash", () => {
       await child.stop("SIGKILL");
 
       // The next dbaas on the same platform database and folder: its first reconcile (at start) settles it.
-      after = await startTestPlatform({ services: ["dbaas"], databaseUrl, env: tenantEnv({ DBAAS_SNAPSHOT_DIR: dir }) });
+      after = await startTestPlatform({
+        services: ["dbaas"],
+        databaseUrl: platform.databaseUrl,
+        dropDatabase: false,
+        env: tenantEnv({ DBAAS_SNAPSHOT_DIR: dir }),
+      });
       const meta = callerMeta(reg.body.client.id);
       const settled = await waitFor(
         async () => {
@@ -176,9 +171,8 @@ describe("databases keep api across a crash", () => {
       expect(existsSync(path.join(dir, `${snap.id}.dump`))).toBe(false);
       await after.broker.call("dbaas.destroy", { id: db.id }, { meta });
     } finally {
-      await child.stop("SIGKILL");
-      await stopDbaasPlatform(after);
-      await fs.rm(dir, { recursive: true, force: true });
+      await after?.stop();
+      await stopDbaasPlatform(platform);
     }
   });
 });

@@ -5,24 +5,13 @@
  * client while it runs; a client that leaves mid-follow stops the node's work for it.
  */
 import Docker from "dockerode";
-import { mkdtempSync, rmSync } from "fs";
+import { mkdtempSync } from "fs";
 import os from "os";
 import path from "path";
 import { removeContainersOf } from "../support/docker";
 import { followLog } from "../support/follow";
-import {
-  ChildService,
-  dropDatabase,
-  freePort,
-  http,
-  NATS_URL,
-  spawnServices,
-  startTestPlatform,
-  TestPlatform,
-  testDatabaseUrl,
-  uniqueName,
-  waitFor,
-} from "../support/platform";
+import { http, uniqueName, waitFor } from "../support/platform";
+import { NatsPlatform, startNatsPlatform } from "../support/nats-platform";
 import { openEventStream, statusEvents } from "../support/sse";
 
 const TEST_JOB_IMAGE = process.env.TEST_JOB_IMAGE || "ci-platform/test-busybox:latest";
@@ -30,12 +19,8 @@ const docker = new Docker();
 
 describe("gpu live - follow and events with gateway, scheduler and node in separate processes", () => {
   const namespace = uniqueName("live");
-  const databaseUrl = testDatabaseUrl();
   const work = mkdtempSync(path.join(os.tmpdir(), "gpu-live-"));
-  const env = { TRANSPORTER: NATS_URL, NAMESPACE: namespace, DATABASE_URL: databaseUrl, JWT_SECRET: `jwt-${namespace}`, GPU_FOLLOW_WAIT_MS: "20000" };
-  let gateway: ChildService;
-  let scheduler: ChildService;
-  let node: TestPlatform;
+  let platform: NatsPlatform;
   let base: string;
   let token: string;
 
@@ -45,23 +30,21 @@ describe("gpu live - follow and events with gateway, scheduler and node in separ
     return res.body.id as string;
   };
   const detail = async (id: string) => (await http(base, "GET", `/api/gpu/jobs/${id}`, { token })).body;
-  const followers = () => (node.broker.getLocalService("gpu-node") as any).node.logs.followers;
+  const followers = () => (platform.local!.broker.getLocalService("gpu-node") as any).node.logs.followers;
 
   beforeAll(async () => {
     for (const method of ["log", "warn", "error"] as const) jest.spyOn(console, method).mockImplementation(() => undefined);
     await docker.getImage(TEST_JOB_IMAGE).inspect(); // never skipped: without the image this fails
-    const port = await freePort();
-    base = `http://127.0.0.1:${port}`;
-    gateway = spawnServices(["api-gateway", "auth"], { ...env, PORT: String(port), NODE_ID: `${namespace}-gw` });
-    scheduler = spawnServices(["gpu-scheduler"], { ...env, NODE_ID: `${namespace}-sched`, GPU_SCHEDULE_TICK_MS: "200" });
-    node = await startTestPlatform({
-      services: ["gpu-node"],
-      transporter: NATS_URL,
+    platform = await startNatsPlatform({
       namespace,
-      databaseUrl,
-      dropDatabase: false,
-      env: {
-        ...env,
+      work,
+      env: { JWT_SECRET: `jwt-${namespace}`, GPU_FOLLOW_WAIT_MS: "20000" },
+      processes: [
+        { services: ["api-gateway", "auth"], env: { NODE_ID: `${namespace}-gw` } },
+        { services: ["gpu-scheduler"], env: { NODE_ID: `${namespace}-sched`, GPU_SCHEDULE_TICK_MS: "200" } },
+      ],
+      local: ["gpu-node"],
+      localEnv: {
         GPU_EXECUTOR: "docker",
         GPU_DEFAULT_IMAGE: TEST_JOB_IMAGE,
         GPU_ALLOWED_REGISTRIES: "docker.io",
@@ -71,27 +54,25 @@ describe("gpu live - follow and events with gateway, scheduler and node in separ
         GPU_STOP_GRACE_S: "1",
         GPU_JOB_LOG_DIR: path.join(work, "logs"),
       },
+      ready: (p) =>
+        p.waitFor(
+          async () => {
+            const res = await http(p.baseUrl, "POST", "/api/auth/register", {
+              body: { email: `${uniqueName("u")}@example.com`, name: "Live", password: "password-123" },
+            }).catch(() => undefined);
+            if (res?.status !== 201) return false;
+            token = res.body.accessToken;
+            return (await http(p.baseUrl, "GET", "/api/gpu/status", { token })).body?.cluster?.totalGpus === 1;
+          },
+          { timeoutMs: 60_000, intervalMs: 250, message: "gateway, scheduler and node to see each other" },
+        ),
     });
-    await waitFor(
-      async () => {
-        for (const c of [gateway, scheduler]) if (c.proc.exitCode !== null) throw new Error(`a service process exited:\n${c.output()}`);
-        const res = await http(base, "POST", "/api/auth/register", {
-          body: { email: `${uniqueName("u")}@example.com`, name: "Live", password: "password-123" },
-        }).catch(() => undefined);
-        if (res?.status !== 201) return false;
-        token = res.body.accessToken;
-        return (await http(base, "GET", "/api/gpu/status", { token })).body?.cluster?.totalGpus === 1;
-      },
-      { timeoutMs: 60_000, intervalMs: 250, message: "gateway, scheduler and node to see each other" },
-    );
+    base = platform.baseUrl;
   }, 90_000);
 
   afterAll(async () => {
-    await node?.stop();
-    await Promise.all([gateway, scheduler].map((c) => c?.stop()));
+    await platform?.stop();
     await removeContainersOf(docker, namespace);
-    await dropDatabase(databaseUrl).catch(() => undefined);
-    rmSync(work, { recursive: true, force: true });
   });
 
   test("gpu live - a Docker job printing a line a second: each line reaches the follower while the job runs; SSE shows its statuses", async () => {

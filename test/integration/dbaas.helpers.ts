@@ -6,14 +6,14 @@
 import { spawnSync } from "child_process";
 import { rm } from "fs/promises";
 import { randomUUID } from "crypto";
-import type { ServiceBroker } from "moleculer";
 import { Client } from "pg";
 import type { Caller } from "../../lib/identity";
 import { liveCallerMeta } from "../../lib/caller-keys";
 import type { DbaasApp, WithApp } from "../../services/dbaas/app";
 import { Provisioner, ProvisionStep } from "../../services/dbaas/provisioner";
 import { holdRoleOf, TenantNames } from "../../services/dbaas/naming";
-import { ChildService, NATS_URL, spawnServices, startTestPlatform, TENANT_ADMIN_URL, TestPlatform, uniqueName, waitFor } from "../support/platform";
+import { ChildService, dbaasDefaults, startTestPlatform, TENANT_ADMIN_URL, TestPlatform, uniqueName, waitFor } from "../support/platform";
+import { NatsPlatform, NatsPlatformOptions, startNatsPlatform } from "../support/nats-platform";
 
 export { TENANT_ADMIN_URL };
 
@@ -32,9 +32,17 @@ export function tenantEnv(extra: Record<string, string> = {}): Record<string, st
   };
 }
 
-export async function startDbaasPlatform(opts: { services?: string[]; env?: Record<string, string>; transporter?: string } = {}): Promise<TestPlatform> {
-  return startTestPlatform({ services: opts.services ?? ["dbaas"], env: tenantEnv(opts.env), transporter: opts.transporter });
+export async function startDbaasPlatform(opts: { services?: string[]; env?: Record<string, string> } = {}): Promise<TestPlatform> {
+  return startTestPlatform({ services: opts.services ?? ["dbaas"], env: tenantEnv(opts.env) });
 }
+
+/** A platform over NATS (test/support/nats-platform.ts) whose dbaas processes provision on the tenant cluster, into one snapshot folder. */
+export function startDbaasNatsPlatform(opts: NatsPlatformOptions = {}): Promise<NatsPlatform> {
+  return startNatsPlatform({ ...opts, env: tenantEnv({ DBAAS_SNAPSHOT_DIR: dbaasDefaults().DBAAS_SNAPSHOT_DIR, ...opts.env }) });
+}
+
+/** What stopDbaasPlatform needs of a platform, in this process or over NATS. */
+type DbaasPlatform = { databaseUrl: string; env: Record<string, string | undefined>; stop(): Promise<void> };
 
 // Signed like the gateway's (and kept fresh): services take the caller from the token only (middlewares/auth.middleware.ts).
 export const callerMeta = (clientId: string = randomUUID()): { caller: Caller; callerToken: string } =>
@@ -89,7 +97,7 @@ export async function existing(names: { databases?: string[]; roles?: string[] }
   });
 }
 
-export async function markerOf(platform: TestPlatform): Promise<string> {
+export async function markerOf(platform: { databaseUrl: string }): Promise<string> {
   return withClient(platform.databaseUrl, async (client) => {
     const { rows } = await client.query<{ id: string }>("SELECT id FROM dbaas.instance");
     return `ci-platform:dbaas:${rows[0].id}`;
@@ -113,7 +121,7 @@ export async function purgeMarked(marker: string): Promise<void> {
 }
 
 /** Stops a dbaas platform after removing what it created on the tenant cluster. */
-export async function stopDbaasPlatform(platform: TestPlatform | undefined): Promise<void> {
+export async function stopDbaasPlatform(platform: DbaasPlatform | undefined): Promise<void> {
   if (!platform) return;
   const marker = await markerOf(platform).catch(() => undefined);
   await platform.stop();
@@ -208,45 +216,33 @@ export function injectFaults(platform: TestPlatform, onStep: (step: ProvisionSte
   return original;
 }
 
-/** dbaas in a process of its own beside `platform` (its state database and namespace, over NATS), once `client` sees it. */
-export async function spawnDbaasBeside(
-  platform: TestPlatform,
-  client: ServiceBroker,
-  env: Record<string, string>,
-): Promise<{ child: ChildService; nodeID: string }> {
+/** dbaas in one more process of `platform`, once its local broker sees it. */
+export async function spawnDbaasBeside(platform: NatsPlatform, env: Record<string, string>): Promise<{ child: ChildService; nodeID: string }> {
   const nodeID = uniqueName("dbaas");
-  const child = spawnServices(["dbaas"], {
-    ...tenantEnv({ DBAAS_CREATE_CONCURRENCY: "1", ...env }),
-    TRANSPORTER: NATS_URL,
-    NAMESPACE: platform.namespace,
-    DATABASE_URL: platform.databaseUrl,
-    NODE_ID: nodeID,
+  const child = platform.spawn(["dbaas"], { ...tenantEnv({ DBAAS_CREATE_CONCURRENCY: "1", ...env }), NODE_ID: nodeID });
+  const registry = platform.local!.broker.registry;
+  await platform.waitFor(() => registry.getServiceList({ onlyAvailable: true }).some((s) => s.name === "dbaas" && s.nodeID === nodeID), {
+    timeoutMs: 30_000,
+    message: "dbaas in its own process",
   });
-  await waitFor(
-    () => {
-      if (child.proc.exitCode !== null) throw new Error(`dbaas exited:\n${child.output()}`);
-      return client.registry.getServiceList({ onlyAvailable: true }).some((s) => s.name === "dbaas" && s.nodeID === nodeID);
-    },
-    { timeoutMs: 30_000, message: "dbaas in its own process" },
-  );
   return { child, nodeID };
 }
 
 /** The account's records in the platform's state database. */
-export const accountRecords = (platform: TestPlatform, clientId: string): Promise<Array<{ username: string; status: string }>> =>
+export const accountRecords = (platform: { databaseUrl: string }, clientId: string): Promise<Array<{ username: string; status: string }>> =>
   withClient(platform.databaseUrl, async (c) => (await c.query("SELECT username, status FROM dbaas.databases WHERE client_id = $1", [clientId])).rows);
 
 /**
  * Fault injected mid-provision, then a crash: holds the only CREATE DATABASE slot of the child
  * (spawnDbaasBeside runs it with DBAAS_CREATE_CONCURRENCY=1), so its provisioning for `meta`'s
- * account stops after the record and the role, and SIGKILLs it there. Returns that record.
+ * account (asked from the platform's local broker) stops after the record and the role, and SIGKILLs it there. Returns that record.
  */
 export async function killMidProvision(
-  platform: TestPlatform,
-  client: ServiceBroker,
+  platform: NatsPlatform,
   replica: { child: ChildService; nodeID: string },
   meta: ReturnType<typeof callerMeta>,
 ): Promise<{ username: string; status: string }> {
+  const client = platform.local!.broker;
   return asAdmin(async (slot) => {
     await slot.query("SELECT pg_advisory_lock(hashtext('ci-platform:dbaas:create'), 0)");
     // Calls go to that node only; this one fails once the broker notices the node is gone.

@@ -4,31 +4,35 @@
  * and record within seconds, with the grace period and the reconciler interval far away.
  */
 import { ServiceBroker } from "moleculer";
-import type { TestPlatform, ChildService } from "../support/platform";
-import { NATS_URL, waitFor } from "../support/platform";
-import { accountRecords, callerMeta, existing, killMidProvision, spawnDbaasBeside, startDbaasPlatform, stopDbaasPlatform, withClient } from "./dbaas.helpers";
+import { waitFor } from "../support/platform";
+import type { NatsPlatform } from "../support/nats-platform";
+import {
+  accountRecords,
+  callerMeta,
+  existing,
+  killMidProvision,
+  spawnDbaasBeside,
+  startDbaasNatsPlatform,
+  stopDbaasPlatform,
+  withClient,
+} from "./dbaas.helpers";
 
 describe("dbaas reclaim", () => {
-  let platform: TestPlatform;
+  let platform: NatsPlatform;
   let client: ServiceBroker;
-  let child: ChildService | undefined;
   // Neither the grace period nor the periodic pass can explain a removal within the test.
   const slow = { DBAAS_RECONCILE_S: "3600", DBAAS_RECONCILE_GRACE_S: "3600" };
 
   beforeAll(async () => {
-    platform = await startDbaasPlatform({ transporter: NATS_URL, env: slow }); // the replica that stays up
-    client = platform.broker;
+    platform = await startDbaasNatsPlatform({ local: ["dbaas"], env: slow }); // the replica that stays up
+    client = platform.local!.broker;
   });
-  afterAll(async () => {
-    await child?.stop("SIGKILL");
-    await stopDbaasPlatform(platform);
-  });
+  afterAll(() => stopDbaasPlatform(platform));
 
   it("dbaas reclaim - SIGKILL of a replica mid-provision: the surviving replica removes its role and record at once, not after the grace period", async () => {
     const meta = callerMeta();
-    const replica = await spawnDbaasBeside(platform, client, slow);
-    child = replica.child;
-    const crashed = await killMidProvision(platform, client, replica, meta);
+    const replica = await spawnDbaasBeside(platform, slow);
+    const crashed = await killMidProvision(platform, replica, meta);
     expect(crashed.status).toBe("provisioning");
     await waitFor(
       async () => (await existing({ roles: [crashed.username] })).length === 0 && (await accountRecords(platform, meta.caller.clientId)).length === 0,

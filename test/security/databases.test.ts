@@ -5,6 +5,7 @@
  */
 import { spawnSync } from "child_process";
 import { ServiceBroker } from "moleculer";
+import type { NatsPlatform } from "../support/nats-platform";
 import { Client } from "pg";
 import type { DatabaseCreated } from "../../services/dbaas/dbaas.service";
 import type { QuotaReport } from "../../services/dbaas/quota";
@@ -12,9 +13,7 @@ import { hiddenAt, NAME_FUNCTIONS, NAME_RELATIONS, SESSION_FUNCTIONS, SESSION_RE
 import type { CatalogLevel } from "../../services/dbaas/settings";
 import {
   ADMIN_PG_URL,
-  ChildService,
   dropDatabase,
-  NATS_URL,
   spawnServices,
   startTestPlatform,
   TENANT_ADMIN_URL,
@@ -35,6 +34,7 @@ import {
   psql,
   refusal,
   spawnDbaasBeside,
+  startDbaasNatsPlatform,
   startDbaasPlatform,
   stopDbaasPlatform,
   tenantEnv,
@@ -285,29 +285,23 @@ describe("databases - one account's connections are capped across its databases"
 });
 
 describe("databases - a crash mid-provision does not block the account", () => {
-  let platform: TestPlatform;
+  let platform: NatsPlatform;
   let client: ServiceBroker;
-  let child: ChildService | undefined;
 
   beforeAll(async () => {
-    platform = await startDbaasPlatform({ services: ["auth"], transporter: NATS_URL }); // a broker to call dbaas from
-    client = platform.broker;
+    platform = await startDbaasNatsPlatform({ local: ["auth"] }); // a broker to call dbaas from
+    client = platform.local!.broker;
   });
-  afterAll(async () => {
-    await child?.stop("SIGKILL");
-    await stopDbaasPlatform(platform);
-  });
+  afterAll(() => stopDbaasPlatform(platform));
 
   it("dbaas - SIGKILL of dbaas mid-provision, then an immediate create for the same account at its limit of 1 succeeds", async () => {
     const meta = callerMeta();
     const env = { DBAAS_MAX_PER_ACCOUNT: "1" };
-    const first = await spawnDbaasBeside(platform, client, env);
-    child = first.child;
-    const crashed = await killMidProvision(platform, client, first, meta);
+    const first = await spawnDbaasBeside(platform, env);
+    const crashed = await killMidProvision(platform, first, meta);
     expect(crashed.status).toBe("provisioning");
 
-    const second = await spawnDbaasBeside(platform, client, env);
-    child = second.child;
+    const second = await spawnDbaasBeside(platform, env);
     const db = await client.call<DatabaseCreated, object>("dbaas.create", {}, { meta, nodeID: second.nodeID });
     await withClient(db.connectionString, (c) => c.query("SELECT 1"));
     // The restarted process's reconciler removed what the crash left, without waiting out a grace period.

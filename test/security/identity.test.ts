@@ -12,34 +12,21 @@ import { signedCallerMeta } from "../../lib/caller-keys";
 import { privateKeyFrom, rawPublicKeyOf, signCallerToken } from "../../lib/caller-token";
 import type { Caller } from "../../lib/identity";
 import { hashApiKey } from "../../services/auth/api-keys";
-import { stopDbaasPlatform, tenantEnv } from "../integration/dbaas.helpers";
-import {
-  ChildService,
-  dropDatabase,
-  freePort,
-  http,
-  NATS_URL,
-  spawnServices,
-  startTestPlatform,
-  testDatabaseUrl,
-  TestPlatform,
-  uniqueName,
-  waitFor,
-  waitForRoute,
-} from "../support/platform";
+import { startDbaasNatsPlatform, stopDbaasPlatform } from "../integration/dbaas.helpers";
+import { http, NATS_URL, uniqueName, waitFor } from "../support/platform";
+import { NatsPlatform, startNatsPlatform } from "../support/nats-platform";
 
 const SECRET = "identity-test-secret";
 const SIGNING_SEED = randomBytes(32).toString("base64"); // the gateway's CALLER_SIGNING_KEY in this test
 const GATEWAY_KEYS = { production: false, callerSigningKey: SIGNING_SEED }; // what trusted in-process code signs with here
-let gateway: TestPlatform;
-let core: TestPlatform;
+let platform: NatsPlatform;
 let base: string;
 const rogues: ServiceBroker[] = [];
 
 const email = (tag: string) => `${uniqueName(tag)}@example.com`;
 
 async function sql<T = any>(text: string, values: unknown[] = []): Promise<T[]> {
-  const client = new Client({ connectionString: core.databaseUrl });
+  const client = new Client({ connectionString: platform.databaseUrl });
   await client.connect();
   try {
     return (await client.query(text, values)).rows;
@@ -56,7 +43,7 @@ async function register(tag: string, password = "password-123", headers: Record<
 
 /** A broker on the same NATS namespace, with Moleculer's stock transporter: what an attacker runs. */
 async function rogue(nodeID: string, services: Parameters<ServiceBroker["createService"]>[0][] = []): Promise<ServiceBroker> {
-  const broker = new ServiceBroker({ namespace: gateway.namespace, transporter: NATS_URL, nodeID, logger: false });
+  const broker = new ServiceBroker({ namespace: platform.namespace, transporter: NATS_URL, nodeID, logger: false });
   for (const s of services) broker.createService(s);
   rogues.push(broker);
   await broker.start();
@@ -71,27 +58,18 @@ beforeAll(async () => {
     TRUST_PROXY: "true",
     AUTH_RATE_LIMIT_PER_EMAIL: "3",
     AUTH_RATE_LIMIT_PER_IP: "10000",
-    ...tenantEnv(),
   };
-  core = await startTestPlatform({ services: ["auth", "dbaas", "gpu-scheduler"], env, transporter: NATS_URL });
-  gateway = await startTestPlatform({
-    services: ["api-gateway"],
-    env,
-    transporter: NATS_URL,
-    namespace: core.namespace,
-    databaseUrl: core.databaseUrl,
-    dropDatabase: false,
-  });
-  base = gateway.baseUrl;
-  await waitForRoute(base, "GET", "/api/auth/me");
-  await waitForRoute(base, "GET", "/api/databases");
-  await waitForRoute(base, "GET", "/api/gpu/jobs");
+  // The gateway in a process of its own; the services on a broker here, where a test adds one of its own.
+  platform = await startDbaasNatsPlatform({ env, processes: [["api-gateway"]], local: ["auth", "dbaas", "gpu-scheduler"] });
+  base = platform.baseUrl;
+  await platform.waitForRoute("GET", "/api/auth/me");
+  await platform.waitForRoute("GET", "/api/databases");
+  await platform.waitForRoute("GET", "/api/gpu/jobs");
 }, 90_000);
 
 afterAll(async () => {
   await Promise.all(rogues.map((r) => r.stop()));
-  await gateway?.stop();
-  await stopDbaasPlatform(core);
+  await stopDbaasPlatform(platform);
 });
 
 describe("identity - a bus participant without the gateway's key cannot act for an account", () => {
@@ -176,7 +154,8 @@ describe("identity - a bus participant without the gateway's key cannot act for 
         },
       },
     ]);
-    core.broker.createService({
+    const core = platform.local!.broker;
+    core.createService({
       name: "probe",
       actions: {
         async whoAmI(ctx: Context<unknown, { caller?: Caller; callerToken?: string }>) {
@@ -185,9 +164,9 @@ describe("identity - a bus participant without the gateway's key cannot act for 
         },
       },
     });
-    await core.broker.waitForServices(["smuggler", "probe"], 10_000);
+    await core.waitForServices(["smuggler", "probe"], 10_000);
     const mine = signedCallerMeta(victimCaller, GATEWAY_KEYS);
-    expect(await core.broker.call("probe.whoAmI", {}, { meta: mine })).toEqual({ caller: victimCaller, token: mine.callerToken });
+    expect(await core.call("probe.whoAmI", {}, { meta: mine })).toEqual({ caller: victimCaller, token: mine.callerToken });
   });
 });
 
@@ -235,7 +214,7 @@ describe("identity - API keys", () => {
     const seen: string[] = [];
     const nc: NatsConnection = await connect({ servers: NATS_URL.replace("nats://", "") });
     try {
-      const sub = nc.subscribe(`MOL-${gateway.namespace}.>`, { callback: (_err, msg) => seen.push(Buffer.from(msg.data).toString("latin1")) });
+      const sub = nc.subscribe(`MOL-${platform.namespace}.>`, { callback: (_err, msg) => seen.push(Buffer.from(msg.data).toString("latin1")) });
       await nc.flush();
       expect((await http(base, "GET", "/api/auth/me", { headers: { "x-api-key": key } })).status).toBe(200);
       expect((await http(base, "GET", "/api/auth/me", { token: key })).status).toBe(200);
@@ -265,32 +244,24 @@ describe("identity - failed logins cannot lock the owner out", () => {
 });
 
 describe("identity - the private key lives in the gateway process only", () => {
-  const children: ChildService[] = [];
-  const databaseUrl = testDatabaseUrl();
-  afterAll(async () => {
-    await Promise.all(children.map((c) => c.stop()));
-    await dropDatabase(databaseUrl).catch(() => undefined);
-  });
+  let keys: NatsPlatform | undefined;
+  afterAll(() => keys?.stop());
 
   it("keys - auth with only the public key serves the gateway's callers; a process with another key refuses them", async () => {
     const seed = randomBytes(32).toString("base64");
-    const port = await freePort();
-    // Empty values: the children must not inherit this test process's keys.
-    const env = {
-      TRANSPORTER: NATS_URL,
-      NAMESPACE: uniqueName("keys"),
-      DATABASE_URL: databaseUrl,
-      JWT_SECRET: SECRET,
-      CALLER_SIGNING_KEY: "",
-      CALLER_VERIFY_KEY: "",
-    };
-    children.push(spawnServices(["api-gateway"], { ...env, PORT: String(port), CALLER_SIGNING_KEY: seed }));
-    children.push(spawnServices(["auth"], { ...env, CALLER_VERIFY_KEY: rawPublicKeyOf(privateKeyFrom(seed)) }));
-    const base = `http://127.0.0.1:${port}`;
+    keys = await startNatsPlatform({
+      prefix: "keys",
+      // Empty values: the children must not inherit this test process's keys.
+      env: { JWT_SECRET: SECRET, CALLER_SIGNING_KEY: "", CALLER_VERIFY_KEY: "" },
+      processes: [
+        { services: ["api-gateway"], env: { CALLER_SIGNING_KEY: seed } },
+        { services: ["auth"], env: { CALLER_VERIFY_KEY: rawPublicKeyOf(privateKeyFrom(seed)) } },
+      ],
+    });
+    const base = keys.baseUrl;
     const register = () => http(base, "POST", "/api/auth/register", { body: { email: email("keys"), name: "K", password: "password-123" } });
-    const reg = await waitFor(
+    const reg = await keys.waitFor(
       async () => {
-        for (const c of children) if (c.proc.exitCode !== null) throw new Error(c.output());
         const res = await register().catch(() => undefined);
         return res?.status === 201 ? res : undefined;
       },
@@ -299,11 +270,10 @@ describe("identity - the private key lives in the gateway process only", () => {
     expect((await http(base, "GET", "/api/auth/me", { token: reg.body.accessToken })).status).toBe(200);
 
     // auth restarted with a public key that is not the gateway's: every account action is refused
-    await children[1].stop();
-    children[1] = spawnServices(["auth"], { ...env, CALLER_VERIFY_KEY: rawPublicKeyOf(generateKeyPairSync("ed25519").privateKey) });
-    const refused = await waitFor(
+    await keys.children[1].stop();
+    keys.spawn(["auth"], { CALLER_VERIFY_KEY: rawPublicKeyOf(generateKeyPairSync("ed25519").privateKey) });
+    const refused = await keys.waitFor(
       async () => {
-        if (children[1].proc.exitCode !== null) throw new Error(children[1].output());
         const res = await http(base, "GET", "/api/auth/me", { token: reg.body.accessToken });
         return res.status === 401 ? res : undefined;
       },
