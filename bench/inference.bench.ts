@@ -7,8 +7,8 @@
  *    extra process hop costs on this machine, the floor for a gateway;
  *  - portkey: Portkey's open-source AI gateway (bench/portkey.ts), same body;
  *  - platform /v1: gateway + auth + inference in one process (as `npm start` runs them), the
- *    OpenAI-compatible route, same body, with a JWT; and again with an API key (which auth looks
- *    up in PostgreSQL on every request: a rotated key stops at once);
+ *    OpenAI-compatible route, same body, with a JWT; and again with an API key (auth's answer
+ *    cached by each gateway replica for at most 1 s: a rotated key stops within 1 s);
  *  - platform /api: the same platform's POST /api/models/infer, with a JWT.
  * Cases: concurrency 1 with instant answers (the overhead itself, least exposed to scheduling
  * noise), concurrency 1 (answers in 10–30 ms) and 50 (100–300 ms), non-streamed (whole answer)

@@ -17,6 +17,7 @@ import { addReadinessCheck } from "../../lib/health";
 import { logAccess, logsInfo } from "../../lib/logging";
 import { platformSettingsOf } from "../../lib/platform-settings";
 import { brokerEnv } from "../../lib/settings";
+import { API_KEY_REPLACED } from "../../lib/event-names";
 import { CallerResolver, gatewayCallerResolver } from "./caller-resolver";
 import { readCredentials } from "./credentials";
 import { consoleRoute } from "./console";
@@ -200,6 +201,17 @@ const GatewayService: ServiceSchema = {
     },
   },
 
+  events: {
+    /** auth replaced an account's key: this replica stops trusting what it cached for that account (caller-resolver.ts). */
+    [API_KEY_REPLACED]: {
+      handler(this: GatewayThis, ctx: Context<{ clientId?: unknown }>) {
+        const { clientId } = ctx.params ?? {};
+        if (typeof clientId === "string") this.resolver?.keyReplaced(clientId);
+        else this.logger.warn(`${API_KEY_REPLACED} without a clientId: ignored`);
+      },
+    },
+  },
+
   methods: {
     /** moleculer-web logs every non-4xx error with its stack here; onError logs the unexpected ones, once. */
     errorHandler(this: Service & { sendError(req: Req, res: ServerResponse, err: unknown): void }, req: Req, res: ServerResponse, err: unknown) {
@@ -215,7 +227,7 @@ const GatewayService: ServiceSchema = {
       const config = (this.config = parseGatewaySettings(brokerEnv(this.broker)));
       const platform = platformSettingsOf(this.broker);
       this.keys = platform;
-      this.resolver = gatewayCallerResolver(config.jwtSecret);
+      this.resolver = gatewayCallerResolver(config.jwtSecret, config.apiKeyCacheMs);
       this.streams = new StreamSlots(config.streamsPerAccount);
       this.settings.port = config.port;
       this.settings.ip = config.host;

@@ -7,8 +7,15 @@
  *   the account's, not the token's: an account removed from ADMIN_EMAILS loses `admin` within
  *   ACCOUNT_CACHE_MS, even with a token signed before.
  * - API key: its shape is checked here (anything else, an overlong key included, is 401), and only
- *   its SHA-256 goes to auth over the bus. Keys are not cached: a rotated key stops at once.
- * The lookups are injected, so the decisions are tested without a broker.
+ *   its SHA-256 goes to auth over the bus. Auth's answer is cached per process, keyed by that
+ *   SHA-256 (never the key), for at most `keyCacheMs` (GATEWAY_API_KEY_CACHE_MS, default and most
+ *   1 s, counted from when the lookup was sent): a rotated key is refused within 1 s on every
+ *   replica, so the hot path costs what a JWT's does. A refused key is not cached (a new key is
+ *   never refused for an old answer). auth broadcasts `apiKey.replaced` when it replaces a key:
+ *   a replica that hears it distrusts every answer for that account asked before it, so a rotation
+ *   usually stops the old key at once; the 1 s bound does not depend on that event arriving.
+ *   A hit returns a copy of the caller auth gave (same role), never a shared object.
+ * The lookups and the clock are injected, so the decisions are tested without a broker.
  */
 import type { Caller } from "../../lib/identity";
 import { verifyAccessToken } from "../../lib/jwt";
@@ -18,6 +25,11 @@ import type { Credentials } from "./credentials";
 
 export const ACCOUNT_CACHE_MS = 30_000;
 const ACCOUNT_CACHE_ENTRIES = 10_000;
+/** The longest an API key's answer is trusted: the revocation rule (a rotated key stops within 1 s). */
+export const API_KEY_CACHE_MS = 1_000;
+export const API_KEY_CACHE_ENTRIES = 10_000;
+
+const INVALID_KEY = "API key is invalid or was revoked";
 
 export type Resolution = { caller: Caller } | { error?: string };
 
@@ -31,12 +43,16 @@ export type CallerLookups<T> = {
 export class CallerResolver<T> {
   private readonly accounts = new LruCache<string, { role: string; until: number }>(ACCOUNT_CACHE_ENTRIES); // id → role, valid until (ms)
   private readonly verified = new LruCache<string, { sub: string; expMs: number }>(ACCOUNT_CACHE_ENTRIES); // token → its account, until exp
+  private readonly keys = new LruCache<string, { caller: Caller; askedAt: number }>(API_KEY_CACHE_ENTRIES); // key SHA-256 → auth's answer, when asked
+  private readonly replaced = new LruCache<string, number>(API_KEY_CACHE_ENTRIES); // account id → when its key was last replaced (heard)
 
   constructor(
     private readonly lookups: CallerLookups<T>,
     /** JWT_SECRET, verifying access tokens. */
     private readonly jwtSecret: string,
     private readonly now: () => number = Date.now,
+    /** How long auth's answer for an API key is trusted (0: asked on every request); at most API_KEY_CACHE_MS. */
+    private readonly keyCacheMs: number = API_KEY_CACHE_MS,
   ) {}
 
   async resolve(credentials: Credentials, via: T): Promise<Resolution> {
@@ -47,12 +63,35 @@ export class CallerResolver<T> {
         return { error: "Malformed credentials" };
       case "jwt":
         return this.fromJwt(credentials.token, via);
-      case "apiKey": {
-        if (!API_KEY_PATTERN.test(credentials.key)) return { error: "API key is invalid or was revoked" };
-        const caller = await this.lookups.apiKey(via, hashApiKey(credentials.key));
-        return caller ? { caller } : { error: "API key is invalid or was revoked" };
-      }
+      case "apiKey":
+        return this.fromApiKey(credentials.key, via);
     }
+  }
+
+  /** auth replaced this account's key (its `apiKey.replaced` event): answers asked before now are not trusted. */
+  keyReplaced(clientId: string): void {
+    this.replaced.set(clientId, this.now());
+  }
+
+  private async fromApiKey(key: string, via: T): Promise<Resolution> {
+    if (!API_KEY_PATTERN.test(key)) return { error: INVALID_KEY };
+    const keyHash = hashApiKey(key);
+    const now = this.now();
+    const cached = this.keys.get(keyHash);
+    // A negative age (the wall clock stepped back) is not trusted either: the bound must hold.
+    const age = cached ? now - cached.askedAt : -1;
+    if (cached && age >= 0 && age < this.keyCacheMs && !this.replacedSince(cached.caller.clientId, cached.askedAt)) return { caller: { ...cached.caller } };
+    if (cached) this.keys.delete(keyHash);
+    const caller = await this.lookups.apiKey(via, keyHash);
+    if (!caller) return { error: INVALID_KEY };
+    if (this.keyCacheMs > 0) this.keys.set(keyHash, { caller: { ...caller }, askedAt: now });
+    return { caller };
+  }
+
+  /** Whether the account's key was replaced at or after `askedAt` (the same millisecond counts: it may have been after). */
+  private replacedSince(clientId: string, askedAt: number): boolean {
+    const at = this.replaced.get(clientId);
+    return at !== undefined && at >= askedAt;
   }
 
   /** The token's account: from the cache of tokens verified before (until their exp), else verified now. */
@@ -85,11 +124,13 @@ export class CallerResolver<T> {
 type CallingContext = { call<R, P>(action: string, params: P): Promise<R> };
 
 /** The gateway's resolver: lookups are calls to auth made on the request's context. */
-export const gatewayCallerResolver = (jwtSecret: string): CallerResolver<CallingContext> =>
+export const gatewayCallerResolver = (jwtSecret: string, keyCacheMs: number): CallerResolver<CallingContext> =>
   new CallerResolver<CallingContext>(
     {
       apiKey: (ctx, keyHash) => ctx.call<Caller | null, { keyHash: string }>("auth.resolveApiKey", { keyHash }),
       accountRole: async (ctx, id) => (await ctx.call<{ role: string } | null, { id: string }>("auth.resolveAccount", { id }))?.role ?? null,
     },
     jwtSecret,
+    Date.now,
+    keyCacheMs,
   );

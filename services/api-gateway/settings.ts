@@ -1,6 +1,7 @@
 /** The gateway's settings (README "Configuration"), parsed when it is created. */
 import { parseJwtSecret } from "../../lib/jwt";
-import { countLimit, Env, flag, int, text } from "../../lib/settings";
+import { countLimit, Env, flag, int, intAtLeast, SettingError, text } from "../../lib/settings";
+import { API_KEY_CACHE_MS } from "./caller-resolver";
 
 export type GatewaySettings = {
   port: number;
@@ -24,7 +25,16 @@ export type GatewaySettings = {
   maxParamsBytes: number;
   /** Open streams (logs, follows, events, artifacts, streamed inference) one account may hold on this replica; null: unlimited. */
   streamsPerAccount: number | null;
+  /** How long auth's answer for an API key is trusted on this replica (0: asked on every request); at most 1 s, the revocation rule. */
+  apiKeyCacheMs: number;
 };
+
+/** GATEWAY_API_KEY_CACHE_MS: 0 to 1000; more would let a rotated key live longer than the 1 s the platform promises. */
+function apiKeyCacheMs(env: Env): number {
+  const value = intAtLeast(env, "GATEWAY_API_KEY_CACHE_MS", 1000, 0);
+  if (value > API_KEY_CACHE_MS) throw new SettingError("GATEWAY_API_KEY_CACHE_MS", String(value), `an integer from 0 to ${API_KEY_CACHE_MS}`);
+  return value;
+}
 
 export const parseGatewaySettings = (env: Env): GatewaySettings => ({
   port: int(env, "PORT", 3000),
@@ -38,4 +48,5 @@ export const parseGatewaySettings = (env: Env): GatewaySettings => ({
   maxConnections: int(env, "GATEWAY_MAX_CONNECTIONS", 10_000),
   maxParamsBytes: int(env, "GATEWAY_MAX_PARAMS_BYTES", 960 * 1024),
   streamsPerAccount: countLimit(env, "GATEWAY_STREAMS_PER_ACCOUNT", 100),
+  apiKeyCacheMs: apiKeyCacheMs(env),
 });

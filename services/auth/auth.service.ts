@@ -1,8 +1,9 @@
 /**
  * Client accounts: register, login, API keys, and resolving an API key into a caller for the
- * gateway. Passwords are scrypt hashes; API keys are stored as SHA-256 and looked up on every
- * request, so a rotated key stops working at once on every replica (nothing caches them). The
- * gateway sends only a key's SHA-256: the key itself never crosses the bus.
+ * gateway. Passwords are scrypt hashes; API keys are stored as SHA-256. A gateway trusts auth's
+ * answer for a key at most 1 s (caller-resolver.ts), so a rotated key stops within 1 s on every
+ * replica, and at once where the `apiKey.replaced` broadcast arrives. The gateway sends only a
+ * key's SHA-256: the key itself never crosses the bus.
  *
  * Login limits (throttle.ts): every attempt counts per client address; failures count per
  * (e-mail, address) pair, so a third party failing from elsewhere cannot lock the owner out.
@@ -15,6 +16,7 @@ import { apiError, rateLimited, unauthorized, validationFailed } from "../../lib
 import { respondCreated } from "../../lib/http-meta";
 import { ADMIN_ROLE, Caller, CallerMeta, CLIENT_ROLE } from "../../lib/identity";
 import { signAccessToken } from "../../lib/jwt";
+import { API_KEY_REPLACED } from "../../lib/event-names";
 import { AuthSettings, parseAuthSettings } from "./settings";
 import { MemoryRateLimiter, RedisRateLimiter } from "../../lib/rate-limiter";
 import { acquireRedis, releaseRedis } from "../../lib/redis";
@@ -66,6 +68,8 @@ function normalizedEmail(raw: string, opts: { invisibleOnly?: boolean } = {}): s
 const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
   name: "auth",
   mixins: [DbMixin({ schema: "auth", migrations })],
+  // Every gateway replica caches answers for keys (at most 1 s), hence a broadcast.
+  emits: [{ event: API_KEY_REPLACED, kind: "broadcast" }],
 
   settings: {
     rest: "/auth",
@@ -164,7 +168,10 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
       params: { $$strict: "remove" },
       async handler(this: AuthThis, ctx: Context<unknown, CallerMeta>): Promise<ApiKeyResult> {
         const apiKey = generateApiKey();
-        await this.clients.setApiKey(ctx.meta.caller!.clientId, hashApiKey(apiKey));
+        const clientId = ctx.meta.caller!.clientId;
+        await this.clients.setApiKey(clientId, hashApiKey(apiKey));
+        // The key is replaced already: a lost event only leaves the old key its last second (the gateways' bound).
+        await ctx.broadcast(API_KEY_REPLACED, { clientId }).catch((err: Error) => this.logger.warn(`${API_KEY_REPLACED} not broadcast: ${err.message}`));
         respondCreated(ctx.meta, "/api/auth/me");
         return { apiKey };
       },

@@ -230,6 +230,16 @@ describe("auth - credentials", () => {
     expect((await http(base, "GET", "/api/auth/me", { token: second })).status).toBe(200);
   });
 
+  it("auth - a key in use (cached by the gateway) is refused at once once replaced: the gateway hears auth's apiKey.replaced", async () => {
+    const { accessToken } = await register("cached");
+    const first = (await http(base, "POST", "/api/auth/api-keys", { token: accessToken })).body.apiKey;
+    for (let i = 0; i < 3; i++) expect((await http(base, "GET", "/api/auth/me", { token: first })).status).toBe(200);
+    const second = (await http(base, "POST", "/api/auth/api-keys", { token: accessToken })).body.apiKey;
+    // one process: the broadcast reaches the gateway before the replacement answers (over NATS the 1 s bound holds: auth.key-cache.test.ts)
+    expectError(await http(base, "GET", "/api/auth/me", { token: first }), 401, "UNAUTHORIZED");
+    expect((await http(base, "GET", "/api/auth/me", { token: second })).status).toBe(200);
+  });
+
   it("auth - an API key cannot mint a key (403), and no credentials is 401", async () => {
     const { accessToken } = await register("mint");
     const key = (await http(base, "POST", "/api/auth/api-keys", { token: accessToken })).body.apiKey;
