@@ -11,11 +11,12 @@ import net from "net";
 import os from "os";
 import path from "path";
 import type { Client } from "pg";
-import { CostSnapshot, ProcessCounts, procStatTicks, STATS_DELAY_MS, sumCounts, TableCounts } from "./job-cost";
+import { CostSnapshot, ProcessCounts, procStatTicks, Reading, sumCounts, TableCounts } from "./job-cost";
 
 /** The node arguments that load the probe (after `--import tsx`). */
 export const PROBE_ARGS = ["--import", path.join(__dirname, "job-cost-probe.ts")];
 const TICK_MS = 10; // USER_HZ is 100 on Linux.
+const STATS_DELAY_MS = 1500;
 
 const readStat = (pid: number | string) => {
   try {
@@ -65,9 +66,14 @@ export class JobCostMeter {
     private readonly groups: () => Record<string, number[]>,
   ) {}
 
+  /** A reading, a wait for PostgreSQL's statistics (backends send them at most once a second), a reading and the statistics. */
   async snapshot(): Promise<CostSnapshot> {
-    // Backends send their statistics at most once a second: let those of the window arrive.
+    const start = await this.reading();
     await new Promise((resolve) => setTimeout(resolve, STATS_DELAY_MS));
+    return { start, end: await this.reading(), tables: await this.tables() };
+  }
+
+  private async reading(): Promise<Reading> {
     const at = performance.timeOrigin + performance.now();
     const table = processTable();
     const children = new Map<number, number[]>();
@@ -89,7 +95,7 @@ export class JobCostMeter {
     }
     const sockets = readdirSync(this.dir).filter((f) => f.endsWith(".sock"));
     const counts = sumCounts((await Promise.all(sockets.map((f) => probeCounts(path.join(this.dir, f))))).filter((c) => c !== undefined));
-    return { at, cpuMs, reapedCpuMs: reaped * TICK_MS, postgresCpuMs: await this.postgresCpu(), counts, tables: await this.tables() };
+    return { at, cpuMs, reapedCpuMs: reaped * TICK_MS, postgresCpuMs: await this.postgresCpu(), counts };
   }
 
   /** CPU of the backends of the bench's database, the bench's own connection left out; undefined if /proc does not show them. */

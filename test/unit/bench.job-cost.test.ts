@@ -1,15 +1,31 @@
 /** The per-job cost budget's counting and arithmetic (bench/lib/job-cost.ts): pure, no platform. */
-import { budgetLines, busKind, CostSnapshot, diffCounts, jobCost, procStatTicks, statementsIn, sumCounts } from "../../bench/lib/job-cost";
+import {
+  budgetLines,
+  busKind,
+  CostSnapshot,
+  diffCounts,
+  jobCost,
+  procStatTicks,
+  Reading,
+  statementsIn,
+  sumCounts,
+  TableCounts,
+} from "../../bench/lib/job-cost";
 
 const tables = { xacts: 0, idxScans: 0, idxTupRead: 0, idxTupFetch: 0, seqTupRead: 0, ins: 0, upd: 0, del: 0 };
-const snapshot = (over: Partial<CostSnapshot>): CostSnapshot => ({
+const reading = (over: Partial<Reading>): Reading => ({
   at: 0,
   cpuMs: {},
   reapedCpuMs: 0,
   postgresCpuMs: {},
   counts: { roundTrips: 0, statements: 0, published: {}, delivered: {} },
-  tables,
   ...over,
+});
+/** A snapshot whose two readings are alike (no idle time between them). */
+const snapshot = (over: Partial<Reading> & { tables?: TableCounts }): CostSnapshot => ({
+  start: reading(over),
+  end: reading(over),
+  tables: over.tables ?? tables,
 });
 
 describe("bench job cost", () => {
@@ -75,6 +91,18 @@ describe("bench job cost", () => {
     expect(cost).toMatchObject({ cpuMs: 7.5, cpuByGroup: { platform: 5, nodes: 2.5 }, reapedCpuMs: 1, postgresCpuMs: 2, roundTrips: 3, statements: 5 });
     expect(cost).toMatchObject({ published: 3, delivered: 1, publishedByKind: "REQ 2.0, stream 1.0" });
     expect(cost.tables).toMatchObject({ idxTupRead: 100, xacts: 2 });
+  });
+
+  it("bench job cost - the idle rate of the first snapshot's wait, over the window", () => {
+    const idle = { roundTrips: 0, statements: 0, published: { HEARTBEAT: 2 }, delivered: {} };
+    // 1 s idle: 10 ms of CPU and 2 heartbeats; then a 20 s window of 10 jobs.
+    const before: CostSnapshot = {
+      start: reading({ at: 0, cpuMs: { p: 100 } }),
+      end: reading({ at: 1000, cpuMs: { p: 110 }, counts: idle }),
+      tables,
+    };
+    const after = snapshot({ at: 21_000, cpuMs: { p: 310 }, counts: { ...idle, published: { HEARTBEAT: 42, REQ: 10 } } });
+    expect(jobCost(before, after, 10)).toMatchObject({ cpuMs: 20, idleCpuMs: 20, published: 5, idlePublished: 4 });
   });
 
   it("bench job cost - PostgreSQL's CPU not readable at either end", () => {
