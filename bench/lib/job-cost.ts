@@ -203,14 +203,14 @@ export const indexEntries = (c: JobCost) => c.tables.idxTupRead;
 /** Seconds of the window between two snapshots. */
 export const windowS = (a: CostSnapshot, b: CostSnapshot) => (b.start.at - a.end.at) / 1000;
 
-/** The budget's lines, under a heading that starts with `label`. */
-export function budgetLines(c: JobCost, jobs: number, seconds: number, label = "Per job"): string[] {
+/** The budget's lines, under a heading that starts with `label` and names the `span` of a job measured. */
+export function budgetLines(c: JobCost, jobs: number, seconds: number, label = "Per job", span = "submit → terminal event"): string[] {
   const groups = Object.entries(c.cpuByGroup)
     .map(([k, v]) => `${k} ${fmt(v, 2)}`)
     .join(", ");
   const t = c.tables;
   return [
-    `${label}, submit → terminal event (${jobs} jobs, ${fmt(seconds)} s window; background work in it included, "idle" the part the platform's idle rate accounts for):`,
+    `${label}, ${span} (${jobs} jobs, ${fmt(seconds)} s window; background work in it included, "idle" the part the platform's idle rate accounts for):`,
     `  platform CPU ${fmt(c.cpuMs, 2)} ms (goal ≤ ${JOB_COST_GOALS.cpuMs}: ${verdict(c.cpuMs <= JOB_COST_GOALS.cpuMs)}; idle ${fmt(c.idleCpuMs, 2)}): ${groups}` +
       `${c.reapedCpuMs > 0 ? `; the jobs' own processes (sandbox and command, reaped) ${fmt(c.reapedCpuMs, 2)} ms` : ""}`,
     `  PostgreSQL backends' CPU: ${c.postgresCpuMs === undefined ? "not readable" : `${fmt(c.postgresCpuMs, 2)} ms`}`,
