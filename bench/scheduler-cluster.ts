@@ -13,6 +13,7 @@ import path from "path";
 import { Client } from "pg";
 import { BusServer, startBusServer } from "../test/support/bus-server";
 import { dropDatabase, freePort, NATS_URL, ROOT, testDatabaseUrl, uniqueName, waitFor } from "../test/support/platform";
+import { JobCostMeter, jobsInProgress, PROBE_ARGS } from "./lib/job-cost-meter";
 
 /** plain NATS; authenticated + permissioned without TLS; the same with TLS. */
 export type BusMode = "plain" | "auth" | "secure";
@@ -54,10 +55,13 @@ export function client(base: string, token: string): Call {
     });
 }
 
-/** Runs a TypeScript entry point; BENCH_PROFILE_DIR=<dir> writes a CPU profile of it on exit. */
+/**
+ * Runs a TypeScript entry point with the job-cost probe (bench/lib/job-cost-probe.ts);
+ * BENCH_PROFILE_DIR=<dir> writes a CPU profile of it on exit.
+ */
 function spawnTs(script: string, env: Record<string, string>, readyLine?: string): ChildProcess & { ready: Promise<void>; output(): string } {
   const profile = process.env.BENCH_PROFILE_DIR ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : [];
-  const proc = spawn(process.execPath, [...profile, "--import", "tsx", path.join(ROOT, script)], {
+  const proc = spawn(process.execPath, [...profile, "--import", "tsx", ...PROBE_ARGS, path.join(ROOT, script)], {
     cwd: ROOT,
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
@@ -80,6 +84,8 @@ export type Cluster = {
   nodes: number;
   databaseUrl: string;
   db: Client;
+  /** The per-job cost budget of the platform's processes (bench/lib/job-cost-meter.ts). */
+  meter: JobCostMeter;
   /** Registers an account; its HTTP client. */
   account(name: string): Promise<Call>;
   stop(): Promise<void>;
@@ -102,6 +108,12 @@ export async function startCluster(mode: BusMode, nodes: number, platformEnv: Re
   // Secure: the platform process (several services) is the "core" user; each gpu-node its own.
   const busEnv: Record<string, string> = bus ? { TRANSPORTER: bus.urlFor("core"), ...tlsCa } : { TRANSPORTER: NATS_URL };
   const nodeBusEnv: Record<string, string> = bus ? { TRANSPORTER: bus.url, ...tlsCa, BENCH_NODE_PASSWORDS: JSON.stringify(bus.passwords) } : {};
+  const children: ChildProcess[] = [];
+  const db = new Client({ connectionString: databaseUrl });
+  const meter = new JobCostMeter(db, () => ({
+    "gateway+auth+scheduler": children.slice(0, 1).map((p) => p.pid!),
+    "gpu-nodes": children.slice(1).map((p) => p.pid!),
+  }));
   const common = {
     ...busEnv,
     NAMESPACE: namespace,
@@ -110,11 +122,10 @@ export async function startCluster(mode: BusMode, nodes: number, platformEnv: Re
     HEALTH_PORT: "off",
     METRICS_PORT: "off",
     JWT_SECRET: "bench-secret",
+    BENCH_JOB_COST_DIR: meter.dir,
     AUTH_RATE_LIMIT_PER_IP: "100000",
     AUTH_RATE_LIMIT_PER_EMAIL: "100000",
   };
-  const children: ChildProcess[] = [];
-  const db = new Client({ connectionString: databaseUrl });
   const stop = async () => {
     await db.end().catch(() => undefined);
     // SIGTERM first (a clean exit), SIGKILL for what is still there after 5 s.
@@ -137,6 +148,7 @@ export async function startCluster(mode: BusMode, nodes: number, platformEnv: Re
       await nc.close();
     }
     rmSync(logDir, { recursive: true, force: true });
+    meter.close();
   };
   try {
     const busName = { plain: "plain NATS", auth: "the authenticated, permissioned bus (no TLS)", secure: "the authenticated, permissioned TLS bus" }[mode];
@@ -185,7 +197,7 @@ export async function startCluster(mode: BusMode, nodes: number, platformEnv: Re
     });
     await db.connect();
     console.log(`cluster up in ${fmt((Date.now() - started) / 1000)} s\n`);
-    return { nodes, databaseUrl, db, account, stop };
+    return { nodes, databaseUrl, db, meter, account, stop };
   } catch (err) {
     await stop();
     throw err;
@@ -210,6 +222,10 @@ export const completed = (db: Client, ids: string[], timeoutMs = 120_000) =>
     },
     { timeoutMs, intervalMs: 100, message: `${ids.length} jobs completed` },
   );
+
+/** Resolves once no job is queued, placed or running. */
+export const drained = (db: Client) =>
+  waitFor(async () => (await jobsInProgress(db)) === 0, { timeoutMs: 300_000, intervalMs: 100, message: "every job ended" });
 
 /** The jobs' timestamps in epoch milliseconds. */
 export const times = async (db: Client, ids: string[]) =>

@@ -3,7 +3,9 @@
  * - deep: BENCH_DEEP_ACCOUNTS (100) accounts × BENCH_DEEP_JOBS (200) no-op jobs: jobs/s from first
  *   submit to last completed, POST p50/p99, rows read per job; then, with every card held by
  *   long jobs, GET /api/gpu/status latency at queue depth 0, 5k, 10k, 20k (goal: flat, within 1.5×
- *   of depth 0) and the rows one placement pass reads at full depth; then the queue drains.
+ *   of depth 0) and the rows one placement pass reads at full depth; then the queue drains. The
+ *   per-job cost budget (bench/lib/job-cost.ts) of the run at depth 0, of each submit step and of
+ *   the drain; index entries per job must stay flat from depth 0 to the drain's depth.
  * - fair: 10 accounts with equal demand of `sleep BENCH_FAIR_RUNTIME_S` jobs (2 s): Jain's index of
  *   their GPU-seconds (goal ≥ 0.95) while all of them still wait, and how long a fresh account's
  *   first job waits while they hold 2,000 queued jobs (goal: at most one job's runtime).
@@ -15,7 +17,8 @@ import { Client, Pool } from "pg";
 import { JobsRepository } from "../services/gpu-scheduler/store/jobs.repository";
 import { PlacementRepository, SNAPSHOT_PLANNING, snapshotSql } from "../services/gpu-scheduler/store/placement.repository";
 import { waitFor } from "../test/support/platform";
-import { Call, CARDS_PER_NODE, Cluster, completed, CONCURRENCY, fmt, now, quantile, times, verdict } from "./scheduler-cluster";
+import { budgetLines, indexEntries, JobCost, jobCost, windowS } from "./lib/job-cost";
+import { Call, CARDS_PER_NODE, Cluster, completed, CONCURRENCY, drained, fmt, now, quantile, times, verdict } from "./scheduler-cluster";
 
 const DEEP_ACCOUNTS = Number(process.env.BENCH_DEEP_ACCOUNTS || 100);
 const DEEP_JOBS = Number(process.env.BENCH_DEEP_JOBS || 200);
@@ -56,18 +59,6 @@ async function accountsOf(cluster: Cluster, n: number, prefix: string): Promise<
     calls.push(...(await Promise.all(Array.from({ length: Math.min(8, n - i) }, (_, k) => cluster.account(`${prefix}-${i + k}`)))));
   return calls;
 }
-
-/**
- * Resolves once no job is queued, placed or running (the counters: polling the jobs themselves
- * would add the bench's own reads to the figures it prints).
- */
-const drained = (db: Client) =>
-  waitFor(
-    async () =>
-      (await db.query(`SELECT COALESCE(sum(n), 0)::int AS n FROM gpu_scheduler.job_counts WHERE category IN ('queued', 'assigned', 'running')`)).rows[0].n ===
-      0,
-    { timeoutMs: 300_000, intervalMs: 100, message: "every job ended" },
-  );
 
 /** Rows the jobs table gave out so far (statistics views), and its updates. */
 async function tableStats(db: Client) {
@@ -147,9 +138,11 @@ export async function runDeepQueue(cluster: Cluster): Promise<void> {
 
   // 1. Submit → completed on free cards.
   const before = await tableStats(db);
+  const costBefore = await cluster.meter.snapshot();
   const first = now();
   const run = await submitAll(accounts, DEEP_JOBS, "true");
   await drained(db);
+  const costAfter = await cluster.meter.snapshot();
   const after = await tableStats(db);
   await completed(db, run.ids);
   const lastCompleted = Math.max(...(await times(db, run.ids)).map((r) => r.completed));
@@ -157,6 +150,8 @@ export async function runDeepQueue(cluster: Cluster): Promise<void> {
   console.log(`  ${fmt(jobsPerS, 0)} jobs/s from first submit to last completed (goal ≥ 1000: ${verdict(jobsPerS >= 1000)})`);
   console.log(`  POST p50 ${fmt(quantile(run.postMs, 0.5))} ms, p99 ${fmt(quantile(run.postMs, 0.99))} ms`);
   console.log(`  jobs table per job: ${perJob(before, after, total)}`);
+  const shallow = jobCost(costBefore, costAfter, total);
+  console.log(budgetLines(shallow, total, windowS(costBefore, costAfter), "At depth 0, per job").join("\n"));
 
   // 2. Every card busy: the queue only grows; status latency by depth.
   const hold = await holdAllCards(cluster, db);
@@ -165,14 +160,24 @@ export async function runDeepQueue(cluster: Cluster): Promise<void> {
   const measured: Array<{ depth: number; p50: number; p99: number; dbP50: number }> = [];
   const pool = new Pool({ connectionString: cluster.databaseUrl, max: 2 });
   let queued = 0;
+  let lastSubmit: JobCost | undefined;
   const queuedIds: string[] = [];
   for (const depth of depths) {
     const perAccount = Math.round((depth - queued) / DEEP_ACCOUNTS);
     if (perAccount > 0) {
+      const stepBefore = await cluster.meter.snapshot();
       const step = await submitAll(accounts, perAccount, "true");
+      const stepAfter = await cluster.meter.snapshot();
       queuedIds.push(...step.ids);
+      const from = queued;
       queued += perAccount * DEEP_ACCOUNTS;
       console.log(`  to depth ${queued}: POST p50 ${fmt(quantile(step.postMs, 0.5))} ms, p99 ${fmt(quantile(step.postMs, 0.99))} ms`);
+      const cost = jobCost(stepBefore, stepAfter, step.ids.length);
+      lastSubmit = cost;
+      // Submits only (no card is free): what one submit costs at this depth, placement passes included.
+      console.log(
+        `    per submit from depth ${from}: ${fmt(cost.cpuMs, 2)} ms platform CPU, ${fmt(cost.roundTrips)} SQL round trips, ${fmt(cost.published)} bus messages, ${fmt(indexEntries(cost))} index entries read`,
+      );
     }
     measured.push(await statusLatency(probe, pool));
   }
@@ -194,15 +199,27 @@ export async function runDeepQueue(cluster: Cluster): Promise<void> {
   console.log(`  jobs table during 1.5 s at full depth with no card free (passes on every tick): ${perJob(idle, idle2, 1)} in all`);
 
   // 3. The cards come free: the deep queue drains.
-  const drainStart = now();
   const beforeDrain = await tableStats(db);
+  const costBeforeDrain = await cluster.meter.snapshot();
+  const drainStart = now();
   await hold.release();
   await drained(db);
+  const costAfterDrain = await cluster.meter.snapshot();
   const afterDrain = await tableStats(db);
   await completed(db, queuedIds);
   const drainEnd = Math.max(...(await times(db, queuedIds)).map((r) => r.completed));
   console.log(
-    `  drain of ${queued} queued jobs: ${fmt(queued / ((drainEnd - drainStart) / 1000), 0)} jobs/s; jobs table per job: ${perJob(beforeDrain, afterDrain, queued)}\n`,
+    `  drain of ${queued} queued jobs: ${fmt(queued / ((drainEnd - drainStart) / 1000), 0)} jobs/s; jobs table per job: ${perJob(beforeDrain, afterDrain, queued)}`,
+  );
+  // The window also holds the cancels of the cards' holding jobs (terminal events too).
+  const deep = jobCost(costBeforeDrain, costAfterDrain, queued);
+  const span = "placement → terminal event (submits: the steps above)";
+  console.log(budgetLines(deep, queued, windowS(costBeforeDrain, costAfterDrain), `Drain from depth ${queued}, per job`, span).join("\n"));
+  // A job at depth: its submit (the last step, the deepest) and its share of the drain, against a whole job at depth 0.
+  const atDepth = indexEntries(deep) + (lastSubmit ? indexEntries(lastSubmit) : 0);
+  const ratio = atDepth / indexEntries(shallow);
+  console.log(
+    `  index entries read per job, submit → terminal: at depth 0 ${fmt(indexEntries(shallow))}; at depth ${queued}, ${fmt(lastSubmit ? indexEntries(lastSubmit) : 0)} per submit of the last step + ${fmt(indexEntries(deep))} per drained job = ${fmt(atDepth)}, ${fmt(ratio, 2)}× depth 0 (goal: flat, within 1.5×: ${verdict(ratio <= 1.5)})\n`,
   );
 }
 

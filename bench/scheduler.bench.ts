@@ -4,7 +4,10 @@
  * - latency: POST → running on an idle card (one job at a time), p50 / p99; goals ≤ 15 / ≤ 50 ms;
  * - throughput: jobs from first submit to last completed, at 64 concurrent clients; goal
  *   ≥ 1,000 jobs/s. A ratio to Slurm is printed only by `npm run bench:slurm`, which runs Slurm in
- *   the same run (a published figure is no measurement of this machine).
+ *   the same run (a published figure is no measurement of this machine);
+ * - the per-job cost budget of that throughput run, submit → terminal event (bench/lib/job-cost.ts):
+ *   platform CPU (goal ≤ 2 ms), PostgreSQL backends' CPU, SQL round trips (goal ≤ 6) and
+ *   statements, bus messages (goal ≤ 8), index entries and rows touched.
  * Processes: gateway + auth + gpu-scheduler in one, the gpu-node brokers spread over
  * BENCH_NODE_PROCESSES hosts (bench/scheduler-nodes.ts: real gpu-node service, no-op executor),
  * this one drives HTTP and reads the job timestamps from PostgreSQL. BENCH_BUS unset (default)
@@ -15,7 +18,8 @@
  */
 import { existsSync } from "fs";
 import path from "path";
-import { BusMode, completed, CONCURRENCY, fmt, now, quantile, startCluster, times, verdict } from "./scheduler-cluster";
+import { budgetLines, jobCost, windowS } from "./lib/job-cost";
+import { BusMode, completed, CONCURRENCY, drained, fmt, now, quantile, startCluster, times, verdict } from "./scheduler-cluster";
 import { runDeepQueue, runFairness } from "./scheduler-deep";
 
 const ALL_MODES: BusMode[] = ["plain", "auth", "secure"];
@@ -69,14 +73,8 @@ async function runCluster(mode: BusMode): Promise<Figures> {
     };
     postMs.sort((a, b) => a - b);
 
-    // 2. Throughput: CONCURRENCY clients submitting THROUGHPUT_JOBS no-op jobs.
-    const pgStats = async () =>
-      (
-        await db.query<{ xacts: string; rows: string }>(
-          `SELECT xact_commit + xact_rollback AS xacts, tup_returned + tup_fetched AS rows FROM pg_stat_database WHERE datname = current_database()`,
-        )
-      ).rows[0];
-    const pgBefore = await pgStats();
+    // 2. Throughput: CONCURRENCY clients submitting THROUGHPUT_JOBS no-op jobs; their cost per job.
+    const costBefore = await cluster.meter.snapshot();
     const thr = new Map<string, number>();
     let next = 0;
     const first = now();
@@ -86,10 +84,9 @@ async function runCluster(mode: BusMode): Promise<Figures> {
       }),
     );
     const submittedMs = now() - first;
+    await drained(db);
+    const costAfter = await cluster.meter.snapshot();
     await completed(db, [...thr.keys()]);
-    // Statistics reach pg_stat_database when a backend reports them (at most every 0.5 s idle).
-    await new Promise((r) => setTimeout(r, 1000));
-    const pgAfter = await pgStats();
     const rows = await times(db, [...thr.keys()]);
     const lastCompleted = Math.max(...rows.map((r) => r.completed));
     const spanS = (lastCompleted - first) / 1000;
@@ -113,10 +110,7 @@ async function runCluster(mode: BusMode): Promise<Figures> {
       `  submitting alone: ${fmt(THROUGHPUT_JOBS / (submittedMs / 1000), 0)} jobs/s; created → completed per job: p50 ${fmt(quantile(lifetime, 0.5))} ms, p99 ${fmt(quantile(lifetime, 0.99))} ms`,
     );
     console.log(`  every job completed exactly once: ${rows.length === THROUGHPUT_JOBS ? "yes" : "NO"}`);
-    const perJob = (a: string, b: string) => fmt((Number(b) - Number(a)) / THROUGHPUT_JOBS, 1);
-    console.log(
-      `  PostgreSQL per job (all processes): ${perJob(pgBefore.xacts, pgAfter.xacts)} transactions, ${perJob(pgBefore.rows, pgAfter.rows)} rows read\n`,
-    );
+    console.log(`${budgetLines(jobCost(costBefore, costAfter, THROUGHPUT_JOBS), THROUGHPUT_JOBS, windowS(costBefore, costAfter)).join("\n")}\n`);
     return { p50, p99, jobsPerS };
   } finally {
     await cluster.stop();

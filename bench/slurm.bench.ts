@@ -7,14 +7,16 @@
  * - throughput: BENCH_JOBS (default 2,000) jobs from BENCH_CONCURRENCY (default 8) concurrent
  *   submitters, first submit → all seen completed (both polled every 50 ms), and submit → running
  *   under that load.
- * Then the ratios. The platform runs first and is stopped before Slurm starts, so neither loads
- * the other. The Slurm daemons are stopped at the end, also on failure or Ctrl-C.
+ * For the platform, the per-job cost budget of the throughput run (bench/lib/job-cost.ts: CPU, SQL,
+ * bus messages, rows). Then the ratios. The platform runs first and is stopped before Slurm
+ * starts, so neither loads the other. The Slurm daemons are stopped at the end, also on failure or Ctrl-C.
  * Needs root (the Slurm daemons and apt), bubblewrap, PostgreSQL.
  */
 import { mkdtempSync, rmSync } from "fs";
 import os from "os";
 import path from "path";
 import { waitFor } from "../test/support/platform";
+import { budgetLines, jobCost, windowS } from "./lib/job-cost";
 import { GPUS, PlatformSide, Side, SlurmSide } from "./slurm/sides";
 
 const JOBS = Number(process.env.BENCH_JOBS || 2000);
@@ -65,12 +67,16 @@ async function measure(side: Side): Promise<Figures> {
   }
   const idleMs = await toRunning(side, idle);
 
+  // The platform's cost per job over the throughput run (bench/lib/job-cost-meter.ts).
+  const meter = side instanceof PlatformSide ? side.meter : undefined;
+  const costBefore = await meter?.snapshot();
   const first = now();
   const sent = await submitAll(side, JOBS, CONCURRENCY);
   const submittedMs = now() - first;
   // Generous: Slurm here runs about one job per card per second.
   await allCompleted(side, [...sent.keys()], Math.max(120_000, JOBS * 1000));
   const spanS = (now() - first) / 1000;
+  const costAfter = await meter?.snapshot();
   const loadMs = await toRunning(side, sent);
   const figures = {
     idleP50: quantile(idleMs, 0.5),
@@ -84,8 +90,10 @@ async function measure(side: Side): Promise<Figures> {
   console.log(`  submit → running, idle (${LATENCY_JOBS} jobs one at a time): p50 ${fmt(figures.idleP50)} ms, p99 ${fmt(figures.idleP99)} ms`);
   console.log(`  throughput (${JOBS} jobs, ${CONCURRENCY} submitters): ${fmt(figures.jobsPerS)} jobs/s first submit → last completed (${fmt(spanS)} s)`);
   console.log(
-    `  submitting alone: ${fmt(figures.submitPerS, 0)} jobs/s; submit → running under that load: p50 ${fmt(figures.loadP50)} ms, p99 ${fmt(figures.loadP99)} ms\n`,
+    `  submitting alone: ${fmt(figures.submitPerS, 0)} jobs/s; submit → running under that load: p50 ${fmt(figures.loadP50)} ms, p99 ${fmt(figures.loadP99)} ms`,
   );
+  if (costBefore && costAfter) console.log(budgetLines(jobCost(costBefore, costAfter, JOBS), JOBS, windowS(costBefore, costAfter)).join("\n"));
+  console.log("");
   return figures;
 }
 

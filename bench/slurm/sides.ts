@@ -14,6 +14,7 @@ import path from "path";
 import { promisify } from "util";
 import { Client } from "pg";
 import { ChildService, dropDatabase, freePort, http, spawnServices, testDatabaseUrl, waitFor } from "../../test/support/platform";
+import { JobCostMeter, jobsInProgress, PROBE_ARGS } from "../lib/job-cost-meter";
 
 const run = promisify(execFile);
 /** What every job runs: its start, by the host clock, in nanoseconds. */
@@ -104,24 +105,33 @@ export class PlatformSide implements Side {
     private readonly db: Client,
     private readonly databaseUrl: string,
     private readonly base: string,
+    /** The per-job cost budget of the platform's process (bench/lib/job-cost-meter.ts). */
+    readonly meter: JobCostMeter,
   ) {}
 
   /** Starts the platform with one gpu-node of GPUS simulated cards; job logs under `dir`. */
   static async start(dir: string): Promise<PlatformSide> {
     const databaseUrl = testDatabaseUrl();
     const port = await freePort();
-    const proc = spawnServices(["api-gateway", "auth", "gpu-scheduler", "gpu-node"], {
-      TRANSPORTER: "",
-      DATABASE_URL: databaseUrl,
-      PORT: String(port),
-      JWT_SECRET: "bench-secret",
-      GPU_EXECUTOR: "process",
-      GPU_SIMULATE: Array.from({ length: GPUS }, () => "NVIDIA H100 80GB HBM3:81920").join(","),
-      GPU_JOB_LOG_DIR: path.join(dir, "logs"),
-      // One account submits the whole run: throughput is measured here, not the per-account queue cap.
-      QUOTA_QUEUED_JOBS: "1000000",
-    });
-    const side = new PlatformSide(proc, new Client({ connectionString: databaseUrl }), databaseUrl, `http://127.0.0.1:${port}`);
+    const db = new Client({ connectionString: databaseUrl });
+    const meter = new JobCostMeter(db, () => ({ "platform process": [proc.proc.pid!] }));
+    const proc = spawnServices(
+      ["api-gateway", "auth", "gpu-scheduler", "gpu-node"],
+      {
+        BENCH_JOB_COST_DIR: meter.dir,
+        TRANSPORTER: "",
+        DATABASE_URL: databaseUrl,
+        PORT: String(port),
+        JWT_SECRET: "bench-secret",
+        GPU_EXECUTOR: "process",
+        GPU_SIMULATE: Array.from({ length: GPUS }, () => "NVIDIA H100 80GB HBM3:81920").join(","),
+        GPU_JOB_LOG_DIR: path.join(dir, "logs"),
+        // One account submits the whole run: throughput is measured here, not the per-account queue cap.
+        QUOTA_QUEUED_JOBS: "1000000",
+      },
+      PROBE_ARGS,
+    );
+    const side = new PlatformSide(proc, db, databaseUrl, `http://127.0.0.1:${port}`, meter);
     try {
       await side.ready();
       return side;
@@ -157,6 +167,8 @@ export class PlatformSide implements Side {
   }
 
   async completed(ids: string[]): Promise<boolean> {
+    // The jobs themselves are read once, at the end: polling them would add to the per-job budget.
+    if ((await jobsInProgress(this.db)) > 0) return false;
     const { rows } = await this.db.query<{ n: number; bad: number }>(
       `SELECT count(*) FILTER (WHERE status = 'completed')::int AS n, count(*) FILTER (WHERE status IN ('failed', 'cancelled'))::int AS bad
        FROM gpu_scheduler.jobs WHERE id = ANY($1::uuid[])`,
@@ -180,5 +192,6 @@ export class PlatformSide implements Side {
     await this.proc.stop();
     await this.db.end().catch(() => undefined);
     await dropDatabase(this.databaseUrl).catch(() => undefined);
+    this.meter.close();
   }
 }

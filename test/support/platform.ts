@@ -244,8 +244,8 @@ export async function gpuTestUser(baseUrl: string, cards = 1): Promise<string> {
 export type ChildService = { proc: ChildProcess; output: () => string; stop(signal?: NodeJS.Signals): Promise<number | null> };
 
 /** Runs `index.ts` with SERVICES=`services` in a separate Node process. */
-export function spawnServices(services: string[], env: Record<string, string>): ChildService {
-  const proc = spawn(process.execPath, ["--import", "tsx", path.join(ROOT, "index.ts")], {
+export function spawnServices(services: string[], env: Record<string, string>, nodeArgs: string[] = []): ChildService {
+  const proc = spawn(process.execPath, ["--import", "tsx", ...nodeArgs, path.join(ROOT, "index.ts")], {
     cwd: ROOT,
     env: {
       ...process.env,
