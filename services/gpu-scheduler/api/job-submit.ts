@@ -45,11 +45,14 @@ async function runningGpuLimit(app: SchedulerApp, clientId: string, gpuCount: nu
   return gpuCount > 1 ? (await app.limits.limitsFor([clientId])).get(clientId)!.runningGpus : null;
 }
 
-/** The cluster as this replica sees it now (read in the same tick as the rules apply). */
+/** The cluster as this replica sees it now (read in the same tick as the rules apply; the card names only if a rule asks). */
 function submissionFacts(app: SchedulerApp, runningGpus: number | null): SubmissionFacts {
   const { view } = app.scheduler;
+  let cardNames: readonly string[] | undefined;
   return {
-    cardNames: view.cardNames(),
+    get cardNames() {
+      return (cardNames ??= view.cardNames());
+    },
     warmingUp: app.scheduler.warmingUp(),
     mostCardsOnOneNode: (gpuType) => view.mostCardsOnOneNode(gpuType),
     runningGpus,

@@ -44,13 +44,14 @@ export function checkSubmission(params: CreateJobParams, facts: SubmissionFacts,
   const envProblem = jobEnvProblem(env);
   if (envProblem) return refuse("env", envProblem);
   const gpuType = requestedGpuType(params.gpuType);
-  // An empty or just-restarted view does not know every card yet: the job waits for one.
-  const known = facts.cardNames.length > 0 && !facts.warmingUp;
-  if (gpuType && known && !matchingNames(facts.cardNames, gpuType).length)
+  // An empty or just-restarted view does not know every card yet: the job waits for one. Read only
+  // for a job that names a type or several cards (the view's names are a walk over every card).
+  const known = () => facts.cardNames.length > 0 && !facts.warmingUp;
+  if (gpuType && known() && !matchingNames(facts.cardNames, gpuType).length)
     return refuse("gpuType", `No GPU in the cluster matches "${gpuType}". Known types: ${facts.cardNames.join(", ")}`, { knownTypes: facts.cardNames });
   const gpuCount = params.gpuCount ?? 1;
   if (gpuCount > 1) {
-    const problem = gpuCountProblem(gpuCount, gpuType, known ? facts.mostCardsOnOneNode(gpuType) : gpuCount, facts.runningGpus);
+    const problem = gpuCountProblem(gpuCount, gpuType, known() ? facts.mostCardsOnOneNode(gpuType) : gpuCount, facts.runningGpus);
     if (problem) return refuse("gpuCount", problem);
   }
   // Pulling makes a GPU host connect to the image's registry: only the operator's registries (the node checks again).
