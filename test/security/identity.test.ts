@@ -218,7 +218,8 @@ describe("identity - API keys", () => {
       await nc.flush();
       expect((await http(base, "GET", "/api/auth/me", { headers: { "x-api-key": key } })).status).toBe(200);
       expect((await http(base, "GET", "/api/auth/me", { token: key })).status).toBe(200);
-      await waitFor(() => seen.filter((m) => m.includes(hashApiKey(key))).length >= 2, { message: "the key's hash on the bus" });
+      // The second request may be answered from the gateway's resolved-key cache (≤ 1 s): one lookup at least.
+      await waitFor(() => seen.some((m) => m.includes(hashApiKey(key))), { message: "the key's hash on the bus" });
       sub.unsubscribe();
     } finally {
       await nc.close();

@@ -111,6 +111,10 @@ beforeAll(async () => {
     timeoutMs: 30_000,
     message: "three nodes registered",
   });
+  // Heartbeats can arrive before the node's INFO: a job dispatched then fails ("not found") and goes elsewhere.
+  const runsOn = (id: string) =>
+    platform.local!.broker.registry.getServiceList({ onlyAvailable: true, skipInternal: true }).some((s) => s.nodeID === id && s.name === "gpu-node");
+  await waitFor(() => [evilId, boundId, honestId].every(runsOn), { timeoutMs: 30_000, message: "every node's gpu-node known to the scheduler's broker" });
   metricsUrl = `http://127.0.0.1:${await waitFor(() => metricsPortOf(platform.local!.broker), { message: "metrics port" })}/metrics`;
 }, 60_000);
 
@@ -139,10 +143,12 @@ describe("nodes - a compromised node claiming cards it never registered", () => 
     await waitFor(
       async () => {
         if (forbidden().length) return true;
+        // The two jobs the rogues hold may be placed after the fourth completes: wait for those too.
+        if (!usedCards(evil).length || !usedCards(bound).length) return false;
         const jobs = await Promise.all(ids.map(async (id) => (await api(victim, "GET", `/api/gpu/jobs/${id}`)).body));
         return jobs.filter((j) => j.status === "completed").length === 4;
       },
-      { timeoutMs: 30_000, message: "four jobs completed on the honest card" },
+      { timeoutMs: 30_000, message: "four jobs completed on the honest card and one held by each rogue's registered card" },
     );
     expect(forbidden()).toEqual([]);
     expect(usedCards(evil)).toEqual(["GPU-evil-0"]);
