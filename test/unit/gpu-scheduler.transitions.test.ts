@@ -17,7 +17,7 @@ import {
   unplace,
 } from "../../services/gpu-scheduler/core/transitions";
 import { PUBLIC_STATUS_TABLE, publicStatus, rangesShowing, showsAsSql, startedSql } from "../../services/gpu-scheduler/core/public-status";
-import { categoriesShowingSql } from "../../services/gpu-scheduler/migrations";
+import { categoriesShowingSql } from "../../services/gpu-scheduler/store/job-counters";
 
 const T0 = new Date("2026-01-01T10:00:00.000Z");
 const T1 = new Date("2026-01-01T10:00:05.000Z");

@@ -8,7 +8,7 @@ import type { QueueAccount } from "../core/placement";
 import { decayedUsageSql } from "./placement.repository";
 import type { StoredStatus } from "../core/transitions";
 import { showsAsSql } from "../core/public-status";
-import { categoriesShowingSql } from "../migrations";
+import { categoriesShowingSql } from "./job-counters";
 import { AccountState, AttemptRow, COLUMNS, JobRow } from "./job-row";
 
 type AccountJson = { c: string; n: number; u: number; h: number };

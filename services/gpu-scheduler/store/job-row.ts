@@ -77,3 +77,9 @@ export const toState = (r: JobRow): JobState => ({
   attempts: r.attempts,
   maxRetries: r.max_retries,
 });
+
+/** A job's document (lib/job-spec.ts) from the columns that held it before migration 15 (`r`: a row prefix, e.g. "NEW."). */
+export const SPEC_FROM_COLUMNS = (r: string) => `jsonb_strip_nulls(jsonb_build_object(
+        'command', ${r}command, 'gpuType', ${r}gpu_type, 'containerImage', ${r}container_image, 'timeoutSeconds', ${r}timeout_seconds,
+        'queueTimeoutSeconds', ${r}queue_timeout_seconds, 'maxRetries', ${r}max_retries, 'priority', (ARRAY['low', 'normal', 'high'])[${r}priority + 1],
+        'gpuCount', ${r}gpu_count, 'webhookUrl', ${r}webhook_url))`;
