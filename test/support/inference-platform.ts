@@ -61,6 +61,8 @@ export async function startInferencePlatform(
   const db = new Client({ connectionString: platform.databaseUrl });
   try {
     await waitForRoute(platform.baseUrl, "GET", "/api/models/health");
+    // The gateway learns each service's routes as it is discovered: auth's may come after inference's.
+    await waitForRoute(platform.baseUrl, "POST", "/api/auth/register");
     account = await newAccount(platform.baseUrl);
     await db.connect();
   } catch (err) {
