@@ -200,6 +200,9 @@ export function openAiStreamFormat(includeUsage: boolean, created: number): Stre
       first = false;
       return chunk(id, model, [{ index: 0, delta, logprobs: null, finish_reason: null }]);
     },
+    toolCall() {
+      throw new Error("tool calls are not written yet");
+    },
     done(a) {
       const last = chunk(a.id, a.model, [{ index: 0, delta: {}, logprobs: null, finish_reason: a.finishReason ?? "stop" }]);
       return `${last}${includeUsage ? chunk(a.id, a.model, [], usageOf(a)) : ""}data: [DONE]\n\n`;

@@ -9,7 +9,7 @@ import type { StreamFormat } from "./answers";
 import { Attempt, AttemptLog, elapsed } from "./attempt-log";
 import type { CallControl } from "./call-control";
 import { estimateTokens } from "./model-info";
-import type { Finish, StreamChunk, Usage } from "./providers";
+import type { Finish, StreamChunk, ToolCall, Usage } from "./providers";
 
 /** The client's end of a stream: destroying it (the client went away) aborts the provider call. */
 export function clientStream(control: CallControl): Readable {
@@ -42,6 +42,7 @@ export async function pump({ attempt, chunks, control, stream, format, prompt, l
     if (!stream.destroyed) stream.push(event);
   };
   let text = "";
+  const toolCalls: ToolCall[] = [];
   let deltas = 0;
   let usage: Usage & Finish = { promptTokens: 0, completionTokens: 0 };
   try {
@@ -51,11 +52,31 @@ export async function pump({ attempt, chunks, control, stream, format, prompt, l
         text += chunk.text;
         deltas += 1;
         send(format.delta(id, entry.name, chunk.text));
+      } else if (chunk.type === "tool_call") {
+        const { type: _, ...part } = chunk;
+        const call = (toolCalls[part.index] ??= { id: "", name: "", arguments: "" });
+        call.id ||= part.id ?? "";
+        call.name ||= part.name ?? "";
+        call.arguments += part.arguments;
+        deltas += 1;
+        send(format.toolCall(id, entry.name, part));
       } else usage = chunk;
     }
     const durationMs = elapsed(attempt.startedAt);
     const { promptTokens, completionTokens, finishReason } = usage;
-    send(format.done({ id, model: entry.name, text, promptTokens, completionTokens, durationMs, ...(finishReason ? { finishReason } : {}) }));
+    const calls = toolCalls.filter(Boolean);
+    send(
+      format.done({
+        id,
+        model: entry.name,
+        text,
+        promptTokens,
+        completionTokens,
+        durationMs,
+        ...(finishReason ? { finishReason } : {}),
+        ...(calls.length ? { toolCalls: calls } : {}),
+      }),
+    );
     log.answered(attempt, durationMs, usage);
   } catch (err) {
     const failure = asFailure(err);

@@ -1,6 +1,25 @@
 /** What every model provider adapter offers the inference service, whatever its wire format. */
 
-export type ChatMessage = { role: "system" | "user" | "assistant"; content: string };
+/** A call of one function tool: `arguments` is the JSON text of its arguments (always valid JSON once whole). */
+export type ToolCall = { id: string; name: string; arguments: string };
+
+/**
+ * One message of a chat. An assistant message may carry the tool calls it made; a `tool` message
+ * is the result of one of them (`toolCallId` names the call).
+ */
+export type ChatMessage =
+  | { role: "system" | "user"; content: string }
+  | { role: "assistant"; content: string; toolCalls?: ToolCall[] }
+  | { role: "tool"; content: string; toolCallId: string };
+
+/** A function tool the model may call: `parameters` is a JSON Schema of its arguments. */
+export type ToolSpec = { name: string; description?: string; parameters?: Record<string, unknown>; strict?: boolean };
+
+/** Whether the model may, must, or must not call tools, or must call the one named. */
+export type ToolChoice = "none" | "auto" | "required" | { name: string };
+
+/** Structured output: any JSON object, or JSON matching `schema`. */
+export type ResponseFormat = { type: "json_object" } | { type: "json_schema"; name: string; schema: Record<string, unknown>; strict?: boolean };
 
 /** Sampling options, each mapped to the provider's own name; absent ones are left to the provider. */
 export type ChatOptions = {
@@ -11,6 +30,12 @@ export type ChatOptions = {
   seed?: number;
   /** The end user, for the provider's abuse monitoring (OpenAI-compatible providers only). */
   user?: string;
+  /** Function tools (absent: none offered). */
+  tools?: ToolSpec[];
+  toolChoice?: ToolChoice;
+  /** False: at most one tool call per answer (absent: the provider's default). */
+  parallelToolCalls?: boolean;
+  responseFormat?: ResponseFormat;
 };
 
 export type ChatRequest = ChatOptions & {
@@ -21,13 +46,21 @@ export type ChatRequest = ChatOptions & {
 
 export type Usage = { promptTokens: number; completionTokens: number };
 
-/** Set only when the answer was cut at maxTokens ("stop" otherwise). */
-export type Finish = { finishReason?: "length" };
+/** Set only when the answer was cut at maxTokens, or ended to call tools ("stop" otherwise). */
+export type Finish = { finishReason?: "length" | "tool_calls" };
 
-export type Completion = Usage & Finish & { text: string };
+/** A whole answer: its text, and the tool calls it made (absent or empty: none). */
+export type Completion = Usage & Finish & { text: string; toolCalls?: ToolCall[] };
 
-/** A streamed answer: text deltas, then exactly one usage chunk when the provider finished. */
-export type StreamChunk = { type: "delta"; text: string } | ({ type: "usage" } & Usage & Finish);
+/**
+ * A part of a streamed tool call. The first part of call `index` carries its `id` and `name`;
+ * `arguments` fragments follow (the first part may carry one too), and joined in order they are
+ * the whole JSON text of its arguments.
+ */
+export type ToolCallDelta = { index: number; id?: string; name?: string; arguments: string };
+
+/** A streamed answer: text deltas and tool call parts, then exactly one usage chunk when the provider finished. */
+export type StreamChunk = { type: "delta"; text: string } | ({ type: "tool_call" } & ToolCallDelta) | ({ type: "usage" } & Usage & Finish);
 
 export type Embeddings = { vectors: number[][]; promptTokens: number };
 
