@@ -13,14 +13,15 @@ import { SERVICE_REGISTRY } from "../../moleculer.config";
 import { OPENAI_OPERATIONS } from "../../services/api-gateway/openapi/openai";
 import { OPERATIONS } from "../../services/api-gateway/openapi/responses";
 import { InferencePlatform, startInferencePlatform } from "../support/inference-platform";
+import { v1Routes } from "../support/v1-routes";
 import { http, HttpResult, startTestPlatform, TestPlatform, waitFor, waitForRoute } from "../support/platform";
 
 type Doc = { openapi: string; paths: Record<string, Record<string, any>>; components: any };
 
 // The gateway's own pages: the reference (docs.ts) and the web console (console.ts).
 const DOCS_ROUTES = ["GET /api/openapi.json", "GET /api/docs", "GET /api/docs/{file}", "GET /console", "GET /console/{file}"];
-// The OpenAI-compatible routes the gateway aliases (api-gateway.service.ts), documented in OpenAI's shapes (openapi/openai.ts).
-const V1_ROUTES = ["GET /v1/models", "POST /v1/chat/completions", "POST /v1/embeddings"];
+// The routes the gateway aliases under /v1 (api-gateway.service.ts), documented in their APIs' shapes (openapi/openai.ts).
+const V1_ROUTES = v1Routes();
 const toKey = (method: string, path: string) => `${method.toUpperCase()} ${path.replace(/:([A-Za-z0-9_]+)\??/g, "{$1}")}`;
 
 /** The document `base` serves, and an ajv that knows it as `openapi.json`. */
@@ -253,6 +254,16 @@ describe("ops - OpenAPI document of the OpenAI-compatible routes (/v1)", () => {
     const chat = await http(base, "POST", "/v1/chat/completions", { ...key, body: { model: "llama3.2:1b", messages: [{ role: "user", content: "hi" }] } });
     expect(chat.status).toBe(200);
     expectV1Documented("POST", "/v1/chat/completions", chat);
+    p.ollama.set({ chunks: [], toolCalls: [{ name: "get_weather", arguments: '{"city":"Oslo"}' }], completionTokens: 9 });
+    const tools = [{ type: "function", function: { name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } } } } }];
+    const toolCall = await http(base, "POST", "/v1/chat/completions", {
+      ...key,
+      body: { model: "llama3.2:1b", messages: [{ role: "user", content: "hi" }], tools },
+    });
+    p.ollama.set({});
+    expect(toolCall.status).toBe(200);
+    expect(toolCall.body.choices[0]).toMatchObject({ finish_reason: "tool_calls", message: { tool_calls: [{ function: { name: "get_weather" } }] } });
+    expectV1Documented("POST", "/v1/chat/completions", toolCall);
     const embeddings = await http(base, "POST", "/v1/embeddings", { ...key, body: { model: "llama3.2:1b", input: ["a", "b"] } });
     expect(embeddings.status).toBe(200);
     expectV1Documented("POST", "/v1/embeddings", embeddings);
