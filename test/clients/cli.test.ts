@@ -4,7 +4,7 @@
  * Ollama stand-in. Each test's config lives in its own XDG_CONFIG_HOME.
  */
 import { execFile, spawn } from "child_process";
-import { mkdtempSync, readFileSync, rmSync, statSync } from "fs";
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "fs";
 import os from "os";
 import path from "path";
 import { promisify } from "util";
@@ -192,6 +192,43 @@ describe("clients cli - ci-platform as a process", () => {
     expect(ollama.requests.at(-1)?.body.messages.at(-1).content).toBe("a prompt on stdin");
     const unknown = await cli("chat", "no-such-model", "hi");
     expect([unknown.code, unknown.stderr]).toEqual([1, expect.stringContaining("HTTP 404")]);
+  });
+
+  test("clients cli - chat --tool prints the answer's tool call as one; --json-schema asks for that schema (strict)", async () => {
+    const tool = path.join(work, "weather.json");
+    const params = { type: "object", properties: { city: { type: "string" } }, required: ["city"] };
+    writeFileSync(tool, JSON.stringify({ name: "get_weather", description: "The weather in a city", parameters: params }));
+    ollama.set({ chunks: [], toolCalls: [{ name: "get_weather", arguments: '{"city":"Oslo"}' }], completionTokens: 9 });
+    const called = await cli("chat", "llama3.2:1b", "Weather in Oslo?", "--tool", tool);
+    ollama.set({});
+    expect([called.code, called.stdout, called.stderr]).toEqual([0, 'tool call: get_weather({"city":"Oslo"})\n', ""]);
+    expect(ollama.requests.at(-1)?.body.tools).toEqual([{ type: "function", function: expect.objectContaining({ name: "get_weather", parameters: params }) }]);
+    const unknown = await cli("chat", "no-such-model", "hi", "--tool", tool);
+    expect([unknown.code, unknown.stderr]).toEqual([1, expect.stringContaining("(model_not_found, HTTP 404)")]);
+    const schemaFile = path.join(work, "city.schema.json");
+    const schema = { type: "object", properties: { city: { type: "string" } }, required: ["city"], additionalProperties: false };
+    writeFileSync(schemaFile, JSON.stringify(schema));
+    const shaped = await cli("chat", "llama3.2:1b", "A city?", "--json-schema", schemaFile);
+    expect([shaped.code, shaped.stdout]).toEqual([0, "Hello, world!\n"]);
+    // Ollama gets the schema as its `format` (services/inference/providers/ollama.ts).
+    expect(ollama.requests.at(-1)?.body.format).toEqual(schema);
+  });
+
+  test("clients cli - chat with a missing or invalid --tool / --json-schema file: a clear error, exit 2, nothing sent", async () => {
+    writeFileSync(path.join(work, "broken.json"), "{ not json");
+    writeFileSync(path.join(work, "nameless.json"), JSON.stringify({ description: "no name" }));
+    const sent = ollama.requests.length;
+    const cases: Array<[string[], string]> = [
+      [["--json-schema", "no-such-file.json"], "--json-schema: cannot read no-such-file.json (ENOENT)"],
+      [["--json-schema", "broken.json"], "--json-schema: broken.json is not JSON"],
+      [["--tool", "no-such-file.json"], "--tool: cannot read no-such-file.json (ENOENT)"],
+      [["--tool", "nameless.json"], "--tool: nameless.json must hold a function tool"],
+    ];
+    for (const [args, message] of cases) {
+      const res = await cli("chat", "llama3.2:1b", "hi", ...args);
+      expect([args.join(" "), res.code, res.stderr]).toEqual([args.join(" "), 2, expect.stringContaining(message)]);
+    }
+    expect(ollama.requests.length).toBe(sent);
   });
 
   test("clients cli - bad input: a clear message, a non-zero exit, and nothing submitted", async () => {

@@ -1,14 +1,14 @@
-/** gpus, models ls, chat, usage. */
+/** gpus, models ls, chat (chat.ts), usage. */
 import type { Argv } from "yargs";
-import { Context, readStdin, Run, UsageError } from "./context";
+import { chatCommand } from "./chat";
+import { Context, Run } from "./context";
 import { bar, printJson, printTable } from "./output";
-import { rawOption, untrustedText } from "./terminal";
 
 /** 80 °C and above reads as a full bar. */
 const HOT_C = 80;
 
 export function miscCommands(y: Argv, run: Run): Argv {
-  return y
+  return chatCommand(y, run)
     .command(
       "gpus",
       "the cluster's cards: utilization, memory and temperature",
@@ -46,28 +46,6 @@ export function miscCommands(y: Argv, run: Run): Argv {
           }),
         )
         .demandCommand(1),
-    )
-    .command(
-      "chat <model> [prompt]",
-      "stream a reply (the prompt from stdin when not given)",
-      (c) =>
-        c
-          .positional("model", { type: "string", demandOption: true })
-          .positional("prompt", { type: "string" })
-          .option("system", { type: "string", describe: "system prompt" })
-          .option("max-tokens", { type: "number" })
-          .option("temperature", { type: "number" })
-          .option(...rawOption),
-      run(async (ctx, args) => {
-        const prompt = args.prompt ?? (ctx.stdin.isTTY ? "" : await readStdin(ctx.stdin));
-        if (!prompt.trim()) throw new UsageError("No prompt: give one, or pipe it on stdin");
-        const body = { model: args.model, prompt, systemPrompt: args.system, maxTokens: args.maxTokens, temperature: args.temperature };
-        if (ctx.json) return printJson(ctx, await ctx.client().infer(body));
-        const out = untrustedText(ctx.stdout, args.raw);
-        for await (const chunk of ctx.client().inferStream(body)) if (chunk.delta) out.write(chunk.delta);
-        out.end();
-        ctx.stdout.write("\n");
-      }),
     )
     .command(
       "usage",

@@ -13,6 +13,9 @@ type Body<P extends PathsWith<M>, M extends Method> = RequestInit<P, M> extends 
 export type JobRequest = Body<"/api/gpu/jobs", "post">;
 export type DatabaseRequest = Body<"/api/databases", "post">;
 export type InferenceRequest = Omit<Body<"/api/models/infer", "post">, "stream">;
+/** OpenAI's chat completion request (POST /v1/chat/completions): tools and response_format included. */
+export type ChatCompletionRequest = Omit<Body<"/v1/chat/completions", "post">, "stream" | "stream_options">;
+export type ChatCompletion = Schemas["OpenAiChatCompletion"];
 /** One event of a streamed inference: deltas, then a last one with `done: true`. */
 export type InferenceChunk = { id: string; model: string; delta?: string; response?: string; tokensUsed?: number; durationMs?: number; done?: boolean };
 
@@ -97,6 +100,9 @@ export class CiPlatform {
     const res = await send(this.creds, "post", "/api/models/infer", { body: { ...body, stream: true }, signal: opts.signal, accept: "text/event-stream" });
     for await (const { data } of jsonEvents<InferenceChunk>(res)) yield data;
   }
+
+  /** One chat completion, whole (OpenAI's API: an answer's tool calls in `choices[0].message.tool_calls`). */
+  chatCompletion = (body: ChatCompletionRequest) => this.api("post", "/v1/chat/completions", { body: { ...body, stream: false } });
 
   // databases
   createDatabase = (body: DatabaseRequest = {}) => this.api("post", "/api/databases", { body });

@@ -1,6 +1,17 @@
 /** @ci-platform/sdk: the typed client of the ci-platform API. */
 export { CiPlatform, TERMINAL } from "./client";
-export type { DatabaseRequest, InferenceChunk, InferenceRequest, Job, JobRequest, JobStatus, Schemas, WaitOptions } from "./client";
+export type {
+  ChatCompletion,
+  ChatCompletionRequest,
+  DatabaseRequest,
+  InferenceChunk,
+  InferenceRequest,
+  Job,
+  JobRequest,
+  JobStatus,
+  Schemas,
+  WaitOptions,
+} from "./client";
 export { ApiError, buildUrl, request, send } from "./http";
 export type { Credentials, Method, PathsWith, RequestInit, ResponseOf } from "./http";
 export { jsonEvents, sseMessages, textChunks } from "./streams";
