@@ -1,5 +1,7 @@
-// Models: the list, and a chat playground whose reply streams in (POST /api/models/infer, stream: true).
+// Models: the list, and a chat playground whose reply streams in (POST /api/models/infer, stream: true);
+// with tools given, one answer of POST /v1/chat/completions, its tool calls shown as calls (chat-tools.js).
 import { api, streamEvents } from "./api.js";
+import { answerViews, toolsFrom } from "./chat-tools.js";
 import { h, guarded } from "./ui.js";
 
 export function modelsPage(signal) {
@@ -7,6 +9,7 @@ export function modelsPage(signal) {
   const model = h("select", { id: "chat-model" });
   const system = h("input", { id: "chat-system", placeholder: "optional" });
   const prompt = h("textarea", { id: "chat-prompt", rows: 3, required: true, placeholder: "Ask something…" });
+  const tools = h("textarea", { id: "chat-tools", rows: 2, placeholder: 'optional: {"name": "get_weather", "parameters": {…}}' });
   const transcript = h("div", { className: "chat", "aria-live": "polite", "aria-label": "Conversation" });
   const list = h("ul", { className: "plain" });
   const send = h("button", { type: "submit" }, "Send");
@@ -25,37 +28,50 @@ export function modelsPage(signal) {
       h("p", {}, h("label", { for: "chat-model" }, "Model"), model),
       h("p", {}, h("label", { for: "chat-system" }, "System prompt"), system),
     ),
+    h("p", {}, h("label", { for: "chat-tools" }, "Tools (JSON)"), tools),
     transcript,
     h("p", {}, h("label", { for: "chat-prompt" }, "Prompt"), prompt),
     send,
   );
-  form.addEventListener("submit", (e) => {
-    e.preventDefault();
-    const text = prompt.value;
+  /** With tools: one answer of /v1/chat/completions, its text and tool calls appended to the transcript. */
+  async function askWithTools(text, offered) {
+    transcript.append(h("p", { className: "msg user" }, text));
+    const messages = [...(system.value.trim() ? [{ role: "system", content: system.value.trim() }] : []), { role: "user", content: text }];
+    const completion = await api("POST", "/v1/chat/completions", { model: model.value, messages, tools: offered }, signal);
+    const { usage } = completion;
+    transcript.append(...answerViews(completion.choices[0].message), h("small", { className: "muted" }, `${usage.total_tokens} tokens`));
+  }
+
+  function streamReply(text) {
     const reply = h("p", { className: "msg assistant", "data-streaming": "true" });
     const meta = h("small", { className: "muted" });
     transcript.append(h("p", { className: "msg user" }, text), reply, meta);
-    prompt.value = "";
-    send.disabled = true;
     const body = { model: model.value, prompt: text, stream: true };
     if (system.value.trim()) body.systemPrompt = system.value.trim();
-    guarded(slot, () =>
-      streamEvents(
-        "POST",
-        "/api/models/infer",
-        body,
-        (_name, data) => {
-          const chunk = JSON.parse(data);
-          if (chunk.error) throw new Error(chunk.error.message ?? String(chunk.error));
-          if (chunk.delta) reply.append(chunk.delta);
-          if (chunk.done) meta.textContent = `${chunk.tokensUsed} tokens · ${chunk.durationMs} ms`;
-        },
-        signal,
-      ),
-    ).finally(() => {
-      reply.dataset.streaming = "false";
-      send.disabled = false;
-    });
+    return streamEvents(
+      "POST",
+      "/api/models/infer",
+      body,
+      (_name, data) => {
+        const chunk = JSON.parse(data);
+        if (chunk.error) throw new Error(chunk.error.message ?? String(chunk.error));
+        if (chunk.delta) reply.append(chunk.delta);
+        if (chunk.done) meta.textContent = `${chunk.tokensUsed} tokens · ${chunk.durationMs} ms`;
+      },
+      signal,
+    ).finally(() => (reply.dataset.streaming = "false"));
+  }
+
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const text = prompt.value;
+    send.disabled = true;
+    guarded(slot, () => {
+      // Tools in words before anything is sent: a mistake keeps the prompt.
+      const offered = tools.value.trim() ? toolsFrom(tools.value) : undefined;
+      prompt.value = "";
+      return offered ? askWithTools(text, offered) : streamReply(text);
+    }).finally(() => (send.disabled = false));
   });
   return h("div", {}, h("h1", {}, "Models"), slot, form, h("section", { className: "card" }, h("h2", {}, "Available models"), list));
 }

@@ -152,6 +152,27 @@ describe("console - the web console in Chromium", () => {
     await shot("05-models");
   });
 
+  it("console - models: with tools given, an answer's tool call is shown as a call (name and arguments); tools that are not JSON are refused in words", async () => {
+    const sent = ollama.requests.length;
+    await page.getByLabel("Tools (JSON)").fill("{ not json");
+    await page.getByLabel("Prompt", { exact: true }).fill("Weather in Oslo?");
+    await page.getByRole("button", { name: "Send" }).click();
+    await page.getByRole("alert").filter({ hasText: "Tools: not JSON" }).waitFor();
+    expect(ollama.requests.length).toBe(sent);
+    ollama.set({ chunks: [], toolCalls: [{ name: "get_weather", arguments: '{"city":"Oslo"}' }], completionTokens: 9 });
+    await page
+      .getByLabel("Tools (JSON)")
+      .fill(JSON.stringify({ name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } } } }));
+    await page.getByRole("button", { name: "Send" }).click();
+    const call = page.locator(".msg.tool-call").last();
+    await call.waitFor();
+    ollama.set({});
+    expect(await call.textContent()).toBe('tool call get_weather({"city":"Oslo"})');
+    expect(ollama.requests.at(-1)?.body.tools).toEqual([expect.objectContaining({ function: expect.objectContaining({ name: "get_weather" }) })]);
+    await page.getByLabel("Tools (JSON)").fill("");
+    await shot("05b-models-tool-call");
+  });
+
   it("console - databases: created with its password shown once, destroyed only once its name is typed", async () => {
     await page.getByRole("link", { name: "Databases" }).click();
     await page.getByRole("button", { name: "Create database" }).click();
