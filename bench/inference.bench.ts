@@ -10,17 +10,20 @@
  *    OpenAI-compatible route, same body, with a JWT; and again with an API key (auth's answer
  *    cached by each gateway replica for at most 1 s: a rotated key stops within 1 s);
  *  - platform /api: the same platform's POST /api/models/infer, with a JWT.
+ * Agents' requests (bench/inference-agents.ts), direct, Portkey and the platform: a chat
+ * completion offering a function tool that the stand-in calls; Anthropic's POST /v1/messages.
  * Cases: concurrency 1 with instant answers (the overhead itself, least exposed to scheduling
  * noise), concurrency 1 (answers in 10–30 ms) and 50 (100–300 ms), non-streamed (whole answer)
- * and streamed (time to first byte); then capacity (instant answers, 50 concurrent). Paths take turns in short rounds (see compare).
+ * and streamed (time to first byte); then capacity (instant answers, 50 concurrent). Paths take turns in short rounds (compare, bench/inference-measure.ts).
  * Goals: the platform's added p50 ≤ 1 ms and below Portkey's.
  */
 import { ChildProcess, spawn } from "child_process";
-import http from "http";
 import os from "os";
 import path from "path";
 import readline from "readline";
 import { ChildService, dropDatabase, freePort, spawnServices, testDatabaseUrl, uniqueName, waitFor } from "../test/support/platform";
+import { AgentPaths, messagesTargets, TOOL_CALL_SCRIPT, toolTargets, wrongAnswer } from "./inference-agents";
+import { agent, compare, Figures, once, Target } from "./inference-measure";
 import { installPortkey, Portkey, PORTKEY_VERSION, startPortkey } from "./portkey";
 
 const REQUESTS = Number(process.env.BENCH_REQUESTS || 1200); // 50 concurrent, non-streamed, per path
@@ -30,85 +33,6 @@ const SERIAL_INSTANT = Number(process.env.BENCH_SERIAL_INSTANT || 1000); // conc
 const CAPACITY_REQUESTS = Number(process.env.BENCH_CAPACITY_REQUESTS || 3000);
 const CONCURRENCY = 50;
 const MODEL = "llama3.2:1b";
-
-/** `body(i)`: the i-th request of a pass; its prompt's `#i` fixes the stand-in's answer time, the same on every path. */
-type Target = { name: string; port: number; path: string; headers: Record<string, string>; body: (i: number, stream: boolean) => string };
-type Figures = { p50: number; p99: number; rps: number } | { error: string };
-
-const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
-
-/** One request; resolves with ms until the whole body (or, with `firstByte`, its first byte). */
-function once(t: Target, stream: boolean, i = 0): Promise<number> {
-  const body = t.body(i, stream);
-  return new Promise((resolve, reject) => {
-    const started = process.hrtime.bigint();
-    const headers = { ...t.headers, "content-type": "application/json", "content-length": Buffer.byteLength(body) };
-    const req = http.request({ host: "127.0.0.1", port: t.port, path: t.path, method: "POST", agent, headers });
-    req.once("error", reject);
-    req.once("response", (res) => {
-      let first: bigint | undefined;
-      let text = "";
-      res.on("data", (d) => {
-        first ??= process.hrtime.bigint();
-        if (res.statusCode !== 200) text += d;
-      });
-      res.once("end", () => {
-        if (res.statusCode !== 200) return reject(new Error(`${res.statusCode} ${text.slice(0, 200)}`));
-        resolve(Number((stream ? first! : process.hrtime.bigint()) - started) / 1e6);
-      });
-      res.once("error", reject);
-    });
-    req.end(body);
-  });
-}
-
-type Run = { samples: number[]; seconds: number } | { error: string };
-
-/** `total` requests, `concurrency` at a time (closed loop), numbered from `first`. */
-async function run(t: Target, total: number, concurrency: number, stream: boolean, first = 0): Promise<Run> {
-  const samples: number[] = [];
-  let next = 0;
-  const started = process.hrtime.bigint();
-  try {
-    await Promise.all(
-      Array.from({ length: concurrency }, async () => {
-        while (next < total) samples.push(await once(t, stream, first + next++));
-      }),
-    );
-  } catch (err) {
-    return { error: (err as Error).message };
-  }
-  return { samples, seconds: Number(process.hrtime.bigint() - started) / 1e9 };
-}
-
-/** Percentiles over every sample of a path's runs. */
-function figuresOf(runs: Run[]): Figures {
-  const failed = runs.find((r) => "error" in r);
-  if (failed) return failed as { error: string };
-  const ok = runs as Array<{ samples: number[]; seconds: number }>;
-  const samples = ok.flatMap((r) => r.samples).sort((a, b) => a - b);
-  const seconds = ok.reduce((sum, r) => sum + r.seconds, 0);
-  const at = (q: number) => samples[Math.min(samples.length - 1, Math.floor(q * samples.length))];
-  return { p50: at(0.5), p99: at(0.99), rps: Math.round(samples.length / seconds) };
-}
-
-/**
- * Every path warmed up, then the requests in many short rounds, path after path (10 requests per
- * round at concurrency 1): load from outside the benchmark, which comes in bursts on a shared
- * machine, falls on every path alike instead of on whichever ran during the burst.
- */
-async function compare(targets: Target[], total: number, concurrency: number, stream: boolean): Promise<Figures[]> {
-  for (const t of targets) await run(t, Math.min(100, total), concurrency, stream); // JIT, pools, model list cache
-  const rounds = concurrency === 1 ? Math.ceil(total / 10) : 8;
-  const per = Math.ceil(total / rounds);
-  const runs: Run[][] = targets.map(() => []);
-  for (let r = 0; r < rounds; r++)
-    for (const [i, t] of targets.entries()) {
-      // A path that failed is not asked again (Portkey's streams).
-      if (!runs[i].some((x) => "error" in x)) runs[i].push(await run(t, per, concurrency, stream, r * per));
-    }
-  return runs.map(figuresOf);
-}
 
 /** A helper process that prints one JSON line with its URL and exits when its stdin closes. */
 function startHelper(file: string, env: Record<string, string> = {}): Promise<{ url: string; proc: ChildProcess; lines: readline.Interface }> {
@@ -180,10 +104,11 @@ async function main() {
       body: chat,
     });
     const auth = { authorization: `Bearer ${jwt}` };
+    const toPortkey = { "x-portkey-provider": "openai", "x-portkey-custom-host": `${standin.url}/v1` };
     const targets: Target[] = [
       openAiPath("direct", Number(new URL(standin.url).port)),
       openAiPath("bare proxy", Number(new URL(proxy.url).port)),
-      ...(portkey ? [openAiPath("portkey", portkey.port, { "x-portkey-provider": "openai", "x-portkey-custom-host": `${standin.url}/v1`, ...auth })] : []),
+      ...(portkey ? [openAiPath("portkey", portkey.port, { ...toPortkey, ...auth })] : []),
       openAiPath("platform /v1", port, auth),
       openAiPath("platform /v1, API key", port, { authorization: `Bearer ${apiKey}` }),
       {
@@ -196,47 +121,76 @@ async function main() {
     ];
     await waitFor(() => once(targets[targets.length - 1], false).catch(() => false), { timeoutMs: 30_000, intervalMs: 200, message: "the platform to answer" });
 
-    const cases: Array<[string, Figures[]]> = [];
+    const cases: Array<[string, Target[], Figures[]]> = [];
+    const notMeasured: string[] = [];
+    const measure = async (label: string, paths: Target[], total: number, concurrency: number, stream: boolean) =>
+      cases.push([label, paths, await compare(paths, total, concurrency, stream)]);
     await script(standin, { delayMs: 0 });
-    cases.push(["non-streamed, concurrency 1, instant answers", await compare(targets, SERIAL_INSTANT, 1, false)]);
+    await measure("non-streamed, concurrency 1, instant answers", targets, SERIAL_INSTANT, 1, false);
+    // Agents' requests: a tool offered and called; Anthropic's Messages API.
+    const agentPaths: AgentPaths = {
+      model: MODEL,
+      prompt,
+      standinPort: Number(new URL(standin.url).port),
+      portkey: portkey ? { port: portkey.port, headers: toPortkey } : undefined,
+      platformPort: port,
+      jwt,
+      apiKey,
+    };
+    await script(standin, TOOL_CALL_SCRIPT);
+    const tools = toolTargets(agentPaths);
+    const toolProblem = await wrongAnswer(tools[tools.length - 1], "tool call");
+    if (toolProblem) throw new Error(toolProblem);
+    await measure("tools: non-streamed, concurrency 1, instant tool calls", tools, SERIAL_INSTANT, 1, false);
+    await script(standin, { delayMs: 0 });
+    const messages = messagesTargets(agentPaths);
+    const messagesProblem = await wrongAnswer(messages[messages.length - 1], "message");
+    if (messagesProblem) notMeasured.push(`/v1/messages not measured: ${messagesProblem}`);
+    else await measure("/v1/messages: non-streamed, concurrency 1, instant answers", messages, SERIAL_INSTANT, 1, false);
     await script(standin, { delayMs: 10, jitterMs: 20, chunkDelayMs: 2 });
-    cases.push(["non-streamed, concurrency 1, answers in 10–30 ms", await compare(targets, SERIAL, 1, false)]);
-    cases.push(["streamed TTFB, concurrency 1, first token in 10–30 ms", await compare(targets, SERIAL, 1, true)]);
+    await measure("non-streamed, concurrency 1, answers in 10–30 ms", targets, SERIAL, 1, false);
+    await measure("streamed TTFB, concurrency 1, first token in 10–30 ms", targets, SERIAL, 1, true);
     await script(standin, { delayMs: 100, jitterMs: 200, chunkDelayMs: 5 });
-    cases.push([`non-streamed, ${CONCURRENCY} concurrent, answers in 100–300 ms`, await compare(targets, REQUESTS, CONCURRENCY, false)]);
-    cases.push([`streamed TTFB, ${CONCURRENCY} concurrent, first token in 100–300 ms`, await compare(targets, STREAMS, CONCURRENCY, true)]);
+    await measure(`non-streamed, ${CONCURRENCY} concurrent, answers in 100–300 ms`, targets, REQUESTS, CONCURRENCY, false);
+    await measure(`streamed TTFB, ${CONCURRENCY} concurrent, first token in 100–300 ms`, targets, STREAMS, CONCURRENCY, true);
     await script(standin, { delayMs: 0 });
-    cases.push([`capacity: non-streamed, ${CONCURRENCY} concurrent, instant answers`, await compare(targets, CAPACITY_REQUESTS, CONCURRENCY, false)]);
+    await measure(`capacity: non-streamed, ${CONCURRENCY} concurrent, instant answers`, targets, CAPACITY_REQUESTS, CONCURRENCY, false);
 
     console.log(
       `\nbench:inference — OpenAI-format stand-in; bare proxy, Portkey ${PORTKEY_VERSION} and the platform each in its own process; ` +
         `${os.cpus().length} CPUs, load average ${os.loadavg()[0].toFixed(2)} at the end`,
     );
     if (portkeyProblem) console.log(`Portkey not measured: ${portkeyProblem}`);
+    for (const line of notMeasured) console.log(line);
     console.log("| case | path | p50 | p99 | req/s | added p50 | added p99 |");
     console.log("|---|---|---|---|---|---|---|");
-    for (const [label, figures] of cases) {
+    for (const [label, paths, figures] of cases) {
       const direct = figures[0];
       figures.forEach((f, i) => {
         const cells =
           "error" in f
             ? `failed: ${f.error.replace(/\|/g, "/").slice(0, 120)} | | | | |`
             : `${ms(f.p50)} | ${ms(f.p99)} | ${f.rps} | ${i === 0 || "error" in direct ? "" : plus(f.p50 - direct.p50)} | ${i === 0 || "error" in direct ? "" : plus(f.p99 - direct.p99)} |`;
-        console.log(`| ${i === 0 ? label : ""} | ${targets[i].name} | ${cells}`);
+        console.log(`| ${i === 0 ? label : ""} | ${paths[i].name} | ${cells}`);
       });
     }
-    const added = (figures: Figures[], name: string) => {
-      const f = figures[targets.findIndex((t) => t.name === name)];
+    const added = (paths: Target[], figures: Figures[], name: string) => {
+      const f = figures[paths.findIndex((t) => t.name === name)];
       const d = figures[0];
       return f && !("error" in f) && !("error" in d) ? f.p50 - d.p50 : undefined;
     };
-    console.log("\nAdded p50 per case (platform /v1 · /v1 with an API key · /api · Portkey):");
-    for (const [label, figures] of cases) {
-      const [v1, v1Key, api, pk] = ["platform /v1", "platform /v1, API key", "platform /api", "portkey"].map((n) => added(figures, n));
-      const show = (v?: number) => (v === undefined ? "n/a" : plus(v));
+    console.log("\nAdded p50 over the direct path, per case (goal: the platform ≤ +1 ms and below Portkey):");
+    for (const [label, paths, figures] of cases) {
+      const shown = paths.filter((t) => t.name !== "direct" && t.name !== "bare proxy");
+      const show = (name: string) => `${name} ${added(paths, figures, name) === undefined ? "n/a" : plus(added(paths, figures, name)!)}`;
+      // The case's first platform path is the one the goal is about (/v1, tools, /v1/messages).
+      const platform = added(paths, figures, shown.find((t) => t.name.startsWith("platform"))!.name);
+      const pk = added(paths, figures, "portkey");
       const verdict =
-        v1 === undefined ? "" : `; /v1 ≤ +1 ms: ${v1 <= 1 ? "met" : "NOT met"}${pk === undefined ? "" : `, below Portkey: ${v1 < pk ? "yes" : "no"}`}`;
-      console.log(`- ${label}: ${show(v1)} · ${show(v1Key)} · ${show(api)} · ${show(pk)}${verdict}`);
+        platform === undefined
+          ? ""
+          : `; ≤ +1 ms: ${platform <= 1 ? "met" : "NOT met"}${pk === undefined ? "" : `, below Portkey: ${platform < pk ? "yes" : "no"}`}`;
+      console.log(`- ${label}: ${shown.map((t) => show(t.name)).join(" · ")}${verdict}`);
     }
   } finally {
     await platform?.stop();
