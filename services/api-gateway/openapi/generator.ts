@@ -8,8 +8,8 @@ import type { ApiTag } from "../../../lib/contract";
 import { ErrorCode, ErrorCodes } from "../../../lib/errors";
 import type { AuthPolicy } from "../../../lib/identity";
 import { policyOf } from "../../../middlewares/auth.middleware";
-import { OPENAI_ERROR, OPENAI_OPERATIONS, OPENAI_SCHEMAS } from "./openai";
-import { ANY_REQUEST_ERRORS, Operation, OPERATIONS, SCHEMAS } from "./responses";
+import { OPENAI_ERROR, OPENAI_OPERATIONS } from "./openai";
+import { ANY_REQUEST_ERRORS, ErrorShape, Operation, OPERATIONS, SCHEMAS } from "./responses";
 import { bodySchema, JsonSchema, paramFields } from "./schema";
 
 export type LiveRoute = {
@@ -67,10 +67,13 @@ function implicitErrors(route: LiveRoute, policy: AuthPolicy, hasParams: boolean
 
 const REQUEST_ID_HEADER = { "X-Request-Id": { $ref: "#/components/headers/XRequestId" } };
 
-/** `openAi`: the /v1 routes answer OpenAI's error shape (lib/openai-errors.ts), the codes then only named in the description. */
-function errorResponses(codes: ErrorCode[], openAi = false): Record<string, unknown> {
+/** `shape`: a route answering another API's errors (/v1: lib/openai-errors.ts, lib/anthropic-errors.ts), the codes then only named in the description. */
+function errorResponses(codes: ErrorCode[], shape?: ErrorShape): Record<string, unknown> {
   const byStatus = new Map<number, ErrorCode[]>();
-  for (const code of new Set(codes)) byStatus.set(ErrorCodes[code], [...(byStatus.get(ErrorCodes[code]) ?? []), code]);
+  for (const code of new Set(codes)) {
+    const status = shape?.status ? shape.status(ErrorCodes[code]) : ErrorCodes[code];
+    byStatus.set(status, [...(byStatus.get(status) ?? []), code]);
+  }
   const responses: Record<string, unknown> = {};
   for (const [status, list] of [...byStatus].sort((a, b) => a[0] - b[0])) {
     const headers: Record<string, unknown> = { ...REQUEST_ID_HEADER };
@@ -80,7 +83,7 @@ function errorResponses(codes: ErrorCode[], openAi = false): Record<string, unkn
       headers,
       content: {
         "application/json": {
-          schema: openAi ? ref(OPENAI_ERROR) : { allOf: [ref("Error"), { properties: { error: { properties: { code: { enum: list } } } } }] },
+          schema: shape ? ref(shape.name) : { allOf: [ref("Error"), { properties: { error: { properties: { code: { enum: list } } } } }] },
         },
       },
     };
@@ -156,13 +159,15 @@ function operationOf(route: LiveRoute, path: string, op: Operation | undefined, 
     ...(requestBody ? { requestBody } : {}),
     responses: {
       ...(op ? successResponse(op, named) : { default: { description: "Not documented yet" } }),
-      ...errorResponses(errors, path.startsWith(`${V1}/`)),
+      ...errorResponses(errors, errorShapeOf(path, op)),
     },
   };
   return operation;
 }
 
 const V1 = "/v1";
+/** The /v1 routes answer OpenAI's errors unless their documentation names another API's. */
+const errorShapeOf = (path: string, op: Operation | undefined) => op?.errorShape ?? (path.startsWith(`${V1}/`) ? OPENAI_ERROR : undefined);
 
 const TAGS: Array<{ name: ApiTag | "openai"; description: string }> = [
   { name: "auth", description: "Accounts, JWT access tokens and API keys" },
@@ -189,7 +194,8 @@ export function buildOpenApi(routes: LiveRoute[], opts: { version: string; catal
     const op = catalogue[`${method} ${path}`] ?? route.action?.openapi;
     if (op?.hidden) continue;
     (paths[path] ??= {})[method.toLowerCase()] = operationOf({ ...route, method }, path, op, named);
-    if (path.startsWith(`${V1}/`)) Object.assign(named, OPENAI_SCHEMAS);
+    const shape = errorShapeOf(path, op);
+    if (shape) named[shape.name] = shape.schema;
   }
   return {
     openapi: "3.1.0",

@@ -4,16 +4,14 @@
  * `{"error": {"message", "type", "param", "code"}}` (lib/openai-errors.ts). Keyed like OPERATIONS;
  * each schema with `$id` is published once under that name.
  */
-import type { Operation } from "./responses";
-import type { JsonSchema } from "./schema";
+import type { ErrorShape, Operation } from "./responses";
 import { CHAT_STREAM, ChatCompletion, ChatCompletionRequest } from "./openai-chat";
 import { list, object } from "./shapes";
 
-/** Errors of the /v1 routes are in OpenAI's shape, not the platform's (generator.ts errorResponses). */
-export const OPENAI_ERROR = "OpenAiError";
-
-export const OPENAI_SCHEMAS: Record<string, JsonSchema> = {
-  [OPENAI_ERROR]: {
+/** Errors of the /v1 routes are in OpenAI's shape, not the platform's (generator.ts errorResponses), unless a route says otherwise. */
+export const OPENAI_ERROR: ErrorShape = {
+  name: "OpenAiError",
+  schema: {
     type: "object",
     required: ["error"],
     properties: {

@@ -19,7 +19,12 @@ export type Operation = Omit<RouteDoc, "tag" | "response" | "alternatives"> & {
   request?: JsonSchema;
   /** Served but not part of the document (static assets of the docs page). */
   hidden?: true;
+  /** Errors in another API's shape (the /v1 routes: OpenAI's unless said otherwise). */
+  errorShape?: ErrorShape;
 };
+
+/** Another API's error body (published under `name`) and the status it answers for the platform's (by default the same). */
+export type ErrorShape = { name: string; schema: JsonSchema; status?: (platformStatus: number) => number };
 
 export const SCHEMAS: Record<string, JsonSchema> = {
   Error: {
