@@ -1,0 +1,42 @@
+/**
+ * POST /v1/responses (OpenAI's Responses API, stateless): the action inference.service.ts lists
+ * as `v1Responses` (with its /v1 policy). It passes the same gate as /v1/chat/completions (the
+ * quotas' hold, the rate limits) and the same engine, so usage, fallbacks and abandoned streams
+ * count alike; the request and the answer are translated in responses-api.ts and responses-stream.ts.
+ */
+import type { Readable } from "stream";
+import type { Context } from "moleculer";
+import type { CallerMeta } from "../../lib/identity";
+import type { InferenceEngine } from "./engine";
+import { estimateTokens } from "./model-info";
+import type { InferenceClaim, Spend } from "./quota-holds";
+import { parseResponseCreate, responseOf } from "./responses-api";
+import { responsesStreamFormat } from "./responses-stream";
+
+/** What the action uses of the inference service. */
+export type ChatHost = {
+  engine: InferenceEngine;
+  config: { reserveMaxTokens: number };
+  held<T>(ctx: Context<unknown, CallerMeta>, claim: InferenceClaim, work: (hold: Spend) => Promise<T>): Promise<T>;
+  streamed(ctx: Context<unknown, CallerMeta>, opened: { id: string; stream: Readable }): Readable;
+};
+
+const unixNow = () => Math.floor(Date.now() / 1000);
+
+export const v1Responses = {
+  streams: { param: "stream" },
+  async handler(this: ChatHost, ctx: Context<unknown, CallerMeta>) {
+    const request = parseResponseCreate(ctx.params);
+    const clientId = ctx.meta.caller!.clientId;
+    const prompt = estimateTokens(request.messages.map((m) => m.content).join("\n"));
+    const claim = { tokens: (request.maxTokens ?? this.config.reserveMaxTokens) + prompt, models: this.engine.modelsOf(request) };
+    return this.held(ctx, claim, async (hold) => {
+      const createdAt = unixNow();
+      if (request.stream)
+        return this.streamed(ctx, await this.engine.openChatStream(clientId, request, responsesStreamFormat(request, createdAt), hold.settle));
+      const answer = await this.engine.chat(clientId, request);
+      hold.settle(answer.promptTokens + answer.completionTokens, answer.model);
+      return responseOf(answer, request, createdAt);
+    });
+  },
+};
