@@ -3,6 +3,8 @@
  * structured output), what is refused and by which param, the response object, and the stream's
  * events, read back through the official client's own SSE reader and response accumulator.
  */
+import { readFileSync } from "fs";
+import path from "path";
 import { Stream } from "openai/core/streaming";
 import { accumulateResponse } from "openai/lib/responses/ResponseAccumulator";
 import type { ResponseStreamEvent } from "openai/resources/responses/responses";
@@ -188,6 +190,11 @@ describe("inference - /v1/responses requests", () => {
     expect(unknown).toEqual([]);
     const ignored = Object.fromEntries(V1_IGNORED_FIELDS.responses.map((f) => [f, null]));
     expect(parseResponseCreate({ ...base, ...ignored })).toMatchObject({ model: "m" });
+  });
+
+  test("inference - docs/errors.md lists every field /v1/responses accepts and ignores", () => {
+    const doc = readFileSync(path.join(__dirname, "../../docs/errors.md"), "utf8");
+    expect(V1_IGNORED_FIELDS.responses.filter((f) => !doc.includes(`\`${f}\``))).toEqual([]);
   });
 });
 
