@@ -32,7 +32,11 @@ const UNSUPPORTED: Array<[field: string, isOff: (v: unknown) => boolean, what: s
   ["include", (v) => Array.isArray(v) && v.length === 0, "Additional output data (include) is not supported"],
   ["prompt", () => false, "Prompt templates are not supported"],
   // `effort` is accepted and ignored, as chat completions' reasoning_effort; summaries cannot be given.
-  ["reasoning", (v) => typeof v === "object" && Object.keys(v as object).every((k) => k === "effort"), "Reasoning summaries are not supported"],
+  [
+    "reasoning",
+    (v) => typeof v === "object" && Object.entries(v as object).every(([k, x]) => k === "effort" || x === null),
+    "Reasoning summaries are not supported",
+  ],
   ["top_logprobs", (v) => v === 0, "logprobs are not supported"],
   ["truncation", (v) => v === "disabled", 'Only truncation "disabled" is supported'],
 ];

@@ -25,7 +25,7 @@ function unknownKeys(item: Item, known: readonly string[], field: string, errors
 
 // Besides what the platform reads: the ids and statuses of items a client sends back from an earlier
 // response's output, and what the SDK's helpers add to them (`parsed`, `parsed_arguments`).
-const MESSAGE_KEYS = ["type", "role", "content", "id", "status"];
+const MESSAGE_KEYS = ["type", "role", "content", "id", "status", "phase"];
 const TEXT_PART_KEYS = ["type", "text", "annotations", "logprobs", "parsed"];
 const CALL_KEYS = ["type", "call_id", "name", "arguments", "id", "status", "parsed_arguments"];
 const CALL_OUTPUT_KEYS = ["type", "call_id", "output", "id", "status"];

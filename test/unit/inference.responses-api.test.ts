@@ -123,7 +123,7 @@ describe("inference - /v1/responses requests", () => {
     ],
     ["models: fallbacks after model", { models: ["a", "b"] }, { model: "m", fallbacks: ["a", "b"] }],
     ["the stateless values pass", { store: false, previous_response_id: null, background: false, include: [], truncation: "disabled" }, { model: "m" }],
-    ["reasoning effort alone is accepted", { reasoning: { effort: "low" } }, { model: "m" }],
+    ["reasoning effort alone is accepted", { reasoning: { effort: "low", summary: null } }, { model: "m" }],
   ])("inference - %s", (_name, change, expected) => {
     expect(parseResponseCreate({ ...base, ...change })).toMatchObject(expected);
   });
