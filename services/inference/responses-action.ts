@@ -9,8 +9,9 @@ import type { Context } from "moleculer";
 import type { CallerMeta } from "../../lib/identity";
 import type { InferenceEngine } from "./engine";
 import { estimateTokens } from "./model-info";
+import { promptText } from "./providers";
 import type { InferenceClaim, Spend } from "./quota-holds";
-import { parseResponseCreate, responseOf } from "./responses-api";
+import { inResponsesTerms, parseResponseCreate, responseOf } from "./responses-api";
 import { responsesStreamFormat } from "./responses-stream";
 
 /** What the action uses of the inference service. */
@@ -22,19 +23,22 @@ export type ChatHost = {
 };
 
 const unixNow = () => Math.floor(Date.now() / 1000);
+/** A provider refusing a field (tools, a format) names it as chat completions do: renamed for this API. */
+const rethrown = (err: unknown): never => {
+  throw inResponsesTerms(err);
+};
 
 export const v1Responses = {
   streams: { param: "stream" },
   async handler(this: ChatHost, ctx: Context<unknown, CallerMeta>) {
     const request = parseResponseCreate(ctx.params);
     const clientId = ctx.meta.caller!.clientId;
-    const prompt = estimateTokens(request.messages.map((m) => m.content).join("\n"));
-    const claim = { tokens: (request.maxTokens ?? this.config.reserveMaxTokens) + prompt, models: this.engine.modelsOf(request) };
+    const claim = { tokens: (request.maxTokens ?? this.config.reserveMaxTokens) + estimateTokens(promptText(request)), models: this.engine.modelsOf(request) };
+    const createdAt = unixNow();
     return this.held(ctx, claim, async (hold) => {
-      const createdAt = unixNow();
-      if (request.stream)
-        return this.streamed(ctx, await this.engine.openChatStream(clientId, request, responsesStreamFormat(request, createdAt), hold.settle));
-      const answer = await this.engine.chat(clientId, request);
+      const format = responsesStreamFormat(request, createdAt);
+      if (request.stream) return this.streamed(ctx, await this.engine.openChatStream(clientId, request, format, hold.settle).catch(rethrown));
+      const answer = await this.engine.chat(clientId, request).catch(rethrown);
       hold.settle(answer.promptTokens + answer.completionTokens, answer.model);
       return responseOf(answer, request, createdAt);
     });

@@ -6,7 +6,7 @@
  * `{ field, message }`; state the platform does not keep (`store: true`, `previous_response_id`,
  * `conversation`) and what it cannot do are refused by name (the accepted fields: openai-fields.ts).
  */
-import type { FieldError } from "../../lib/errors";
+import { apiError, FieldError } from "../../lib/errors";
 import { unknownFieldsOf } from "../../lib/known-fields";
 import type { Answer, ChatParams } from "./engine";
 import type { ResponseFormat, ToolCall, ToolChoice, ToolSpec, Usage } from "./providers";
@@ -89,6 +89,21 @@ export function parseResponseCreate(raw: unknown): ResponsesRequest {
     instructions: instructions ?? null,
     metadata: metadata ?? null,
   };
+}
+
+/** The fields a provider's refusal names as chat completions do (the engine's words), in the Responses API's words. */
+const RESPONSES_PARAMS = new Map([
+  ["response_format", "text.format"],
+  ["messages", "input"],
+]);
+
+/** A provider's refusal of a field (400 VALIDATION_FAILED from the engine) naming it as this API does; any other error as it is. */
+export function inResponsesTerms(err: unknown): unknown {
+  const { type, message, data } = (err ?? {}) as { type?: unknown; message?: unknown; data?: unknown };
+  if (type !== "VALIDATION_FAILED" || !Array.isArray(data) || !data.some((d: FieldError) => RESPONSES_PARAMS.has(d.field))) return err;
+  const reword = (text: string) => text.replace(/`(response_format|messages)`/g, (_, f: string) => `\`${RESPONSES_PARAMS.get(f)}\``);
+  const details = (data as FieldError[]).map((d) => ({ field: RESPONSES_PARAMS.get(d.field) ?? d.field, message: reword(d.message) }));
+  return apiError("VALIDATION_FAILED", reword(String(message)), details);
 }
 
 /** The ids of a response and of its output items, all from the inference id (the usage record's). */

@@ -68,9 +68,11 @@ function callOf(item: Item, field: string, errors: FieldError[]): ToolCall {
   return { id: String(item.call_id), name: String(item.name), arguments: String(item.arguments) };
 }
 
-function callOutputOf(item: Item, field: string, errors: FieldError[]): ChatMessage {
+/** A call's result: `call_id` must name a function_call earlier in the input (the providers need the call it answers). */
+function callOutputOf(item: Item, field: string, calls: ReadonlySet<string>, errors: FieldError[]): ChatMessage {
   unknownKeys(item, CALL_OUTPUT_KEYS, field, errors);
-  if (typeof item.call_id !== "string" || item.call_id === "") errors.push({ field: fieldPath(field, "call_id"), message: "must be a non-empty string" });
+  if (typeof item.call_id !== "string" || !calls.has(item.call_id))
+    errors.push({ field: fieldPath(field, "call_id"), message: "must be the call_id of a function_call earlier in the input" });
   return { role: "tool", toolCallId: String(item.call_id), content: textOf(item.output, fieldPath(field, "output"), errors) };
 }
 
@@ -85,7 +87,10 @@ function addItem(messages: ChatMessage[], raw: unknown, field: string, errors: F
     else messages.push({ role: "assistant", content: "", toolCalls: [call] });
     return;
   }
-  if (item.type === "function_call_output") return void messages.push(callOutputOf(item, field, errors));
+  if (item.type === "function_call_output") {
+    const calls = new Set(messages.flatMap((m) => (m.role === "assistant" ? (m.toolCalls ?? []).map((c) => c.id) : [])));
+    return void messages.push(callOutputOf(item, field, calls, errors));
+  }
   const type = isObject(raw) ? String(raw.type) : typeof raw;
   errors.push({ field, message: `Input items of type "${type}" are not supported: only messages, function_call and function_call_output` });
 }
@@ -174,5 +179,12 @@ export function textFormatOf(raw: unknown, errors: FieldError[]): ResponseFormat
   if (!isName(f.name)) errors.push({ field: "text.format.name", message: "must be 1 to 64 letters, digits, _ or -" });
   if (!isObject(f.schema)) errors.push({ field: "text.format.schema", message: "must be a JSON Schema object" });
   if (f.strict != null && typeof f.strict !== "boolean") errors.push({ field: "text.format.strict", message: "must be a boolean" });
-  return { type, name: String(f.name), schema: isObject(f.schema) ? f.schema : {}, ...(typeof f.strict === "boolean" ? { strict: f.strict } : {}) };
+  if (f.description != null && typeof f.description !== "string") errors.push({ field: "text.format.description", message: "must be a string" });
+  return {
+    type,
+    name: String(f.name),
+    ...(typeof f.description === "string" ? { description: f.description } : {}),
+    schema: isObject(f.schema) ? f.schema : {},
+    ...(typeof f.strict === "boolean" ? { strict: f.strict } : {}),
+  };
 }

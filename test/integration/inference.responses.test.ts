@@ -5,7 +5,7 @@
  * records (abandoned streams too), rate-limit headers, and refusals in OpenAI's shape that change nothing.
  */
 import OpenAI from "openai";
-import { InferencePlatform, openAiErrorOf, startInferencePlatform } from "../support/inference-platform";
+import { InferencePlatform, openAiErrorOf, providerKinds, resetStandins, sentTo, startInferencePlatform } from "../support/inference-platform";
 import { http, waitFor } from "../support/platform";
 import type { OllamaStandin, OpenAiStandin } from "../support/provider-standins";
 
@@ -32,15 +32,9 @@ describe("inference - the Responses API (/v1/responses) with the openai client",
 
   afterAll(() => p?.stop());
 
-  beforeEach(() => {
-    ollama.set({});
-    vllm.set({});
-  });
+  beforeEach(() => resetStandins(p));
 
-  const KINDS = [
-    { label: "the Ollama-format provider", model: "llama3.2:1b", standin: () => ollama, path: "/api/chat" },
-    { label: "the OpenAI-format provider", model: "Qwen/Qwen2.5-7B-Instruct", standin: () => vllm, path: "/v1/chat/completions" },
-  ];
+  const KINDS = providerKinds(() => p);
 
   test.each(KINDS)("inference - responses.create with a string input against $label: the response, its usage, one usage record", async (kind) => {
     const response = await client.responses.create({ model: kind.model, input: "Why is the sky blue?" });
@@ -55,7 +49,7 @@ describe("inference - the Responses API (/v1/responses) with the openai client",
     });
     expect(response.id).toMatch(/^resp_/);
     expect(response.output_text).toBe("Hello, world!");
-    expect(kind.standin().lastRequest(kind.path)!.body.messages).toEqual([{ role: "user", content: "Why is the sky blue?" }]);
+    expect(sentTo(kind).messages).toEqual([{ role: "user", content: "Why is the sky blue?" }]);
     expect(await recordOf(response.id)).toMatchObject({
       model: kind.model,
       outcome: "ok",
@@ -166,20 +160,6 @@ describe("inference - the Responses API (/v1/responses) with the openai client",
     expect(err).toBeInstanceOf(OpenAI.APIError);
     expect(String(err.message)).toContain("model runner crashed");
     expect(types.slice(-2)).toEqual(["response.output_text.delta", "response.failed"]);
-  });
-
-  test("inference - text.format json_schema reaches the provider as structured output", async () => {
-    const format = {
-      type: "json_schema" as const,
-      name: "city",
-      schema: { type: "object", properties: { name: { type: "string" } }, required: ["name"] },
-      strict: true,
-    };
-    const response = await client.responses.create({ model: "Qwen/Qwen2.5-7B-Instruct", input: "A city?", text: { format } });
-    expect(response.text).toEqual({ format });
-    const sent = vllm.lastRequest("/v1/chat/completions")!.body;
-    // The provider adapters pass response_format on (wt/tools); until then the request carries none.
-    expect(sent.response_format === undefined || sent.response_format.json_schema?.name === "city").toBe(true);
   });
 
   test("inference - the answer carries the rate-limit headers, as chat completions' does", async () => {

@@ -10,7 +10,8 @@ import { accumulateResponse } from "openai/lib/responses/ResponseAccumulator";
 import type { ResponseStreamEvent } from "openai/resources/responses/responses";
 import type { Answer } from "../../services/inference/answers";
 import { RESPONSES_FIELDS, V1_IGNORED_FIELDS } from "../../services/inference/openai-fields";
-import { parseResponseCreate, responseOf } from "../../services/inference/responses-api";
+import { apiError } from "../../lib/errors";
+import { inResponsesTerms, parseResponseCreate, responseOf } from "../../services/inference/responses-api";
 import { responsesStreamFormat } from "../../services/inference/responses-stream";
 
 const base = { model: "m", input: "hi" };
@@ -113,8 +114,8 @@ describe("inference - /v1/responses requests", () => {
     ["text.format json_object", { text: { format: { type: "json_object" } } }, { responseFormat: { type: "json_object" } }],
     [
       "text.format json_schema",
-      { text: { format: { type: "json_schema", name: "city", schema: { type: "object" }, strict: true } } },
-      { responseFormat: { type: "json_schema", name: "city", schema: { type: "object" }, strict: true } },
+      { text: { format: { type: "json_schema", name: "city", description: "A city", schema: { type: "object" }, strict: true } } },
+      { responseFormat: { type: "json_schema", name: "city", description: "A city", schema: { type: "object" }, strict: true } },
     ],
     [
       "sampling settings",
@@ -143,6 +144,16 @@ describe("inference - /v1/responses requests", () => {
     ["an unknown field of a message", { input: [{ role: "user", content: "x", name: "bob" }] }, "input[0].name"],
     ["a function call without call_id", { input: [{ type: "function_call", name: "f", arguments: "{}" }] }, "input[0].call_id"],
     ["a function call output without call_id", { input: [{ type: "function_call_output", output: "x" }] }, "input[0].call_id"],
+    [
+      "a function call output answering no earlier call",
+      {
+        input: [
+          { type: "function_call", call_id: "c1", name: "f", arguments: "{}" },
+          { type: "function_call_output", call_id: "c2", output: "x" },
+        ],
+      },
+      "input[1].call_id",
+    ],
     ["a built-in tool", { tools: [{ type: "web_search" }] }, "tools[0].type"],
     ["a tool in chat completions' nested shape", { tools: [{ type: "function", function: { name: "f" } }] }, "tools[0].function"],
     ["a tool name with spaces", { tools: [{ type: "function", name: "get weather" }] }, "tools[0].name"],
@@ -211,6 +222,22 @@ const answer = (over: Partial<Answer> = {}): Answer => ({ id: "i1", model: "m", 
 const request = (over: Record<string, unknown> = {}) => parseResponseCreate({ ...base, ...over });
 
 describe("inference - /v1/responses answers", () => {
+  test("inference - a provider's refusal of a field is named in this API's words; other errors are left as they are", () => {
+    const refusal = (field: string) =>
+      apiError("VALIDATION_FAILED", `Model "m" cannot honour \`${field}\`: no`, [{ field, message: `cannot honour \`${field}\`` }]);
+    const renamed = inResponsesTerms(refusal("response_format")) as { type: string; message: string; data: unknown };
+    expect([renamed.type, renamed.message, renamed.data]).toEqual([
+      "VALIDATION_FAILED",
+      'Model "m" cannot honour `text.format`: no',
+      [{ field: "text.format", message: "cannot honour `text.format`" }],
+    ]);
+    expect((inResponsesTerms(refusal("messages")) as { data: Array<{ field: string }> }).data[0].field).toBe("input");
+    const tools = refusal("tools");
+    expect(inResponsesTerms(tools)).toBe(tools);
+    const other = apiError("PROVIDER_ERROR", "boom", { provider: "ollama" });
+    expect(inResponsesTerms(other)).toBe(other);
+  });
+
   test("inference - a text answer: one completed message, usage, the request's settings echoed", () => {
     const r = request({ instructions: "Be brief.", temperature: 0.5, max_output_tokens: 9, metadata: { k: "v" } });
     expect(responseOf(answer(), r, 100)).toMatchObject({
