@@ -11,7 +11,7 @@ import { openAiError } from "../../lib/openai-errors";
 import type { Answer, StreamFormat } from "./answers";
 import type { PublicFailure } from "./errors";
 import type { ToolCallDelta } from "./providers";
-import { functionCallId, functionCallItem, ItemStatus, messageItem, outputText, ResponsesRequest, responseOf, responseShell } from "./responses-api";
+import { functionCallId, functionCallItem, ItemStatus, messageId, messageItem, outputText, ResponsesRequest, responseOf, responseShell } from "./responses-api";
 
 /** The output item being written: the text message, or function call `n` (the provider's call `index`). */
 type Open =
@@ -40,7 +40,7 @@ export function responsesStreamFormat(request: ResponsesRequest, createdAt: numb
 
   const openMessage = (id: string) => {
     open = { kind: "message", outputIndex: outputs++, text: "" };
-    const at = { item_id: messageItem(id, "in_progress").id, output_index: open.outputIndex };
+    const at = { item_id: messageId(id), output_index: open.outputIndex };
     return (
       event("response.output_item.added", { output_index: open.outputIndex, item: messageItem(id, "in_progress") }) +
       event("response.content_part.added", { ...at, content_index: 0, part: outputText("") })
@@ -53,7 +53,7 @@ export function responsesStreamFormat(request: ResponsesRequest, createdAt: numb
     open = undefined;
     if (!item) return "";
     if (item.kind === "message") {
-      const at = { item_id: messageItem(id, status).id, output_index: item.outputIndex, content_index: 0 };
+      const at = { item_id: messageId(id), output_index: item.outputIndex, content_index: 0 };
       return (
         event("response.output_text.done", { ...at, text: item.text, logprobs: [] }) +
         event("response.content_part.done", { ...at, part: outputText(item.text) }) +
@@ -86,7 +86,7 @@ export function responsesStreamFormat(request: ResponsesRequest, createdAt: numb
       return (
         out +
         event("response.output_text.delta", {
-          item_id: messageItem(id, "in_progress").id,
+          item_id: messageId(id),
           output_index: message.outputIndex,
           content_index: 0,
           delta: text,
@@ -100,7 +100,11 @@ export function responsesStreamFormat(request: ResponsesRequest, createdAt: numb
       const current = open?.kind === "call" && open.index === part.index ? open : undefined;
       // Providers send calls one after another; a part of a call already closed is in the completed response only.
       if (!current && seen.has(part.index)) return out;
-      const call = current ?? ((out += close(id) + openCall(id, part)), open as Extract<Open, { kind: "call" }>);
+      let call = current;
+      if (!call) {
+        out += close(id) + openCall(id, part);
+        call = open as Extract<Open, { kind: "call" }>;
+      }
       if (!part.arguments) return out;
       call.args += part.arguments;
       return (

@@ -372,6 +372,20 @@ describe("inference - /v1/responses stream events", () => {
     ]);
   });
 
+  test("inference - a late part of a call already closed adds no event; the completed response carries the whole call", async () => {
+    const f = responsesStreamFormat(request({ stream: true, tools: [{ type: "function", name: "f" }] }), 1);
+    const calls = [
+      { id: "a", name: "f", arguments: '{"x":1}' },
+      { id: "b", name: "f", arguments: "{}" },
+    ];
+    const first =
+      f.toolCall("i1", "m", { index: 0, id: "a", name: "f", arguments: '{"x":1' }) + f.toolCall("i1", "m", { index: 1, id: "b", name: "f", arguments: "{}" });
+    expect(f.toolCall("i1", "m", { index: 0, arguments: "}" })).toBe("");
+    const { types, snapshot } = await readBack(first + f.done(answer({ text: "", toolCalls: calls, finishReason: "tool_calls" })));
+    expect(types.filter((t) => t === "response.output_item.added")).toHaveLength(2);
+    expect(snapshot!.output.map((o) => (o.type === "function_call" ? o.arguments : ""))).toEqual(['{"x":1}', "{}"]);
+  });
+
   test("inference - an empty answer is still one message; a cut one ends with response.incomplete", async () => {
     const empty = responsesStreamFormat(request({ stream: true }), 1);
     const a = await readBack(empty.done(answer({ text: "" })));
