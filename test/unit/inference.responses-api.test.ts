@@ -293,6 +293,10 @@ describe("inference - /v1/responses answers", () => {
   });
 });
 
+const CALLS = [
+  { id: "call_a", name: "weather", arguments: '{"city":"Oslo"}' },
+  { id: "call_b", name: "weather", arguments: '{"city":"Rome"}' },
+];
 const STARTS = ["response.created", "response.in_progress"];
 const MESSAGE_OPENS = ["response.output_item.added", "response.content_part.added"];
 const MESSAGE_CLOSES = ["response.output_text.done", "response.content_part.done", "response.output_item.done"];
@@ -329,16 +333,12 @@ describe("inference - /v1/responses stream events", () => {
 
   test("inference - tool-call parts: a function_call item per call, argument deltas joined, arguments.done with the whole JSON", async () => {
     const f = responsesStreamFormat(request({ stream: true, tools: [{ type: "function", name: "weather" }] }), 7);
-    const calls = [
-      { id: "call_a", name: "weather", arguments: '{"city":"Oslo"}' },
-      { id: "call_b", name: "weather", arguments: '{"city":"Rome"}' },
-    ];
     const sse =
       f.delta("i1", "m", "Checking.") +
       f.toolCall("i1", "m", { index: 0, id: "call_a", name: "weather", arguments: '{"city":' }) +
       f.toolCall("i1", "m", { index: 0, arguments: '"Oslo"}' }) +
       f.toolCall("i1", "m", { index: 1, id: "call_b", name: "weather", arguments: '{"city":"Rome"}' }) +
-      f.done(answer({ text: "Checking.", toolCalls: calls, finishReason: "tool_calls" }));
+      f.done(answer({ text: "Checking.", toolCalls: CALLS, finishReason: "tool_calls" }));
     const { events, types, snapshot } = await readBack(sse);
     expect(types).toEqual([
       ...STARTS,
@@ -373,17 +373,14 @@ describe("inference - /v1/responses stream events", () => {
   });
 
   test("inference - a late part of a call already closed adds no event; the completed response carries the whole call", async () => {
-    const f = responsesStreamFormat(request({ stream: true, tools: [{ type: "function", name: "f" }] }), 1);
-    const calls = [
-      { id: "a", name: "f", arguments: '{"x":1}' },
-      { id: "b", name: "f", arguments: "{}" },
-    ];
+    const f = responsesStreamFormat(request({ stream: true, tools: [{ type: "function", name: "weather" }] }), 1);
     const first =
-      f.toolCall("i1", "m", { index: 0, id: "a", name: "f", arguments: '{"x":1' }) + f.toolCall("i1", "m", { index: 1, id: "b", name: "f", arguments: "{}" });
+      f.toolCall("i1", "m", { index: 0, id: "call_a", name: "weather", arguments: '{"city":"Oslo"' }) +
+      f.toolCall("i1", "m", { index: 1, id: "call_b", name: "weather", arguments: CALLS[1].arguments });
     expect(f.toolCall("i1", "m", { index: 0, arguments: "}" })).toBe("");
-    const { types, snapshot } = await readBack(first + f.done(answer({ text: "", toolCalls: calls, finishReason: "tool_calls" })));
+    const { types, snapshot } = await readBack(first + f.done(answer({ text: "", toolCalls: CALLS, finishReason: "tool_calls" })));
     expect(types.filter((t) => t === "response.output_item.added")).toHaveLength(2);
-    expect(snapshot!.output.map((o) => (o.type === "function_call" ? o.arguments : ""))).toEqual(['{"x":1}', "{}"]);
+    expect(snapshot!.output.map((o) => (o.type === "function_call" ? o.arguments : ""))).toEqual(CALLS.map((c) => c.arguments));
   });
 
   test("inference - an empty answer is still one message; a cut one ends with response.incomplete", async () => {
