@@ -163,6 +163,7 @@ const GatewayService: ServiceSchema = {
         aliases: {
           "GET /models": "inference.v1Models",
           "POST /chat/completions": "inference.v1ChatCompletions",
+          "POST /responses": "inference.v1Responses",
           "POST /embeddings": "inference.v1Embeddings",
         },
         ...SERVICE_ROUTE,

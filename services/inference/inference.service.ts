@@ -26,6 +26,7 @@ import { inferenceCompleted } from "./events";
 import { migrations } from "./migrations";
 import { createProviders, promptText } from "./providers";
 import { inferenceUsage, InferencesRepository, UsageRecorder } from "./usage.repository";
+import { v1Responses } from "./responses-action";
 import { UsagePublisher } from "../../lib/usage-publisher";
 import { QuotaGate } from "../../lib/quota-gate";
 import { MemoryReservationStore, QuotaReservations, RedisReservationStore } from "../../lib/quota-reservations";
@@ -150,6 +151,9 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
         });
       },
     },
+
+    /** POST /v1/responses (responses-action.ts) */
+    v1Responses: { ...V1, ...v1Responses },
 
     /** POST /v1/embeddings */
     v1Embeddings: {

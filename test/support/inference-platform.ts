@@ -24,6 +24,28 @@ export async function newAccount(baseUrl: string): Promise<Account> {
 /** The official client on `<base>/v1`; no retries, so a test sees each answer. */
 export const openAiClient = (baseUrl: string, apiKey: string) => new OpenAI({ baseURL: `${baseUrl}/v1`, apiKey, maxRetries: 0 });
 
+/** The two stand-ins as test cases (`p` is read when a test runs): the model each serves, and the path its chats reach. */
+export const providerKinds = (p: () => InferencePlatform) => [
+  { label: "the Ollama-format provider", model: "llama3.2:1b", standin: (): OllamaStandin | OpenAiStandin => p().ollama, path: "/api/chat" },
+  {
+    label: "the OpenAI-format provider",
+    model: "Qwen/Qwen2.5-7B-Instruct",
+    standin: (): OllamaStandin | OpenAiStandin => p().vllm,
+    path: "/v1/chat/completions",
+  },
+];
+
+/** The body of the last chat request the stand-in of `kind` received. */
+export const sentTo = (kind: ReturnType<typeof providerKinds>[number]) => kind.standin().lastRequest(kind.path)!.body;
+
+/** Both stand-ins back to their default script, every model taking tools. */
+export function resetStandins(p: InferencePlatform): void {
+  for (const standin of [p.ollama, p.vllm]) {
+    standin.set({});
+    standin.withoutTools.clear();
+  }
+}
+
 /** The error a call fails with (the test fails when it does not). */
 export async function openAiErrorOf(work: Promise<unknown>): Promise<InstanceType<typeof OpenAI.APIError>> {
   try {
