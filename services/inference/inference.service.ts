@@ -21,6 +21,7 @@ import type { InferenceRecord } from "./attempt-log";
 import { InferenceEngine, InferParams } from "./engine";
 import { chatCompletion, embeddingList, modelList, openAiStreamFormat, parseChatCompletion, parseEmbeddings } from "./openai-api";
 import { InferenceRateLimits, UsageInferenceLimits } from "./rate-limits";
+import { v1MessagesAction } from "./messages-action";
 import { INFERENCE_COMPLETED } from "../../lib/event-names";
 import { inferenceCompleted } from "./events";
 import { migrations } from "./migrations";
@@ -150,6 +151,9 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
         });
       },
     },
+
+    /** POST /v1/messages (Anthropic's Messages API) */
+    v1Messages: v1MessagesAction(V1),
 
     /** POST /v1/embeddings */
     v1Embeddings: {

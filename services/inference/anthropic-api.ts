@@ -1,0 +1,274 @@
+/**
+ * Anthropic's Messages API requests (POST /v1/messages), as the official `@anthropic-ai/sdk`
+ * client sends them, translated to the engine's chat: `system`, `messages` of text, `tool_use`
+ * and `tool_result` blocks, `tools`, `tool_choice`, `stop_sequences`, sampling and `metadata`.
+ * Pure: bad input is a list of `{ field, message }`; what the platform cannot do (thinking,
+ * images, documents, server tools, containers, MCP servers…) is refused by name, never dropped,
+ * and so is a field the Messages API does not have. The answers: anthropic-answers.ts.
+ */
+import { FieldError, validationFailed } from "../../lib/errors";
+import { fieldPath, unknownField, unknownFieldsOf } from "../../lib/known-fields";
+import type { ChatParams } from "./engine";
+import type { ChatMessage, ToolCall, ToolChoice, ToolSpec } from "./providers";
+
+export type MessagesRequest = ChatParams & { maxTokens: number; stream: boolean };
+
+/** Fields Anthropic's clients send that the platform accepts and does not apply (prompt caching, capacity tier; docs/inference.md). */
+export const MESSAGES_IGNORED_FIELDS = ["cache_control", "service_tier"] as const;
+
+type Body = Record<string, unknown>;
+type Off = (v: unknown) => boolean;
+
+const MAX_MODEL = 256;
+const MAX_MESSAGES = 100_000;
+const MAX_STOPS = 16;
+const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+const never: Off = () => false;
+const isObject = (v: unknown): v is Body => typeof v === "object" && v !== null && !Array.isArray(v);
+const given = (v: unknown) => v !== undefined && v !== null;
+const emptyList: Off = (v) => Array.isArray(v) && v.length === 0;
+
+/** Fields of the Messages API that ask for what the platform does not do, unless they hold their "off" value. */
+const UNSUPPORTED: Array<[field: string, isOff: Off, what: string]> = [
+  ["thinking", (v) => isObject(v) && v.type === "disabled", "Extended thinking is not supported"],
+  ["top_k", never, "top_k is not supported"],
+  ["container", never, "Containers (code execution) are not supported"],
+  ["mcp_servers", emptyList, "MCP servers are not supported"],
+  ["context_management", never, "Context management is not supported"],
+  ["output_config", (v) => isObject(v) && Object.values(v).every((x) => !given(x)), "output_config (effort, output format) is not supported"],
+  ["inference_geo", never, "inference_geo is not supported"],
+  ["speed", (v) => v === "standard", 'Only the "standard" speed is supported'],
+  ["diagnostics", never, "diagnostics is not supported"],
+  ["user_profile_id", never, "User profiles are not supported"],
+  ["workspace_id", never, "Workspaces are not supported"],
+];
+const READ = ["model", "messages", "max_tokens", "system", "tools", "tool_choice", "stop_sequences", "temperature", "top_p", "metadata", "stream"];
+const MESSAGES_FIELDS: ReadonlySet<string> = new Set([...READ, ...UNSUPPORTED.map(([field]) => field), ...MESSAGES_IGNORED_FIELDS]);
+
+/** The faults of one request, in the order found. */
+class Faults {
+  readonly list: FieldError[] = [];
+  add(field: string, message: string): void {
+    this.list.push({ field, message });
+  }
+  /** `value`'s keys outside `known`, and the known ones whose value is not "off", refused by name. */
+  keys(value: Body, path: string, known: readonly string[], off: Record<string, [Off, string]> = {}): void {
+    for (const key of Object.keys(value)) {
+      const field = fieldPath(path, key);
+      if (Object.hasOwn(off, key)) {
+        if (given(value[key]) && !off[key][0](value[key])) this.add(field, off[key][1]);
+      } else if (!known.includes(key)) this.list.push(unknownField(field));
+    }
+  }
+}
+
+/** A number in [min, max] (an integer if asked), or undefined when absent or refused. */
+function numberOf(body: Body, field: string, [min, max]: [number, number], faults: Faults, integer = false): number | undefined {
+  const v = body[field];
+  if (!given(v)) return undefined;
+  const fits = typeof v === "number" && Number.isFinite(v) && v >= min && v <= max && (!integer || Number.isInteger(v));
+  if (!fits) faults.add(field, `must be ${integer ? "an integer" : "a number"} from ${min} to ${max}`);
+  return fits ? (v as number) : undefined;
+}
+
+const TEXT_OFF = { citations: [emptyList, "Citations are not supported"] as [Off, string] };
+
+/** A text block's text (`cache_control` ignored). */
+function textOf(block: Body, path: string, faults: Faults): string {
+  faults.keys(block, path, ["type", "text", "cache_control"], TEXT_OFF);
+  if (typeof block.text === "string") return block.text;
+  faults.add(fieldPath(path, "text"), "must be a string");
+  return "";
+}
+
+/** A string, or text blocks joined (the system prompt, a tool result's content). */
+function plainText(content: unknown, path: string, faults: Faults): string {
+  if (typeof content === "string") return content;
+  if (!Array.isArray(content)) {
+    faults.add(path, "must be a string or a list of text blocks");
+    return "";
+  }
+  return content
+    .map((block, i) => {
+      const at = fieldPath(path, i);
+      if (isObject(block) && block.type === "text") return textOf(block, at, faults);
+      faults.add(at, `Content blocks of type "${String(isObject(block) ? block.type : block)}" are not supported here: only "text"`);
+      return "";
+    })
+    .join("");
+}
+
+function toolUseOf(block: Body, path: string, faults: Faults): ToolCall {
+  faults.keys(block, path, ["type", "id", "name", "input", "cache_control"], {
+    caller: [(v) => isObject(v) && v.type === "direct", "Only direct tool callers are supported"],
+    toolset_name: [never, "Toolsets are not supported"],
+  });
+  if (typeof block.id !== "string" || !block.id) faults.add(fieldPath(path, "id"), "must be the tool call's id");
+  if (typeof block.name !== "string" || !block.name) faults.add(fieldPath(path, "name"), "must be the tool's name");
+  if (!isObject(block.input)) faults.add(fieldPath(path, "input"), "must be an object");
+  return { id: String(block.id), name: String(block.name), arguments: JSON.stringify(block.input ?? {}) };
+}
+
+/** A tool's result, as a `tool` message (an error result says so in its text: chat APIs have no flag for it). */
+function toolResultOf(block: Body, path: string, faults: Faults): ChatMessage {
+  faults.keys(block, path, ["type", "tool_use_id", "content", "is_error", "cache_control"], { toolset_name: [never, "Toolsets are not supported"] });
+  if (typeof block.tool_use_id !== "string" || !block.tool_use_id) faults.add(fieldPath(path, "tool_use_id"), "must be the id of a tool_use block");
+  if (given(block.is_error) && typeof block.is_error !== "boolean") faults.add(fieldPath(path, "is_error"), "must be a boolean");
+  const text = given(block.content) ? plainText(block.content, fieldPath(path, "content"), faults) : "";
+  return { role: "tool", toolCallId: String(block.tool_use_id), content: block.is_error === true ? `Error: ${text}` : text };
+}
+
+/**
+ * One message as chat messages: a user turn's tool results first (each a `tool` message, as chat
+ * APIs want them right after the assistant's calls), then its text; an assistant turn's text with
+ * its tool calls.
+ */
+function turnOf(raw: unknown, path: string, faults: Faults): ChatMessage[] {
+  if (!isObject(raw)) {
+    faults.add(path, "must be an object with a role and content");
+    return [];
+  }
+  faults.keys(raw, path, ["role", "content"]);
+  const { role, content } = raw;
+  if (role !== "user" && role !== "assistant" && role !== "system") {
+    faults.add(fieldPath(path, "role"), 'must be "user", "assistant" or "system"');
+    return [];
+  }
+  const at = fieldPath(path, "content");
+  if (role === "system") return [{ role, content: plainText(content, at, faults) }];
+  if (typeof content === "string") return [{ role, content }];
+  if (!Array.isArray(content) || content.length === 0) {
+    faults.add(at, "must be a string or a non-empty list of content blocks");
+    return [];
+  }
+  let text = "";
+  const calls: ToolCall[] = [];
+  const results: ChatMessage[] = [];
+  content.forEach((block, i) => {
+    const where = fieldPath(at, i);
+    const type = isObject(block) ? block.type : undefined;
+    if (type === "text") text += textOf(block as Body, where, faults);
+    else if (type === "tool_use" && role === "assistant") calls.push(toolUseOf(block as Body, where, faults));
+    else if (type === "tool_result" && role === "user") results.push(toolResultOf(block as Body, where, faults));
+    else if (type === "tool_use" || type === "tool_result")
+      faults.add(where, `A ${type} block belongs in ${type === "tool_use" ? "an assistant" : "a user"} message`);
+    else faults.add(where, `Content blocks of type "${String(type)}" are not supported: only "text", "tool_use" and "tool_result"`);
+  });
+  if (role === "assistant") return [{ role, content: text, ...(calls.length ? { toolCalls: calls } : {}) }];
+  return text || !results.length ? [...results, { role, content: text }] : results;
+}
+
+function messagesOf(raw: unknown, faults: Faults): ChatMessage[] {
+  if (!Array.isArray(raw) || raw.length === 0 || raw.length > MAX_MESSAGES) {
+    faults.add("messages", `must be a list of 1 to ${MAX_MESSAGES} messages`);
+    return [];
+  }
+  return raw.flatMap((m, i) => turnOf(m, `messages[${i}]`, faults));
+}
+
+const TOOL_OFF: Record<string, [Off, string]> = {
+  type: [(v) => v === "custom", "Server tools (bash, text editor, web search, code execution…) are not supported: only custom tools"],
+  defer_loading: [(v) => v === false, "defer_loading is not supported"],
+  input_examples: [emptyList, "input_examples is not supported"],
+  allowed_callers: [(v) => Array.isArray(v) && v.every((c) => c === "direct"), "Only direct tool callers are supported"],
+  eager_input_streaming: [(v) => v === false, "eager_input_streaming is not supported"],
+};
+
+function toolsOf(raw: unknown, faults: Faults): ToolSpec[] | undefined {
+  if (!given(raw)) return undefined;
+  if (!Array.isArray(raw)) {
+    faults.add("tools", "must be a list of tools");
+    return undefined;
+  }
+  return raw.map((tool, i) => {
+    const path = `tools[${i}]`;
+    if (!isObject(tool)) {
+      faults.add(path, "must be a tool object");
+      return { name: "" };
+    }
+    faults.keys(tool, path, ["name", "description", "input_schema", "strict", "cache_control"], TOOL_OFF);
+    if (typeof tool.name !== "string" || !TOOL_NAME.test(tool.name)) faults.add(`${path}.name`, "must be 1 to 64 letters, digits, _ or -");
+    if (given(tool.description) && typeof tool.description !== "string") faults.add(`${path}.description`, "must be a string");
+    if (!isObject(tool.input_schema) || tool.input_schema.type !== "object") faults.add(`${path}.input_schema`, 'must be a JSON Schema of type "object"');
+    if (given(tool.strict) && typeof tool.strict !== "boolean") faults.add(`${path}.strict`, "must be a boolean");
+    const spec: ToolSpec = { name: String(tool.name), parameters: tool.input_schema as Record<string, unknown> };
+    if (typeof tool.description === "string") spec.description = tool.description;
+    if (typeof tool.strict === "boolean") spec.strict = tool.strict;
+    return spec;
+  });
+}
+
+const CHOICES: Readonly<Record<string, ToolChoice>> = { auto: "auto", any: "required", none: "none" };
+
+/** `tool_choice` → the chat's choice, and whether calls may come in parallel. */
+function toolChoiceOf(raw: unknown, tools: ToolSpec[] | undefined, faults: Faults): Pick<ChatParams, "toolChoice" | "parallelToolCalls"> {
+  if (!given(raw)) return {};
+  if (!isObject(raw) || (raw.type !== "tool" && !Object.hasOwn(CHOICES, String(raw.type)))) {
+    faults.add("tool_choice", 'must be {"type": "auto" | "any" | "tool" | "none"}');
+    return {};
+  }
+  faults.keys(
+    raw,
+    "tool_choice",
+    raw.type === "none" ? ["type"] : raw.type === "tool" ? ["type", "name", "disable_parallel_tool_use"] : ["type", "disable_parallel_tool_use"],
+  );
+  const { type, name, disable_parallel_tool_use: serial } = raw;
+  if (given(serial) && typeof serial !== "boolean") faults.add("tool_choice.disable_parallel_tool_use", "must be a boolean");
+  if (type === "tool" && !tools?.some((t) => t.name === name)) faults.add("tool_choice.name", "must name one of the request's tools");
+  else if (type !== "none" && type !== "auto" && !tools?.length) faults.add("tool_choice", `"${String(type)}" needs tools`);
+  return { toolChoice: type === "tool" ? { name: String(name) } : CHOICES[String(type)], ...(serial === true ? { parallelToolCalls: false } : {}) };
+}
+
+function stopOf(raw: unknown, faults: Faults): string[] | undefined {
+  if (!given(raw)) return undefined;
+  if (Array.isArray(raw) && raw.length <= MAX_STOPS && raw.every((s) => typeof s === "string" && s !== "")) return raw.length ? (raw as string[]) : undefined;
+  faults.add("stop_sequences", `must be a list of up to ${MAX_STOPS} non-empty strings`);
+  return undefined;
+}
+
+function userOf(raw: unknown, faults: Faults): string | undefined {
+  if (!given(raw)) return undefined;
+  if (!isObject(raw)) {
+    faults.add("metadata", "must be an object");
+    return undefined;
+  }
+  faults.keys(raw, "metadata", ["user_id"]);
+  const id = raw.user_id;
+  if (given(id) && !(typeof id === "string" && id.length <= 256)) faults.add("metadata.user_id", "must be a string of at most 256 characters");
+  return typeof id === "string" && id ? id : undefined;
+}
+
+/** The request as the engine's chat, or 400 VALIDATION_FAILED listing every fault (unknown fields first). */
+export function parseMessages(raw: unknown): MessagesRequest {
+  if (!isObject(raw)) throw validationFailed([{ field: "(body)", message: "must be a JSON object" }]);
+  const body = raw;
+  const faults = new Faults();
+  faults.list.push(...unknownFieldsOf(body, MESSAGES_FIELDS));
+  const model = typeof body.model === "string" ? body.model.trim() : "";
+  if (!model || model.length > MAX_MODEL) faults.add("model", `must be a model name (1 to ${MAX_MODEL} characters)`);
+  const system = given(body.system) ? plainText(body.system, "system", faults) : "";
+  const messages = messagesOf(body.messages, faults);
+  if (!given(body.max_tokens)) faults.add("max_tokens", "is required");
+  const maxTokens = numberOf(body, "max_tokens", [1, 1_000_000], faults, true) ?? 0;
+  const temperature = numberOf(body, "temperature", [0, 1], faults);
+  const topP = numberOf(body, "top_p", [0, 1], faults);
+  const stop = stopOf(body.stop_sequences, faults);
+  const tools = toolsOf(body.tools, faults);
+  const choice = toolChoiceOf(body.tool_choice, tools, faults);
+  const user = userOf(body.metadata, faults);
+  for (const [field, isOff, what] of UNSUPPORTED) if (given(body[field]) && !isOff(body[field])) faults.add(field, what);
+  if (given(body.stream) && typeof body.stream !== "boolean") faults.add("stream", "must be a boolean");
+  if (faults.list.length) throw validationFailed(faults.list);
+  return {
+    model,
+    messages: system ? [{ role: "system", content: system }, ...messages] : messages,
+    maxTokens,
+    temperature,
+    topP,
+    stop,
+    user,
+    // Without tools, "auto" and "none" both mean no calls ("any" and "tool" were refused).
+    ...(tools?.length ? { tools, ...choice } : {}),
+    stream: body.stream === true,
+  };
+}
