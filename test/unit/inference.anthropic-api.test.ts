@@ -4,7 +4,9 @@
  * and the error shape with Anthropic's statuses.
  */
 import { anthropicError } from "../../lib/anthropic-errors";
-import { parseMessages } from "../../services/inference/anthropic-api";
+import { readFileSync } from "fs";
+import path from "path";
+import { MESSAGES_IGNORED_FIELDS, parseMessages } from "../../services/inference/anthropic-api";
 import { anthropicMessage, anthropicStreamFormat } from "../../services/inference/anthropic-answers";
 import type { Answer } from "../../services/inference/answers";
 import type { ToolCallDelta } from "../../services/inference/providers";
@@ -183,6 +185,13 @@ describe("inference - Messages API requests", () => {
     ["seventeen stop sequences", { stop_sequences: Array.from({ length: 17 }, (_, i) => `s${i}`) }, ["stop_sequences"]],
   ])("inference - messages: %s is refused naming the field", (_name, change, fields) => {
     expect(faultsOf({ ...base, ...change })).toEqual(fields);
+  });
+
+  test("inference - messages: docs/errors.md and docs/inference.md list every field accepted and ignored", () => {
+    for (const doc of ["errors.md", "inference.md"]) {
+      const text = readFileSync(path.join(__dirname, "../../docs", doc), "utf8");
+      expect(MESSAGES_IGNORED_FIELDS.filter((f) => !text.includes(`\`${f}\``))).toEqual([]);
+    }
   });
 
   test("inference - messages: a body that is not an object is refused", () => {
