@@ -10,7 +10,8 @@
  * For the platform, the per-job cost budget of the throughput run (bench/lib/job-cost.ts: CPU, SQL,
  * bus messages, rows). Then the ratios. The platform runs first and is stopped before Slurm
  * starts, so neither loads the other. The Slurm daemons are stopped at the end, also on failure or Ctrl-C.
- * Needs root (the Slurm daemons and apt), bubblewrap, PostgreSQL.
+ * Needs root (the Slurm daemons and apt), bubblewrap, PostgreSQL. BENCH_SLURM=skip measures the
+ * platform alone; BENCH_PROFILE_DIR writes a CPU profile of the platform's process there.
  */
 import { mkdtempSync, rmSync } from "fs";
 import os from "os";
@@ -117,6 +118,8 @@ async function main() {
     const ours = await measure(platform);
     await platform.stop();
     platform = undefined;
+    // BENCH_SLURM=skip: the platform alone (its figures and cost budget, no ratios), e.g. for profiles.
+    if (process.env.BENCH_SLURM === "skip") return;
     slurm = new SlurmSide(path.join(work, "slurm"));
     await slurm.start();
     const theirs = await measure(slurm);

@@ -8,7 +8,8 @@
  * the consumer's process: publishers need no JetStream admin rights), since left to the adapter it
  * exists only once a consumer subscribed and publishing before that fails (NATS 503); consumers
  * start at `deliver_policy: all` so a new durable consumer also gets what was published before it;
- * failed messages are retried and then dead-lettered instead of dropped.
+ * failed messages are retried and then dead-lettered instead of dropped; and the adapter's
+ * "in progress" acknowledgement before every handler call is not sent (QuietProgressNats).
  *
  * Per-sender channels: a publisher sends on `<channel>.<its node id>` and the consumer takes
  * `<channel>.>`; NATS permissions let a gpu-node publish only on its own subject, so the subject
@@ -17,7 +18,7 @@
  * (the sender retries later), so one flooding sender neither buries the others' messages in the
  * stream nor fills its storage.
  */
-import { Middleware as ChannelsMiddleware } from "@moleculer/channels";
+import { Adapters, Middleware as ChannelsMiddleware } from "@moleculer/channels";
 import type { ChannelSchema, Middleware, Service, ServiceBroker } from "moleculer";
 import { connect, ConnectionOptions, DiscardPolicy, RetentionPolicy, StorageType, type StreamConfig } from "nats";
 import { JOB_EVENTS_CHANNEL, MAX_UNAPPLIED_EVENTS_PER_NODE } from "./gpu-protocol";
@@ -121,6 +122,22 @@ function adaptPerSenderChannels(svc: Service, onNats: boolean): void {
   svc.schema = { ...svc.schema, channels: renamed };
 }
 
+type ConsumerCallback = (err: unknown, message: { working(): void } | null) => Promise<void>;
+
+/**
+ * The NATS adapter without its `working()` call: it sends JetStream an "in progress" ack before
+ * every handler call, one more bus message per event than the ack itself, and only matters for a
+ * handler that runs past the consumer's ack wait (30 s). Ours apply an event in milliseconds, and
+ * a redelivered event changes nothing (the applier's compare-and-set), so the message is not worth
+ * its cost (issue 34: bus messages per job).
+ */
+export class QuietProgressNats extends Adapters.NATS {
+  override createConsumerHandler(chan: unknown): ConsumerCallback {
+    const handle = (super.createConsumerHandler as (chan: unknown) => ConsumerCallback).call(this, chan);
+    return (err, message) => handle(err, message && Object.create(message, { working: { value: () => undefined } }));
+  }
+}
+
 export function createChannelsMiddleware(settings: PlatformSettings, bus?: Pick<BusSetup, "nodeID">): Middleware {
   const url = channelsNatsUrl(settings);
   const common = {
@@ -129,17 +146,14 @@ export function createChannelsMiddleware(settings: PlatformSettings, bus?: Pick<
     deadLettering: { enabled: true, queueName: DEAD_LETTER_CHANNEL },
   };
   const adapter = url
-    ? {
-        type: "NATS",
-        options: {
-          ...common,
-          nats: {
-            connectionOptions: channelsConnection(url, settings, bus?.nodeID),
-            streamConfig: STREAM_CONFIG,
-            consumerOptions: { config: { deliver_policy: "all" } },
-          },
+    ? new QuietProgressNats({
+        ...common,
+        nats: {
+          connectionOptions: channelsConnection(url, settings, bus?.nodeID),
+          streamConfig: STREAM_CONFIG,
+          consumerOptions: { config: { deliver_policy: "all" } },
         },
-      }
+      } as never)
     : { type: "Fake", options: common };
   // The package's types are loose about adapter options.
   const inner = ChannelsMiddleware({ adapter } as never) as unknown as Middleware & { serviceCreated?(svc: Service): unknown };

@@ -125,6 +125,8 @@ export class JobCostMeter {
   }
 
   close(): void {
-    rmSync(this.dir, { recursive: true, force: true });
+    // BENCH_JOB_COST_TEXTS=1: the statements' counts stay for reading (bench/lib/job-cost-probe.ts).
+    if (process.env.BENCH_JOB_COST_TEXTS === "1") console.log(`  statement counts kept in ${this.dir}`);
+    else rmSync(this.dir, { recursive: true, force: true });
   }
 }

@@ -129,7 +129,8 @@ export class PlatformSide implements Side {
         // One account submits the whole run: throughput is measured here, not the per-account queue cap.
         QUOTA_QUEUED_JOBS: "1000000",
       },
-      PROBE_ARGS,
+      // BENCH_PROFILE_DIR: a CPU profile of the platform's process, written when it stops.
+      process.env.BENCH_PROFILE_DIR ? [...PROBE_ARGS, "--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : PROBE_ARGS,
     );
     const side = new PlatformSide(proc, db, databaseUrl, `http://127.0.0.1:${port}`, meter);
     try {

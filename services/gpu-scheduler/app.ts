@@ -38,7 +38,6 @@ import { QueuePositions } from "./api/queue-positions";
 import { Clock, Scheduler } from "./loop/scheduler";
 import type { SchedulerSettings } from "./settings";
 import { JobStatusChanged, publishStatusChanges } from "./loop/status-events";
-import { isTerminal } from "./core/transitions";
 import { UsageOutbox } from "./store/usage-outbox";
 import { postOnce } from "./webhooks/webhook-delivery";
 import { WebhookSender } from "./webhooks/webhook-sender";
@@ -197,7 +196,7 @@ export function createSchedulerApp(broker: ServiceBroker, db: Pool, config: Sche
       if (typeof change?.jobId !== "string") return;
       followed.forget(change.jobId);
       watch.notify(change.jobId);
-      if (isTerminal(change.status)) sender.wake(); // its webhook, if any, is queued already
+      if (change.webhook) sender.wake(); // its delivery is queued already (a change without one wakes nothing: no claim per job)
     },
 
     async onHeartbeat(payload, from) {

@@ -15,7 +15,7 @@ import type { InferenceResult, PublicModel } from "./contract";
 import { asFailure, toApiError } from "./errors";
 import { Answer, Embedded, PLATFORM_SSE, StreamFormat, withFirst } from "./answers";
 import { Attempt, AttemptLog, elapsed, InferenceRecord } from "./attempt-log";
-import type { ChatMessage, ChatOptions, ChatRequest, Provider, StreamChunk, Usage } from "./providers";
+import { ChatMessage, ChatOptions, ChatRequest, promptText, Provider, StreamChunk, Usage } from "./providers";
 import { clientStream, pump } from "./stream-pump";
 
 export type { Answer, Embedded, StreamFormat } from "./answers";
@@ -46,8 +46,11 @@ export type EngineOptions = {
   newId?: () => string;
 };
 
-/** The engine's refusals that a fallback model may answer instead. */
-const FALLBACK_CODES = new Set(["MODEL_NOT_FOUND", "SERVICE_UNAVAILABLE", "PROVIDER_ERROR", "PROVIDER_TIMEOUT"]);
+/**
+ * The engine's refusals that a fallback model may answer instead (VALIDATION_FAILED comes from a
+ * provider only: a model that cannot honour a field, such as tools, which another model may).
+ */
+const FALLBACK_CODES = new Set(["MODEL_NOT_FOUND", "SERVICE_UNAVAILABLE", "PROVIDER_ERROR", "PROVIDER_TIMEOUT", "VALIDATION_FAILED"]);
 const movesOn = (err: unknown) => FALLBACK_CODES.has(String((err as { type?: unknown })?.type));
 
 export class InferenceEngine {
@@ -212,7 +215,7 @@ export class InferenceEngine {
       throw toApiError(this.log.failed(attempt, asFailure(err)));
     }
     const stream = clientStream(control);
-    const prompt = params.messages.map((m) => m.content).join("\n");
+    const prompt = promptText(params);
     const settled = () => this.active.delete(id);
     void pump({ attempt, chunks: withFirst(first, chunks), control, stream, format, prompt, log: this.log, settled }).then(
       (used) => onEnd(used, entry.name),
@@ -234,8 +237,21 @@ export class InferenceEngine {
   }
 
   private request(entry: ModelEntry, params: ChatParams): ChatRequest {
-    const { temperature, maxTokens, topP, stop, seed, user } = params;
-    return { model: entry.upstreamId, messages: params.messages, temperature, maxTokens, topP, stop, seed, user };
+    const { temperature, maxTokens, topP, stop, seed, user, tools, toolChoice, parallelToolCalls, responseFormat } = params;
+    return {
+      model: entry.upstreamId,
+      messages: params.messages,
+      temperature,
+      maxTokens,
+      topP,
+      stop,
+      seed,
+      user,
+      tools,
+      toolChoice,
+      parallelToolCalls,
+      responseFormat,
+    };
   }
 }
 

@@ -1,9 +1,10 @@
 /**
  * Provider failures → the API's error catalogue (503 down, 502 failed, 504 too slow, 404 model
- * unknown to the provider), and the outcome recorded for usage accounting. A provider's own
+ * unknown to the provider, 400 naming the field a provider or model cannot honour), and the
+ * outcome recorded for usage accounting. A provider's own
  * message reaches the client only scrubbed of URLs and addresses.
  */
-import { apiError, ErrorCode } from "../../lib/errors";
+import { apiError, ErrorCode, FieldError } from "../../lib/errors";
 import { ProviderFailure } from "./providers";
 
 export type Outcome = "ok" | "error" | "aborted" | "timeout";
@@ -26,7 +27,8 @@ export function asFailure(err: unknown): ProviderFailure {
   return err instanceof ProviderFailure ? err : new ProviderFailure("error", "Model provider answer could not be processed");
 }
 
-export type PublicFailure = { code: ErrorCode; message: string; details: Record<string, unknown> };
+/** `details`: the provider, or (VALIDATION_FAILED) the field refused, as every 400 names it. */
+export type PublicFailure = { code: ErrorCode; message: string; details: Record<string, unknown> | FieldError[] };
 
 export function publicFailure(failure: ProviderFailure, provider: string, model: string, timeoutMs: number): PublicFailure {
   switch (failure.kind) {
@@ -38,6 +40,10 @@ export function publicFailure(failure: ProviderFailure, provider: string, model:
       return { code: "MODEL_NOT_FOUND", message: `Model "${model}" not found`, details: { provider } };
     case "aborted":
       return { code: "SERVICE_UNAVAILABLE", message: "Inference aborted", details: { provider } };
+    case "unsupported": {
+      const message = `Model "${model}" (provider "${provider}") cannot honour \`${failure.param ?? "(request)"}\`: ${scrub(failure.message)}`;
+      return { code: "VALIDATION_FAILED", message, details: [{ field: failure.param ?? "(request)", message }] };
+    }
     case "error":
       return {
         code: "PROVIDER_ERROR",

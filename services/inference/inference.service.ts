@@ -25,7 +25,7 @@ import { v1MessagesAction } from "./messages-action";
 import { INFERENCE_COMPLETED } from "../../lib/event-names";
 import { inferenceCompleted } from "./events";
 import { migrations } from "./migrations";
-import { createProviders } from "./providers";
+import { createProviders, promptText } from "./providers";
 import { inferenceUsage, InferencesRepository, UsageRecorder } from "./usage.repository";
 import { UsagePublisher } from "../../lib/usage-publisher";
 import { QuotaGate } from "../../lib/quota-gate";
@@ -140,7 +140,7 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
       async handler(this: InferenceThis, ctx: Context<unknown, InferenceMeta>) {
         const request = parseChatCompletion(ctx.params);
         const clientId = ctx.meta.caller!.clientId;
-        const prompt = estimateTokens(request.messages.map((m) => m.content).join("\n"));
+        const prompt = estimateTokens(promptText(request));
         const claim = { tokens: (request.maxTokens ?? this.config.reserveMaxTokens) + prompt, models: this.engine.modelsOf(request) };
         return this.held(ctx, claim, async (hold) => {
           const format = openAiStreamFormat(request.includeUsage, unixNow());

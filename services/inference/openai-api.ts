@@ -2,9 +2,9 @@
  * The OpenAI-compatible API's requests and answers (POST /v1/chat/completions, POST
  * /v1/embeddings, GET /v1/models), as OpenAI's API reference defines them, translated to and from
  * the engine's. Pure: bad input is a list of `{ field, message }` (the field is OpenAI's `param`);
- * what the platform cannot do (tools, n > 1, images, audio, logprobs, structured output) is
- * refused by name instead of being silently dropped, and so is a field OpenAI's API does not have
- * (the accepted fields: openai-fields.ts).
+ * what the platform cannot do (functions, n > 1, images, audio, logprobs) is refused by name
+ * instead of being silently dropped, and so is a field OpenAI's API does not have (the accepted
+ * fields: openai-fields.ts). Tools and structured output: openai-api-tools.ts.
  */
 import { ErrorCodes, FieldError, validationFailed } from "../../lib/errors";
 import { unknownFieldsOf } from "../../lib/known-fields";
@@ -14,6 +14,7 @@ import type { PublicFailure } from "./errors";
 import type { ChatMessage } from "./providers";
 import { MAX_FALLBACKS } from "./settings";
 import { CHAT_COMPLETION_FIELDS, EMBEDDINGS_FIELDS } from "./openai-fields";
+import { historyCallsOf, toolCallDelta, toolFieldsOf, toolMessageOf, wireToolCalls } from "./openai-api-tools";
 
 export type ChatCompletionRequest = ChatParams & { stream: boolean; includeUsage: boolean };
 export type EmbeddingsRequest = { model: string; input: string[]; base64: boolean };
@@ -23,14 +24,11 @@ const MAX_MESSAGES = 4096;
 const MAX_INPUTS = 2048;
 /** Fields that ask for what the platform does not do, unless they hold their "off" value. */
 const UNSUPPORTED: Array<[field: string, isOff: (v: unknown) => boolean, what: string]> = [
-  ["tools", (v) => Array.isArray(v) && v.length === 0, "Tools (function calling) are not supported"],
-  ["tool_choice", (v) => v === "none", "Tools (function calling) are not supported"],
-  ["functions", (v) => Array.isArray(v) && v.length === 0, "Functions are not supported"],
-  ["function_call", (v) => v === "none", "Functions are not supported"],
+  ["functions", (v) => Array.isArray(v) && v.length === 0, "Functions are not supported (deprecated by OpenAI): use tools"],
+  ["function_call", (v) => v === "none", "Functions are not supported (deprecated by OpenAI): use tool_choice"],
   ["n", (v) => v === 1, "Only one choice (n = 1) is supported"],
   ["logprobs", (v) => v === false, "logprobs are not supported"],
   ["top_logprobs", (v) => v === 0, "logprobs are not supported"],
-  ["response_format", (v) => (v as { type?: unknown })?.type === "text", "Only text responses are supported (no response_format)"],
   ["audio", () => false, "Audio is not supported"],
   ["modalities", (v) => Array.isArray(v) && v.every((m) => m === "text"), "Only the text modality is supported"],
   ["logit_bias", (v) => typeof v === "object" && v !== null && Object.keys(v).length === 0, "logit_bias is not supported"],
@@ -84,19 +82,30 @@ function messagesOf(raw: unknown, errors: FieldError[]): ChatMessage[] {
     errors.push({ field: "messages", message: `must be a list of 1 to ${MAX_MESSAGES} messages` });
     return [];
   }
-  return raw.map((m: { role?: unknown; content?: unknown; tool_calls?: unknown }, i) => {
+  const calls = new Set<string>(); // the ids of the history's tool calls, which tool messages answer
+  return raw.map((m: { role?: unknown; content?: unknown; tool_calls?: unknown; tool_call_id?: unknown }, i): ChatMessage => {
     const field = `messages[${i}]`;
     const role = m?.role === "developer" ? "system" : m?.role;
-    if (role !== "system" && role !== "user" && role !== "assistant") {
-      const known = role === "tool" || role === "function";
+    if (role !== "system" && role !== "user" && role !== "assistant" && role !== "tool") {
       errors.push({
         field: `${field}.role`,
-        message: known ? `Messages of role "${role}" are not supported (no tools)` : 'must be "system", "developer", "user" or "assistant"',
+        message:
+          role === "function"
+            ? 'Messages of role "function" are not supported (deprecated by OpenAI): use "tool"'
+            : 'must be "system", "developer", "user", "assistant" or "tool"',
       });
       return { role: "user", content: "" };
     }
-    if (m.tool_calls !== undefined && m.tool_calls !== null) errors.push({ field: `${field}.tool_calls`, message: "Tool calls are not supported" });
-    return { role, content: contentOf(m.content, `${field}.content`, role, errors) };
+    // An assistant message that made tool calls may have no content.
+    const content = role === "assistant" && m.content === undefined ? "" : contentOf(m.content, `${field}.content`, role, errors);
+    if (role === "tool") return toolMessageOf(m.tool_call_id, content, field, calls, errors);
+    if (role !== "assistant") {
+      if (m.tool_calls !== undefined && m.tool_calls !== null)
+        errors.push({ field: `${field}.tool_calls`, message: "Only assistant messages carry tool calls" });
+      return { role, content };
+    }
+    const toolCalls = historyCallsOf(m.tool_calls, `${field}.tool_calls`, calls, errors);
+    return toolCalls ? { role, content, toolCalls } : { role, content };
   });
 }
 
@@ -137,6 +146,7 @@ export function parseChatCompletion(raw: unknown): ChatCompletionRequest {
   const maxTokens = number(body, "max_completion_tokens", 1, 1_000_000, errors, true) ?? number(body, "max_tokens", 1, 1_000_000, errors, true);
   const seed = number(body, "seed", Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER, errors, true);
   const stop = stopOf(body, errors);
+  const toolFields = toolFieldsOf(body, errors);
   if (given(body, "user") && !(typeof body.user === "string" && body.user.length <= 256))
     errors.push({ field: "user", message: "must be a string of at most 256 characters" });
   if (given(body, "stream") && typeof body.stream !== "boolean") errors.push({ field: "stream", message: "must be a boolean" });
@@ -155,6 +165,7 @@ export function parseChatCompletion(raw: unknown): ChatCompletionRequest {
     seed,
     stop,
     user,
+    ...toolFields,
     stream: body.stream === true,
     includeUsage: streamOptions?.include_usage === true,
   };
@@ -178,33 +189,44 @@ export function parseEmbeddings(raw: unknown): EmbeddingsRequest {
 const completionId = (id: string) => `chatcmpl-${id}`;
 const usageOf = (a: Answer) => ({ prompt_tokens: a.promptTokens, completion_tokens: a.completionTokens, total_tokens: a.promptTokens + a.completionTokens });
 
+/** OpenAI's message: content null when the answer is only tool calls. */
+function messageOf(a: Answer) {
+  if (!a.toolCalls?.length) return { role: "assistant", content: a.text, refusal: null };
+  return { role: "assistant", content: a.text || null, refusal: null, tool_calls: wireToolCalls(a.toolCalls) };
+}
+
+const finishOf = (a: Answer) => a.finishReason ?? (a.toolCalls?.length ? "tool_calls" : "stop");
+
 export function chatCompletion(a: Answer, created: number) {
   return {
     id: completionId(a.id),
     object: "chat.completion",
     created,
     model: a.model,
-    choices: [{ index: 0, message: { role: "assistant", content: a.text, refusal: null }, logprobs: null, finish_reason: a.finishReason ?? "stop" }],
+    choices: [{ index: 0, message: messageOf(a), logprobs: null, finish_reason: finishOf(a) }],
     usage: usageOf(a),
   };
 }
 
-/** OpenAI's chunks: the first delta carries the role, a last chunk the finish reason, then usage if asked for, then [DONE]. */
+/**
+ * OpenAI's chunks: the first delta carries the role, tool calls come as `delta.tool_calls` parts,
+ * a last chunk carries the finish reason, then usage if asked for, then [DONE].
+ */
 export function openAiStreamFormat(includeUsage: boolean, created: number): StreamFormat {
   let first = true;
   const chunk = (id: string, model: string, choices: unknown[], usage?: unknown) =>
     `data: ${JSON.stringify({ id: completionId(id), object: "chat.completion.chunk", created, model, choices, ...(includeUsage ? { usage: usage ?? null } : {}) })}\n\n`;
+  const deltaChunk = (id: string, model: string, delta: Record<string, unknown>) => {
+    const withRole = first ? { role: "assistant", ...delta } : delta;
+    first = false;
+    return chunk(id, model, [{ index: 0, delta: withRole, logprobs: null, finish_reason: null }]);
+  };
   return {
-    delta(id, model, content) {
-      const delta = first ? { role: "assistant", content } : { content };
-      first = false;
-      return chunk(id, model, [{ index: 0, delta, logprobs: null, finish_reason: null }]);
-    },
-    toolCall() {
-      throw new Error("tool calls are not written yet");
-    },
+    delta: (id, model, content) => deltaChunk(id, model, { content }),
+    // A first delta that is a tool call has no text: content null, as OpenAI sends it.
+    toolCall: (id, model, part) => deltaChunk(id, model, { ...(first ? { content: null } : {}), tool_calls: [toolCallDelta(part)] }),
     done(a) {
-      const last = chunk(a.id, a.model, [{ index: 0, delta: {}, logprobs: null, finish_reason: a.finishReason ?? "stop" }]);
+      const last = chunk(a.id, a.model, [{ index: 0, delta: {}, logprobs: null, finish_reason: finishOf(a) }]);
       return `${last}${includeUsage ? chunk(a.id, a.model, [], usageOf(a)) : ""}data: [DONE]\n\n`;
     },
     error: (f: PublicFailure) => `data: ${JSON.stringify(openAiError(ErrorCodes[f.code], f.code, f.message, f.details))}\n\n`,

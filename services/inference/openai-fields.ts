@@ -13,7 +13,6 @@ export const V1_IGNORED_FIELDS = {
     "presence_penalty",
     "metadata",
     "moderation",
-    "parallel_tool_calls",
     "prompt_cache_key",
     "prompt_cache_options",
     "prompt_cache_retention",
@@ -29,8 +28,10 @@ export const V1_IGNORED_FIELDS = {
 export const CHAT_COMPLETION_FIELDS: ReadonlySet<string> = new Set([
   // read: openai-api.ts parseChatCompletion (`models`: OpenRouter's fallbacks)
   ...["model", "models", "messages", "temperature", "top_p", "max_tokens", "max_completion_tokens", "seed", "stop", "user", "stream", "stream_options"],
+  // read: openai-api-tools.ts toolFieldsOf
+  ...["tools", "tool_choice", "parallel_tool_calls", "response_format"],
   // refused by name unless "off": openai-api.ts UNSUPPORTED
-  ...["tools", "tool_choice", "functions", "function_call", "n", "logprobs", "top_logprobs", "response_format"],
+  ...["functions", "function_call", "n", "logprobs", "top_logprobs"],
   ...["audio", "modalities", "logit_bias", "prediction", "web_search_options"],
   ...V1_IGNORED_FIELDS.chatCompletions,
 ]);

@@ -169,17 +169,21 @@ describe("inference - OpenAI-compatible API (/v1) with the openai client", () =>
   });
 
   const BAD: Array<[string, Record<string, unknown>, string]> = [
-    ["tools", { tools: [{ type: "function", function: { name: "f", parameters: {} } }] }, "tools"],
+    ["a tool that is not a function", { tools: [{ type: "custom", custom: { name: "f" } }] }, "tools[0].type"],
     ["n = 2", { n: 2 }, "n"],
     ["an image part", { messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "https://x/y.png" } }] }] }, "messages[0].content[0]"],
-    ["a tool message", { messages: [{ role: "tool", content: "42", tool_call_id: "c1" }] }, "messages[0].role"],
+    ["a tool message answering no call", { messages: [{ role: "tool", content: "42", tool_call_id: "c1" }] }, "messages[0].tool_call_id"],
     ["no messages", { messages: [] }, "messages"],
     ["temperature above 2", { temperature: 2.5 }, "temperature"],
     ["top_p above 1", { top_p: 1.5 }, "top_p"],
     ["max_tokens 0", { max_tokens: 0 }, "max_tokens"],
     ["five stop sequences", { stop: ["a", "b", "c", "d", "e"] }, "stop"],
     ["a non-integer seed", { seed: 1.5 }, "seed"],
-    ["response_format json_schema", { response_format: { type: "json_schema", json_schema: { name: "x" } } }, "response_format"],
+    [
+      "response_format json_schema without a schema",
+      { response_format: { type: "json_schema", json_schema: { name: "x" } } },
+      "response_format.json_schema.schema",
+    ],
     ["logprobs", { logprobs: true }, "logprobs"],
     ["no model", { model: undefined }, "model"],
     ["a models list that is not a list", { models: "qwen2.5:0.5b" }, "models"],

@@ -26,4 +26,35 @@ describe("gpu-scheduler status events - which committed writes are public status
   test("gpu-scheduler status events - a written job its decision never saw is not reported", () => {
     expect(statusChanges(new Map(), [row({ status: "completed" })], NOW)).toEqual([]);
   });
+
+  test.each<[string, SeenState, Partial<WrittenJob>, boolean]>([
+    [
+      "running → completed with a webhook URL queues a delivery",
+      { status: "running", startedAt: STARTED },
+      { status: "completed", webhook_url: "https://h.example/x" },
+      true,
+    ],
+    [
+      "queued → cancelled with a webhook URL queues one",
+      { status: "queued" },
+      { status: "cancelled", started_at: null, webhook_url: "https://h.example/x" },
+      true,
+    ],
+    ["running → completed without one queues none", { status: "running", startedAt: STARTED }, { status: "completed", webhook_url: null }, false],
+    [
+      "queued → running with one queues none (not terminal)",
+      { status: "running", startedAt: null },
+      { status: "running", webhook_url: "https://h.example/x" },
+      false,
+    ],
+    [
+      "running → queued (a retry) with one queues none",
+      { status: "running", startedAt: STARTED },
+      { status: "queued", started_at: null, webhook_url: "https://h.example/x" },
+      false,
+    ],
+  ])("gpu-scheduler status events - %s (the senders wake for it)", (_name, seen, written, webhook) => {
+    const [change] = statusChanges(new Map([["j1", seen]]), [row(written)], NOW);
+    expect(change.webhook === true).toBe(webhook);
+  });
 });

@@ -154,8 +154,20 @@ describe("inference - provider failures to API errors", () => {
   ])("inference - %s", (_name, failure, code, outcome) => {
     const pub = publicFailure(failure, "ollama", "llama3.2:1b", 1000);
     expect(pub.code).toBe(code);
-    expect(pub.details.provider).toBe("ollama");
+    expect((pub.details as Record<string, unknown>).provider).toBe("ollama");
     expect(outcomeOf(failure)).toBe(outcome);
+  });
+
+  test("inference - a field the model cannot honour is 400 VALIDATION_FAILED naming it, recorded as an error", () => {
+    const failure = new ProviderFailure("unsupported", "Model provider answered 400: registry.ollama.ai/library/x:latest does not support tools", 400, "tools");
+    const pub = publicFailure(failure, "ollama", "x", 1000);
+    expect(pub).toEqual({
+      code: "VALIDATION_FAILED",
+      message: expect.stringContaining("does not support tools"),
+      details: [{ field: "tools", message: pub.message }],
+    });
+    expect(pub.message).toContain('Model "x" (provider "ollama") cannot honour `tools`');
+    expect(outcomeOf(failure)).toBe("error");
   });
 
   test.each([

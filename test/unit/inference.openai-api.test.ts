@@ -65,7 +65,7 @@ describe("inference - /v1 chat requests", () => {
     ["messages not a list", { model: "m", messages: "hi" }, ["messages"]],
     ["an unknown role", { model: "m", messages: [{ role: "robot", content: "x" }] }, ["messages[0].role"]],
     ["a function message", { model: "m", messages: [{ role: "function", content: "x" }] }, ["messages[0].role"]],
-    ["tool calls in history", { model: "m", messages: [{ role: "assistant", content: null, tool_calls: [{}] }] }, ["messages[0].tool_calls"]],
+    ["a malformed tool call in history", { model: "m", messages: [{ role: "assistant", content: null, tool_calls: [{}] }] }, ["messages[0].tool_calls[0]"]],
     ["an audio part", { model: "m", messages: [{ role: "user", content: [{ type: "input_audio" }] }] }, ["messages[0].content[0]"]],
     ["content a number", { model: "m", messages: [{ role: "user", content: 5 }] }, ["messages[0].content"]],
     ["temperature as a string", { ...base, temperature: "1" }, ["temperature"]],

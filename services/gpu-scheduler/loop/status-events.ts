@@ -6,7 +6,7 @@
  */
 import type { ServiceBroker } from "moleculer";
 import { JOB_STATUS_CHANGED } from "../../../lib/event-names";
-import type { JobState, PublicStatus, StoredStatus } from "../core/transitions";
+import { isTerminal, type JobState, type PublicStatus, type StoredStatus } from "../core/transitions";
 import { publicStatus } from "../core/public-status";
 
 export type JobStatusChanged = {
@@ -17,10 +17,12 @@ export type JobStatusChanged = {
   /** Attempts started so far (a retry's next run is a new `running`). */
   attempts: number;
   at: string;
+  /** This change queued a webhook delivery (the job has a webhookUrl and ended): the senders wake only for these. */
+  webhook?: true;
 };
 
 /** What a compare-and-set wrote back, per job. */
-export type WrittenJob = { id: string; client_id: string; status: StoredStatus; started_at: Date | null; attempts: number };
+export type WrittenJob = { id: string; client_id: string; status: StoredStatus; started_at: Date | null; attempts: number; webhook_url?: string | null };
 export type SeenState = Pick<JobState, "status"> & { startedAt?: Date | null };
 
 /** The public status changes among the written jobs (pure): `seen` is what each decision started from. */
@@ -32,7 +34,10 @@ export function statusChanges(seen: Map<string, SeenState>, written: WrittenJob[
     const previous = publicStatus(before.status, before.startedAt ?? null);
     const status = publicStatus(row.status, row.started_at);
     if (previous === status) continue;
-    changes.push({ jobId: row.id, clientId: row.client_id, status, previous, attempts: row.attempts, at: now.toISOString() });
+    const change: JobStatusChanged = { jobId: row.id, clientId: row.client_id, status, previous, attempts: row.attempts, at: now.toISOString() };
+    // As the compare-and-set queues it: a webhook, on the change into a terminal status.
+    if (row.webhook_url && isTerminal(row.status) && !isTerminal(before.status)) change.webhook = true;
+    changes.push(change);
   }
   return changes;
 }

@@ -159,7 +159,7 @@ export class JobsRepository extends JobReads {
          SELECT gen_random_uuid(), client_id, id, 'job.' || status, webhook_url, now() FROM written
          WHERE webhook_url IS NOT NULL AND status IN ${TERMINAL_SQL} AND seen_status NOT IN ${TERMINAL_SQL}
          ON CONFLICT (job_id) DO NOTHING)
-       SELECT id, client_id, status, started_at, attempts FROM written`,
+       SELECT id, client_id, status, started_at, attempts, webhook_url FROM written`,
       [
         JSON.stringify(
           updates.map((u) => ({

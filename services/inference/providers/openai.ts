@@ -2,16 +2,18 @@
  * The OpenAI-compatible API (vLLM, llama.cpp's server, LM Studio, hosted services): GET
  * /v1/models, POST /v1/chat/completions; streamed answers are server-sent events ending with
  * `data: [DONE]`, token counts in `usage` (asked for with stream_options.include_usage); POST
- * /v1/embeddings.
+ * /v1/embeddings. Tools and structured output pass through in OpenAI's shape (openai-tools.ts).
  */
 import { describeModel, estimateTokens, parameterSizeOf } from "../model-info";
 import { HttpEndpoint, readJson, readLines, readText } from "./http";
-import { ChatRequest, Completion, Embeddings, Finish, isVector, Provider, ProviderFailure, ProviderModel, StreamChunk, Usage } from "./types";
+import { openAiChatFields, StreamedToolCalls, toolCallsOf } from "./openai-tools";
+import { refusedField } from "./tool-calls";
+import { ChatRequest, Completion, Embeddings, Finish, isVector, promptText, Provider, ProviderFailure, ProviderModel, StreamChunk, Usage } from "./types";
 
 type OpenAiModel = { id?: unknown; owned_by?: unknown; meta?: { n_params?: unknown } };
 type OpenAiUsage = { prompt_tokens?: unknown; completion_tokens?: unknown };
 type OpenAiAnswer = {
-  choices?: Array<{ message?: { content?: unknown }; delta?: { content?: unknown }; finish_reason?: unknown }>;
+  choices?: Array<{ message?: { content?: unknown; tool_calls?: unknown }; delta?: { content?: unknown; tool_calls?: unknown }; finish_reason?: unknown }>;
   usage?: OpenAiUsage | null;
   error?: unknown;
   object?: unknown;
@@ -19,7 +21,8 @@ type OpenAiAnswer = {
 
 const str = (v: unknown): string | undefined => (typeof v === "string" && v ? v : undefined);
 const malformed = () => new ProviderFailure("error", "Model provider returned malformed output");
-const finishOf = (reason: unknown): Finish => (reason === "length" ? { finishReason: "length" } : {});
+/** A forced tool choice may end with "stop" after its call: an answer with calls ends with "tool_calls". */
+const finishOf = (reason: unknown, calls: boolean): Finish => (calls ? { finishReason: "tool_calls" } : reason === "length" ? { finishReason: "length" } : {});
 
 function messageOf(body: unknown): string | undefined {
   const b = body as { error?: unknown; message?: unknown; detail?: unknown };
@@ -32,7 +35,7 @@ function usageOf(usage: OpenAiUsage | null | undefined, request: ChatRequest, te
   const valid = (v: unknown) => Number.isInteger(v) && (v as number) >= 0;
   if (usage && valid(usage.prompt_tokens) && valid(usage.completion_tokens))
     return { promptTokens: usage.prompt_tokens as number, completionTokens: usage.completion_tokens as number };
-  return { promptTokens: estimateTokens(request.messages.map((m) => m.content).join("")), completionTokens: estimateTokens(text) };
+  return { promptTokens: estimateTokens(promptText(request)), completionTokens: estimateTokens(text) };
 }
 
 export class OpenAiProvider implements Provider {
@@ -68,14 +71,21 @@ export class OpenAiProvider implements Provider {
   }
 
   async complete(request: ChatRequest, signal: AbortSignal): Promise<Completion> {
-    const res = await this.http.sendOk("POST", "/chat/completions", this.chatBody(request, false), signal, messageOf);
+    const res = await this.chat(request, false, signal);
     const body = (await readJson(res, signal)) as OpenAiAnswer;
     const choice = Array.isArray(body?.choices) ? body.choices[0] : undefined;
     const content = choice?.message?.content;
     // null content is a valid answer (nothing generated); anything else but a string is not.
     if (!choice || (content !== null && typeof content !== "string")) throw malformed();
     const text = content ?? "";
-    return { text, ...usageOf(body.usage, request, text), ...finishOf(choice.finish_reason) };
+    const toolCalls = toolCallsOf(choice.message?.tool_calls);
+    const output = toolCalls.length ? `${text}${JSON.stringify(toolCalls)}` : text;
+    return {
+      text,
+      ...usageOf(body.usage, request, output),
+      ...finishOf(choice.finish_reason, toolCalls.length > 0),
+      ...(toolCalls.length ? { toolCalls } : {}),
+    };
   }
 
   async embed(model: string, input: string[], signal: AbortSignal): Promise<Embeddings> {
@@ -93,8 +103,14 @@ export class OpenAiProvider implements Provider {
   }
 
   async stream(request: ChatRequest, signal: AbortSignal): Promise<AsyncIterable<StreamChunk>> {
-    const res = await this.http.sendOk("POST", "/chat/completions", this.chatBody(request, true), signal, messageOf);
-    return this.chunks(readLines(res, signal), request);
+    return this.chunks(readLines(await this.chat(request, true, signal), signal), request);
+  }
+
+  /** POST /chat/completions; the server's 400 about tools or a format is the refusal naming the field. */
+  private chat(request: ChatRequest, stream: boolean, signal: AbortSignal) {
+    return this.http.sendOk("POST", "/chat/completions", this.chatBody(request, stream), signal, messageOf).catch((err) => {
+      throw refusedField(err, request);
+    });
   }
 
   private async *chunks(lines: AsyncIterable<string>, request: ChatRequest): AsyncGenerator<StreamChunk> {
@@ -103,6 +119,7 @@ export class OpenAiProvider implements Provider {
     let finish: Finish = {};
     let data: string[] = [];
     let finished = false;
+    const calls = new StreamedToolCalls();
     for await (const line of lines) {
       if (finished) continue; // drain, so the connection is reused
       if (line.startsWith("data:")) {
@@ -114,7 +131,8 @@ export class OpenAiProvider implements Provider {
       data = [];
       if (payload === "[DONE]") {
         finished = true;
-        yield { type: "usage", ...usageOf(usage, request, text), ...finish };
+        calls.check();
+        yield { type: "usage", ...usageOf(usage, request, text), ...(calls.count ? finishOf(undefined, true) : finish) };
         continue;
       }
       let event: OpenAiAnswer;
@@ -129,11 +147,15 @@ export class OpenAiProvider implements Provider {
         throw new ProviderFailure("error", `Model provider failed: ${messageOf(event) ?? "unknown error"}`);
       if (event.usage) usage = event.usage;
       const choice = Array.isArray(event.choices) ? event.choices[0] : undefined;
-      if (choice?.finish_reason) finish = finishOf(choice.finish_reason);
+      if (choice?.finish_reason) finish = finishOf(choice.finish_reason, false);
       const delta = choice?.delta?.content;
       if (typeof delta === "string" && delta) {
         text += delta;
         yield { type: "delta", text: delta };
+      }
+      for (const part of calls.parts(choice?.delta?.tool_calls)) {
+        text += part.arguments; // for the estimate, when the server counts no usage
+        yield { type: "tool_call", ...part };
       }
     }
     if (!finished) throw new ProviderFailure("error", "Model provider ended the stream before finishing");
@@ -143,7 +165,7 @@ export class OpenAiProvider implements Provider {
     // Options left undefined are dropped by JSON.stringify: the server keeps its defaults.
     return {
       model: request.model,
-      messages: request.messages,
+      ...openAiChatFields(request),
       temperature: request.temperature,
       max_tokens: request.maxTokens,
       top_p: request.topP,

@@ -19,7 +19,8 @@ export type ToolSpec = { name: string; description?: string; parameters?: Record
 export type ToolChoice = "none" | "auto" | "required" | { name: string };
 
 /** Structured output: any JSON object, or JSON matching `schema`. */
-export type ResponseFormat = { type: "json_object" } | { type: "json_schema"; name: string; schema: Record<string, unknown>; strict?: boolean };
+export type ResponseFormat =
+  { type: "json_object" } | { type: "json_schema"; name: string; description?: string; schema: Record<string, unknown>; strict?: boolean };
 
 /** Sampling options, each mapped to the provider's own name; absent ones are left to the provider. */
 export type ChatOptions = {
@@ -85,9 +86,10 @@ export interface Provider {
 /**
  * How a provider call failed, independent of the API's error codes:
  * unavailable (no connection), error (HTTP ≥ 400, malformed or cut-off output), not_found (the
- * provider does not know the model), timeout, aborted (our client went away).
+ * provider does not know the model), timeout, aborted (our client went away), unsupported (the
+ * provider or model cannot honour a request field: `param` names it, as OpenAI's API names it).
  */
-export type FailureKind = "unavailable" | "error" | "not_found" | "timeout" | "aborted";
+export type FailureKind = "unavailable" | "error" | "not_found" | "timeout" | "aborted" | "unsupported";
 
 export class ProviderFailure extends Error {
   constructor(
@@ -95,10 +97,19 @@ export class ProviderFailure extends Error {
     message: string,
     /** The provider's HTTP status, when it answered with one. */
     readonly status?: number,
+    /** The request field an "unsupported" failure is about (`tools`, `tool_choice`, `response_format`…). */
+    readonly param?: string,
   ) {
     super(message);
     this.name = "ProviderFailure";
   }
+}
+
+/** What a request puts before the model (messages, tool calls, tool definitions), to estimate its tokens. */
+export function promptText(request: { messages: ChatMessage[]; tools?: ToolSpec[] }): string {
+  const parts = request.messages.map((m) => (m.role === "assistant" && m.toolCalls?.length ? `${m.content}${JSON.stringify(m.toolCalls)}` : m.content));
+  if (request.tools?.length) parts.push(JSON.stringify(request.tools));
+  return parts.join("\n");
 }
 
 export const isVector = (v: unknown): v is number[] => Array.isArray(v) && v.every((x) => typeof x === "number" && Number.isFinite(x));
