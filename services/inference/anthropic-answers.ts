@@ -8,6 +8,7 @@
 import { ErrorCodes } from "../../lib/errors";
 import { anthropicError } from "../../lib/anthropic-errors";
 import type { Answer, StreamFormat } from "./answers";
+import { inMessagesTerms } from "./anthropic-api";
 import type { PublicFailure } from "./errors";
 import type { ToolCall } from "./providers";
 
@@ -129,7 +130,7 @@ export function anthropicStreamFormat(): StreamFormat {
       return `${out}${event("message_delta", { delta, usage })}${event("message_stop", {})}`;
     },
     error(f: PublicFailure) {
-      const { body } = anthropicError(ErrorCodes[f.code], f.message, f.details);
+      const { body } = anthropicError(ErrorCodes[f.code], f.message, inMessagesTerms(f.details));
       return event("error", { error: body.error });
     },
   };

@@ -110,9 +110,10 @@ function toolUseOf(block: Body, path: string, faults: Faults): ToolCall {
 }
 
 /** A tool's result, as a `tool` message (an error result says so in its text: chat APIs have no flag for it). */
-function toolResultOf(block: Body, path: string, faults: Faults): ChatMessage {
+function toolResultOf(block: Body, path: string, faults: Faults, called: ReadonlySet<string>): ChatMessage {
   faults.keys(block, path, ["type", "tool_use_id", "content", "is_error", "cache_control"], { toolset_name: [never, "Toolsets are not supported"] });
-  if (typeof block.tool_use_id !== "string" || !block.tool_use_id) faults.add(fieldPath(path, "tool_use_id"), "must be the id of a tool_use block");
+  if (typeof block.tool_use_id !== "string" || !called.has(block.tool_use_id))
+    faults.add(fieldPath(path, "tool_use_id"), "must be the id of a tool_use block of an earlier assistant message");
   if (given(block.is_error) && typeof block.is_error !== "boolean") faults.add(fieldPath(path, "is_error"), "must be a boolean");
   const text = given(block.content) ? plainText(block.content, fieldPath(path, "content"), faults) : "";
   return { role: "tool", toolCallId: String(block.tool_use_id), content: block.is_error === true ? `Error: ${text}` : text };
@@ -123,7 +124,7 @@ function toolResultOf(block: Body, path: string, faults: Faults): ChatMessage {
  * APIs want them right after the assistant's calls), then its text; an assistant turn's text with
  * its tool calls.
  */
-function turnOf(raw: unknown, path: string, faults: Faults): ChatMessage[] {
+function turnOf(raw: unknown, path: string, faults: Faults, called: Set<string>): ChatMessage[] {
   if (!isObject(raw)) {
     faults.add(path, "must be an object with a role and content");
     return [];
@@ -149,11 +150,12 @@ function turnOf(raw: unknown, path: string, faults: Faults): ChatMessage[] {
     const type = isObject(block) ? block.type : undefined;
     if (type === "text") text += textOf(block as Body, where, faults);
     else if (type === "tool_use" && role === "assistant") calls.push(toolUseOf(block as Body, where, faults));
-    else if (type === "tool_result" && role === "user") results.push(toolResultOf(block as Body, where, faults));
+    else if (type === "tool_result" && role === "user") results.push(toolResultOf(block as Body, where, faults, called));
     else if (type === "tool_use" || type === "tool_result")
       faults.add(where, `A ${type} block belongs in ${type === "tool_use" ? "an assistant" : "a user"} message`);
     else faults.add(where, `Content blocks of type "${String(type)}" are not supported: only "text", "tool_use" and "tool_result"`);
   });
+  calls.forEach((c) => called.add(c.id));
   if (role === "assistant") return [{ role, content: text, ...(calls.length ? { toolCalls: calls } : {}) }];
   return text || !results.length ? [...results, { role, content: text }] : results;
 }
@@ -163,7 +165,8 @@ function messagesOf(raw: unknown, faults: Faults): ChatMessage[] {
     faults.add("messages", `must be a list of 1 to ${MAX_MESSAGES} messages`);
     return [];
   }
-  return raw.flatMap((m, i) => turnOf(m, `messages[${i}]`, faults));
+  const called = new Set<string>();
+  return raw.flatMap((m, i) => turnOf(m, `messages[${i}]`, faults, called));
 }
 
 const TOOL_OFF: Record<string, [Off, string]> = {
@@ -236,6 +239,18 @@ function userOf(raw: unknown, faults: Faults): string | undefined {
   const id = raw.user_id;
   if (given(id) && !(typeof id === "string" && id.length <= 256)) faults.add("metadata.user_id", "must be a string of at most 256 characters");
   return typeof id === "string" && id ? id : undefined;
+}
+
+/** The chat's field names (OpenAI's: a provider's refusal names them so) that the Messages API names otherwise. */
+const MESSAGES_NAMES: Readonly<Record<string, string>> = { parallel_tool_calls: "tool_choice.disable_parallel_tool_use", response_format: "output_config" };
+
+/** A refusal's `{ field, message }` list, each field and its mention in the message as the Messages API names it. */
+export function inMessagesTerms(details: unknown): unknown {
+  if (!Array.isArray(details)) return details;
+  return details.map((d: { field?: unknown; message?: unknown }) => {
+    const name = typeof d?.field === "string" && Object.hasOwn(MESSAGES_NAMES, d.field) ? MESSAGES_NAMES[d.field] : undefined;
+    return name ? { ...d, field: name, message: String(d.message).replaceAll(`\`${String(d.field)}\``, `\`${name}\``) } : d;
+  });
 }
 
 /** The request as the engine's chat, or 400 VALIDATION_FAILED listing every fault (unknown fields first). */

@@ -210,7 +210,7 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
     },
 
     /**
-     * The one gate every inference passes (infer, v1ChatCompletions, v1Embeddings), after validation:
+     * The one gate every inference passes (infer, v1ChatCompletions, v1Messages, v1Embeddings), after validation:
      * the monthly tokens and credits hold the request's worst case (quota-holds.ts) or it is 403
      * before the provider is asked; then the account's rate limits count the request, set the
      * x-ratelimit-* headers, or throw 429 (the reservations released).

@@ -6,11 +6,12 @@
  */
 import type { Readable } from "stream";
 import type { Context } from "moleculer";
-import { parseMessages } from "./anthropic-api";
+import { inMessagesTerms, parseMessages } from "./anthropic-api";
 import { anthropicMessage, anthropicStreamFormat } from "./anthropic-answers";
 import type { InferenceEngine } from "./engine";
 import { estimateTokens } from "./model-info";
 import type { InferenceClaim, Spend } from "./quota-holds";
+import { promptText } from "./providers";
 
 /** What the action uses of the inference service. */
 export type MessagesHost = {
@@ -27,13 +28,17 @@ export function v1MessagesAction<Base extends object>(base: Base) {
     async handler(this: MessagesHost, ctx: Context<unknown, { caller?: { clientId: string } }>) {
       const request = parseMessages(ctx.params);
       const clientId = ctx.meta.caller!.clientId;
-      const prompt = estimateTokens(request.messages.map((m) => m.content).join("\n"));
+      const prompt = estimateTokens(promptText(request));
       const claim = { tokens: request.maxTokens + prompt, models: this.engine.modelsOf(request) };
       return this.held(ctx, claim, async (hold) => {
         if (request.stream) return this.streamed(ctx, await this.engine.openChatStream(clientId, request, anthropicStreamFormat(), hold.settle));
         const answer = await this.engine.chat(clientId, request);
         hold.settle(answer.promptTokens + answer.completionTokens, answer.model);
         return anthropicMessage(answer);
+      }).catch((err: { data?: unknown }) => {
+        // A provider's refusal names the chat's fields: the client is told the Messages API's names.
+        if (err && typeof err === "object") err.data = inMessagesTerms(err.data);
+        throw err;
       });
     },
   };

@@ -6,7 +6,7 @@
 import { anthropicError } from "../../lib/anthropic-errors";
 import { readFileSync } from "fs";
 import path from "path";
-import { MESSAGES_IGNORED_FIELDS, parseMessages } from "../../services/inference/anthropic-api";
+import { inMessagesTerms, MESSAGES_IGNORED_FIELDS, parseMessages } from "../../services/inference/anthropic-api";
 import { anthropicMessage, anthropicStreamFormat } from "../../services/inference/anthropic-answers";
 import type { Answer } from "../../services/inference/answers";
 import type { ToolCallDelta } from "../../services/inference/providers";
@@ -170,10 +170,20 @@ describe("inference - Messages API requests", () => {
     ["a tool_use without input", { messages: [{ role: "assistant", content: [{ type: "tool_use", id: "t", name: "f" }] }] }, ["messages[0].content[0].input"]],
     [
       "an image in a tool result",
-      { messages: [{ role: "user", content: [{ type: "tool_result", tool_use_id: "t", content: [{ type: "image" }] }] }] },
-      ["messages[0].content[0].content[0]"],
+      {
+        messages: [
+          { role: "assistant", content: [{ type: "tool_use", id: "t", name: "f", input: {} }] },
+          { role: "user", content: [{ type: "tool_result", tool_use_id: "t", content: [{ type: "image" }] }] },
+        ],
+      },
+      ["messages[1].content[0].content[0]"],
     ],
     ["a role tool", { messages: [{ role: "tool", content: "x" }] }, ["messages[0].role"]],
+    [
+      "a tool_result answering no earlier call",
+      { messages: [{ role: "user", content: [{ type: "tool_result", tool_use_id: "t9" }] }] },
+      ["messages[0].content[0].tool_use_id"],
+    ],
     ["a server tool", { tools: [{ type: "web_search_20250305", name: "web_search" }] }, ["tools[0].type", "tools[0].input_schema"]],
     ["a tool without input_schema", { tools: [{ name: "f" }] }, ["tools[0].input_schema"]],
     ["a tool with an unknown key", { tools: [{ ...weather, parameters: {} }] }, ["tools[0].parameters"]],
@@ -327,6 +337,18 @@ describe("inference - Anthropic's error shape", () => {
     [504, 504, "timeout_error"],
   ])("inference - messages: the platform's %i is %i %s", (status, answered, type) => {
     expect(anthropicError(status, "m", null, "r-1")).toEqual({ status: answered, body: { type: "error", error: { type, message: "m" }, request_id: "r-1" } });
+  });
+
+  test("inference - messages: a provider's refusal of a chat field names the Messages API's field", () => {
+    const refusal = [
+      { field: "parallel_tool_calls", message: "Model cannot honour `parallel_tool_calls`: one call at most" },
+      { field: "tool_choice", message: "x" },
+    ];
+    expect(inMessagesTerms(refusal)).toEqual([
+      { field: "tool_choice.disable_parallel_tool_use", message: "Model cannot honour `tool_choice.disable_parallel_tool_use`: one call at most" },
+      { field: "tool_choice", message: "x" },
+    ]);
+    expect(inMessagesTerms({ retryAfter: 3 })).toEqual({ retryAfter: 3 });
   });
 
   test("inference - messages: a validation error's message names its fields", () => {
