@@ -8,7 +8,7 @@
 import { ErrorCodes } from "../../lib/errors";
 import { anthropicError } from "../../lib/anthropic-errors";
 import type { Answer, StreamFormat } from "./answers";
-import { inMessagesTerms } from "./anthropic-api";
+import { inMessagesTerms } from "./anthropic-tools";
 import type { PublicFailure } from "./errors";
 import type { ToolCall } from "./providers";
 

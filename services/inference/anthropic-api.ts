@@ -1,32 +1,27 @@
 /**
  * Anthropic's Messages API requests (POST /v1/messages), as the official `@anthropic-ai/sdk`
  * client sends them, translated to the engine's chat: `system`, `messages` of text, `tool_use`
- * and `tool_result` blocks, `tools`, `tool_choice`, `stop_sequences`, sampling and `metadata`.
+ * and `tool_result` blocks, `stop_sequences`, sampling and `metadata` here; `tools`,
+ * `tool_choice` and `output_config` in anthropic-tools.ts.
  * Pure: bad input is a list of `{ field, message }`; what the platform cannot do (thinking,
  * images, documents, server tools, containers, MCP servers…) is refused by name, never dropped,
  * and so is a field the Messages API does not have. The answers: anthropic-answers.ts.
  */
-import { FieldError, validationFailed } from "../../lib/errors";
-import { fieldPath, unknownField, unknownFieldsOf } from "../../lib/known-fields";
+import { validationFailed } from "../../lib/errors";
+import { fieldPath, unknownFieldsOf } from "../../lib/known-fields";
+import { Body, emptyList, Faults, given, isObject, never, Off } from "./anthropic-faults";
+import { outputFormatOf, toolChoiceOf, toolsOf } from "./anthropic-tools";
 import type { ChatParams } from "./engine";
-import type { ChatMessage, ToolCall, ToolChoice, ToolSpec } from "./providers";
+import type { ChatMessage, ToolCall } from "./providers";
 
 export type MessagesRequest = ChatParams & { maxTokens: number; stream: boolean };
 
 /** Fields Anthropic's clients send that the platform accepts and does not apply (prompt caching, capacity tier; docs/inference.md). */
 export const MESSAGES_IGNORED_FIELDS = ["cache_control", "service_tier"] as const;
 
-type Body = Record<string, unknown>;
-type Off = (v: unknown) => boolean;
-
 const MAX_MODEL = 256;
 const MAX_MESSAGES = 100_000;
 const MAX_STOPS = 16;
-const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
-const never: Off = () => false;
-const isObject = (v: unknown): v is Body => typeof v === "object" && v !== null && !Array.isArray(v);
-const given = (v: unknown) => v !== undefined && v !== null;
-const emptyList: Off = (v) => Array.isArray(v) && v.length === 0;
 
 /** Fields of the Messages API that ask for what the platform does not do, unless they hold their "off" value. */
 const UNSUPPORTED: Array<[field: string, isOff: Off, what: string]> = [
@@ -35,32 +30,27 @@ const UNSUPPORTED: Array<[field: string, isOff: Off, what: string]> = [
   ["container", never, "Containers (code execution) are not supported"],
   ["mcp_servers", emptyList, "MCP servers are not supported"],
   ["context_management", never, "Context management is not supported"],
-  ["output_config", (v) => isObject(v) && Object.values(v).every((x) => !given(x)), "output_config (effort, output format) is not supported"],
   ["inference_geo", never, "inference_geo is not supported"],
   ["speed", (v) => v === "standard", 'Only the "standard" speed is supported'],
   ["diagnostics", never, "diagnostics is not supported"],
   ["user_profile_id", never, "User profiles are not supported"],
   ["workspace_id", never, "Workspaces are not supported"],
 ];
-const READ = ["model", "messages", "max_tokens", "system", "tools", "tool_choice", "stop_sequences", "temperature", "top_p", "metadata", "stream"];
+const READ = [
+  "model",
+  "messages",
+  "max_tokens",
+  "system",
+  "tools",
+  "tool_choice",
+  "output_config",
+  "stop_sequences",
+  "temperature",
+  "top_p",
+  "metadata",
+  "stream",
+];
 const MESSAGES_FIELDS: ReadonlySet<string> = new Set([...READ, ...UNSUPPORTED.map(([field]) => field), ...MESSAGES_IGNORED_FIELDS]);
-
-/** The faults of one request, in the order found. */
-class Faults {
-  readonly list: FieldError[] = [];
-  add(field: string, message: string): void {
-    this.list.push({ field, message });
-  }
-  /** `value`'s keys outside `known`, and the known ones whose value is not "off", refused by name. */
-  keys(value: Body, path: string, known: readonly string[], off: Record<string, [Off, string]> = {}): void {
-    for (const key of Object.keys(value)) {
-      const field = fieldPath(path, key);
-      if (Object.hasOwn(off, key)) {
-        if (given(value[key]) && !off[key][0](value[key])) this.add(field, off[key][1]);
-      } else if (!known.includes(key)) this.list.push(unknownField(field));
-    }
-  }
-}
 
 /** A number in [min, max] (an integer if asked), or undefined when absent or refused. */
 function numberOf(body: Body, field: string, [min, max]: [number, number], faults: Faults, integer = false): number | undefined {
@@ -169,59 +159,6 @@ function messagesOf(raw: unknown, faults: Faults): ChatMessage[] {
   return raw.flatMap((m, i) => turnOf(m, `messages[${i}]`, faults, called));
 }
 
-const TOOL_OFF: Record<string, [Off, string]> = {
-  type: [(v) => v === "custom", "Server tools (bash, text editor, web search, code execution…) are not supported: only custom tools"],
-  defer_loading: [(v) => v === false, "defer_loading is not supported"],
-  input_examples: [emptyList, "input_examples is not supported"],
-  allowed_callers: [(v) => Array.isArray(v) && v.every((c) => c === "direct"), "Only direct tool callers are supported"],
-  eager_input_streaming: [(v) => v === false, "eager_input_streaming is not supported"],
-};
-
-function toolsOf(raw: unknown, faults: Faults): ToolSpec[] | undefined {
-  if (!given(raw)) return undefined;
-  if (!Array.isArray(raw)) {
-    faults.add("tools", "must be a list of tools");
-    return undefined;
-  }
-  return raw.map((tool, i) => {
-    const path = `tools[${i}]`;
-    if (!isObject(tool)) {
-      faults.add(path, "must be a tool object");
-      return { name: "" };
-    }
-    faults.keys(tool, path, ["name", "description", "input_schema", "strict", "cache_control"], TOOL_OFF);
-    if (typeof tool.name !== "string" || !TOOL_NAME.test(tool.name)) faults.add(`${path}.name`, "must be 1 to 64 letters, digits, _ or -");
-    if (given(tool.description) && typeof tool.description !== "string") faults.add(`${path}.description`, "must be a string");
-    if (!isObject(tool.input_schema) || tool.input_schema.type !== "object") faults.add(`${path}.input_schema`, 'must be a JSON Schema of type "object"');
-    if (given(tool.strict) && typeof tool.strict !== "boolean") faults.add(`${path}.strict`, "must be a boolean");
-    const spec: ToolSpec = { name: String(tool.name), parameters: tool.input_schema as Record<string, unknown> };
-    if (typeof tool.description === "string") spec.description = tool.description;
-    if (typeof tool.strict === "boolean") spec.strict = tool.strict;
-    return spec;
-  });
-}
-
-const CHOICES: Readonly<Record<string, ToolChoice>> = { auto: "auto", any: "required", none: "none" };
-
-/** `tool_choice` → the chat's choice, and whether calls may come in parallel. */
-function toolChoiceOf(raw: unknown, tools: ToolSpec[] | undefined, faults: Faults): Pick<ChatParams, "toolChoice" | "parallelToolCalls"> {
-  if (!given(raw)) return {};
-  if (!isObject(raw) || (raw.type !== "tool" && !Object.hasOwn(CHOICES, String(raw.type)))) {
-    faults.add("tool_choice", 'must be {"type": "auto" | "any" | "tool" | "none"}');
-    return {};
-  }
-  faults.keys(
-    raw,
-    "tool_choice",
-    raw.type === "none" ? ["type"] : raw.type === "tool" ? ["type", "name", "disable_parallel_tool_use"] : ["type", "disable_parallel_tool_use"],
-  );
-  const { type, name, disable_parallel_tool_use: serial } = raw;
-  if (given(serial) && typeof serial !== "boolean") faults.add("tool_choice.disable_parallel_tool_use", "must be a boolean");
-  if (type === "tool" && !tools?.some((t) => t.name === name)) faults.add("tool_choice.name", "must name one of the request's tools");
-  else if (type !== "none" && type !== "auto" && !tools?.length) faults.add("tool_choice", `"${String(type)}" needs tools`);
-  return { toolChoice: type === "tool" ? { name: String(name) } : CHOICES[String(type)], ...(serial === true ? { parallelToolCalls: false } : {}) };
-}
-
 function stopOf(raw: unknown, faults: Faults): string[] | undefined {
   if (!given(raw)) return undefined;
   if (Array.isArray(raw) && raw.length <= MAX_STOPS && raw.every((s) => typeof s === "string" && s !== "")) return raw.length ? (raw as string[]) : undefined;
@@ -241,18 +178,6 @@ function userOf(raw: unknown, faults: Faults): string | undefined {
   return typeof id === "string" && id ? id : undefined;
 }
 
-/** The chat's field names (OpenAI's: a provider's refusal names them so) that the Messages API names otherwise. */
-const MESSAGES_NAMES: Readonly<Record<string, string>> = { parallel_tool_calls: "tool_choice.disable_parallel_tool_use", response_format: "output_config" };
-
-/** A refusal's `{ field, message }` list, each field and its mention in the message as the Messages API names it. */
-export function inMessagesTerms(details: unknown): unknown {
-  if (!Array.isArray(details)) return details;
-  return details.map((d: { field?: unknown; message?: unknown }) => {
-    const name = typeof d?.field === "string" && Object.hasOwn(MESSAGES_NAMES, d.field) ? MESSAGES_NAMES[d.field] : undefined;
-    return name ? { ...d, field: name, message: String(d.message).replaceAll(`\`${String(d.field)}\``, `\`${name}\``) } : d;
-  });
-}
-
 /** The request as the engine's chat, or 400 VALIDATION_FAILED listing every fault (unknown fields first). */
 export function parseMessages(raw: unknown): MessagesRequest {
   if (!isObject(raw)) throw validationFailed([{ field: "(body)", message: "must be a JSON object" }]);
@@ -270,6 +195,7 @@ export function parseMessages(raw: unknown): MessagesRequest {
   const stop = stopOf(body.stop_sequences, faults);
   const tools = toolsOf(body.tools, faults);
   const choice = toolChoiceOf(body.tool_choice, tools, faults);
+  const responseFormat = outputFormatOf(body.output_config, faults);
   const user = userOf(body.metadata, faults);
   for (const [field, isOff, what] of UNSUPPORTED) if (given(body[field]) && !isOff(body[field])) faults.add(field, what);
   if (given(body.stream) && typeof body.stream !== "boolean") faults.add("stream", "must be a boolean");
@@ -284,6 +210,7 @@ export function parseMessages(raw: unknown): MessagesRequest {
     user,
     // Without tools, "auto" and "none" both mean no calls ("any" and "tool" were refused).
     ...(tools?.length ? { tools, ...choice } : {}),
+    ...(responseFormat ? { responseFormat } : {}),
     stream: body.stream === true,
   };
 }

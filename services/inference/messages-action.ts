@@ -6,7 +6,8 @@
  */
 import type { Readable } from "stream";
 import type { Context } from "moleculer";
-import { inMessagesTerms, parseMessages } from "./anthropic-api";
+import { parseMessages } from "./anthropic-api";
+import { inMessagesTerms } from "./anthropic-tools";
 import { anthropicMessage, anthropicStreamFormat } from "./anthropic-answers";
 import type { InferenceEngine } from "./engine";
 import { estimateTokens } from "./model-info";

@@ -2,7 +2,8 @@
  * Tools on Anthropic's Messages API (POST /v1/messages), with the official `@anthropic-ai/sdk`
  * client through the gateway, against the stand-ins speaking Ollama's and OpenAI's wire formats:
  * tool_use blocks answered whole and streamed (input_json_delta joined by the client), a tool
- * round-trip as each provider receives it, tool_choice passed on, and what a provider cannot honour
+ * round-trip as each provider receives it, tool_choice passed on, output_config.format as each
+ * provider's structured output, and what a provider cannot honour
  * refused naming the Messages API's field (changing nothing at the provider).
  */
 import Anthropic from "@anthropic-ai/sdk";
@@ -88,6 +89,21 @@ describe("inference - tools on /v1/messages with @anthropic-ai/sdk", () => {
         { role: "assistant", content: null, tool_calls: [{ id: "toolu_1", type: "function", function: { name: "get_weather", arguments: ARGS } }] },
         { role: "tool", content: "18 °C", tool_call_id: "toolu_1" },
       ]);
+  });
+
+  test.each(KINDS)("inference - output_config.format on $label: Ollama's format is the schema; OpenAI's response_format json_schema", async (kind) => {
+    kind.standin().set({ chunks: ['{"city":"Paris"}'] });
+    const schema = { type: "object", properties: { city: { type: "string" } }, required: ["city"], additionalProperties: false };
+    const message = await client.messages.create({
+      model: kind.model,
+      max_tokens: 64,
+      messages: ASK.messages,
+      output_config: { format: { type: "json_schema", schema } },
+    });
+    const [block] = message.content;
+    expect(block.type === "text" && JSON.parse(block.text)).toEqual({ city: "Paris" });
+    if (kind.path === "/api/chat") expect(sentTo(kind).format).toEqual(schema);
+    else expect(sentTo(kind).response_format).toEqual({ type: "json_schema", json_schema: { name: "output", schema } });
   });
 
   test("inference - tool_choice tool and disable_parallel_tool_use reach the OpenAI-format provider as its tool_choice and parallel_tool_calls", async () => {
