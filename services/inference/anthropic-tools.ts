@@ -4,7 +4,7 @@
  * schema); and the chat's field names in a provider's refusal, as the Messages API names them.
  * Pure, like anthropic-api.ts which uses it.
  */
-import { emptyList, Faults, given, isObject, Off } from "./anthropic-faults";
+import { emptyList, Faults, given, isObject, never, Off } from "./anthropic-faults";
 import type { ChatParams } from "./engine";
 import type { ResponseFormat, ToolChoice, ToolSpec } from "./providers";
 
@@ -24,6 +24,8 @@ export function toolsOf(raw: unknown, faults: Faults): ToolSpec[] | undefined {
     faults.add("tools", "must be a list of tools");
     return undefined;
   }
+  const names = raw.map((tool) => (isObject(tool) ? tool.name : undefined));
+  if (new Set(names).size !== names.length) faults.add("tools", "tool names must be unique");
   return raw.map((tool, i) => {
     const path = `tools[${i}]`;
     if (!isObject(tool)) {
@@ -70,7 +72,7 @@ export function outputFormatOf(raw: unknown, faults: Faults): ResponseFormat | u
     faults.add("output_config", "must be an object");
     return undefined;
   }
-  faults.keys(raw, "output_config", ["format"], { effort: [() => false, "effort is not supported"] });
+  faults.keys(raw, "output_config", ["format"], { effort: [never, "effort is not supported"] });
   const format = raw.format;
   if (!given(format)) return undefined;
   if (isObject(format) && format.type === "json_schema" && isObject(format.schema)) {

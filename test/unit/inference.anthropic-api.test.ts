@@ -189,6 +189,7 @@ describe("inference - Messages API requests", () => {
     ["a server tool", { tools: [{ type: "web_search_20250305", name: "web_search" }] }, ["tools[0].type", "tools[0].input_schema"]],
     ["a tool without input_schema", { tools: [{ name: "f" }] }, ["tools[0].input_schema"]],
     ["a tool with an unknown key", { tools: [{ ...weather, parameters: {} }] }, ["tools[0].parameters"]],
+    ["two tools of one name", { tools: [weather, weather] }, ["tools"]],
     ["a bad tool name", { tools: [{ ...weather, name: "get weather" }] }, ["tools[0].name"]],
     ["tool_choice any without tools", { tool_choice: { type: "any" } }, ["tool_choice"]],
     ["tool_choice naming an unknown tool", { tools: [weather], tool_choice: { type: "tool", name: "nope" } }, ["tool_choice.name"]],
