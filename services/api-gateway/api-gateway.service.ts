@@ -158,7 +158,8 @@ const GatewayService: ServiceSchema = {
         autoAliases: true,
         ...SERVICE_ROUTE,
       },
-      // The OpenAI-compatible API (README "OpenAI-compatible API"): outside /api, errors in OpenAI's shape (onError).
+      // The OpenAI-compatible API (README "OpenAI-compatible API"): outside /api, errors in OpenAI's shape (onError),
+      // and Anthropic's Messages API (/v1/messages), errors in Anthropic's.
       {
         path: V1_PREFIX,
         aliases: {
