@@ -243,7 +243,19 @@ export function embeddingList(e: Embedded, base64: boolean) {
   };
 }
 
+/** OpenAI's model list, carrying Anthropic's fields too (`type`, `display_name`, `created_at`; one page): both official clients read it. */
 export const modelList = (models: Array<{ name: string; provider: string }>, created: number) => ({
   object: "list",
-  data: models.map((m) => ({ id: m.name, object: "model", created, owned_by: m.provider })),
+  data: models.map((m) => ({
+    id: m.name,
+    object: "model",
+    created,
+    owned_by: m.provider,
+    type: "model",
+    display_name: m.name,
+    created_at: new Date(created * 1000).toISOString(),
+  })),
+  has_more: false,
+  first_id: models[0]?.name ?? null,
+  last_id: models.at(-1)?.name ?? null,
 });
