@@ -26,6 +26,7 @@ import { createHardenedServer } from "./http-server";
 import { routesReadiness } from "./readiness";
 import { toPublicError } from "./error-mapper";
 import { openAiError } from "../../lib/openai-errors";
+import { anthropicError } from "../../lib/anthropic-errors";
 import { watchStream } from "./streaming";
 import { StreamSlots, streamsFor } from "./stream-slots";
 import { pagedBody } from "../../lib/paged-body";
@@ -44,10 +45,10 @@ type Req = IncomingMessage & { $ctx?: Context; $action?: ActionSchema; $params?:
 const REQUEST_ID = /^[A-Za-z0-9._:@-]{1,128}$/;
 /** The OpenAI-compatible API's prefix: its errors, unrouted paths included, speak OpenAI's shape. */
 const V1_PREFIX = "/v1";
-const isV1 = (req: Req & { originalUrl?: string }) => {
-  const path = (req.originalUrl ?? req.url ?? "").split("?")[0];
-  return path === V1_PREFIX || path.startsWith(`${V1_PREFIX}/`);
-};
+/** Anthropic's Messages API, within /v1: its errors speak Anthropic's shape (lib/anthropic-errors.ts). */
+const MESSAGES_PREFIX = `${V1_PREFIX}/messages`;
+const pathOf = (req: Req & { originalUrl?: string }) => (req.originalUrl ?? req.url ?? "").split("?")[0];
+const under = (path: string, prefix: string) => path === prefix || path.startsWith(`${prefix}/`);
 const BODY_METHODS = new Set(["POST", "PUT", "PATCH"]);
 
 function hasBody(req: IncomingMessage): boolean {
@@ -157,13 +158,16 @@ const GatewayService: ServiceSchema = {
         autoAliases: true,
         ...SERVICE_ROUTE,
       },
-      // The OpenAI-compatible API (README "OpenAI-compatible API"): outside /api, errors in OpenAI's shape (onError).
+      // The OpenAI-compatible API (README "OpenAI-compatible API"): outside /api, errors in OpenAI's shape (onError),
+      // and Anthropic's Messages API (/v1/messages), errors in Anthropic's.
       {
         path: V1_PREFIX,
         aliases: {
           "GET /models": "inference.v1Models",
           "POST /chat/completions": "inference.v1ChatCompletions",
+          "POST /responses": "inference.v1Responses",
           "POST /embeddings": "inference.v1Embeddings",
+          "POST /messages": "inference.v1Messages",
         },
         ...SERVICE_ROUTE,
       },
@@ -195,9 +199,16 @@ const GatewayService: ServiceSchema = {
       res.setHeader("X-Request-Id", requestId);
       for (const [name, value] of Object.entries(pub.headers)) res.setHeader(name, value);
       res.setHeader("Content-Type", "application/json; charset=utf-8");
-      res.writeHead(pub.status);
       const { code, message, details } = pub.body.error;
-      res.end(JSON.stringify(isV1(req) ? openAiError(pub.status, code, message, details) : pub.body));
+      const path = pathOf(req);
+      if (under(path, MESSAGES_PREFIX)) {
+        const anthropic = anthropicError(pub.status, message, details, requestId);
+        res.writeHead(anthropic.status);
+        res.end(JSON.stringify(anthropic.body));
+        return;
+      }
+      res.writeHead(pub.status);
+      res.end(JSON.stringify(under(path, V1_PREFIX) ? openAiError(pub.status, code, message, details) : pub.body));
     },
   },
 

@@ -114,6 +114,9 @@ let nextSeq = 0;
 
 /** One job's cgroup: made with its limits before the job starts, removed after it ends. */
 export class JobCgroup {
+  /** A killAll found it empty: only a process inside could put another there, and none is left. */
+  private emptied = false;
+
   private constructor(
     private readonly layout: CgroupLayout,
     readonly name: string,
@@ -147,13 +150,14 @@ export class JobCgroup {
 
   /** Every process still in the cgroup is killed (a job's strays; a fork bomb's children). */
   async killAll(): Promise<void> {
+    if (this.emptied) return;
     // v1: the memory hierarchy (always there) lists every process of the job as well.
     const [first] = jobFolders(this.layout, this.name);
     if (this.layout.version === 2 && this.layout.kill) await fs.writeFile(path.join(first, "cgroup.kill"), "1").catch(() => undefined);
-    await killListed(first);
+    this.emptied = await killListed(first);
   }
 
-  /** Kills what is left and removes the cgroup. */
+  /** Kills what is left (nothing, after a killAll that emptied it: no process can enter it again) and removes the cgroup. */
   async remove(): Promise<void> {
     await this.killAll();
     for (const dir of jobFolders(this.layout, this.name)) await removeFolder(dir);
@@ -169,11 +173,15 @@ const alive = (pid: number): boolean => {
   }
 };
 
-/** Kills every process listed in `dir`'s cgroup.procs until none is (pids.max bounds how many can appear). */
-async function killListed(dir: string): Promise<void> {
+/**
+ * Kills every process listed in `dir`'s cgroup.procs until none is (pids.max bounds how many can
+ * appear); true once it is empty. Processes killed a moment ago are usually gone within a
+ * millisecond or two: the waits between reads start at 1 ms and double up to 10 ms.
+ */
+async function killListed(dir: string): Promise<boolean> {
   for (let round = 0; round < 200; round++) {
     const pids = (await fs.readFile(path.join(dir, "cgroup.procs"), "utf8").catch(() => "")).split("\n").filter(Boolean).map(Number);
-    if (!pids.length) return;
+    if (!pids.length) return true;
     for (const pid of pids) {
       try {
         process.kill(pid, "SIGKILL");
@@ -181,8 +189,9 @@ async function killListed(dir: string): Promise<void> {
         // already gone
       }
     }
-    await pause(10);
+    await pause(Math.min(2 ** round, 10));
   }
+  return false;
 }
 
 /** Removes an emptied cgroup (it may take the kernel a moment to let go of the dead). */

@@ -1,9 +1,10 @@
 /**
- * What a process job runs (pure but for reading the host's layout and writing the job's identity
- * files): the launch request of its sandbox (bwrap argv from sandbox.ts, its environment, cwd and
+ * What a process job runs (pure but for reading the host's layout, writing the node's identity
+ * files once and the job's /out folder): the launch request of its sandbox (bwrap argv from sandbox.ts, its environment, cwd and
  * user), or of a plain process when jobs run unisolated. process-executor.ts runs it.
  */
-import { accessSync, constants as fsConstants, promises as fs } from "fs";
+import { accessSync, constants as fsConstants, promises as fs, rmSync } from "fs";
+import os from "os";
 import path from "path";
 import { gpuDeviceMinor, NodeCard } from "./discovery";
 import { jobCards, joinedShell, JobSpec, visibleDevices } from "./job";
@@ -80,6 +81,34 @@ export async function readHostLayout(cards: NodeCard[]): Promise<HostLayout> {
   return layout;
 }
 
+const identityFolders = new Map<string, Promise<{ passwd: string; group: string }>>();
+
+/**
+ * The sandbox's /etc/passwd and /etc/group for jobs of `uid`/`gid`: the same two small files for
+ * every job, so written once per node process (a folder of its own, 0755, files 0644, bound
+ * read-only into each sandbox) and removed when the process exits, instead of twice per job.
+ */
+export function sharedIdentityFiles(uid: number, gid: number): Promise<{ passwd: string; group: string }> {
+  const key = `${uid}:${gid}`;
+  let files = identityFolders.get(key);
+  if (!files) {
+    files = (async () => {
+      const dir = await fs.mkdtemp(path.join(os.tmpdir(), "ci-identity-"));
+      process.once("exit", () => rmSync(dir, { recursive: true, force: true }));
+      await fs.chmod(dir, 0o755);
+      const identity = identityFiles(uid, gid);
+      const paths = { passwd: path.join(dir, "passwd"), group: path.join(dir, "group") };
+      await fs.writeFile(paths.passwd, identity.passwd, { mode: 0o644 });
+      await fs.writeFile(paths.group, identity.group, { mode: 0o644 });
+      return paths;
+    })();
+    // A failed write is tried again by the next job.
+    files.catch(() => identityFolders.delete(key));
+    identityFolders.set(key, files);
+  }
+  return files;
+}
+
 /** Drops the node's root to the job's uid/gid before bwrap runs. */
 function asJobUser(isolation: ProcessIsolation & { kind: "sandbox" }): { uid?: number; gid?: number } {
   return process.getuid?.() === 0 ? { uid: isolation.uid, gid: isolation.gid } : {};
@@ -97,10 +126,8 @@ export async function jobProcess(
   if (isolation.kind === "unisolated") {
     return { file: shell[0], args: shell.slice(1), cwd: workDir, env: processJobEnv(jobCards(spec), workDir, spec.env) };
   }
-  const identity = identityFiles(isolation.uid, isolation.gid);
-  await fs.writeFile(path.join(workDir, "passwd"), identity.passwd, { mode: 0o644 });
-  await fs.writeFile(path.join(workDir, "group"), identity.group, { mode: 0o644 });
-  await fs.chmod(workDir, 0o755); // bwrap runs as the job's user and binds these files
+  const identity = await sharedIdentityFiles(isolation.uid, isolation.gid);
+  await fs.chmod(workDir, 0o755); // bwrap runs as the job's user and binds /out from here
   const outDir = path.join(workDir, "out");
   await fs.mkdir(outDir, { mode: 0o700 });
   if (process.getuid?.() === 0) await fs.chown(outDir, isolation.uid, isolation.gid);
@@ -110,7 +137,7 @@ export async function jobProcess(
     uid: isolation.uid,
     gid: isolation.gid,
     limits: isolation.limits,
-    files: { "/etc/passwd": path.join(workDir, "passwd"), "/etc/group": path.join(workDir, "group") },
+    files: { "/etc/passwd": identity.passwd, "/etc/group": identity.group },
     argv: shell,
     outDir,
     fileMaxBytes,

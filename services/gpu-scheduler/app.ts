@@ -8,7 +8,6 @@ import type { LoggerInstance, Service, ServiceBroker } from "moleculer";
 import { promises as dns } from "dns";
 import type { Pool } from "pg";
 import { channelSender, ensureChannelStreams, ownChannel, sendToChannel } from "../../lib/channels";
-import { transaction } from "../../lib/db";
 import { fromDataError } from "../../lib/errors";
 import { checkHeartbeat, checkJobEvent, JOB_EVENTS_CHANNEL } from "../../lib/gpu-protocol";
 import { platformSettingsOf } from "../../lib/platform-settings";
@@ -29,6 +28,7 @@ import { JobSearchRepository } from "./store/job-search.repository";
 import type { NodeLabeler } from "./api/job-view";
 import { StatusWatch } from "./streams/job-watch";
 import { JobsRepository } from "./store/jobs.repository";
+import { submitBatch } from "./store/submit-batch";
 import { NewJob } from "./store/job-row";
 import { FollowedJobs, LogFollow } from "./streams/log-follow";
 import { BrokerNodeClient } from "./loop/node-client";
@@ -158,8 +158,9 @@ export function createSchedulerApp(broker: ServiceBroker, db: Pool, config: Sche
     async (jobs) => {
       const limitsNow = await limits.limitsFor([...new Set(jobs.map((j) => j.clientId))]);
       const limitOf = (clientId: string) => limitsNow.get(clientId)!.queuedJobs;
-      const { created, refused } = await transaction(db, (tx) => repo.admitAndInsert(jobs, clock.now(), limitOf, tx));
-      const placed = await positions.ofCreated(created);
+      // One round trip: locks, counts, insert and the accounts' standing (store/submit-batch.ts).
+      const { created, refused, accounts } = await submitBatch(db, jobs, clock.now(), limitOf, repo);
+      const placed = await positions.ofCreatedAmong(created, accounts);
       // A job placed already (by a pass since) is next: 1.
       return jobs.map((j) => (refused.has(j.id) ? { refused: refused.get(j.id)! } : { position: placed.get(j.id) ?? 1 }));
     },

@@ -21,11 +21,13 @@ import type { InferenceRecord } from "./attempt-log";
 import { InferenceEngine, InferParams } from "./engine";
 import { chatCompletion, embeddingList, modelList, openAiStreamFormat, parseChatCompletion, parseEmbeddings } from "./openai-api";
 import { InferenceRateLimits, UsageInferenceLimits } from "./rate-limits";
+import { v1MessagesAction } from "./messages-action";
 import { INFERENCE_COMPLETED } from "../../lib/event-names";
 import { inferenceCompleted } from "./events";
 import { migrations } from "./migrations";
 import { createProviders, promptText } from "./providers";
 import { inferenceUsage, InferencesRepository, UsageRecorder } from "./usage.repository";
+import { v1Responses } from "./responses-action";
 import { UsagePublisher } from "../../lib/usage-publisher";
 import { QuotaGate } from "../../lib/quota-gate";
 import { MemoryReservationStore, QuotaReservations, RedisReservationStore } from "../../lib/quota-reservations";
@@ -151,6 +153,12 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
       },
     },
 
+    /** POST /v1/responses (responses-action.ts) */
+    v1Responses: { ...V1, ...v1Responses },
+
+    /** POST /v1/messages (Anthropic's Messages API) */
+    v1Messages: v1MessagesAction(V1),
+
     /** POST /v1/embeddings */
     v1Embeddings: {
       ...V1,
@@ -206,7 +214,7 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
     },
 
     /**
-     * The one gate every inference passes (infer, v1ChatCompletions, v1Embeddings), after validation:
+     * The one gate every inference passes (infer, v1ChatCompletions, v1Messages, v1Embeddings), after validation:
      * the monthly tokens and credits hold the request's worst case (quota-holds.ts) or it is 403
      * before the provider is asked; then the account's rate limits count the request, set the
      * x-ratelimit-* headers, or throw 429 (the reservations released).

@@ -37,21 +37,21 @@ const UNSUPPORTED: Array<[field: string, isOff: (v: unknown) => boolean, what: s
 ];
 
 type Body = Record<string, unknown>;
-const given = (body: Body, field: string) => body[field] !== undefined && body[field] !== null;
-const isText = (v: unknown, max = Infinity): v is string => typeof v === "string" && v.trim() !== "" && v.length <= max;
+export const given = (body: Body, field: string) => body[field] !== undefined && body[field] !== null;
+export const isText = (v: unknown, max = Infinity): v is string => typeof v === "string" && v.trim() !== "" && v.length <= max;
 
-function objectBody(raw: unknown): Body {
+export function objectBody(raw: unknown): Body {
   if (raw === null || typeof raw !== "object" || Array.isArray(raw)) throw validationFailed([{ field: "(body)", message: "must be a JSON object" }]);
   return raw as Body;
 }
 
 /** The faults found, unrecognized fields first and named in the message as OpenAI's API names them. */
-function refusal(errors: FieldError[], unknown: number) {
+export function refusal(errors: FieldError[], unknown: number) {
   const names = errors.slice(0, unknown).map((e) => e.field);
   return validationFailed(errors, unknown ? `Unrecognized request argument supplied: ${names.join(", ")}` : undefined);
 }
 
-function number(body: Body, field: string, min: number, max: number, errors: FieldError[], integer = false): number | undefined {
+export function number(body: Body, field: string, min: number, max: number, errors: FieldError[], integer = false): number | undefined {
   if (!given(body, field)) return undefined;
   const v = body[field];
   if (typeof v !== "number" || !Number.isFinite(v) || v < min || v > max || (integer && !Number.isInteger(v))) {
@@ -120,7 +120,7 @@ function stopOf(body: Body, errors: FieldError[]): string[] | undefined {
 }
 
 /** The model and its fallbacks: `model`, then the request's `models` (OpenRouter's field). */
-function modelsOf(body: Body, errors: FieldError[]): { model: string; fallbacks?: string[] } {
+export function modelsOf(body: Body, errors: FieldError[]): { model: string; fallbacks?: string[] } {
   let fallbacks: string[] | undefined;
   if (given(body, "models")) {
     const list = body.models;
@@ -243,7 +243,19 @@ export function embeddingList(e: Embedded, base64: boolean) {
   };
 }
 
+/** OpenAI's model list, carrying Anthropic's fields too (`type`, `display_name`, `created_at`; one page): both official clients read it. */
 export const modelList = (models: Array<{ name: string; provider: string }>, created: number) => ({
   object: "list",
-  data: models.map((m) => ({ id: m.name, object: "model", created, owned_by: m.provider })),
+  data: models.map((m) => ({
+    id: m.name,
+    object: "model",
+    created,
+    owned_by: m.provider,
+    type: "model",
+    display_name: m.name,
+    created_at: new Date(created * 1000).toISOString(),
+  })),
+  has_more: false,
+  first_id: models[0]?.name ?? null,
+  last_id: models.at(-1)?.name ?? null,
 });

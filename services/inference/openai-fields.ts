@@ -23,6 +23,7 @@ export const V1_IGNORED_FIELDS = {
     "verbosity",
   ],
   embeddings: ["user"],
+  responses: ["moderation", "prompt_cache_key", "prompt_cache_options", "prompt_cache_retention", "safety_identifier", "service_tier", "stream_options"],
 } as const;
 
 export const CHAT_COMPLETION_FIELDS: ReadonlySet<string> = new Set([
@@ -37,3 +38,11 @@ export const CHAT_COMPLETION_FIELDS: ReadonlySet<string> = new Set([
 ]);
 
 export const EMBEDDINGS_FIELDS: ReadonlySet<string> = new Set(["model", "input", "encoding_format", "dimensions", ...V1_IGNORED_FIELDS.embeddings]);
+
+/** POST /v1/responses (responses-api.ts): read, refused by name unless "off" (its UNSUPPORTED), or ignored. */
+export const RESPONSES_FIELDS: ReadonlySet<string> = new Set([
+  ...["model", "models", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "text", "temperature", "top_p", "max_output_tokens"],
+  ...["stream", "store", "previous_response_id", "metadata", "user"],
+  ...["background", "conversation", "context_management", "include", "prompt", "reasoning", "top_logprobs", "truncation"],
+  ...V1_IGNORED_FIELDS.responses,
+]);

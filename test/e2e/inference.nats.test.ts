@@ -1,8 +1,10 @@
 /**
  * Streaming across processes: the gateway here, the inference service in a child process, over
  * real NATS. Deltas must still be flushed one by one, and a client going away must still abort the
- * provider request (the gateway calls inference.abort on the serving node); the same for /v1.
+ * provider request (the gateway calls inference.abort on the serving node); the same for /v1
+ * (OpenAI's chunks and Anthropic's Messages events).
  */
+import Anthropic from "@anthropic-ai/sdk";
 import { Client } from "pg";
 import { http, uniqueName, waitFor } from "../support/platform";
 import { NatsPlatform, startNatsPlatform } from "../support/nats-platform";
@@ -82,6 +84,24 @@ describe("inference - streaming over NATS", () => {
       expect((await chunks.next()).value?.choices[0].delta.content).toBe(expected);
       ollama.release();
     }
+    const closedBefore = ollama.closedEarly;
+    stream.controller.abort();
+    await waitFor(() => ollama.closedEarly > closedBefore, { message: "the stand-in to see its connection close" });
+  });
+
+  test("inference - over NATS: /v1/messages streams event by event, and an abandoned one aborts the provider request", async () => {
+    ollama.set({ gated: true, chunks: ["a", "b", "c"] });
+    const client = new Anthropic({ baseURL: platform.baseUrl, apiKey: null, authToken: token, maxRetries: 0 });
+    const stream = await client.messages.create({ model: "llama3.2:1b", max_tokens: 16, messages: [{ role: "user", content: "hi" }], stream: true });
+    const events = stream[Symbol.asyncIterator]();
+    const texts: string[] = [];
+    while (texts.length < 2) {
+      const event = (await events.next()).value as Anthropic.RawMessageStreamEvent;
+      if (event.type !== "content_block_delta" || event.delta.type !== "text_delta") continue;
+      texts.push(event.delta.text);
+      ollama.release();
+    }
+    expect(texts).toEqual(["a", "b"]);
     const closedBefore = ollama.closedEarly;
     stream.controller.abort();
     await waitFor(() => ollama.closedEarly > closedBefore, { message: "the stand-in to see its connection close" });

@@ -5,7 +5,7 @@
  * error classes, bad input in OpenAI's error shape (changing nothing), and usage records.
  */
 import OpenAI from "openai";
-import { InferencePlatform, openAiClient, openAiErrorOf, startInferencePlatform } from "../support/inference-platform";
+import { chatKinds, InferencePlatform, openAiClient, openAiErrorOf, sentChat, SKY_SENT, skyTurns, startInferencePlatform } from "../support/inference-platform";
 import { http, waitFor } from "../support/platform";
 import { OllamaStandin, OpenAiStandin, standinEmbedding } from "../support/provider-standins";
 
@@ -58,26 +58,12 @@ describe("inference - OpenAI-compatible API (/v1) with the openai client", () =>
     expect(none.status).toBe(401);
   });
 
-  const KINDS = [
-    { label: "the Ollama-format provider", model: "llama3.2:1b", standin: () => ollama, path: "/api/chat" },
-    { label: "the OpenAI-format provider", model: "Qwen/Qwen2.5-7B-Instruct", standin: () => vllm, path: "/v1/chat/completions" },
-  ];
+  const KINDS = chatKinds(() => p);
 
   test.each(KINDS)("inference - chat.completions.create against $label: the answer, its usage, options mapped, one usage record", async (kind) => {
     const completion = await client.chat.completions.create({
       model: kind.model,
-      messages: [
-        { role: "system", content: "Be brief." },
-        {
-          role: "user",
-          content: [
-            { type: "text", text: "Why is the sky " },
-            { type: "text", text: "blue?" },
-          ],
-        },
-        { role: "assistant", content: "Scattering." },
-        { role: "user", content: "More?" },
-      ],
+      messages: [{ role: "system", content: "Be brief." }, ...skyTurns()],
       temperature: 0.2,
       max_completion_tokens: 64,
       top_p: 0.5,
@@ -91,16 +77,9 @@ describe("inference - OpenAI-compatible API (/v1) with the openai client", () =>
       choices: [{ index: 0, message: { role: "assistant", content: "Hello, world!" }, finish_reason: "stop" }],
       usage: { prompt_tokens: 12, completion_tokens: 4, total_tokens: 16 },
     });
-    const sent = kind.standin().lastRequest(kind.path)!.body;
-    expect(sent.messages).toEqual([
-      { role: "system", content: "Be brief." },
-      { role: "user", content: "Why is the sky blue?" },
-      { role: "assistant", content: "Scattering." },
-      { role: "user", content: "More?" },
-    ]);
-    const options = kind.path === "/api/chat" ? sent.options : sent;
-    expect([options.temperature, options.top_p, options.stop, options.seed]).toEqual([0.2, 0.5, ["\n\n"], 7]);
-    expect(kind.path === "/api/chat" ? options.num_predict : options.max_tokens).toBe(64);
+    const sent = sentChat(kind);
+    expect(sent.messages).toEqual(SKY_SENT);
+    expect([sent.options.temperature, sent.options.top_p, sent.options.stop, sent.options.seed, sent.maxTokens]).toEqual([0.2, 0.5, ["\n\n"], 7, 64]);
     expect(await p.recordOf(completion.id)).toMatchObject({ model: kind.model, outcome: "ok", prompt_tokens: 12, completion_tokens: 4, tokens_used: 16 });
   });
 

@@ -2,8 +2,9 @@
  * Per-account inference rate limits across two gateway replicas (each gateway + auth +
  * inference in its own broker) sharing PostgreSQL and Redis: requests per minute and tokens per
  * minute count on both, on /v1 and /api/models/infer alike, with OpenAI's x-ratelimit-* headers,
- * Retry-After, and the openai client's RateLimitError; a refused request never reaches a provider.
+ * Retry-After, and the openai client's RateLimitError (Anthropic's on /v1/messages); a refused request never reaches a provider.
  */
+import Anthropic from "@anthropic-ai/sdk";
 import Redis from "ioredis";
 import OpenAI from "openai";
 import { InferencePlatform, newAccount, openAiClient, openAiErrorOf, startInferencePlatform } from "../support/inference-platform";
@@ -69,6 +70,17 @@ describe("inference - rate limits across two replicas", () => {
     expect([platformShape.status, platformShape.body.error.code, platformShape.body.error.details.limit]).toEqual([429, "RATE_LIMITED", "requests"]);
     expect(platformShape.headers.get("retry-after")).toBeTruthy();
     expect(platformShape.body.error.details.headers).toBeUndefined(); // headers are headers, not details
+    // Anthropic's Messages API counts in the same limits: its client's RateLimitError, Anthropic's shape.
+    const anthropic = new Anthropic({ baseURL: b.baseUrl, apiKey: account.apiKey, maxRetries: 0 });
+    const viaMessages = (await openAiErrorOf(anthropic.messages.create({ model: "llama3.2:1b", max_tokens: 8, messages: hi }))) as unknown as InstanceType<
+      typeof Anthropic.APIError
+    >;
+    expect(viaMessages).toBeInstanceOf(Anthropic.RateLimitError);
+    expect([viaMessages.type, viaMessages.headers?.get("retry-after"), viaMessages.headers?.get("x-ratelimit-remaining-requests")]).toEqual([
+      "rate_limit_error",
+      expect.stringMatching(/^\d+$/),
+      "0",
+    ]);
     expect(providerCalls()).toBe(calls);
 
     // Another account is not affected.

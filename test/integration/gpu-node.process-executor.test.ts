@@ -49,6 +49,15 @@ describe.each([
     expect(await run(command).outcome).toMatchObject({ type: "finished", exitCode });
   });
 
+  if (mode === "sandboxed")
+    test("gpu-node process executor (sandboxed) - every job sees the same minimal /etc/passwd and /etc/group, and cannot change them", async () => {
+      const read = "cat /etc/passwd /etc/group; (echo x >> /etc/passwd) 2>/dev/null && echo WROTE; echo end";
+      const [first, second] = await Promise.all([run(read).outcome, run(read).outcome]);
+      const expected = "root:x:0:0:root:/root:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/tmp:/bin/sh\nroot:x:0:\nnogroup:x:65534:\nend\n";
+      expect(first).toEqual({ type: "finished", exitCode: 0, output: expected });
+      expect(second).toEqual(first);
+    });
+
   test(`gpu-node process executor (${mode}) - env has CUDA_VISIBLE_DEVICES and nothing of the node's own, no NVIDIA_*`, async () => {
     process.env.NVIDIA_VISIBLE_DEVICES = "all";
     process.env.GPU_NODE_SECRET_FOR_TEST = "must-not-leak";

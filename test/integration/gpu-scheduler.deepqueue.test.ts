@@ -2,7 +2,7 @@
  * Deep queues and long histories against the real PostgreSQL: the counters stay exact across every
  * transition, archiving and retention move and remove only what they should (settled webhook
  * deliveries included), concurrent insert batches of several accounts keep the queued-jobs limit
- * and their places exact, and the hot
+ * and their places exact (in a transaction of their own, and in one round trip), and the hot
  * queries are planned through their indexes on a table holding 20,000 queued and 100,000 ended jobs.
  */
 import { randomUUID } from "crypto";
@@ -10,6 +10,7 @@ import { Pool, PoolClient } from "pg";
 import { ensureDatabase, migrate, transaction, newPool } from "../../lib/db";
 import { HistoryRepository } from "../../services/gpu-scheduler/store/history.repository";
 import { JobsRepository } from "../../services/gpu-scheduler/store/jobs.repository";
+import { submitBatch } from "../../services/gpu-scheduler/store/submit-batch";
 import { NewJob } from "../../services/gpu-scheduler/store/job-row";
 import { PRIORITIES } from "../../lib/job-spec";
 import { migrations } from "../../services/gpu-scheduler/migrations";
@@ -223,48 +224,73 @@ describe("gpu-scheduler deep queue - against PostgreSQL", () => {
     expect(rows[0]).toEqual({ command: "true", container_image: "busybox:2" });
   });
 
-  test("gpu-scheduler deep queue - concurrent batches of several accounts keep the queued-jobs limit and each job's place in its account exact", async () => {
-    const accounts = [randomUUID(), randomUUID(), randomUUID()];
-    const LIMIT = 30;
-    // 12 batches at once, each 4 jobs of every account: 48 per account offered, 30 admitted.
-    const outcomes = await Promise.all(
-      Array.from({ length: 12 }, () =>
-        insert(
-          accounts.flatMap((c) => Array.from({ length: 4 }, () => job(c))),
-          LIMIT,
+  type Batch = (
+    jobs: NewJob[],
+    limit: number,
+    positions: QueuePositions,
+  ) => Promise<{
+    created: Array<{ id: string; clientId: string; ahead: number }>;
+    refused: Map<string, { limit: number; used: number }>;
+    positions: () => Promise<Map<string, number>>;
+  }>;
+  const inTransaction: Batch = async (jobs, limit, positions) => {
+    const out = await insert(jobs, limit);
+    return { ...out, positions: () => positions.ofCreated(out.created) };
+  };
+  const inOneRoundTrip: Batch = async (jobs, limit, positions) => {
+    const out = await submitBatch(pool, jobs, new Date(), () => limit, repo);
+    return { ...out, positions: () => positions.ofCreatedAmong(out.created, out.accounts) };
+  };
+
+  test.each([
+    ["in a transaction of their own (keyed submissions)", inTransaction],
+    ["in one round trip each (store/submit-batch.ts)", inOneRoundTrip],
+  ])(
+    "gpu-scheduler deep queue - concurrent batches of several accounts, %s, keep the queued-jobs limit and each job's place in its account exact",
+    async (_name, batch) => {
+      const accounts = [randomUUID(), randomUUID(), randomUUID()];
+      const positions = new QueuePositions(repo, {
+        limitsFor: (ids) => Promise.resolve(new Map(ids.map((id) => [id, { weight: 1, runningGpus: null, queuedJobs: LIMIT }]))),
+      });
+      const LIMIT = 30;
+      // 12 batches at once, each 4 jobs of every account: 48 per account offered, 30 admitted.
+      const outcomes = await Promise.all(
+        Array.from({ length: 12 }, () =>
+          batch(
+            accounts.flatMap((c) => Array.from({ length: 4 }, () => job(c))),
+            LIMIT,
+            positions,
+          ),
         ),
-      ),
-    );
-    for (const c of accounts) {
-      const created = outcomes.flatMap((o) => o.created.filter((j) => j.clientId === c));
-      expect(created).toHaveLength(LIMIT);
-      // Each job's count of its account's jobs ahead is its rank: 0 … 29, each once.
-      expect(created.map((j) => j.ahead).sort((x, y) => x - y)).toEqual(Array.from({ length: LIMIT }, (_, i) => i));
-    }
-    const refusals = outcomes.flatMap((o) => [...o.refused.values()]);
-    expect(refusals).toHaveLength(3 * (48 - LIMIT));
-    expect(new Set(refusals.map((r) => `${r.limit}/${r.used}`))).toEqual(new Set([`${LIMIT}/${LIMIT}`]));
-    await expectExact("after concurrent batches");
-    // Positions: with no usage, the fair order takes the accounts in turn (ties by account id).
-    const positions = new QueuePositions(repo, {
-      limitsFor: (ids) => Promise.resolve(new Map(ids.map((id) => [id, { weight: 1, runningGpus: null, queuedJobs: LIMIT }]))),
-    });
-    const { rows } = await pool.query<{ id: string; client_id: string }>(`SELECT id, client_id FROM gpu_scheduler.jobs ORDER BY seq`);
-    const sorted: string[] = [...accounts].sort();
-    const expected = new Map<string, number>();
-    const seen = new Map<string, number>();
-    for (const r of rows) {
-      const i = seen.get(r.client_id) ?? 0;
-      seen.set(r.client_id, i + 1);
-      expected.set(r.id, i * accounts.length + sorted.indexOf(r.client_id) + 1);
-    }
-    expect(await positions.of(rows.map((r) => r.id))).toEqual(expected);
-    // A new batch's positions, from its count per account, match a later read of the same jobs.
-    const fresh = randomUUID();
-    const more = await insert([job(accounts[0], 2), job(fresh)], LIMIT + 1);
-    const created = await positions.ofCreated(more.created);
-    expect(created).toEqual(await positions.of(more.created.map((c) => c.id)));
-    // High priority: first of its account, after the first job of each account with a lower id (all at share 0).
-    expect(created.get(more.created[0].id)).toBe(1 + [...accounts, fresh].filter((c) => c < accounts[0]).length);
-  });
+      );
+      for (const c of accounts) {
+        const created = outcomes.flatMap((o) => o.created.filter((j) => j.clientId === c));
+        expect(created).toHaveLength(LIMIT);
+        // Each job's count of its account's jobs ahead is its rank: 0 … 29, each once.
+        expect(created.map((j) => j.ahead).sort((x, y) => x - y)).toEqual(Array.from({ length: LIMIT }, (_, i) => i));
+      }
+      const refusals = outcomes.flatMap((o) => [...o.refused.values()]);
+      expect(refusals).toHaveLength(3 * (48 - LIMIT));
+      expect(new Set(refusals.map((r) => `${r.limit}/${r.used}`))).toEqual(new Set([`${LIMIT}/${LIMIT}`]));
+      await expectExact("after concurrent batches");
+      // Positions: with no usage, the fair order takes the accounts in turn (ties by account id).
+      const { rows } = await pool.query<{ id: string; client_id: string }>(`SELECT id, client_id FROM gpu_scheduler.jobs ORDER BY seq`);
+      const sorted: string[] = [...accounts].sort();
+      const expected = new Map<string, number>();
+      const seen = new Map<string, number>();
+      for (const r of rows) {
+        const i = seen.get(r.client_id) ?? 0;
+        seen.set(r.client_id, i + 1);
+        expected.set(r.id, i * accounts.length + sorted.indexOf(r.client_id) + 1);
+      }
+      expect(await positions.of(rows.map((r) => r.id))).toEqual(expected);
+      // A new batch's positions, from its count per account, match a later read of the same jobs.
+      const fresh = randomUUID();
+      const more = await batch([job(accounts[0], 2), job(fresh)], LIMIT + 1, positions);
+      const created = await more.positions();
+      expect(created).toEqual(await positions.of(more.created.map((c) => c.id)));
+      // High priority: first of its account, after the first job of each account with a lower id (all at share 0).
+      expect(created.get(more.created[0].id)).toBe(1 + [...accounts, fresh].filter((c) => c < accounts[0]).length);
+    },
+  );
 });

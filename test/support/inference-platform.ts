@@ -21,8 +21,65 @@ export async function newAccount(baseUrl: string): Promise<Account> {
   return { token, apiKey: key.body.apiKey as string };
 }
 
+/** A chat against each provider stand-in: a model it serves, and the path its chat requests arrive on. */
+export const chatKinds = (p: () => InferencePlatform) => [
+  { label: "the Ollama-format provider", model: "llama3.2:1b", standin: (): OllamaStandin | OpenAiStandin => p().ollama, path: "/api/chat" },
+  {
+    label: "the OpenAI-format provider",
+    model: "Qwen/Qwen2.5-7B-Instruct",
+    standin: (): OllamaStandin | OpenAiStandin => p().vllm,
+    path: "/v1/chat/completions",
+  },
+];
+
+/** What the stand-in of `kind` received last: the messages, and the options each under the name its wire format gives it. */
+export function sentChat(kind: ReturnType<typeof chatKinds>[number]) {
+  const sent = kind.standin().lastRequest(kind.path)!.body;
+  const ollama = kind.path === "/api/chat";
+  const options = ollama ? sent.options : sent;
+  return { messages: sent.messages, options, maxTokens: ollama ? options.num_predict : options.max_tokens, user: sent.user };
+}
+
+/** Turns that OpenAI's and Anthropic's APIs write alike (text parts or blocks, plain strings), sent after the system prompt "Be brief.". */
+export const skyTurns = () => [
+  { role: "user" as const, content: [textPart("Why is the sky "), textPart("blue?")] },
+  { role: "assistant" as const, content: "Scattering." },
+  { role: "user" as const, content: "More?" },
+];
+const textPart = (text: string) => ({ type: "text" as const, text });
+
+/** What a provider receives of the system prompt and skyTurns(). */
+export const SKY_SENT = [
+  { role: "system", content: "Be brief." },
+  { role: "user", content: "Why is the sky blue?" },
+  { role: "assistant", content: "Scattering." },
+  { role: "user", content: "More?" },
+];
+
 /** The official client on `<base>/v1`; no retries, so a test sees each answer. */
 export const openAiClient = (baseUrl: string, apiKey: string) => new OpenAI({ baseURL: `${baseUrl}/v1`, apiKey, maxRetries: 0 });
+
+/** The two stand-ins as test cases (`p` is read when a test runs): the model each serves, and the path its chats reach. */
+export const providerKinds = (p: () => InferencePlatform) => [
+  { label: "the Ollama-format provider", model: "llama3.2:1b", standin: (): OllamaStandin | OpenAiStandin => p().ollama, path: "/api/chat" },
+  {
+    label: "the OpenAI-format provider",
+    model: "Qwen/Qwen2.5-7B-Instruct",
+    standin: (): OllamaStandin | OpenAiStandin => p().vllm,
+    path: "/v1/chat/completions",
+  },
+];
+
+/** The body of the last chat request the stand-in of `kind` received. */
+export const sentTo = (kind: ReturnType<typeof providerKinds>[number]) => kind.standin().lastRequest(kind.path)!.body;
+
+/** Both stand-ins back to their default script, every model taking tools. */
+export function resetStandins(p: InferencePlatform): void {
+  for (const standin of [p.ollama, p.vllm]) {
+    standin.set({});
+    standin.withoutTools.clear();
+  }
+}
 
 /** The error a call fails with (the test fails when it does not). */
 export async function openAiErrorOf(work: Promise<unknown>): Promise<InstanceType<typeof OpenAI.APIError>> {

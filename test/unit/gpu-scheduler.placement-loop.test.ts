@@ -112,6 +112,31 @@ describe("gpu-scheduler placement loop - on fakes", () => {
     await loop.stop();
   });
 
+  test("gpu-scheduler placement loop - after a pass that left jobs waiting, the next pass reads the queue without asking first whether any job waits", async () => {
+    const { clock, store, nodes, view, loop } = setUp();
+    const asked = jest.spyOn(store, "anyQueued");
+    view.heard(heartbeat("node-a", ["GPU-1"]), clock.ms);
+    await loop.schedule(); // nothing queued: asked once, nothing read
+    expect(asked).toHaveBeenCalledTimes(1);
+    const [first, second] = [store.add(randomUUID()), store.add(randomUUID())];
+    await loop.schedule({ newJob: true });
+    await until(() => store.get(first).status === "running", "the first job to run");
+    expect(store.get(second).status).toBe("queued");
+    // The card is freed: the pass places the waiting job with no anyQueued round trip.
+    store.get(first).status = "completed";
+    store.get(first).holding = false;
+    await loop.schedule();
+    await until(() => store.get(second).status === "running", "the second job to run");
+    expect(asked).toHaveBeenCalledTimes(1);
+    expect(nodes.runs.map((r) => r.jobId)).toEqual([first, second]);
+    // That pass took every free card, so the next one reads the queue again, finds it empty, and the one after asks first.
+    await loop.schedule();
+    expect(asked).toHaveBeenCalledTimes(1);
+    await loop.schedule();
+    expect(asked).toHaveBeenCalledTimes(2);
+    await loop.stop();
+  });
+
   test("gpu-scheduler placement loop - a node that refuses the request fails the job with its reason", async () => {
     const { clock, store, nodes, view, loop } = setUp();
     view.heard(heartbeat("node-a", ["GPU-1"]), clock.ms);

@@ -31,6 +31,11 @@ export class QueuePositions {
     return this.place(created, await this.repo.queueAccounts(db));
   }
 
+  /** As `ofCreated`, with the waiting accounts already read (store/submit-batch.ts reads them in its round trip). */
+  ofCreatedAmong(created: Target[], accounts: Array<Omit<QueueAccount, "weight">>): Promise<Map<string, number>> {
+    return this.place(created, accounts);
+  }
+
   private async place(targets: Target[], found: Array<Omit<QueueAccount, "weight">>): Promise<Map<string, number>> {
     if (!targets.length) return new Map();
     const weights = await this.limits.limitsFor(found.map((a) => a.clientId));

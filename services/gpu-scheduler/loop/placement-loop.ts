@@ -104,6 +104,8 @@ export class PlacementLoop {
   private stopped = false;
   /** A job was queued since the last pass started. */
   private newJobs = false;
+  /** The last pass left jobs waiting: the next one need not ask first whether any does (one round trip less per freed card). */
+  private backlog = false;
   /** Cards holding a job outside the schedulable ones (suspended or vanished nodes), at the last pass. */
   private heldElsewhere = 0;
   private waitingNow = new Map<string, Waiting>();
@@ -156,7 +158,7 @@ export class PlacementLoop {
   }
 
   private async placeOnce(): Promise<void> {
-    const sure = this.newJobs;
+    const sure = this.newJobs || this.backlog;
     this.newJobs = false;
     const cards = this.view.schedulableCards();
     if (!cards.length || (!sure && !(await this.places.anyQueued()))) {
@@ -174,6 +176,9 @@ export class PlacementLoop {
           decided = true;
           const limits = this.limits ? await this.limits.limitsFor([...new Set(snapshot.queue.map((q) => q.clientId ?? ""))]) : undefined;
           const pass = decidePass(cards, snapshot, this.heldElsewhere, limits);
+          // Jobs read and left waiting, or every free card taken (the read stops at as many jobs as there are free cards).
+          const free = cards.filter((c) => !snapshot.held.has(c.uuid)).length;
+          this.backlog = snapshot.queue.length > pass.placements.length || (pass.placements.length > 0 && pass.placements.length >= free);
           if (pass.readAgain) again = true; // the bound was too small: read again
           this.heldElsewhere = pass.heldElsewhere;
           this.waitingNow = new Map(pass.waiting.map((w) => [w.jobId, w]));
@@ -189,7 +194,10 @@ export class PlacementLoop {
       }
       throw err;
     }
-    if (!decided) this.waitingNow = new Map(); // nothing queued
+    if (!decided) {
+      this.waitingNow = new Map(); // nothing queued
+      this.backlog = false;
+    }
     // Some planned jobs were cancelled meanwhile (their cards are still free), or the read was short.
     if (again || outcome.assigned.length < outcome.planned) void this.schedule();
     for (const job of outcome.assigned) this.dispatch(job);

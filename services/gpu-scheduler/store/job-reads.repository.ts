@@ -12,7 +12,8 @@ import { categoriesShowingSql } from "./job-counters";
 import { AccountState, AttemptRow, COLUMNS, JobRow } from "./job-row";
 
 type AccountJson = { c: string; n: number; u: number; h: number };
-const toAccounts = (json: AccountJson[] | null): Array<Omit<QueueAccount, "weight">> =>
+/** The accounts of `queueAccountsSql`'s JSON value. */
+export const toAccounts = (json: AccountJson[] | null): Array<Omit<QueueAccount, "weight">> =>
   (json ?? []).map((a) => ({ clientId: a.c, queued: a.n, usage: Number(a.u), held: a.h }));
 
 export class JobReads {
@@ -63,7 +64,7 @@ export class JobReads {
          -- By primary key, then the status (OFFSET 0 keeps them apart: stale statistics would send it through a queue index).
          FROM (SELECT id, client_id, priority, seq, status FROM gpu_scheduler.jobs WHERE id = ANY($1::uuid[]) OFFSET 0) t WHERE t.status = 'queued')
        SELECT (SELECT json_agg(targets) FROM targets) AS targets,
-         CASE WHEN EXISTS (SELECT 1 FROM targets) THEN (${this.accountsSql()}) END AS accounts`,
+         CASE WHEN EXISTS (SELECT 1 FROM targets) THEN (${this.queueAccountsSql()}) END AS accounts`,
       [ids],
     );
     return {
@@ -74,12 +75,12 @@ export class JobReads {
 
   /** Every account with queued jobs: how many (queued_counts), its decayed usage and the GPUs it holds. */
   async queueAccounts(db: Pool | PoolClient = this.db): Promise<Array<Omit<QueueAccount, "weight">>> {
-    const { rows } = await db.query<{ accounts: AccountJson[] | null }>(`SELECT (${this.accountsSql()}) AS accounts`);
+    const { rows } = await db.query<{ accounts: AccountJson[] | null }>(`SELECT (${this.queueAccountsSql()}) AS accounts`);
     return toAccounts(rows[0].accounts);
   }
 
   /** `queueAccounts` as one JSON value; each account's held cards through the index of held cards by account. */
-  private accountsSql(): string {
+  queueAccountsSql(): string {
     return `SELECT json_agg(json_build_object('c', q.c, 'n', q.n, 'u', COALESCE(${decayedUsageSql(this.halfLifeS)}, 0)::float8,
         'h', (SELECT COALESCE(sum(h.gpu_count), 0)::int FROM gpu_scheduler.jobs h WHERE h.holding AND h.client_id = q.c)))
       FROM (SELECT client_id AS c, sum(n)::int AS n FROM gpu_scheduler.queued_counts GROUP BY 1 HAVING sum(n) > 0) q

@@ -11,6 +11,29 @@ import { JobRow, NewJob, STATE_COLUMNS, toState } from "./job-row";
 
 const TERMINAL_SQL = `('completed', 'failed', 'cancelled')`;
 
+/** The columns an insert's source `u` gives, per job. */
+export const INSERT_SOURCE = "id, client_id, spec, gpu_type, gpu_match, env, priority";
+
+/** A job's variables as stored (none: null). */
+export const envJson = (job: NewJob): string | null => (job.env && Object.keys(job.env).length ? JSON.stringify(job.env) : null);
+
+/**
+ * The insert of queued jobs from `source` (rows `u` of INSERT_SOURCE, optionally filtered by its own
+ * WHERE) at `now` (SQL): the document, and the columns queries and indexes read, derived from it.
+ */
+export function insertJobsSql(source: string, now: string): string {
+  return `INSERT INTO gpu_scheduler.jobs (id, client_id, spec, gpu_type, gpu_match, status, created_at, timeout_seconds, env, env_names,
+           queue_timeout_seconds, queue_deadline, priority, max_retries, gpu_count, webhook_url, command, container_image)
+         SELECT u.id, u.client_id, jsonb_strip_nulls(u.spec), u.gpu_type, u.gpu_match, 'queued', ${now}, (u.spec->>'timeoutSeconds')::int, u.env,
+           ARRAY(SELECT k FROM jsonb_object_keys(COALESCE(u.env, '{}')) AS k ORDER BY k COLLATE "C"),
+           (u.spec->>'queueTimeoutSeconds')::int, ${now} + make_interval(secs => (u.spec->>'queueTimeoutSeconds')::int),
+           u.priority, COALESCE((u.spec->>'maxRetries')::int, 0),
+           COALESCE((u.spec->>'gpuCount')::int, 1), u.spec->>'webhookUrl',
+           -- For one release, for replicas of the previous version (migration 15).
+           u.spec->>'command', u.spec->>'containerImage'
+         FROM ${source}`;
+}
+
 export class JobsRepository extends JobReads {
   /** `halfLifeS`: FAIR_SHARE_HALF_LIFE_S (the decay of account_usage). */
   constructor(
@@ -24,19 +47,8 @@ export class JobsRepository extends JobReads {
 
   /** Inserts queued jobs (with their queue order `seq`). `db`: a transaction's client. */
   async insert(jobs: NewJob[], now: Date, db: Pool | PoolClient = this.db): Promise<Array<{ id: string; seq: number }>> {
-    // The document, and the columns queries and indexes read, derived from it (one per line of `u`).
     const { rows } = await db.query<{ id: string; seq: string }>(
-      `INSERT INTO gpu_scheduler.jobs (id, client_id, spec, gpu_type, gpu_match, status, created_at, timeout_seconds, env, env_names,
-           queue_timeout_seconds, queue_deadline, priority, max_retries, gpu_count, webhook_url, command, container_image)
-         SELECT u.id, u.client_id, jsonb_strip_nulls(u.spec), u.gpu_type, u.gpu_match, 'queued', $5, (u.spec->>'timeoutSeconds')::int, u.env,
-           ARRAY(SELECT k FROM jsonb_object_keys(COALESCE(u.env, '{}')) AS k ORDER BY k COLLATE "C"),
-           (u.spec->>'queueTimeoutSeconds')::int, $5::timestamptz + make_interval(secs => (u.spec->>'queueTimeoutSeconds')::int),
-           u.priority, COALESCE((u.spec->>'maxRetries')::int, 0),
-           COALESCE((u.spec->>'gpuCount')::int, 1), u.spec->>'webhookUrl',
-           -- For one release, for replicas of the previous version (migration 15).
-           u.spec->>'command', u.spec->>'containerImage'
-         FROM unnest($1::uuid[], $2::uuid[], $3::jsonb[], $4::text[], $6::text[], $7::jsonb[], $8::smallint[])
-           AS u(id, client_id, spec, gpu_type, gpu_match, env, priority)
+      `${insertJobsSql(`unnest($1::uuid[], $2::uuid[], $3::jsonb[], $4::text[], $6::text[], $7::jsonb[], $8::smallint[]) AS u(${INSERT_SOURCE})`, "$5::timestamptz")}
          RETURNING id, seq`,
       [
         jobs.map((j) => j.id),
@@ -45,7 +57,7 @@ export class JobsRepository extends JobReads {
         jobs.map((j) => requestedGpuType(j.spec.gpuType)),
         now,
         jobs.map((j) => normalizeGpuType(requestedGpuType(j.spec.gpuType))),
-        jobs.map((j) => (j.env && Object.keys(j.env).length ? JSON.stringify(j.env) : null)),
+        jobs.map((j) => envJson(j)),
         jobs.map((j) => priorityIndex(j.spec.priority)),
       ],
     );
