@@ -10,7 +10,7 @@ import addFormats from "ajv-formats";
 import { randomUUID } from "crypto";
 import type { ValidateFunction } from "ajv";
 import { SERVICE_REGISTRY } from "../../moleculer.config";
-import { OPENAI_OPERATIONS } from "../../services/api-gateway/openapi/openai";
+import { V1_OPERATIONS } from "../../services/api-gateway/openapi/openai";
 import { OPERATIONS } from "../../services/api-gateway/openapi/responses";
 import { InferencePlatform, startInferencePlatform } from "../support/inference-platform";
 import { v1Routes } from "../support/v1-routes";
@@ -121,7 +121,7 @@ describe("ops - OpenAPI document against the live routes", () => {
     const undocumented = [...documented()].filter(([, op]) => op["x-undocumented"]).map(([k]) => k);
     expect(undocumented).toEqual([]); // a new route: declare its `openapi` beside its `rest` (lib/contract.ts)
     const declared = declaredRoutes();
-    expect(Object.keys({ ...OPERATIONS, ...OPENAI_OPERATIONS }).filter((k) => !declared.has(k))).toEqual([]);
+    expect(Object.keys({ ...OPERATIONS, ...V1_OPERATIONS }).filter((k) => !declared.has(k))).toEqual([]);
   });
 
   it("ops - every operation documents a success and its errors in the shared error shape", () => {
@@ -131,8 +131,8 @@ describe("ops - OpenAPI document against the live routes", () => {
       expect(statuses.some((s) => s >= 200 && s < 300)).toBe(true);
       const errors = statuses.filter((s) => s >= 400);
       expect(errors.length).toBeGreaterThan(0);
-      // The /v1 routes answer OpenAI's error shape, every other route the platform's.
-      const shape = key.includes(" /v1/") ? "#/components/schemas/OpenAiError" : "#/components/schemas/Error";
+      // The /v1 routes answer OpenAI's error shape (/v1/messages Anthropic's), every other route the platform's.
+      const shape = `#/components/schemas/${key.includes(" /v1/messages") ? "AnthropicError" : key.includes(" /v1/") ? "OpenAiError" : "Error"}`;
       for (const s of errors) expect(JSON.stringify(op.responses[s].content["application/json"].schema)).toContain(`${shape}"`);
       if (op.security.length > 0) expect(statuses).toContain(401);
       for (const p of op.parameters ?? []) if (p.in === "path") expect(key).toContain(`{${p.name}}`);
@@ -229,7 +229,7 @@ describe("ops - OpenAPI document of the OpenAI-compatible routes (/v1)", () => {
   });
   afterAll(() => p?.stop());
 
-  it("ops - /v1/models, /v1/chat/completions and /v1/embeddings are documented with OpenAI's request, response and error shapes", () => {
+  it("ops - /v1/models, /v1/chat/completions, /v1/responses and /v1/embeddings are documented with OpenAI's request, response and error shapes, /v1/messages with Anthropic's", () => {
     const schemaOf = (path: string, method: string, status: string) => doc.paths[path][method].responses[status].content["application/json"].schema;
     expect(schemaOf("/v1/models", "get", "200")).toEqual({ $ref: "#/components/schemas/OpenAiModelList" });
     expect(schemaOf("/v1/chat/completions", "post", "200")).toEqual({ $ref: "#/components/schemas/OpenAiChatCompletion" });
@@ -242,6 +242,10 @@ describe("ops - OpenAPI document of the OpenAI-compatible routes (/v1)", () => {
     for (const status of ["400", "401", "404", "429", "503"])
       expect(schemaOf("/v1/chat/completions", "post", status)).toEqual({ $ref: "#/components/schemas/OpenAiError" });
     expect(doc.components.schemas.OpenAiError.properties.error.required).toEqual(["message", "type", "param", "code"]);
+    expect(schemaOf("/v1/responses", "post", "200")).toEqual({ $ref: "#/components/schemas/OpenAiResponse" });
+    expect(schemaOf("/v1/messages", "post", "200")).toEqual({ $ref: "#/components/schemas/AnthropicMessage" });
+    for (const status of ["400", "401", "404", "429", "529"])
+      expect(schemaOf("/v1/messages", "post", status)).toEqual({ $ref: "#/components/schemas/AnthropicError" });
   });
 
   it("ops - real /v1 answers (success and errors) match the documented schemas", async () => {
@@ -264,6 +268,19 @@ describe("ops - OpenAPI document of the OpenAI-compatible routes (/v1)", () => {
     expect(toolCall.status).toBe(200);
     expect(toolCall.body.choices[0]).toMatchObject({ finish_reason: "tool_calls", message: { tool_calls: [{ function: { name: "get_weather" } }] } });
     expectV1Documented("POST", "/v1/chat/completions", toolCall);
+    const response = await http(base, "POST", "/v1/responses", { ...key, body: { model: "llama3.2:1b", input: "hi" } });
+    expect(response.status).toBe(200);
+    expectV1Documented("POST", "/v1/responses", response);
+    const anthropicKey = { headers: { "x-api-key": p.apiKey } };
+    const message = await http(base, "POST", "/v1/messages", {
+      ...anthropicKey,
+      body: { model: "llama3.2:1b", max_tokens: 64, messages: [{ role: "user", content: "hi" }] },
+    });
+    expect(message.status).toBe(200);
+    expectV1Documented("POST", "/v1/messages", message);
+    const badMessage = await http(base, "POST", "/v1/messages", { ...anthropicKey, body: { model: "llama3.2:1b", messages: [] } });
+    expect([badMessage.status, badMessage.body.type]).toEqual([400, "error"]);
+    expectV1Documented("POST", "/v1/messages", badMessage);
     const embeddings = await http(base, "POST", "/v1/embeddings", { ...key, body: { model: "llama3.2:1b", input: ["a", "b"] } });
     expect(embeddings.status).toBe(200);
     expectV1Documented("POST", "/v1/embeddings", embeddings);

@@ -4,32 +4,12 @@
  * refuses too (the document is not looser than the server), one the parser takes fits the
  * document; the answers the API writes (tool calls included) fit the documented schemas.
  */
-import Ajv2020 from "ajv/dist/2020";
-import addFormats from "ajv-formats";
-import { buildOpenApi, LiveRoute } from "../../services/api-gateway/openapi/generator";
-import { OPENAI_OPERATIONS } from "../../services/api-gateway/openapi/openai";
+import { V1_OPERATIONS } from "../../services/api-gateway/openapi/openai";
 import { chatCompletion, parseChatCompletion } from "../../services/inference/openai-api";
 import type { Answer } from "../../services/inference/answers";
-import { v1Routes as v1Aliases } from "../support/v1-routes";
+import { parses, v1Document, v1Routes as v1Aliases } from "../support/v1-routes";
 
-const routes: LiveRoute[] = v1Aliases().map((key) => {
-  const [method, path] = key.split(" ");
-  return { method, path, action: { name: `inference.${path}`, rest: true } };
-});
-const doc = buildOpenApi(routes, { version: "test" });
-const ajv = new Ajv2020({ strict: false, allErrors: true });
-addFormats(ajv);
-ajv.addSchema(doc, "openapi.json");
-const fits = (schema: string, value: unknown) => ajv.validate(`openapi.json#/components/schemas/${schema}`, value) as boolean;
-
-const parses = (body: unknown) => {
-  try {
-    parseChatCompletion(body);
-    return true;
-  } catch {
-    return false;
-  }
-};
+const { doc, fits, why } = v1Document();
 
 const tool = {
   type: "function",
@@ -39,14 +19,25 @@ const call = { id: "call_1", type: "function", function: { name: "get_weather", 
 const user = { role: "user", content: "Weather in Oslo?" };
 
 describe("ops - OpenAPI document of the /v1 routes", () => {
-  it("ops - every /v1 alias of the gateway is documented, in OpenAI's error shape", () => {
+  it("ops - every /v1 alias of the gateway is documented, its errors in its API's shape (Anthropic's on /v1/messages, with Anthropic's statuses)", () => {
     expect(v1Aliases().length).toBeGreaterThanOrEqual(3);
     for (const key of v1Aliases()) {
       const [method, path] = key.split(" ");
       const op = doc.paths[path]?.[method.toLowerCase()];
       expect(`${key}: ${op?.["x-undocumented"] ? "undocumented" : op ? "documented" : "missing"}`).toBe(`${key}: documented`);
-      expect(OPENAI_OPERATIONS[key]).toBeDefined();
+      expect(V1_OPERATIONS[key]).toBeDefined();
+      const shape = path === "/v1/messages" ? "AnthropicError" : "OpenAiError";
+      const errors = Object.entries(op!.responses as Record<string, { content: Record<string, { schema: unknown }> }>).filter(
+        ([status]) => Number(status) >= 400,
+      );
+      for (const [status, response] of errors)
+        expect([key, status, response.content["application/json"].schema]).toEqual([key, status, { $ref: `#/components/schemas/${shape}` }]);
     }
+    // Anthropic's API answers 529 where the platform answers 503, and 500 for a provider's 502.
+    const messages = Object.keys(doc.paths["/v1/messages"].post.responses);
+    expect(messages).toEqual(expect.arrayContaining(["500", "529"]));
+    expect(messages).not.toContain("503");
+    expect(messages).not.toContain("502");
   });
 
   const accepted: Array<[string, Record<string, unknown>]> = [
@@ -68,7 +59,7 @@ describe("ops - OpenAPI document of the /v1 routes", () => {
     ["response_format json_object", { model: "m", messages: [user], response_format: { type: "json_object" } }],
   ];
   it.each(accepted)("ops - chat request with %s: the parser takes it and it fits the document", (_name, body) => {
-    expect(parses(body)).toBe(true);
+    expect(parses(parseChatCompletion, body)).toBe(true);
     expect(fits("OpenAiChatCompletionRequest", body)).toBe(true);
   });
 
@@ -87,7 +78,7 @@ describe("ops - OpenAPI document of the /v1 routes", () => {
   ];
   it.each(refused)("ops - chat request with %s: the document and the parser both refuse it", (_name, body) => {
     expect(fits("OpenAiChatCompletionRequest", body)).toBe(false);
-    expect(parses(body)).toBe(false);
+    expect(parses(parseChatCompletion, body)).toBe(false);
   });
 
   const answer: Answer = { id: "a1", model: "m", text: "", durationMs: 3, promptTokens: 5, completionTokens: 7 };
@@ -98,7 +89,7 @@ describe("ops - OpenAPI document of the /v1 routes", () => {
   ];
   it.each(answers)("ops - a chat completion of %s fits the document", (_name, a) => {
     const body = chatCompletion(a, 1_700_000_000);
-    if (!fits("OpenAiChatCompletion", body)) throw new Error(ajv.errorsText(ajv.errors));
+    if (!fits("OpenAiChatCompletion", body)) throw new Error(why());
   });
 
   it("ops - a tool-call answer is documented with finish_reason tool_calls and its calls", () => {

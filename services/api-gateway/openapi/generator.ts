@@ -8,7 +8,7 @@ import type { ApiTag } from "../../../lib/contract";
 import { ErrorCode, ErrorCodes } from "../../../lib/errors";
 import type { AuthPolicy } from "../../../lib/identity";
 import { policyOf } from "../../../middlewares/auth.middleware";
-import { OPENAI_ERROR, OPENAI_OPERATIONS } from "./openai";
+import { OPENAI_ERROR, V1_OPERATIONS } from "./openai";
 import { ANY_REQUEST_ERRORS, ErrorShape, Operation, OPERATIONS, SCHEMAS } from "./responses";
 import { bodySchema, JsonSchema, paramFields } from "./schema";
 
@@ -169,7 +169,7 @@ const V1 = "/v1";
 /** The /v1 routes answer OpenAI's errors unless their documentation names another API's. */
 const errorShapeOf = (path: string, op: Operation | undefined) => op?.errorShape ?? (path.startsWith(`${V1}/`) ? OPENAI_ERROR : undefined);
 
-const TAGS: Array<{ name: ApiTag | "openai"; description: string }> = [
+const TAGS: Array<{ name: ApiTag | "openai" | "anthropic"; description: string }> = [
   { name: "auth", description: "Accounts, JWT access tokens and API keys" },
   { name: "gpu", description: "GPU jobs and cluster status" },
   { name: "models", description: "Hosted model inference" },
@@ -177,11 +177,12 @@ const TAGS: Array<{ name: ApiTag | "openai"; description: string }> = [
   { name: "admin", description: "Operators (role admin, from ADMIN_EMAILS): nodes, all jobs, accounts" },
   { name: "usage", description: "Usage, credits and quotas of the account" },
   { name: "openai", description: "The OpenAI-compatible API under /v1: OpenAI's request, response and error shapes" },
+  { name: "anthropic", description: "Anthropic's Messages API (/v1/messages): Anthropic's request, response and error shapes" },
   { name: "reference", description: "This reference" },
 ];
 
 export function buildOpenApi(routes: LiveRoute[], opts: { version: string; catalogue?: Record<string, Operation> }): OpenApiDocument {
-  const catalogue = opts.catalogue ?? { ...OPERATIONS, ...OPENAI_OPERATIONS };
+  const catalogue = opts.catalogue ?? { ...OPERATIONS, ...V1_OPERATIONS };
   // The shared error shapes, then every named schema of the live routes' responses.
   const named: Record<string, JsonSchema> = { ...SCHEMAS };
   const paths: Record<string, Record<string, OperationObject>> = {};
@@ -207,8 +208,9 @@ export function buildOpenApi(routes: LiveRoute[], opts: { version: string; catal
         'Every error is `{"error": {"code", "message", "details"}}`; every response carries X-Request-Id. ' +
         "Besides each operation's own errors, any request may get those under `components.responses` " +
         "(malformed HTTP, timeouts, oversized headers or parameters, NUL or unpaired surrogates in any string, the connection cap). " +
-        "The OpenAI-compatible API under /v1 (models, chat completions, embeddings) takes and answers OpenAI's shapes, " +
-        'its errors included: `{"error": {"message", "type", "param", "code"}}` (tag openai).',
+        "The OpenAI-compatible API under /v1 (models, chat completions, responses, embeddings) takes and answers OpenAI's shapes, " +
+        'its errors included: `{"error": {"message", "type", "param", "code"}}` (tag openai); /v1/messages is Anthropic\'s Messages API, ' +
+        'its errors `{"type": "error", "error": {"type", "message"}, "request_id"}` (tag anthropic).',
     },
     servers: [{ url: "/" }],
     tags: TAGS,
@@ -223,7 +225,12 @@ export function buildOpenApi(routes: LiveRoute[], opts: { version: string; catal
           bearerFormat: "JWT",
           description: "`Authorization: Bearer <accessToken>` (from register or login), or `Bearer ci_…` (an API key)",
         },
-        apiKey: { type: "apiKey", in: "header", name: "X-API-Key", description: "An API key `ci_…` (from POST /api/auth/api-keys)" },
+        apiKey: {
+          type: "apiKey",
+          in: "header",
+          name: "X-API-Key",
+          description: "An API key `ci_…` (from POST /api/auth/api-keys); Anthropic's clients send it so (`x-api-key`)",
+        },
       },
       headers: {
         XRequestId: { description: "The request id (yours, echoed, when well-formed)", schema: { type: "string" } },

@@ -6,7 +6,7 @@
  * published once under that name.
  */
 import type { JsonSchema } from "./schema";
-import { FUNCTION_NAME, object, text, userSchema } from "./shapes";
+import { FUNCTION_NAME, object, sseAlternative, text, userSchema } from "./shapes";
 
 const textParts: JsonSchema = { type: "array", items: object(["type", "text"], { type: { const: "text" }, text: { type: "string" } }) };
 const content: JsonSchema = { oneOf: [{ type: "string" }, textParts] };
@@ -143,13 +143,8 @@ export const ChatCompletion = object(
   { $id: "OpenAiChatCompletion" },
 );
 
-export const CHAT_STREAM = {
-  schema: {
-    type: "string",
-    description:
-      "`data: {chat.completion.chunk}` events: `choices[0].delta` holds `content` pieces, or `tool_calls` parts (index; id, type and " +
-      "function.name first, then function.arguments fragments); a last chunk carries finish_reason; then usage if stream_options.include_usage; " +
-      'then `data: [DONE]`. A failure mid-stream is `data: {"error": {…}}` (OpenAI\'s error shape).',
-  },
-  description: "With stream: true, server-sent events",
-};
+export const CHAT_STREAM = sseAlternative(
+  "`data: {chat.completion.chunk}` events: `choices[0].delta` holds `content` pieces, or `tool_calls` parts (index; id, type and " +
+    "function.name first, then function.arguments fragments); a last chunk carries finish_reason; then usage if stream_options.include_usage; " +
+    'then `data: [DONE]`. A failure mid-stream is `data: {"error": {…}}` (OpenAI\'s error shape).',
+);

@@ -1,11 +1,14 @@
 /**
- * The OpenAI-compatible routes the gateway aliases under /v1 (api-gateway.service.ts), in OpenAI's
- * shapes: the fields services/inference/openai-api.ts reads and writes, and OpenAI's error
- * `{"error": {"message", "type", "param", "code"}}` (lib/openai-errors.ts). Keyed like OPERATIONS;
- * each schema with `$id` is published once under that name.
+ * The routes the gateway aliases under /v1 (api-gateway.service.ts), each in its own API's shapes:
+ * OpenAI's (models, embeddings here; chat completions: openai-chat.ts; responses:
+ * openai-responses.ts) with OpenAI's error `{"error": {"message", "type", "param", "code"}}`
+ * (lib/openai-errors.ts), and Anthropic's Messages API (anthropic.ts) with Anthropic's. Keyed like
+ * OPERATIONS; each schema with `$id` is published once under that name.
  */
 import type { ErrorShape, Operation } from "./responses";
+import { ANTHROPIC_ERROR, MESSAGE_STREAM, MessageCreateRequest, MessageObject } from "./anthropic";
 import { CHAT_STREAM, ChatCompletion, ChatCompletionRequest } from "./openai-chat";
+import { RESPONSE_STREAM, ResponseCreateRequest, ResponseObject } from "./openai-responses";
 import { list, object } from "./shapes";
 
 /** Errors of the /v1 routes are in OpenAI's shape, not the platform's (generator.ts errorResponses), unless a route says otherwise. */
@@ -75,7 +78,7 @@ const ModelList = list(
 
 const INFERENCE_ERRORS: Operation["errors"] = ["VALIDATION_FAILED", "MODEL_NOT_FOUND", "PROVIDER_ERROR", "PROVIDER_TIMEOUT", "QUOTA_EXCEEDED", "RATE_LIMITED"];
 
-export const OPENAI_OPERATIONS: Record<string, Operation> = {
+export const V1_OPERATIONS: Record<string, Operation> = {
   "GET /v1/models": { tag: "openai", summary: "The models (OpenAI's list)", status: 200, response: ModelList },
   "POST /v1/chat/completions": {
     tag: "openai",
@@ -85,6 +88,27 @@ export const OPENAI_OPERATIONS: Record<string, Operation> = {
     response: ChatCompletion,
     alternatives: { "text/event-stream": CHAT_STREAM },
     errors: INFERENCE_ERRORS,
+  },
+  "POST /v1/responses": {
+    tag: "openai",
+    summary: "A response (OpenAI's Responses API, stateless)",
+    status: 200,
+    request: ResponseCreateRequest,
+    response: ResponseObject,
+    alternatives: { "text/event-stream": RESPONSE_STREAM },
+    errors: INFERENCE_ERRORS,
+  },
+  "POST /v1/messages": {
+    tag: "anthropic",
+    summary: "A message (Anthropic's Messages API)",
+    description:
+      "Anthropic's clients send the API key as `x-api-key` (the apiKey scheme); `anthropic-version` and `anthropic-beta` are accepted and not needed.",
+    status: 200,
+    request: MessageCreateRequest,
+    response: MessageObject,
+    alternatives: { "text/event-stream": MESSAGE_STREAM },
+    errors: INFERENCE_ERRORS,
+    errorShape: ANTHROPIC_ERROR,
   },
   "POST /v1/embeddings": {
     tag: "openai",

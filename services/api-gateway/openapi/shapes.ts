@@ -19,3 +19,6 @@ export const userSchema = (description: string): JsonSchema => ({ type: "object"
 
 /** OpenAI's rule for function and schema names (services/inference/openai-api-tools.ts). */
 export const FUNCTION_NAME: JsonSchema = { type: "string", pattern: "^[a-zA-Z0-9_-]{1,64}$" };
+
+/** The `text/event-stream` answer of a request with `stream: true`: its events described in words (OpenAPI has no schema for a stream). */
+export const sseAlternative = (events: string) => ({ schema: { type: "string", description: events }, description: "With stream: true, server-sent events" });
