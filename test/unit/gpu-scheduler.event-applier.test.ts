@@ -7,6 +7,7 @@ import { NodeStopper } from "../../services/gpu-scheduler/loop/node-stopper";
 import type { AssignedJob } from "../../services/gpu-scheduler/store/placement.repository";
 import { asPlaced } from "../../services/gpu-scheduler/loop/placement-loop";
 import { JobState } from "../../services/gpu-scheduler/core/transitions";
+import { KnownStates, patched } from "../../services/gpu-scheduler/loop/known-states";
 import { FakeJobs, FakeNodes, heartbeat, ManualClock, quiet, until } from "./gpu-scheduler.fakes";
 
 const T0 = new Date("2026-01-01T10:00:00.000Z");
@@ -87,8 +88,9 @@ describe("gpu-scheduler event applier - on fakes", () => {
     const writer = new JobWriter(store);
     let freed = 0;
     const stopper = new NodeStopper(nodes, writer, () => freed++, quiet);
-    const applier = new EventApplier(store, writer, stopper, new ManualClock(T2.getTime()), quiet, () => freed++);
-    return { store, nodes, applier, freed: () => freed };
+    const known = new KnownStates();
+    const applier = new EventApplier(store, writer, stopper, new ManualClock(T2.getTime()), quiet, () => freed++, undefined, known);
+    return { store, nodes, applier, known, freed: () => freed };
   };
 
   test("gpu-scheduler event applier - started then finished: completed, card free, a placement pass asked for", async () => {
@@ -129,5 +131,53 @@ describe("gpu-scheduler event applier - on fakes", () => {
     expect(store.get(id)).toMatchObject({ status: "failed", holding: false, completedAt: T2 });
     expect(store.get(id).errorMessage).toMatch(/could not be stored/);
     expect(freed()).toBe(1);
+  });
+
+  test("gpu-scheduler event applier - the events of a job whose state this replica wrote last are decided with no read", async () => {
+    const { store, applier, known } = setUp();
+    const id = store.add(randomUUID(), placed);
+    known.remember(id, patched(placed, { status: "running" })); // as the placement's confirmation leaves it
+    Object.assign(store.get(id), { status: "running" });
+    const reads = jest.spyOn(store, "states");
+    await applier.apply(started(id));
+    await applier.apply(finished(id));
+    expect(store.get(id)).toMatchObject({ status: "completed", holding: false, startedAt: T1, completedAt: T2, exitCode: 0 });
+    expect(reads).not.toHaveBeenCalled();
+    expect(known.size).toBe(0); // an ended job is forgotten
+  });
+
+  test("gpu-scheduler event applier - a remembered state another writer changed: the write misses, the job is read and decided again", async () => {
+    const { store, applier, known } = setUp();
+    const id = store.add(randomUUID(), { ...placed, status: "running", startedAt: T1 });
+    known.remember(id, { ...placed, status: "running", startedAt: T1 });
+    Object.assign(store.get(id), { status: "cancelled", completedAt: T1 }); // cancelled by another replica; the card still held
+    await applier.apply(finished(id));
+    expect(store.get(id)).toMatchObject({ status: "cancelled", holding: false, completedAt: T1 });
+    expect(known.size).toBe(0);
+  });
+
+  test("gpu-scheduler event applier - a remembered state that would stop a job on a node is read again first: a job placed again elsewhere is not stopped", async () => {
+    const { store, nodes, applier, known } = setUp();
+    const id = store.add(randomUUID(), { ...placed, nodeId: "node-b", gpuUuid: "GPU-1", status: "running" });
+    known.remember(id, { ...placed, status: "running" }); // stale: it was on node-a when this replica wrote it
+    await applier.apply(started(id, "node-b"));
+    expect(store.get(id)).toMatchObject({ status: "running", nodeId: "node-b", startedAt: T1 });
+    expect(nodes.cancels).toEqual([]);
+  });
+
+  test("gpu-scheduler event applier - what is remembered is what a read gives: the placement cleared with nodeId, output only as a mark, no retry fields", () => {
+    const written = patched(
+      { ...placed, status: "running", startedAt: T1 },
+      {
+        status: "queued",
+        nodeId: null,
+        gpuUuid: null,
+        holding: false,
+        output: "a long output",
+        notBefore: T2,
+        endedAttempt: { attempt: 1, nodeId: "node-a", startedAt: T1, endedAt: T2, exitCode: 1, output: null, errorMessage: "x" },
+      },
+    );
+    expect(written).toEqual({ ...placed, status: "queued", nodeId: null, gpuUuid: null, assignedAt: null, holding: false, startedAt: T1, output: "" });
   });
 });

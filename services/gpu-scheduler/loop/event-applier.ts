@@ -9,6 +9,7 @@ import { isUuid } from "../../../lib/uuid";
 import { Batcher } from "./batcher";
 import type { JobsRepository } from "../store/jobs.repository";
 import { CAS_ATTEMPTS, JobStateStore, JobWriter } from "./job-writer";
+import { KnownStates, patched } from "./known-states";
 import type { NodeStopper } from "./node-stopper";
 import type { Clock } from "./ports";
 import { applyJobEvent, confirmPlacement, failUnstorable, isTerminal, JobPatch, JobState } from "../core/transitions";
@@ -88,6 +89,8 @@ export class EventApplier {
     private readonly onFreed: () => void,
     /** RETRY_BACKOFF_S (absent: the default). */
     private readonly retryBackoffS?: number,
+    /** The states this replica last wrote (known-states.ts): an event of such a job needs no read. */
+    private readonly known = new KnownStates(),
   ) {
     this.events = new Batcher((events) => this.applyEvents(events), { maxBatch: 200, maxInFlight: 2 });
   }
@@ -123,20 +126,32 @@ export class EventApplier {
   }
 
   /**
-   * Applies a batch of events: one read, the pure decisions, one compare-and-set write; jobs that
-   * changed meanwhile are decided again.
+   * Applies a batch of events: one read (none for the jobs whose state this replica wrote last),
+   * the pure decisions, one compare-and-set write; jobs that changed meanwhile are decided again.
    */
   private async applyEvents(batch: JobEvent[]): Promise<void[]> {
     let pending = batch;
     let freed = false;
     for (let attempt = 0; attempt < CAS_ATTEMPTS && pending.length; attempt++) {
-      const states = await this.store.states([...new Set(pending.map((e) => e.jobId))]);
-      const { decided, stop, misrouted } = decideEvents(pending, states, this.clock.now(), this.retryBackoffS);
+      const ids = [...new Set(pending.map((e) => e.jobId))];
+      const remembered = attempt === 0 ? this.known.get(ids) : new Map<string, JobState>();
+      const unknown = ids.filter((id) => !remembered.has(id));
+      let states = new Map([...remembered, ...(unknown.length ? await this.store.states(unknown) : [])]);
+      let decision = decideEvents(pending, states, this.clock.now(), this.retryBackoffS);
+      // Nothing acts outside the database on a remembered state: such decisions are taken again on a fresh read.
+      if ([...decision.stop.map((s) => s.jobId), ...decision.misrouted.map((e) => e.jobId)].some((id) => remembered.has(id))) {
+        this.known.forget(remembered.keys());
+        states = await this.store.states(ids);
+        decision = decideEvents(pending, states, this.clock.now(), this.retryBackoffS);
+      }
+      const { decided, stop, misrouted } = decision;
       for (const e of misrouted) this.logger.warn(`Ignored job event ${e.type} of ${e.jobId} from ${e.nodeId}: the job is not on that node`);
       for (const s of stop) void this.stopper.stop(s.jobId, s.nodeId);
       const updates = [...decided].map(([id, d]) => ({ id, seen: d.seen, patch: d.patch }));
       const written = await this.writeIsolated(updates);
       for (const u of updates) if (written.has(u.id) && u.patch.holding === false) freed = true;
+      for (const u of updates) if (written.has(u.id)) this.known.remember(u.id, patched(u.seen, u.patch));
+      this.known.forget(updates.filter((u) => !written.has(u.id)).map((u) => u.id));
       pending = pending.filter((e) => decided.has(e.jobId) && !written.has(e.jobId));
     }
     if (freed) this.onFreed();

@@ -6,6 +6,7 @@
 import type { LoggerInstance } from "moleculer";
 import type { RunJobParams } from "../../../lib/job-spec";
 import { Batcher, Coalescer } from "./batcher";
+import { KnownStates, patched } from "./known-states";
 import type { ClusterView, ViewCard } from "../core/cluster-view";
 import type { JobWriter } from "./job-writer";
 import type { NodeStopper } from "./node-stopper";
@@ -119,6 +120,8 @@ export class PlacementLoop {
     private readonly clock: Clock,
     private readonly logger: LoggerInstance,
     private readonly limits?: AccountLimits,
+    /** Told what the confirmations wrote: the node's events of these jobs need no read (known-states.ts). */
+    private readonly known?: KnownStates,
   ) {
     this.passes = new Coalescer(
       () => this.placeOnce(),
@@ -235,7 +238,8 @@ export class PlacementLoop {
       confirmPlacement(job, acceptedBy.get(id)!),
     );
     for (const [id, job] of seen) {
-      if (!written.has(id) && job.status === "cancelled" && job.nodeId !== null) void this.stopper.stop(id, job.nodeId);
+      if (written.has(id)) this.known?.remember(id, patched(job, written.get(id)!));
+      else if (job.status === "cancelled" && job.nodeId !== null) void this.stopper.stop(id, job.nodeId);
     }
     return accepted.map((job) => written.has(job.id));
   }

@@ -14,6 +14,7 @@ import { HeartbeatInbox } from "./heartbeat-inbox";
 import { Housekeeping, HousekeepingStore, LostNodeBook } from "./housekeeping";
 import type { JobRow } from "../store/job-row";
 import { CAS_ATTEMPTS, JobWriter } from "./job-writer";
+import { KnownStates } from "./known-states";
 import { NodeStopper } from "./node-stopper";
 import type { AccountLimits } from "../api/account-limits";
 import { matchingNames } from "../core/gpu-type";
@@ -59,8 +60,9 @@ export class Scheduler {
     const freed = () => void this.schedule();
     this.writer = new JobWriter(repo);
     this.stopper = new NodeStopper(nodes, this.writer, freed, logger);
-    this.placement = new PlacementLoop(places, this.writer, this.view, nodes, this.stopper, clock, logger, limits);
-    this.events = new EventApplier(repo, this.writer, this.stopper, clock, logger, freed, timings.retryBackoffS);
+    const known = new KnownStates();
+    this.placement = new PlacementLoop(places, this.writer, this.view, nodes, this.stopper, clock, logger, limits, known);
+    this.events = new EventApplier(repo, this.writer, this.stopper, clock, logger, freed, timings.retryBackoffS, known);
     this.heartbeats = new HeartbeatInbox(
       (hb) => this.events.reconcile(hb),
       timings.reconcileIntervalMs ?? 0,
