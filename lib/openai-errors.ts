@@ -28,6 +28,27 @@ function paramOf(details: unknown): string | null {
   return typeof first?.field === "string" && first.field ? first.field : null;
 }
 
+/**
+ * The message: OpenAI's say what was wrong, so a validation failure's generic words give way to
+ * its fields' own messages ("tools[0].function.name: must be …; temperature: must be …").
+ */
+function messageOf(message: string, details: unknown): string {
+  if (message !== GENERIC_VALIDATION || !Array.isArray(details)) return message;
+  const said = (details as Array<{ field?: unknown; message?: unknown }>)
+    .filter((d) => typeof d?.message === "string" && d.message)
+    .map((d) => (typeof d.field === "string" && d.field && !String(d.message).includes(d.field) ? `${d.field}: ${d.message}` : String(d.message)));
+  return said.length ? said.join("; ") : message;
+}
+
+const GENERIC_VALIDATION = "Request validation failed";
+
 export function openAiError(status: number, code: string, message: string, details: unknown): OpenAiError {
-  return { error: { message, type: typeOf(status, code, details), param: paramOf(details), code: OPENAI_CODES[code] ?? code.toLowerCase() } };
+  return {
+    error: {
+      message: messageOf(message, details),
+      type: typeOf(status, code, details),
+      param: paramOf(details),
+      code: OPENAI_CODES[code] ?? code.toLowerCase(),
+    },
+  };
 }

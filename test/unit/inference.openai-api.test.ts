@@ -172,6 +172,21 @@ describe("inference - /v1 answers and errors", () => {
   ])("inference - %s in OpenAI's error shape", (_name, status, code, details, expected) => {
     expect(openAiError(status, code, "msg", details)).toEqual({ error: { message: "msg", param: null, ...expected } });
   });
+
+  test("inference - a validation failure's message says what was wrong with each field, as OpenAI's do", () => {
+    const details = [
+      { field: "tools[0].function.name", message: "must be a function name" },
+      { field: "temperature", message: "The 'temperature' field must be at most 2" },
+    ];
+    expect(openAiError(400, "VALIDATION_FAILED", "Request validation failed", details).error).toMatchObject({
+      message: "tools[0].function.name: must be a function name; The 'temperature' field must be at most 2",
+      param: "tools[0].function.name",
+    });
+    // A message of its own (unrecognized arguments, say) is kept.
+    expect(openAiError(400, "VALIDATION_FAILED", "Unrecognized request argument supplied: foo", [{ field: "foo", message: "x" }]).error.message).toBe(
+      "Unrecognized request argument supplied: foo",
+    );
+  });
 });
 
 describe("inference - MODEL_FALLBACKS, INFERENCE_RPM and INFERENCE_TPM", () => {
