@@ -79,6 +79,32 @@ export type StoredJob = Static<typeof StoredJobSpec>;
  * environment. `gpuUuids`: every card of the job, the first being `gpuUuid`. Extra fields are
  * dropped, not refused, so a node tolerates a newer scheduler during a rolling upgrade.
  */
+/**
+ * What a job with `platformAccess` gets to reach the platform (issue 28), made by the scheduler
+ * for this attempt and handed to its node only in the run call (never stored): its `cit_` token,
+ * and per allowed database (in `platformAccess.databases` order) the login role made for the job.
+ * The node turns them into CI_PLATFORM_URL, CI_PLATFORM_TOKEN and CI_DATABASE_URL_<n> pointing at
+ * its relay.
+ */
+export const PlatformGrant = Type.Object(
+  {
+    token: Type.String({ pattern: "^cit_[a-z0-9]{32}$" }),
+    databases: Type.Array(
+      Type.Object(
+        {
+          database: Type.String({ minLength: 1, maxLength: 63 }),
+          user: Type.String({ minLength: 1, maxLength: 63 }),
+          password: Type.String({ minLength: 1, maxLength: 256 }),
+        },
+        { additionalProperties: false },
+      ),
+      { maxItems: 16 },
+    ),
+  },
+  { additionalProperties: false },
+);
+export type PlatformGrantParams = Static<typeof PlatformGrant>;
+
 export const RunJob = Type.Object({
   jobId: Type.String({ pattern: JOB_ID_SYNTAX }),
   gpuUuid: Type.String({ minLength: 1, maxLength: 128 }),
@@ -87,6 +113,7 @@ export const RunJob = Type.Object({
   attempt: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_JOB_RETRIES + 1 })),
   ...specFields,
   env: envField,
+  platform: Type.Optional(PlatformGrant),
 });
 export type RunJobParams = Static<typeof RunJob>;
 
