@@ -42,6 +42,31 @@ const RESERVED_ENV = /^(NVIDIA_|CUDA_)/i;
 /** An optional field a client may also send as null (meaning: absent), as the API always allowed. */
 const OrAbsent = <T extends TSchema>(schema: T) => Type.Optional(Type.Union([schema, Type.Null()]));
 
+/**
+ * The scopes of a restricted token (docs/API-DECISIONS "Restricted tokens"); `:write` includes `:read`.
+ * A job's `platformAccess` takes the same.
+ */
+export const TOKEN_SCOPES = ["jobs:read", "jobs:write", "inference", "databases:read", "databases:write", "usage:read"] as const;
+export type TokenScope = (typeof TOKEN_SCOPES)[number];
+/** The most databases one job may reach (one login role each, CI_DATABASE_URL_0…). */
+export const MAX_JOB_DATABASES = 16;
+
+/**
+ * `platformAccess` (issue 28): what the job's own `cit_` token may do, and the databases it gets a
+ * login role on. Not a secret: stored in the job's document and echoed in its detail.
+ */
+export const PlatformAccess = Type.Object(
+  {
+    scopes: Type.Array(Type.Union(TOKEN_SCOPES.map((s) => Type.Literal(s))), { maxItems: TOKEN_SCOPES.length, uniqueItems: true }),
+    models: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { maxItems: 100, uniqueItems: true, description: "Only these models" })),
+    databases: Type.Optional(
+      Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: MAX_JOB_DATABASES, uniqueItems: true, description: "Database ids of the account" }),
+    ),
+  },
+  { additionalProperties: false, description: "The job receives CI_PLATFORM_URL, CI_PLATFORM_TOKEN and CI_DATABASE_URL_<n>, valid while it runs" },
+);
+export type PlatformAccessParams = Static<typeof PlatformAccess>;
+
 const seconds = (description: string) => OrAbsent(Type.Integer({ minimum: 1, maximum: MAX_JOB_SECONDS, description }));
 
 /** Everything a job asks for except its environment: the stored document. */
@@ -60,6 +85,7 @@ const specFields = {
   priority: OrAbsent(Type.Union(PRIORITIES.map((p) => Type.Literal(p)))),
   gpuCount: OrAbsent(Type.Integer({ minimum: 1, maximum: MAX_JOB_CARDS, description: "Cards of one type on one node (default 1)" })),
   webhookUrl: OrAbsent(Type.String({ maxLength: WEBHOOK_URL_MAX, description: "Receives a signed POST at the job's terminal status" })),
+  platformAccess: OrAbsent(PlatformAccess),
 };
 
 /** The job's variables: names and values are checked by `jobEnvProblem` (messages that never show a value). */

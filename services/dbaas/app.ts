@@ -15,6 +15,7 @@ import { brokerEnv } from "../../lib/settings";
 import { USAGE_CHANNEL, UsageBatch } from "../../lib/usage-protocol";
 import type { DbThis } from "../../mixins/db.mixin";
 import { DatabasesRepository } from "./databases.repository";
+import { JobRolesRepository } from "./job-roles";
 import { OwnerLease } from "./owner-lease";
 import { Periodic } from "./periodic";
 import { debianBinDir } from "./pg-tools";
@@ -67,6 +68,7 @@ export class DbaasApp {
   readonly logger: LoggerInstance;
   readonly repo: DatabasesRepository;
   readonly snapshots: SnapshotsRepository;
+  readonly jobRoles: JobRolesRepository;
   readonly gate: QuotaGate;
   readonly sampler: StorageSampler;
   readonly sampleLoop: Periodic<number>;
@@ -102,6 +104,7 @@ export class DbaasApp {
       this.logger,
     );
     this.snapshots = new SnapshotsRepository(deps.db);
+    this.jobRoles = new JobRolesRepository(deps.db);
   }
 
   async start(): Promise<void> {

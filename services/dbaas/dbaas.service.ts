@@ -13,6 +13,7 @@ import { Database, DatabaseCreated, DatabaseDetail, DatabaseList, Message } from
 import { credentialActions } from "./credential-actions";
 import { checkQuotaNow, createDatabase, CreateParams, destroyDatabase, getDatabase, listDatabases, reconcileNow, setMaxStorage } from "./database-ops";
 import { toClientError } from "./faults";
+import { jobRoleActions } from "./job-roles";
 import { migrations } from "./migrations";
 import type { QuotaReport } from "./quota";
 import type { ReconcileReport } from "./reconciler";
@@ -98,6 +99,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
 
     ...credentialActions,
     ...snapshotActions,
+    ...jobRoleActions,
 
     /** Internal: removes what crashed provisionings left behind (also runs periodically). */
     reconcile: {

@@ -166,4 +166,23 @@ export const migrations: Migration[] = [
       $fn$;
     `,
   },
+  {
+    version: 7,
+    name: "login roles of GPU jobs",
+    sql: `
+      -- One row per login role made for a GPU job's attempt (job-roles.ts), written before the
+      -- role is created and deleted once it is dropped: a crash in between leaves a row, and
+      -- dbaas.revokeJobRoles (called until it succeeds) drops the role. Never the password.
+      CREATE TABLE job_roles (
+        role_name text PRIMARY KEY,
+        job_id text NOT NULL,
+        client_id text NOT NULL,
+        database_id uuid NOT NULL,
+        database_name text NOT NULL,
+        owner_name text NOT NULL,
+        created_at timestamptz NOT NULL DEFAULT now()
+      );
+      CREATE INDEX job_roles_job_idx ON job_roles (job_id);
+    `,
+  },
 ];

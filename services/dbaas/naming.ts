@@ -13,6 +13,8 @@ export const PATTERNS = {
   user: /^user_[0-9a-f]{12}$/,
   /** Owns the tenant's objects while its database is read-only (over quota). */
   hold: /^hold_[0-9a-f]{12}$/,
+  /** A login role made for one GPU job attempt (job-roles.ts): a member of its database's tenant role. */
+  job: /^job_[0-9a-f]{16}$/,
 } as const;
 
 export type IdentifierKind = keyof typeof PATTERNS;
@@ -45,6 +47,11 @@ export function generateNames(clientId: string, randomHex: RandomHex = defaultRa
 export function holdRoleOf(username: string): string {
   checkIdentifier("user", username);
   return `hold_${username.slice("user_".length)}`;
+}
+
+/** A new job role's name (job-roles.ts). */
+export function generateJobRoleName(randomHex: RandomHex = defaultRandomHex): string {
+  return checkIdentifier("job", `job_${randomHex(8)}`);
 }
 
 export function checkIdentifier(kind: IdentifierKind, name: string): string {

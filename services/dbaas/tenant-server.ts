@@ -7,6 +7,7 @@ import type { PoolClient } from "pg";
 import { isDuplicate, isUnavailable, retryTransient } from "./faults";
 import { checkIdentifier, holdRoleOf } from "./naming";
 import * as sql from "./tenant-sql";
+import { blockJobRoleSql, dropJobRoleSql, releaseJobRoleSql } from "./job-role-sql";
 import type { TenantRef } from "./tenant-sql";
 import type { CatalogLevel } from "./settings";
 import { probeWrongPassword } from "./password-probe";
@@ -78,6 +79,28 @@ export class TenantServer {
       await retryTransient(() => this.conn.run(statement, admin));
       await this.terminateSessions(ref.username, admin);
     });
+  }
+
+  /** Runs createJobRoleSql (job-role-sql.ts). */
+  async createJobRole(statement: string): Promise<void> {
+    await this.conn.run(statement);
+  }
+
+  /**
+   * A GPU job's role gone: no new logins, its sessions ended, then (under its database's lock, as a
+   * freeze or destroy; skipped when the database is gone) what it owns there passed to `tenant`.
+   */
+  async dropJobRole(role: string, tenant: TenantRef): Promise<void> {
+    const exists = await this.pool.query("SELECT 1 FROM pg_roles WHERE rolname = $1", [checkIdentifier("job", role)]);
+    if (exists.rowCount) {
+      await retryTransient(() => this.conn.run(blockJobRoleSql(role)));
+      await this.pool.query("SELECT pg_catalog.pg_terminate_backend(pid, 3000) FROM pg_stat_activity WHERE usename = $1", [role]);
+      await this.withDatabaseLock(tenant.databaseName, async () => {
+        const present = await this.pool.query("SELECT 1 FROM pg_database WHERE datname = $1", [tenant.databaseName]);
+        if (present.rowCount) await this.conn.inDatabase(tenant.databaseName, (client) => client.query(releaseJobRoleSql(role, tenant)));
+      });
+    }
+    await retryTransient(() => this.conn.run(dropJobRoleSql(role)));
   }
 
   /** The role's temporary files per session follow its database's storage quota. */

@@ -34,6 +34,8 @@ import { FollowedJobs, LogFollow } from "./streams/log-follow";
 import { BrokerNodeClient } from "./loop/node-client";
 import { NodesRepository } from "./store/nodes.repository";
 import { PlacementRepository } from "./store/placement.repository";
+import { GrantsRepository } from "./store/grants.repository";
+import { brokerPlatformCalls, PlatformGrants } from "./loop/platform-grants";
 import { QueuePositions } from "./api/queue-positions";
 import { Clock, Scheduler } from "./loop/scheduler";
 import type { SchedulerSettings } from "./settings";
@@ -120,6 +122,7 @@ export function createSchedulerApp(broker: ServiceBroker, db: Pool, config: Sche
   const history = new JobHistory(new HistoryRepository(db), config.history, clock, logger);
   const timeoutMs = config.dispatchTimeoutS * 1000;
   const nodes = new BrokerNodeClient(broker, timeoutMs);
+  const grants = new PlatformGrants(new GrantsRepository(db), brokerPlatformCalls(broker), logger);
   const scheduler = new Scheduler(
     repo,
     places,
@@ -137,6 +140,7 @@ export function createSchedulerApp(broker: ServiceBroker, db: Pool, config: Sche
     limits,
     nodeBook,
     new CardVetting(new NodeCardPins(db), config.nodeCards),
+    grants,
   );
   const reader = new JobReader(repo, positions, scheduler, clock, labeler, config.jobTimeoutS);
   const attemptNode = async (jobId: string, attempt: number) => (await repo.attempt(jobId, attempt))?.node_id ?? null;
@@ -229,9 +233,14 @@ export function createSchedulerApp(broker: ServiceBroker, db: Pool, config: Sche
     async start() {
       await ensureChannelStreams(broker, [JOB_EVENTS_CHANNEL]);
       const tick = () =>
-        Promise.all([scheduler.tick(), idempotency.removeExpired(keysExpireBefore(), KEY_PURGE_LIMIT), usageOutbox.drain(), history.run()]).catch((err) =>
-          logger.warn(`Scheduler housekeeping failed: ${(err as Error).message}`),
-        );
+        Promise.all([
+          scheduler.tick(),
+          idempotency.removeExpired(keysExpireBefore(), KEY_PURGE_LIMIT),
+          usageOutbox.drain(),
+          history.run(),
+          // Credentials of job attempts that ended (also after a restart, on any replica).
+          grants.sweep(),
+        ]).catch((err) => logger.warn(`Scheduler housekeeping failed: ${(err as Error).message}`));
       tickTimer = setInterval(() => void tick(), Math.max(MIN_TICK_MS, config.scheduleTickMs));
       void scheduler.schedule();
       sender.start();

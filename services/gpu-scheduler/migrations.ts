@@ -296,4 +296,25 @@ ${JOB_COUNTERS_SETUP}
       CREATE TRIGGER jobs_spec_from_columns BEFORE INSERT ON jobs FOR EACH ROW WHEN (NEW.spec IS NULL) EXECUTE FUNCTION job_spec_from_columns();
     `,
   },
+  {
+    version: 16,
+    name: "credentials granted to job attempts",
+    // One row per attempt of a job with platformAccess (loop/platform-grants.ts), written before its
+    // token and database roles are made, deleted once they are revoked: housekeeping revokes every
+    // row whose attempt is no longer live, on whichever replica, after any restart. Never the secrets.
+    sql: `
+      CREATE TABLE job_grants (
+        job_id uuid NOT NULL,
+        attempt integer NOT NULL,
+        -- It has database roles (dbaas is asked to drop them).
+        databases boolean NOT NULL,
+        -- The token and roles are made (or failed): until then only a stale row is revoked.
+        settled boolean NOT NULL DEFAULT false,
+        -- A sweep is revoking it now: a new attempt's grant waits until it is done.
+        sweeping_at timestamptz,
+        created_at timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (job_id, attempt)
+      );
+    `,
+  },
 ];

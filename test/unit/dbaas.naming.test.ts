@@ -43,7 +43,7 @@ describe("dbaas naming", () => {
     expect(kindOf("postgres")).toBeUndefined();
     expect(holdRoleOf("user_0123456789ab")).toBe("hold_0123456789ab");
     expect(() => holdRoleOf("postgres")).toThrow();
-    expect(Object.keys(PATTERNS).sort()).toEqual(["database", "hold", "user"]);
+    expect(Object.keys(PATTERNS).sort()).toEqual(["database", "hold", "job", "user"]);
   });
 
   it.each([

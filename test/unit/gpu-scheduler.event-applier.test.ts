@@ -15,6 +15,7 @@ const T1 = new Date("2026-01-01T10:00:05.000Z");
 const T2 = new Date("2026-01-01T10:00:09.000Z");
 const placed: JobState = asPlaced({
   id: "job-1",
+  client_id: "client-1",
   node_id: "node-a",
   gpu_uuid: "GPU-1",
   gpu_uuids: ["GPU-1"],

@@ -8,6 +8,7 @@ import type { NodeHeartbeat } from "../../lib/gpu-protocol";
 import type { RunJobParams } from "../../lib/job-spec";
 import type { EventStore } from "../../services/gpu-scheduler/loop/event-applier";
 import type { HousekeepingStore } from "../../services/gpu-scheduler/loop/housekeeping";
+import type { StoredJob } from "../../lib/job-spec";
 import type { AssignedJob, PlacementRow, PlacementSnapshot } from "../../services/gpu-scheduler/store/placement.repository";
 import type { PlacementStore } from "../../services/gpu-scheduler/loop/placement-loop";
 import type { Clock, NodeClient } from "../../services/gpu-scheduler/loop/ports";
@@ -30,6 +31,8 @@ export type FakeJob = JobState & {
   seq: number;
   gpuType: string | null;
   command: string;
+  /** As submitted (lib/job-spec.ts), handed to the node with a grant. */
+  platformAccess?: StoredJob["platformAccess"];
   queueTimeoutS?: number;
   queueDeadline?: Date;
   notBefore?: Date | null;
@@ -163,10 +166,11 @@ export class FakeJobs implements EventStore, HousekeepingStore, PlacementStore {
       Object.assign(j, { status: "assigned", nodeId: p.nodeId, gpuUuid: p.gpuUuid, holding: true, assignedAt: now, attempts: (j.attempts ?? 0) + 1 });
       assigned.push({
         id: p.jobId,
+        client_id: "client-1",
         node_id: p.nodeId,
         gpu_uuid: p.gpuUuid,
         gpu_uuids: p.gpuUuids,
-        spec: { command: j.command },
+        spec: { command: j.command, ...(j.platformAccess && { platformAccess: j.platformAccess }) },
         env: null,
         assigned_at: now,
         attempts: j.attempts!,

@@ -6,7 +6,8 @@
  */
 import { randomUUID } from "crypto";
 import type { Context } from "moleculer";
-import { apiError, fromDataError, validationFailed } from "../../../lib/errors";
+import { apiError, fromDataError, notFound, validationFailed } from "../../../lib/errors";
+import type { PlatformAccessParams } from "../../../lib/job-spec";
 import { respondCreated } from "../../../lib/http-meta";
 import type { CallerMeta } from "../../../lib/identity";
 import type { QuotaResource } from "../../../lib/usage-protocol";
@@ -17,6 +18,7 @@ import type { CreatedJob } from "../contract";
 import { checkIdempotencyKey, IDEMPOTENCY_HEADER, requestHash } from "./idempotency";
 import type { NewJob } from "../store/job-row";
 import { checkSubmission, CreateJobParams, SubmissionFacts } from "./submission";
+import { accessBeyondCaller, callerTokenLimits, databaseOutsideCaller } from "./platform-access";
 import { resolveTarget } from "../webhooks/webhook-target";
 
 type CreateCtx = Context<CreateJobParams, CallerMeta>;
@@ -29,6 +31,7 @@ export async function submitJob(app: SchedulerApp, ctx: CreateCtx): Promise<Crea
   if (!submitted.ok) throw validationFailed(submitted.errors);
   const { job } = submitted;
   if (ctx.params.webhookUrl != null) await checkWebhookUrl(app, clientId, ctx.params.webhookUrl);
+  if (ctx.params.platformAccess != null) await checkPlatformAccess(app, ctx, ctx.params.platformAccess);
   // Keyed requests take their own transaction (a replay answers even at the queued-jobs cap); the others stay on the batched inserts.
   if (key !== undefined) return createKeyed(app, ctx, key, job);
   // At or over a monthly quota a job uses up: 403 before anything is queued (a keyed replay still gets its first answer).
@@ -68,6 +71,20 @@ async function checkWebhookUrl(app: SchedulerApp, clientId: string, url: string)
   const target = await resolveTarget(url, dnsLookup, app.config.webhooks.allowPrivate);
   if (!target.ok) throw refuse(`The 'webhookUrl' field ${target.reason}.`);
   if (!secret) throw refuse("The account has no webhook signing secret: create one with POST /api/auth/webhook-secret first.");
+}
+
+/** 400 beyond the caller's own token; 404 for a database that is not the account's (dbaas says). */
+async function checkPlatformAccess(app: SchedulerApp, ctx: CreateCtx, access: PlatformAccessParams): Promise<void> {
+  const limits = callerTokenLimits(ctx.meta.caller);
+  const beyond = accessBeyondCaller(access, limits);
+  if (beyond) throw validationFailed([beyond]);
+  if (databaseOutsideCaller(access, limits)) throw notFound("Database");
+  const databaseIds = access.databases ?? [];
+  if (!databaseIds.length) return;
+  const clientId = ctx.meta.caller!.clientId;
+  await app.broker.call("dbaas.checkJobDatabases", { clientId, databaseIds }).catch((err) => {
+    throw (err as { code?: unknown }).code === 404 ? notFound("Database") : err;
+  });
 }
 
 /** A submission with an Idempotency-Key: the job and the key in one transaction, or the first answer again. */

@@ -4,7 +4,7 @@
  * queue, or failed). The jobs `plan` left waiting are kept with their reason (`waiting`).
  */
 import type { LoggerInstance } from "moleculer";
-import type { RunJobParams } from "../../../lib/job-spec";
+import { MAX_JOB_SECONDS, type PlatformAccessParams, type RunJobParams } from "../../../lib/job-spec";
 import { Batcher, Coalescer } from "./batcher";
 import { KnownStates, patched } from "./known-states";
 import type { ClusterView, ViewCard } from "../core/cluster-view";
@@ -14,6 +14,7 @@ import type { AccountLimit, AccountLimits } from "../api/account-limits";
 import { AccountShare, plan, Waiting } from "../core/placement";
 import type { AssignedJob, PlacementRepository, PlacementRow, PlacementSnapshot } from "../store/placement.repository";
 import type { Clock, NodeClient } from "./ports";
+import { GrantFailed, type PlatformGrants } from "./platform-grants";
 import { confirmPlacement, JobState, refusePlacement, unplace } from "../core/transitions";
 
 /** The placement transaction (PlacementRepository; a fake in unit tests). */
@@ -122,6 +123,8 @@ export class PlacementLoop {
     private readonly limits?: AccountLimits,
     /** Told what the confirmations wrote: the node's events of these jobs need no read (known-states.ts). */
     private readonly known?: KnownStates,
+    /** Makes the credentials of jobs with platformAccess (absent: none are made). */
+    private readonly grants?: Pick<PlatformGrants, "grant">,
   ) {
     this.passes = new Coalescer(
       () => this.placeOnce(),
@@ -216,14 +219,23 @@ export class PlacementLoop {
       gpuUuids: job.gpu_uuids,
       attempt: job.attempts,
     };
-    this.nodes
-      .run(job.node_id, params)
+    // Only a job with platformAccess pays for credentials: the others go to their node as they are.
+    const access = job.spec.platformAccess;
+    const run = access && this.grants ? this.runWithGrant(job, access, params) : this.nodes.run(job.node_id, params);
+    run
       .then(
         () => this.acks.push(job),
         (err) => this.dispatchFailed(job, err),
       )
       .catch((err) => this.logger.warn(`Dispatch of job ${job.id} not recorded: ${(err as Error).message}`))
       .finally(() => this.dispatching.delete(job.id));
+  }
+
+  /** The attempt's token and database roles, made now and handed to the node in this call only. */
+  private async runWithGrant(job: AssignedJob, access: PlatformAccessParams, params: RunJobParams): Promise<void> {
+    const timeoutSeconds = job.spec.timeoutSeconds ?? MAX_JOB_SECONDS;
+    const platform = await this.grants!.grant({ clientId: job.client_id, jobId: job.id, attempt: job.attempts, access, timeoutSeconds });
+    await this.nodes.run(job.node_id, { ...params, platform });
   }
 
   /**
@@ -246,6 +258,7 @@ export class PlacementLoop {
 
   private async dispatchFailed(job: AssignedJob, err: unknown): Promise<boolean> {
     const message = (err as Error).message;
+    if (err instanceof GrantFailed) return this.grantFailed(job, err);
     if (isPermanentRejection(err)) {
       this.logger.warn(`GPU node ${job.node_id} refused job ${job.id}: ${message}`);
       const reason = `The GPU node refused the job: ${message}`;
@@ -257,6 +270,18 @@ export class PlacementLoop {
       await this.writer.applyOne(job.id, (state) => unplace(state, job.node_id));
     }
     void this.schedule();
+    return false;
+  }
+
+  /**
+   * The job's credentials could not be made: the node is not at fault. Refused for good (a
+   * database gone since submission), the job fails; otherwise it goes back to the queue and the
+   * next housekeeping pass places it again (no pass at once: auth or dbaas may be down).
+   */
+  private async grantFailed(job: AssignedJob, err: GrantFailed): Promise<boolean> {
+    this.logger.warn(`Job ${job.id}: ${err.message}`);
+    if (err.permanent) await this.writer.applyOne(job.id, (state) => refusePlacement(state, job.node_id, err.message, this.clock.now()));
+    else await this.writer.applyOne(job.id, (state) => unplace(state, job.node_id));
     return false;
   }
 }

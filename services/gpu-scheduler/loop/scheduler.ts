@@ -20,6 +20,7 @@ import type { AccountLimits } from "../api/account-limits";
 import { matchingNames } from "../core/gpu-type";
 import type { Waiting } from "../core/placement";
 import { PlacementLoop, PlacementStore } from "./placement-loop";
+import type { PlatformGrants } from "./platform-grants";
 import type { Clock, NodeClient, SchedulerTimings } from "./ports";
 import { cancelJob } from "../core/transitions";
 import type { HeldCard, PinnedCard } from "../core/node-cards";
@@ -54,6 +55,8 @@ export class Scheduler {
     lostNodes?: LostNodeBook,
     /** Which announced cards take jobs (absent: all of them). */
     readonly vetting = new CardVetting(undefined, new Map()),
+    /** Makes the credentials of jobs with platformAccess at dispatch (absent: none). */
+    grants?: Pick<PlatformGrants, "grant">,
   ) {
     this.logger = logger;
     this.view = new ClusterView(clock.now().getTime());
@@ -61,7 +64,7 @@ export class Scheduler {
     this.writer = new JobWriter(repo);
     this.stopper = new NodeStopper(nodes, this.writer, freed, logger);
     const known = new KnownStates();
-    this.placement = new PlacementLoop(places, this.writer, this.view, nodes, this.stopper, clock, logger, limits, known);
+    this.placement = new PlacementLoop(places, this.writer, this.view, nodes, this.stopper, clock, logger, limits, known, grants);
     this.events = new EventApplier(repo, this.writer, this.stopper, clock, logger, freed, timings.retryBackoffS, known);
     this.heartbeats = new HeartbeatInbox(
       (hb) => this.events.reconcile(hb),

@@ -9,6 +9,8 @@ import type { StoredJob } from "../../../lib/job-spec";
 
 export type AssignedJob = {
   id: string;
+  /** Its account (a job with platformAccess gets credentials of that account). */
+  client_id: string;
   node_id: string;
   gpu_uuid: string;
   /** All the job's cards (the first is gpu_uuid). */
@@ -193,7 +195,7 @@ export class PlacementRepository {
              assigned_at = ${lit(now.toISOString())}::timestamptz, attempts = j.attempts + 1
          FROM (VALUES ${values}) AS p(id, node_id, gpu_uuids, gpu_name)
          WHERE j.id = p.id AND j.id IN (${placements.map((p) => `${lit(p.jobId)}::uuid`).join(", ")}) AND j.status = 'queued' AND j.gpu_count = cardinality(p.gpu_uuids)
-         RETURNING j.id, j.node_id, j.gpu_uuid, j.gpu_uuids, j.spec, j.env, j.assigned_at, j.attempts, j.max_retries;
+         RETURNING j.id, j.client_id, j.node_id, j.gpu_uuid, j.gpu_uuids, j.spec, j.env, j.assigned_at, j.attempts, j.max_retries;
          COMMIT`,
       )) as unknown as Array<{ rows: AssignedJob[] }>;
       return { planned: placements.length, assigned: written[0].rows };
