@@ -51,6 +51,7 @@ class FakeGrantRows {
   async claimEnded() {
     return [...this.rows.values()].filter((r) => r.settled && !this.live.has(r.job_id));
   }
+  async release() {}
   async remove(g: GrantRow) {
     this.rows.delete(`${g.job_id}/${g.attempt}`);
   }

@@ -58,7 +58,7 @@ export type GrantRequest = { clientId: string; jobId: string; attempt: number; a
 
 export class PlatformGrants {
   constructor(
-    private readonly repo: Pick<GrantsRepository, "begin" | "settle" | "claimEnded" | "remove">,
+    private readonly repo: Pick<GrantsRepository, "begin" | "settle" | "claimEnded" | "release" | "remove">,
     private readonly calls: PlatformCalls,
     private readonly logger: LoggerInstance,
   ) {}
@@ -112,6 +112,7 @@ export class PlatformGrants {
       return true;
     } catch (err) {
       this.logger.warn(`Credentials of job ${grant.job_id} (attempt ${grant.attempt}) not revoked yet: ${(err as Error).message}`);
+      await this.repo.release(grant).catch(() => undefined); // the lease would run out anyway
       return false;
     }
   }

@@ -61,6 +61,11 @@ export class GrantsRepository {
     return rows;
   }
 
+  /** A revocation that failed: the next sweep, or a new attempt's grant, may take the row at once. */
+  async release(grant: GrantRow): Promise<void> {
+    await this.db.query("UPDATE gpu_scheduler.job_grants SET sweeping_at = NULL WHERE job_id = $1 AND attempt = $2", [grant.job_id, grant.attempt]);
+  }
+
   async remove(grant: GrantRow): Promise<void> {
     await this.db.query("DELETE FROM gpu_scheduler.job_grants WHERE job_id = $1 AND attempt = $2", [grant.job_id, grant.attempt]);
   }

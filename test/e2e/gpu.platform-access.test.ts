@@ -1,0 +1,173 @@
+/**
+ * Jobs that use the platform (issue 28, API-DECISIONS "Jobs that use the platform") through the
+ * gateway: gateway, auth, dbaas (on the tenant cluster), gpu-scheduler and a real gpu-node
+ * (process executor, one simulated card) in one process. The node's run call carries the grant;
+ * the job's database role logs in with psql and works as the owner while the job runs, and is
+ * gone with its sessions within 5 s of the job's end (completed, cancelled); bad input is 400 and
+ * another account's database 404, creating nothing.
+ *
+ * auth.issueJobToken and auth.revokeJobTokens belong to wt/tokens (restricted tokens): until it is
+ * merged the test answers and records the calls to those two names (the broker's `call`, spied).
+ */
+import { mkdtempSync, rmSync } from "fs";
+import os from "os";
+import path from "path";
+import type { RunJobParams } from "../../lib/job-spec";
+import { http, startTestPlatform, TestPlatform, waitFor, waitForRoute } from "../support/platform";
+import { existing, psql, stopDbaasPlatform, tenantEnv, withClient } from "../integration/dbaas.helpers";
+
+const CARD = "Test GPU";
+const TOKEN = /^cit_[a-z0-9]{32}$/;
+
+describe("gpu platform access - through the gateway", () => {
+  let platform: TestPlatform;
+  let base: string;
+  let alice: string;
+  let bob: string;
+  const work = mkdtempSync(path.join(os.tmpdir(), "gpu-platform-"));
+  const runs: RunJobParams[] = [];
+  const tokenCalls: string[] = [];
+
+  const submit = (body: unknown, token = alice) => http(base, "POST", "/api/gpu/jobs", { token, body });
+  const detail = (id: string) => http(base, "GET", `/api/gpu/jobs/${id}`, { token: alice });
+  const until = (id: string, accept: (job: any) => boolean, message: string) =>
+    waitFor(async () => ((await detail(id)).body && accept((await detail(id)).body) ? (await detail(id)).body : false), {
+      timeoutMs: 20_000,
+      intervalMs: 50,
+      message,
+    });
+  const register = async (name: string) =>
+    (await http(base, "POST", "/api/auth/register", { body: { email: `${name}-${Date.now()}@example.com`, name, password: "correct horse battery" } })).body
+      .accessToken as string;
+  const createDatabase = async (token: string) => (await http(base, "POST", "/api/databases", { token, body: {} })).body;
+  const runOf = (jobId: string) => waitFor(() => runs.find((r) => r.jobId === jobId) ?? false, { message: `the run call of ${jobId}` });
+  /** The database's connection string with the job role's credentials. */
+  const asJob = (db: any, grant: { user: string; password: string }) => db.connectionString.replace(`${db.username}:${db.password}`, `${grant.user}:${grant.password}`);
+
+  beforeAll(async () => {
+    platform = await startTestPlatform({
+      services: ["api-gateway", "auth", "dbaas", "gpu-scheduler", "gpu-node"],
+      env: tenantEnv({
+        GPU_EXECUTOR: "process",
+        GPU_SIMULATE: `${CARD}:1024`,
+        GPU_HEARTBEAT_S: "1",
+        GPU_SCHEDULE_TICK_MS: "100",
+        GPU_STOP_GRACE_S: "1",
+        GPU_JOB_LOG_DIR: path.join(work, "logs"),
+      }),
+    });
+    // The scheduler's calls to the node, recorded as they pass (the node itself is real); auth's job-token actions stubbed.
+    const call = platform.broker.call.bind(platform.broker);
+    jest.spyOn(platform.broker, "call").mockImplementation(((action: string, params: any, opts: any) => {
+      if (action === "gpu-node.run") runs.push(params);
+      if (action === "auth.issueJobToken") {
+        tokenCalls.push(`issue ${params.jobId} ${params.scopes.join(",")}`);
+        return Promise.resolve({ id: `tok-${params.jobId}`, token: `cit_${"0".repeat(32)}` });
+      }
+      if (action === "auth.revokeJobTokens") {
+        tokenCalls.push(`revoke ${params.jobId}`);
+        return Promise.resolve({ revoked: 1 });
+      }
+      return call(action, params, opts);
+    }) as typeof platform.broker.call);
+    base = platform.baseUrl;
+    await waitForRoute(base, "GET", "/api/gpu/status");
+    [alice, bob] = [await register("alice"), await register("bob")];
+    await waitFor(async () => (await http(base, "GET", "/api/gpu/status", { token: alice })).body?.cluster?.totalGpus === 1, { message: "the card announced" });
+  });
+
+  afterAll(async () => {
+    await stopDbaasPlatform(platform);
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  /** Runs a job with a role on `db` and checks, while it runs, that the role logs in and works as the owner; returns its grant. */
+  async function runningWithRole(db: any, command: string) {
+    const res = await submit({ command, platformAccess: { scopes: ["inference"], databases: [db.id] } });
+    expect(res.status).toBe(201);
+    const run = await runOf(res.body.id);
+    expect(run.platform!.token).toMatch(TOKEN);
+    expect(run.platform!.databases).toEqual([{ database: db.databaseName, user: expect.stringMatching(/^job_/), password: expect.any(String) }]);
+    expect(JSON.stringify(run.env ?? {})).not.toContain(run.platform!.databases[0].password); // never in the stored env
+    const grant = run.platform!.databases[0];
+    await until(res.body.id, (j) => j.status === "running", "the job to run");
+    const made = psql(asJob(db, grant), `CREATE TABLE t_${res.body.id.slice(0, 8)} (n int)`, "SELECT current_user");
+    expect([made.status, made.stderr, made.stdout.trim().split("\n").pop()]).toEqual([0, "", db.username]);
+    const shown = (await detail(res.body.id)).body;
+    expect(shown.platformAccess).toEqual({ scopes: ["inference"], databases: [db.id] });
+    expect(JSON.stringify(shown)).not.toContain(grant.password);
+    expect(JSON.stringify(shown)).not.toContain(run.platform!.token);
+    return { id: res.body.id as string, grant };
+  }
+
+  /** Within 5 s of the job's end: its role is gone, a session it held was ended, its token revoked. */
+  async function revokedWithin5s(id: string, grant: { user: string }, sessionEnded: Promise<void>) {
+    const endedAt = Date.now();
+    await sessionEnded;
+    await waitFor(async () => (await existing({ roles: [grant.user] })).length === 0, { timeoutMs: 5000, message: "the job role dropped" });
+    await waitFor(() => tokenCalls.includes(`revoke ${id}`), { timeoutMs: 5000, message: "the job's token revoked" });
+    expect(Date.now() - endedAt).toBeLessThan(5000);
+  }
+
+  /** A session of the role held open until the server ends it. */
+  async function heldSession(db: any, grant: { user: string; password: string }): Promise<{ ended: Promise<void> }> {
+    let open = false;
+    const ended = withClient(asJob(db, grant), async (client) => {
+      const gone = new Promise<void>((resolve) => client.once("end", () => resolve()));
+      await client.query("SELECT 1");
+      open = true;
+      await gone;
+    });
+    await waitFor(() => open, { message: "the role's session" });
+    return { ended };
+  }
+
+  test("gpu platform access - a job that completes: its role works while it runs, then it and its token are revoked within 5 s", async () => {
+    const db = await createDatabase(alice);
+    const { id, grant } = await runningWithRole(db, "sleep 4");
+    expect(tokenCalls).toContain(`issue ${id} inference`);
+    const session = await heldSession(db, grant);
+    await until(id, (j) => j.status === "completed", "the job to complete");
+    await revokedWithin5s(id, grant, session.ended);
+    // The owner keeps what the job made.
+    expect(psql(db.connectionString, `SELECT count(*) FROM t_${id.slice(0, 8)}`).stdout.trim()).toBe("0");
+  });
+
+  test("gpu platform access - a cancelled job: its role and token end within 5 s", async () => {
+    const db = await createDatabase(alice);
+    const { id, grant } = await runningWithRole(db, "sleep 600");
+    const session = await heldSession(db, grant);
+    expect((await http(base, "POST", `/api/gpu/jobs/${id}/cancel`, { token: alice })).status).toBe(200);
+    await revokedWithin5s(id, grant, session.ended);
+  });
+
+  test("gpu platform access - a job without platformAccess gets no grant and no token", async () => {
+    const res = await submit({ command: "true" });
+    const run = await runOf(res.body.id);
+    expect(run.platform).toBeUndefined();
+    expect(tokenCalls.some((c) => c.includes(res.body.id))).toBe(false);
+  });
+
+  test("gpu platform access - another account's database, an unknown one: 404 and no job", async () => {
+    const bobs = await createDatabase(bob);
+    for (const id of [bobs.id, "00000000-0000-4000-8000-000000000000", "not-a-uuid"]) {
+      const before = (await http(base, "GET", "/api/gpu/jobs", { token: alice })).body.jobs.length;
+      const res = await submit({ command: "true", platformAccess: { scopes: [], databases: [id] } });
+      expect([res.status, res.body.error?.code]).toEqual([404, "NOT_FOUND"]);
+      expect((await http(base, "GET", "/api/gpu/jobs", { token: alice })).body.jobs.length).toBe(before);
+    }
+  });
+
+  test.each([
+    ["an unknown scope", { scopes: ["admin"] }],
+    ["scopes missing", { databases: [] }],
+    ["a field it does not know", { scopes: [], secrets: true }],
+    ["databases not an array", { scopes: [], databases: "x" }],
+    ["a repeated scope", { scopes: ["inference", "inference"] }],
+    ["not an object", "inference"],
+  ])("gpu platform access - %s is 400 naming platformAccess", async (_name, platformAccess) => {
+    const res = await submit({ command: "true", platformAccess });
+    expect([res.status, res.body.error?.code]).toEqual([400, "VALIDATION_FAILED"]);
+    expect(JSON.stringify(res.body.error.details)).toContain("platformAccess");
+  });
+});
