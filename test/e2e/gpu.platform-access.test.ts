@@ -42,7 +42,8 @@ describe("gpu platform access - through the gateway", () => {
   const createDatabase = async (token: string) => (await http(base, "POST", "/api/databases", { token, body: {} })).body;
   const runOf = (jobId: string) => waitFor(() => runs.find((r) => r.jobId === jobId) ?? false, { message: `the run call of ${jobId}` });
   /** The database's connection string with the job role's credentials. */
-  const asJob = (db: any, grant: { user: string; password: string }) => db.connectionString.replace(`${db.username}:${db.password}`, `${grant.user}:${grant.password}`);
+  const asJob = (db: any, grant: { user: string; password: string }) =>
+    db.connectionString.replace(`${db.username}:${db.password}`, `${grant.user}:${grant.password}`);
 
   beforeAll(async () => {
     platform = await startTestPlatform({
