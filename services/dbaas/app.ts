@@ -15,7 +15,7 @@ import { brokerEnv } from "../../lib/settings";
 import { USAGE_CHANNEL, UsageBatch } from "../../lib/usage-protocol";
 import type { DbThis } from "../../mixins/db.mixin";
 import { DatabasesRepository } from "./databases.repository";
-import { JobRolesRepository } from "./job-roles";
+import { JobRolesRepository } from "./job-roles.repository";
 import { OwnerLease } from "./owner-lease";
 import { Periodic } from "./periodic";
 import { debianBinDir } from "./pg-tools";

@@ -6,7 +6,6 @@
  * answers the scheduler's check at submission: every database the account's own, else 404.
  */
 import type { Context, ServiceActionsSchema } from "moleculer";
-import type { Pool } from "pg";
 import { notFound } from "../../lib/errors";
 import { isUuid } from "../../lib/uuid";
 import type { DbaasApp, WithApp } from "./app";
@@ -19,34 +18,8 @@ import { generateJobRoleName } from "./naming";
 /** What a job's node turns into CI_DATABASE_URL_<n> (PlatformGrant of lib/job-spec.ts). */
 export type JobRoleGrant = { database: string; user: string; password: string };
 
-type JobRoleRow = { role_name: string; database_name: string; owner_name: string };
-
 /** Seconds a job role's password stays valid when the caller names no lifetime; revocation normally comes first. */
 const DEFAULT_VALID_S = 3600 + 300;
-
-export class JobRolesRepository {
-  constructor(private readonly db: Pool) {}
-
-  async record(role: string, row: { jobId: string; clientId: string; databaseId: string; databaseName: string; ownerName: string }): Promise<void> {
-    await this.db.query("INSERT INTO dbaas.job_roles (role_name, job_id, client_id, database_id, database_name, owner_name) VALUES ($1, $2, $3, $4, $5, $6)", [
-      role,
-      row.jobId,
-      row.clientId,
-      row.databaseId,
-      row.databaseName,
-      row.ownerName,
-    ]);
-  }
-
-  async ofJob(jobId: string): Promise<JobRoleRow[]> {
-    const { rows } = await this.db.query<JobRoleRow>("SELECT role_name, database_name, owner_name FROM dbaas.job_roles WHERE job_id = $1", [jobId]);
-    return rows;
-  }
-
-  async forget(role: string): Promise<void> {
-    await this.db.query("DELETE FROM dbaas.job_roles WHERE role_name = $1", [role]);
-  }
-}
 
 export type GrantJobRoleParams = { clientId: string; jobId: string; databaseId: string; validForSeconds?: number };
 
