@@ -197,6 +197,7 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
     expect(outcome.assigned).toEqual([
       {
         id,
+        client_id: CLIENT,
         node_id: odd,
         gpu_uuid: "g'1",
         gpu_uuids: ["g'1"],
