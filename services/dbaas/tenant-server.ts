@@ -165,7 +165,7 @@ export class TenantServer {
     const previous = rows[0]?.limit ?? 0;
     await this.conn.run(sql.blockLoginsSql(ref.username), via);
     try {
-      const endSessions = () => this.terminateSessions(ref.username, via);
+      const endSessions = () => this.terminateSessions(ref.username, via, true);
       try {
         await this.conn.inDatabase(ref.databaseName, (client) => this.conn.lockedTransaction(client, sql.freezeSql(ref), endSessions));
       } catch (err) {
@@ -281,10 +281,17 @@ export class TenantServer {
     return probeWrongPassword(this.adminUrl, this.pool);
   }
 
-  /** Waits (up to 3 s each) until the sessions are gone, so their locks are free when this returns. */
-  private async terminateSessions(username: string, via: Queryable): Promise<void> {
-    await via.query("SELECT pg_catalog.pg_terminate_backend(pid, 3000) FROM pg_stat_activity WHERE usename = $1 AND pid <> pg_catalog.pg_backend_pid()", [
-      checkIdentifier("user", username),
-    ]);
+  /**
+   * Waits (up to 3 s each) until the sessions are gone, so their locks are free when this returns.
+   * `withJobs`: also those of GPU jobs' roles (members of this one, job-role-sql.ts), which act as it.
+   */
+  private async terminateSessions(username: string, via: Queryable, withJobs = false): Promise<void> {
+    const jobs = withJobs
+      ? " OR usesysid IN (SELECT m.member FROM pg_catalog.pg_auth_members m JOIN pg_roles r ON r.oid OPERATOR(pg_catalog.=) m.roleid WHERE r.rolname = $1)"
+      : "";
+    await via.query(
+      `SELECT pg_catalog.pg_terminate_backend(pid, 3000) FROM pg_stat_activity WHERE (usename = $1${jobs}) AND pid <> pg_catalog.pg_backend_pid()`,
+      [checkIdentifier("user", username)],
+    );
   }
 }

@@ -2,11 +2,11 @@
  * GPU jobs' database roles (issue 28) against the real tenant cluster: a granted role logs in with
  * psql and does what the owner does (its tables belong to the owner); revoking ends its open
  * session and drops it within 5 s, even when it created objects of its own or its database is gone;
- * another account's database is 404 and creates nothing.
+ * a freeze ends its sessions as the owner's; another account's database is 404 and creates nothing.
  */
 import { randomUUID } from "crypto";
 import { TestPlatform, waitFor } from "../support/platform";
-import { asAdmin, callerMeta, connectRefusal, dbaasApp, existing, psql, startDbaasPlatform, stopDbaasPlatform, withClient } from "./dbaas.helpers";
+import { asAdmin, callerMeta, connectRefusal, dbaasApp, existing, markerOf, psql, startDbaasPlatform, stopDbaasPlatform, withClient } from "./dbaas.helpers";
 
 type Created = { id: string; username: string; password: string; connectionString: string; databaseName: string };
 type Grant = { database: string; user: string; password: string };
@@ -87,6 +87,29 @@ describe("dbaas job roles", () => {
     await platform.broker.call("dbaas.destroy", { id: db.id }, { meta: owner });
     expect(await revoke(other)).toEqual({ revoked: 1 });
     expect(await existing({ roles: [c.user] })).toEqual([]);
+  });
+
+  it("dbaas job roles - a freeze (over quota) ends the job role's sessions too, and leaves it read-only like the owner", async () => {
+    const db = await create();
+    const jobId = randomUUID();
+    const g = await grant(db.id, jobId);
+    let open = false;
+    const held = withClient(asJob(db, g), async (client) => {
+      const ended = new Promise<void>((resolve) => client.once("end", () => resolve()));
+      await client.query("BEGIN; CREATE TABLE locked (n int)"); // an open transaction holding a lock
+      open = true;
+      await ended;
+    });
+    await waitFor(() => open, { message: "the job role's transaction" });
+    const server = dbaasApp(platform).tenant;
+    const ref = { databaseName: db.databaseName, username: db.username };
+    await server.freeze(ref, await markerOf(platform));
+    await held; // ended by the freeze
+    const write = psql(asJob(db, g), "CREATE TABLE after_freeze (n int)");
+    expect(write.status).not.toBe(0);
+    expect(psql(asJob(db, g), "SELECT 1").stdout.trim()).toBe("1"); // reads still work
+    await server.thaw(ref);
+    expect(await revoke(jobId)).toEqual({ revoked: 1 });
   });
 
   it("dbaas job roles - another account's database, an unknown id and a malformed one are 404 and create nothing", async () => {
