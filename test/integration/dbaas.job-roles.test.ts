@@ -1,12 +1,24 @@
 /**
  * GPU jobs' database roles (issue 28) against the real tenant cluster: a granted role logs in with
- * psql and does what the owner does (its tables belong to the owner); revoking ends its open
- * session and drops it within 5 s, even when it created objects of its own or its database is gone;
+ * psql and does what the owner does (its tables belong to the owner), and under its own name
+ * nothing; revoking ends its open session and drops it within 5 s, also when its database is gone;
  * a freeze ends its sessions as the owner's; another account's database is 404 and creates nothing.
  */
 import { randomUUID } from "crypto";
 import { TestPlatform, waitFor } from "../support/platform";
-import { asAdmin, callerMeta, connectRefusal, dbaasApp, existing, markerOf, psql, startDbaasPlatform, stopDbaasPlatform, withClient } from "./dbaas.helpers";
+import {
+  asAdmin,
+  callerMeta,
+  connectRefusal,
+  dbaasApp,
+  existing,
+  markerOf,
+  psql,
+  refusal,
+  startDbaasPlatform,
+  stopDbaasPlatform,
+  withClient,
+} from "./dbaas.helpers";
 
 type Created = { id: string; username: string; password: string; connectionString: string; databaseName: string };
 type Grant = { database: string; user: string; password: string };
@@ -72,15 +84,20 @@ describe("dbaas job roles", () => {
     expect(psql(db.connectionString, "SELECT count(*) FROM made_by_job").stdout.trim()).toBe("1");
   });
 
-  it("dbaas job roles - objects the role made under its own name pass to the owner, and a role whose database is gone is still dropped", async () => {
+  it("dbaas job roles - under its own name (SET ROLE NONE) the role can create nothing; two roles of one job both go; one whose database is gone is still dropped", async () => {
     const db = await create();
     const jobId = randomUUID();
     const [a, b] = [await grant(db.id, jobId), await grant(db.id, jobId)];
-    const run = psql(asJob(db, a), "RESET ROLE", "CREATE TABLE own_name (n int)");
-    expect([run.status, run.stderr]).toEqual([0, ""]);
+    await withClient(asJob(db, a), async (client) => {
+      await client.query("SET ROLE NONE"); // RESET ROLE would return to the session default: the owner
+      expect(await refusal(client, "CREATE TABLE public.own_name (n int)")).toBe("42501");
+      expect(await refusal(client, "CREATE TEMP TABLE own_temp (n int)")).toBe("42501");
+      await client.query("SET ROLE " + db.username); // its membership stays: back to the owner's rights
+      await client.query("CREATE TABLE as_owner (n int)");
+    });
     expect(await revoke(jobId)).toEqual({ revoked: 2 });
     expect(await existing({ roles: [a.user, b.user] })).toEqual([]);
-    expect(psql(db.connectionString, "SELECT tableowner FROM pg_tables WHERE tablename = 'own_name'").stdout.trim()).toBe(db.username);
+    expect(psql(db.connectionString, "SELECT tableowner FROM pg_tables WHERE tablename = 'as_owner'").stdout.trim()).toBe(db.username);
 
     const other = randomUUID();
     const c = await grant(db.id, other);
