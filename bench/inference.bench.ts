@@ -15,7 +15,8 @@
  * Cases: concurrency 1 with instant answers (the overhead itself, least exposed to scheduling
  * noise), concurrency 1 (answers in 10–30 ms) and 50 (100–300 ms), non-streamed (whole answer)
  * and streamed (time to first byte); then capacity (instant answers, 50 concurrent). Paths take turns in short rounds (compare, bench/inference-measure.ts).
- * Goals: the platform's added p50 ≤ 1 ms and below Portkey's.
+ * Goals: the platform's added p50 ≤ 1 ms and below Portkey's. BENCH_PROFILE_DIR writes a CPU
+ * profile of the platform's process there.
  */
 import { ChildProcess, spawn } from "child_process";
 import os from "os";
@@ -68,15 +69,20 @@ async function main() {
   const port = await freePort();
   let platform: ChildService | undefined;
   try {
-    platform = spawnServices(["api-gateway", "auth", "inference"], {
-      PORT: String(port),
-      TRANSPORTER: "",
-      NAMESPACE: uniqueName("bench"),
-      DATABASE_URL: databaseUrl,
-      OLLAMA_URL: "off",
-      OPENAI_PROVIDERS: JSON.stringify([{ name: "vllm", url: standin.url }]),
-      LOG_LEVEL: "warn",
-    });
+    platform = spawnServices(
+      ["api-gateway", "auth", "inference"],
+      {
+        PORT: String(port),
+        TRANSPORTER: "",
+        NAMESPACE: uniqueName("bench"),
+        DATABASE_URL: databaseUrl,
+        OLLAMA_URL: "off",
+        OPENAI_PROVIDERS: JSON.stringify([{ name: "vllm", url: standin.url }]),
+        LOG_LEVEL: "warn",
+        // BENCH_PROFILE_DIR: a CPU profile of the platform's process, written when it stops.
+      },
+      process.env.BENCH_PROFILE_DIR ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : [],
+    );
     // A JWT and an API key of a registered account (OpenAI clients send either as their API key).
     const post = (p: string, body?: unknown, token?: string) =>
       fetch(`http://127.0.0.1:${port}${p}`, {

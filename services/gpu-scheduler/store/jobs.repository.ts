@@ -158,7 +158,8 @@ export class JobsRepository extends JobReads {
          ON CONFLICT (job_id, attempt) DO NOTHING),
        usage AS (
          INSERT INTO gpu_scheduler.account_usage AS u (client_id, gpu_seconds, at)
-         SELECT client_id, sum(used), now() FROM written WHERE used IS NOT NULL GROUP BY client_id
+         -- In account order: two batches in flight upsert their accounts' rows in one order (no deadlock between them).
+         SELECT client_id, sum(used), now() FROM written WHERE used IS NOT NULL GROUP BY client_id ORDER BY client_id
          ON CONFLICT (client_id) DO UPDATE SET gpu_seconds = ${decayedUsageSql(this.halfLifeS)} + EXCLUDED.gpu_seconds, at = now()),
        outbox AS (
          INSERT INTO gpu_scheduler.usage_outbox (job_id, attempt, client_id, started_at, ended_at, cards, gpu_name)
