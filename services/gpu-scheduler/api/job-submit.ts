@@ -83,7 +83,9 @@ async function checkPlatformAccess(app: SchedulerApp, ctx: CreateCtx, access: Pl
   if (!databaseIds.length) return;
   const clientId = ctx.meta.caller!.clientId;
   await app.broker.call("dbaas.checkJobDatabases", { clientId, databaseIds }).catch((err) => {
-    throw (err as { code?: unknown }).code === 404 ? notFound("Database") : err;
+    // dbaas's own 404 (its message as ours); dbaas not running is not a missing database.
+    const e = err as { code?: unknown; name?: string };
+    throw e.code === 404 && e.name !== "ServiceNotFoundError" ? notFound("Database") : err;
   });
 }
 
