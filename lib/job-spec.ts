@@ -57,8 +57,8 @@ export const MAX_JOB_DATABASES = 16;
  */
 export const PlatformAccess = Type.Object(
   {
-    scopes: Type.Array(Type.Union(TOKEN_SCOPES.map((s) => Type.Literal(s))), { maxItems: TOKEN_SCOPES.length, uniqueItems: true }),
-    models: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { maxItems: 100, uniqueItems: true, description: "Only these models" })),
+    scopes: Type.Array(Type.Union(TOKEN_SCOPES.map((s) => Type.Literal(s))), { minItems: 1, maxItems: TOKEN_SCOPES.length, uniqueItems: true }),
+    models: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 128 }), { maxItems: 32, uniqueItems: true, description: "Only these models" })),
     databases: Type.Optional(
       Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: MAX_JOB_DATABASES, uniqueItems: true, description: "Database ids of the account" }),
     ),

@@ -153,7 +153,7 @@ describe("gpu platform access - through the gateway", () => {
     const bobs = await createDatabase(bob);
     for (const id of [bobs.id, "00000000-0000-4000-8000-000000000000", "not-a-uuid"]) {
       const before = (await http(base, "GET", "/api/gpu/jobs", { token: alice })).body.jobs.length;
-      const res = await submit({ command: "true", platformAccess: { scopes: [], databases: [id] } });
+      const res = await submit({ command: "true", platformAccess: { scopes: ["inference"], databases: [id] } });
       expect([res.status, res.body.error?.code]).toEqual([404, "NOT_FOUND"]);
       expect((await http(base, "GET", "/api/gpu/jobs", { token: alice })).body.jobs.length).toBe(before);
     }
@@ -162,8 +162,9 @@ describe("gpu platform access - through the gateway", () => {
   test.each([
     ["an unknown scope", { scopes: ["admin"] }],
     ["scopes missing", { databases: [] }],
-    ["a field it does not know", { scopes: [], secrets: true }],
-    ["databases not an array", { scopes: [], databases: "x" }],
+    ["scopes empty", { scopes: [] }],
+    ["a field it does not know", { scopes: ["inference"], secrets: true }],
+    ["databases not an array", { scopes: ["inference"], databases: "x" }],
     ["a repeated scope", { scopes: ["inference", "inference"] }],
     ["not an object", "inference"],
   ])("gpu platform access - %s is 400 naming platformAccess", async (_name, platformAccess) => {

@@ -176,7 +176,7 @@ describe("gpu-scheduler platform grants - dispatch", () => {
   ])("gpu-scheduler platform grants - a grant %s", async (_name, permanent, status) => {
     const { store, nodes, view, loop, failWith } = setUp();
     failWith(new GrantFailed("Platform credentials could not be made: Database not found", permanent));
-    const id = store.add(randomUUID(), { platformAccess: { scopes: [], databases: ["gone"] } });
+    const id = store.add(randomUUID(), { platformAccess: { scopes: ["databases:write"], databases: ["gone"] } });
     await loop.schedule({ newJob: true });
     await until(() => store.get(id).status === status && !loop.isDispatching(id), `the job to be ${status}`);
     expect(nodes.runs).toEqual([]);
