@@ -47,6 +47,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
     create: {
       rest: "POST /",
       auth: "required",
+      scope: "databases:write",
       openapi: {
         tag: "databases",
         summary: "Provision a PostgreSQL database",
@@ -69,6 +70,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
     list: {
       rest: "GET /",
       auth: "required",
+      scope: "databases:read",
       openapi: { tag: "databases", summary: "The caller's active databases, newest first", status: 200, response: DatabaseList },
       params: { $$strict: "remove" },
       async handler(this: DbaasThis, ctx: Context<unknown, CallerMeta>): Promise<{ databases: DatabaseDetail[] }> {
@@ -79,6 +81,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
     get: {
       rest: "GET /:id",
       auth: "required",
+      scope: "databases:read",
       openapi: { tag: "databases", summary: "One database", status: 200, response: Database, errors: ["NOT_FOUND"] },
       params: { $$strict: "remove", ...idParam },
       async handler(this: DbaasThis, ctx: Context<{ id: string }, CallerMeta>): Promise<DatabaseDetail> {
@@ -89,6 +92,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
     destroy: {
       rest: "DELETE /:id",
       auth: "required",
+      scope: "databases:write",
       openapi: { tag: "databases", summary: "Destroy a database and all its data (irreversible)", status: 200, response: Message, errors: ["NOT_FOUND"] },
       params: { $$strict: "remove", ...idParam },
       async handler(this: DbaasThis, ctx: Context<{ id: string }, CallerMeta>): Promise<Message> {

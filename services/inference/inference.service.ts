@@ -46,6 +46,7 @@ const STREAM_HEADERS = { "Cache-Control": "no-cache", "X-Accel-Buffering": "no" 
 /** /v1 actions: reached through the gateway's /v1 route only (no `rest`: not under /api); OpenAI's own API document describes them. */
 const V1 = {
   auth: "required" as const,
+  scope: "inference" as const,
   callers: ["api-gateway"] as const,
   openapi: { tag: "models" as const, summary: "OpenAI-compatible API", status: 200, response: Type.Unknown(), hidden: true as const },
 };
@@ -96,6 +97,7 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
       rest: "POST /infer",
       streams: { param: "stream" },
       auth: "required",
+      scope: "inference",
       openapi: {
         tag: "models",
         summary: "Generate text with a model",
