@@ -28,7 +28,7 @@ import { emailProblem, normalizeEmail } from "./email";
 import { migrations } from "./migrations";
 import { tokenActions, TokensThis } from "./token-actions";
 import { TokensRepository } from "./tokens.repository";
-import { TokenUseLog } from "./token-usage";
+import { KeyedBatch } from "../../lib/keyed-batch";
 import { HashGate } from "./hash-gate";
 import { hashPassword, verifyPassword } from "./passwords";
 import { LoginThrottle } from "./throttle";
@@ -274,9 +274,12 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
   created(this: AuthThis) {
     this.clients = new ClientsRepository(this.db);
     this.tokens = new TokensRepository(this.db);
-    this.tokenUse = new TokenUseLog(
+    // Last-use times (resolveToken): the later of two wins; written every 2 s.
+    this.tokenUse = new KeyedBatch<Date>(
       (lastUsed) => this.tokens.touch(lastUsed),
-      (m) => this.logger.warn(m),
+      (a, b) => (a > b ? a : b),
+      (m) => this.logger.warn(`Token last-use times: ${m}`),
+      2_000,
     );
     this.config = parseAuthSettings(brokerEnv(this.broker));
     const platform = platformSettingsOf(this.broker);

@@ -23,12 +23,14 @@ import {
   IssueJobTokenParams,
   JOB_TOKENS_PARAMS,
   MAX_LIVE_TOKENS,
+  TOKEN_CREDITS_PARAMS,
   TOKEN_ID_PARAMS,
+  TokenCreditsParams,
 } from "./token-params";
 import type { NewToken, TokenRow, TokensRepository } from "./tokens.repository";
-import type { TokenUseLog } from "./token-usage";
+import type { KeyedBatch } from "../../lib/keyed-batch";
 
-export type TokensThis = Service & { tokens: TokensRepository; tokenUse: TokenUseLog };
+export type TokensThis = Service & { tokens: TokensRepository; tokenUse: KeyedBatch<Date> };
 
 /** A resolved token: its caller, when it expires, and its credit limit and use (the gateway refuses it at the limit). */
 export type ResolvedToken = { caller: Caller; expiresAt: string; maxCredits: number | null; creditsUsed: number };
@@ -184,6 +186,16 @@ export const tokenActions: ServiceActionsSchema = {
     },
   },
 
+  /** Internal: credits tokens spent on inference (priced as the usage service prices them), reported in batches by inference. */
+  addTokenCredits: {
+    visibility: "public",
+    callers: ["inference"],
+    params: TOKEN_CREDITS_PARAMS,
+    async handler(this: TokensThis, ctx: Context<TokenCreditsParams>): Promise<void> {
+      await this.tokens.addCredits(ctx.params.spent);
+    },
+  },
+
   /** Internal: the gateway's token check, by the token's SHA-256. Null for an unknown, deleted or expired token. */
   resolveToken: {
     visibility: "public",
@@ -192,7 +204,7 @@ export const tokenActions: ServiceActionsSchema = {
     async handler(this: TokensThis, ctx: Context<{ tokenHash: string }>): Promise<ResolvedToken | null> {
       const row = await this.tokens.findByHash(ctx.params.tokenHash);
       if (!row) return null;
-      this.tokenUse.seen(row.id, new Date());
+      this.tokenUse.note(row.id, new Date());
       return {
         caller: { clientId: row.client_id, role: row.role, via: "token", token: limitsOf(row) },
         expiresAt: iso(row.expires_at)!,

@@ -31,3 +31,9 @@ export type IssueJobTokenParams = { clientId: string; jobId: string; scopes: str
 
 export const TOKEN_ID_PARAMS = Type.Object({ id: Type.String({ maxLength: 64 }) });
 export const JOB_TOKENS_PARAMS = Type.Object({ jobId: Uuid });
+
+/** auth.addTokenCredits (inference): credits spent per token since its last report. */
+export const TOKEN_CREDITS_PARAMS = Type.Object({
+  spent: Type.Array(Type.Object({ id: Uuid, credits: Type.Number({ minimum: 0, maximum: 1e12 }) }), { minItems: 1, maxItems: 1000 }),
+});
+export type TokenCreditsParams = { spent: Array<{ id: string; credits: number }> };

@@ -115,4 +115,14 @@ export class TokensRepository {
       [[...lastUsed.keys()], [...lastUsed.values()]],
     );
   }
+
+  /** Adds the credits tokens spent, one statement for a batch (inference reports them every second). */
+  async addCredits(spent: ReadonlyArray<{ id: string; credits: number }>): Promise<void> {
+    if (!spent.length) return;
+    await this.db.query(
+      `UPDATE auth.tokens t SET credits_used = t.credits_used + u.credits
+       FROM unnest($1::uuid[], $2::float8[]) AS u (id, credits) WHERE t.id = u.id`,
+      [spent.map((s) => s.id), spent.map((s) => s.credits)],
+    );
+  }
 }

@@ -8,6 +8,7 @@ import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "mole
 import type { CallerMeta } from "../../lib/identity";
 import { USAGE_CHANNEL } from "../../lib/usage-protocol";
 import { DbMixin, DbThis } from "../../mixins/db.mixin";
+import { tokenDatabaseHooks } from "./token-databases";
 import { createDbaasApp, WithApp } from "./app";
 import { Database, DatabaseCreated, DatabaseDetail, DatabaseList, Message } from "./contract";
 import { credentialActions } from "./credential-actions";
@@ -35,7 +36,9 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
   },
 
   // One place turns a tenant server that is down into 503 (faults.ts); everything else passes as is.
+  // A restricted token sees only its databases (token-databases.ts): others are 404.
   hooks: {
+    ...tokenDatabaseHooks,
     error: {
       "*"(_ctx: Context, err: unknown) {
         throw toClientError(err);
