@@ -6,12 +6,16 @@
 export const TOKEN_SCOPES = ["jobs:read", "jobs:write", "inference", "databases:read", "databases:write", "usage:read"] as const;
 export type TokenScope = (typeof TOKEN_SCOPES)[number];
 
-/** An action's `scope`: one of the token scopes, or "none" (an action no token may call: minting credentials, the account itself). */
-export type ActionScope = TokenScope | "none";
+/**
+ * An action's `scope`: one of the token scopes; "any": every live token, whatever its scopes (who
+ * the caller is); "none": no token (minting credentials, managing tokens).
+ */
+export type ActionScope = TokenScope | "any" | "none";
 
 /** Whether a token with `scopes` may call an action needing `needed`. */
 export function scopeGranted(scopes: readonly string[], needed: ActionScope): boolean {
   if (needed === "none") return false;
+  if (needed === "any") return true;
   if (scopes.includes(needed)) return true;
   return needed.endsWith(":read") && scopes.includes(`${needed.slice(0, -":read".length)}:write`);
 }

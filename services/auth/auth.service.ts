@@ -154,7 +154,7 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
     me: {
       rest: "GET /me",
       auth: "required",
-      scope: "none",
+      scope: "any", // a token may say whose it is
       openapi: { tag: "auth", summary: "The calling client", status: 200, response: Client },
       async handler(this: AuthThis, ctx: Context<unknown, CallerMeta>): Promise<PublicClient> {
         const client = await this.clients.findById(ctx.meta.caller!.clientId);

@@ -158,7 +158,7 @@ describe("auth - what a restricted token may do", () => {
     else expect([res.status, res.body.error.code, res.body.error.details]).toEqual([403, "FORBIDDEN", { missingScope: expected }]);
   });
 
-  it("auth - a token of an admin account, with every scope, never mints tokens, keys or webhook secrets, never reaches /api/auth/me, nor an admin route", async () => {
+  it("auth - a token of an admin account, with every scope, never mints, lists or deletes tokens, keys or webhook secrets, nor reaches an admin route; it may say whose it is", async () => {
     const jwt = await account(ADMIN_EMAIL);
     expect((await http(base, "GET", "/api/admin/nodes", { token: jwt })).status).toBe(200);
     const all = ["jobs:read", "jobs:write", "inference", "databases:read", "databases:write", "usage:read"];
@@ -172,6 +172,7 @@ describe("auth - what a restricted token may do", () => {
       expectError(await http(base, "GET", "/api/admin/accounts", { headers }), 403, "FORBIDDEN");
     }
     expect((await listed(jwt)).map((t) => t.name)).toEqual(["everything"]);
+    expect((await http(base, "GET", "/api/auth/me", { token })).body).toMatchObject({ email: ADMIN_EMAIL, role: "admin" });
   });
 });
 

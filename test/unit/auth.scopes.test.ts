@@ -22,7 +22,7 @@ const EXPECTED: Record<string, string> = {
   "admin.accounts": TOKEN_FREE,
   "admin.setAccountQuotas": TOKEN_FREE,
   "admin.cancelJob": TOKEN_FREE,
-  "auth.me": "none",
+  "auth.me": "any",
   "auth.createApiKey": TOKEN_FREE,
   "auth.createWebhookSecret": TOKEN_FREE,
   "auth.createToken": TOKEN_FREE,
@@ -101,9 +101,10 @@ describe("auth - restricted token scopes", () => {
   });
 
   it.each(actions.filter(([, a]) => policyOf(a) === "required"))(
-    "auth - %s: a token without its scope gets 403 naming it, one with it passes",
+    "auth - %s: a token without its scope gets 403 naming it, one with it passes (scope any: every token)",
     (_name, action) => {
       const scope = action.scope!;
+      if (scope === "any") return expect(tokenRefusal(tokenCaller(["usage:read"]), "required", scope)).toBeUndefined();
       const others = TOKEN_SCOPES.filter((s) => !scopeGranted([s], scope));
       const refused = tokenRefusal(tokenCaller(others), "required", scope);
       expect(refused).toMatchObject({ code: 403, type: "FORBIDDEN", ...(scope === "none" ? {} : { data: { missingScope: scope } }) });
@@ -118,6 +119,7 @@ describe("auth - restricted token scopes", () => {
     [["databases:read"], "databases:write", false],
     [["inference"], "usage:read", false],
     [[...TOKEN_SCOPES], "none", false],
+    [["usage:read"], "any", true],
   ] as const)("auth - scopes %j grant %s: %s", (scopes, needed, granted) => {
     expect(scopeGranted(scopes, needed)).toBe(granted);
   });
