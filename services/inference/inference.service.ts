@@ -35,7 +35,7 @@ import { holdInference, InferenceClaim, Spend } from "./quota-holds";
 import { estimateTokens } from "./model-info";
 import { ownChannel, sendToChannel } from "../../lib/channels";
 import { USAGE_CHANNEL } from "../../lib/usage-protocol";
-import { allowedChain, checkModel } from "./token-models";
+import { allowedChain, checkModel, visibleModels } from "./token-models";
 import { chargingToken, tokenSpendBatch } from "./token-spend";
 import type { KeyedBatch } from "../../lib/keyed-batch";
 
@@ -135,8 +135,8 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
     /** GET /v1/models */
     v1Models: {
       ...V1,
-      async handler(this: InferenceThis) {
-        return modelList(await this.engine.listModels(), unixNow());
+      async handler(this: InferenceThis, ctx: Context<unknown, InferenceMeta>) {
+        return modelList(visibleModels(ctx.meta.caller, await this.engine.listModels()), unixNow());
       },
     },
 

@@ -27,3 +27,9 @@ export function checkModel(caller: Caller | undefined, model: string): void {
   const allowed = caller?.token?.models;
   if (allowed && !allowed.includes(model)) throw modelForbidden(model);
 }
+
+/** The models a caller may use, of `models` (all of them for a caller without a list). */
+export function visibleModels<M extends { name: string }>(caller: Caller | undefined, models: M[]): M[] {
+  const allowed = caller?.token?.models;
+  return allowed ? models.filter((m) => allowed.includes(m.name)) : models;
+}

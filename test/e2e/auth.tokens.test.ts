@@ -193,6 +193,7 @@ describe("auth - a token's models", () => {
     expect([refused.status, refused.type]).toEqual([403, "permission_error"]);
     const answer = await client.chat.completions.create({ model: "llama3.2:1b", messages: [{ role: "user", content: "hi" }] });
     expect(answer.model).toBe("llama3.2:1b");
+    expect((await client.models.list()).data.map((m) => m.id)).toEqual(["llama3.2:1b"]);
     const messages = await http(base, "POST", "/v1/messages", {
       headers: { "x-api-key": token },
       body: { model: "Qwen/Qwen2.5-7B-Instruct", max_tokens: 10, messages: [{ role: "user", content: "hi" }] },
