@@ -49,6 +49,8 @@ export class TokensRepository {
     return transaction(this.db, async (client) => {
       const owner = await client.query("SELECT id FROM auth.clients WHERE id = $1 FOR UPDATE", [token.clientId]);
       if (!owner.rowCount) return { refused: "noAccount" };
+      // Expired tokens are never listed nor accepted: the account's are dropped here, so they do not pile up.
+      await client.query("DELETE FROM auth.tokens WHERE client_id = $1 AND expires_at <= now()", [token.clientId]);
       if (liveLimit !== null) {
         const { rows } = await client.query<{ n: number }>(
           "SELECT count(*)::int AS n FROM auth.tokens WHERE client_id = $1 AND job_id IS NULL AND expires_at > now()",

@@ -89,15 +89,18 @@ describe("auth - a job's restricted token (gpu-scheduler's internal actions)", (
 });
 
 describe("auth - restricted tokens", () => {
-  it("auth - an expired token resolves to nothing", async () => {
+  it("auth - an expired token resolves to nothing, and its row goes when the account makes another", async () => {
     const owner = await account();
     const created = await call("auth.createToken", { name: "short", scopes: ["inference"], expiresInSeconds: 60 }, owner.meta);
     expect(await resolve(created.token)).not.toBeNull();
     // Its expiry moved into the past: the database's clock decides.
     const pool = newPool({ connectionString: platform.databaseUrl });
     await pool.query("UPDATE auth.tokens SET expires_at = now() - interval '1 second' WHERE id = $1", [created.id]);
-    await pool.end();
     expect(await resolve(created.token)).toBeNull();
+    // The account's next token drops the expired row.
+    await call("auth.createToken", { name: "next", scopes: ["inference"] }, owner.meta);
+    expect((await pool.query("SELECT id FROM auth.tokens WHERE id = $1", [created.id])).rowCount).toBe(0);
+    await pool.end();
   });
 
   it("auth - resolving a token records when it was last used, written in a batch", async () => {
