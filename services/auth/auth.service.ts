@@ -26,9 +26,8 @@ import { ClientsRepository, toPublicClient } from "./clients.repository";
 import { ApiKeyResult, AuthResult, Client, PublicClient, WebhookSecretResult } from "./contract";
 import { emailProblem, normalizeEmail } from "./email";
 import { migrations } from "./migrations";
-import { tokenActions, TokensThis } from "./token-actions";
+import { lastUseBatch, tokenActions, TokensThis } from "./token-actions";
 import { TokensRepository } from "./tokens.repository";
-import { KeyedBatch } from "../../lib/keyed-batch";
 import { HashGate } from "./hash-gate";
 import { hashPassword, verifyPassword } from "./passwords";
 import { LoginThrottle } from "./throttle";
@@ -274,13 +273,7 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
   created(this: AuthThis) {
     this.clients = new ClientsRepository(this.db);
     this.tokens = new TokensRepository(this.db);
-    // Last-use times (resolveToken): the later of two wins; written every 2 s.
-    this.tokenUse = new KeyedBatch<Date>(
-      (lastUsed) => this.tokens.touch(lastUsed),
-      (a, b) => (a > b ? a : b),
-      (m) => this.logger.warn(`Token last-use times: ${m}`),
-      2_000,
-    );
+    this.tokenUse = lastUseBatch(this.tokens, (m) => this.logger.warn(m));
     this.config = parseAuthSettings(brokerEnv(this.broker));
     const platform = platformSettingsOf(this.broker);
     const redisUrl = (this.redisUrl = platform.redisUrl);

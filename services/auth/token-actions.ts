@@ -28,9 +28,18 @@ import {
   TokenCreditsParams,
 } from "./token-params";
 import type { NewToken, TokenRow, TokensRepository } from "./tokens.repository";
-import type { KeyedBatch } from "../../lib/keyed-batch";
+import { KeyedBatch } from "../../lib/keyed-batch";
 
 export type TokensThis = Service & { tokens: TokensRepository; tokenUse: KeyedBatch<Date> };
+
+/** Tokens' last-use times (noted by resolveToken): the later of two wins; written every 2 s. */
+export const lastUseBatch = (tokens: TokensRepository, warn: (message: string) => void): KeyedBatch<Date> =>
+  new KeyedBatch<Date>(
+    (lastUsed) => tokens.touch(lastUsed),
+    (a, b) => (a > b ? a : b),
+    (m) => warn(`Token last-use times: ${m}`),
+    2_000,
+  );
 
 /** A resolved token: its caller, when it expires, and its credit limit and use (the gateway refuses it at the limit). */
 export type ResolvedToken = { caller: Caller; expiresAt: string; maxCredits: number | null; creditsUsed: number };
