@@ -80,7 +80,9 @@ function limitsOf(json: unknown): TokenLimits | undefined {
   if (!Array.isArray(t.scopes) || !t.scopes.every((s) => (TOKEN_SCOPES as readonly unknown[]).includes(s))) return undefined;
   if (!stringsOrNull(t.models) || !stringsOrNull(t.databases)) return undefined;
   if (t.jobId !== null && (typeof t.jobId !== "string" || !isUuid(t.jobId))) return undefined;
-  return Object.freeze({ id: t.id, scopes: t.scopes, models: t.models, databases: t.databases, jobId: t.jobId });
+  // Shared by every request with this caller token (the verifier's cache): frozen through, lists included.
+  const frozen = <T>(list: T[] | null) => (list ? (Object.freeze([...list]) as T[]) : null);
+  return Object.freeze({ id: t.id, scopes: frozen(t.scopes)!, models: frozen(t.models), databases: frozen(t.databases), jobId: t.jobId });
 }
 
 function claimsOf(json: unknown): Claims | undefined {
