@@ -1,6 +1,6 @@
 /**
  * The baseline for bench:gateway: a bare node:http server doing what GET /api/auth/me does —
- * the same token check (HS256 JWT, or API key SHA-256 lookup) and the same PostgreSQL reads on
+ * the same token check (HS256 JWT, or API key / restricted token SHA-256 lookup) and the same PostgreSQL reads on
  * the platform's own tables — with none of the platform around it.
  */
 import http from "http";
@@ -14,6 +14,10 @@ const secret = process.env.JWT_SECRET!;
 async function clientIdOf(req: http.IncomingMessage): Promise<string | null> {
   const token = /^Bearer (\S+)$/.exec(req.headers.authorization ?? "")?.[1];
   if (!token) return null;
+  if (token.startsWith("cit_")) {
+    const { rows } = await pool.query("SELECT client_id FROM auth.tokens WHERE token_hash = $1 AND expires_at > now()", [hashApiKey(token)]);
+    return rows[0]?.client_id ?? null;
+  }
   if (token.startsWith("ci_")) {
     const { rows } = await pool.query("SELECT c.id, c.role FROM auth.api_keys k JOIN auth.clients c ON c.id = k.client_id WHERE k.key_hash = $1", [
       hashApiKey(token),

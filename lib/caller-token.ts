@@ -1,18 +1,21 @@
 /**
  * Signed caller tokens: the caller the gateway resolved (JWT or API key), as
- * `<base64url JSON {clientId, role, via, exp}>.<base64url Ed25519 signature>`, valid about a minute.
+ * `<base64url JSON {clientId, role, via, token?, exp}>.<base64url Ed25519 signature>`, valid about a
+ * minute; `token` is a restricted token's limits (lib/identity.ts TokenLimits), which services check.
  * Only the gateway holds the private key; every service checks with the public key, so a bus
  * participant without it cannot act for an account. Both sides cache: the gateway re-signs a
  * caller's token only after half its lifetime, services verify a token string once until exp.
  */
 import { createPrivateKey, createPublicKey, generateKeyPairSync, KeyObject, sign, verify } from "crypto";
-import type { Caller } from "./identity";
+import type { Caller, TokenLimits } from "./identity";
+import { TOKEN_SCOPES } from "./scopes";
 import { LruCache } from "./lru-cache";
 import { isUuid } from "./uuid";
 
 export const CALLER_TOKEN_TTL_S = 60;
 const CACHE_ENTRIES = 10_000;
-const MAX_TOKEN_LENGTH = 1024;
+/** Room for a restricted token's limits (at most 32 models of 128 characters and 16 databases). */
+const MAX_TOKEN_LENGTH = 8192;
 
 // DER headers that turn a raw 32-byte Ed25519 seed / public key into PKCS#8 / SPKI (RFC 8410).
 const PKCS8_ED25519 = Buffer.from("302e020100300506032b657004220420", "hex");
@@ -62,20 +65,37 @@ export function generateCallerKeyPair(): { signingKey: string; verifyKey: string
 }
 
 export function signCallerToken(caller: Caller, expS: number, key: KeyObject): string {
-  const payload = Buffer.from(JSON.stringify({ clientId: caller.clientId, role: caller.role, via: caller.via, exp: expS }));
+  const { clientId, role, via, token } = caller;
+  const payload = Buffer.from(JSON.stringify(token ? { clientId, role, via, token, exp: expS } : { clientId, role, via, exp: expS }));
   return `${payload.toString("base64url")}.${sign(null, payload, key).toString("base64url")}`;
 }
 
 type Claims = Caller & { exp: number };
+
+const stringsOrNull = (v: unknown): v is string[] | null => v === null || (Array.isArray(v) && v.every((s) => typeof s === "string"));
+
+function limitsOf(json: unknown): TokenLimits | undefined {
+  const t = json as Partial<TokenLimits> | null;
+  if (!t || typeof t !== "object" || typeof t.id !== "string" || !isUuid(t.id)) return undefined;
+  if (!Array.isArray(t.scopes) || !t.scopes.every((s) => (TOKEN_SCOPES as readonly unknown[]).includes(s))) return undefined;
+  if (!stringsOrNull(t.models) || !stringsOrNull(t.databases)) return undefined;
+  if (t.jobId !== null && (typeof t.jobId !== "string" || !isUuid(t.jobId))) return undefined;
+  // Shared by every request with this caller token (the verifier's cache): frozen through, lists included.
+  const frozen = <T>(list: T[] | null) => (list ? (Object.freeze([...list]) as T[]) : null);
+  return Object.freeze({ id: t.id, scopes: frozen(t.scopes)!, models: frozen(t.models), databases: frozen(t.databases), jobId: t.jobId });
+}
 
 function claimsOf(json: unknown): Claims | undefined {
   const c = json as Partial<Claims> | null;
   if (!c || typeof c !== "object") return undefined;
   if (typeof c.clientId !== "string" || !isUuid(c.clientId)) return undefined;
   if (typeof c.role !== "string" || c.role.length === 0 || c.role.length > 32) return undefined;
-  if (c.via !== "jwt" && c.via !== "apiKey") return undefined;
+  if (c.via !== "jwt" && c.via !== "apiKey" && c.via !== "token") return undefined;
   if (typeof c.exp !== "number" || !Number.isInteger(c.exp)) return undefined;
-  return { clientId: c.clientId, role: c.role, via: c.via, exp: c.exp };
+  // A token caller carries its limits, and only a token caller: no limits must never read as "none".
+  const token = c.via === "token" ? limitsOf(c.token) : undefined;
+  if ((c.via === "token") !== (token !== undefined)) return undefined;
+  return token ? { clientId: c.clientId, role: c.role, via: c.via, token, exp: c.exp } : { clientId: c.clientId, role: c.role, via: c.via, exp: c.exp };
 }
 
 /** Checks signature and shape only; expiry is the caller's business (see CallerTokenVerifier). */
@@ -105,7 +125,8 @@ export class CallerTokenSigner {
 
   tokenFor(caller: Caller): string {
     const now = this.now();
-    const id = `${caller.clientId}|${caller.role}|${caller.via}`;
+    // A token's limits never change: its id names them.
+    const id = `${caller.clientId}|${caller.role}|${caller.via}|${caller.token?.id ?? ""}`;
     const cached = this.cache.get(id);
     if (cached && cached.renewAtMs > now) return cached.token;
     const expS = Math.floor(now / 1000) + this.ttlS;
@@ -138,7 +159,8 @@ export class CallerTokenVerifier {
     const expMs = claims.exp * 1000;
     if (expMs <= now) return { error: "Caller token expired" };
     // Shared by every request with this token: frozen, so no handler can change it for the others.
-    const caller: Caller = Object.freeze({ clientId: claims.clientId, role: claims.role, via: claims.via });
+    const { exp: _exp, ...fields } = claims;
+    const caller: Caller = Object.freeze(fields);
     this.cache.set(token, { caller, expMs });
     return { caller };
   }

@@ -14,3 +14,6 @@ export const JOB_STATUS_CHANGED = "job.statusChanged";
 
 /** Broadcast by auth when an account's API key is replaced, to every gateway replica (its cached answers for that account end). */
 export const API_KEY_REPLACED = "apiKey.replaced";
+
+/** Broadcast by auth when restricted tokens are deleted (`{ tokens: [{ id, clientId }] }`), to every gateway replica (their cached answers end). */
+export const TOKEN_REVOKED = "token.revoked";

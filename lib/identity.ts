@@ -4,12 +4,27 @@
  * the verified token only.
  */
 import type { ResponseMeta } from "./http-meta";
+import type { TokenScope } from "./scopes";
+
+/** A restricted token's limits (services/auth/tokens.ts): what the services check besides its scopes. */
+export type TokenLimits = {
+  id: string;
+  scopes: TokenScope[];
+  /** Only these models (null: any). */
+  models: string[] | null;
+  /** Only these databases (null: any); another is 404. */
+  databases: string[] | null;
+  /** The job it was issued to (null: one the account made). */
+  jobId: string | null;
+};
 
 export type Caller = {
   clientId: string;
   role: string;
   /** How the caller proved who it is. */
-  via: "jwt" | "apiKey";
+  via: "jwt" | "apiKey" | "token";
+  /** Set when `via` is "token": the token's limits. */
+  token?: TokenLimits;
 };
 
 export type CallerMeta = {
@@ -24,9 +39,9 @@ export type CallerMeta = {
 /**
  * An action's policy, declared on the action as `auth`:
  * - "public": anyone (default for actions with a REST route is "required", see the middleware);
- * - "required": a JWT or an API key;
- * - "jwt": a JWT only (an API key gets 403);
- * - "admin": a JWT or an API key of an account with role `admin` (anyone else gets 403).
+ * - "required": a JWT, an API key, or a restricted token holding the action's `scope`;
+ * - "jwt": a JWT only (an API key or a token gets 403);
+ * - "admin": a JWT or an API key of an account with role `admin` (anyone else, any token, gets 403).
  */
 export type AuthPolicy = "public" | "required" | "jwt" | "admin";
 

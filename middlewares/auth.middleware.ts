@@ -5,13 +5,17 @@
  * - `ctx.meta.caller` comes only from the signed caller token the gateway put in
  *   `ctx.meta.callerToken` (lib/caller-token.ts); whatever caller arrives beside it is replaced;
  * - the action's `auth` policy: an action reachable over REST without an explicit `auth` is
- *   treated as "required".
+ *   treated as "required";
+ * - a restricted token (`via: "token"`) also needs the action's `scope` (lib/scopes.ts): outside it
+ *   403 with `details.missingScope`; an action with scope "none" or none declared, and every "jwt" and
+ *   "admin" action, refuses tokens whatever the account's role.
  */
 import type { ActionSchema, Context, Middleware, ServiceBroker } from "moleculer";
 import { callersOf, senderMayCall } from "../lib/bus-identity";
 import { CallerKeySettings, callerVerifier, checkCallerKeys } from "../lib/caller-keys";
-import { forbidden, unauthorized } from "../lib/errors";
-import { ADMIN_ROLE, AuthPolicy, CallerMeta } from "../lib/identity";
+import { apiError, forbidden, unauthorized } from "../lib/errors";
+import { ADMIN_ROLE, AuthPolicy, Caller, CallerMeta } from "../lib/identity";
+import { ActionScope, scopeGranted } from "../lib/scopes";
 
 type AuthMeta = CallerMeta & { authError?: string };
 
@@ -45,6 +49,15 @@ function keysNeeded(broker: ServiceBroker): { sign: boolean; verify: boolean } {
   return { sign, verify };
 }
 
+/** Why a restricted token may not call an action of `policy` and `scope`, or undefined when it may. */
+export function tokenRefusal(caller: Caller, policy: AuthPolicy, scope: ActionScope | undefined): Error | undefined {
+  if (caller.via !== "token") return undefined;
+  if (policy === "public") return undefined;
+  if (policy !== "required" || scope === undefined || scope === "none") return forbidden("Restricted tokens cannot call this endpoint");
+  if (!scopeGranted(caller.token?.scopes ?? [], scope)) return apiError("FORBIDDEN", `This token lacks the scope ${scope}`, { missingScope: scope });
+  return undefined;
+}
+
 let warnedDevelopmentKeys = false;
 
 /** `keys`: the process's caller-key settings (lib/platform-settings.ts). */
@@ -69,8 +82,10 @@ export const AuthMiddleware = (keys: CallerKeySettings): Middleware => ({
       if (!policy || policy === "public") return handler(ctx);
       const caller = ctx.meta.caller;
       if (!caller) return Promise.reject(unauthorized(reason));
-      if (policy === "jwt" && caller.via !== "jwt") return Promise.reject(forbidden("This endpoint requires a JWT access token, not an API key"));
+      if (policy === "jwt" && caller.via !== "jwt") return Promise.reject(forbidden("This endpoint requires a JWT access token, not an API key or a token"));
       if (policy === "admin" && caller.role !== ADMIN_ROLE) return Promise.reject(forbidden("This endpoint is for administrators"));
+      const refusal = tokenRefusal(caller, policy, action.scope);
+      if (refusal) return Promise.reject(refusal);
       return handler(ctx);
     } as typeof handler;
   },

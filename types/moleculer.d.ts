@@ -11,11 +11,17 @@ import type { ServiceRole } from "../lib/bus-identity";
 import type { EventDeclaration } from "../lib/bus-permissions";
 import type { RouteDoc } from "../lib/contract";
 import type { AuthPolicy } from "../lib/identity";
+import type { ActionScope } from "../lib/scopes";
 
 declare module "moleculer" {
   interface ActionSchema {
     /** Who may call it: "public", "required" (a JWT or an API key) or "jwt"; REST actions default to "required". */
     auth?: AuthPolicy;
+    /**
+     * What a restricted token needs to call it (lib/scopes.ts); "none": no token may. Every REST
+     * action with auth "required" declares one (test/unit/auth.scopes.test.ts); "jwt" and "admin" refuse tokens anyway.
+     */
+    scope?: ActionScope;
     /** The roles whose processes may call it over the bus; REST actions default to the gateway, others to none. */
     callers?: readonly ServiceRole[];
     /** Its route in the OpenAPI document (summary, success status and response schema, extra errors); read by the gateway from the registry. */

@@ -17,7 +17,7 @@ import { addReadinessCheck } from "../../lib/health";
 import { logAccess, logsInfo } from "../../lib/logging";
 import { platformSettingsOf } from "../../lib/platform-settings";
 import { brokerEnv } from "../../lib/settings";
-import { API_KEY_REPLACED } from "../../lib/event-names";
+import { API_KEY_REPLACED, TOKEN_REVOKED } from "../../lib/event-names";
 import { CallerResolver, gatewayCallerResolver } from "./caller-resolver";
 import { readCredentials } from "./credentials";
 import { consoleRoute } from "./console";
@@ -221,6 +221,14 @@ const GatewayService: ServiceSchema = {
         else this.logger.warn(`${API_KEY_REPLACED} without a clientId: ignored`);
       },
     },
+    /** auth deleted restricted tokens: this replica stops trusting what it cached for them. */
+    [TOKEN_REVOKED]: {
+      handler(this: GatewayThis, ctx: Context<{ tokens?: unknown }>) {
+        const { tokens } = ctx.params ?? {};
+        if (!Array.isArray(tokens)) return this.logger.warn(`${TOKEN_REVOKED} without tokens: ignored`);
+        for (const t of tokens) if (typeof t?.id === "string") this.resolver?.tokenRevoked(t.id);
+      },
+    },
   },
 
   methods: {
@@ -267,7 +275,8 @@ const GatewayService: ServiceSchema = {
         // Services trust only the signed token (middlewares/auth.middleware.ts); caller is for the gateway itself.
         ctx.meta.caller = resolved.caller;
         ctx.meta.callerToken = callerSigner(this.keys).tokenFor(resolved.caller);
-      } else if (resolved.error) ctx.meta.authError = resolved.error;
+      } else if ("refusal" in resolved) throw resolved.refusal;
+      else if (resolved.error) ctx.meta.authError = resolved.error;
       return null;
     },
   },

@@ -15,12 +15,17 @@
  *   a replica that hears it distrusts every answer for that account asked before it, so a rotation
  *   usually stops the old key at once; the 1 s bound does not depend on that event arriving.
  *   A hit returns a copy of the caller auth gave (same role), never a shared object.
+ * - Restricted token (`cit_…`): as an API key (its SHA-256 to auth, the same ≤ 1 s cache), and an
+ *   answer is never trusted past the token's expiry; auth broadcasts `token.revoked` when tokens are
+ *   deleted. A token at its `maxCredits` resolves to a refusal (403 QUOTA_EXCEEDED, tokenCredits).
  * The lookups and the clock are injected, so the decisions are tested without a broker.
  */
+import { apiError } from "../../lib/errors";
 import type { Caller } from "../../lib/identity";
 import { verifyAccessToken } from "../../lib/jwt";
 import { LruCache } from "../../lib/lru-cache";
-import { API_KEY_PATTERN, hashApiKey } from "../auth/api-keys";
+import { API_KEY_PATTERN, hashApiKey, RESTRICTED_TOKEN_PATTERN } from "../auth/api-keys";
+import type { ResolvedToken } from "../auth/token-actions";
 import type { Credentials } from "./credentials";
 
 export const ACCOUNT_CACHE_MS = 30_000;
@@ -30,21 +35,28 @@ export const API_KEY_CACHE_MS = 1_000;
 export const API_KEY_CACHE_ENTRIES = 10_000;
 
 const INVALID_KEY = "API key is invalid or was revoked";
+const INVALID_TOKEN = "Token is invalid, expired or was deleted";
 
-export type Resolution = { caller: Caller } | { error?: string };
+/** `refusal`: the credentials are good but may not be used now (a token at its credit limit). */
+export type Resolution = { caller: Caller } | { error?: string } | { refusal: Error };
+
+/** Auth's answer for a key or a token, when it was asked, and (tokens) until when it may hold and its credits. */
+type Answer = { caller: Caller; askedAt: number; expiresAtMs?: number; credits?: { max: number | null; used: number } };
 
 export type CallerLookups<T> = {
   /** The caller owning the key with this SHA-256, or null. */
   apiKey(via: T, keyHash: string): Promise<Caller | null>;
   /** The role of the account with this id, or null when there is none. */
   accountRole(via: T, id: string): Promise<string | null>;
+  /** The live restricted token with this SHA-256, or null (absent: tokens are refused). */
+  token?(via: T, tokenHash: string): Promise<ResolvedToken | null>;
 };
 
 export class CallerResolver<T> {
   private readonly accounts = new LruCache<string, { role: string; until: number }>(ACCOUNT_CACHE_ENTRIES); // id → role, valid until (ms)
   private readonly verified = new LruCache<string, { sub: string; expMs: number }>(ACCOUNT_CACHE_ENTRIES); // token → its account, until exp
-  private readonly keys = new LruCache<string, { caller: Caller; askedAt: number }>(API_KEY_CACHE_ENTRIES); // key SHA-256 → auth's answer, when asked
-  private readonly replaced = new LruCache<string, number>(API_KEY_CACHE_ENTRIES); // account id → when its key was last replaced (heard)
+  private readonly keys = new LruCache<string, Answer>(API_KEY_CACHE_ENTRIES); // key or token SHA-256 → auth's answer, when asked
+  private readonly replaced = new LruCache<string, number>(API_KEY_CACHE_ENTRIES); // account id (its key) or token id → when replaced or deleted (heard)
 
   constructor(
     private readonly lookups: CallerLookups<T>,
@@ -65,7 +77,14 @@ export class CallerResolver<T> {
         return this.fromJwt(credentials.token, via);
       case "apiKey":
         return this.fromApiKey(credentials.key, via);
+      case "restrictedToken":
+        return this.fromToken(credentials.token, via);
     }
+  }
+
+  /** auth deleted this restricted token (its `token.revoked` event): answers asked before now are not trusted. */
+  tokenRevoked(tokenId: string): void {
+    this.replaced.set(tokenId, this.now());
   }
 
   /** auth replaced this account's key (its `apiKey.replaced` event): answers asked before now are not trusted. */
@@ -75,22 +94,54 @@ export class CallerResolver<T> {
 
   private async fromApiKey(key: string, via: T): Promise<Resolution> {
     if (!API_KEY_PATTERN.test(key)) return { error: INVALID_KEY };
-    const keyHash = hashApiKey(key);
-    const now = this.now();
-    const cached = this.keys.get(keyHash);
-    // A negative age (the wall clock stepped back) is not trusted either: the bound must hold.
-    const age = cached ? now - cached.askedAt : -1;
-    if (cached && age >= 0 && age < this.keyCacheMs && !this.replacedSince(cached.caller.clientId, cached.askedAt)) return { caller: { ...cached.caller } };
-    if (cached) this.keys.delete(keyHash);
-    const caller = await this.lookups.apiKey(via, keyHash);
-    if (!caller) return { error: INVALID_KEY };
-    if (this.keyCacheMs > 0) this.keys.set(keyHash, { caller: { ...caller }, askedAt: now });
-    return { caller };
+    const answer = await this.answerFor(hashApiKey(key), async (keyHash, askedAt) => {
+      const caller = await this.lookups.apiKey(via, keyHash);
+      return caller && { caller: { ...caller }, askedAt };
+    });
+    return answer ? { caller: { ...answer.caller } } : { error: INVALID_KEY };
   }
 
-  /** Whether the account's key was replaced at or after `askedAt` (the same millisecond counts: it may have been after). */
-  private replacedSince(clientId: string, askedAt: number): boolean {
-    const at = this.replaced.get(clientId);
+  private async fromToken(token: string, via: T): Promise<Resolution> {
+    const lookup = this.lookups.token;
+    if (!lookup || !RESTRICTED_TOKEN_PATTERN.test(token)) return { error: INVALID_TOKEN };
+    const answer = await this.answerFor(hashApiKey(token), async (tokenHash, askedAt) => {
+      const found = await lookup(via, tokenHash);
+      if (!found) return null;
+      return { caller: found.caller, askedAt, expiresAtMs: Date.parse(found.expiresAt), credits: { max: found.maxCredits, used: found.creditsUsed } };
+    });
+    if (!answer) return { error: INVALID_TOKEN };
+    const { max, used } = answer.credits!;
+    if (max !== null && used >= max)
+      return {
+        refusal: apiError("QUOTA_EXCEEDED", `This token's credit limit (${max}) is used up`, { resource: "tokenCredits", limit: max, used }),
+      };
+    return { caller: { ...answer.caller } };
+  }
+
+  /** Auth's answer for a key or token hash: cached while fresh (≤ keyCacheMs, not past expiry, not replaced since), else asked. */
+  private async answerFor(hash: string, ask: (hash: string, askedAt: number) => Promise<Answer | null>): Promise<Answer | null> {
+    const now = this.now();
+    const cached = this.keys.get(hash);
+    if (cached && this.fresh(cached, now)) return cached;
+    if (cached) this.keys.delete(hash);
+    const answer = await ask(hash, now);
+    if (!answer || (answer.expiresAtMs !== undefined && answer.expiresAtMs <= this.now())) return null;
+    if (this.keyCacheMs > 0) this.keys.set(hash, answer);
+    return answer;
+  }
+
+  private fresh(answer: Answer, now: number): boolean {
+    // A negative age (the wall clock stepped back) is not trusted either: the bound must hold.
+    const age = now - answer.askedAt;
+    if (age < 0 || age >= this.keyCacheMs) return false;
+    if (answer.expiresAtMs !== undefined && answer.expiresAtMs <= now) return false;
+    const { clientId, token } = answer.caller;
+    return token ? !this.replacedSince(token.id, answer.askedAt) : !this.replacedSince(clientId, answer.askedAt);
+  }
+
+  /** Whether the account's key (or the token) was replaced at or after `askedAt` (the same millisecond counts: it may have been after). */
+  private replacedSince(id: string, askedAt: number): boolean {
+    const at = this.replaced.get(id);
     return at !== undefined && at >= askedAt;
   }
 
@@ -129,6 +180,7 @@ export const gatewayCallerResolver = (jwtSecret: string, keyCacheMs: number): Ca
     {
       apiKey: (ctx, keyHash) => ctx.call<Caller | null, { keyHash: string }>("auth.resolveApiKey", { keyHash }),
       accountRole: async (ctx, id) => (await ctx.call<{ role: string } | null, { id: string }>("auth.resolveAccount", { id }))?.role ?? null,
+      token: (ctx, tokenHash) => ctx.call<ResolvedToken | null, { tokenHash: string }>("auth.resolveToken", { tokenHash }),
     },
     jwtSecret,
     Date.now,

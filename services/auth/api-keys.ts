@@ -1,18 +1,27 @@
-/** API keys: `ci_` + 32 lowercase letters/digits, drawn without bias; stored only as SHA-256. */
+/**
+ * Credentials the platform issues: API keys (`ci_…`, one per account) and restricted tokens
+ * (`cit_…`, tokens.ts), each a prefix + 32 lowercase letters/digits drawn without bias, stored only
+ * as SHA-256.
+ */
 import { createHash, randomInt } from "crypto";
 
 const ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789";
 export const API_KEY_PATTERN = /^ci_[a-z0-9]{32}$/;
+export const RESTRICTED_TOKEN_PATTERN = /^cit_[a-z0-9]{32}$/;
 
-export function generateApiKey(): string {
+function generateSecret(prefix: string): string {
   let body = "";
   for (let i = 0; i < 32; i++) body += ALPHABET[randomInt(ALPHABET.length)];
-  return `ci_${body}`;
+  return `${prefix}${body}`;
 }
 
+export const generateApiKey = (): string => generateSecret("ci_");
+export const generateRestrictedToken = (): string => generateSecret("cit_");
+
+/** The stored form of a key or a token. */
 export function hashApiKey(key: string): string {
   return createHash("sha256").update(key).digest("hex");
 }
 
-/** What the gateway sends auth for a key: its SHA-256, lowercase hex. */
+/** What the gateway sends auth for a key or a token: its SHA-256, lowercase hex. */
 export const KEY_HASH_PATTERN = /^[0-9a-f]{64}$/;

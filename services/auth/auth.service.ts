@@ -16,7 +16,7 @@ import { apiError, rateLimited, unauthorized, validationFailed } from "../../lib
 import { respondCreated } from "../../lib/http-meta";
 import { ADMIN_ROLE, Caller, CallerMeta, CLIENT_ROLE } from "../../lib/identity";
 import { signAccessToken } from "../../lib/jwt";
-import { API_KEY_REPLACED } from "../../lib/event-names";
+import { API_KEY_REPLACED, TOKEN_REVOKED } from "../../lib/event-names";
 import { AuthSettings, parseAuthSettings } from "./settings";
 import { MemoryRateLimiter, RedisRateLimiter } from "../../lib/rate-limiter";
 import { acquireRedis, releaseRedis } from "../../lib/redis";
@@ -26,6 +26,8 @@ import { ClientsRepository, toPublicClient } from "./clients.repository";
 import { ApiKeyResult, AuthResult, Client, PublicClient, WebhookSecretResult } from "./contract";
 import { emailProblem, normalizeEmail } from "./email";
 import { migrations } from "./migrations";
+import { lastUseBatch, tokenActions, TokensThis } from "./token-actions";
+import { TokensRepository } from "./tokens.repository";
 import { HashGate } from "./hash-gate";
 import { hashPassword, verifyPassword } from "./passwords";
 import { LoginThrottle } from "./throttle";
@@ -41,7 +43,8 @@ export interface LoginParams {
 }
 
 type AuthThis = Service &
-  DbThis & {
+  DbThis &
+  TokensThis & {
     config: AuthSettings;
     redisUrl?: string;
     clients: ClientsRepository;
@@ -69,7 +72,10 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
   name: "auth",
   mixins: [DbMixin({ schema: "auth", migrations })],
   // Every gateway replica caches answers for keys (at most 1 s), hence a broadcast.
-  emits: [{ event: API_KEY_REPLACED, kind: "broadcast" }],
+  emits: [
+    { event: API_KEY_REPLACED, kind: "broadcast" },
+    { event: TOKEN_REVOKED, kind: "broadcast" },
+  ],
 
   settings: {
     rest: "/auth",
@@ -147,6 +153,7 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
     me: {
       rest: "GET /me",
       auth: "required",
+      scope: "any", // a token may say whose it is
       openapi: { tag: "auth", summary: "The calling client", status: 200, response: Client },
       async handler(this: AuthThis, ctx: Context<unknown, CallerMeta>): Promise<PublicClient> {
         const client = await this.clients.findById(ctx.meta.caller!.clientId);
@@ -244,6 +251,8 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
         return this.clients.list(ctx.params);
       },
     },
+
+    ...tokenActions,
   },
 
   methods: {
@@ -263,6 +272,8 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
 
   created(this: AuthThis) {
     this.clients = new ClientsRepository(this.db);
+    this.tokens = new TokensRepository(this.db);
+    this.tokenUse = lastUseBatch(this.tokens, (m) => this.logger.warn(m));
     this.config = parseAuthSettings(brokerEnv(this.broker));
     const platform = platformSettingsOf(this.broker);
     const redisUrl = (this.redisUrl = platform.redisUrl);
@@ -277,6 +288,7 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
   },
 
   async started(this: AuthThis) {
+    this.tokenUse.start();
     const unkeyed = await this.clients.countWithoutNormalizedEmail();
     if (unkeyed)
       this.logger.warn(
@@ -285,6 +297,7 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
   },
 
   async stopped(this: AuthThis) {
+    await this.tokenUse.stop();
     if (this.redisUrl) await releaseRedis(this.redisUrl);
   },
 };

@@ -1,5 +1,6 @@
 /** The auth routes' responses (lib/contract.ts): published in the OpenAPI document and typing the handlers. */
-import { type Static, Type } from "../../lib/contract";
+import { Nullable, OrNull, type Static, StringEnum, Type } from "../../lib/contract";
+import { TOKEN_SCOPES } from "../../lib/scopes";
 
 export const Client = Type.Object(
   {
@@ -34,3 +35,35 @@ export const WebhookSecretResult = Type.Object(
   { $id: "WebhookSecretResult" },
 );
 export type WebhookSecretResult = Static<typeof WebhookSecretResult>;
+
+const TokenScopes = Type.Array(StringEnum([...TOKEN_SCOPES]), { description: "What the token may do (`:write` includes `:read`)" });
+const tokenFields = {
+  id: Type.String({ format: "uuid" }),
+  name: Type.String(),
+  scopes: TokenScopes,
+  models: OrNull(Type.Array(Type.String(), { description: "Only these models (null: any)" })),
+  databases: OrNull(Type.Array(Type.String(), { description: "Only these databases (null: any)" })),
+  expiresAt: Type.String({ format: "date-time" }),
+  maxCredits: Nullable(Type.Number({ description: "At this many credits used its requests are 403 QUOTA_EXCEEDED (null: no limit beyond the account's)" })),
+  createdAt: Type.String({ format: "date-time" }),
+};
+
+export const CreatedToken = Type.Object(
+  { ...tokenFields, token: Type.String({ pattern: "^cit_[a-z0-9]{32}$", description: "Shown once only" }) },
+  { $id: "CreatedToken" },
+);
+export type CreatedToken = Static<typeof CreatedToken>;
+
+export const TokenInfo = Type.Object(
+  {
+    ...tokenFields,
+    creditsUsed: Type.Number(),
+    lastUsedAt: Nullable(Type.String({ format: "date-time" })),
+    jobId: Nullable(Type.String({ format: "uuid", description: "The job it was issued to (platformAccess), null for one made by hand" })),
+  },
+  { $id: "TokenInfo" },
+);
+export type TokenInfo = Static<typeof TokenInfo>;
+
+export const TokenList = Type.Object({ tokens: Type.Array(TokenInfo) }, { $id: "TokenList" });
+export type TokenList = Static<typeof TokenList>;

@@ -61,4 +61,29 @@ export const migrations: Migration[] = [
       CREATE UNIQUE INDEX clients_email_normalized_key ON clients (email_normalized);
     `,
   },
+  {
+    version: 4,
+    name: "restricted tokens",
+    // Stored as SHA-256 only. models/databases NULL: any. job_id set: issued to a job (not counted in
+    // the account's live tokens). credits_used and last_used_at are written in batches (token-usage.ts).
+    sql: `
+      CREATE TABLE tokens (
+        id uuid PRIMARY KEY,
+        client_id uuid NOT NULL REFERENCES clients (id) ON DELETE CASCADE,
+        token_hash text NOT NULL UNIQUE,
+        name text NOT NULL,
+        scopes text[] NOT NULL,
+        models text[],
+        databases text[],
+        expires_at timestamptz NOT NULL,
+        max_credits double precision,
+        credits_used double precision NOT NULL DEFAULT 0,
+        last_used_at timestamptz,
+        job_id uuid,
+        created_at timestamptz NOT NULL DEFAULT now()
+      );
+      CREATE INDEX tokens_client_idx ON tokens (client_id, created_at, id);
+      CREATE INDEX tokens_job_idx ON tokens (job_id) WHERE job_id IS NOT NULL;
+    `,
+  },
 ];

@@ -15,6 +15,7 @@ export const credentialActions: ServiceActionsSchema = {
   rotatePassword: {
     rest: "POST /:id/rotate-password",
     auth: "required",
+    scope: "databases:write",
     openapi: {
       tag: "databases",
       summary: "Replace the database's password",

@@ -8,6 +8,7 @@ import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "mole
 import type { CallerMeta } from "../../lib/identity";
 import { USAGE_CHANNEL } from "../../lib/usage-protocol";
 import { DbMixin, DbThis } from "../../mixins/db.mixin";
+import { tokenDatabaseHooks } from "./token-databases";
 import { createDbaasApp, WithApp } from "./app";
 import { Database, DatabaseCreated, DatabaseDetail, DatabaseList, Message } from "./contract";
 import { credentialActions } from "./credential-actions";
@@ -36,7 +37,9 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
   },
 
   // One place turns a tenant server that is down into 503 (faults.ts); everything else passes as is.
+  // A restricted token sees only its databases (token-databases.ts): others are 404.
   hooks: {
+    ...tokenDatabaseHooks,
     error: {
       "*"(_ctx: Context, err: unknown) {
         throw toClientError(err);
@@ -48,6 +51,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
     create: {
       rest: "POST /",
       auth: "required",
+      scope: "databases:write",
       openapi: {
         tag: "databases",
         summary: "Provision a PostgreSQL database",
@@ -70,6 +74,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
     list: {
       rest: "GET /",
       auth: "required",
+      scope: "databases:read",
       openapi: { tag: "databases", summary: "The caller's active databases, newest first", status: 200, response: DatabaseList },
       params: { $$strict: "remove" },
       async handler(this: DbaasThis, ctx: Context<unknown, CallerMeta>): Promise<{ databases: DatabaseDetail[] }> {
@@ -80,6 +85,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
     get: {
       rest: "GET /:id",
       auth: "required",
+      scope: "databases:read",
       openapi: { tag: "databases", summary: "One database", status: 200, response: Database, errors: ["NOT_FOUND"] },
       params: { $$strict: "remove", ...idParam },
       async handler(this: DbaasThis, ctx: Context<{ id: string }, CallerMeta>): Promise<DatabaseDetail> {
@@ -90,6 +96,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
     destroy: {
       rest: "DELETE /:id",
       auth: "required",
+      scope: "databases:write",
       openapi: { tag: "databases", summary: "Destroy a database and all its data (irreversible)", status: 200, response: Message, errors: ["NOT_FOUND"] },
       params: { $$strict: "remove", ...idParam },
       async handler(this: DbaasThis, ctx: Context<{ id: string }, CallerMeta>): Promise<Message> {

@@ -61,6 +61,7 @@ export const snapshotActions: ServiceActionsSchema = {
   createSnapshot: {
     rest: "POST /:id/snapshots",
     auth: "required",
+    scope: "databases:write",
     openapi: {
       tag: "databases",
       summary: "Take a snapshot (pg_dump) of the database",
@@ -78,6 +79,7 @@ export const snapshotActions: ServiceActionsSchema = {
   listSnapshots: {
     rest: { method: "GET", basePath: SNAPSHOTS_BASE, path: "/" },
     auth: "required",
+    scope: "databases:read",
     openapi: { tag: "databases", summary: "The caller's snapshots, newest first", status: 200, response: SnapshotList },
     params: { $$strict: "remove" },
     async handler(this: WithApp, ctx: Context<unknown, CallerMeta>): Promise<{ snapshots: SnapshotDetail[] }> {
@@ -88,6 +90,7 @@ export const snapshotActions: ServiceActionsSchema = {
   getSnapshot: {
     rest: { method: "GET", basePath: SNAPSHOTS_BASE, path: "/:id" },
     auth: "required",
+    scope: "databases:read",
     openapi: { tag: "databases", summary: "One snapshot", status: 200, response: Snapshot, errors: ["NOT_FOUND"] },
     params: { $$strict: "remove", ...idParam },
     async handler(this: WithApp, ctx: Context<{ id: string }, CallerMeta>): Promise<SnapshotDetail> {
@@ -98,6 +101,7 @@ export const snapshotActions: ServiceActionsSchema = {
   deleteSnapshot: {
     rest: { method: "DELETE", basePath: SNAPSHOTS_BASE, path: "/:id" },
     auth: "required",
+    scope: "databases:write",
     openapi: {
       tag: "databases",
       summary: "Delete a snapshot and its dump",

@@ -54,6 +54,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, This> & { channel
     create: {
       rest: "POST /jobs",
       auth: "required",
+      scope: "jobs:write",
       openapi: {
         tag: "gpu",
         summary: "Submit a GPU job",
@@ -77,6 +78,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, This> & { channel
     list: {
       rest: "GET /jobs",
       auth: "required",
+      scope: "jobs:read",
       openapi: { tag: "gpu", summary: "The caller's 50 most recent jobs, newest first", status: 200, response: JobList },
       handler(this: This, ctx: Ctx<unknown>): Promise<{ jobs: JobDetail[] }> {
         return jobs.listJobs(this.app, ctx);
@@ -86,6 +88,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, This> & { channel
     get: {
       rest: "GET /jobs/:id",
       auth: "required",
+      scope: "jobs:read",
       openapi: { tag: "gpu", summary: "One job", status: 200, response: Job, errors: ["NOT_FOUND"] },
       params: JOB_ID_PARAMS,
       handler(this: This, ctx: Ctx<JobIdParams>): Promise<JobDetail> {
@@ -97,6 +100,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, This> & { channel
     cancel: {
       rest: "POST /jobs/:id/cancel",
       auth: "required",
+      scope: "jobs:write",
       openapi: { tag: "gpu", summary: "Cancel a queued or running job", status: 200, response: Job, errors: ["NOT_FOUND", "INVALID_STATE"] },
       params: JOB_ID_PARAMS,
       handler(this: This, ctx: Ctx<JobIdParams>): Promise<JobDetail> {
@@ -112,6 +116,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, This> & { channel
       rest: "GET /jobs/:id/logs",
       streams: true,
       auth: "required",
+      scope: "jobs:read",
       openapi: {
         tag: "gpu",
         summary: "The job's whole captured output: the exact bytes it printed, streamed (chunked)",
@@ -135,6 +140,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, This> & { channel
       visibility: "public",
       callers: ["api-gateway"],
       auth: "required",
+      scope: "jobs:read",
       params: FOLLOW_CURSOR,
       handler(this: This, ctx: Ctx<FollowCursor>): Promise<BodyPage> {
         return streams.followPage(this.app, ctx);
@@ -146,6 +152,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, This> & { channel
       visibility: "public",
       callers: ["api-gateway"],
       auth: "required",
+      scope: "jobs:read",
       params: FOLLOW_CURSOR,
       handler(this: This, ctx: Ctx<FollowCursor>): Promise<{ stopped: true }> {
         return streams.followStop(this.app, ctx);
@@ -160,6 +167,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, This> & { channel
       rest: "GET /jobs/:id/artifacts",
       streams: true,
       auth: "required",
+      scope: "jobs:read",
       openapi: {
         tag: "gpu",
         summary: "The files the job left under /out, as a tar (streamed, chunked); 404 while there are none",
@@ -179,6 +187,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, This> & { channel
       visibility: "public",
       callers: ["api-gateway"], // the gateway fetches the pages as its client reads
       auth: "required",
+      scope: "jobs:read",
       params: LOGS_CURSOR,
       handler(this: This, ctx: Ctx<LogCursor>): Promise<BodyPage> {
         return streams.logsPage(this.app, ctx);
@@ -190,6 +199,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, This> & { channel
       rest: "GET /jobs/:id/events",
       streams: true,
       auth: "required",
+      scope: "jobs:read",
       openapi: {
         tag: "gpu",
         summary: "The job's status as server-sent events: its detail now, then one `status` event per change; ends after a terminal status",
@@ -210,6 +220,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, This> & { channel
       visibility: "public",
       callers: ["api-gateway"],
       auth: "required",
+      scope: "jobs:read",
       params: EVENTS_CURSOR,
       handler(this: This, ctx: Ctx<EventsCursor>): Promise<BodyPage> {
         return streams.eventsPage(this.app, ctx);
@@ -220,6 +231,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, This> & { channel
     deliveries: {
       rest: { method: "GET", basePath: "/webhooks", path: "/deliveries" },
       auth: "required",
+      scope: "jobs:read",
       openapi: { tag: "gpu", summary: "The account's 100 most recent webhook deliveries, newest first", status: 200, response: WebhookDeliveryList },
       handler(this: This, ctx: Ctx<unknown>): Promise<{ deliveries: WebhookDeliveryView[] }> {
         return jobs.deliveries(this.app, ctx);
@@ -229,6 +241,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, This> & { channel
     status: {
       rest: "GET /status",
       auth: "required",
+      scope: "jobs:read",
       openapi: { tag: "gpu", summary: "Cluster status: GPUs and queue depth", status: 200, response: ClusterStatus },
       handler(this: This): Promise<ClusterStatus> {
         return jobs.clusterStatus(this.app);

@@ -27,6 +27,8 @@ export type InferParams = {
   systemPrompt?: string;
   temperature: number;
   maxTokens: number;
+  /** Not a field of the route: set only by the service, narrowing MODEL_FALLBACKS to a token's models (token-models.ts). */
+  fallbacks?: string[];
 };
 
 /** A chat: `fallbacks` (the request's own list) replaces the configured MODEL_FALLBACKS of `model`. */
@@ -259,5 +261,5 @@ export class InferenceEngine {
 function chatOf(params: InferParams): ChatParams {
   const messages: ChatMessage[] = params.systemPrompt ? [{ role: "system", content: params.systemPrompt }] : [];
   messages.push({ role: "user", content: params.prompt });
-  return { model: params.model, messages, temperature: params.temperature, maxTokens: params.maxTokens };
+  return { model: params.model, messages, temperature: params.temperature, maxTokens: params.maxTokens, fallbacks: params.fallbacks };
 }

@@ -35,6 +35,9 @@ import { holdInference, InferenceClaim, Spend } from "./quota-holds";
 import { estimateTokens } from "./model-info";
 import { ownChannel, sendToChannel } from "../../lib/channels";
 import { USAGE_CHANNEL } from "../../lib/usage-protocol";
+import { allowedChain, checkModel, visibleModels } from "./token-models";
+import { chargingToken, tokenSpendBatch } from "./token-spend";
+import type { KeyedBatch } from "../../lib/keyed-batch";
 
 export interface InferActionParams extends InferParams {
   stream: boolean;
@@ -46,6 +49,7 @@ const STREAM_HEADERS = { "Cache-Control": "no-cache", "X-Accel-Buffering": "no" 
 /** /v1 actions: reached through the gateway's /v1 route only (no `rest`: not under /api); OpenAI's own API document describes them. */
 const V1 = {
   auth: "required" as const,
+  scope: "inference" as const,
   callers: ["api-gateway"] as const,
   openapi: { tag: "models" as const, summary: "OpenAI-compatible API", status: 200, response: Type.Unknown(), hidden: true as const },
 };
@@ -60,6 +64,7 @@ type InferenceThis = Service &
     gate: QuotaGate;
     reservations: QuotaReservations;
     rates: InferenceRateLimits;
+    tokenSpend: KeyedBatch<number>;
     redisUrl?: string;
     recordFinished(record: InferenceRecord): void;
     admit(ctx: Context<unknown, InferenceMeta>, claim: InferenceClaim): Promise<Spend>;
@@ -96,6 +101,7 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
       rest: "POST /infer",
       streams: { param: "stream" },
       auth: "required",
+      scope: "inference",
       openapi: {
         tag: "models",
         summary: "Generate text with a model",
@@ -117,7 +123,7 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
         const { params } = ctx;
         const clientId = ctx.meta.caller!.clientId;
         const tokens = params.maxTokens + estimateTokens(`${params.systemPrompt ?? ""}\n${params.prompt}`);
-        return this.held(ctx, { tokens, models: this.engine.modelsOf(params) }, async (hold) => {
+        return this.held(ctx, { tokens, models: allowedChain(ctx.meta.caller, params, this.engine.modelsOf(params)) }, async (hold) => {
           if (params.stream) return this.streamed(ctx, await this.engine.openStream(clientId, params, hold.settle));
           const result = await this.engine.infer(clientId, params);
           hold.settle(result.tokensUsed, result.model);
@@ -129,8 +135,8 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
     /** GET /v1/models */
     v1Models: {
       ...V1,
-      async handler(this: InferenceThis) {
-        return modelList(await this.engine.listModels(), unixNow());
+      async handler(this: InferenceThis, ctx: Context<unknown, InferenceMeta>) {
+        return modelList(visibleModels(ctx.meta.caller, await this.engine.listModels()), unixNow());
       },
     },
 
@@ -142,7 +148,10 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
         const request = parseChatCompletion(ctx.params);
         const clientId = ctx.meta.caller!.clientId;
         const prompt = estimateTokens(promptText(request));
-        const claim = { tokens: (request.maxTokens ?? this.config.reserveMaxTokens) + prompt, models: this.engine.modelsOf(request) };
+        const claim = {
+          tokens: (request.maxTokens ?? this.config.reserveMaxTokens) + prompt,
+          models: allowedChain(ctx.meta.caller, request, this.engine.modelsOf(request)),
+        };
         return this.held(ctx, claim, async (hold) => {
           const format = openAiStreamFormat(request.includeUsage, unixNow());
           if (request.stream) return this.streamed(ctx, await this.engine.openChatStream(clientId, request, format, hold.settle));
@@ -164,6 +173,7 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
       ...V1,
       async handler(this: InferenceThis, ctx: Context<unknown, InferenceMeta>) {
         const request = parseEmbeddings(ctx.params);
+        checkModel(ctx.meta.caller, request.model);
         return this.held(ctx, { tokens: estimateTokens(request.input.join("\n")), models: [request.model] }, async (hold) => {
           const embedded = await this.engine.embed(ctx.meta.caller!.clientId, request.model, request.input);
           hold.settle(embedded.promptTokens, embedded.model);
@@ -221,7 +231,8 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
      */
     async admit(this: InferenceThis, ctx: Context<unknown, InferenceMeta>, claim: InferenceClaim): Promise<Spend> {
       const clientId = ctx.meta.caller!.clientId;
-      const hold = await holdInference(this.reservations, clientId, (await this.gate.standings([clientId])).get(clientId), claim);
+      const standing = (await this.gate.standings([clientId])).get(clientId);
+      const hold = chargingToken(await holdInference(this.reservations, clientId, standing, claim), ctx.meta.caller, this.tokenSpend);
       const headers = await this.rates.admit(clientId).catch((err) => {
         // A limit reached refuses; Redis failing does not stop inference (it is logged).
         if ((err as { type?: string }).type === "RATE_LIMITED") {
@@ -284,6 +295,8 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
       (batch) => sendToChannel(this.broker, ownChannel(USAGE_CHANNEL, this.broker.nodeID), batch),
       (err, attempt) => attempt === 1 && this.logger.warn(`Usage records not published yet (retrying): ${(err as Error).message}`),
     );
+    this.tokenSpend = tokenSpendBatch(this.broker, (m) => this.logger.warn(m));
+    this.tokenSpend.start();
     this.engine = new InferenceEngine({
       catalogue,
       providers,
@@ -297,6 +310,7 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
   async stopped(this: InferenceThis) {
     this.engine.abortAll();
     await this.recorder.flush();
+    await this.tokenSpend.stop();
     const lost = await this.usage.close(2000);
     if (lost) this.logger.error(`${lost} inference usage record(s) could not be published before stopping`);
     if (this.redisUrl) await releaseRedis(this.redisUrl);

@@ -6,6 +6,7 @@
  */
 import type { Readable } from "stream";
 import type { Context } from "moleculer";
+import type { Caller } from "../../lib/identity";
 import { parseMessages } from "./anthropic-api";
 import { inMessagesTerms } from "./anthropic-tools";
 import { anthropicMessage, anthropicStreamFormat } from "./anthropic-answers";
@@ -13,6 +14,7 @@ import type { InferenceEngine } from "./engine";
 import { estimateTokens } from "./model-info";
 import type { InferenceClaim, Spend } from "./quota-holds";
 import { promptText } from "./providers";
+import { allowedChain } from "./token-models";
 
 /** What the action uses of the inference service. */
 export type MessagesHost = {
@@ -26,11 +28,11 @@ export function v1MessagesAction<Base extends object>(base: Base) {
   return {
     ...base,
     streams: { param: "stream" },
-    async handler(this: MessagesHost, ctx: Context<unknown, { caller?: { clientId: string } }>) {
+    async handler(this: MessagesHost, ctx: Context<unknown, { caller?: Caller }>) {
       const request = parseMessages(ctx.params);
       const clientId = ctx.meta.caller!.clientId;
       const prompt = estimateTokens(promptText(request));
-      const claim = { tokens: request.maxTokens + prompt, models: this.engine.modelsOf(request) };
+      const claim = { tokens: request.maxTokens + prompt, models: allowedChain(ctx.meta.caller, request, this.engine.modelsOf(request)) };
       return this.held(ctx, claim, async (hold) => {
         if (request.stream) return this.streamed(ctx, await this.engine.openChatStream(clientId, request, anthropicStreamFormat(), hold.settle));
         const answer = await this.engine.chat(clientId, request);

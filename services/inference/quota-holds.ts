@@ -9,6 +9,8 @@ import { priceOf } from "../usage/pricing";
 
 /** Settled once with the tokens used and the model that answered (charged at its price); `release`: nothing used. */
 export type Spend = { settle(tokensUsed: number, model: string): void; release(): void };
+/** A hold that says what its settle charged, in credits (token-spend.ts counts it for a restricted token). */
+export type PricedSpend = Spend & { lastCredits?: number };
 
 /** `tokens`: the worst case (`maxTokens` plus the prompt); `models`: those that may answer. */
 export type InferenceClaim = { tokens: number; models: readonly string[] };
@@ -19,21 +21,23 @@ export async function holdInference(
   clientId: string,
   standing: Standing | undefined,
   claim: InferenceClaim,
-): Promise<Spend> {
+): Promise<PricedSpend> {
   const perToken = (model: string) => (standing?.prices ? priceOf(standing.prices.kTokens, model) / 1000 : 0);
   const worstPrice = Math.max(0, ...claim.models.map(perToken));
   const [tokens, credits] = await reservations.holdAll(clientId, standing, [
     ["tokens", claim.tokens],
     ["credits", claim.tokens * worstPrice],
   ]);
-  return {
+  const spend: PricedSpend = {
     settle: (used, model) => {
       tokens.settle(used);
-      credits.settle(used * perToken(model));
+      spend.lastCredits = used * perToken(model);
+      credits.settle(spend.lastCredits);
     },
     release: () => {
       tokens.release();
       credits.release();
     },
   };
+  return spend;
 }

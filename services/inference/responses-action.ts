@@ -13,6 +13,7 @@ import { promptText } from "./providers";
 import type { InferenceClaim, Spend } from "./quota-holds";
 import { inResponsesTerms, parseResponseCreate, responseOf } from "./responses-api";
 import { responsesStreamFormat } from "./responses-stream";
+import { allowedChain } from "./token-models";
 
 /** What the action uses of the inference service. */
 export type ChatHost = {
@@ -33,7 +34,10 @@ export const v1Responses = {
   async handler(this: ChatHost, ctx: Context<unknown, CallerMeta>) {
     const request = parseResponseCreate(ctx.params);
     const clientId = ctx.meta.caller!.clientId;
-    const claim = { tokens: (request.maxTokens ?? this.config.reserveMaxTokens) + estimateTokens(promptText(request)), models: this.engine.modelsOf(request) };
+    const claim = {
+      tokens: (request.maxTokens ?? this.config.reserveMaxTokens) + estimateTokens(promptText(request)),
+      models: allowedChain(ctx.meta.caller, request, this.engine.modelsOf(request)),
+    };
     const createdAt = unixNow();
     return this.held(ctx, claim, async (hold) => {
       const format = responsesStreamFormat(request, createdAt);

@@ -90,6 +90,7 @@ const UsageService: ServiceSchema<ServiceSettingSchema, UsageThis> = {
     summary: {
       rest: "GET /",
       auth: "required",
+      scope: "usage:read",
       openapi: {
         tag: "usage",
         summary: "What the account used in a window (default: this calendar month, UTC, until now), with its credits",
@@ -108,6 +109,7 @@ const UsageService: ServiceSchema<ServiceSettingSchema, UsageThis> = {
     quotas: {
       rest: { method: "GET", basePath: "/quotas", path: "/" },
       auth: "required",
+      scope: "usage:read",
       openapi: { tag: "usage", summary: "The account's quotas: limit, use and reset of each", status: 200, response: QuotaList },
       async handler(this: UsageThis, ctx: Context<unknown, CallerMeta>): Promise<{ quotas: Quota[] }> {
         return { quotas: (await this.reader.standings(ctx, [ctx.meta.caller!.clientId], new Date()))[0].quotas };

@@ -47,6 +47,10 @@ export class CiPlatform {
   /** JWT only; replaces the account's previous key. */
   createApiKey = () => this.api("post", "/api/auth/api-keys", {});
   createWebhookSecret = () => this.api("post", "/api/auth/webhook-secret", {});
+  /** JWT only: a restricted token (cit_…), shown once. */
+  createToken = (body: Body<"/api/auth/tokens", "post">) => this.api("post", "/api/auth/tokens", { body });
+  listTokens = () => this.api("get", "/api/auth/tokens", {});
+  deleteToken = (id: string) => this.api("delete", "/api/auth/tokens/{id}", { path: { id } });
 
   // GPU jobs
   submitJob = (body: JobRequest) => this.api("post", "/api/gpu/jobs", { body });
