@@ -5,9 +5,8 @@
  * the job's database role logs in with psql and works as the owner while the job runs, and is
  * gone with its sessions within 5 s of the job's end (completed, cancelled); bad input is 400 and
  * another account's database 404, creating nothing.
- *
- * auth.issueJobToken and auth.revokeJobTokens belong to wt/tokens (restricted tokens): until it is
- * merged the test answers and records the calls to those two names (the broker's `call`, spied).
+ * The job's `cit_` token is real (auth): listed with its jobId, accepted while the job runs, 401
+ * once it ended.
  */
 import { mkdtempSync, rmSync } from "fs";
 import os from "os";
@@ -57,18 +56,11 @@ describe("gpu platform access - through the gateway", () => {
         GPU_JOB_LOG_DIR: path.join(work, "logs"),
       }),
     });
-    // The scheduler's calls to the node, recorded as they pass (the node itself is real); auth's job-token actions stubbed.
+    // The scheduler's calls to the node and to auth's job-token actions, recorded as they pass (all real).
     const call = platform.broker.call.bind(platform.broker);
     jest.spyOn(platform.broker, "call").mockImplementation(((action: string, params: any, opts: any) => {
       if (action === "gpu-node.run") runs.push(params);
-      if (action === "auth.issueJobToken") {
-        tokenCalls.push(`issue ${params.jobId} ${params.scopes.join(",")}`);
-        return Promise.resolve({ id: `tok-${params.jobId}`, token: `cit_${"0".repeat(32)}` });
-      }
-      if (action === "auth.revokeJobTokens") {
-        tokenCalls.push(`revoke ${params.jobId}`);
-        return Promise.resolve({ revoked: 1 });
-      }
+      if (action === "auth.issueJobToken" || action === "auth.revokeJobTokens") tokenCalls.push(`${action} ${params.jobId}`);
       return call(action, params, opts);
     }) as typeof platform.broker.call);
     base = platform.baseUrl;
@@ -94,20 +86,27 @@ describe("gpu platform access - through the gateway", () => {
     await until(res.body.id, (j) => j.status === "running", "the job to run");
     const made = psql(asJob(db, grant), `CREATE TABLE t_${res.body.id.slice(0, 8)} (n int)`, "SELECT current_user");
     expect([made.status, made.stderr, made.stdout.trim().split("\n").pop()]).toEqual([0, "", db.username]);
+    const me = await http(base, "GET", "/api/auth/me", { token: run.platform!.token });
+    expect(me.status).toBe(200); // the job's token works while it runs
+    const listed = (await http(base, "GET", "/api/auth/tokens", { token: alice })).body.tokens;
+    expect(listed).toContainEqual(expect.objectContaining({ jobId: res.body.id, scopes: ["inference"], databases: [db.id] }));
     const shown = (await detail(res.body.id)).body;
     expect(shown.platformAccess).toEqual({ scopes: ["inference"], databases: [db.id] });
     expect(JSON.stringify(shown)).not.toContain(grant.password);
     expect(JSON.stringify(shown)).not.toContain(run.platform!.token);
-    return { id: res.body.id as string, grant };
+    return { id: res.body.id as string, grant, token: run.platform!.token };
   }
 
   /** Within 5 s of the job's end: its role is gone, a session it held was ended, its token revoked. */
-  async function revokedWithin5s(id: string, grant: { user: string }, sessionEnded: Promise<void>) {
+  async function revokedWithin5s(id: string, grant: { user: string }, token: string, sessionEnded: Promise<void>) {
     const endedAt = Date.now();
     await sessionEnded;
     await waitFor(async () => (await existing({ roles: [grant.user] })).length === 0, { timeoutMs: 5000, message: "the job role dropped" });
-    await waitFor(() => tokenCalls.includes(`revoke ${id}`), { timeoutMs: 5000, message: "the job's token revoked" });
+    await waitFor(async () => (await http(base, "GET", "/api/auth/me", { token })).status === 401, { timeoutMs: 5000, message: "the job's token refused" });
     expect(Date.now() - endedAt).toBeLessThan(5000);
+    expect(tokenCalls).toContain(`auth.revokeJobTokens ${id}`);
+    const listed = (await http(base, "GET", "/api/auth/tokens", { token: alice })).body.tokens;
+    expect(listed.filter((t: { jobId: string | null }) => t.jobId === id)).toEqual([]);
   }
 
   /** A session of the role held open until the server ends it. */
@@ -125,21 +124,20 @@ describe("gpu platform access - through the gateway", () => {
 
   test("gpu platform access - a job that completes: its role works while it runs, then it and its token are revoked within 5 s", async () => {
     const db = await createDatabase(alice);
-    const { id, grant } = await runningWithRole(db, "sleep 4");
-    expect(tokenCalls).toContain(`issue ${id} inference`);
+    const { id, grant, token } = await runningWithRole(db, "sleep 4");
     const session = await heldSession(db, grant);
     await until(id, (j) => j.status === "completed", "the job to complete");
-    await revokedWithin5s(id, grant, session.ended);
+    await revokedWithin5s(id, grant, token, session.ended);
     // The owner keeps what the job made.
     expect(psql(db.connectionString, `SELECT count(*) FROM t_${id.slice(0, 8)}`).stdout.trim()).toBe("0");
   });
 
   test("gpu platform access - a cancelled job: its role and token end within 5 s", async () => {
     const db = await createDatabase(alice);
-    const { id, grant } = await runningWithRole(db, "sleep 600");
+    const { id, grant, token } = await runningWithRole(db, "sleep 600");
     const session = await heldSession(db, grant);
     expect((await http(base, "POST", `/api/gpu/jobs/${id}/cancel`, { token: alice })).status).toBe(200);
-    await revokedWithin5s(id, grant, session.ended);
+    await revokedWithin5s(id, grant, token, session.ended);
   });
 
   test("gpu platform access - a job without platformAccess gets no grant and no token", async () => {
@@ -156,6 +154,27 @@ describe("gpu platform access - through the gateway", () => {
       const res = await submit({ command: "true", platformAccess: { scopes: ["inference"], databases: [id] } });
       expect([res.status, res.body.error?.code]).toEqual([404, "NOT_FOUND"]);
       expect((await http(base, "GET", "/api/gpu/jobs", { token: alice })).body.jobs.length).toBe(before);
+    }
+  });
+
+  test("gpu platform access - a caller with a restricted token cannot give its job more than the token", async () => {
+    const db = await createDatabase(alice);
+    const other = await createDatabase(alice);
+    const made = await http(base, "POST", "/api/auth/tokens", {
+      token: alice,
+      body: { name: "ci", scopes: ["jobs:write", "inference", "databases:write"], databases: [db.id] },
+    });
+    expect(made.status).toBe(201);
+    const cit = made.body.token as string;
+    const tries: Array<[unknown, number]> = [
+      [{ scopes: ["usage:read"] }, 400], // a scope it lacks
+      [{ scopes: ["inference"], databases: [other.id] }, 404], // a database outside its list
+      [{ scopes: ["inference"], databases: [db.id] }, 201],
+    ];
+    for (const [platformAccess, status] of tries) {
+      const res = await submit({ command: "true", platformAccess }, cit);
+      expect([JSON.stringify(platformAccess), res.status]).toEqual([JSON.stringify(platformAccess), status]);
+      if (status === 400) expect(res.body.error.details).toEqual([{ field: "platformAccess", message: expect.stringContaining("usage:read") }]);
     }
   });
 
