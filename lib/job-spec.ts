@@ -10,6 +10,7 @@
  */
 import { type Static, type TSchema, Type } from "@sinclair/typebox";
 import { TypeCompiler } from "@sinclair/typebox/compiler";
+import { TOKEN_SCOPES } from "./scopes";
 
 /** The most cards one job may ask for (`gpuCount`), and a node may be asked to run one job on. */
 export const MAX_JOB_CARDS = 16;
@@ -42,18 +43,12 @@ const RESERVED_ENV = /^(NVIDIA_|CUDA_)/i;
 /** An optional field a client may also send as null (meaning: absent), as the API always allowed. */
 const OrAbsent = <T extends TSchema>(schema: T) => Type.Optional(Type.Union([schema, Type.Null()]));
 
-/**
- * The scopes of a restricted token (docs/API-DECISIONS "Restricted tokens"); `:write` includes `:read`.
- * A job's `platformAccess` takes the same.
- */
-export const TOKEN_SCOPES = ["jobs:read", "jobs:write", "inference", "databases:read", "databases:write", "usage:read"] as const;
-export type TokenScope = (typeof TOKEN_SCOPES)[number];
 /** The most databases one job may reach (one login role each, CI_DATABASE_URL_0…). */
 export const MAX_JOB_DATABASES = 16;
 
 /**
- * `platformAccess` (issue 28): what the job's own `cit_` token may do, and the databases it gets a
- * login role on. Not a secret: stored in the job's document and echoed in its detail.
+ * `platformAccess` (issue 28): what the job's own `cit_` token may do (a token's scopes, lib/scopes.ts),
+ * and the databases it gets a login role on. Not a secret: stored in the job's document and echoed in its detail.
  */
 export const PlatformAccess = Type.Object(
   {

@@ -5,15 +5,12 @@
  * job-submit.ts.
  */
 import type { FieldError } from "../../../lib/errors";
+import type { Caller, TokenLimits as IdentityLimits } from "../../../lib/identity";
 import type { PlatformAccessParams } from "../../../lib/job-spec";
+import { scopeGranted } from "../../../lib/scopes";
 
-/** What a restricted token may do (as the gateway puts it on the caller); absent for a JWT or an API key. */
-export type TokenLimits = { scopes: readonly string[]; models?: readonly string[] | null; databases?: readonly string[] | null };
-
-/** `:write` includes `:read`. */
-export function scopeCovered(scope: string, held: readonly string[]): boolean {
-  return held.includes(scope) || (scope.endsWith(":read") && held.includes(scope.replace(/:read$/, ":write")));
-}
+/** What a restricted token may do (lib/identity.ts, on the caller); absent for a JWT or an API key. */
+export type TokenLimits = Pick<IdentityLimits, "scopes"> & Partial<Pick<IdentityLimits, "models" | "databases">>;
 
 /** The first way `access` goes beyond the caller's token, as a 400's field error; null when within it (or no token). */
 export function accessBeyondCaller(access: PlatformAccessParams, limits: TokenLimits | undefined): FieldError | null {
@@ -22,7 +19,7 @@ export function accessBeyondCaller(access: PlatformAccessParams, limits: TokenLi
     field: "platformAccess",
     message: `The 'platformAccess' field asks for ${what}, beyond what the caller's token may do.`,
   });
-  const scope = access.scopes.find((s) => !scopeCovered(s, limits.scopes));
+  const scope = access.scopes.find((s) => !scopeGranted(limits.scopes, s));
   if (scope) return beyond(`the scope ${scope}`);
   if (limits.models) {
     if (!access.models) return beyond("every model");
@@ -30,7 +27,7 @@ export function accessBeyondCaller(access: PlatformAccessParams, limits: TokenLi
     if (model) return beyond(`the model ${JSON.stringify(model)}`);
   }
   // A job role does what the database's owner can: only a token that may write databases hands one out.
-  if (access.databases?.length && !scopeCovered("databases:write", limits.scopes)) return beyond("database roles (scope databases:write)");
+  if (access.databases?.length && !scopeGranted(limits.scopes, "databases:write")) return beyond("database roles (scope databases:write)");
   return null;
 }
 
@@ -40,9 +37,5 @@ export function databaseOutsideCaller(access: PlatformAccessParams, limits: Toke
   return Boolean(allowed && (access.databases ?? []).some((d) => !allowed.includes(d)));
 }
 
-/** The token limits on the caller, if it signed in with a restricted token (shape of wt/tokens' caller). */
-export function callerTokenLimits(caller: unknown): TokenLimits | undefined {
-  const token = (caller as { token?: unknown } | undefined)?.token;
-  if (!token || typeof token !== "object" || !Array.isArray((token as TokenLimits).scopes)) return undefined;
-  return token as TokenLimits;
-}
+/** The token limits on the caller, if it signed in with a restricted token. */
+export const callerTokenLimits = (caller: Caller | undefined): TokenLimits | undefined => (caller?.via === "token" ? caller.token : undefined);
