@@ -174,7 +174,7 @@ describe("gpu platform access - through the gateway", () => {
     for (const [platformAccess, status] of tries) {
       const res = await submit({ command: "true", platformAccess }, cit);
       expect([JSON.stringify(platformAccess), res.status]).toEqual([JSON.stringify(platformAccess), status]);
-      if (status === 400) expect(res.body.error.details).toEqual([{ field: "platformAccess", message: expect.stringContaining("usage:read") }]);
+      if (status === 400) expect(res.body.error.details).toEqual([{ field: "platformAccess.scopes", message: expect.stringContaining("usage:read") }]);
     }
   });
 

@@ -5,31 +5,31 @@
  */
 import { randomUUID } from "crypto";
 import type { PlatformAccessParams } from "../../lib/job-spec";
-import { accessBeyondCaller, databaseOutsideCaller, TokenLimits } from "../../services/gpu-scheduler/api/platform-access";
+import type { Caller, TokenLimits } from "../../lib/identity";
+import { accessProblem } from "../../services/gpu-scheduler/api/platform-access";
 import { PlacementLoop } from "../../services/gpu-scheduler/loop/placement-loop";
 import { GrantFailed, PlatformCalls, PlatformGrants } from "../../services/gpu-scheduler/loop/platform-grants";
 import type { GrantRow } from "../../services/gpu-scheduler/store/grants.repository";
 import { fakeCluster, heartbeat, quiet, until } from "./gpu-scheduler.fakes";
 
 describe("gpu-scheduler platform access - within the caller's token", () => {
-  const token: TokenLimits = { scopes: ["jobs:write", "inference", "databases:read"], models: ["m1"], databases: ["db-1"] };
-  test.each<[string, PlatformAccessParams, TokenLimits | undefined, string | null]>([
+  const token: TokenLimits = { id: "t", scopes: ["jobs:write", "inference", "databases:read"], models: ["m1"], databases: ["db-1"], jobId: null };
+  const caller = (limits?: TokenLimits): Caller => ({ clientId: "c", role: "client", via: limits ? "token" : "jwt", ...(limits && { token: limits }) });
+  const withWrite: TokenLimits = { ...token, scopes: ["databases:write"], models: null };
+  // lib/token-grants.ts has its own table (auth.token-grants.test.ts); here what the scheduler adds and how it answers.
+  test.each<[string, PlatformAccessParams, TokenLimits | undefined, "notFound" | string | null]>([
     ["no token (JWT, API key): anything", { scopes: ["usage:read"], databases: ["x"] }, undefined, null],
-    ["a scope it holds, :read under :write", { scopes: ["inference", "jobs:read"], models: ["m1"] }, token, null],
-    ["a scope it lacks", { scopes: ["usage:read"], models: ["m1"] }, token, "the scope usage:read"],
-    ["every model when the token has a list", { scopes: ["inference"] }, token, "every model"],
-    ["a model outside its list", { scopes: ["inference"], models: ["m2"] }, token, 'the model "m2"'],
-    ["database roles without databases:write", { scopes: [], models: ["m1"], databases: ["db-1"] }, token, "database roles"],
-  ])("gpu-scheduler platform access - %s", (_name, access, limits, beyond) => {
-    const problem = accessBeyondCaller(access, limits);
-    if (beyond === null) expect(problem).toBeNull();
-    else expect(problem).toEqual({ field: "platformAccess", message: expect.stringContaining(beyond) });
-  });
-
-  test("gpu-scheduler platform access - a database outside the token's list is 404 to it (not 400), one inside or no list passes", () => {
-    expect(databaseOutsideCaller({ scopes: [], databases: ["db-2"] }, token)).toBe(true);
-    expect(databaseOutsideCaller({ scopes: [], databases: ["db-1"] }, token)).toBe(false);
-    expect(databaseOutsideCaller({ scopes: [], databases: ["db-2"] }, { scopes: ["databases:write"] })).toBe(false);
+    ["a scope it holds, :read under :write", { scopes: ["inference", "jobs:read"], models: ["m1"] }, { ...token, databases: null }, null],
+    ["no databases from a token limited to some: 400", { scopes: ["inference"], models: ["m1"] }, token, "platformAccess.databases"],
+    ["a scope it lacks: 400", { scopes: ["usage:read"], models: ["m1"] }, token, "platformAccess.scopes"],
+    ["a model outside its list: 400", { scopes: ["inference"], models: ["m2"] }, token, "platformAccess.models"],
+    ["a database outside its list: 404, as on every route", { scopes: ["inference"], models: ["m1"], databases: ["db-2"] }, token, "notFound"],
+    ["database roles without databases:write: 400", { scopes: ["databases:read"], models: ["m1"], databases: ["DB-1"] }, token, "platformAccess.databases"],
+    ["database roles with databases:write and no list", { scopes: ["databases:write"], databases: ["db-9"] }, { ...withWrite, databases: null }, null],
+  ])("gpu-scheduler platform access - %s", (_name, access, limits, expected) => {
+    const problem = accessProblem(caller(limits), access);
+    if (expected === null || expected === "notFound") expect(problem).toBe(expected);
+    else expect(problem).toEqual({ field: expected, message: expect.any(String) });
   });
 });
 

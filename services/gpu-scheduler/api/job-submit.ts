@@ -18,7 +18,7 @@ import type { CreatedJob } from "../contract";
 import { checkIdempotencyKey, IDEMPOTENCY_HEADER, requestHash } from "./idempotency";
 import type { NewJob } from "../store/job-row";
 import { checkSubmission, CreateJobParams, SubmissionFacts } from "./submission";
-import { accessBeyondCaller, callerTokenLimits, databaseOutsideCaller } from "./platform-access";
+import { checkAccess } from "./platform-access";
 import { resolveTarget } from "../webhooks/webhook-target";
 
 type CreateCtx = Context<CreateJobParams, CallerMeta>;
@@ -75,10 +75,7 @@ async function checkWebhookUrl(app: SchedulerApp, clientId: string, url: string)
 
 /** 400 beyond the caller's own token; 404 for a database that is not the account's (dbaas says). */
 async function checkPlatformAccess(app: SchedulerApp, ctx: CreateCtx, access: PlatformAccessParams): Promise<void> {
-  const limits = callerTokenLimits(ctx.meta.caller);
-  const beyond = accessBeyondCaller(access, limits);
-  if (beyond) throw validationFailed([beyond]);
-  if (databaseOutsideCaller(access, limits)) throw notFound("Database");
+  checkAccess(ctx.meta.caller!, access);
   const databaseIds = access.databases ?? [];
   if (!databaseIds.length) return;
   const clientId = ctx.meta.caller!.clientId;
