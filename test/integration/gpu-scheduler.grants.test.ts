@@ -21,7 +21,8 @@ import { dropDatabase, testDatabaseUrl, waitFor } from "../support/platform";
 
 const quiet = { trace() {}, debug() {}, info() {}, warn() {}, error() {}, fatal() {} } as unknown as LoggerInstance;
 const CLIENT = randomUUID();
-const SETTINGS = { nodeTimeoutMs: 3000, dispatchTimeoutMs: 1000, warmUpMs: 0, retryBackoffS: 0 };
+// A retry waits an hour of the manual clock: the test decides when it is placed again.
+const SETTINGS = { nodeTimeoutMs: 3000, dispatchTimeoutMs: 1000, warmUpMs: 0, retryBackoffS: 3600 };
 
 class ManualClock implements Clock {
   constructor(public ms = Date.now()) {}
@@ -143,6 +144,8 @@ describe("gpu-scheduler grants - against PostgreSQL", () => {
     // Swept before the retry is placed (the usual order, the backoff being seconds): attempt 1's are gone.
     expect(await sweepElsewhere(calls)).toBe(1);
     expect(await rows()).toEqual([]);
+    clock.ms += 3600_000 + 1;
+    await scheduler.heartbeat(heartbeat("n1", ["a0"], clock.now()));
     await scheduler.schedule();
     await waitFor(() => nodes.runs.length === 2, { message: "attempt 2 dispatched" });
     expect(nodes.runs[1]).toMatchObject({ attempt: 2, platform: { token: expect.any(String) } });
