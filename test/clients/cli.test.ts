@@ -185,6 +185,50 @@ describe("clients cli - ci-platform as a process", () => {
     expect(JSON.parse(viaNpx.stdout).cluster.totalGpus).toBe(1);
   });
 
+  test("clients cli - tokens create prints a working cit_ token once; tokens ls shows it without the secret; tokens rm revokes it", async () => {
+    const args = ["tokens", "create", "--email", email, "--password-stdin", "--name", "nightly eval", "--scopes", "inference,usage:read"];
+    const made = await start(["--json", ...args, "--models", "llama3.2:1b", "--expires-in", "3600", "--max-credits", "5"], { input: password });
+    const created = JSON.parse(made.stdout);
+    expect(created).toMatchObject({
+      token: expect.stringMatching(/^cit_[a-z0-9]{32}$/),
+      scopes: ["inference", "usage:read"],
+      models: ["llama3.2:1b"],
+      maxCredits: 5,
+    });
+    expect(made.stderr).toContain("Shown once");
+    const asToken = new CiPlatform({ baseUrl: platform.baseUrl, token: created.token });
+    expect((await asToken.me()).email).toBe(email);
+    expect(await asToken.listJobs().catch((e) => e.status)).toBe(403);
+    const plain = await start(args, { input: password });
+    expect(plain.stdout).toMatch(/^cit_[a-z0-9]{32}\n$/);
+    const listed = await json("tokens", "ls");
+    expect(listed.find((t: { id: string }) => t.id === created.id)).toMatchObject({ name: "nightly eval", maxCredits: 5, jobId: null });
+    expect(JSON.stringify(listed)).not.toContain(created.token.slice(4));
+    const table = await cli("tokens", "ls");
+    expect(table.stdout).toMatch(new RegExp(`${created.id}.*nightly eval.*inference,usage:read.*0/5`));
+    expect(table.stdout + table.stderr).not.toContain("cit_");
+    expect((await cli("tokens", "rm", created.id)).code).toBe(0);
+    await waitFor(async () => (await asToken.me().catch((e) => e.status)) === 401, { message: "the deleted token refused" });
+    expect((await json("tokens", "ls")).map((t: { id: string }) => t.id)).not.toContain(created.id);
+  });
+
+  test("clients cli - jobs run --platform-access: the job's token is listed with its jobId and limits; the detail shows the access, never a secret", async () => {
+    const db = await json("db", "create");
+    const { id } = await json("jobs", "run", "--platform-access", `inference,db:${db.id}`, "--", "sleep 60");
+    const access = { scopes: ["inference", "databases:write"], databases: [db.id] };
+    expect((await json("jobs", "get", id)).platformAccess).toEqual(access);
+    const issued = await waitFor(async () => (await json("tokens", "ls")).find((t: { jobId: string }) => t.jobId === id) ?? false, {
+      message: "the job's token",
+    });
+    expect(issued).toMatchObject({ ...access, models: null });
+    expect((await cli("tokens", "ls")).stdout).toMatch(new RegExp(`${issued.id}.*inference,databases:write.*${id}`));
+    const shown = await cli("jobs", "get", id);
+    expect(shown.stdout).toMatch(/platformAccess +\{"scopes":\["inference","databases:write"\]/);
+    expect(shown.stdout).not.toContain("cit_");
+    await json("jobs", "cancel", id);
+    expect((await cli("db", "rm", db.id)).code).toBe(0);
+  });
+
   test("clients cli - chat streams a reply, from an argument or from stdin", async () => {
     expect((await cli("chat", "llama3.2:1b", "hi")).stdout).toBe("Hello, world!\n");
     const piped = await start(["chat", "llama3.2:1b"], { input: "a prompt on stdin" });
@@ -233,6 +277,8 @@ describe("clients cli - ci-platform as a process", () => {
 
   test("clients cli - bad input: a clear message, a non-zero exit, and nothing submitted", async () => {
     const before = (await json("jobs", "ls")).length;
+    const tokensBefore = (await sdk().listTokens()).tokens.length;
+    const create = ["tokens", "create", "--email", email, "--password-stdin", "--name", "t"];
     const cases: Array<[string[], number, string]> = [
       [["jobs", "run", "--gpus", "0", "--", "echo"], 1, "VALIDATION_FAILED"],
       [["jobs", "run", "--timeout", "-5", "--", "echo"], 1, "VALIDATION_FAILED"],
@@ -242,6 +288,13 @@ describe("clients cli - ci-platform as a process", () => {
       [["jobs", "get", "not-a-job"], 1, "NOT_FOUND"],
       [["db", "psql", "00000000-0000-0000-0000-000000000000"], 2, "No stored password"],
       [["frobnicate"], 2, "error:"],
+      [["jobs", "run", "--platform-access", "inference,admin", "--", "echo"], 2, 'unknown scope "admin"'],
+      [["jobs", "run", "--platform-access", "db:not-an-id", "--", "echo"], 2, "is not a database id"],
+      [[...create, "--scopes", "inference,"], 2, "an empty entry"],
+      [[...create, "--scopes", "jobs:admin"], 2, "unknown scope"],
+      [[...create, "--scopes", "inference", "--expires-in", "10"], 2, "--expires-in"],
+      [[...create, "--scopes", "inference", "--max-credits", "-1"], 2, "--max-credits"],
+      [["tokens", "rm", "00000000-0000-0000-0000-000000000000"], 1, "NOT_FOUND"],
       [["jobs", "ls", "--url", "ftp://example.com"], 2, "Not an http(s) URL"],
     ];
     for (const [args, code, message] of cases) {
@@ -249,5 +302,6 @@ describe("clients cli - ci-platform as a process", () => {
       expect([args.join(" "), res.code, res.stderr]).toEqual([args.join(" "), code, expect.stringContaining(message)]);
     }
     expect((await json("jobs", "ls")).length).toBe(before);
+    expect((await sdk().listTokens()).tokens.length).toBe(tokensBefore);
   });
 });

@@ -1,21 +1,29 @@
-/** login, register, keys create: each ends with an API key stored for the next commands. */
+/** login, register, keys create: each ends with an API key stored for the next commands; `signedIn` for what needs a JWT. */
 import type { Argv } from "yargs";
+import type { CiPlatform } from "../../sdk/src";
 import { updateConfig } from "./config";
 import { Context, readStdin, Run, UsageError } from "./context";
 
 type Password = { password?: string; "password-stdin"?: boolean };
 
-async function password(ctx: Context, args: Password): Promise<string> {
+export async function password(ctx: Context, args: Password): Promise<string> {
   if (args["password-stdin"]) return (await readStdin(ctx.stdin)).replace(/\r?\n$/, "");
   if (args.password) return args.password;
   throw new UsageError("A password is needed: --password-stdin (preferred: not in the process list) or --password");
 }
 
-const passwordOptions = <T>(y: Argv<T>) =>
+export const passwordOptions = <T>(y: Argv<T>) =>
   y
     .option("email", { type: "string", describe: "the account's e-mail" })
     .option("password", { type: "string", describe: "the password (visible to other local users in the process list)" })
     .option("password-stdin", { type: "boolean", describe: "read the password from stdin" });
+
+/** A client signed in with the account's password (a JWT): what minting credentials needs. */
+export async function signedIn(ctx: Context, args: Password & { email: string }): Promise<CiPlatform> {
+  const sdk = ctx.client({ anonymous: true });
+  const { accessToken } = await sdk.login({ email: args.email, password: await password(ctx, args) });
+  return sdk.withToken(accessToken);
+}
 
 function save(ctx: Context, apiKey: string): string {
   return updateConfig((c) => ({ ...c, url: ctx.url(), apiKey }), ctx.env);
@@ -62,9 +70,7 @@ export function accountCommands(y: Argv, run: Run): Argv {
           "create an API key (shown once; replaces the previous one); --save stores it",
           (c) => passwordOptions(c).option("save", { type: "boolean", describe: "store it as this CLI's key" }).demandOption(["email"]),
           run(async (ctx, args) => {
-            const sdk = ctx.client({ anonymous: true });
-            const { accessToken } = await sdk.login({ email: args.email, password: await password(ctx, args) });
-            const { apiKey } = await sdk.withToken(accessToken).createApiKey();
+            const { apiKey } = await (await signedIn(ctx, args)).createApiKey();
             if (args.save) save(ctx, apiKey);
             if (ctx.json) ctx.stdout.write(JSON.stringify({ apiKey }) + "\n");
             else ctx.stdout.write(`${apiKey}\n`);

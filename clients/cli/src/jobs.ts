@@ -4,6 +4,7 @@ import { Readable, Writable } from "stream";
 import { pipeline } from "stream/promises";
 import type { Argv } from "yargs";
 import type { Job, JobRequest } from "../../sdk/src";
+import { platformAccess } from "./access";
 import { Context, Run, UsageError } from "./context";
 import { liveLine, printJson, printRecord, printTable, statusText, truncate } from "./output";
 import { rawOption, untrustedText } from "./terminal";
@@ -111,6 +112,7 @@ function showJob(ctx: Context, job: Job): void {
     attempts: job.attempts,
     exitCode: job.result?.exitCode ?? null,
     gpuSecondsUsed: job.gpuSecondsUsed,
+    platformAccess: job.platformAccess,
     createdAt: job.createdAt,
     startedAt: job.startedAt,
     completedAt: job.completedAt,
@@ -132,6 +134,10 @@ export function jobCommands(y: Argv, run: Run): Argv {
             .option("priority", { choices: ["low", "normal", "high"] as const })
             .option("retries", { type: "number", describe: "retries after a failure" })
             .option("env", { type: "string", array: true, describe: "NAME=VALUE (repeatable)" })
+            .option("platform-access", {
+              type: "string",
+              describe: "the job's own token and database roles: comma list of scopes, db:<id> (implies databases:write), model:<id> (implies inference)",
+            })
             .option("wait", { type: "boolean", describe: "wait for the end (a live status line on a terminal); exit with its code" })
             .option("follow", { alias: "f", type: "boolean", describe: "print its output as it comes; exit with its code" })
             .option(...rawOption),
@@ -146,6 +152,7 @@ export function jobCommands(y: Argv, run: Run): Argv {
           if (args.priority) body.priority = args.priority;
           if (args.retries !== undefined) body.maxRetries = args.retries;
           if (args.env?.length) body.env = parseEnv(args.env);
+          if (args.platformAccess !== undefined) body.platformAccess = platformAccess(args.platformAccess);
           const { id } = await ctx.client().submitJob(body);
           if (!args.wait && !args.follow) {
             if (ctx.json) ctx.stdout.write(JSON.stringify({ id }) + "\n");

@@ -11,6 +11,7 @@ import { dbCommands } from "./db";
 import { jobCommands } from "./jobs";
 import { miscCommands } from "./misc";
 import { forTerminal } from "./terminal";
+import { tokenCommands } from "./tokens";
 
 /** An error's text on stderr: the platform's messages can quote what a provider or a job said. */
 const printError = (text: string) => process.stderr.write(forTerminal(process.stderr, text));
@@ -59,6 +60,7 @@ export async function main(argv = hideBin(process.argv)): Promise<void> {
   cli = accountCommands(cli, run) as yargs.Argv<GlobalArgs>;
   cli = jobCommands(cli, run) as yargs.Argv<GlobalArgs>;
   cli = dbCommands(cli, run) as yargs.Argv<GlobalArgs>;
+  cli = tokenCommands(cli, run) as yargs.Argv<GlobalArgs>;
   cli = miscCommands(cli, run) as yargs.Argv<GlobalArgs>;
   await cli.parseAsync();
 }

@@ -12,12 +12,28 @@ export type JobStatus = Schemas["JobStatus"];
 type Body<P extends PathsWith<M>, M extends Method> = RequestInit<P, M> extends { body?: infer B } ? NonNullable<B> : never;
 export type JobRequest = Body<"/api/gpu/jobs", "post">;
 export type DatabaseRequest = Body<"/api/databases", "post">;
+export type TokenRequest = Body<"/api/auth/tokens", "post">;
+/** What a restricted token, or a job's own (`platformAccess`), may do; `:write` includes `:read`. */
+export type TokenScope = Schemas["TokenInfo"]["scopes"][number];
+/** A job's access to the platform (POST /api/gpu/jobs `platformAccess`, echoed in the detail). */
+export type PlatformAccess = NonNullable<Job["platformAccess"]>;
 export type InferenceRequest = Omit<Body<"/api/models/infer", "post">, "stream">;
 /** OpenAI's chat completion request (POST /v1/chat/completions): tools and response_format included. */
 export type ChatCompletionRequest = Omit<Body<"/v1/chat/completions", "post">, "stream" | "stream_options">;
 export type ChatCompletion = Schemas["OpenAiChatCompletion"];
 /** One event of a streamed inference: deltas, then a last one with `done: true`. */
 export type InferenceChunk = { id: string; model: string; delta?: string; response?: string; tokensUsed?: number; durationMs?: number; done?: boolean };
+
+/** Every scope, in the document's order: a Record over TokenScope, so a scope the document adds fails to compile here. */
+const SCOPE_SET: Record<TokenScope, true> = {
+  "jobs:read": true,
+  "jobs:write": true,
+  inference: true,
+  "databases:read": true,
+  "databases:write": true,
+  "usage:read": true,
+};
+export const TOKEN_SCOPES = Object.keys(SCOPE_SET) as readonly TokenScope[];
 
 export const TERMINAL: ReadonlySet<JobStatus> = new Set(["completed", "failed", "cancelled"]);
 
@@ -48,7 +64,7 @@ export class CiPlatform {
   createApiKey = () => this.api("post", "/api/auth/api-keys", {});
   createWebhookSecret = () => this.api("post", "/api/auth/webhook-secret", {});
   /** JWT only: a restricted token (cit_…), shown once. */
-  createToken = (body: Body<"/api/auth/tokens", "post">) => this.api("post", "/api/auth/tokens", { body });
+  createToken = (body: TokenRequest) => this.api("post", "/api/auth/tokens", { body });
   listTokens = () => this.api("get", "/api/auth/tokens", {});
   deleteToken = (id: string) => this.api("delete", "/api/auth/tokens/{id}", { path: { id } });
 

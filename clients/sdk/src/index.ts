@@ -1,5 +1,5 @@
 /** @ci-platform/sdk: the typed client of the ci-platform API. */
-export { CiPlatform, TERMINAL } from "./client";
+export { CiPlatform, TERMINAL, TOKEN_SCOPES } from "./client";
 export type {
   ChatCompletion,
   ChatCompletionRequest,
@@ -9,7 +9,10 @@ export type {
   Job,
   JobRequest,
   JobStatus,
+  PlatformAccess,
   Schemas,
+  TokenRequest,
+  TokenScope,
   WaitOptions,
 } from "./client";
 export { ApiError, buildUrl, request, send } from "./http";
