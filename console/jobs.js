@@ -117,6 +117,16 @@ export function jobsPage(signal) {
   return h("div", {}, h("h1", {}, "Jobs"), form, h("section", { className: "card" }, h("h2", {}, "Your jobs"), slot, h("div", { className: "scroll" }, table)));
 }
 
+/** What the job may reach of the platform (its token's scopes, models, databases): never a secret. */
+function accessFacts(access) {
+  if (!access) return [["Platform access", "none"]];
+  return [
+    ["Platform scopes", access.scopes.join(", ")],
+    ["Platform models", access.models?.join(", ") ?? "all"],
+    ["Platform databases", access.databases?.join(", ") ?? "—"],
+  ];
+}
+
 export function jobPage(id, signal) {
   const slot = h("div");
   const head = h("dl", { className: "facts" });
@@ -135,6 +145,7 @@ export function jobPage(id, signal) {
       ["Ended", fmtDate(job.completedAt)],
       ["GPU seconds", job.gpuSecondsUsed ?? 0],
       ["Exit / error", job.errorMessage ?? (job.result ? JSON.stringify(job.result) : "—")],
+      ...accessFacts(job.platformAccess),
     ];
     head.replaceChildren(...facts.flatMap(([k, v]) => [h("dt", {}, k), h("dd", { className: k === "Command" ? "mono" : "" }, String(v))]));
   };

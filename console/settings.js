@@ -1,6 +1,7 @@
-// Settings: a new API key and a new webhook signing secret (each shown once; each replaces the previous one).
+// Settings: a new API key and a new webhook signing secret (each shown once; each replaces the previous one), and restricted tokens.
 import { api } from "./api.js";
 import { h, guarded, shownOnce } from "./ui.js";
+import { tokensCard } from "./tokens.js";
 
 function secretCard(title, text, button, call, label) {
   const slot = h("div");
@@ -29,5 +30,6 @@ export function settingsPage() {
       async () => (await api("POST", "/api/auth/webhook-secret")).webhookSecret,
       "Webhook secret",
     ),
+    tokensCard(),
   );
 }

@@ -247,6 +247,44 @@ describe("console - the web console in Chromium", () => {
     await shot("09-settings");
   });
 
+  it("console - settings: a token made with its scopes and limits, shown once, listed without its secret, deleted", async () => {
+    const tokens = page.locator("section.card", { has: page.getByRole("heading", { name: "Tokens" }) });
+    await tokens.getByLabel("Name").fill("ci agent");
+    await tokens.getByRole("button", { name: "Create token" }).click();
+    // No scope ticked: the API's refusal in words, nothing made.
+    await tokens.getByRole("alert").waitFor();
+    await tokens.getByLabel("inference").check();
+    await tokens.getByLabel("usage:read").check();
+    await tokens.getByLabel("Expires in").selectOption({ label: "7 days" });
+    await tokens.getByLabel("Max credits").fill("3");
+    await tokens.getByRole("button", { name: "Create token" }).click();
+    const secret = await tokens.locator('input[data-secret="Token"]').inputValue();
+    expect(secret).toMatch(/^cit_[a-z0-9]{32}$/);
+    expect((await http(platform.baseUrl, "GET", "/api/auth/me", { token: secret })).body.email).toBe(email);
+    const row = tokens.locator("tbody tr", { hasText: "ci agent" });
+    await row.waitFor();
+    expect(await row.locator("td").allTextContents()).toEqual(["ci agent", "inference, usage:read", "—", expect.any(String), "0 / 3", "—", "—", "Delete"]);
+    await shot("10-settings-tokens");
+    await row.getByRole("button", { name: "Delete token ci agent" }).click();
+    await tokens.getByText("No tokens yet").waitFor();
+    expect(await page.content()).not.toContain(secret);
+    await waitFor(async () => (await http(platform.baseUrl, "GET", "/api/auth/me", { token: secret })).status === 401, { message: "the token refused" });
+  });
+
+  it("console - a job's page shows the platform access it was given, never its token", async () => {
+    const jwt = (await http(platform.baseUrl, "POST", "/api/auth/login", { body: { email, password: "correct horse battery" } })).body.accessToken;
+    const platformAccess = { scopes: ["inference", "jobs:read"], models: ["llama3.2:1b"] };
+    const job = (await http(platform.baseUrl, "POST", "/api/gpu/jobs", { token: jwt, body: { command: "sleep 30", platformAccess } })).body;
+    await page.goto(`${platform.baseUrl}/console#jobs/${job.id}`).catch(() => undefined);
+    const fact = (name: string) => page.locator(`dt:text-is("${name}") + dd`);
+    await fact("Platform scopes").waitFor();
+    expect([await fact("Platform scopes").textContent(), await fact("Platform models").textContent()]).toEqual(["inference, jobs:read", "llama3.2:1b"]);
+    await shot("11-job-platform-access");
+    expect(await page.content()).not.toContain("cit_");
+    await page.getByRole("button", { name: "Cancel job" }).click();
+    await waitFor(async () => (await page.locator("h1 .badge").textContent()) === "cancelled", { message: "cancelled" });
+  });
+
   it("console - nothing was loaded from elsewhere and nothing failed in the page", () => {
     const foreign = requested.filter((url) => !url.startsWith(platform.baseUrl) && !url.startsWith("data:"));
     expect(foreign).toEqual([]);
