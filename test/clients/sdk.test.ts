@@ -70,6 +70,21 @@ describe("clients sdk - the typed SDK against the live routes", () => {
     expect((await sdk.createWebhookSecret()).webhookSecret).toMatch(/^whsec_/);
   });
 
+  test("clients sdk - restricted tokens: created (JWT), working within its scopes, listed without the secret, deleted; a job's platformAccess echoed", async () => {
+    const created = await sdk.createToken({ name: "sdk", scopes: ["usage:read"], expiresInSeconds: 600, maxCredits: 1 });
+    expect(created.token).toMatch(/^cit_[a-z0-9]{32}$/);
+    const asToken = sdk.withToken(created.token);
+    expect((await asToken.usage()).gpu).toBeDefined();
+    expect(await rejection(asToken.listJobs())).toEqual({ status: 403, code: "FORBIDDEN", isApiError: true });
+    const { tokens } = await sdk.listTokens();
+    expect(tokens.find((t) => t.id === created.id)).toMatchObject({ name: "sdk", scopes: ["usage:read"], maxCredits: 1, creditsUsed: 0, jobId: null });
+    expect(JSON.stringify(tokens)).not.toContain(created.token);
+    expect((await sdk.deleteToken(created.id)).message).toEqual(expect.any(String));
+    await waitFor(async () => (await rejection(asToken.me())).status === 401, { message: "the deleted token refused" });
+    const job = await sdk.submitJob({ command: "true", platformAccess: { scopes: ["inference"], models: ["llama3.2:1b"] } });
+    expect((await sdk.getJob(job.id)).platformAccess).toEqual({ scopes: ["inference"], models: ["llama3.2:1b"] });
+  });
+
   test("clients sdk - a job's output follows as it is printed and waitForJob resolves with its exit code", async () => {
     const { id } = await sdk.submitJob({ command: "for i in 1 2 3; do echo line $i; sleep 0.3; done; exit 4", env: { A: "1" } });
     let followed = "";

@@ -4,6 +4,7 @@ import os from "os";
 import path from "path";
 import { buildUrl, sseMessages } from "../../clients/sdk/src";
 import { configFile, readConfig, resolveTarget, writeConfig } from "../../clients/cli/src/config";
+import { platformAccess, tokenRequest } from "../../clients/cli/src/access";
 import { libpqEnv } from "../../clients/cli/src/db";
 import { jobExitCode, parseEnv } from "../../clients/cli/src/jobs";
 import { bar } from "../../clients/cli/src/output";
@@ -94,6 +95,45 @@ describe("clients pieces - CLI decisions", () => {
   });
   test.each([["NOEQUALS"], ["=value"]])("clients pieces - --env %s is refused", (pair) => {
     expect(() => parseEnv([pair])).toThrow("--env wants NAME=VALUE");
+  });
+
+  const DB = "39BD8187-1111-4222-8333-444455556666";
+  test.each([
+    ["scopes only", "inference,jobs:read", { scopes: ["inference", "jobs:read"] }],
+    ["a database adds databases:write", `inference,db:${DB}`, { scopes: ["inference", "databases:write"], databases: [DB.toLowerCase()] }],
+    ["a model alone adds inference", "model:llama3.2:1b", { scopes: ["inference"], models: ["llama3.2:1b"] }],
+    ["repeats once", "usage:read, usage:read", { scopes: ["usage:read"] }],
+  ])("clients pieces - --platform-access %s", (_name, text, expected) => {
+    expect(platformAccess(text)).toEqual(expected);
+  });
+  test.each([
+    ["inference,admin", 'unknown scope "admin"'],
+    ["inference,", "an empty entry"],
+    ["db:42", '"42" is not a database id'],
+    ["model:", "model: needs a model id"],
+  ])("clients pieces - --platform-access %s is refused", (text, message) => {
+    expect(() => platformAccess(text)).toThrow(message);
+  });
+  test.each([
+    [{ name: "", scopes: "inference" }, "--name"],
+    [{ name: "x".repeat(65), scopes: "inference" }, "--name"],
+    [{ name: "n", scopes: "inference", databases: "x" }, "--databases"],
+    [{ name: "n", scopes: "inference", expiresIn: 59 }, "--expires-in"],
+    [{ name: "n", scopes: "inference", expiresIn: 90.5 }, "--expires-in"],
+    [{ name: "n", scopes: "inference", maxCredits: NaN }, "--max-credits"],
+  ])("clients pieces - tokens create %j is refused", (args, message) => {
+    expect(() => tokenRequest(args)).toThrow(message);
+  });
+  test("clients pieces - tokens create's body", () => {
+    const args = { name: " eval ", scopes: "inference", models: "a,b", databases: DB, expiresIn: 60, maxCredits: 0 };
+    expect(tokenRequest(args)).toEqual({
+      name: "eval",
+      scopes: ["inference"],
+      models: ["a", "b"],
+      databases: [DB.toLowerCase()],
+      expiresInSeconds: 60,
+      maxCredits: 0,
+    });
   });
 
   const job = (status: Job["status"], exitCode?: number | null) => ({ status, result: exitCode === undefined ? null : { exitCode, output: "" } }) as Job;
