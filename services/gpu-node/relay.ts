@@ -70,7 +70,7 @@ async function databaseUpstream(dest: NonNullable<RelayDestinations["database"]>
   }
   const verify = dest.sslMode === "verify-full";
   const servername = net.isIP(dest.host) ? undefined : dest.host;
-  return connected(tls.connect({ socket, servername, ca: dest.ca, rejectUnauthorized: verify }), "secureConnect");
+  return connected(tls.connect({ socket, host: dest.host, servername, ca: dest.ca, rejectUnauthorized: verify }), "secureConnect");
 }
 
 async function platformUpstream(dest: NonNullable<RelayDestinations["platform"]>): Promise<Socket> {
