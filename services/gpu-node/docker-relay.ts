@@ -7,7 +7,11 @@
  */
 import type Docker from "dockerode";
 import type { PlatformAccess } from "./platform-access";
-import { forwarderArgv, hostNode, loaderOf, RELAY_MOUNT } from "./relay-forwarder";
+import { forwarderArgv, forwarderEnv, hostNode, loaderOf, RELAY_MOUNT } from "./relay-forwarder";
+
+/** `NAME=value` entries as a record (the first `=` splits). */
+const variables = (entries: string[] = []): Record<string, string> =>
+  Object.fromEntries(entries.map((entry) => [entry.slice(0, entry.indexOf("=")), entry.slice(entry.indexOf("=") + 1)]));
 
 /** Where the host's node binary and its libraries appear inside a job container (read-only). */
 export const CONTAINER_NODE = "/run/ci-platform-node/node";
@@ -27,7 +31,7 @@ export function withRelay(request: Docker.ContainerCreateOptions, access: Platfo
     ...request,
     Entrypoint: [entrypoint],
     Cmd: cmd,
-    Env: [...(request.Env ?? []), ...Object.entries(access.env).map(([name, value]) => `${name}=${value}`)],
+    Env: Object.entries(forwarderEnv({ ...variables(request.Env), ...access.env })).map(([name, value]) => `${name}=${value}`),
     HostConfig: { ...request.HostConfig, Binds: [...(request.HostConfig?.Binds ?? []), ...binds] },
   };
 }

@@ -14,7 +14,7 @@ import type { CgroupLayout, CgroupLimits } from "./cgroups";
 import type { JobCgroup } from "./cgroup-host";
 import { JobError } from "./job";
 import type { PlatformAccess } from "./platform-access";
-import { forwarderArgv, hostNode } from "./relay-forwarder";
+import { forwarderArgv, forwarderEnv, hostNode } from "./relay-forwarder";
 
 const SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
@@ -144,7 +144,8 @@ export async function jobProcess(
   const outDir = path.join(workDir, "out");
   await fs.mkdir(outDir, { mode: 0o700 });
   if (process.getuid?.() === 0) await fs.chown(outDir, isolation.uid, isolation.gid);
-  const env = processJobEnv(jobCards(spec), SANDBOX_HOME, access ? { ...spec.env, ...access.env } : spec.env);
+  const jobEnv = processJobEnv(jobCards(spec), SANDBOX_HOME, access ? { ...spec.env, ...access.env } : spec.env);
+  const env = access ? forwarderEnv(jobEnv) : jobEnv;
   const args = sandboxArgs({
     layout: await readHostLayout(jobCards(spec)),
     uid: isolation.uid,

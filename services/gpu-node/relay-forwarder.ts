@@ -20,13 +20,23 @@ export const DATABASE_SOCKET = "postgres.sock";
 /** One listener: a port on the job's loopback piped to a unix socket path inside the job. */
 export type ForwardRoute = { port: number; socket: string };
 
+/** The job's own NODE_OPTIONS, held here while the forwarder (a Node.js program too) starts, and given back to the job. */
+const HELD_NODE_OPTIONS = "CI_RELAY_JOB_NODE_OPTIONS";
+
+/** The environment the forwarder starts with: the job's, its NODE_OPTIONS (meant for its own programs, e.g. a relative --require) held aside. */
+export function forwarderEnv(env: Record<string, string>): Record<string, string> {
+  if (!("NODE_OPTIONS" in env)) return env;
+  const { NODE_OPTIONS, ...rest } = env;
+  return { ...rest, [HELD_NODE_OPTIONS]: NODE_OPTIONS };
+}
+
 /**
  * Plain JavaScript (run with `node -e`, no file to bind); argv: `<port>=<socket>…`, `--`, the job's
  * argv. Exit 125 when a listener cannot be opened (the job's command never ran).
  */
 const FORWARDER = `"use strict";
 const net = require("net"), { spawn } = require("child_process"), { constants } = require("os");
-const args = process.argv.slice(1), sep = args.indexOf("--");
+const args = process.argv.slice(1), sep = args.indexOf("--"), HELD = "${HELD_NODE_OPTIONS}";
 const fail = (err) => { process.stderr.write("ci-platform relay: " + err.message + "\\n"); process.exit(125); };
 const pipe = (a, b) => { const end = () => { a.destroy(); b.destroy(); };
   for (const s of [a, b]) { s.on("error", end); } a.setNoDelay(true);
@@ -37,8 +47,10 @@ const listen = (route) => new Promise((resolve, reject) => {
   server.once("error", reject);
   server.listen(port, "127.0.0.1", resolve);
 });
+const env = { ...process.env };
+if (HELD in env) { env.NODE_OPTIONS = env[HELD]; delete env[HELD]; }
 Promise.all(args.slice(0, sep).map(listen)).then(() => {
-  const argv = args.slice(sep + 1), child = spawn(argv[0], argv.slice(1), { stdio: "inherit" });
+  const argv = args.slice(sep + 1), child = spawn(argv[0], argv.slice(1), { stdio: "inherit", env });
   for (const sig of ["SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2"]) process.on(sig, () => child.kill(sig));
   child.once("error", fail);
   child.once("exit", (code, sig) => process.exit(code ?? 128 + (constants.signals[sig] || 0)));

@@ -77,8 +77,8 @@ describe.each(["sandboxed", "docker"] as const)("gpu-node relay (%s)", (mode) =>
     );
   };
   /** `null`: a job without platform access. */
-  const run = (command: string, platformGrant: PlatformGrantParams | null = grant(), host?: RelayHost) =>
-    executor(host).run({ jobId: uniqueName("job"), card, command, platform: platformGrant ?? undefined });
+  const run = (command: string, platformGrant: PlatformGrantParams | null = grant(), host?: RelayHost, env?: Record<string, string>) =>
+    executor(host).run({ jobId: uniqueName("job"), card, command, env, platform: platformGrant ?? undefined });
 
   beforeAll(async () => {
     platform = await startPlatform();
@@ -153,6 +153,11 @@ describe.each(["sandboxed", "docker"] as const)("gpu-node relay (%s)", (mode) =>
     const outcome = await run("echo ran", grant(), { destinations: {}, dir: relayDir }).outcome;
     expect(outcome).toMatchObject({ type: "failed", errorMessage: expect.stringContaining("GPU_RELAY_PLATFORM_URL is not set") });
     expect(JSON.stringify(outcome)).not.toMatch(/cit_|p@ss/);
+  });
+
+  test(`gpu-node relay (${mode}) - the job's own NODE_OPTIONS reach its programs, not the forwarder (a relative --require would stop it)`, async () => {
+    const job = run('echo "opts=$NODE_OPTIONS held=${CI_RELAY_JOB_NODE_OPTIONS:-none}"', grant(), undefined, { NODE_OPTIONS: "--require ./setup.js" });
+    expect(commandOutput(await job.outcome)).toBe("opts=--require ./setup.js held=none\n");
   });
 
   test(`gpu-node relay (${mode}) - a job without a grant: no relay, no variables`, async () => {
