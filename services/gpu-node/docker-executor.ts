@@ -27,8 +27,11 @@ import {
   OUT_PATH,
 } from "./container-spec";
 import { dockerMessage, ignoreStatus, pullFailureReason, statusOf } from "./docker-errors";
-import { openPlatformAccess, PlatformAccess, RelayHost } from "./platform-access";
-import { CONTAINER_USER, withRelay } from "./docker-relay";
+import { openPlatformAccess, PlatformAccess, RelayHost, reopenRelay } from "./platform-access";
+import { closingRelay, CONTAINER_USER, LABEL_RELAY, withRelay } from "./docker-relay";
+
+/** The owner of a Docker job's relay folder: the containers' user, when the node is root. */
+const relayOwner = () => (process.getuid?.() === 0 ? CONTAINER_USER : undefined);
 
 // Importable from here as before (tests, bench and scripts name the executor's module).
 export * from "./container-spec";
@@ -88,7 +91,13 @@ export class DockerExecutor implements JobExecutor {
       const neverStarted = info.State.Status === "created";
       const startedAt = Date.parse(info.State.StartedAt);
       const elapsedMs = Number.isFinite(startedAt) && startedAt > 0 ? Date.now() - startedAt : 0;
-      const ops = this.containerOps(container, summary.Labels[LABEL_JOB], neverStarted, undefined, info.State.Running);
+      const relayed = summary.Labels[LABEL_RELAY];
+      const relay = relayed // reopened even for one that ended meanwhile: its cleanup then removes the folder
+        ? await reopenRelay(jobId, relayed.includes("database"), this.relay, relayOwner()).catch(
+            (err) => void this.limits().log?.(`The relay of job ${jobId} could not be reopened`, err),
+          )
+        : undefined;
+      const ops = closingRelay(this.containerOps(container, summary.Labels[LABEL_JOB], neverStarted, undefined, info.State.Running), relay);
       // Its own time limit (a container from before labels had one: the node's), counted from its real start.
       const timeoutS = Number(summary.Labels[LABEL_TIMEOUT]);
       const limits = limitsOf({ timeoutS: Number.isInteger(timeoutS) && timeoutS > 0 ? timeoutS : undefined }, this.limits());
@@ -152,7 +161,7 @@ export class DockerExecutor implements JobExecutor {
     return {
       launch: async (output) => {
         // Owned by the containers' user (65534), which alone connects to its sockets.
-        if (spec.platform) access = await openPlatformAccess(spec.jobId, spec.platform, this.relay, process.getuid?.() === 0 ? CONTAINER_USER : undefined);
+        if (spec.platform) access = await openPlatformAccess(spec.jobId, spec.platform, this.relay, relayOwner());
         created = await this.create(spec, access);
         // Attached before it starts, so not a byte is missed (Docker's own log is capped and lossy).
         const attached = await created.attach(attachOptions);

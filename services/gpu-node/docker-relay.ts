@@ -6,7 +6,9 @@
  * forwarder listens on its loopback and reaches only the folder's sockets. Pure.
  */
 import type Docker from "dockerode";
+import type { JobOps } from "./job";
 import type { PlatformAccess } from "./platform-access";
+import type { JobRelay } from "./relay";
 import { forwarderArgv, forwarderEnv, hostNode, loaderOf, RELAY_MOUNT } from "./relay-forwarder";
 
 /** `NAME=value` entries as a record (the first `=` splits). */
@@ -16,6 +18,10 @@ const variables = (entries: string[] = []): Record<string, string> =>
 /** Where the host's node binary and its libraries appear inside a job container (read-only). */
 export const CONTAINER_NODE = "/run/ci-platform-node/node";
 export const CONTAINER_LIBS = "/run/ci-platform-node/lib";
+
+/** On a job container with a relay: `platform` or `platform+database` (what a restarted node reopens; never a value of the grant). */
+export const LABEL_RELAY = "ci-platform.relay";
+export const relayLabel = (access: PlatformAccess): string => (access.routes.length > 1 ? "platform+database" : "platform");
 
 /** Who connects to the relay's sockets: the user every job container runs as (container-spec.ts). */
 export const CONTAINER_USER = { uid: 65534, gid: 65534 };
@@ -32,6 +38,13 @@ export function withRelay(request: Docker.ContainerCreateOptions, access: Platfo
     Entrypoint: [entrypoint],
     Cmd: cmd,
     Env: Object.entries(forwarderEnv({ ...variables(request.Env), ...access.env })).map(([name, value]) => `${name}=${value}`),
+    Labels: { ...request.Labels, [LABEL_RELAY]: relayLabel(access) },
     HostConfig: { ...request.HostConfig, Binds: [...(request.HostConfig?.Binds ?? []), ...binds] },
   };
+}
+
+/** `ops` of an adopted job, its relay (reopened) closed after its own cleanup. */
+export function closingRelay(ops: JobOps, relay: JobRelay | undefined): JobOps {
+  if (!relay) return ops;
+  return { ...ops, cleanup: () => ops.cleanup().finally(() => relay.close()) };
 }

@@ -59,6 +59,19 @@ export function platformEnv(grant: PlatformGrantParams, platformPath = ""): Reco
 /** One job's access while it runs: its relay, variables and forwarder routes. */
 export type PlatformAccess = { relay: JobRelay; env: Record<string, string>; routes: ForwardRoute[] };
 
+/** The job's relay folder: named after the job, so a restarted node finds it again (reopenRelay). */
+const relayDir = (host: RelayHost, jobId: string) => path.join(host.dir, jobId);
+
+/**
+ * The relay of a job this node left running (a Docker job adopted after a restart), listening
+ * again in the folder its container has bound; undefined where this node has no such relay now.
+ */
+export async function reopenRelay(jobId: string, withDatabase: boolean, host: RelayHost | undefined, owner?: { uid: number; gid: number }) {
+  const { platform, database } = host?.destinations ?? {};
+  if (!platform || (withDatabase && !database)) return undefined;
+  return JobRelay.open(relayDir(host!, jobId), { platform, ...(withDatabase && { database }) }, owner);
+}
+
 /** Opens the job's relay (its folder named after the job); throws JobError with a readable reason. */
 export async function openPlatformAccess(
   jobId: string,
@@ -70,7 +83,7 @@ export async function openPlatformAccess(
   if (problem) throw new JobError(problem);
   const withDatabase = grant.databases.length > 0;
   const destinations = { platform: host!.destinations.platform, ...(withDatabase && { database: host!.destinations.database }) };
-  const relay = await JobRelay.open(path.join(host!.dir, jobId), destinations, owner).catch((err: Error) => {
+  const relay = await JobRelay.open(relayDir(host!, jobId), destinations, owner).catch((err: Error) => {
     throw new JobError(`The job's relay to the platform could not be opened: ${err.message}`);
   });
   return { relay, env: platformEnv(grant, host!.destinations.platform!.path), routes: forwardRoutes(withDatabase) };

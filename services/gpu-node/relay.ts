@@ -104,8 +104,10 @@ export class JobRelay {
    */
   static async open(dir: string, destinations: RelayDestinations, owner?: { uid: number; gid: number }): Promise<JobRelay> {
     await fs.mkdir(path.dirname(dir), { recursive: true, mode: 0o711 });
-    await fs.rm(dir, { recursive: true, force: true }); // what a crashed node left
-    await fs.mkdir(dir, { mode: 0o700 });
+    // Reused, not replaced: a container adopted after a node restart has this very folder bound.
+    await fs.mkdir(dir, { recursive: true, mode: 0o700 });
+    await fs.chmod(dir, 0o700);
+    await Promise.all([PLATFORM_SOCKET, DATABASE_SOCKET].map((name) => fs.rm(path.join(dir, name), { force: true })));
     const relay = new JobRelay(dir);
     try {
       const { platform, database } = destinations;

@@ -160,6 +160,23 @@ describe.each(["sandboxed", "docker"] as const)("gpu-node relay (%s)", (mode) =>
     expect(commandOutput(await job.outcome)).toBe("opts=--require ./setup.js held=none\n");
   });
 
+  if (mode === "docker")
+    test("gpu-node relay (docker) - a job adopted after a node restart gets its relay again, closed when it ends", async () => {
+      const job = run('sleep 2; wget -qO- "$CI_PLATFORM_URL/after-restart"');
+      expect(await job.started).toBe(true);
+      job.detach(); // the node stops; its container goes on
+      const adopted = (await (executor() as DockerExecutor).adopt([card.uuid])).find((j) => j.jobId === job.jobId)!;
+      expect(
+        JSON.parse(
+          commandOutput(await adopted.outcome)
+            .trim()
+            .split("\n")
+            .pop()!,
+        ),
+      ).toMatchObject({ path: "/after-restart" });
+      expect(existsSync(path.join(relayDir, job.jobId))).toBe(false);
+    });
+
   test(`gpu-node relay (${mode}) - a job without a grant: no relay, no variables`, async () => {
     const job = run("env | grep -c ^CI_ || true; ls /run/ci-platform 2>&1 | grep -c 'No such' ", null);
     expect(commandOutput(await job.outcome)).toBe("0\n1\n");
