@@ -5,7 +5,7 @@
  * is gone when the job ends; a job without a grant is launched exactly as before.
  */
 import Docker from "dockerode";
-import { chmodSync, existsSync, mkdtempSync, rmSync } from "fs";
+import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync } from "fs";
 import http from "http";
 import type { AddressInfo } from "net";
 import os from "os";
@@ -178,8 +178,14 @@ describe.each(["sandboxed", "docker"] as const)("gpu-node relay (%s)", (mode) =>
     });
 
   test(`gpu-node relay (${mode}) - a job without a grant: no relay, no variables`, async () => {
-    const job = run("env | grep -c ^CI_ || true; ls /run/ci-platform 2>&1 | grep -c 'No such' ", null);
+    const granted = run("sleep 1");
+    const job = run("sleep 1; env | grep -c ^CI_ || true; ls /run/ci-platform 2>&1 | grep -c 'No such' ", null);
+    expect([await granted.started, await job.started]).toEqual([true, true]);
+    // While both run: the granted job's folder exists, the other's was never made.
+    expect(readdirSync(relayDir)).toContain(granted.jobId);
+    expect(readdirSync(relayDir)).not.toContain(job.jobId);
     expect(commandOutput(await job.outcome)).toBe("0\n1\n");
+    await granted.outcome;
   });
 });
 
