@@ -11,7 +11,10 @@ import path from "path";
 import { Client } from "pg";
 import { platformEnv, relayHost } from "../../services/gpu-node/platform-access";
 import { JobRelay, RelaySslMode } from "../../services/gpu-node/relay";
-import { DATABASE_SOCKET } from "../../services/gpu-node/relay-forwarder";
+import { DATABASE_SOCKET, forwarderArgv, PLATFORM_SOCKET } from "../../services/gpu-node/relay-forwarder";
+import { OpenAiStandin } from "../support/provider-standins";
+import { execFile } from "child_process";
+import { promisify } from "util";
 import { uniqueName, waitFor } from "../support/platform";
 
 const CA = process.env.TEST_TENANT_TLS_CA || "/etc/ci-platform/tenant-tls-ca.pem";
@@ -116,5 +119,37 @@ describe("gpu-node relay upstream", () => {
     await waitFor(async () => (await admins[0].query("select count(*)::int as n from pg_stat_activity where usename = $1", [role])).rows[0].n === 0, {
       timeoutMs: 5000,
     });
+  });
+
+  test("gpu-node relay upstream - the official `openai` client, behind the job's forwarder (run on the host, on a free port) and the relay", async () => {
+    const token = `cit_${"c".repeat(32)}`;
+    const standin = await new OpenAiStandin().start();
+    standin.apiKey = token;
+    const relay = await JobRelay.open(
+      path.join(base, uniqueName("job")),
+      relayHost({ platformUrl: standin.url, databasePort: 5432, databaseSslMode: "prefer", dir: base }).destinations,
+    );
+    try {
+      const port = await new Promise<number>((resolve) => {
+        const probe = net.createServer().listen(0, "127.0.0.1", () => {
+          const { port } = probe.address() as net.AddressInfo;
+          probe.close(() => resolve(port));
+        });
+      });
+      const client = `const OpenAI = require(${JSON.stringify(require.resolve("openai"))}).default;
+        const c = new OpenAI({ baseURL: process.env.CI_PLATFORM_URL + "/v1", apiKey: process.env.CI_PLATFORM_TOKEN, maxRetries: 0 });
+        c.models.list().then((page) => console.log(page.data.map((m) => m.id).join(",")), (e) => { console.error(e.message); process.exit(3); });`;
+      const argv = forwarderArgv([process.execPath], [{ port, socket: path.join(relay.dir, PLATFORM_SOCKET) }], [process.execPath, "-e", client]);
+      const env = {
+        PATH: process.env.PATH ?? "",
+        CI_PLATFORM_URL: platformEnv({ token, databases: [] }).CI_PLATFORM_URL.replace(":8080", `:${port}`),
+        CI_PLATFORM_TOKEN: token,
+      };
+      const { stdout } = await promisify(execFile)(argv[0], argv.slice(1), { env });
+      expect(stdout.trim()).toBe(standin.models.map((m) => m.id).join(","));
+    } finally {
+      await relay.close();
+      await standin.stop();
+    }
   });
 });
