@@ -27,6 +27,11 @@ import {
   OUT_PATH,
 } from "./container-spec";
 import { dockerMessage, ignoreStatus, pullFailureReason, statusOf } from "./docker-errors";
+import { openPlatformAccess, PlatformAccess, RelayHost, reopenRelay } from "./platform-access";
+import { closingRelay, CONTAINER_USER, LABEL_RELAY, withRelay } from "./docker-relay";
+
+/** The owner of a Docker job's relay folder: the containers' user, when the node is root. */
+const relayOwner = () => (process.getuid?.() === 0 ? CONTAINER_USER : undefined);
 
 // Importable from here as before (tests, bench and scripts name the executor's module).
 export * from "./container-spec";
@@ -44,6 +49,8 @@ export class DockerExecutor implements JobExecutor {
     private readonly docker: Docker,
     private readonly context: () => ContainerContext,
     private readonly limits: () => JobLimits,
+    /** The node's relay for jobs with platform access (absent: such jobs fail with the reason). */
+    private readonly relay?: RelayHost,
   ) {
     this.outVolumes = new OutVolumes(docker);
   }
@@ -84,7 +91,13 @@ export class DockerExecutor implements JobExecutor {
       const neverStarted = info.State.Status === "created";
       const startedAt = Date.parse(info.State.StartedAt);
       const elapsedMs = Number.isFinite(startedAt) && startedAt > 0 ? Date.now() - startedAt : 0;
-      const ops = this.containerOps(container, summary.Labels[LABEL_JOB], neverStarted, undefined, info.State.Running);
+      const relayed = summary.Labels[LABEL_RELAY];
+      const relay = relayed // reopened even for one that ended meanwhile: its cleanup then removes the folder
+        ? await reopenRelay(jobId, relayed.includes("database"), this.relay, relayOwner()).catch(
+            (err) => void this.limits().log?.(`The relay of job ${jobId} could not be reopened`, err),
+          )
+        : undefined;
+      const ops = closingRelay(this.containerOps(container, summary.Labels[LABEL_JOB], neverStarted, undefined, info.State.Running), relay);
       // Its own time limit (a container from before labels had one: the node's), counted from its real start.
       const timeoutS = Number(summary.Labels[LABEL_TIMEOUT]);
       const limits = limitsOf({ timeoutS: Number.isInteger(timeoutS) && timeoutS > 0 ? timeoutS : undefined }, this.limits());
@@ -116,9 +129,9 @@ export class DockerExecutor implements JobExecutor {
     }
   }
 
-  private async create(spec: JobSpec): Promise<Docker.Container> {
+  private async create(spec: JobSpec, access?: PlatformAccess): Promise<Docker.Container> {
     const context = this.context();
-    const request = containerSpec(spec, context);
+    const request = access ? withRelay(containerSpec(spec, context), access) : containerSpec(spec, context);
     // Checked before the engine sees the name at all: a present image is refused like a pulled one.
     const allowed = checkImage(request.Image!, context.allowedRegistries);
     if (!allowed.ok) throw new JobError(`Container image '${request.Image}' is not allowed: ${allowed.reason}`);
@@ -144,9 +157,12 @@ export class DockerExecutor implements JobExecutor {
   private jobOps(spec: JobSpec): JobOps {
     let inner: JobOps | undefined;
     let created: Docker.Container | undefined;
+    let access: PlatformAccess | undefined;
     return {
       launch: async (output) => {
-        created = await this.create(spec);
+        // Owned by the containers' user (65534), which alone connects to its sockets.
+        if (spec.platform) access = await openPlatformAccess(spec.jobId, spec.platform, this.relay, relayOwner());
+        created = await this.create(spec, access);
         // Attached before it starts, so not a byte is missed (Docker's own log is capped and lossy).
         const attached = await created.attach(attachOptions);
         try {
@@ -162,10 +178,14 @@ export class DockerExecutor implements JobExecutor {
       failure: () => inner?.failure?.(),
       kill: (graceS) => inner!.kill(graceS),
       cleanup: async () => {
-        if (inner) return inner.cleanup();
-        // Created but never started: remove what is left.
-        await created?.remove({ force: true }).catch(ignoreStatus(404, 409));
-        if (created) await this.outVolumes.remove(spec.jobId);
+        try {
+          if (inner) return await inner.cleanup();
+          // Created but never started: remove what is left.
+          await created?.remove({ force: true }).catch(ignoreStatus(404, 409));
+          if (created) await this.outVolumes.remove(spec.jobId);
+        } finally {
+          await access?.relay.close();
+        }
       },
       detach: () => inner?.detach(),
     };

@@ -14,6 +14,7 @@ import { describeEnforcement } from "./cgroups";
 import { checkImage } from "../../lib/registry-policy";
 import { HostCapacity, JobResources, planJobResources } from "./resources";
 import type { GpuNodeSettings } from "./settings";
+import { relayHost } from "./platform-access";
 
 /** Writable /tmp of a sandboxed job (as the Docker executor's tmpfs). */
 const SANDBOX_TMP_MB = 1024;
@@ -93,7 +94,7 @@ async function processSetup(ctx: SetupContext): Promise<ExecutorSetup> {
   if (process.getuid?.() !== 0)
     ctx.log.warn(`gpu-node does not run as root: sandboxed jobs keep this node's uid outside their user namespace (GPU_JOB_UID applies only to a root node)`);
   ctx.log.info(`Jobs run as uid ${isolation.uid} in a bubblewrap sandbox (${bwrap})`);
-  return { executor: new ProcessExecutor(ctx.jobLimits, isolation), limits };
+  return { executor: new ProcessExecutor(ctx.jobLimits, isolation, relayHost(ctx.settings.relay)), limits };
 }
 
 export async function setUpExecutor(ctx: SetupContext): Promise<ExecutorSetup> {
@@ -131,5 +132,5 @@ export async function setUpExecutor(ctx: SetupContext): Promise<ExecutorSetup> {
     },
     allowedRegistries,
   });
-  return { executor: new DockerExecutor(docker, context, ctx.jobLimits), limits, ping: () => docker.ping() };
+  return { executor: new DockerExecutor(docker, context, ctx.jobLimits, relayHost(ctx.settings.relay)), limits, ping: () => docker.ping() };
 }

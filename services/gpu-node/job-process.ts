@@ -12,6 +12,9 @@ import type { LaunchRequest } from "./launcher";
 import { enterCgroup, gpuDeviceNodes, HostLayout, identityFiles, SAFE_ETC, SANDBOX_HOME, sandboxArgs, SandboxLimits, SYSTEM_PATHS } from "./sandbox";
 import type { CgroupLayout, CgroupLimits } from "./cgroups";
 import type { JobCgroup } from "./cgroup-host";
+import { JobError } from "./job";
+import type { PlatformAccess } from "./platform-access";
+import { forwarderArgv, forwarderEnv, hostNode } from "./relay-forwarder";
 
 const SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
@@ -109,6 +112,14 @@ export function sharedIdentityFiles(uid: number, gid: number): Promise<{ passwd:
   return files;
 }
 
+/** The node binary the relay's forwarder runs with inside a sandbox: this process's own, which the sandbox shows only under a system path. */
+function sandboxNode(): string {
+  const node = hostNode();
+  if (!SYSTEM_PATHS.some((dir) => node.startsWith(`${dir}/`)))
+    throw new JobError(`Platform access needs the node's Node.js binary under /usr in a sandbox (it is ${node})`);
+  return node;
+}
+
 /** Drops the node's root to the job's uid/gid before bwrap runs. */
 function asJobUser(isolation: ProcessIsolation & { kind: "sandbox" }): { uid?: number; gid?: number } {
   return process.getuid?.() === 0 ? { uid: isolation.uid, gid: isolation.gid } : {};
@@ -121,9 +132,11 @@ export async function jobProcess(
   workDir: string,
   fileMaxBytes?: number,
   cgroup?: JobCgroup,
+  access?: PlatformAccess,
 ): Promise<LaunchRequest> {
   const shell = [...joinedShell("/bin/sh"), spec.command];
   if (isolation.kind === "unisolated") {
+    if (access) throw new JobError("Platform access needs a sandboxed job: this node runs jobs unisolated (GPU_UNSAFE_UNISOLATED_JOBS)");
     return { file: shell[0], args: shell.slice(1), cwd: workDir, env: processJobEnv(jobCards(spec), workDir, spec.env) };
   }
   const identity = await sharedIdentityFiles(isolation.uid, isolation.gid);
@@ -131,16 +144,18 @@ export async function jobProcess(
   const outDir = path.join(workDir, "out");
   await fs.mkdir(outDir, { mode: 0o700 });
   if (process.getuid?.() === 0) await fs.chown(outDir, isolation.uid, isolation.gid);
-  const env = processJobEnv(jobCards(spec), SANDBOX_HOME, spec.env);
+  const jobEnv = processJobEnv(jobCards(spec), SANDBOX_HOME, access ? { ...spec.env, ...access.env } : spec.env);
+  const env = access ? forwarderEnv(jobEnv) : jobEnv;
   const args = sandboxArgs({
     layout: await readHostLayout(jobCards(spec)),
     uid: isolation.uid,
     gid: isolation.gid,
     limits: isolation.limits,
     files: { "/etc/passwd": identity.passwd, "/etc/group": identity.group },
-    argv: shell,
+    argv: access ? forwarderArgv([sandboxNode()], access.routes, shell) : shell,
     outDir,
     fileMaxBytes,
+    relayDir: access?.relay.dir,
   });
   // bwrap passes its own environment on, and it is readable inside (/proc/1/environ): the job's only.
   if (!cgroup) return { file: isolation.bwrap, args, cwd: "/", env, ...asJobUser(isolation) };

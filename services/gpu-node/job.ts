@@ -5,7 +5,7 @@
  */
 import type { NodeCard } from "./discovery";
 import type { ExecutorKind } from "../../lib/gpu-protocol";
-import { JOB_ID_SYNTAX, type StoredJob } from "../../lib/job-spec";
+import { JOB_ID_SYNTAX, type PlatformGrantParams, type StoredJob } from "../../lib/job-spec";
 import type { EncodedOutput } from "../../lib/output-encoding";
 import { logKey, OutputCapture } from "./output";
 
@@ -37,6 +37,8 @@ export type JobSpec = Omit<StoredJob, "timeoutSeconds"> & {
   env?: Record<string, string>;
   /** Which attempt of the job (RunJobParams.attempt); absent: 1. Each has its own log file. */
   attempt?: number;
+  /** Platform access (issue 28, platform-access.ts): secrets, for the job's environment only. */
+  platform?: PlatformGrantParams;
 };
 
 /** Every card the job holds and sees. */

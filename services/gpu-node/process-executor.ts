@@ -17,6 +17,7 @@ import { sharedLauncher } from "./launcher";
 import { outOfMemory } from "./cgroups";
 import { JobCgroup } from "./cgroup-host";
 import { jobProcess, ProcessIsolation } from "./job-process";
+import { openPlatformAccess, PlatformAccess, RelayHost } from "./platform-access";
 
 // Importable from here as before (tests, bench and scripts name the executor's module).
 export * from "./job-process";
@@ -101,7 +102,11 @@ async function terminate(pid: number, isolation: ProcessIsolation): Promise<void
   for (const pid of await descendantPids(init)) signal(pid, "SIGTERM");
 }
 
-function processOps(spec: JobSpec, isolation: ProcessIsolation, limits: JobLimits): JobOps {
+/** The owner of a job's relay folder: the job's user, when the node is root (else the node's own user is the job's). */
+const relayOwner = (isolation: ProcessIsolation) =>
+  isolation.kind === "sandbox" && process.getuid?.() === 0 ? { uid: isolation.uid, gid: isolation.gid } : undefined;
+
+function processOps(spec: JobSpec, isolation: ProcessIsolation, limits: JobLimits, relay?: RelayHost): JobOps {
   let child: { pid: number; stdout: Socket; ended: boolean } | undefined;
   let workDir: string | undefined;
   let exit: Promise<number> | undefined;
@@ -109,13 +114,15 @@ function processOps(spec: JobSpec, isolation: ProcessIsolation, limits: JobLimit
   let capture: OutputCapture | undefined;
   let cgroup: JobCgroup | undefined;
   let failure: string | undefined;
+  let access: PlatformAccess | undefined;
 
   return {
     async launch(output: OutputCapture) {
       capture = output;
       workDir = await fs.mkdtemp(path.join(os.tmpdir(), "ci-job-"));
       if (isolation.kind === "sandbox" && isolation.cgroups) cgroup = await JobCgroup.create(isolation.cgroups.layout, spec.jobId, isolation.cgroups.limits);
-      const request = await jobProcess(spec, isolation, workDir, limits.outMaxBytes, cgroup);
+      if (spec.platform) access = await openPlatformAccess(spec.jobId, spec.platform, relay, relayOwner(isolation));
+      const request = await jobProcess(spec, isolation, workDir, limits.outMaxBytes, cgroup, access);
       // The outer shell joins stderr into stdout (one stream keeps their order), then runs the job;
       // the resident launcher forks it (in its own process group), not this process.
       const launched = await sharedLauncher()
@@ -172,6 +179,7 @@ function processOps(spec: JobSpec, isolation: ProcessIsolation, limits: JobLimit
         await keepArtifacts(spec.jobId, limits, capture, (dest, maxBytes) => packFolder(outDir, dest, maxBytes));
       }
       if (workDir) await fs.rm(workDir, { recursive: true, force: true });
+      await access?.relay.close();
       await cgroup?.remove();
     },
 
@@ -188,12 +196,14 @@ export class ProcessExecutor implements JobExecutor {
   constructor(
     private readonly limits: () => JobLimits,
     readonly isolation: ProcessIsolation,
+    /** The node's relay for jobs with platform access (absent: such jobs fail with the reason). */
+    private readonly relay?: RelayHost,
   ) {}
 
   run(spec: JobSpec): RunningJob {
     const limits = limitsOf(spec, this.limits());
     const uuids = jobCards(spec).map((c) => c.uuid);
-    return new RunningJob(spec.jobId, spec.card.uuid, processOps(spec, this.isolation, limits), limits, spec.attempt, uuids);
+    return new RunningJob(spec.jobId, spec.card.uuid, processOps(spec, this.isolation, limits, this.relay), limits, spec.attempt, uuids);
   }
 
   /** Process jobs end with the node (it stops them on the way down): nothing to adopt. */

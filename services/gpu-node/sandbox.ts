@@ -9,6 +9,7 @@
  */
 
 import { DEFAULT_SHM_MB } from "./settings";
+import { RELAY_MOUNT } from "./relay-forwarder";
 
 /** What the builder needs to know about the host's root: which top-level paths exist, and how. */
 export type HostLayout = {
@@ -49,6 +50,8 @@ export type SandboxOptions = {
   outDir?: string;
   /** RLIMIT_FSIZE: the largest file the job may write (GPU_JOB_OUT_MAX_MB). */
   fileMaxBytes?: number;
+  /** The job's relay folder (platform access, relay.ts), bound read-only at RELAY_MOUNT. */
+  relayDir?: string;
 };
 
 /** Where programs and libraries live; nothing else of the host's root is shown. */
@@ -110,6 +113,7 @@ export function sandboxArgs(opts: SandboxOptions): string[] {
   for (const entry of opts.layout.etc) args.push("--ro-bind", `/etc/${entry}`, `/etc/${entry}`);
   for (const [inside, host] of Object.entries(opts.files)) args.push("--ro-bind", host, inside);
   if (opts.outDir) args.push("--bind", opts.outDir, SANDBOX_OUT);
+  if (opts.relayDir) args.push("--ro-bind", opts.relayDir, RELAY_MOUNT);
   // The job's environment is bwrap's own (the spawn's env), never arguments: a command line is
   // readable by every user of the host (/proc/<pid>/cmdline), and env values often hold tokens.
   args.push("--chdir", SANDBOX_HOME);

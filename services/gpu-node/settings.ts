@@ -1,9 +1,10 @@
 /** The gpu-node's settings (README "Configuration"), parsed when it is created. */
 import os from "os";
 import path from "path";
-import { Env, flag, int, isProductionEnv, oneOf, optionalInt, optionalPositive, positive, text } from "../../lib/settings";
+import { Env, flag, httpUrl, int, isProductionEnv, oneOf, optionalInt, optionalPositive, positive, text } from "../../lib/settings";
 import { EXECUTOR_KINDS, type ExecutorKind } from "../../lib/gpu-protocol";
 import { parseAllowedRegistries } from "../../lib/registry-policy";
+import { RELAY_SSL_MODES, type RelaySslMode } from "./relay";
 
 export type GpuNodeSettings = {
   production: boolean;
@@ -45,6 +46,22 @@ export type GpuNodeSettings = {
   jobOutputMaxMb: number;
   /** All job logs on the node together stay under this many MiB (oldest finished jobs' logs go first). */
   jobLogMaxTotalMb: number;
+  /** The relay of jobs with platform access (issue 28, relay.ts): its two fixed destinations, and where its per-job socket folders go. */
+  relay: RelaySettings;
+};
+
+export type RelaySettings = {
+  /** GPU_RELAY_PLATFORM_URL: the platform's HTTP API as this node reaches it; unset: jobs with platform access are refused. */
+  platformUrl?: string;
+  /** GPU_RELAY_DATABASE_HOST/PORT: the tenant PostgreSQL server (as dbaas's DBAAS_ADMIN_URL names it); unset: no databases. */
+  databaseHost?: string;
+  databasePort: number;
+  /** How the relay speaks TLS to the tenant server (the job's own leg stays inside the host, plain). */
+  databaseSslMode: RelaySslMode;
+  /** A CA file the tenant server's certificate is checked against (verify-full). */
+  databaseCaFile?: string;
+  /** Each job's socket folder is made under this one. */
+  dir: string;
 };
 
 /** GPU_JOB_SHM_MB's default: 1 GiB of /dev/shm (Docker's own default, 64 MiB, breaks multi-worker data loading). */
@@ -80,4 +97,12 @@ export const parseGpuNodeSettings = (env: Env): GpuNodeSettings => ({
   jobLogDir: text(env, "GPU_JOB_LOG_DIR", path.join(os.tmpdir(), "ci-platform-jobs")),
   jobOutputMaxMb: positive(env, "GPU_JOB_OUTPUT_MAX_MB", 64),
   jobLogMaxTotalMb: positive(env, "GPU_JOB_LOG_MAX_TOTAL_MB", 2048),
+  relay: {
+    platformUrl: httpUrl("GPU_RELAY_PLATFORM_URL", text(env, "GPU_RELAY_PLATFORM_URL")),
+    databaseHost: text(env, "GPU_RELAY_DATABASE_HOST"),
+    databasePort: int(env, "GPU_RELAY_DATABASE_PORT", 5432),
+    databaseSslMode: oneOf(env, "GPU_RELAY_DATABASE_SSLMODE", RELAY_SSL_MODES) ?? "prefer",
+    databaseCaFile: text(env, "GPU_RELAY_DATABASE_CA"),
+    dir: text(env, "GPU_RELAY_DIR", path.join(os.tmpdir(), "ci-platform-relay")),
+  },
 });
