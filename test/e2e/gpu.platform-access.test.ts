@@ -1,18 +1,20 @@
 /**
  * Jobs that use the platform (issue 28, API-DECISIONS "Jobs that use the platform") through the
- * gateway: gateway, auth, dbaas (on the tenant cluster), gpu-scheduler and a real gpu-node
+ * gateway: gateway, auth, dbaas (on the tenant cluster), inference, gpu-scheduler and a real gpu-node
  * (process executor, one simulated card) in one process. The node's run call carries the grant;
  * the job's database role logs in with psql and works as the owner while the job runs, and is
  * gone with its sessions within 5 s of the job's end (completed, cancelled); bad input is 400 and
  * another account's database 404, creating nothing.
  * The job's `cit_` token is real (auth): listed with its jobId, accepted while the job runs, 401
- * once it ended.
+ * once it ended. The node's relay (GPU_RELAY_*) points at this gateway and the tenant server: the
+ * sandboxed job itself calls the platform through CI_PLATFORM_URL with its token (inside its scope:
+ * 200; outside: 403 naming the scope) and writes through CI_DATABASE_URL_0 with psql.
  */
 import { mkdtempSync, rmSync } from "fs";
 import os from "os";
 import path from "path";
 import type { RunJobParams } from "../../lib/job-spec";
-import { http, startTestPlatform, TestPlatform, waitFor, waitForRoute } from "../support/platform";
+import { freePort, http, startTestPlatform, TENANT_ADMIN_URL, TestPlatform, waitFor, waitForRoute } from "../support/platform";
 import { existing, psql, stopDbaasPlatform, tenantEnv, withClient } from "../integration/dbaas.helpers";
 
 const CARD = "Test GPU";
@@ -45,9 +47,17 @@ describe("gpu platform access - through the gateway", () => {
     db.connectionString.replace(`${db.username}:${db.password}`, `${grant.user}:${grant.password}`);
 
   beforeAll(async () => {
+    const port = await freePort();
+    const tenant = new URL(TENANT_ADMIN_URL);
     platform = await startTestPlatform({
-      services: ["api-gateway", "auth", "dbaas", "gpu-scheduler", "gpu-node"],
+      services: ["api-gateway", "auth", "dbaas", "gpu-scheduler", "gpu-node", "inference"],
       env: tenantEnv({
+        PORT: String(port),
+        OLLAMA_URL: "off", // no model provider: the job's in-scope call is the model list
+        // The node's relay: this gateway and the tenant server, the only places a job may reach.
+        GPU_RELAY_PLATFORM_URL: `http://127.0.0.1:${port}`,
+        GPU_RELAY_DATABASE_HOST: tenant.hostname,
+        GPU_RELAY_DATABASE_PORT: tenant.port || "5432",
         GPU_EXECUTOR: "process",
         GPU_SIMULATE: `${CARD}:1024`,
         GPU_HEARTBEAT_S: "1",
@@ -124,12 +134,25 @@ describe("gpu platform access - through the gateway", () => {
 
   test("gpu platform access - a job that completes: its role works while it runs, then it and its token are revoked within 5 s", async () => {
     const db = await createDatabase(alice);
-    const { id, grant, token } = await runningWithRole(db, "sleep 8"); // long enough for the checks while it runs, even on a loaded machine
+    // The job itself, in its sandbox: the platform through CI_PLATFORM_URL (in scope, then out of scope), its database with psql.
+    const inJob = [
+      'echo "me $(curl -s -o /dev/null -w "%{http_code}" -H "Authorization: Bearer $CI_PLATFORM_TOKEN" "$CI_PLATFORM_URL/api/auth/me")"',
+      'echo "models $(curl -s -o /dev/null -w "%{http_code}" -H "Authorization: Bearer $CI_PLATFORM_TOKEN" "$CI_PLATFORM_URL/v1/models")"',
+      'echo "jobs $(curl -s -H "Authorization: Bearer $CI_PLATFORM_TOKEN" "$CI_PLATFORM_URL/api/gpu/jobs")"',
+      'psql "$CI_DATABASE_URL_0" -qAt -c "CREATE TABLE from_job (n int)" -c "INSERT INTO from_job VALUES (7)" -c "SELECT current_user"',
+      "sleep 8", // long enough for the checks while it runs, even on a loaded machine
+    ].join("; ");
+    const { id, grant, token } = await runningWithRole(db, inJob);
     const session = await heldSession(db, grant);
     await until(id, (j) => j.status === "completed", "the job to complete");
+    const lines = (await http(base, "GET", `/api/gpu/jobs/${id}/logs`, { token: alice })).text.trim().split("\n");
+    expect(lines.slice(0, 2)).toEqual(["me 200", "models 200"]);
+    expect(JSON.parse(lines[2].slice("jobs ".length))).toMatchObject({ error: { code: "FORBIDDEN", details: { missingScope: "jobs:read" } } });
+    expect(lines[3]).toBe(db.username); // the job's role works as the database's owner
     await revokedWithin5s(id, grant, token, session.ended);
     // The owner keeps what the job made.
     expect(psql(db.connectionString, `SELECT count(*) FROM t_${id.slice(0, 8)}`).stdout.trim()).toBe("0");
+    expect(psql(db.connectionString, "SELECT n FROM from_job").stdout.trim()).toBe("7");
   });
 
   test("gpu platform access - a cancelled job: its role and token end within 5 s", async () => {
