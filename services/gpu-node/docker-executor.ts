@@ -24,7 +24,9 @@ import {
   LABEL_NAMESPACE,
   LABEL_NODE,
   LABEL_TIMEOUT,
+  imageOf,
   OUT_PATH,
+  outVolumeName,
 } from "./container-spec";
 import { dockerMessage, ignoreStatus, pullFailureReason, statusOf } from "./docker-errors";
 
@@ -45,7 +47,7 @@ export class DockerExecutor implements JobExecutor {
     private readonly context: () => ContainerContext,
     private readonly limits: () => JobLimits,
   ) {
-    this.outVolumes = new OutVolumes(docker);
+    this.outVolumes = new OutVolumes(docker, (message, err) => this.limits().log?.(message, err));
   }
 
   /** Throws when no engine answers; what the engine's host has, the base of each job's share. */
@@ -84,7 +86,9 @@ export class DockerExecutor implements JobExecutor {
       const neverStarted = info.State.Status === "created";
       const startedAt = Date.parse(info.State.StartedAt);
       const elapsedMs = Number.isFinite(startedAt) && startedAt > 0 ? Date.now() - startedAt : 0;
-      const ops = this.containerOps(container, summary.Labels[LABEL_JOB], neverStarted, undefined, info.State.Running);
+      // A container from before /out has none.
+      const outVolume = info.Mounts.find((m) => m.Type === "volume" && m.Destination === OUT_PATH)?.Name;
+      const ops = this.containerOps(container, jobId, neverStarted, outVolume, undefined, info.State.Running);
       // Its own time limit (a container from before labels had one: the node's), counted from its real start.
       const timeoutS = Number(summary.Labels[LABEL_TIMEOUT]);
       const limits = limitsOf({ timeoutS: Number.isInteger(timeoutS) && timeoutS > 0 ? timeoutS : undefined }, this.limits());
@@ -95,6 +99,11 @@ export class DockerExecutor implements JobExecutor {
       jobs.push(new RunningJob(jobId, first, ops, limitsNow, Number.isInteger(attempt) && attempt > 0 ? attempt : 1, uuids));
     }
     return jobs;
+  }
+
+  /** Resolves once the /out volumes being prepared ahead of the next jobs are ready. */
+  preparedAhead(): Promise<void> {
+    return this.outVolumes.settled();
   }
 
   private async ensureImage(image: string): Promise<void> {
@@ -116,46 +125,66 @@ export class DockerExecutor implements JobExecutor {
     }
   }
 
-  private async create(spec: JobSpec): Promise<Docker.Container> {
+  /** The job's container, with its /out volume prepared (one prepared ahead, or its own). */
+  private async create(spec: JobSpec): Promise<{ container: Docker.Container; outVolume: string }> {
     const context = this.context();
-    const request = containerSpec(spec, context);
     // Checked before the engine sees the name at all: a present image is refused like a pulled one.
-    const allowed = checkImage(request.Image!, context.allowedRegistries);
-    if (!allowed.ok) throw new JobError(`Container image '${request.Image}' is not allowed: ${allowed.reason}`);
+    const image = imageOf(spec, context.defaultImage);
+    const allowed = checkImage(image, context.allowedRegistries);
+    if (!allowed.ok) throw new JobError(`Container image '${image}' is not allowed: ${allowed.reason}`);
+    const ahead = await this.outVolumes.take();
+    const request = containerSpec(spec, context, ahead);
+    const outVolume = ahead ?? outVolumeName(spec.jobId);
     let container: Docker.Container;
     try {
-      container = await this.docker.createContainer(request);
+      container = await this.createContainer(request);
+    } catch (err) {
+      if (ahead) await this.outVolumes.remove(ahead).catch(() => undefined);
+      throw err;
+    }
+    if (!ahead) {
+      await this.outVolumes.prepare(outVolume, image, context).catch(async (err) => {
+        await container.remove({ force: true }).catch(() => undefined);
+        await this.outVolumes.remove(outVolume).catch(() => undefined);
+        throw new JobError(`The job's /out folder could not be prepared: ${dockerMessage(err)}`);
+      });
+    }
+    return { container, outVolume };
+  }
+
+  private async createContainer(request: Docker.ContainerCreateOptions): Promise<Docker.Container> {
+    try {
+      return await this.docker.createContainer(request);
     } catch (err) {
       if (statusOf(err) !== 404) throw new JobError(`The job's container could not be created: ${dockerMessage(err)}`);
-      // Missing image: pull it (once, shared by concurrent jobs) and create again.
-      await this.ensureImage(request.Image!);
-      try {
-        container = await this.docker.createContainer(request);
-      } catch (err) {
-        throw new JobError(`The job's container could not be created: ${dockerMessage(err)}`);
-      }
     }
-    await this.outVolumes.prepare(spec.jobId, request).catch((err) => {
-      throw new JobError(`The job's /out folder could not be prepared: ${dockerMessage(err)}`);
-    });
-    return container;
+    // Missing image: pull it (once, shared by concurrent jobs) and create again.
+    await this.ensureImage(request.Image!);
+    try {
+      return await this.docker.createContainer(request);
+    } catch (err) {
+      throw new JobError(`The job's container could not be created: ${dockerMessage(err)}`);
+    }
   }
 
   private jobOps(spec: JobSpec): JobOps {
     let inner: JobOps | undefined;
-    let created: Docker.Container | undefined;
+    let created: { container: Docker.Container; outVolume: string } | undefined;
     return {
       launch: async (output) => {
         created = await this.create(spec);
+        const { container, outVolume } = created;
         // Attached before it starts, so not a byte is missed (Docker's own log is capped and lossy).
-        const attached = await created.attach(attachOptions);
+        const attached = await container.attach(attachOptions);
         try {
-          await created.start();
+          await container.start();
         } catch (err) {
           (attached as { destroy?: () => void }).destroy?.();
           throw new JobError(`The job's container could not be started: ${dockerMessage(err)}`);
         }
-        inner = this.containerOps(created, spec.jobId, false, attached);
+        // Once it runs: the next job's /out is prepared while this one works, not while it starts.
+        this.outVolumes.refill(imageOf(spec, this.context().defaultImage), this.context());
+        inner = this.containerOps(container, spec.jobId, false, outVolume, attached);
         await inner.launch(output);
       },
       exited: () => inner!.exited(),
@@ -164,8 +193,9 @@ export class DockerExecutor implements JobExecutor {
       cleanup: async () => {
         if (inner) return inner.cleanup();
         // Created but never started: remove what is left.
-        await created?.remove({ force: true }).catch(ignoreStatus(404, 409));
-        if (created) await this.outVolumes.remove(spec.jobId);
+        if (!created) return;
+        await created.container.remove({ force: true }).catch(ignoreStatus(404, 409));
+        await this.outVolumes.remove(created.outVolume);
       },
       detach: () => inner?.detach(),
     };
@@ -175,18 +205,27 @@ export class DockerExecutor implements JobExecutor {
    * Watching a container: its output (the stream attached before start, or for an adopted one a
    * new attach plus what the engine logged meanwhile), its exit, stop and removal.
    */
-  private containerOps(container: Docker.Container, jobId: string, neverStarted: boolean, attached?: NodeJS.ReadableStream, running = true): JobOps {
+  private containerOps(
+    container: Docker.Container,
+    jobId: string,
+    neverStarted: boolean,
+    outVolume: string | undefined,
+    attached?: NodeJS.ReadableStream,
+    running = true,
+  ): JobOps {
     let stream: NodeJS.ReadableStream | undefined = attached;
     let logsDone: Promise<void> = Promise.resolve();
     let capture: OutputCapture | undefined;
+    const outVolumes = this.outVolumes;
     // Kept from the stopped container's /out volume (artifacts.ts); a container from before /out has none (404).
     const keepOut = () =>
       keepArtifacts(jobId, this.limits(), capture, async (dest, maxBytes) => {
         const archive = await container.getArchive({ path: OUT_PATH }).catch(ignoreStatus(404));
         return archive ? storeArchive(archive as Readable, dest, maxBytes) : undefined;
       });
-    const removeOut = () => this.outVolumes.remove(jobId);
     let failure: string | undefined;
+    /** /out as prepared: nothing to archive (the archive call costs tens of ms; the look, a few). */
+    let outUntouched = false;
     return {
       async launch(output) {
         capture = output;
@@ -205,8 +244,9 @@ export class DockerExecutor implements JobExecutor {
       async exited() {
         const result = (await container.wait()) as { StatusCode: number };
         // Killed for memory, it exits 137 like any SIGKILL: only the engine's state tells the two apart.
-        const info = await container.inspect().catch(() => undefined);
+        const [info, untouched] = await Promise.all([container.inspect().catch(() => undefined), outVolume ? outVolumes.untouched(container) : false]);
         if (info?.State.OOMKilled) failure = outOfMemory({ memoryBytes: info.HostConfig.Memory ?? 0 });
+        outUntouched = untouched;
         return result.StatusCode;
       },
       failure: () => failure,
@@ -219,9 +259,9 @@ export class DockerExecutor implements JobExecutor {
         await Promise.race([logsDone, bounded]);
         (stream as { destroy?: () => void } | undefined)?.destroy?.();
         // Before the removal: the archive is read from the stopped container's /out volume.
-        await keepOut();
+        if (!outUntouched) await keepOut();
         await container.remove({ force: true }).catch(ignoreStatus(404, 409));
-        await removeOut();
+        if (outVolume) await outVolumes.remove(outVolume);
       },
       detach() {
         (stream as { destroy?: () => void } | undefined)?.destroy?.();
