@@ -87,6 +87,9 @@ export class OutVolumes {
       // Labelled with its node: another node's removeLeftovers leaves it alone.
       await this.docker.createVolume({ Name: name, Labels: { [LABEL_NAMESPACE]: owner.namespace, [LABEL_NODE]: owner.nodeId } });
       await this.prepare(name, image, owner);
+      // Removed before the helper took it, the helper's create made it anew, unlabelled: no node would ever remove it.
+      const info = await this.docker.getVolume(name).inspect();
+      if (info.Labels?.[LABEL_NODE] !== owner.nodeId) throw new Error(`The /out volume ${name} was removed while it was being prepared`);
       return name;
     } catch (err) {
       await this.remove(name).catch(() => undefined);
