@@ -106,6 +106,10 @@ export class DockerExecutor implements JobExecutor {
     return this.outVolumes.settled();
   }
 
+  release(): Promise<void> {
+    return this.outVolumes.release();
+  }
+
   private async ensureImage(image: string): Promise<void> {
     let pull = this.pulls.get(image);
     if (!pull) {

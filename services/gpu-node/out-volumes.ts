@@ -25,6 +25,8 @@ export class OutVolumes {
   /** Being prepared: not yet held by a container, and not a leftover either. */
   private readonly preparing = new Set<string>();
   private refilling?: Promise<void>;
+  /** The node stops: nothing more is prepared ahead. */
+  private released = false;
 
   constructor(
     private readonly docker: Docker,
@@ -72,9 +74,9 @@ export class OutVolumes {
 
   /** Prepares volumes ahead, in the background, until READY_COUNT wait. */
   refill(image: string, owner: VolumeOwner): void {
-    if (this.refilling) return;
+    if (this.refilling || this.released) return;
     this.refilling = (async () => {
-      while (this.ready.length < READY_COUNT) this.ready.push(await this.prepareAhead(image, owner));
+      while (this.ready.length < READY_COUNT && !this.released) this.ready.push(await this.prepareAhead(image, owner));
     })()
       .catch((err) => this.log("Preparing an /out volume ahead failed (jobs prepare their own meanwhile)", err))
       .finally(() => (this.refilling = undefined));
@@ -111,6 +113,13 @@ export class OutVolumes {
     } catch {
       return false;
     }
+  }
+
+  /** The node stops: the volumes prepared ahead are removed (no job will take them). */
+  async release(): Promise<void> {
+    this.released = true;
+    await this.refilling;
+    await Promise.all(this.ready.splice(0).map((name) => this.remove(name)));
   }
 
   /** After the job: its /out volume. */

@@ -83,6 +83,9 @@ describe("gpu-node docker /out volumes prepared ahead", () => {
     expect(await volumeExists(docker, volume)).toBe(false);
     await executor.preparedAhead();
     expect(await readyVolumes(nodeId)).toHaveLength(2); // the one taken, prepared again
+    // The node stops: none is left behind.
+    await executor.release();
+    expect(await readyVolumes(nodeId)).toEqual([]);
   });
 
   test("gpu-node docker /out volumes - an untouched /out keeps no tar; a job cannot pass for untouched by setting /out's time", async () => {
