@@ -154,6 +154,7 @@ export async function benchDockerExecutor(opts: { runs?: number; image?: string 
       for (const [measure, into] of pairs) into.push(await measure());
     }
   } finally {
+    await executor.release(); // the /out volumes it prepared ahead
     await removeContainersOf(docker, namespace);
     rmSync(logDir, { recursive: true, force: true });
   }

@@ -180,7 +180,7 @@ export function createGpuNode(deps: GpuNodeDeps): GpuNode {
     } else {
       await Promise.all(running.map((j) => j.stop("shutdown")));
     }
-    await within(Promise.all([...tracking]), FLUSH_ON_STOP_MS);
+    await within(Promise.all([...tracking, executor?.release?.()]), FLUSH_ON_STOP_MS);
     if (!(await events.flush(FLUSH_ON_STOP_MS))) logger.error("Some job events could not be delivered before the node stopped");
     const lost = events.close();
     if (lost.length) logger.error(`Undelivered job events: ${JSON.stringify(lost.map(({ type, jobId }) => ({ type, jobId })))}`);

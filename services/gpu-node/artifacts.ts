@@ -126,8 +126,14 @@ export async function packFolder(folder: string, dest: string, maxBytes: number)
   return entries ? "kept" : "empty";
 }
 
-/** A tar of the empty, world-writable (sticky, as /tmp) `out/` folder: what a job's fresh /out volume gets. */
-export const emptyOutTar = (): Buffer => Buffer.concat([...entryHeaders(`${OUT_ROOT}/`, "5", 0, 0o1777, Date.now() / 1000), Buffer.alloc(2 * BLOCK)]);
+/**
+ * The modification time a prepared /out gets. Only its owner (root) may set a time of its choosing,
+ * and any entry made or removed in it moves the time to now: still this, /out is untouched.
+ */
+export const PREPARED_OUT_MTIME_S = 86400;
+
+/** A tar of the empty, world-writable (sticky, as /tmp) `out/` folder: extracted at /, what a fresh /out volume gets. */
+export const preparedOutTar = (): Buffer => Buffer.concat([...entryHeaders(`${OUT_ROOT}/`, "5", 0, 0o1777, PREPARED_OUT_MTIME_S), Buffer.alloc(2 * BLOCK)]);
 
 /** The entry names of a tar file (headers only; PAX and GNU long names read as such). */
 export async function tarEntryNames(file: string): Promise<string[]> {

@@ -15,7 +15,7 @@ export const LABEL_NAMESPACE = "ci-platform.namespace";
 /** The job's time limit in seconds: a restarted node that adopts the container keeps it. */
 export const LABEL_TIMEOUT = "ci-platform.timeout-s";
 export const LABEL_ATTEMPT = "ci-platform.attempt";
-/** On the short-lived helper that prepares a job's /out volume (never started). */
+/** On the short-lived helper that prepares an /out volume ahead of a job (never started): the volume's name. */
 export const LABEL_OUT_OF = "ci-platform.out-of";
 
 /** Writable scratch space of a job (counts against its memory limit). */
@@ -29,6 +29,17 @@ export const OUT_PATH = "/out";
  */
 export const OUT_VOLUME_PREFIX = "ci-platform-out-";
 export const outVolumeName = (jobId: string): string => `${OUT_VOLUME_PREFIX}${jobId}`;
+
+/**
+ * /out as a container mounts it. NoCopy: an image's own /out is never copied into the volume, so
+ * it starts empty (only what the job leaves is kept) and keeps the mode it was prepared with.
+ */
+export const outMount = (volume: string): Docker.MountSettings => ({
+  Type: "volume",
+  Source: volume,
+  Target: OUT_PATH,
+  VolumeOptions: { NoCopy: true } as Docker.MountSettings["VolumeOptions"],
+});
 
 export type ContainerLimits = {
   memoryMb: number;
@@ -50,8 +61,11 @@ export type ContainerContext = {
   allowedRegistries: string[];
 };
 
-/** The create request of a job container (pure: tested field by field). */
-export function containerSpec(spec: JobSpec, ctx: ContainerContext): Docker.ContainerCreateOptions {
+/**
+ * The create request of a job container (pure: tested field by field). `outVolume`: a volume
+ * prepared ahead for its /out (out-volumes.ts); absent, the job's own, made by the create.
+ */
+export function containerSpec(spec: JobSpec, ctx: ContainerContext, outVolume = outVolumeName(spec.jobId)): Docker.ContainerCreateOptions {
   const vars: Record<string, string> = { HOME: "/tmp", TMPDIR: "/tmp", ...spec.env };
   const cards = jobCards(spec);
   const real = cards.filter((c) => !c.simulated);
@@ -91,7 +105,7 @@ export function containerSpec(spec: JobSpec, ctx: ContainerContext): Docker.Cont
       Tmpfs: { "/tmp": `rw,nosuid,nodev,size=${TMPFS_MB}m,mode=1777` },
       Binds: [],
       // The job's own volume (never a host path): it outlives the exit, so /out can be archived.
-      Mounts: [{ Type: "volume", Source: outVolumeName(spec.jobId), Target: OUT_PATH }],
+      Mounts: [outMount(outVolume)],
       PidsLimit: ctx.limits.pids,
       Memory: memoryBytes,
       MemorySwap: memoryBytes, // no swap beyond the memory limit

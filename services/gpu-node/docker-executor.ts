@@ -24,7 +24,9 @@ import {
   LABEL_NAMESPACE,
   LABEL_NODE,
   LABEL_TIMEOUT,
+  imageOf,
   OUT_PATH,
+  outVolumeName,
 } from "./container-spec";
 import { dockerMessage, ignoreStatus, pullFailureReason, statusOf } from "./docker-errors";
 import { openPlatformAccess, PlatformAccess, RelayHost, reopenRelay } from "./platform-access";
@@ -52,7 +54,7 @@ export class DockerExecutor implements JobExecutor {
     /** The node's relay for jobs with platform access (absent: such jobs fail with the reason). */
     private readonly relay?: RelayHost,
   ) {
-    this.outVolumes = new OutVolumes(docker);
+    this.outVolumes = new OutVolumes(docker, (message, err) => this.limits().log?.(message, err));
   }
 
   /** Throws when no engine answers; what the engine's host has, the base of each job's share. */
@@ -97,7 +99,9 @@ export class DockerExecutor implements JobExecutor {
             (err) => void this.limits().log?.(`The relay of job ${jobId} could not be reopened`, err),
           )
         : undefined;
-      const ops = closingRelay(this.containerOps(container, summary.Labels[LABEL_JOB], neverStarted, undefined, info.State.Running), relay);
+      // A container from before /out has none.
+      const outVolume = info.Mounts.find((m) => m.Type === "volume" && m.Destination === OUT_PATH)?.Name;
+      const ops = closingRelay(this.containerOps(container, jobId, neverStarted, outVolume, undefined, info.State.Running), relay);
       // Its own time limit (a container from before labels had one: the node's), counted from its real start.
       const timeoutS = Number(summary.Labels[LABEL_TIMEOUT]);
       const limits = limitsOf({ timeoutS: Number.isInteger(timeoutS) && timeoutS > 0 ? timeoutS : undefined }, this.limits());
@@ -108,6 +112,15 @@ export class DockerExecutor implements JobExecutor {
       jobs.push(new RunningJob(jobId, first, ops, limitsNow, Number.isInteger(attempt) && attempt > 0 ? attempt : 1, uuids));
     }
     return jobs;
+  }
+
+  /** Resolves once the /out volumes being prepared ahead of the next jobs are ready. */
+  preparedAhead(): Promise<void> {
+    return this.outVolumes.settled();
+  }
+
+  release(): Promise<void> {
+    return this.outVolumes.release();
   }
 
   private async ensureImage(image: string): Promise<void> {
@@ -129,49 +142,70 @@ export class DockerExecutor implements JobExecutor {
     }
   }
 
-  private async create(spec: JobSpec, access?: PlatformAccess): Promise<Docker.Container> {
+  /** The job's container, with its /out volume prepared (one prepared ahead, or its own); with the relay's mounts when it has platform access. */
+  private async create(spec: JobSpec, access?: PlatformAccess): Promise<{ container: Docker.Container; outVolume: string }> {
     const context = this.context();
-    const request = access ? withRelay(containerSpec(spec, context), access) : containerSpec(spec, context);
     // Checked before the engine sees the name at all: a present image is refused like a pulled one.
-    const allowed = checkImage(request.Image!, context.allowedRegistries);
-    if (!allowed.ok) throw new JobError(`Container image '${request.Image}' is not allowed: ${allowed.reason}`);
+    const image = imageOf(spec, context.defaultImage);
+    const allowed = checkImage(image, context.allowedRegistries);
+    if (!allowed.ok) throw new JobError(`Container image '${image}' is not allowed: ${allowed.reason}`);
+    const ahead = await this.outVolumes.take();
+    const plain = containerSpec(spec, context, ahead);
+    const request = access ? withRelay(plain, access) : plain;
+    const outVolume = ahead ?? outVolumeName(spec.jobId);
     let container: Docker.Container;
     try {
-      container = await this.docker.createContainer(request);
+      container = await this.createContainer(request);
+    } catch (err) {
+      if (ahead) await this.outVolumes.remove(ahead).catch(() => undefined);
+      throw err;
+    }
+    if (!ahead) {
+      await this.outVolumes.prepare(outVolume, image, context).catch(async (err) => {
+        await container.remove({ force: true }).catch(() => undefined);
+        await this.outVolumes.remove(outVolume).catch(() => undefined);
+        throw new JobError(`The job's /out folder could not be prepared: ${dockerMessage(err)}`);
+      });
+    }
+    return { container, outVolume };
+  }
+
+  private async createContainer(request: Docker.ContainerCreateOptions): Promise<Docker.Container> {
+    try {
+      return await this.docker.createContainer(request);
     } catch (err) {
       if (statusOf(err) !== 404) throw new JobError(`The job's container could not be created: ${dockerMessage(err)}`);
-      // Missing image: pull it (once, shared by concurrent jobs) and create again.
-      await this.ensureImage(request.Image!);
-      try {
-        container = await this.docker.createContainer(request);
-      } catch (err) {
-        throw new JobError(`The job's container could not be created: ${dockerMessage(err)}`);
-      }
     }
-    await this.outVolumes.prepare(spec.jobId, request).catch((err) => {
-      throw new JobError(`The job's /out folder could not be prepared: ${dockerMessage(err)}`);
-    });
-    return container;
+    // Missing image: pull it (once, shared by concurrent jobs) and create again.
+    await this.ensureImage(request.Image!);
+    try {
+      return await this.docker.createContainer(request);
+    } catch (err) {
+      throw new JobError(`The job's container could not be created: ${dockerMessage(err)}`);
+    }
   }
 
   private jobOps(spec: JobSpec): JobOps {
     let inner: JobOps | undefined;
-    let created: Docker.Container | undefined;
+    let created: { container: Docker.Container; outVolume: string } | undefined;
     let access: PlatformAccess | undefined;
     return {
       launch: async (output) => {
         // Owned by the containers' user (65534), which alone connects to its sockets.
         if (spec.platform) access = await openPlatformAccess(spec.jobId, spec.platform, this.relay, relayOwner());
         created = await this.create(spec, access);
+        const { container, outVolume } = created;
         // Attached before it starts, so not a byte is missed (Docker's own log is capped and lossy).
-        const attached = await created.attach(attachOptions);
+        const attached = await container.attach(attachOptions);
         try {
-          await created.start();
+          await container.start();
         } catch (err) {
           (attached as { destroy?: () => void }).destroy?.();
           throw new JobError(`The job's container could not be started: ${dockerMessage(err)}`);
         }
-        inner = this.containerOps(created, spec.jobId, false, attached);
+        // Once it runs: the next job's /out is prepared while this one works, not while it starts.
+        this.outVolumes.refill(imageOf(spec, this.context().defaultImage), this.context());
+        inner = this.containerOps(container, spec.jobId, false, outVolume, attached);
         await inner.launch(output);
       },
       exited: () => inner!.exited(),
@@ -181,8 +215,9 @@ export class DockerExecutor implements JobExecutor {
         try {
           if (inner) return await inner.cleanup();
           // Created but never started: remove what is left.
-          await created?.remove({ force: true }).catch(ignoreStatus(404, 409));
-          if (created) await this.outVolumes.remove(spec.jobId);
+          if (!created) return;
+          await created.container.remove({ force: true }).catch(ignoreStatus(404, 409));
+          await this.outVolumes.remove(created.outVolume);
         } finally {
           await access?.relay.close();
         }
@@ -195,18 +230,27 @@ export class DockerExecutor implements JobExecutor {
    * Watching a container: its output (the stream attached before start, or for an adopted one a
    * new attach plus what the engine logged meanwhile), its exit, stop and removal.
    */
-  private containerOps(container: Docker.Container, jobId: string, neverStarted: boolean, attached?: NodeJS.ReadableStream, running = true): JobOps {
+  private containerOps(
+    container: Docker.Container,
+    jobId: string,
+    neverStarted: boolean,
+    outVolume: string | undefined,
+    attached?: NodeJS.ReadableStream,
+    running = true,
+  ): JobOps {
     let stream: NodeJS.ReadableStream | undefined = attached;
     let logsDone: Promise<void> = Promise.resolve();
     let capture: OutputCapture | undefined;
+    const outVolumes = this.outVolumes;
     // Kept from the stopped container's /out volume (artifacts.ts); a container from before /out has none (404).
     const keepOut = () =>
       keepArtifacts(jobId, this.limits(), capture, async (dest, maxBytes) => {
         const archive = await container.getArchive({ path: OUT_PATH }).catch(ignoreStatus(404));
         return archive ? storeArchive(archive as Readable, dest, maxBytes) : undefined;
       });
-    const removeOut = () => this.outVolumes.remove(jobId);
     let failure: string | undefined;
+    /** /out as prepared: nothing to archive (the archive call costs tens of ms; the look, a few). */
+    let outUntouched = false;
     return {
       async launch(output) {
         capture = output;
@@ -225,8 +269,9 @@ export class DockerExecutor implements JobExecutor {
       async exited() {
         const result = (await container.wait()) as { StatusCode: number };
         // Killed for memory, it exits 137 like any SIGKILL: only the engine's state tells the two apart.
-        const info = await container.inspect().catch(() => undefined);
+        const [info, untouched] = await Promise.all([container.inspect().catch(() => undefined), outVolume ? outVolumes.untouched(container) : false]);
         if (info?.State.OOMKilled) failure = outOfMemory({ memoryBytes: info.HostConfig.Memory ?? 0 });
+        outUntouched = untouched;
         return result.StatusCode;
       },
       failure: () => failure,
@@ -239,9 +284,9 @@ export class DockerExecutor implements JobExecutor {
         await Promise.race([logsDone, bounded]);
         (stream as { destroy?: () => void } | undefined)?.destroy?.();
         // Before the removal: the archive is read from the stopped container's /out volume.
-        await keepOut();
+        if (!outUntouched) await keepOut();
         await container.remove({ force: true }).catch(ignoreStatus(404, 409));
-        await removeOut();
+        if (outVolume) await outVolumes.remove(outVolume);
       },
       detach() {
         (stream as { destroy?: () => void } | undefined)?.destroy?.();

@@ -97,6 +97,8 @@ export interface JobExecutor {
   run(spec: JobSpec): RunningJob;
   /** Jobs this node left running (or finished unseen) before a restart. */
   adopt(cardUuids: string[]): Promise<RunningJob[]>;
+  /** The node stops: what the executor keeps ready for jobs to come (Docker: /out volumes prepared ahead) goes. */
+  release?(): Promise<void>;
 }
 
 const MAX_TIMER_MS = 2 ** 31 - 1;

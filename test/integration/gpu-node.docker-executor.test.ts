@@ -13,7 +13,7 @@ import { ContainerContext, DockerExecutor, LABEL_JOB, LABEL_NAMESPACE, LABEL_NOD
 import type { JobLimits, RunningJob } from "../../services/gpu-node/job";
 import { readLogPage } from "../../services/gpu-node/log-store";
 import { NATS_URL, startTestPlatform, testBroker, TestPlatform, uniqueName, waitFor } from "../support/platform";
-import { removeContainersOf, simulatedCard, TEST_JOB_IMAGE } from "../support/docker";
+import { removeContainersOf, simulatedCard, TEST_JOB_IMAGE, volumeExists } from "../support/docker";
 
 const docker = new Docker();
 const simulated = simulatedCard("GPU-sim-docker-0");
@@ -229,14 +229,6 @@ describe("gpu-node docker executor", () => {
   });
 
   test("gpu-node docker executor - a restarted node removes what a crash left: its /out helpers and /out volumes no container uses", async () => {
-    const volumeExists = (name: string) =>
-      docker
-        .getVolume(name)
-        .inspect()
-        .then(
-          () => true,
-          () => false,
-        );
     const containerExists = (id: string) =>
       docker
         .getContainer(id)
@@ -261,10 +253,10 @@ describe("gpu-node docker executor", () => {
     try {
       expect(await executorFor("node-crashed").adopt([])).toEqual([]);
       expect(await containerExists(mine.id)).toBe(false);
-      expect(await volumeExists(outVolumeName(cleaned))).toBe(false);
-      expect(await volumeExists(outVolumeName(helped))).toBe(false); // free once its helper went
+      expect(await volumeExists(docker, outVolumeName(cleaned))).toBe(false);
+      expect(await volumeExists(docker, outVolumeName(helped))).toBe(false); // free once its helper went
       expect(await containerExists(theirs.id)).toBe(true);
-      expect(await volumeExists(outVolumeName(others))).toBe(true);
+      expect(await volumeExists(docker, outVolumeName(others))).toBe(true);
     } finally {
       await theirs.remove({ force: true }).catch(() => undefined);
       for (const job of [cleaned, helped, others])

@@ -24,7 +24,10 @@ export const simulatedCard = (uuid: string): NodeCard => ({
   simulated: true,
 });
 
-/** Removes every container of `namespace` (the executor labels each job container with it), running or not. */
+/**
+ * Removes every container of `namespace` (the executor labels each job container with it), running
+ * or not, then the /out volumes its nodes prepared ahead (labelled with it too).
+ */
 export async function removeContainersOf(docker: Docker, namespace: string): Promise<void> {
   const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL_NAMESPACE}=${namespace}`] } });
   await Promise.all(
@@ -35,4 +38,23 @@ export async function removeContainersOf(docker: Docker, namespace: string): Pro
         .catch(() => undefined),
     ),
   );
+  const { Volumes } = await docker.listVolumes({ filters: { label: [`${LABEL_NAMESPACE}=${namespace}`] } });
+  await Promise.all(
+    (Volumes ?? []).map((v) =>
+      docker
+        .getVolume(v.Name)
+        .remove()
+        .catch(() => undefined),
+    ),
+  );
 }
+
+/** Whether the engine has a volume of that name. */
+export const volumeExists = (docker: Docker, name: string): Promise<boolean> =>
+  docker
+    .getVolume(name)
+    .inspect()
+    .then(
+      () => true,
+      () => false,
+    );

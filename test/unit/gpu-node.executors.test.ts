@@ -55,8 +55,9 @@ describe("gpu-node executors - container request", () => {
     expect(host.NetworkMode).toBe("none");
     expect(spec.NetworkDisabled).toBe(true);
     expect(host.Binds).toEqual([]);
-    // No host path: the job's own volume at /out, which outlives the exit so /out can be archived.
-    expect(host.Mounts).toEqual([{ Type: "volume", Source: outVolumeName("job-1"), Target: "/out" }]);
+    // No host path: the job's own volume at /out, which outlives the exit so /out can be archived;
+    // never filled from the image's own /out (only what the job leaves is kept).
+    expect(host.Mounts).toEqual([{ Type: "volume", Source: outVolumeName("job-1"), Target: "/out", VolumeOptions: { NoCopy: true } }]);
     expect(host.PidsLimit).toBe(256);
     expect(host.Memory).toBe(2048 * 1024 * 1024);
     expect(host.MemorySwap).toBe(host.Memory);
