@@ -56,6 +56,10 @@ export DATABASE_URL="postgresql://$STATE_PG_USER:$STATE_PG_PASSWORD@127.0.0.1:54
 export DBAAS_ADMIN_URL="postgresql://$TENANT_PG_ADMIN_USER:$TENANT_PG_ADMIN_PASSWORD@127.0.0.1:${TENANT_PG_PORT:-5433}/postgres"
 export DBAAS_PUBLIC_PORT="${DBAAS_PUBLIC_PORT:-${TENANT_PG_PORT:-5433}}"
 export DBAAS_SNAPSHOT_DIR="${DBAAS_SNAPSHOT_DIR:-$PWD/data/snapshots}" # snapshot dumps: back this folder up
+# The gpu-node's relay for jobs with platformAccess: this box's gateway and tenant server (docs/jobs.md).
+export GPU_RELAY_PLATFORM_URL="${GPU_RELAY_PLATFORM_URL:-http://127.0.0.1:${PORT:-3000}}"
+export GPU_RELAY_DATABASE_HOST="${GPU_RELAY_DATABASE_HOST:-127.0.0.1}"
+export GPU_RELAY_DATABASE_PORT="${GPU_RELAY_DATABASE_PORT:-${TENANT_PG_PORT:-5433}}"
 # The caller-token key pair (one process runs the gateway and every service, so both halves here).
 if ! grep -q '^CALLER_SIGNING_KEY=' "$ENV_FILE"; then
   npx --no-install tsx deploy/caller-keys.ts --env-out "$ENV_FILE" --gateway-env-out "$ENV_FILE" >/dev/null
