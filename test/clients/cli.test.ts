@@ -10,7 +10,7 @@ import path from "path";
 import { promisify } from "util";
 import { CiPlatform } from "../../clients/sdk/src";
 import { OllamaStandin } from "../support/provider-standins";
-import { ROOT, sandboxedGpuEnv, startTestPlatform, TestPlatform, uniqueName, waitFor, waitForRoute } from "../support/platform";
+import { relayEnv, ROOT, sandboxedGpuEnv, startTestPlatform, TestPlatform, uniqueName, waitFor, waitForRoute } from "../support/platform";
 
 type Run = { code: number | null; stdout: string; stderr: string };
 
@@ -53,7 +53,8 @@ describe("clients cli - ci-platform as a process", () => {
     ollama = await new OllamaStandin().start();
     platform = await startTestPlatform({
       services: ["api-gateway", "auth", "gpu-scheduler", "gpu-node", "dbaas", "inference", "usage"],
-      env: sandboxedGpuEnv(work, { OLLAMA_URL: ollama.url }),
+      // The node's relay (jobs with platformAccess run only with one): the tenant server and a platform URL (this file's jobs never call it).
+      env: sandboxedGpuEnv(work, { OLLAMA_URL: ollama.url, ...relayEnv("http://127.0.0.1:3000") }),
     });
     for (const route of ["/api/gpu/status", "/api/databases", "/api/models"]) await waitForRoute(platform.baseUrl, "GET", route);
     const reg = await start(["register", "--url", platform.baseUrl, "--email", email, "--name", "CLI", "--password-stdin"], { input: `${password}\n` });

@@ -14,7 +14,7 @@ import { mkdtempSync, rmSync } from "fs";
 import os from "os";
 import path from "path";
 import type { RunJobParams } from "../../lib/job-spec";
-import { freePort, http, startTestPlatform, TENANT_ADMIN_URL, TestPlatform, waitFor, waitForRoute } from "../support/platform";
+import { freePort, http, relayEnv, startTestPlatform, TestPlatform, waitFor, waitForRoute } from "../support/platform";
 import { existing, psql, stopDbaasPlatform, tenantEnv, withClient } from "../integration/dbaas.helpers";
 
 const CARD = "Test GPU";
@@ -48,16 +48,13 @@ describe("gpu platform access - through the gateway", () => {
 
   beforeAll(async () => {
     const port = await freePort();
-    const tenant = new URL(TENANT_ADMIN_URL);
     platform = await startTestPlatform({
       services: ["api-gateway", "auth", "dbaas", "gpu-scheduler", "gpu-node", "inference"],
       env: tenantEnv({
         PORT: String(port),
         OLLAMA_URL: "off", // no model provider: the job's in-scope call is the model list
         // The node's relay: this gateway and the tenant server, the only places a job may reach.
-        GPU_RELAY_PLATFORM_URL: `http://127.0.0.1:${port}`,
-        GPU_RELAY_DATABASE_HOST: tenant.hostname,
-        GPU_RELAY_DATABASE_PORT: tenant.port || "5432",
+        ...relayEnv(`http://127.0.0.1:${port}`),
         GPU_EXECUTOR: "process",
         GPU_SIMULATE: `${CARD}:1024`,
         GPU_HEARTBEAT_S: "1",

@@ -206,7 +206,7 @@ describe("accounts lookalike - migration 3 on a database that is not UTF8", () =
           email,
           age,
         ]);
-      expect(await migrate(pool, "auth", migrations)).toEqual([3]);
+      expect(await migrate(pool, "auth", migrations.slice(0, 3))).toEqual([3]);
       const { rows: keyed } = await pool.query<{ id: string; email_normalized: string | null }>("SELECT id, email_normalized FROM auth.clients");
       const form = Object.fromEntries(keyed.map((r) => [r.id, r.email_normalized]));
       // the row already in the normalised form keeps it, as on a UTF8 database

@@ -214,6 +214,12 @@ export function sandboxedGpuEnv(work: string, extra: Record<string, string> = {}
   };
 }
 
+/** A gpu-node's relay for jobs with platformAccess: `platformUrl` and the tenant server of TENANT_ADMIN_URL. */
+export function relayEnv(platformUrl: string): Record<string, string> {
+  const tenant = new URL(TENANT_ADMIN_URL);
+  return { GPU_RELAY_PLATFORM_URL: platformUrl, GPU_RELAY_DATABASE_HOST: tenant.hostname, GPU_RELAY_DATABASE_PORT: tenant.port || "5432" };
+}
+
 /** The gateway's answer to `method path` once it routes it (aliases are generated as services appear), else false. */
 export async function routed(baseUrl: string, method: string, urlPath: string): Promise<HttpResult | false> {
   const res = await http(baseUrl, method, urlPath);
