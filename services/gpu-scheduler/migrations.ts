@@ -1,5 +1,6 @@
 import type { Migration } from "../../lib/db";
 import { JOB_COUNTERS_SETUP } from "./store/job-counters";
+import { JOB_GRANTS_TABLE } from "./store/grants.repository";
 import { SPEC_FROM_COLUMNS } from "./store/job-row";
 
 export const migrations: Migration[] = [
@@ -299,22 +300,7 @@ ${JOB_COUNTERS_SETUP}
   {
     version: 16,
     name: "credentials granted to job attempts",
-    // One row per attempt of a job with platformAccess (loop/platform-grants.ts), written before its
-    // token and database roles are made, deleted once they are revoked: housekeeping revokes every
-    // row whose attempt is no longer live, on whichever replica, after any restart. Never the secrets.
-    sql: `
-      CREATE TABLE job_grants (
-        job_id uuid NOT NULL,
-        attempt integer NOT NULL,
-        -- It has database roles (dbaas is asked to drop them).
-        databases boolean NOT NULL,
-        -- The token and roles are made (or failed): until then only a stale row is revoked.
-        settled boolean NOT NULL DEFAULT false,
-        -- A sweep is revoking it now: a new attempt's grant waits until it is done.
-        sweeping_at timestamptz,
-        created_at timestamptz NOT NULL DEFAULT now(),
-        PRIMARY KEY (job_id, attempt)
-      );
-    `,
+    // store/grants.repository.ts JOB_GRANTS_TABLE says what it holds.
+    sql: JOB_GRANTS_TABLE,
   },
 ];

@@ -6,6 +6,27 @@
 import type { Pool, PoolClient } from "pg";
 import { transaction } from "../../../lib/db";
 
+/**
+ * Migration 16's table (applied text: it must not change). One row per attempt of a job with
+ * platformAccess (loop/platform-grants.ts), written before its token and database roles are made,
+ * deleted once they are revoked: housekeeping revokes every row whose attempt is no longer live, on
+ * whichever replica, after any restart. Never the secrets.
+ */
+export const JOB_GRANTS_TABLE = `
+      CREATE TABLE job_grants (
+        job_id uuid NOT NULL,
+        attempt integer NOT NULL,
+        -- It has database roles (dbaas is asked to drop them).
+        databases boolean NOT NULL,
+        -- The token and roles are made (or failed): until then only a stale row is revoked.
+        settled boolean NOT NULL DEFAULT false,
+        -- A sweep is revoking it now: a new attempt's grant waits until it is done.
+        sweeping_at timestamptz,
+        created_at timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (job_id, attempt)
+      );
+    `;
+
 /** A sweep that started this long ago and left its row died: another may take it. */
 const SWEEP_LEASE_S = 30;
 /** A grant still being made this long after its row was written belongs to a dispatch that died. */
