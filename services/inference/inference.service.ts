@@ -31,12 +31,13 @@ import { v1Responses } from "./responses-action";
 import { UsagePublisher } from "../../lib/usage-publisher";
 import { QuotaGate } from "../../lib/quota-gate";
 import { MemoryReservationStore, QuotaReservations, RedisReservationStore } from "../../lib/quota-reservations";
-import { holdInference, InferenceClaim, Spend } from "./quota-holds";
+import type { InferenceClaim, Spend } from "./quota-holds";
 import { estimateTokens } from "./model-info";
 import { ownChannel, sendToChannel } from "../../lib/channels";
 import { USAGE_CHANNEL } from "../../lib/usage-protocol";
 import { allowedChain, checkModel, visibleModels } from "./token-models";
-import { chargingToken, tokenSpendBatch } from "./token-spend";
+import { tokenSpendBatch } from "./token-spend";
+import { admitInference, heldInference } from "./inference-gate";
 import type { KeyedBatch } from "../../lib/keyed-batch";
 
 export interface InferActionParams extends InferParams {
@@ -223,38 +224,14 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
       return stream;
     },
 
-    /**
-     * The one gate every inference passes (infer, v1ChatCompletions, v1Messages, v1Embeddings), after validation:
-     * the monthly tokens and credits hold the request's worst case (quota-holds.ts) or it is 403
-     * before the provider is asked; then the account's rate limits count the request, set the
-     * x-ratelimit-* headers, or throw 429 (the reservations released).
-     */
-    async admit(this: InferenceThis, ctx: Context<unknown, InferenceMeta>, claim: InferenceClaim): Promise<Spend> {
-      const clientId = ctx.meta.caller!.clientId;
-      const standing = (await this.gate.standings([clientId])).get(clientId);
-      const hold = chargingToken(await holdInference(this.reservations, clientId, standing, claim), ctx.meta.caller, this.tokenSpend);
-      const headers = await this.rates.admit(clientId).catch((err) => {
-        // A limit reached refuses; Redis failing does not stop inference (it is logged).
-        if ((err as { type?: string }).type === "RATE_LIMITED") {
-          hold.release();
-          throw err;
-        }
-        this.logger.warn(`Rate limits could not be checked (allowed): ${(err as Error).message}`);
-        return {};
-      });
-      if (Object.keys(headers).length) ctx.meta.$responseHeaders = { ...ctx.meta.$responseHeaders, ...headers };
-      return hold;
+    /** The one gate every inference passes (inference-gate.ts). */
+    admit(this: InferenceThis, ctx: Context<unknown, InferenceMeta>, claim: InferenceClaim): Promise<Spend> {
+      return admitInference(this, ctx, claim);
     },
 
     /** `work` under the request's reservation: it settles it with what was used; a failure releases it. */
-    async held<T>(this: InferenceThis, ctx: Context<unknown, InferenceMeta>, claim: InferenceClaim, work: (hold: Spend) => Promise<T>): Promise<T> {
-      const hold = await this.admit(ctx, claim);
-      try {
-        return await work(hold);
-      } catch (err) {
-        hold.release();
-        throw err;
-      }
+    held<T>(this: InferenceThis, ctx: Context<unknown, InferenceMeta>, claim: InferenceClaim, work: (hold: Spend) => Promise<T>): Promise<T> {
+      return heldInference(this, ctx, claim, work);
     },
   },
 

@@ -1,0 +1,57 @@
+/**
+ * The one gate every inference passes (infer, v1ChatCompletions, v1Responses, v1Messages,
+ * v1Embeddings), after validation: the monthly tokens and credits hold the request's worst case
+ * (quota-holds.ts) or it is 403 before the provider is asked; then the account's rate limits count
+ * the request, set the x-ratelimit-* headers, or throw 429 (the reservations released).
+ */
+import type { Context, LoggerInstance } from "moleculer";
+import type { CallerMeta } from "../../lib/identity";
+import type { QuotaGate } from "../../lib/quota-gate";
+import type { QuotaReservations } from "../../lib/quota-reservations";
+import { holdInference, InferenceClaim, Spend } from "./quota-holds";
+import type { InferenceRateLimits } from "./rate-limits";
+import { chargingToken, type tokenSpendBatch } from "./token-spend";
+
+/** What the gate needs of the inference service. */
+export type GateParts = {
+  gate: QuotaGate;
+  reservations: QuotaReservations;
+  rates: InferenceRateLimits;
+  tokenSpend: ReturnType<typeof tokenSpendBatch>;
+  logger: LoggerInstance;
+};
+
+type GateMeta = CallerMeta & { $responseHeaders?: Record<string, string> };
+
+export async function admitInference(parts: GateParts, ctx: Context<unknown, GateMeta>, claim: InferenceClaim): Promise<Spend> {
+  const clientId = ctx.meta.caller!.clientId;
+  const standing = (await parts.gate.standings([clientId])).get(clientId);
+  const hold = chargingToken(await holdInference(parts.reservations, clientId, standing, claim), ctx.meta.caller, parts.tokenSpend);
+  const headers = await parts.rates.admit(clientId).catch((err) => {
+    // A limit reached refuses; Redis failing does not stop inference (it is logged).
+    if ((err as { type?: string }).type === "RATE_LIMITED") {
+      hold.release();
+      throw err;
+    }
+    parts.logger.warn(`Rate limits could not be checked (allowed): ${(err as Error).message}`);
+    return {};
+  });
+  if (Object.keys(headers).length) ctx.meta.$responseHeaders = { ...ctx.meta.$responseHeaders, ...headers };
+  return hold;
+}
+
+/** `work` under the request's reservation: it settles it with what was used; a failure releases it. */
+export async function heldInference<T>(
+  parts: GateParts,
+  ctx: Context<unknown, GateMeta>,
+  claim: InferenceClaim,
+  work: (hold: Spend) => Promise<T>,
+): Promise<T> {
+  const hold = await admitInference(parts, ctx, claim);
+  try {
+    return await work(hold);
+  } catch (err) {
+    hold.release();
+    throw err;
+  }
+}
