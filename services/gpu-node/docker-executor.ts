@@ -222,7 +222,10 @@ export class DockerExecutor implements JobExecutor {
           await access?.relay.close();
         }
       },
-      detach: () => inner?.detach(),
+      detach: () => {
+        inner?.detach();
+        void access?.relay.letGo();
+      },
     };
   }
 

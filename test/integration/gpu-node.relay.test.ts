@@ -7,7 +7,7 @@
 import Docker from "dockerode";
 import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync } from "fs";
 import http from "http";
-import type { AddressInfo } from "net";
+import net, { AddressInfo } from "net";
 import os from "os";
 import path from "path";
 import { Client } from "pg";
@@ -17,8 +17,9 @@ import type { JobExecutor, JobLimits, JobOutcome } from "../../services/gpu-node
 import { jobProcess } from "../../services/gpu-node/job-process";
 import { relayHost, RelayHost } from "../../services/gpu-node/platform-access";
 import { ProcessExecutor } from "../../services/gpu-node/process-executor";
+import { PLATFORM_SOCKET } from "../../services/gpu-node/relay-forwarder";
 import { removeContainersOf, simulatedCard } from "../support/docker";
-import { uniqueName } from "../support/platform";
+import { uniqueName, waitFor } from "../support/platform";
 import { testSandbox } from "../support/sandbox";
 
 const TENANT_ADMIN = process.env.TEST_TENANT_ADMIN_URL || "postgresql://ci_admin:ci-tenant-admin@127.0.0.1:5433/postgres";
@@ -165,6 +166,13 @@ describe.each(["sandboxed", "docker"] as const)("gpu-node relay (%s)", (mode) =>
       const job = run('sleep 2; wget -qO- "$CI_PLATFORM_URL/after-restart"');
       expect(await job.started).toBe(true);
       job.detach(); // the node stops; its container goes on
+      // The stopped node lets go of the relay too (it no longer answers for the job, and holds nothing open).
+      const connects = () =>
+        new Promise<boolean>((resolve) => {
+          const socket = net.connect(path.join(relayDir, job.jobId, PLATFORM_SOCKET));
+          socket.once("connect", () => (socket.destroy(), resolve(true))).once("error", () => resolve(false));
+        });
+      await waitFor(async () => !(await connects()), { timeoutMs: 3000, message: "the stopped node's relay closed" });
       const adopted = (await (executor() as DockerExecutor).adopt([card.uuid])).find((j) => j.jobId === job.jobId)!;
       expect(
         JSON.parse(
