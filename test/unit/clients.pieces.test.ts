@@ -6,7 +6,8 @@ import { buildUrl, sseMessages } from "../../clients/sdk/src";
 import { configFile, readConfig, resolveTarget, writeConfig } from "../../clients/cli/src/config";
 import { platformAccess, tokenRequest } from "../../clients/cli/src/access";
 import { libpqEnv } from "../../clients/cli/src/db";
-import { jobExitCode, parseEnv } from "../../clients/cli/src/jobs";
+import { parseEnv } from "../../clients/cli/src/jobs";
+import { jobExitCode } from "../../clients/cli/src/job-wait";
 import { bar } from "../../clients/cli/src/output";
 import type { Job } from "../../clients/sdk/src";
 

@@ -6,7 +6,8 @@ import type { Argv } from "yargs";
 import type { Job, JobRequest } from "../../sdk/src";
 import { platformAccess } from "./access";
 import { Context, Run, UsageError } from "./context";
-import { liveLine, printJson, printRecord, printTable, statusText, truncate } from "./output";
+import { endedLine, jobExitCode, resolveJobId, waitWithProgress, whileWatching } from "./job-wait";
+import { printJson, printRecord, printTable, statusText, truncate } from "./output";
 import { rawOption, untrustedText } from "./terminal";
 
 /** `K=V` pairs into an object; a pair without `=` or with a bad name is the caller's mistake. */
@@ -57,40 +58,6 @@ export function jobCommand(words: string[]): string {
   return words.length === 1 ? words[0] : words.map(shellWord).join(" ");
 }
 
-/** The process exit code a finished job maps to: its own, 1 for a failure without one, 130 for a cancel. */
-export function jobExitCode(job: Job): number {
-  if (job.status === "completed") return job.result?.exitCode ?? 0;
-  if (job.status === "cancelled") return 130;
-  return job.result?.exitCode || 1;
-}
-
-const progress = (job: Job) =>
-  [job.status, job.queuePosition !== null && job.queuePosition !== undefined ? `queue position ${job.queuePosition}` : "", job.statusReason ?? ""]
-    .filter(Boolean)
-    .join(" · ");
-
-async function waitWithProgress(ctx: Context, id: string): Promise<Job> {
-  const sdk = ctx.client();
-  const line = liveLine(ctx.stderr);
-  // Status events come at each change; the queue position moves between them, so a terminal re-reads it.
-  const timer = ctx.stderr.isTTY
-    ? setInterval(
-        () =>
-          void sdk.getJob(id).then(
-            (j) => line.update(`${id} ${progress(j)}`),
-            () => undefined,
-          ),
-        1000,
-      )
-    : undefined;
-  try {
-    return await sdk.waitForJob(id, { onUpdate: (j) => line.update(`${id} ${progress(j)}`) });
-  } finally {
-    if (timer) clearInterval(timer);
-    line.done();
-  }
-}
-
 /** The job's output as it comes (or all of it at once, `follow` false), neutralised on a terminal unless `raw`. */
 async function printOutput(ctx: Context, id: string, opts: { follow: boolean; attempt?: number; raw?: boolean }): Promise<void> {
   const out = untrustedText(ctx.stdout, opts.raw);
@@ -105,6 +72,7 @@ function showJob(ctx: Context, job: Job): void {
     id: job.id,
     status: statusText(ctx.stdout, job.status),
     statusReason: job.statusReason,
+    errorMessage: job.errorMessage,
     queuePosition: job.queuePosition,
     gpuType: job.gpuType,
     gpuCount: job.gpuCount,
@@ -140,6 +108,10 @@ export function jobCommands(y: Argv, run: Run): Argv {
             })
             .option("wait", { type: "boolean", describe: "wait for the end (a live status line on a terminal); exit with its code" })
             .option("follow", { alias: "f", type: "boolean", describe: "print its output as it comes; exit with its code" })
+            .option("cancel-on-interrupt", {
+              type: "boolean",
+              describe: "Ctrl-C while waiting cancels the job (else: asked on a terminal, left running otherwise)",
+            })
             .option(...rawOption),
         run(async (ctx, args) => {
           const words = ((args as { "--"?: unknown[] })["--"] ?? []).map(String);
@@ -160,13 +132,12 @@ export function jobCommands(y: Argv, run: Run): Argv {
             return;
           }
           if (!ctx.json) ctx.stderr.write(`job ${id} submitted\n`);
-          if (args.follow) await printOutput(ctx, id, { follow: true, raw: args.raw });
-          const job = await waitWithProgress(ctx, id);
+          const job = await whileWatching(ctx, id, Boolean(args.cancelOnInterrupt), async () => {
+            if (args.follow) await printOutput(ctx, id, { follow: true, raw: args.raw });
+            return waitWithProgress(ctx, id);
+          });
           if (ctx.json) ctx.stdout.write(JSON.stringify(job) + "\n");
-          else
-            ctx.stderr.write(
-              `job ${id} ${statusText(ctx.stderr, job.status)}${job.result?.exitCode !== undefined ? ` (exit code ${job.result.exitCode})` : ""}\n`,
-            );
+          else ctx.stderr.write(endedLine(ctx, job));
           process.exitCode = jobExitCode(job);
         }),
       )
@@ -184,7 +155,7 @@ export function jobCommands(y: Argv, run: Run): Argv {
         "get <id>",
         "one job",
         (c) => c.positional("id", { type: "string", demandOption: true }),
-        run(async (ctx, args) => showJob(ctx, await ctx.client().getJob(args.id))),
+        run(async (ctx, args) => showJob(ctx, await ctx.client().getJob(await resolveJobId(ctx, args.id)))),
       )
       .command(
         "logs <id>",
@@ -195,13 +166,13 @@ export function jobCommands(y: Argv, run: Run): Argv {
             .option("follow", { alias: "f", type: "boolean" })
             .option("attempt", { type: "number" })
             .option(...rawOption),
-        run((ctx, args) => printOutput(ctx, args.id, { follow: Boolean(args.follow), attempt: args.attempt, raw: args.raw })),
+        run(async (ctx, args) => printOutput(ctx, await resolveJobId(ctx, args.id), { follow: Boolean(args.follow), attempt: args.attempt, raw: args.raw })),
       )
       .command(
         "cancel <id>",
         "cancel a job",
         (c) => c.positional("id", { type: "string", demandOption: true }),
-        run(async (ctx, args) => showJob(ctx, await ctx.client().cancelJob(args.id))),
+        run(async (ctx, args) => showJob(ctx, await ctx.client().cancelJob(await resolveJobId(ctx, args.id)))),
       )
       .command(
         "artifacts <id>",
@@ -209,7 +180,7 @@ export function jobCommands(y: Argv, run: Run): Argv {
         (c) => c.positional("id", { type: "string", demandOption: true }).option("output", { alias: "o", type: "string" }),
         run(async (ctx, args) => {
           if (!args.output && ctx.stdout.isTTY) throw new UsageError("Not writing a tar archive to a terminal: use -o FILE or a pipe");
-          const body = await ctx.client().jobArtifacts(args.id);
+          const body = await ctx.client().jobArtifacts(await resolveJobId(ctx, args.id));
           const target: Writable = args.output ? createWriteStream(args.output, { mode: 0o600 }) : ctx.stdout;
           await pipeline(Readable.fromWeb(body as import("stream/web").ReadableStream), target, { end: Boolean(args.output) });
         }),
