@@ -40,7 +40,8 @@ export class HistoryRepository {
          DELETE FROM gpu_scheduler.jobs_history WHERE id IN
            (SELECT id FROM gpu_scheduler.jobs_history WHERE completed_at < $1 ORDER BY completed_at LIMIT $2 FOR UPDATE SKIP LOCKED)
          RETURNING id),
-       attempts AS (DELETE FROM gpu_scheduler.job_attempts WHERE job_id IN (SELECT id FROM gone))
+       attempts AS (DELETE FROM gpu_scheduler.job_attempts WHERE job_id IN (SELECT id FROM gone)),
+       deps AS (DELETE FROM gpu_scheduler.job_dependencies WHERE dependant IN (SELECT id FROM gone))
        SELECT count(*)::int AS n FROM gone`,
       [before, limit],
     );

@@ -4,7 +4,7 @@
  * replica decide at a time.
  */
 import type { Pool } from "pg";
-import type { QueuedJob } from "../core/placement";
+import type { ArrayCap, QueuedJob } from "../core/placement";
 import type { StoredJob } from "../../../lib/job-spec";
 
 export type AssignedJob = {
@@ -23,6 +23,9 @@ export type AssignedJob = {
   /** This placement's attempt (1-based: the placement counts it). */
   attempts: number;
   max_retries: number;
+  /** Its array and its index there (CI_ARRAY_ID, CI_ARRAY_INDEX); null for a job of no array. */
+  array_id?: string | null;
+  array_index?: number | null;
 };
 /** Taken by each placement decision, and by a drain, so no pass that read the node as ready commits after the drain. */
 export const PLACEMENT_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext('ci-platform:gpu-scheduler:placement'))";
@@ -46,6 +49,8 @@ export type PlacementSnapshot = {
   usage?: Map<string, number>;
   /** Nodes an operator drained: none of their cards takes a job (absent: none). */
   drained?: Set<string>;
+  /** The capped arrays of `queue`'s jobs (arrayParallelism), by id. */
+  arrays?: Map<string, ArrayCap>;
 };
 
 /** An account's GPU-seconds decayed to the database's now with half-life `halfLifeS` (SQL over account_usage `u`). */
@@ -100,17 +105,24 @@ export function snapshotSql(cardCount: number, halfLifeS: number, nowLiteral: st
     held_by AS (SELECT client_id AS c, coalesce(gpu_name, '') AS g, sum(gpu_count)::int AS n,
         sum(gpu_count * greatest(${timeout} - extract(epoch FROM now() - coalesce(started_at, assigned_at, now())), 0))::float8 AS w
       FROM gpu_scheduler.jobs WHERE holding GROUP BY client_id, gpu_name),
+    -- Arrays whose arrayParallelism jobs hold cards: none of their jobs is read (the few held jobs, through jobs_array_holding).
+    capped AS (SELECT h.array_id FROM gpu_scheduler.jobs h WHERE h.holding AND h.array_id IS NOT NULL GROUP BY h.array_id
+      HAVING count(*) >= (SELECT a.parallelism FROM gpu_scheduler.job_arrays a WHERE a.id = h.array_id)),
     queue AS (
-      SELECT q.id, q.gpu_type, q.seq, q.client_id, q.priority, q.gpu_count, q.t FROM pairs, held,
-        LATERAL (SELECT id, gpu_type, seq, client_id, priority, gpu_count, ${timeout} AS t FROM gpu_scheduler.jobs j
+      SELECT q.id, q.gpu_type, q.seq, q.client_id, q.priority, q.gpu_count, q.t, q.array_id FROM pairs, held,
+        LATERAL (SELECT id, gpu_type, seq, client_id, priority, gpu_count, ${timeout} AS t, array_id FROM gpu_scheduler.jobs j
                  WHERE j.status = 'queued' AND j.client_id = pairs.c AND j.gpu_match = pairs.m
                    AND (j.not_before IS NULL OR j.not_before <= ${nowLiteral}::timestamptz)
+                   AND (j.array_id IS NULL OR j.array_id NOT IN (SELECT array_id FROM capped))
                  ORDER BY j.priority DESC, j.seq LIMIT GREATEST(${cardCount} - held.n, 0)) q)
     SELECT (SELECT uuids FROM held) AS held, (SELECT json_agg(queue ORDER BY seq) FROM queue) AS queue,
       (SELECT json_agg(held_by) FROM held_by) AS held_by,
       (SELECT json_agg(json_build_object('c', u.client_id, 'u', ${decayedUsageSql(halfLifeS)}))
        FROM gpu_scheduler.account_usage u WHERE u.client_id IN (SELECT client_id FROM queue)) AS usage,
-      (SELECT array_agg(node_id) FROM gpu_scheduler.nodes WHERE draining) AS drained`;
+      (SELECT array_agg(node_id) FROM gpu_scheduler.nodes WHERE draining) AS drained,
+      (SELECT json_agg(json_build_object('id', a.id, 'p', a.parallelism,
+         'n', (SELECT count(*) FROM gpu_scheduler.jobs h WHERE h.holding AND h.array_id = a.id)))
+       FROM gpu_scheduler.job_arrays a WHERE a.parallelism IS NOT NULL AND a.id IN (SELECT array_id FROM queue)) AS arrays`;
 }
 
 /** Cards held and GPU-seconds in flight per account (and by card name), from rows per (account, card name). */
@@ -129,10 +141,20 @@ function heldByAccount(rows: NonNullable<SnapshotRow["held_by"]>): Required<Pick
 
 type SnapshotRow = {
   held: string[] | null;
-  queue: Array<{ id: string; gpu_type: string | null; seq: number; client_id: string; priority: number; gpu_count: number; t: number }> | null;
+  queue: Array<{
+    id: string;
+    gpu_type: string | null;
+    seq: number;
+    client_id: string;
+    priority: number;
+    gpu_count: number;
+    t: number;
+    array_id: string | null;
+  }> | null;
   held_by: Array<{ c: string; g: string; n: number; w: number }> | null;
   usage: Array<{ c: string; u: number }> | null;
   drained: string[] | null;
+  arrays: Array<{ id: string; p: number; n: number }> | null;
 };
 
 export class PlacementRepository {
@@ -172,6 +194,7 @@ export class PlacementRepository {
         priority: q.priority,
         gpuCount: q.gpu_count,
         timeoutSeconds: Number(q.t),
+        arrayId: q.array_id,
       }));
       const placements = queue.length
         ? await decide({
@@ -180,6 +203,7 @@ export class PlacementRepository {
             ...heldByAccount(row.held_by ?? []),
             usage: new Map((row.usage ?? []).map((u) => [u.c, u.u])),
             drained: new Set(row.drained ?? []),
+            arrays: new Map((row.arrays ?? []).map((a) => [a.id, { parallelism: a.p, active: Number(a.n) }])),
           })
         : [];
       if (!placements.length) {
@@ -195,7 +219,7 @@ export class PlacementRepository {
              assigned_at = ${lit(now.toISOString())}::timestamptz, attempts = j.attempts + 1
          FROM (VALUES ${values}) AS p(id, node_id, gpu_uuids, gpu_name)
          WHERE j.id = p.id AND j.id IN (${placements.map((p) => `${lit(p.jobId)}::uuid`).join(", ")}) AND j.status = 'queued' AND j.gpu_count = cardinality(p.gpu_uuids)
-         RETURNING j.id, j.client_id, j.node_id, j.gpu_uuid, j.gpu_uuids, j.spec, j.env, j.assigned_at, j.attempts, j.max_retries;
+         RETURNING j.id, j.client_id, j.node_id, j.gpu_uuid, j.gpu_uuids, j.spec, j.env, j.assigned_at, j.attempts, j.max_retries, j.array_id, j.array_index;
          COMMIT`,
       )) as unknown as Array<{ rows: AssignedJob[] }>;
       return { planned: placements.length, assigned: written[0].rows };
