@@ -123,6 +123,30 @@ describe("gpu-scheduler batch - against PostgreSQL", () => {
     expect(rows[0]).toEqual({ total: 1000, completed: 1000, failed: 0, cancelled: 0 });
   }, 150_000);
 
+  test("gpu-scheduler batch - the snapshot skips an array at its parallelism whole: the account's other jobs are read, the array's are not", async () => {
+    await pool.query("TRUNCATE gpu_scheduler.jobs");
+    const places = new PlacementRepository(pool);
+    const arrayId = randomUUID();
+    await submit(group(50, { array: { id: arrayId, parallelism: 2 } }));
+    const plain = group(1);
+    await submit(plain);
+    const first = await places.placeUnderLock(
+      16,
+      ({ queue, arrays }) => {
+        expect(arrays).toEqual(new Map([[arrayId, { parallelism: 2, active: 0 }]]));
+        return queue
+          .filter((q) => q.arrayId === arrayId)
+          .slice(0, 2)
+          .map((q, i) => ({ jobId: q.jobId, nodeId: "n1", gpuUuid: `s${i}`, gpuUuids: [`s${i}`], gpuName: "Sim" }));
+      },
+      new Date(),
+    );
+    expect(first.assigned).toHaveLength(2);
+    let read: string[] = [];
+    await places.placeUnderLock(16, ({ queue }) => ((read = queue.map((q) => q.jobId)), []), new Date());
+    expect(read).toEqual([plain.jobs[0].id]);
+  });
+
   test("gpu-scheduler batch - a waiting job whose dependency ended unseen is released by the sweep, and a chain is cancelled transitively", async () => {
     const writer = new JobWriter(repo);
     let released = 0;

@@ -12,6 +12,7 @@
  *   array's id (once, not once per job: its jobs wait and are released or cancelled together).
  */
 import { QUEUED_COUNTS_WITH_WAITING } from "./job-counters";
+import { ARRAY_KEY } from "./placement.repository";
 
 const TERMINAL = `('completed', 'failed', 'cancelled')`;
 
@@ -21,6 +22,9 @@ export const BATCH_WORK_SCHEMA = `
         CHECK (status IN ('waiting', 'queued', 'assigned', 'running', 'completed', 'failed', 'cancelled'));
       ALTER TABLE jobs ADD COLUMN array_id uuid, ADD COLUMN array_index integer;
       ALTER TABLE jobs_history ADD COLUMN array_id uuid, ADD COLUMN array_index integer;
+      -- The placement snapshot's queue by (account, type, array): an array at its arrayParallelism is skipped whole, not read job by job.
+      DROP INDEX jobs_queue_by_account;
+      CREATE INDEX jobs_queue_by_account ON jobs (client_id, gpu_match, (${ARRAY_KEY("")}), priority DESC, seq) WHERE status = 'queued';
       CREATE INDEX jobs_by_array ON jobs (array_id, array_index) WHERE array_id IS NOT NULL;
       CREATE INDEX jobs_history_by_array ON jobs_history (array_id, array_index) WHERE array_id IS NOT NULL;
       -- The jobs of an array holding cards (arrayParallelism), read by each placement pass.

@@ -53,6 +53,12 @@ export type PlacementSnapshot = {
   arrays?: Map<string, ArrayCap>;
 };
 
+/**
+ * A queued job's array as the queue index orders it (migration 17's jobs_queue_by_account): its
+ * array, or the nil uuid for a job of none. `t`: a table alias with its dot, or "".
+ */
+export const ARRAY_KEY = (t: string) => `COALESCE(${t}array_id, '00000000-0000-0000-0000-000000000000'::uuid)`;
+
 /** An account's GPU-seconds decayed to the database's now with half-life `halfLifeS` (SQL over account_usage `u`). */
 export const decayedUsageSql = (halfLifeS: number) => `u.gpu_seconds * power(2, -extract(epoch FROM now() - u.at) / ${Number(halfLifeS)})`;
 
@@ -90,31 +96,32 @@ export async function readHolding<R>(db: Pool, sql: (lit: (value: string) => str
  * queued jobs of each account and requested type in the account's order (priority, then age), at
  * most as many per pair as there may be free cards (each job takes one at least), and the decayed
  * usage of those accounts. The
- * distinct (account, type) pairs come from skipping through an index (one probe per pair), so the
+ * distinct (account, type, array) triples come from skipping through an index (one probe each; jobs of
+ * no array are one triple per account and type), so the
  * cost grows with the accounts waiting, not with the backlog.
  */
 export function snapshotSql(cardCount: number, halfLifeS: number, nowLiteral: string, defaultTimeoutS = 3600): string {
   const timeout = `coalesce(timeout_seconds, ${Number(defaultTimeoutS)})`;
-  return `WITH RECURSIVE pairs(c, m) AS (
-      (SELECT client_id, gpu_match FROM gpu_scheduler.jobs WHERE status = 'queued' ORDER BY client_id, gpu_match LIMIT 1)
+  return `WITH RECURSIVE pairs(c, m, a) AS (
+      (SELECT client_id, gpu_match, ${ARRAY_KEY("")} FROM gpu_scheduler.jobs WHERE status = 'queued' ORDER BY client_id, gpu_match, ${ARRAY_KEY("")} LIMIT 1)
       UNION ALL
-      SELECT s.client_id, s.gpu_match FROM pairs,
-        LATERAL (SELECT j.client_id, j.gpu_match FROM gpu_scheduler.jobs j
-                 WHERE j.status = 'queued' AND (j.client_id, j.gpu_match) > (pairs.c, pairs.m) ORDER BY j.client_id, j.gpu_match LIMIT 1) s),
+      SELECT s.client_id, s.gpu_match, s.a FROM pairs,
+        LATERAL (SELECT j.client_id, j.gpu_match, ${ARRAY_KEY("j.")} AS a FROM gpu_scheduler.jobs j
+                 WHERE j.status = 'queued' AND (j.client_id, j.gpu_match, ${ARRAY_KEY("j.")}) > (pairs.c, pairs.m, pairs.a)
+                 ORDER BY j.client_id, j.gpu_match, ${ARRAY_KEY("j.")} LIMIT 1) s),
     held AS (SELECT array_agg(u) AS uuids, count(*) AS n FROM gpu_scheduler.jobs, unnest(gpu_uuids) AS u WHERE holding),
     held_by AS (SELECT client_id AS c, coalesce(gpu_name, '') AS g, sum(gpu_count)::int AS n,
         sum(gpu_count * greatest(${timeout} - extract(epoch FROM now() - coalesce(started_at, assigned_at, now())), 0))::float8 AS w
       FROM gpu_scheduler.jobs WHERE holding GROUP BY client_id, gpu_name),
-    -- Arrays whose arrayParallelism jobs hold cards: none of their jobs is read (the few held jobs, through jobs_array_holding).
+    -- Arrays whose arrayParallelism jobs hold cards (the few held jobs, through jobs_array_holding): none of their jobs is read.
     capped AS (SELECT h.array_id FROM gpu_scheduler.jobs h WHERE h.holding AND h.array_id IS NOT NULL GROUP BY h.array_id
       HAVING count(*) >= (SELECT a.parallelism FROM gpu_scheduler.job_arrays a WHERE a.id = h.array_id)),
     queue AS (
       SELECT q.id, q.gpu_type, q.seq, q.client_id, q.priority, q.gpu_count, q.t, q.array_id FROM pairs, held,
         LATERAL (SELECT id, gpu_type, seq, client_id, priority, gpu_count, ${timeout} AS t, array_id FROM gpu_scheduler.jobs j
-                 WHERE j.status = 'queued' AND j.client_id = pairs.c AND j.gpu_match = pairs.m
+                 WHERE j.status = 'queued' AND j.client_id = pairs.c AND j.gpu_match = pairs.m AND ${ARRAY_KEY("j.")} = pairs.a
                    AND (j.not_before IS NULL OR j.not_before <= ${nowLiteral}::timestamptz)
-                   AND (j.array_id IS NULL OR j.array_id NOT IN (SELECT array_id FROM capped))
-                 ORDER BY j.priority DESC, j.seq LIMIT GREATEST(${cardCount} - held.n, 0)) q)
+                 ORDER BY j.priority DESC, j.seq LIMIT CASE WHEN pairs.a IN (SELECT array_id FROM capped) THEN 0 ELSE GREATEST(${cardCount} - held.n, 0) END) q)
     SELECT (SELECT uuids FROM held) AS held, (SELECT json_agg(queue ORDER BY seq) FROM queue) AS queue,
       (SELECT json_agg(held_by) FROM held_by) AS held_by,
       (SELECT json_agg(json_build_object('c', u.client_id, 'u', ${decayedUsageSql(halfLifeS)}))
