@@ -73,6 +73,18 @@ describe("gpu batch - arrays and dependencies through the gateway", () => {
     }
   });
 
+  test("gpu batch - an array with an Idempotency-Key is created once: the replay answers the same array, a different body is 422", async () => {
+    const key = `sweep-${Date.now()}`;
+    const body = { command: "true", arrayCount: 5 };
+    const post = (b: unknown) => http(base, "POST", "/api/gpu/jobs", { token: alice, body: b, headers: { "Idempotency-Key": key } });
+    const [first, second] = await Promise.all([post(body), post(body)]);
+    expect([first.status, second.status]).toEqual([201, 201]);
+    expect(second.body).toEqual(first.body);
+    expect([first.headers.get("idempotent-replayed"), second.headers.get("idempotent-replayed")].sort()).toEqual(["true", null].sort());
+    expect((await arrayOf(first.body.arrayId)).body.total).toBe(5);
+    expect((await post({ ...body, arrayCount: 6 })).status).toBe(422);
+  });
+
   test("gpu batch - cancelling an array cancels its unfinished jobs; another account's array is 404", async () => {
     const res = await submit({ command: "sleep 30", arrayCount: 6 });
     const { arrayId, jobIds } = res.body;
