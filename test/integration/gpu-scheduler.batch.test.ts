@@ -16,6 +16,7 @@ import { JobWriter } from "../../services/gpu-scheduler/loop/job-writer";
 import { NodeClient, Scheduler } from "../../services/gpu-scheduler/loop/scheduler";
 import { migrations } from "../../services/gpu-scheduler/migrations";
 import { ArraysRepository } from "../../services/gpu-scheduler/store/arrays.repository";
+import { HistoryRepository } from "../../services/gpu-scheduler/store/history.repository";
 import { DependenciesRepository } from "../../services/gpu-scheduler/store/dependencies.repository";
 import { JobsRepository } from "../../services/gpu-scheduler/store/jobs.repository";
 import { PlacementRepository } from "../../services/gpu-scheduler/store/placement.repository";
@@ -145,6 +146,31 @@ describe("gpu-scheduler batch - against PostgreSQL", () => {
     let read: string[] = [];
     await places.placeUnderLock(16, ({ queue }) => ((read = queue.map((q) => q.jobId)), []), new Date());
     expect(read).toEqual([plain.jobs[0].id]);
+  });
+
+  test("gpu-scheduler batch - retention removes an array with its last job, and the dependencies of what it removes", async () => {
+    const history = new HistoryRepository(pool);
+    const arrayId = randomUUID();
+    const g = group(2, {
+      array: { id: arrayId, parallelism: null },
+      dependsOn: [{ jobId: randomUUID(), condition: "finished" }],
+      status: "waiting",
+      statusReason: "w",
+    });
+    await submit(g);
+    await new JobWriter(repo).applyTo(
+      g.jobs.map((j) => j.id),
+      () => ({ status: "cancelled", completedAt: new Date(Date.now() - 60_000) }),
+    );
+    const counts = await pool.query("SELECT cancelled FROM gpu_scheduler.job_arrays WHERE id = $1", [arrayId]);
+    expect(counts.rows).toEqual([{ cancelled: 2 }]);
+    expect(await history.archive(new Date(), 100)).toBeGreaterThanOrEqual(2);
+    expect(await history.purge(new Date(), 1000)).toBeGreaterThanOrEqual(2);
+    const left = await pool.query(
+      "SELECT (SELECT count(*) FROM gpu_scheduler.job_arrays WHERE id = $1)::int AS arrays, (SELECT count(*) FROM gpu_scheduler.job_dependencies WHERE dependant = $1)::int AS deps",
+      [arrayId],
+    );
+    expect(left.rows).toEqual([{ arrays: 0, deps: 0 }]);
   });
 
   test("gpu-scheduler batch - a waiting job whose dependency ended unseen is released by the sweep, and a chain is cancelled transitively", async () => {
