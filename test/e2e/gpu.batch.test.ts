@@ -147,7 +147,7 @@ describe("gpu batch - arrays and dependencies through the gateway", () => {
       { command: "true", dependsOn: Array.from({ length: 65 }, () => ({ jobId: "00000000-0000-4000-8000-000000000000", condition: "finished" })) },
       "dependsOn",
     ],
-    ["an unknown field in a dependency", { command: "true", dependsOn: [{ jobId: "x", condition: "finished", after: 1 }] }, "unexpected property"],
+    ["an unknown field in a dependency", { command: "true", dependsOn: [{ jobId: "x", condition: "finished", after: 1 }] }, "dependsOn[0].after"],
     ["both jobId and arrayId", { command: "true", dependsOn: [{ jobId: "x", arrayId: "y", condition: "finished" }] }, "dependsOn[0]"],
     ["a bad condition", { command: "true", dependsOn: [{ jobId: "x", condition: "started" }] }, "dependsOn"],
   ])("gpu batch - %s is 400 naming the field", async (_name, body, field) => {
