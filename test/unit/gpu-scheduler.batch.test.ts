@@ -2,8 +2,11 @@
 import { type DependencyState, judgeDependencies } from "../../services/gpu-scheduler/core/dependencies";
 import { plan, type Snapshot, type SnapshotCard } from "../../services/gpu-scheduler/core/placement";
 import { publicStatus } from "../../services/gpu-scheduler/core/public-status";
-import { cancelForDependency, cancelJob, type JobState, releaseWaiting, stillWaiting } from "../../services/gpu-scheduler/core/transitions";
+import { cancelForDependency, cancelJob, type JobPatch, type JobState, releaseWaiting, stillWaiting } from "../../services/gpu-scheduler/core/transitions";
 import { toArrayView } from "../../services/gpu-scheduler/api/array-actions";
+import { DependencyResolver } from "../../services/gpu-scheduler/loop/dependency-resolver";
+import type { JobWriter } from "../../services/gpu-scheduler/loop/job-writer";
+import type { LoggerInstance } from "moleculer";
 
 const card = (uuid: string, busy = false, nodeId = "n1"): SnapshotCard => ({ nodeId, uuid, name: "RTX", busy });
 const cards = (n: number) => Array.from({ length: n }, (_, i) => card(`g${i}`));
@@ -187,5 +190,80 @@ describe("gpu-scheduler batch - the waiting state in the state machine", () => {
       { id: "j3", status: "waiting", started_at: null },
     ]);
     expect(view).toEqual({ id: "A", total: 4, counts: { completed: 1, running: 1, queued: 2 }, jobIds: ["j0", "j1", "j2", "j3"] });
+  });
+});
+
+describe("gpu-scheduler batch - the dependency resolver", () => {
+  const quiet = { warn() {} } as unknown as LoggerInstance;
+  const waitingJob: JobState = {
+    status: "waiting",
+    nodeId: null,
+    gpuUuid: null,
+    holding: false,
+    assignedAt: null,
+    startedAt: null,
+    completedAt: null,
+    exitCode: null,
+    output: null,
+    errorMessage: null,
+  };
+  /** Dependant "d" (one waiting job "w" saying `reason`) on job J in state `end`; records what was written. */
+  const setup = (end: DependencyState & { jobId: string }, reason: string | null) => {
+    const writes: Array<{ id: string; patch: unknown }> = [];
+    const released: number[] = [];
+    const deps = {
+      statesOf: async () => new Map([["d", [end]]]),
+      dependantsOf: async () => ["d"],
+      waitingOf: async () => [{ id: "w", dependant: "d", reason }],
+      waitingPage: async () => ({ keys: ["w"], lastSeq: null }),
+    };
+    const writer: Pick<JobWriter, "applyTo"> = {
+      applyTo: async (ids, decide) => {
+        const written = new Map<string, JobPatch>();
+        for (const id of ids) {
+          const patch = decide(waitingJob, id);
+          if (!patch) continue;
+          written.set(id, patch);
+          writes.push({ id, patch });
+        }
+        return { written, seen: new Map() };
+      },
+    };
+    const resolver = new DependencyResolver(deps, writer, { now: () => new Date(0) }, () => released.push(1), quiet);
+    return { resolver, writes, released };
+  };
+
+  test.each([
+    [
+      "met: released, a placement pass asked",
+      { condition: "succeeded", jobId: J, end: "completed" },
+      "old",
+      true,
+      [{ status: "queued", statusReason: null }],
+      1,
+    ],
+    [
+      "impossible: cancelled with the reason",
+      { condition: "succeeded", jobId: J, end: "failed" },
+      "old",
+      true,
+      [{ status: "cancelled", completedAt: new Date(0), statusReason: `dependency ${J} failed, so it cannot succeed (condition "succeeded")` }],
+      0,
+    ],
+    [
+      "undecided, the reason changed: written",
+      { condition: "finished", jobId: J, end: null },
+      "old",
+      true,
+      [{ statusReason: `waiting for job ${J} to finish` }],
+      0,
+    ],
+    ["undecided, the same reason: nothing written", { condition: "finished", jobId: J, end: null }, `waiting for job ${J} to finish`, true, [], 0],
+    ["undecided in a sweep: nothing written", { condition: "finished", jobId: J, end: null }, "old", false, [], 0],
+  ] as const)("%s", async (_name, end, reason, refresh, patches, passes) => {
+    const { resolver, writes, released } = setup(end as DependencyState & { jobId: string }, reason);
+    await resolver.resolve(["d"], refresh);
+    expect(writes.map((w) => w.patch)).toEqual(patches);
+    expect(released).toHaveLength(passes);
   });
 });

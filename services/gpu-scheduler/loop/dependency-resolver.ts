@@ -57,7 +57,11 @@ export class DependencyResolver {
     for (const [dependant, states] of await this.deps.statesOf(dependants)) verdicts.set(dependant, judgeDependencies(states));
     const decided = [...verdicts].filter(([, v]) => refresh || v.kind !== "wait").map(([d]) => d);
     if (!decided.length) return 0;
-    const waiting = await this.deps.waitingOf(decided);
+    // A job still waiting that already says so is left alone (no write per end of a job of a big array).
+    const waiting = (await this.deps.waitingOf(decided)).filter((w) => {
+      const verdict = verdicts.get(w.dependant)!;
+      return verdict.kind !== "wait" || verdict.reason !== w.reason;
+    });
     const verdictOf = new Map(waiting.map((w) => [w.id, verdicts.get(w.dependant)!]));
     let changed = 0;
     let released = false;

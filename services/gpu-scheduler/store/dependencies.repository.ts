@@ -69,9 +69,9 @@ export class DependenciesRepository {
   }
 
   /** The waiting jobs of these dependants (a job itself, or the jobs of an array). */
-  async waitingOf(dependants: string[]): Promise<Array<{ id: string; dependant: string }>> {
-    const { rows } = await this.db.query<{ id: string; dependant: string }>(
-      `SELECT id, COALESCE(CASE WHEN id = ANY($1::uuid[]) THEN id END, array_id) AS dependant FROM gpu_scheduler.jobs
+  async waitingOf(dependants: string[]): Promise<Array<{ id: string; dependant: string; reason: string | null }>> {
+    const { rows } = await this.db.query<{ id: string; dependant: string; reason: string | null }>(
+      `SELECT id, COALESCE(CASE WHEN id = ANY($1::uuid[]) THEN id END, array_id) AS dependant, status_reason AS reason FROM gpu_scheduler.jobs
        WHERE status = 'waiting' AND (id = ANY($1::uuid[]) OR array_id = ANY($1::uuid[]))`,
       [dependants],
     );
