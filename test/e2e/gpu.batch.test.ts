@@ -97,6 +97,15 @@ describe("gpu batch - arrays and dependencies through the gateway", () => {
     expect((await detail(jobIds[5])).body).toMatchObject({ status: "cancelled", statusReason: "the array was cancelled" });
   });
 
+  test("gpu batch - a restricted token with jobs:read reads an array but cannot cancel it or submit one", async () => {
+    const { arrayId } = (await submit({ command: "true", arrayCount: 2 })).body;
+    const token = (await http(base, "POST", "/api/auth/tokens", { token: alice, body: { name: "reader", scopes: ["jobs:read"] } })).body.token;
+    expect((await arrayOf(arrayId, token)).body.total).toBe(2);
+    const cancel = await http(base, "POST", `/api/gpu/arrays/${arrayId}/cancel`, { token });
+    expect([cancel.status, cancel.body.error.details]).toEqual([403, { missingScope: "jobs:write" }]);
+    expect((await submit({ command: "true", arrayCount: 2 }, token)).status).toBe(403);
+  });
+
   test("gpu batch - a chain: a failed job cancels its dependant, and that one's dependant, with the reason", async () => {
     const a = (await submit({ command: "exit 3" })).body.id;
     const b = await submit({ command: "echo b", dependsOn: [{ jobId: a, condition: "succeeded" }] });
