@@ -146,19 +146,21 @@ describe("gpu-scheduler batch - judgeDependencies", () => {
   test.each(cases)("$name", ({ deps, verdict }) => expect(judgeDependencies(deps)).toEqual(verdict));
 });
 
+/** A job's decision inputs in `status`, never placed. */
+const state = (status: JobState["status"]): JobState => ({
+  status,
+  nodeId: null,
+  gpuUuid: null,
+  holding: false,
+  assignedAt: null,
+  startedAt: null,
+  completedAt: null,
+  exitCode: null,
+  output: null,
+  errorMessage: null,
+});
+
 describe("gpu-scheduler batch - the waiting state in the state machine", () => {
-  const state = (status: JobState["status"]): JobState => ({
-    status,
-    nodeId: null,
-    gpuUuid: null,
-    holding: false,
-    assignedAt: null,
-    startedAt: null,
-    completedAt: null,
-    exitCode: null,
-    output: null,
-    errorMessage: null,
-  });
   const now = new Date("2026-01-01T00:00:00Z");
 
   test.each([
@@ -195,18 +197,7 @@ describe("gpu-scheduler batch - the waiting state in the state machine", () => {
 
 describe("gpu-scheduler batch - the dependency resolver", () => {
   const quiet = { warn() {} } as unknown as LoggerInstance;
-  const waitingJob: JobState = {
-    status: "waiting",
-    nodeId: null,
-    gpuUuid: null,
-    holding: false,
-    assignedAt: null,
-    startedAt: null,
-    completedAt: null,
-    exitCode: null,
-    output: null,
-    errorMessage: null,
-  };
+  const waitingJob = state("waiting");
   /** Dependant "d" (one waiting job "w" saying `reason`) on job J in state `end`; records what was written. */
   const setup = (end: DependencyState & { jobId: string }, reason: string | null) => {
     const writes: Array<{ id: string; patch: unknown }> = [];
