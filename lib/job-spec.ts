@@ -62,6 +62,29 @@ export const PlatformAccess = Type.Object(
 );
 export type PlatformAccessParams = Static<typeof PlatformAccess>;
 
+/** Job arrays (issue 30): at most this many jobs in one request (`arrayCount`). */
+export const MAX_ARRAY_COUNT = 10000;
+/** The most dependencies one job may name (`dependsOn`). */
+export const MAX_JOB_DEPENDENCIES = 64;
+export const DEPENDENCY_CONDITIONS = ["succeeded", "failed", "finished"] as const;
+export type DependencyCondition = (typeof DEPENDENCY_CONDITIONS)[number];
+const condition = Type.Union(DEPENDENCY_CONDITIONS.map((c) => Type.Literal(c)));
+const id = (description: string) => Type.String({ minLength: 1, maxLength: 64, description });
+
+/**
+ * `dependsOn` (issue 30): the job waits until each condition holds of a job of the account
+ * (`jobId`) or of every job of one of its arrays (`arrayId`), and is cancelled once one can no longer hold.
+ */
+export const JobDependency = Type.Object(
+  {
+    jobId: Type.Optional(id("A job of the account")),
+    arrayId: Type.Optional(id("An array of the account: the condition must hold of every job of it")),
+    condition,
+  },
+  { additionalProperties: false, description: "Exactly one of jobId and arrayId" },
+);
+export type JobDependencyParams = Static<typeof JobDependency>;
+
 const seconds = (description: string) => OrAbsent(Type.Integer({ minimum: 1, maximum: MAX_JOB_SECONDS, description }));
 
 /** Everything a job asks for except its environment: the stored document. */
@@ -81,6 +104,13 @@ const specFields = {
   gpuCount: OrAbsent(Type.Integer({ minimum: 1, maximum: MAX_JOB_CARDS, description: "Cards of one type on one node (default 1)" })),
   webhookUrl: OrAbsent(Type.String({ maxLength: WEBHOOK_URL_MAX, description: "Receives a signed POST at the job's terminal status" })),
   platformAccess: OrAbsent(PlatformAccess),
+  arrayCount: OrAbsent(
+    Type.Integer({ minimum: 1, maximum: MAX_ARRAY_COUNT, description: "Creates this many jobs at once (an array); each sees CI_ARRAY_INDEX and CI_ARRAY_ID" }),
+  ),
+  arrayParallelism: OrAbsent(
+    Type.Integer({ minimum: 1, maximum: MAX_ARRAY_COUNT, description: "At most this many jobs of the array run at once (≤ arrayCount)" }),
+  ),
+  dependsOn: OrAbsent(Type.Array(JobDependency, { maxItems: MAX_JOB_DEPENDENCIES, description: "The job waits until each condition holds" })),
 };
 
 /** The job's variables: names and values are checked by `jobEnvProblem` (messages that never show a value). */

@@ -1,6 +1,7 @@
 import type { Migration } from "../../lib/db";
 import { JOB_COUNTERS_SETUP } from "./store/job-counters";
 import { JOB_GRANTS_TABLE } from "./store/grants.repository";
+import { BATCH_WORK_SCHEMA } from "./store/batch-work.schema";
 import { SPEC_FROM_COLUMNS } from "./store/job-row";
 
 export const migrations: Migration[] = [
@@ -302,5 +303,11 @@ ${JOB_COUNTERS_SETUP}
     name: "credentials granted to job attempts",
     // store/grants.repository.ts JOB_GRANTS_TABLE says what it holds.
     sql: JOB_GRANTS_TABLE,
+  },
+  {
+    version: 17,
+    name: "job arrays and dependencies",
+    // store/batch-work.schema.ts says what it adds.
+    sql: BATCH_WORK_SCHEMA,
   },
 ];

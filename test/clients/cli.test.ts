@@ -139,6 +139,20 @@ describe("clients cli - ci-platform as a process", () => {
     expect((await json("usage")).gpu.jobs).toBeGreaterThanOrEqual(1);
   });
 
+  test("clients cli - jobs run --array N --wait runs every job and exits 0; --after waits for a job and fails with it", async () => {
+    const array = await cli("jobs", "run", "--array", "3", "--parallelism", "1", "--wait", "--", "echo $CI_ARRAY_INDEX");
+    expect(array.code).toBe(0);
+    const arrayId = array.stdout.trim();
+    expect((await sdk().getArray(arrayId)).counts).toEqual({ completed: 3 });
+    const first = await json("jobs", "run", "--", "sh", "-c", "sleep 2; exit 4");
+    const after = await cli("jobs", "run", "--after", first.id, "--wait", "--", "true");
+    expect(after.code).toBe(130); // cancelled: its dependency failed
+    // Submitted once the dependency has failed: refused at once (400), nothing submitted.
+    const late = await cli("jobs", "run", "--after", first.id, "--", "true");
+    expect([late.code, late.stderr]).toEqual([1, expect.stringContaining("would never run")]);
+    expect((await cli("jobs", "run", "--after", `${first.id}:started`, "--", "true")).code).toBe(2);
+  });
+
   test("clients cli - db create, ls, psql (no connection string printed by psql's run), rm", async () => {
     const created = await json("db", "create", "--max-storage-mb", "64");
     expect(created.connectionString).toContain(created.password);

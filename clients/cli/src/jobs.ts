@@ -7,7 +7,7 @@ import type { Job, JobRequest } from "../../sdk/src";
 import { platformAccess } from "./access";
 import { Context, Run, UsageError } from "./context";
 import { endedLine, jobExitCode, resolveJobId, waitWithProgress, whileWatching } from "./job-wait";
-import { printJson, printRecord, printTable, statusText, truncate } from "./output";
+import { liveLine, printJson, printRecord, printTable, statusText, truncate } from "./output";
 import { rawOption, untrustedText } from "./terminal";
 
 /** `K=V` pairs into an object; a pair without `=` or with a bad name is the caller's mistake. */
@@ -66,6 +66,47 @@ async function printOutput(ctx: Context, id: string, opts: { follow: boolean; at
   out.end();
 }
 
+type Dependency = NonNullable<JobRequest["dependsOn"]>[number];
+const CONDITIONS = ["succeeded", "failed", "finished"] as const;
+
+/** `--after` values: `ID` (must succeed), `ID:failed`, `ID:finished`, `array:ID[:condition]` (every job of the array). */
+export function afterDependency(value: string): Dependency {
+  const parts = value.split(":");
+  const isArray = parts[0] === "array";
+  const [id, condition = "succeeded"] = isArray ? parts.slice(1) : parts;
+  if (!id || !(CONDITIONS as readonly string[]).includes(condition) || parts.length > (isArray ? 3 : 2))
+    throw new UsageError(`--after wants ID[:succeeded|failed|finished] or array:ID[:condition], got ${JSON.stringify(value)}`);
+  const c = condition as Dependency["condition"];
+  return isArray ? { arrayId: id, condition: c } : { jobId: id, condition: c };
+}
+
+/** `jobs run --array N`: prints the array's id (and its job ids with --json); `--wait` waits until every job ended, exit 0 if all succeeded. */
+async function runArray(ctx: Context, body: JobRequest & { arrayCount: number }, wait: boolean): Promise<void> {
+  const created = await ctx.client().submitArray(body);
+  if (ctx.json) ctx.stdout.write(JSON.stringify(created) + "\n");
+  else ctx.stdout.write(`${created.arrayId}\n`);
+  if (!wait) return;
+  const line = liveLine(ctx.stderr);
+  try {
+    for (;;) {
+      const array = await ctx.client().getArray(created.arrayId);
+      const { completed = 0, failed = 0, cancelled = 0 } = array.counts;
+      line.update(
+        `${array.id} ${Object.entries(array.counts)
+          .map(([s, n]) => `${s} ${n}`)
+          .join(" · ")}`,
+      );
+      if (completed + failed + cancelled >= array.total) {
+        process.exitCode = completed === array.total ? 0 : 1;
+        return;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+  } finally {
+    line.done();
+  }
+}
+
 function showJob(ctx: Context, job: Job): void {
   if (ctx.json) return printJson(ctx, job);
   printRecord(ctx, {
@@ -81,6 +122,9 @@ function showJob(ctx: Context, job: Job): void {
     exitCode: job.result?.exitCode ?? null,
     gpuSecondsUsed: job.gpuSecondsUsed,
     platformAccess: job.platformAccess,
+    arrayId: job.arrayId,
+    arrayIndex: job.arrayIndex,
+    dependsOn: job.dependsOn,
     createdAt: job.createdAt,
     startedAt: job.startedAt,
     completedAt: job.completedAt,
@@ -106,6 +150,13 @@ export function jobCommands(y: Argv, run: Run): Argv {
               type: "string",
               describe: "the job's own token and database roles: comma list of scopes, db:<id> (implies databases:write), model:<id> (implies inference)",
             })
+            .option("array", { type: "number", describe: "submit N jobs at once (an array); each sees CI_ARRAY_INDEX (0…N-1) and CI_ARRAY_ID" })
+            .option("parallelism", { type: "number", describe: "with --array: at most this many of them run at once" })
+            .option("after", {
+              type: "string",
+              array: true,
+              describe: "wait for job ID to succeed first (repeatable); ID:failed or ID:finished for another condition, array:ID for every job of an array",
+            })
             .option("wait", { type: "boolean", describe: "wait for the end (a live status line on a terminal); exit with its code" })
             .option("follow", { alias: "f", type: "boolean", describe: "print its output as it comes; exit with its code" })
             .option("cancel-on-interrupt", {
@@ -125,6 +176,10 @@ export function jobCommands(y: Argv, run: Run): Argv {
           if (args.retries !== undefined) body.maxRetries = args.retries;
           if (args.env?.length) body.env = parseEnv(args.env);
           if (args.platformAccess !== undefined) body.platformAccess = platformAccess(args.platformAccess);
+          if (args.after?.length) body.dependsOn = args.after.map(afterDependency);
+          if (args.parallelism !== undefined && args.array === undefined) throw new UsageError("--parallelism needs --array N");
+          if (args.array !== undefined)
+            return runArray(ctx, { ...body, arrayCount: args.array, arrayParallelism: args.parallelism }, Boolean(args.wait || args.follow));
           const { id } = await ctx.client().submitJob(body);
           if (!args.wait && !args.follow) {
             if (ctx.json) ctx.stdout.write(JSON.stringify({ id }) + "\n");

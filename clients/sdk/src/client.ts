@@ -9,6 +9,10 @@ import { jsonEvents, textChunks } from "./streams";
 export type Schemas = components["schemas"];
 export type Job = Schemas["Job"];
 export type JobStatus = Schemas["JobStatus"];
+/** POST /api/gpu/jobs with `arrayCount`, and GET /api/gpu/arrays/:id. */
+export type ArrayCreated = Schemas["ArrayCreated"];
+export type JobCreated = Schemas["JobCreated"];
+export type JobArray = Schemas["JobArray"];
 type Body<P extends PathsWith<M>, M extends Method> = RequestInit<P, M> extends { body?: infer B } ? NonNullable<B> : never;
 export type JobRequest = Body<"/api/gpu/jobs", "post">;
 export type DatabaseRequest = Body<"/api/databases", "post">;
@@ -69,10 +73,16 @@ export class CiPlatform {
   deleteToken = (id: string) => this.api("delete", "/api/auth/tokens/{id}", { path: { id } });
 
   // GPU jobs
-  submitJob = (body: JobRequest) => this.api("post", "/api/gpu/jobs", { body });
+  /** One job (the answer of a request without `arrayCount`: an array is `submitArray`). */
+  submitJob = (body: Omit<JobRequest, "arrayCount" | "arrayParallelism">) => this.api("post", "/api/gpu/jobs", { body }) as Promise<JobCreated>;
+  /** `arrayCount` jobs in one request; each sees CI_ARRAY_INDEX and CI_ARRAY_ID. */
+  submitArray = (body: JobRequest & { arrayCount: number }) => this.api("post", "/api/gpu/jobs", { body }) as Promise<ArrayCreated>;
   listJobs = () => this.api("get", "/api/gpu/jobs", {});
   getJob = (id: string) => this.api("get", "/api/gpu/jobs/{id}", { path: { id } });
   cancelJob = (id: string) => this.api("post", "/api/gpu/jobs/{id}/cancel", { path: { id } });
+  /** An array of jobs (`arrayCount`): its jobs counted by status; cancel stops every unfinished one. */
+  getArray = (id: string) => this.api("get", "/api/gpu/arrays/{id}", { path: { id } });
+  cancelArray = (id: string) => this.api("post", "/api/gpu/arrays/{id}/cancel", { path: { id } });
   clusterStatus = () => this.api("get", "/api/gpu/status", {});
 
   /** The job's output so far (an attempt's with `attempt`). */

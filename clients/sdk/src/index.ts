@@ -1,12 +1,15 @@
 /** @ci-platform/sdk: the typed client of the ci-platform API. */
 export { CiPlatform, TERMINAL, TOKEN_SCOPES } from "./client";
 export type {
+  ArrayCreated,
   ChatCompletion,
   ChatCompletionRequest,
   DatabaseRequest,
   InferenceChunk,
   InferenceRequest,
   Job,
+  JobArray,
+  JobCreated,
   JobRequest,
   JobStatus,
   PlatformAccess,

@@ -59,7 +59,7 @@ export async function accountState(app: SchedulerApp, clientIds: string[]): Prom
 /** Figures for the metrics service. */
 export async function stats(app: SchedulerApp): Promise<SchedulerStats> {
   const c = await app.repo.countByStatus();
-  const queued = c.queued + c.assigned;
+  const queued = c.waiting + c.queued + c.assigned;
   return {
     queueDepth: queued,
     jobsByStatus: { queued, running: c.running, completed: c.completed, failed: c.failed, cancelled: c.cancelled },

@@ -14,7 +14,8 @@ import type { QuotaResource } from "../../../lib/usage-protocol";
 import { GPU_MONTHLY } from "./account-limits";
 import type { Refusal } from "../core/admission";
 import { dnsLookup, SchedulerApp } from "../app";
-import type { CreatedJob } from "../contract";
+import type { CreatedArray, CreatedJob } from "../contract";
+import { isGroup, submitGroup } from "./group-submit";
 import { checkIdempotencyKey, IDEMPOTENCY_HEADER, requestHash } from "./idempotency";
 import type { NewJob } from "../store/job-row";
 import { checkSubmission, CreateJobParams, SubmissionFacts } from "./submission";
@@ -23,7 +24,7 @@ import { resolveTarget } from "../webhooks/webhook-target";
 
 type CreateCtx = Context<CreateJobParams, CallerMeta>;
 
-export async function submitJob(app: SchedulerApp, ctx: CreateCtx): Promise<CreatedJob> {
+export async function submitJob(app: SchedulerApp, ctx: CreateCtx): Promise<CreatedJob | CreatedArray> {
   const key = checkIdempotencyKey(ctx.meta.idempotencyKey);
   const clientId = ctx.meta.caller!.clientId;
   const runningGpus = await runningGpuLimit(app, clientId, ctx.params.gpuCount ?? 1);
@@ -32,6 +33,8 @@ export async function submitJob(app: SchedulerApp, ctx: CreateCtx): Promise<Crea
   const { job } = submitted;
   if (ctx.params.webhookUrl != null) await checkWebhookUrl(app, clientId, ctx.params.webhookUrl);
   if (ctx.params.platformAccess != null) await checkPlatformAccess(app, ctx, ctx.params.platformAccess);
+  // An array or a job with dependencies: one transaction of its own, keyed or not (group-submit.ts).
+  if (isGroup(ctx.params)) return submitGroup(app, ctx, key, job, { monthly: (c) => checkMonthly(app, c), quotaExceeded });
   // Keyed requests take their own transaction (a replay answers even at the queued-jobs cap); the others stay on the batched inserts.
   if (key !== undefined) return createKeyed(app, ctx, key, job);
   // At or over a monthly quota a job uses up: 403 before anything is queued (a keyed replay still gets its first answer).

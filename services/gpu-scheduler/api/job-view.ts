@@ -22,6 +22,8 @@ export function waitingReason(waiting: Waiting, gpuType: string | null): string 
       return n > 1 ? `waiting for ${n} free GPUs${matching} on one node` : `waiting for a free GPU${matching}`;
     case "ACCOUNT_LIMIT":
       return `account limit of ${waiting.limit} running GPU${waiting.limit === 1 ? "" : "s"} reached${n > 1 ? ` (this job needs ${n})` : ""}`;
+    case "ARRAY_LIMIT":
+      return `array limit of ${waiting.limit} running job${waiting.limit === 1 ? "" : "s"} reached (arrayParallelism)`;
     case "QUOTA_EXCEEDED":
       if (waiting.reserved) {
         const worst = waiting.quota === "credits" ? "timeoutSeconds × GPUs × their price" : "timeoutSeconds × GPUs";
@@ -90,6 +92,8 @@ export function toJobDetail(row: JobRow, now: Date, label: NodeLabeler, defaultT
     maxRetries: row.max_retries ?? 0,
     attempts: row.attempts ?? 0,
     webhookUrl: row.webhook_url ?? null,
+    arrayId: row.array_id ?? null,
+    arrayIndex: row.array_index ?? null,
   };
 }
 

@@ -54,12 +54,28 @@ export function checkSubmission(params: CreateJobParams, facts: SubmissionFacts,
     const problem = gpuCountProblem(gpuCount, gpuType, known() ? facts.mostCardsOnOneNode(gpuType) : gpuCount, facts.runningGpus);
     if (problem) return refuse("gpuCount", problem);
   }
+  const group = groupProblem(params);
+  if (group) return refuse(group.field, group.message);
   // Pulling makes a GPU host connect to the image's registry: only the operator's registries (the node checks again).
   const image = containerImage ? checkImage(containerImage, facts.allowedRegistries) : null;
   if (image && !image.ok) return refuse("containerImage", `The 'containerImage' field is not allowed: ${image.reason}.`);
   // The stored document (lib/job-spec.ts): defaults resolved, nulls dropped; env is kept apart (its values are secrets).
   const job: NewJob = { id: ids.id, clientId: ids.clientId, spec: storedJob(params, facts.defaultTimeoutS), env: env as Record<string, string> };
   return { ok: true, job };
+}
+
+/** An array's parallelism beyond its size, or a dependency that names neither or both of a job and an array. */
+function groupProblem(params: CreateJobParams): { field: string; message: string } | null {
+  const { arrayCount, arrayParallelism } = params;
+  if (arrayParallelism != null && arrayCount == null)
+    return { field: "arrayParallelism", message: "The 'arrayParallelism' field needs 'arrayCount' (it caps how many jobs of an array run at once)." };
+  if (arrayParallelism != null && arrayCount != null && arrayParallelism > arrayCount)
+    return { field: "arrayParallelism", message: `The 'arrayParallelism' field (${arrayParallelism}) must not exceed 'arrayCount' (${arrayCount}).` };
+  const deps = params.dependsOn ?? [];
+  for (const [i, dep] of deps.entries())
+    if ((dep.jobId === undefined) === (dep.arrayId === undefined))
+      return { field: `dependsOn[${i}]`, message: "Each dependency names exactly one of 'jobId' and 'arrayId'." };
+  return null;
 }
 
 /** A count no node can hold (`most`), or more than the account may ever hold at once, would wait forever. */

@@ -17,6 +17,9 @@
  *    the fewest: later jobs leave that node's matching free cards alone, so as its jobs end the
  *    gang gets a whole set there instead of starving behind a stream of one-card jobs. Only the
  *    first such gang of a pass reserves (in fair-share order), so reservations idle at most one node.
+ * 3a. A job of an array with `arrayParallelism` p waits (ARRAY_LIMIT) while p jobs of its array
+ *    hold cards, those placed earlier in the pass included. Otherwise an array's jobs are its
+ *    account's jobs like any other (fair share counts each card they hold).
  * 4. Among the (node, name) sets that fit, a job takes the name fewest specific requests in the
  *    queue want (so "any" jobs leave scarce types to the jobs that asked for them), then the best
  *    fit: the node left with the fewest free cards of that name (small jobs fill partly used
@@ -34,7 +37,11 @@ export type QueuedJob = {
   priority?: number;
   gpuCount?: number;
   timeoutSeconds?: number;
+  /** Its array (`arrayParallelism` caps how many of it hold cards at once: `Snapshot.arrays`). */
+  arrayId?: string | null;
 };
+/** An array whose jobs are capped: `parallelism`, and how many of its jobs hold cards now (`active`). */
+export type ArrayCap = { parallelism: number; active: number };
 /**
  * An account's standing: `usage` its GPU-seconds decayed to now, `held` the GPUs it holds now,
  * `weight` its share (> 0), `runningGpus` the most GPUs it may hold (null: no limit);
@@ -52,14 +59,20 @@ export type AccountShare = {
   creditsPerGpuSecond?: (cardName: string) => number;
 };
 /** `accounts`: absent ones have used nothing, hold nothing, weigh 1, have no limit. */
-export type Snapshot = { cards: SnapshotCard[]; queue: QueuedJob[]; accounts?: ReadonlyMap<string, AccountShare> };
+export type Snapshot = {
+  cards: SnapshotCard[];
+  queue: QueuedJob[];
+  accounts?: ReadonlyMap<string, AccountShare>;
+  /** Arrays with a parallelism cap, by id (absent ones are not capped). */
+  arrays?: ReadonlyMap<string, ArrayCap>;
+};
 
 /** `gpuUuid`: the first of the job's cards `gpuUuids` (all on `nodeId`, of one name). */
 export type Placement = { jobId: string; nodeId: string; gpuUuid: string; gpuUuids: string[] };
 /** NO_NODE_BIG_ENOUGH: matching cards exist, but no node has `needed` of one name. */
-export type WaitReason = "NO_GPUS" | "NO_MATCHING_GPU" | "NO_NODE_BIG_ENOUGH" | "MATCHING_GPUS_BUSY" | "ACCOUNT_LIMIT" | "QUOTA_EXCEEDED";
+export type WaitReason = "NO_GPUS" | "NO_MATCHING_GPU" | "NO_NODE_BIG_ENOUGH" | "MATCHING_GPUS_BUSY" | "ACCOUNT_LIMIT" | "QUOTA_EXCEEDED" | "ARRAY_LIMIT";
 /**
- * `limit`: the account's running-GPU limit, for ACCOUNT_LIMIT; `quota`: the monthly quota used up, for
+ * `limit`: the account's running-GPU limit, for ACCOUNT_LIMIT (the array's parallelism for ARRAY_LIMIT); `quota`: the monthly quota used up, for
  * QUOTA_EXCEEDED; `needed`: the job's card count when more than 1.
  */
 export type Waiting = { jobId: string; reason: WaitReason; limit?: number; quota?: string; reserved?: boolean; needed?: number };
@@ -143,6 +156,8 @@ export function plan(snapshot: Snapshot): Plan {
     if (!card.busy) set.free.push(card.uuid);
   }
   let reserved = false;
+  // Each array's jobs holding cards, counting those placed in this pass.
+  const active = new Map([...(snapshot.arrays ?? [])].map(([id, cap]) => [id, cap.active]));
 
   walkFair(queue, snapshot.accounts ?? new Map(), (job, account) => {
     const wanted = namesFor(job.gpuType);
@@ -158,6 +173,8 @@ export function plan(snapshot: Snapshot): Plan {
     if (account.gpuSecondsLeft !== undefined && account.gpuSecondsLeft <= 0) return wait("QUOTA_EXCEEDED", { quota: "gpuSeconds", reserved: true });
     if (account.creditsLeft !== undefined && account.creditsLeft <= 0) return wait("QUOTA_EXCEEDED", { quota: "credits", reserved: true });
     if (account.runningGpus !== null && account.held + account.started + k > account.runningGpus) return wait("ACCOUNT_LIMIT", { limit: account.runningGpus });
+    const cap = job.arrayId ? snapshot.arrays?.get(job.arrayId) : undefined;
+    if (cap && active.get(job.arrayId!)! >= cap.parallelism) return wait("ARRAY_LIMIT", { limit: cap.parallelism });
     const candidates = [...sets.values()].filter((set) => wanted.has(set.name));
     let best: CardSet | undefined;
     for (const set of candidates) if (set.free.length >= k && (!best || better(set, best, demand))) best = set;
@@ -174,6 +191,7 @@ export function plan(snapshot: Snapshot): Plan {
     }
     const gpuUuids = best.free.splice(0, k);
     placements.push({ jobId: job.jobId, nodeId: best.nodeId, gpuUuid: gpuUuids[0], gpuUuids });
+    if (cap) active.set(job.arrayId!, active.get(job.arrayId!)! + 1);
     if (account.gpuSecondsLeft !== undefined) account.gpuSecondsLeft -= k * (job.timeoutSeconds ?? 0);
     if (account.creditsLeft !== undefined) account.creditsLeft -= k * (job.timeoutSeconds ?? 0) * (account.creditsPerGpuSecond?.(best.name) ?? 0);
     return true;

@@ -151,7 +151,7 @@ export class JobReads {
     const { rows } = await this.db.query<{ status: StoredStatus; n: number }>(
       `SELECT category AS status, sum(n)::int AS n FROM gpu_scheduler.job_counts GROUP BY 1`,
     );
-    const counts = { queued: 0, assigned: 0, running: 0, completed: 0, failed: 0, cancelled: 0 };
+    const counts = { waiting: 0, queued: 0, assigned: 0, running: 0, completed: 0, failed: 0, cancelled: 0 };
     for (const r of rows) counts[r.status] = r.n;
     return counts;
   }

@@ -4,7 +4,7 @@
  * replica decide at a time.
  */
 import type { Pool } from "pg";
-import type { QueuedJob } from "../core/placement";
+import type { ArrayCap, QueuedJob } from "../core/placement";
 import type { StoredJob } from "../../../lib/job-spec";
 
 export type AssignedJob = {
@@ -23,6 +23,9 @@ export type AssignedJob = {
   /** This placement's attempt (1-based: the placement counts it). */
   attempts: number;
   max_retries: number;
+  /** Its array and its index there (CI_ARRAY_ID, CI_ARRAY_INDEX); null for a job of no array. */
+  array_id?: string | null;
+  array_index?: number | null;
 };
 /** Taken by each placement decision, and by a drain, so no pass that read the node as ready commits after the drain. */
 export const PLACEMENT_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext('ci-platform:gpu-scheduler:placement'))";
@@ -46,7 +49,15 @@ export type PlacementSnapshot = {
   usage?: Map<string, number>;
   /** Nodes an operator drained: none of their cards takes a job (absent: none). */
   drained?: Set<string>;
+  /** The capped arrays of `queue`'s jobs (arrayParallelism), by id. */
+  arrays?: Map<string, ArrayCap>;
 };
+
+/**
+ * A queued job's array as the queue index orders it (migration 17's jobs_queue_by_account): its
+ * array, or the nil uuid for a job of none. `t`: a table alias with its dot, or "".
+ */
+export const ARRAY_KEY = (t: string) => `COALESCE(${t}array_id, '00000000-0000-0000-0000-000000000000'::uuid)`;
 
 /** An account's GPU-seconds decayed to the database's now with half-life `halfLifeS` (SQL over account_usage `u`). */
 export const decayedUsageSql = (halfLifeS: number) => `u.gpu_seconds * power(2, -extract(epoch FROM now() - u.at) / ${Number(halfLifeS)})`;
@@ -85,32 +96,40 @@ export async function readHolding<R>(db: Pool, sql: (lit: (value: string) => str
  * queued jobs of each account and requested type in the account's order (priority, then age), at
  * most as many per pair as there may be free cards (each job takes one at least), and the decayed
  * usage of those accounts. The
- * distinct (account, type) pairs come from skipping through an index (one probe per pair), so the
+ * distinct (account, type, array) triples come from skipping through an index (one probe each; jobs of
+ * no array are one triple per account and type), so the
  * cost grows with the accounts waiting, not with the backlog.
  */
 export function snapshotSql(cardCount: number, halfLifeS: number, nowLiteral: string, defaultTimeoutS = 3600): string {
   const timeout = `coalesce(timeout_seconds, ${Number(defaultTimeoutS)})`;
-  return `WITH RECURSIVE pairs(c, m) AS (
-      (SELECT client_id, gpu_match FROM gpu_scheduler.jobs WHERE status = 'queued' ORDER BY client_id, gpu_match LIMIT 1)
+  return `WITH RECURSIVE pairs(c, m, a) AS (
+      (SELECT client_id, gpu_match, ${ARRAY_KEY("")} FROM gpu_scheduler.jobs WHERE status = 'queued' ORDER BY client_id, gpu_match, ${ARRAY_KEY("")} LIMIT 1)
       UNION ALL
-      SELECT s.client_id, s.gpu_match FROM pairs,
-        LATERAL (SELECT j.client_id, j.gpu_match FROM gpu_scheduler.jobs j
-                 WHERE j.status = 'queued' AND (j.client_id, j.gpu_match) > (pairs.c, pairs.m) ORDER BY j.client_id, j.gpu_match LIMIT 1) s),
+      SELECT s.client_id, s.gpu_match, s.a FROM pairs,
+        LATERAL (SELECT j.client_id, j.gpu_match, ${ARRAY_KEY("j.")} AS a FROM gpu_scheduler.jobs j
+                 WHERE j.status = 'queued' AND (j.client_id, j.gpu_match, ${ARRAY_KEY("j.")}) > (pairs.c, pairs.m, pairs.a)
+                 ORDER BY j.client_id, j.gpu_match, ${ARRAY_KEY("j.")} LIMIT 1) s),
     held AS (SELECT array_agg(u) AS uuids, count(*) AS n FROM gpu_scheduler.jobs, unnest(gpu_uuids) AS u WHERE holding),
     held_by AS (SELECT client_id AS c, coalesce(gpu_name, '') AS g, sum(gpu_count)::int AS n,
         sum(gpu_count * greatest(${timeout} - extract(epoch FROM now() - coalesce(started_at, assigned_at, now())), 0))::float8 AS w
       FROM gpu_scheduler.jobs WHERE holding GROUP BY client_id, gpu_name),
+    -- Arrays whose arrayParallelism jobs hold cards (the few held jobs, through jobs_array_holding): none of their jobs is read.
+    capped AS (SELECT h.array_id FROM gpu_scheduler.jobs h WHERE h.holding AND h.array_id IS NOT NULL GROUP BY h.array_id
+      HAVING count(*) >= (SELECT a.parallelism FROM gpu_scheduler.job_arrays a WHERE a.id = h.array_id)),
     queue AS (
-      SELECT q.id, q.gpu_type, q.seq, q.client_id, q.priority, q.gpu_count, q.t FROM pairs, held,
-        LATERAL (SELECT id, gpu_type, seq, client_id, priority, gpu_count, ${timeout} AS t FROM gpu_scheduler.jobs j
-                 WHERE j.status = 'queued' AND j.client_id = pairs.c AND j.gpu_match = pairs.m
+      SELECT q.id, q.gpu_type, q.seq, q.client_id, q.priority, q.gpu_count, q.t, q.array_id FROM pairs, held,
+        LATERAL (SELECT id, gpu_type, seq, client_id, priority, gpu_count, ${timeout} AS t, array_id FROM gpu_scheduler.jobs j
+                 WHERE j.status = 'queued' AND j.client_id = pairs.c AND j.gpu_match = pairs.m AND ${ARRAY_KEY("j.")} = pairs.a
                    AND (j.not_before IS NULL OR j.not_before <= ${nowLiteral}::timestamptz)
-                 ORDER BY j.priority DESC, j.seq LIMIT GREATEST(${cardCount} - held.n, 0)) q)
+                 ORDER BY j.priority DESC, j.seq LIMIT CASE WHEN pairs.a IN (SELECT array_id FROM capped) THEN 0 ELSE GREATEST(${cardCount} - held.n, 0) END) q)
     SELECT (SELECT uuids FROM held) AS held, (SELECT json_agg(queue ORDER BY seq) FROM queue) AS queue,
       (SELECT json_agg(held_by) FROM held_by) AS held_by,
       (SELECT json_agg(json_build_object('c', u.client_id, 'u', ${decayedUsageSql(halfLifeS)}))
        FROM gpu_scheduler.account_usage u WHERE u.client_id IN (SELECT client_id FROM queue)) AS usage,
-      (SELECT array_agg(node_id) FROM gpu_scheduler.nodes WHERE draining) AS drained`;
+      (SELECT array_agg(node_id) FROM gpu_scheduler.nodes WHERE draining) AS drained,
+      (SELECT json_agg(json_build_object('id', a.id, 'p', a.parallelism,
+         'n', (SELECT count(*) FROM gpu_scheduler.jobs h WHERE h.holding AND h.array_id = a.id)))
+       FROM gpu_scheduler.job_arrays a WHERE a.parallelism IS NOT NULL AND a.id IN (SELECT array_id FROM queue)) AS arrays`;
 }
 
 /** Cards held and GPU-seconds in flight per account (and by card name), from rows per (account, card name). */
@@ -129,10 +148,20 @@ function heldByAccount(rows: NonNullable<SnapshotRow["held_by"]>): Required<Pick
 
 type SnapshotRow = {
   held: string[] | null;
-  queue: Array<{ id: string; gpu_type: string | null; seq: number; client_id: string; priority: number; gpu_count: number; t: number }> | null;
+  queue: Array<{
+    id: string;
+    gpu_type: string | null;
+    seq: number;
+    client_id: string;
+    priority: number;
+    gpu_count: number;
+    t: number;
+    array_id: string | null;
+  }> | null;
   held_by: Array<{ c: string; g: string; n: number; w: number }> | null;
   usage: Array<{ c: string; u: number }> | null;
   drained: string[] | null;
+  arrays: Array<{ id: string; p: number; n: number }> | null;
 };
 
 export class PlacementRepository {
@@ -172,6 +201,7 @@ export class PlacementRepository {
         priority: q.priority,
         gpuCount: q.gpu_count,
         timeoutSeconds: Number(q.t),
+        arrayId: q.array_id,
       }));
       const placements = queue.length
         ? await decide({
@@ -180,6 +210,7 @@ export class PlacementRepository {
             ...heldByAccount(row.held_by ?? []),
             usage: new Map((row.usage ?? []).map((u) => [u.c, u.u])),
             drained: new Set(row.drained ?? []),
+            arrays: new Map((row.arrays ?? []).map((a) => [a.id, { parallelism: a.p, active: Number(a.n) }])),
           })
         : [];
       if (!placements.length) {
@@ -195,7 +226,7 @@ export class PlacementRepository {
              assigned_at = ${lit(now.toISOString())}::timestamptz, attempts = j.attempts + 1
          FROM (VALUES ${values}) AS p(id, node_id, gpu_uuids, gpu_name)
          WHERE j.id = p.id AND j.id IN (${placements.map((p) => `${lit(p.jobId)}::uuid`).join(", ")}) AND j.status = 'queued' AND j.gpu_count = cardinality(p.gpu_uuids)
-         RETURNING j.id, j.client_id, j.node_id, j.gpu_uuid, j.gpu_uuids, j.spec, j.env, j.assigned_at, j.attempts, j.max_retries;
+         RETURNING j.id, j.client_id, j.node_id, j.gpu_uuid, j.gpu_uuids, j.spec, j.env, j.assigned_at, j.attempts, j.max_retries, j.array_id, j.array_index;
          COMMIT`,
       )) as unknown as Array<{ rows: AssignedJob[] }>;
       return { planned: placements.length, assigned: written[0].rows };
