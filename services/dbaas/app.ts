@@ -15,6 +15,8 @@ import { brokerEnv } from "../../lib/settings";
 import { USAGE_CHANNEL, UsageBatch } from "../../lib/usage-protocol";
 import type { DbThis } from "../../mixins/db.mixin";
 import { DatabasesRepository } from "./databases.repository";
+import { Extensions } from "./extensions";
+import type { GuardConfig } from "./guard-sql";
 import { JobRolesRepository } from "./job-roles.repository";
 import { OwnerLease } from "./owner-lease";
 import { Periodic } from "./periodic";
@@ -81,6 +83,7 @@ export class DbaasApp {
   snapshotter!: Snapshotter;
   quotaWatch!: QuotaWatch;
   reconciler!: Reconciler;
+  extensions!: Extensions;
   quotaLoop!: Periodic<QuotaReport>;
   reconcileLoop!: Periodic<ReconcileReport>;
 
@@ -133,9 +136,11 @@ export class DbaasApp {
           reserved: this.config.reservedConnections,
         },
         catalogLevel: this.config.hideCatalog,
+        guard: this.guard(),
       },
     });
     this.quota = new QuotaEnforcer(deps);
+    this.extensions = new Extensions({ ...deps, guard: this.guard() });
     const store = new SnapshotStore(this.config.snapshotDir);
     await store.init();
     const binDir = this.config.pgBinDir || (await this.tenant.serverMajor().then(debianBinDir, () => ""));
@@ -196,6 +201,11 @@ export class DbaasApp {
     await Promise.all([this.tenant?.close(), this.lease?.stop()]);
   }
 
+  /** The platform's objects in every client database: the extension guard, and the pooler's lookup when a pooled endpoint is configured. */
+  guard(): GuardConfig {
+    return { extensions: this.config.extensions, ...(this.config.pooledPort ? { poolerRole: this.config.poolerRole } : {}) };
+  }
+
   /** Runs the server checks again while they could not be made; a refused server stays refused (503). */
   async verifyServer(): Promise<boolean> {
     if (this.serverVerified) return true;
@@ -251,6 +261,7 @@ export class DbaasApp {
   async housekeeping(graceMs: number): Promise<ReconcileReport> {
     const report = await this.reconciler.reconcile(graceMs);
     await this.applyCatalogLevel();
+    await this.extensions.applyPolicy();
     await this.provisioner.repairBlockedLogins();
     await this.snapshotter.recover();
     return report;

@@ -9,8 +9,9 @@ import { respondCreated } from "../../lib/http-meta";
 import { isUuid } from "../../lib/uuid";
 import type { DbaasApp } from "./app";
 import type { DatabaseCreated, DatabaseDetail, Message } from "./contract";
+import type { DatabaseRow } from "./databases.repository";
 import { unavailable } from "./faults";
-import { connectionString, databaseDetail, findOwn } from "./lookups";
+import { connectionStrings, databaseDetail, findOwn } from "./lookups";
 import { DestroyNotStarted } from "./provisioner";
 import type { QuotaReport } from "./quota";
 import type { ReconcileReport } from "./reconciler";
@@ -38,17 +39,23 @@ export async function createDatabase(app: DbaasApp, params: CreateParams, meta: 
     port,
     username: row.username,
     password,
-    connectionString: connectionString(app, row, password),
+    ...connectionStrings(app, row, password),
   };
 }
 
 export async function listDatabases(app: DbaasApp, clientId: string): Promise<{ databases: DatabaseDetail[] }> {
   const rows = await app.repo.listActive(clientId);
-  return { databases: rows.map((row) => databaseDetail(app, row)) };
+  return { databases: await Promise.all(rows.map((row) => fullDetail(app, row))) };
 }
 
 export async function getDatabase(app: DbaasApp, id: string, clientId: string): Promise<DatabaseDetail> {
-  return databaseDetail(app, await findOwn(app, id, clientId));
+  return fullDetail(app, await findOwn(app, id, clientId));
+}
+
+/** The detail with what the tenant server says of the database now (its extensions). */
+async function fullDetail(app: DbaasApp, row: DatabaseRow): Promise<DatabaseDetail> {
+  const extensions = await app.extensions.detail(row);
+  return { ...databaseDetail(app, row), ...(extensions ? { extensions } : {}) };
 }
 
 export async function destroyDatabase(app: DbaasApp, id: string, clientId: string): Promise<Message> {
@@ -84,5 +91,5 @@ export async function setMaxStorage(app: DbaasApp, id: string, maxStorageMb: num
   const row = (await app.repo.find(id))!;
   await app.tenant.setTempFileLimit(row.username, maxStorageMb);
   await app.quotaLoop.exclusive(() => app.quota.check([row]));
-  return databaseDetail(app, (await app.repo.find(id))!);
+  return fullDetail(app, (await app.repo.find(id))!);
 }

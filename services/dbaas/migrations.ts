@@ -185,4 +185,13 @@ export const migrations: Migration[] = [
       CREATE INDEX job_roles_job_idx ON job_roles (job_id);
     `,
   },
+  {
+    version: 8,
+    name: "extension guard per database",
+    sql: `
+      -- The allow-list (DBAAS_EXTENSIONS) the database's extension guard enforces (extension-sql.ts);
+      -- null: none yet (databases from before this version get it from the reconciler).
+      ALTER TABLE databases ADD COLUMN extension_policy text;
+    `,
+  },
 ];

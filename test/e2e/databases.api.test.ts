@@ -9,7 +9,7 @@ import type { NatsPlatform } from "../support/nats-platform";
 import { connectRefusal, startDbaasNatsPlatform, startDbaasPlatform, stopDbaasPlatform, withClient } from "../integration/dbaas.helpers";
 
 const CREATED_KEYS = ["connectionString", "databaseName", "host", "id", "password", "port", "username"];
-const DETAIL_KEYS = ["createdAt", "databaseName", "host", "id", "maxStorageMb", "port", "readOnly", "storageMb", "username"];
+const DETAIL_KEYS = ["createdAt", "databaseName", "extensions", "host", "id", "maxStorageMb", "port", "readOnly", "storageMb", "username"];
 const LIMIT = 3;
 
 function expectError(res: HttpResult, status: number, code: string) {
