@@ -45,6 +45,12 @@ export const Database = Type.Object(
     readOnly: Type.Optional(Type.Boolean({ description: "Over its quota: read-only until back under" })),
     pooledHost: Type.Optional(Type.String({ description: "The pooler's host (transaction mode); present when the platform runs one" })),
     pooledPort: Type.Optional(Type.Integer()),
+    restoreWindow: Type.Optional(
+      Type.Object(
+        { earliest: Type.String({ format: "date-time" }), latest: Type.String({ format: "date-time" }) },
+        { description: "The moments restoreFrom may name for this database; absent without point-in-time restore or before its first base backup" },
+      ),
+    ),
     extensions: Type.Optional(
       Type.Object(
         {

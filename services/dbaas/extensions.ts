@@ -5,7 +5,8 @@
  */
 import type { LoggerInstance } from "moleculer";
 import type { DatabaseRow, DatabasesRepository } from "./databases.repository";
-import { GuardConfig, guardPolicy } from "./guard-sql";
+import { AVAILABLE_EXTENSIONS_SQL, checkExtension, INSTALLED_EXTENSIONS_SQL } from "./extension-sql";
+import { GuardConfig, guardPolicy, guardSql } from "./guard-sql";
 import type { TenantServer } from "./tenant-server";
 
 export type ExtensionsDetail = { available: string[]; installed: string[] };
@@ -21,7 +22,8 @@ export class Extensions {
   /** The allow-listed ones installed on the server and creatable by a tenant. */
   async availableNow(): Promise<string[]> {
     if (!this.available || Date.now() - this.available.at > AVAILABLE_TTL_MS) {
-      const names = this.deps.tenant.availableExtensions(this.deps.guard.extensions);
+      const allowed = this.deps.guard.extensions.map(checkExtension);
+      const names = this.deps.tenant.conn.pool.query<{ name: string }>(AVAILABLE_EXTENSIONS_SQL, [allowed]).then(({ rows }) => rows.map((r) => r.name));
       this.available = { names, at: Date.now() };
       names.catch(() => (this.available = undefined));
     }
@@ -31,8 +33,11 @@ export class Extensions {
   /** The detail's `extensions`; undefined when the server cannot be asked now (the rest of the detail still answers). */
   async detail(row: DatabaseRow): Promise<ExtensionsDetail | undefined> {
     try {
-      const [available, installed] = await Promise.all([this.availableNow(), this.deps.tenant.installedExtensions(row.database_name)]);
-      return { available, installed };
+      const installed = this.deps.tenant.conn.inDatabase(row.database_name, async (client) =>
+        (await client.query<{ name: string }>(INSTALLED_EXTENSIONS_SQL)).rows.map((r) => r.name),
+      );
+      const [available, names] = await Promise.all([this.availableNow(), installed]);
+      return { available, installed: names };
     } catch (err) {
       this.deps.logger.warn(`Extensions of ${row.database_name} not read: ${(err as Error).message}`);
       return undefined;
@@ -45,7 +50,7 @@ export class Extensions {
     const policy = guardPolicy(guard);
     for (const row of await repo.listExtensionPolicyNot(policy)) {
       try {
-        await tenant.setGuard(row.database_name, guard);
+        await tenant.conn.inDatabase(row.database_name, (client) => client.query(guardSql(guard)));
         await repo.markExtensionPolicy(row.id, policy);
       } catch (err) {
         logger.warn(`Extension guard of database ${row.database_name} not applied yet: ${(err as Error).message}`);

@@ -194,4 +194,19 @@ export const migrations: Migration[] = [
       ALTER TABLE databases ADD COLUMN extension_policy text;
     `,
   },
+  {
+    version: 9,
+    name: "destroyed databases kept for point-in-time restore",
+    sql: `
+      -- A destroyed database can still be restored to a moment of its life within
+      -- DBAAS_PITR_RETENTION_H (pitr.ts); removed once that has passed.
+      CREATE TABLE destroyed_databases (
+        id uuid PRIMARY KEY,
+        client_id text NOT NULL,
+        database_name text NOT NULL,
+        created_at timestamptz NOT NULL,
+        destroyed_at timestamptz NOT NULL DEFAULT now()
+      );
+    `,
+  },
 ];

@@ -10,6 +10,8 @@ import { pinnedPgOptions } from "./search-path";
 
 export type ToolName = "pg_dump" | "pg_restore";
 export const TOOLS: readonly ToolName[] = ["pg_dump", "pg_restore"];
+/** Every program of the server's major version dbaas runs (point-in-time restore needs the last three). */
+export type PgProgram = ToolName | "pg_basebackup" | "pg_archivecleanup" | "postgres";
 
 /**
  * libpq's environment for a connection URL (to `database`); sslmode and sslrootcert kept when the

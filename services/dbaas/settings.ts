@@ -86,6 +86,13 @@ export type DbaasSettings = {
   pooledPort?: number;
   /** The role PgBouncer's auth_query runs as (scripts/setup/tenant-pgbouncer.sh). */
   poolerRole: string;
+  /** The tenant server's WAL archive (its archive_command's folder); unset: no point-in-time restore. */
+  pitrWalDir?: string;
+  /** Base backups and scratch instances of point-in-time restore. */
+  pitrDir: string;
+  pitrRetentionH: number;
+  /** A base backup when the newest is this old (hours). */
+  pitrBaseBackupH: number;
 };
 
 /** DBAAS_EXTENSIONS: a comma list of extension names; unset: the default list; `none`: no extension at all. */
@@ -127,4 +134,8 @@ export const parseDbaasSettings = (env: Env): DbaasSettings => ({
   pooledHost: text(env, "DBAAS_POOLED_HOST", text(env, "DBAAS_PUBLIC_HOST", "localhost")),
   pooledPort: optionalInt(env, "DBAAS_POOLED_PORT"),
   poolerRole: text(env, "DBAAS_POOLER_ROLE", "dbaas_pooler"),
+  pitrWalDir: text(env, "DBAAS_PITR_WAL_DIR"),
+  pitrDir: text(env, "DBAAS_PITR_DIR", "data/pitr"),
+  pitrRetentionH: positive(env, "DBAAS_PITR_RETENTION_H", 24),
+  pitrBaseBackupH: positive(env, "DBAAS_PITR_BASEBACKUP_H", 6),
 });

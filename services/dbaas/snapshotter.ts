@@ -16,7 +16,7 @@ import path from "path";
 import type { LoggerInstance } from "moleculer";
 import type { DatabaseRow } from "./databases.repository";
 import { checkIdentifier } from "./naming";
-import { libpqEnv, runTool, tenantToc, ToolName, TOOLS, toolMajor, toolsMismatch } from "./pg-tools";
+import { libpqEnv, PgProgram, runTool, tenantToc, TOOLS, toolMajor, toolsMismatch } from "./pg-tools";
 import type { SnapshotStore } from "./snapshot-store";
 import type { SnapshotRow, SnapshotsRepository } from "./snapshots.repository";
 import type { TenantServer } from "./tenant-server";
@@ -93,8 +93,8 @@ export class Snapshotter {
     await this.restoreDump(this.deps.store.pathOf(snapshotId), tenantUrl, databaseName);
   }
 
-  /** Restores a custom-format dump file as snapshots are (above), leaving out the source's platform objects (pg-tools.ts tenantToc). */
-  async restoreDump(dumpPath: string, tenantUrl: string, databaseName: string): Promise<void> {
+  /** Restores a custom-format dump file as snapshots are (above), leaving out the source's platform objects (pg-tools.ts tenantToc); `slot`: false when the caller holds a dump slot already. */
+  async restoreDump(dumpPath: string, tenantUrl: string, databaseName: string, slot = true): Promise<void> {
     const env = libpqEnv(tenantUrl, databaseName);
     const toc = tenantToc(await runTool(this.bin("pg_restore"), ["-l", dumpPath], env, this.abort.signal, true));
     const listDir = await mkdtemp(path.join(tmpdir(), "dbaas-toc-"));
@@ -111,7 +111,8 @@ export class Snapshotter {
         list,
         dumpPath,
       ];
-      await this.deps.tenant.withDumpSlot(() => runTool(this.bin("pg_restore"), args, env, this.abort.signal));
+      const run = () => runTool(this.bin("pg_restore"), args, env, this.abort.signal);
+      await (slot ? this.deps.tenant.withDumpSlot(run) : run());
     } finally {
       await rm(listDir, { recursive: true, force: true });
     }
@@ -164,7 +165,8 @@ export class Snapshotter {
     }
   }
 
-  private bin(tool: ToolName): string {
+  /** Where a PostgreSQL program of the server's major version is (DBAAS_PG_BIN_DIR or Debian's folder; else PATH). */
+  bin(tool: PgProgram): string {
     return this.deps.binDir ? path.join(this.deps.binDir, tool) : tool;
   }
 }

@@ -16,7 +16,6 @@ import type { DatabaseActivity } from "./quota-activity";
 import { readActivity } from "./quota-signals";
 import { Queryable, TenantConnections } from "./tenant-connections";
 import { listMarkedObjects, Measured, measureDatabases } from "./tenant-reads";
-import { AVAILABLE_EXTENSIONS_SQL, checkExtension, INSTALLED_EXTENSIONS_SQL } from "./extension-sql";
 import { GuardConfig, guardSql } from "./guard-sql";
 
 export type { TenantRef } from "./tenant-sql";
@@ -30,7 +29,7 @@ const CONNECTIONS_LOCK = "ci-platform:dbaas:connections";
 export type ConnectionCapacity = { max_connections: number; superuser_reserved: number; allotted: number; own: number };
 
 export class TenantServer {
-  private readonly conn: TenantConnections;
+  readonly conn: TenantConnections; // also for the modules that run their own SQL (extensions.ts, pitr.ts)
   private readonly pool: TenantConnections["pool"];
 
   constructor(
@@ -148,22 +147,6 @@ export class TenantServer {
   async prepareSchema(ref: TenantRef, catalogLevel: CatalogLevel = "off", guard?: GuardConfig): Promise<void> {
     const objects = guard ? `;\n${guardSql(guard)}` : "";
     await this.conn.inDatabase(ref.databaseName, (client) => client.query(sql.prepareSchemaSql(ref, catalogLevel) + objects));
-  }
-
-  /** Installs or replaces the platform's objects in the database (guard-sql.ts). */
-  async setGuard(databaseName: string, guard: GuardConfig): Promise<void> {
-    await this.conn.inDatabase(databaseName, (client) => client.query(guardSql(guard)));
-  }
-
-  /** Of `allowed`, those installed on the server that a tenant may create (extension-sql.ts). */
-  async availableExtensions(allowed: readonly string[]): Promise<string[]> {
-    const { rows } = await this.pool.query<{ name: string }>(AVAILABLE_EXTENSIONS_SQL, [allowed.map(checkExtension)]);
-    return rows.map((r) => r.name);
-  }
-
-  /** The extensions created in the database. */
-  async installedExtensions(databaseName: string): Promise<string[]> {
-    return this.conn.inDatabase(databaseName, async (client) => (await client.query<{ name: string }>(INSTALLED_EXTENSIONS_SQL)).rows.map((r) => r.name));
   }
 
   /**
