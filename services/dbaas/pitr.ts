@@ -57,10 +57,16 @@ export class PointInTime {
     return { earliest: new Date(earliest).toISOString(), latest: latest.toISOString() };
   }
 
-  /** A base backup now, then pruning to the retention (one at a time across replicas). */
-  async backupNow(): Promise<BaseBackup> {
+  /**
+   * A base backup now, then pruning to the retention, one at a time across replicas; with
+   * `ifOlderThanMs`, only when the newest is that old (decided under the lock, so replicas never
+   * take one each). Returns the newest backup.
+   */
+  async backupNow(ifOlderThanMs?: number): Promise<BaseBackup> {
     const { store, tenant, retentionMs, logger } = this.deps;
     return tenant.conn.withLock(PITR_LOCK, async () => {
+      const newest = (await store.list()).pop();
+      if (newest && ifOlderThanMs !== undefined && this.now().getTime() - newest.endedAt.getTime() < ifOlderThanMs) return newest;
       const backup = await store.take(tenant.adminUrl, this.abort.signal);
       const removed = await store.prune(new Date(this.now().getTime() - retentionMs));
       await this.deps.sources.forgetDestroyedBefore(new Date(this.now().getTime() - retentionMs));
@@ -72,7 +78,7 @@ export class PointInTime {
   /** A base backup when the newest is older than `everyMs` (or there is none). */
   async backupIfDue(everyMs: number): Promise<void> {
     const newest = (await this.deps.store.list()).pop();
-    if (!newest || this.now().getTime() - newest.endedAt.getTime() >= everyMs) await this.backupNow();
+    if (!newest || this.now().getTime() - newest.endedAt.getTime() >= everyMs) await this.backupNow(everyMs);
   }
 
   stop(): void {
