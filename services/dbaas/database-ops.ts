@@ -11,6 +11,7 @@ import type { DbaasApp } from "./app";
 import type { DatabaseCreated, DatabaseDetail, Message } from "./contract";
 import type { DatabaseRow } from "./databases.repository";
 import type { RestoreFrom } from "./pitr";
+import type { DatabaseStats } from "./stats";
 import { unavailable } from "./faults";
 import { connectionStrings, databaseDetail, findOwn } from "./lookups";
 import { DestroyNotStarted } from "./provisioner";
@@ -102,6 +103,13 @@ export async function baseBackupNow(app: DbaasApp): Promise<{ id: string; endedA
   if (!pitr || !backupLoop) throw apiError("SERVICE_UNAVAILABLE", "Point-in-time restore is not configured (DBAAS_PITR_WAL_DIR)");
   const backup = await backupLoop.exclusive(() => pitr.backupNow());
   return { id: backup.id, endedAt: backup.endedAt.toISOString() };
+}
+
+/** The metrics service's figures: the records', and the WAL archiver's with point-in-time restore (left out while the server does not answer). */
+export async function databaseStats(app: DbaasApp): Promise<DatabaseStats> {
+  const stats = await app.repo.stats();
+  const walArchive = await app.pitr?.archiveFigures().catch((err) => void app.logger.warn(`WAL archiver not read: ${(err as Error).message}`));
+  return walArchive ? { ...stats, walArchive } : stats;
 }
 
 /** Operators: the quota measured and enforced now. */

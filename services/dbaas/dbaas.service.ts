@@ -14,6 +14,7 @@ import { Database, DatabaseCreated, DatabaseDetail, DatabaseList, Message } from
 import { credentialActions } from "./credential-actions";
 import {
   baseBackupNow,
+  databaseStats,
   checkQuotaNow,
   createDatabase,
   CreateParams,
@@ -186,7 +187,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       visibility: "public",
       callers: ["metrics"],
       async handler(this: DbaasThis): Promise<DatabaseStats> {
-        return this.app.repo.stats();
+        return databaseStats(this.app);
       },
     },
   },

@@ -25,6 +25,10 @@ const PITR_LOCK = "ci-platform:dbaas:pitr";
 /** How long a restore waits for the server to archive the WAL it needs. */
 const ARCHIVE_WAIT_MS = 60_000;
 
+const ARCHIVER_SQL = `SELECT (last_failed_time IS NOT NULL AND (last_archived_time IS NULL OR last_failed_time > last_archived_time))::int AS failing,
+         failed_count::int AS failed, coalesce(extract(epoch FROM pg_catalog.now() - last_archived_time), -1)::int AS since
+    FROM pg_catalog.pg_stat_archiver`;
+
 const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})$/;
 
 export type PitrDeps = {
@@ -79,6 +83,12 @@ export class PointInTime {
   async backupIfDue(everyMs: number): Promise<void> {
     const newest = (await this.deps.store.list()).pop();
     if (!newest || this.now().getTime() - newest.endedAt.getTime() >= everyMs) await this.backupNow(everyMs);
+  }
+
+  /** The server's archiver now (dbaas.stats walArchive, the metric platform_databases_wal_archive). */
+  async archiveFigures(): Promise<Record<string, number>> {
+    const { rows } = await this.deps.tenant.conn.pool.query<{ failing: number; failed: number; since: number }>(ARCHIVER_SQL);
+    return { failing: rows[0].failing, failedTotal: rows[0].failed, secondsSinceArchived: rows[0].since };
   }
 
   stop(): void {

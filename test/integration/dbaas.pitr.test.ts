@@ -33,6 +33,11 @@ describe("dbaas point-in-time restore", () => {
     platform = await startDbaasPlatform({ env: { DBAAS_PITR_WAL_DIR: WAL_DIR, DBAAS_PITR_DIR: pitrDir } });
     await platform.broker.call("dbaas.baseBackup");
   });
+
+  it("dbaas pitr - the archiver's health is a figure of dbaas.stats (the metric platform_databases_wal_archive)", async () => {
+    const stats = await platform.broker.call<{ walArchive?: Record<string, number> }>("dbaas.stats");
+    expect(stats.walArchive).toMatchObject({ failing: 0, secondsSinceArchived: expect.any(Number) });
+  });
   afterAll(async () => {
     await stopDbaasPlatform(platform);
     await rm(pitrDir, { recursive: true, force: true });
