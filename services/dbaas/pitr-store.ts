@@ -85,9 +85,20 @@ export class PitrStore {
     return drop.length;
   }
 
-  /** Where the base backups of a crashed take are: removed. */
-  async removePartials(): Promise<void> {
+  /**
+   * At start: what a dbaas that died mid-way left (a base backup being taken, a scratch instance,
+   * whose postgres outlives its parent: stopped first, if its pid still runs that folder's postgres).
+   */
+  async removeLeftovers(): Promise<void> {
     for (const name of await fs.readdir(this.baseDir)) if (name.endsWith(PARTIAL)) await fs.rm(path.join(this.baseDir, name), { recursive: true, force: true });
+    for (const name of await fs.readdir(this.root)) {
+      if (!name.startsWith("scratch-")) continue;
+      const data = path.join(this.root, name, "data");
+      const pid = Number((await fs.readFile(path.join(data, "postmaster.pid"), "utf8").catch(() => "")).split("\n")[0]);
+      const cmdline = pid > 0 ? await fs.readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "") : "";
+      if (cmdline.includes(data)) process.kill(pid, "SIGQUIT"); // immediate shutdown: nothing of it is kept
+      await fs.rm(path.join(this.root, name), { recursive: true, force: true });
+    }
   }
 }
 

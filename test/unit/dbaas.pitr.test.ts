@@ -1,4 +1,8 @@
+import { mkdir, mkdtemp, readdir, rm, writeFile } from "fs/promises";
+import { tmpdir } from "os";
+import path from "path";
 import { isInstant, PointInTime } from "../../services/dbaas/pitr";
+import { PitrStore } from "../../services/dbaas/pitr-store";
 import type { PitrDeps } from "../../services/dbaas/pitr";
 
 describe("dbaas point-in-time restore rules", () => {
@@ -29,5 +33,27 @@ describe("dbaas point-in-time restore rules", () => {
     expect(await pitr.window({ createdAt: created, destroyedAt: destroyed })).toEqual({ earliest: created.toISOString(), latest: destroyed.toISOString() });
     backups.length = 0;
     expect(await pitr.window({ createdAt: created, destroyedAt: null })).toBeUndefined();
+  });
+
+  it("dbaas pitr - leftovers of a dead process go at start: partial backups and scratch folders, complete backups stay", async () => {
+    const root = await mkdtemp(path.join(tmpdir(), "dbaas-pitr-unit-"));
+    try {
+      const store = new PitrStore(root, path.join(root, "wal"), (tool) => tool);
+      await store.init();
+      await mkdir(path.join(root, "base", "b1.partial"));
+      await mkdir(path.join(root, "base", "b2"));
+      await writeFile(
+        path.join(root, "base", "b2", "dbaas-backup.json"),
+        JSON.stringify({ startedAt: "2026-11-27T10:00:00Z", endedAt: "2026-11-27T10:01:00Z" }),
+      );
+      await mkdir(path.join(root, "scratch-abc", "data"), { recursive: true });
+      await writeFile(path.join(root, "scratch-abc", "data", "postmaster.pid"), `${process.pid}\n`); // not a postgres of that folder: not signalled
+      await store.removeLeftovers();
+      expect((await readdir(path.join(root, "base"))).sort()).toEqual(["b2"]);
+      expect((await readdir(root)).sort()).toEqual(["base"]);
+      expect((await store.list()).map((b) => b.id)).toEqual(["b2"]);
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
   });
 });
