@@ -28,6 +28,8 @@ export const ErrorCodes = {
   EXPECTATION_FAILED: 417,
   /** An `Idempotency-Key` sent again with a different request body. */
   IDEMPOTENCY_KEY_REUSED: 422,
+  /** A point-in-time restore to a moment outside the source database's restore window. */
+  OUT_OF_RESTORE_WINDOW: 422,
   RATE_LIMITED: 429,
   /** Request headers over the server's limit (Node's 16 KiB by default). */
   HEADERS_TOO_LARGE: 431,
