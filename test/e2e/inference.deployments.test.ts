@@ -1,0 +1,182 @@
+/**
+ * Model deployments (issue 29, API-DECISIONS "Model deployments") through the gateway: gateway,
+ * auth, gpu-scheduler, a real gpu-node (process executor, bubblewrap sandbox, two simulated cards)
+ * and inference in one process. The replica is a real job: a small OpenAI-compatible server
+ * (test/fixtures/deployments) in its sandbox with no network, reached through its node's serve
+ * relay. The official `openai` client calls it by the deployment's name: a cold start (held, then
+ * marked), chat, a stream chunk by chunk, embeddings; the model sent on is the replica's own id.
+ * The resource's rules: defaults, ranges, unknown fields, 409s, another account's 404, scopes.
+ */
+import { mkdtempSync, rmSync } from "fs";
+import os from "os";
+import path from "path";
+import OpenAI from "openai";
+import { freePort, http, sandboxedGpuEnv, startTestPlatform, TestPlatform, waitFor, waitForRoute } from "../support/platform";
+import { replicaCommand } from "../fixtures/deployments/replica";
+
+const PORT = 8000;
+
+describe("model deployments - through the gateway", () => {
+  let platform: TestPlatform;
+  let base: string;
+  let alice: string;
+  let bob: string;
+  const work = mkdtempSync(path.join(os.tmpdir(), "deployments-"));
+
+  const register = async (name: string) =>
+    (await http(base, "POST", "/api/auth/register", { body: { email: `${name}-${Date.now()}@example.com`, name, password: "correct horse battery" } })).body
+      .accessToken as string;
+  const create = (body: Record<string, unknown>, token = alice) => http(base, "POST", "/api/deployments", { token, body });
+  const client = (token = alice) => new OpenAI({ baseURL: `${base}/v1`, apiKey: token, maxRetries: 0 });
+
+  beforeAll(async () => {
+    const port = await freePort();
+    platform = await startTestPlatform({
+      services: ["api-gateway", "auth", "gpu-scheduler", "gpu-node", "inference"],
+      env: {
+        PORT: String(port),
+        OLLAMA_URL: "off",
+        DEPLOYMENTS_TICK_MS: "200",
+        ...sandboxedGpuEnv(work, { GPU_SIMULATE: "Test GPU:1024,Test GPU:1024" }),
+      },
+    });
+    base = platform.baseUrl;
+    await waitForRoute(base, "GET", "/api/deployments");
+    [alice, bob] = [await register("alice"), await register("bob")];
+    await waitFor(async () => (await http(base, "GET", "/api/gpu/status", { token: alice })).body?.cluster?.totalGpus === 2, {
+      message: "the cards announced",
+    });
+  });
+
+  afterAll(async () => {
+    await platform?.stop();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  test("deployments - a replica job serves chat, a stream and embeddings through its node, after a cold start", async () => {
+    const made = await create({ name: "echo", command: replicaCommand(PORT, { REPLICA_TAG: "a" }), port: PORT, idleTimeoutSeconds: 60 });
+    expect(made.status).toBe(201);
+    expect(made.body).toMatchObject({
+      name: "echo",
+      model: "echo",
+      status: "idle",
+      statusReason: null,
+      replicas: { desired: 0, starting: 0, ready: 0 },
+      port: PORT,
+      readinessPath: "/v1/models",
+      minReplicas: 0,
+      maxReplicas: 1,
+      targetInflight: 4,
+      idleTimeoutSeconds: 60,
+      coldStartTimeoutSeconds: 600,
+      gpuCount: 1,
+    });
+    const id = made.body.id as string;
+
+    // The owner's model lists show it; another account's do not.
+    const listed = await client().models.list();
+    expect(listed.data.map((m) => m.id)).toContain("echo");
+    expect((await http(base, "GET", "/api/models", { token: alice })).body.models).toContainEqual(
+      expect.objectContaining({ name: "echo", provider: "deployment" }),
+    );
+    expect((await client(bob).models.list()).data.map((m) => m.id)).not.toContain("echo");
+
+    // Cold start: the first request waits for the replica, and says so.
+    const first = await client()
+      .chat.completions.create({ model: "echo", messages: [{ role: "user", content: "hello there" }] })
+      .withResponse();
+    expect(first.response.headers.get("x-ci-cold-start")).toBe("true");
+    expect(first.data.choices[0].message.content).toBe("echo: hello there");
+    expect(first.data.model).toBe("echo");
+
+    // Warm: no mark. The model sent on is the replica's own first /v1/models id.
+    const warm = await client()
+      .chat.completions.create({ model: "echo", messages: [{ role: "user", content: "model?" }] })
+      .withResponse();
+    expect(warm.response.headers.get("x-ci-cold-start")).toBeNull();
+    expect(warm.data.choices[0].message.content).toBe("model: tiny-a");
+
+    // A stream arrives chunk by chunk.
+    const stream = await client().chat.completions.create({ model: "echo", stream: true, messages: [{ role: "user", content: "one two three four" }] });
+    const deltas: string[] = [];
+    for await (const chunk of stream) if (chunk.choices[0]?.delta?.content) deltas.push(chunk.choices[0].delta.content);
+    expect(deltas.join("")).toBe("echo: one two three four");
+    expect(deltas.length).toBeGreaterThanOrEqual(5);
+
+    const vectors = await client().embeddings.create({ model: "echo", input: ["abc", "hello"] });
+    expect(vectors.data.map((d) => d.embedding)).toEqual([
+      [3, "tiny-a".length],
+      [5, "tiny-a".length],
+    ]);
+
+    const infer = await http(base, "POST", "/api/models/infer", { token: alice, body: { model: "echo", prompt: "via infer" } });
+    expect([infer.status, infer.body.response]).toEqual([200, "echo: via infer"]);
+
+    // The replica is a job of the owner, with its deploymentId; the deployment reads ready.
+    const jobs = (await http(base, "GET", `/api/gpu/jobs?deploymentId=${id}`, { token: alice })).body.jobs;
+    expect(jobs).toEqual([expect.objectContaining({ deploymentId: id, status: "running" })]);
+    expect((await http(base, "GET", `/api/gpu/jobs?deploymentId=${id}`, { token: bob })).body.jobs).toEqual([]);
+    const shown = (await http(base, "GET", `/api/deployments/${id}`, { token: alice })).body;
+    expect(shown).toMatchObject({ status: "ready", replicas: { desired: 1, ready: 1, starting: 0 } });
+
+    // Usage counts the tokens as the caller's, by the deployment's name.
+    // Deleting stops the replica.
+    expect((await http(base, "DELETE", `/api/deployments/${id}`, { token: alice })).status).toBe(200);
+    await waitFor(async () => (await http(base, "GET", `/api/gpu/jobs/${jobs[0].id}`, { token: alice })).body.status === "cancelled", {
+      timeoutMs: 15_000,
+      message: "the replica stopped",
+    });
+    expect((await http(base, "GET", `/api/deployments/${id}`, { token: alice })).status).toBe(404);
+  });
+
+  test("deployments - the resource's rules: ranges, unknown fields, names, another account's 404", async () => {
+    const command = replicaCommand(PORT);
+    const bad: Array<[Record<string, unknown>, string]> = [
+      [{ name: "Upper", command, port: PORT }, "name"],
+      [{ name: "ok", command, port: 80 }, "port"],
+      [{ name: "ok", command, port: PORT, maxReplicas: 11 }, "maxReplicas"],
+      [{ name: "ok", command, port: PORT, idleTimeoutSeconds: 5 }, "idleTimeoutSeconds"],
+      [{ name: "ok", command, port: PORT, minReplicas: 3, maxReplicas: 2 }, "minReplicas"],
+      [{ name: "ok", command, port: PORT, replicas: 2 }, "replicas"],
+      [{ name: "ok", command, port: PORT, env: { NVIDIA_VISIBLE_DEVICES: "all" } }, "env"],
+    ];
+    for (const [body, field] of bad) {
+      const res = await create(body);
+      expect([field, res.status, res.body.error?.code]).toEqual([field, 400, "VALIDATION_FAILED"]);
+      expect(JSON.stringify(res.body.error.details)).toContain(field);
+    }
+    expect((await http(base, "GET", "/api/deployments", { token: alice })).body.deployments.map((d: { name: string }) => d.name)).not.toContain("ok");
+
+    const made = await create({ name: "mine", command, port: PORT, env: { SECRET: "s3cret" } });
+    expect(made.status).toBe(201);
+    expect(made.body.envNames).toEqual(["SECRET"]);
+    expect(JSON.stringify(made.body)).not.toContain("s3cret");
+    expect((await create({ name: "mine", command, port: PORT })).status).toBe(409);
+    expect((await create({ name: "mine", command, port: PORT }, bob)).status).toBe(201); // names are per account
+
+    const id = made.body.id as string;
+    for (const [method, body] of [
+      ["GET", undefined],
+      ["PATCH", { maxReplicas: 2 }],
+      ["DELETE", undefined],
+    ] as const) {
+      const res = await http(base, method, `/api/deployments/${id}`, { token: bob, body });
+      expect([method, res.status, res.body.error?.code]).toEqual([method, 404, "NOT_FOUND"]);
+    }
+    const patched = await http(base, "PATCH", `/api/deployments/${id}`, { token: alice, body: { maxReplicas: 2, targetInflight: 8 } });
+    expect(patched.body).toMatchObject({ maxReplicas: 2, targetInflight: 8, port: PORT });
+    const refused = await http(base, "PATCH", `/api/deployments/${id}`, { token: alice, body: { port: 9000 } });
+    expect([refused.status, refused.body.error.details]).toEqual([400, [expect.objectContaining({ field: "port" })]]);
+    // Bob's own "mine" is his model, not Alice's deployment.
+    const asBob = await client(bob)
+      .chat.completions.create({ model: "nothing-here", messages: [{ role: "user", content: "x" }] })
+      .catch((e: { status: number }) => e);
+    expect((asBob as { status: number }).status).toBe(404);
+
+    // A restricted token needs jobs:write to create, jobs:read to list.
+    const token = (await http(base, "POST", "/api/auth/tokens", { token: alice, body: { name: "read", scopes: ["jobs:read"] } })).body.token as string;
+    expect((await http(base, "GET", "/api/deployments", { token })).status).toBe(200);
+    const denied = await create({ name: "other", command, port: PORT }, token);
+    expect([denied.status, denied.body.error.details]).toEqual([403, { missingScope: "jobs:write" }]);
+  });
+});
