@@ -119,14 +119,39 @@ describe("model deployments - through the gateway", () => {
     const shown = (await http(base, "GET", `/api/deployments/${id}`, { token: alice })).body;
     expect(shown).toMatchObject({ status: "ready", replicas: { desired: 1, ready: 1, starting: 0 } });
 
-    // Usage counts the tokens as the caller's, by the deployment's name.
+    // A replica that exits is replaced; the next request is answered by the new one.
+    expect((await http(base, "POST", `/api/gpu/jobs/${jobs[0].id}/cancel`, { token: alice })).status).toBe(200);
+    const replaced = await waitFor(
+      async () => {
+        const all = (await http(base, "GET", `/api/gpu/jobs?deploymentId=${id}`, { token: alice })).body.jobs;
+        const d = (await http(base, "GET", `/api/deployments/${id}`, { token: alice })).body;
+        return all.length === 2 && d.replicas.ready === 1 && all.find((j: { id: string }) => j.id !== jobs[0].id);
+      },
+      { timeoutMs: 20_000, message: "a new replica ready" },
+    );
+    const after = await client().chat.completions.create({ model: "echo", messages: [{ role: "user", content: "still there" }] });
+    expect(after.choices[0].message.content).toBe("echo: still there");
+
     // Deleting stops the replica.
     expect((await http(base, "DELETE", `/api/deployments/${id}`, { token: alice })).status).toBe(200);
-    await waitFor(async () => (await http(base, "GET", `/api/gpu/jobs/${jobs[0].id}`, { token: alice })).body.status === "cancelled", {
+    await waitFor(async () => (await http(base, "GET", `/api/gpu/jobs/${replaced.id}`, { token: alice })).body.status === "cancelled", {
       timeoutMs: 15_000,
       message: "the replica stopped",
     });
     expect((await http(base, "GET", `/api/deployments/${id}`, { token: alice })).status).toBe(404);
+  });
+
+  test("deployments - a server that never becomes ready: three replicas in a row, then failed with the last one's exit and output; 503 with Retry-After", async () => {
+    const made = await create({ name: "broken", command: "echo boom-output; exit 3", port: PORT });
+    const res = await http(base, "POST", "/v1/chat/completions", { token: alice, body: { model: "broken", messages: [{ role: "user", content: "hi" }] } });
+    expect(res.status).toBe(503);
+    expect(res.headers.get("retry-after")).toMatch(/^\d+$/);
+    expect(res.body.error.message).toContain("boom-output");
+    const shown = (await http(base, "GET", `/api/deployments/${made.body.id}`, { token: alice })).body;
+    expect(shown.status).toBe("failed");
+    expect(shown.statusReason).toMatch(/^3 replicas in a row ended without becoming ready; the last: exit code 3.*boom-output/);
+    const replicas = (await http(base, "GET", `/api/gpu/jobs?deploymentId=${made.body.id}`, { token: alice })).body.jobs;
+    expect(replicas.map((j: { status: string }) => j.status)).toEqual(["failed", "failed", "failed"]);
   });
 
   test("deployments - the resource's rules: ranges, unknown fields, names, another account's 404", async () => {

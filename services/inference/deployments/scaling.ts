@@ -73,7 +73,8 @@ export function decide(f: ScalingFacts): ScalingPlan {
   const stop = byStopOrder.slice(0, Math.max(0, live.length - desired)).map((r) => r.jobId);
 
   const running = live.length - stop.length + start;
-  const status: DeploymentStatus = failed ? "failed" : ready.length > 0 ? "ready" : running > 0 ? "starting" : "idle";
+  const readyKept = ready.filter((r) => !stop.includes(r.jobId)).length;
+  const status: DeploymentStatus = failed ? "failed" : readyKept > 0 ? "ready" : running > 0 ? "starting" : "idle";
   const statusReason = failed ? `${FAILURES_TO_FAIL} replicas in a row ended without becoming ready; the last: ${reason}` : null;
   return {
     start,
