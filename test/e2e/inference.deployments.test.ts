@@ -15,6 +15,8 @@ import { freePort, http, sandboxedGpuEnv, startTestPlatform, TestPlatform, waitF
 import { replicaCommand } from "../fixtures/deployments/replica";
 
 const PORT = 8000;
+/** A well-formed deployment id (of none). */
+const ANY_DEPLOYMENT_ID = "00000000-0000-4000-8000-000000000000";
 
 describe("model deployments - through the gateway", () => {
   let platform: TestPlatform;
@@ -54,7 +56,7 @@ describe("model deployments - through the gateway", () => {
   });
 
   test("deployments - a replica job serves chat, a stream and embeddings through its node, after a cold start", async () => {
-    const made = await create({ name: "echo", command: replicaCommand(PORT, { REPLICA_TAG: "a" }), port: PORT, idleTimeoutSeconds: 60 });
+    const made = await create({ name: "echo", command: replicaCommand(PORT, { REPLICA_TAG: "a", CHUNK_DELAY_MS: "100" }), port: PORT, idleTimeoutSeconds: 60 });
     expect(made.status).toBe(201);
     expect(made.body).toMatchObject({
       name: "echo",
@@ -99,9 +101,16 @@ describe("model deployments - through the gateway", () => {
     // A stream arrives chunk by chunk.
     const stream = await client().chat.completions.create({ model: "echo", stream: true, messages: [{ role: "user", content: "one two three four" }] });
     const deltas: string[] = [];
-    for await (const chunk of stream) if (chunk.choices[0]?.delta?.content) deltas.push(chunk.choices[0].delta.content);
+    const arrived: number[] = [];
+    for await (const chunk of stream)
+      if (chunk.choices[0]?.delta?.content) {
+        deltas.push(chunk.choices[0].delta.content);
+        arrived.push(Date.now());
+      }
     expect(deltas.join("")).toBe("echo: one two three four");
-    expect(deltas.length).toBeGreaterThanOrEqual(5);
+    expect(deltas.length).toBe(5);
+    // The replica writes a word every 100 ms: they arrive as written, not at the end all at once.
+    expect(arrived[4] - arrived[0]).toBeGreaterThan(250);
 
     const vectors = await client().embeddings.create({ model: "echo", input: ["abc", "hello"] });
     expect(vectors.data.map((d) => d.embedding)).toEqual([
@@ -171,6 +180,15 @@ describe("model deployments - through the gateway", () => {
       expect(JSON.stringify(res.body.error.details)).toContain(field);
     }
     expect((await http(base, "GET", "/api/deployments", { token: alice })).body.deployments.map((d: { name: string }) => d.name)).not.toContain("ok");
+
+    // A replica's fields are the platform's: a client's job cannot claim to be one.
+    for (const field of ["deploymentId", "servePort"]) {
+      const job = await http(base, "POST", "/api/gpu/jobs", {
+        token: alice,
+        body: { command: "true", [field]: field === "servePort" ? 8000 : ANY_DEPLOYMENT_ID },
+      });
+      expect([field, job.status, job.body.error.details]).toEqual([field, 400, [expect.objectContaining({ field })]]);
+    }
 
     const made = await create({ name: "mine", command, port: PORT, env: { SECRET: "s3cret" } });
     expect(made.status).toBe(201);
