@@ -117,7 +117,10 @@ export class DeploymentController {
 
   private async reconcile(d: DeploymentRow): Promise<void> {
     const { repo, jobs, links } = this.deps;
-    const [tracked, listed] = await Promise.all([repo.liveReplicas([d.id]), jobs.list(d.client_id, d.id)]);
+    const tracked = await repo.liveReplicas([d.id]);
+    // At rest (nothing running, wanted or kept): nothing to ask the scheduler.
+    if (!tracked.length && d.wanted_at === null && d.spec.minReplicas === 0 && (d.status === "idle" || d.status === "failed")) return;
+    const listed = await jobs.list(d.client_id, d.id);
     const byId = new Map(listed.map((j) => [j.id, j]));
     // A job submitted by a round that stopped before writing it down.
     for (const j of listed)
