@@ -96,7 +96,7 @@ describe("model deployments - through the gateway", () => {
       .chat.completions.create({ model: "echo", messages: [{ role: "user", content: "model?" }] })
       .withResponse();
     expect(warm.response.headers.get("x-ci-cold-start")).toBeNull();
-    expect(warm.data.choices[0].message.content).toBe("model: tiny-a");
+    expect(warm.data.choices[0].message.content).toMatch(/^model: tiny-a server: /);
 
     // A stream arrives chunk by chunk.
     const stream = await client().chat.completions.create({ model: "echo", stream: true, messages: [{ role: "user", content: "one two three four" }] });
@@ -148,6 +148,46 @@ describe("model deployments - through the gateway", () => {
       message: "the replica stopped",
     });
     expect((await http(base, "GET", `/api/deployments/${id}`, { token: alice })).status).toBe(404);
+  });
+
+  test("deployments - more than targetInflight in flight starts a second replica, the next request goes to it; idle, both stop", async () => {
+    const command = replicaCommand(PORT, { REPLICA_TAG: "b", CHUNK_DELAY_MS: "300" });
+    const made = await create({ name: "busy", command, port: PORT, maxReplicas: 2, targetInflight: 1, idleTimeoutSeconds: 10 });
+    const id = made.body.id as string;
+    const ask = async () => {
+      const stream = await client().chat.completions.create({ model: "busy", stream: true, messages: [{ role: "user", content: "model?" }] });
+      const it = stream[Symbol.asyncIterator]();
+      const first = await it.next(); // the answer is under way: its replica has it in flight
+      // In an object: awaiting ask() must not wait for the whole answer.
+      return {
+        text: (async () => {
+          let text = first.value?.choices[0]?.delta?.content ?? "";
+          for (let next = await it.next(); !next.done; next = await it.next()) text += next.value.choices[0]?.delta?.content ?? "";
+          return text;
+        })(),
+      };
+    };
+    const one = await ask(); // cold start of the first replica
+    const two = await ask(); // two in flight on one replica, target 1: a second replica starts
+    await waitFor(async () => (await http(base, "GET", `/api/deployments/${id}`, { token: alice })).body.replicas.ready === 2, {
+      timeoutMs: 20_000,
+      message: "a second replica ready",
+    });
+    const servers = new Set([await one.text, await two.text].map((t) => t.split("server: ")[1]));
+    expect(servers.size).toBe(1);
+    const three = await ask(); // the fewest in flight: with one running on the first, the second one
+    const four = await ask();
+    const both = new Set([await three.text, await four.text].map((t) => t.split("server: ")[1]));
+    expect(both.size).toBe(2);
+    // No request for idleTimeoutSeconds: down to minReplicas (0), the cards released.
+    await waitFor(
+      async () => {
+        const d = (await http(base, "GET", `/api/deployments/${id}`, { token: alice })).body;
+        const jobs = (await http(base, "GET", `/api/gpu/jobs?deploymentId=${id}`, { token: alice })).body.jobs;
+        return d.status === "idle" && d.replicas.desired === 0 && jobs.every((j: { status: string }) => j.status === "cancelled");
+      },
+      { timeoutMs: 25_000, intervalMs: 500, message: "the replicas stopped once idle" },
+    );
   });
 
   test("deployments - a server that never becomes ready: three replicas in a row, then failed with the last one's exit and output; 503 with Retry-After", async () => {
