@@ -1,10 +1,12 @@
 /**
  * Model deployments (issue 29, API-DECISIONS "Model deployments") through the gateway: gateway,
- * auth, gpu-scheduler, a real gpu-node (process executor, bubblewrap sandbox, two simulated cards)
- * and inference in one process. The replica is a real job: a small OpenAI-compatible server
+ * auth, gpu-scheduler, a real gpu-node (process executor, bubblewrap sandbox, two simulated cards),
+ * inference and usage in one process. The replica is a real job: a small OpenAI-compatible server
  * (test/fixtures/deployments) in its sandbox with no network, reached through its node's serve
  * relay. The official `openai` client calls it by the deployment's name: a cold start (held, then
- * marked), chat, a stream chunk by chunk, embeddings; the model sent on is the replica's own id.
+ * marked), chat, a stream chunk by chunk, embeddings; the model sent on is the replica's own id;
+ * usage by the name. A replica that exits is replaced; load starts a second one and the next
+ * request goes there; idle, they stop; a never-ready server fails the deployment with its reason.
  * The resource's rules: defaults, ranges, unknown fields, 409s, another account's 404, scopes.
  */
 import { mkdtempSync, rmSync } from "fs";
@@ -34,7 +36,7 @@ describe("model deployments - through the gateway", () => {
   beforeAll(async () => {
     const port = await freePort();
     platform = await startTestPlatform({
-      services: ["api-gateway", "auth", "gpu-scheduler", "gpu-node", "inference"],
+      services: ["api-gateway", "auth", "gpu-scheduler", "gpu-node", "inference", "usage"],
       env: {
         PORT: String(port),
         OLLAMA_URL: "off",
@@ -140,6 +142,16 @@ describe("model deployments - through the gateway", () => {
     );
     const after = await client().chat.completions.create({ model: "echo", messages: [{ role: "user", content: "still there" }] });
     expect(after.choices[0].message.content).toBe("echo: still there");
+
+    // The tokens are the caller's inference usage by the deployment's name; the replicas' GPU time the owner's jobs.
+    const usage = await waitFor(
+      async () => {
+        const u = (await http(base, "GET", "/api/usage", { token: alice })).body;
+        return u.inference?.byModel?.echo > 0 && u.gpu?.jobs >= 1 && u;
+      },
+      { timeoutMs: 15_000, message: "the deployment's tokens and GPU time in the usage" },
+    );
+    expect(usage.inference.byModel.echo).toBeGreaterThanOrEqual(8 + 8); // two answers of 8 tokens each, at least
 
     // Deleting stops the replica.
     expect((await http(base, "DELETE", `/api/deployments/${id}`, { token: alice })).status).toBe(200);
