@@ -9,15 +9,12 @@ import { chmodSync, existsSync, mkdtempSync, rmSync } from "fs";
 import os from "os";
 import path from "path";
 import { PassThrough } from "stream";
-import { ContainerContext, DockerExecutor } from "../../services/gpu-node/docker-executor";
 import type { JobExecutor, JobLimits } from "../../services/gpu-node/job";
 import { relayHost, type RelayHost } from "../../services/gpu-node/platform-access";
-import { ProcessExecutor } from "../../services/gpu-node/process-executor";
 import { connectServe, serveDir } from "../../services/gpu-node/serve-relay";
 import { replicaCommand } from "../fixtures/deployments/replica";
-import { removeContainersOf, simulatedCard } from "../support/docker";
+import { relayTestExecutor, removeContainersOf, simulatedCard } from "../support/docker";
 import { uniqueName, waitFor } from "../support/platform";
-import { testSandbox } from "../support/sandbox";
 
 /** An image with node (the test servers' own image, built locally). */
 const NODE_IMAGE = process.env.TEST_PSQL_IMAGE || "ci-platform-test/servers:bookworm";
@@ -44,22 +41,7 @@ describe.each(["sandboxed", "docker"] as const)("gpu-node serve relay (%s)", (mo
   let relay: RelayHost;
   let limits: JobLimits;
 
-  const executor = (): JobExecutor => {
-    if (mode === "sandboxed") return new ProcessExecutor(() => limits, testSandbox(), relay);
-    const context: ContainerContext = {
-      nodeId: "node-serve",
-      namespace,
-      defaultImage: NODE_IMAGE,
-      limits: { memoryMb: 512, cpus: 1, pids: 512, network: "none" },
-      allowedRegistries: ["docker.io"],
-    };
-    return new DockerExecutor(
-      docker,
-      () => context,
-      () => limits,
-      relay,
-    );
-  };
+  const executor = (): JobExecutor => relayTestExecutor(mode, { limits: () => limits, relay, namespace, image: NODE_IMAGE, nodeId: "node-serve", docker });
 
   beforeAll(() => {
     relayDir = mkdtempSync(path.join(os.tmpdir(), "serve-test-"));
