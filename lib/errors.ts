@@ -20,6 +20,8 @@ export const ErrorCodes = {
   MODEL_NOT_FOUND: 404,
   EMAIL_TAKEN: 409,
   INVALID_STATE: 409,
+  /** A name the account already uses for a resource of that kind (a model deployment), or a provider's model's. */
+  NAME_TAKEN: 409,
   /** Headers or body not received within the gateway's time limits (slow or stalled client). */
   REQUEST_TIMEOUT: 408,
   PAYLOAD_TOO_LARGE: 413,

@@ -30,6 +30,8 @@ export const IMAGE_NAME_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._\\-/:@]*$";
 export const IMAGE_NAME_MAX = 255;
 export const WEBHOOK_URL_MAX = 2048;
 export const JOB_COMMAND_MAX = 64 * 1024;
+/** A model deployment's id (a uuid), as a job's `deploymentId`. */
+export const DEPLOYMENT_ID_SYNTAX = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$";
 /** Job ids also name a node's log files and volumes: no path separators, bounded. */
 export const JOB_ID_SYNTAX = "^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$";
 
@@ -111,7 +113,19 @@ const specFields = {
     Type.Integer({ minimum: 1, maximum: MAX_ARRAY_COUNT, description: "At most this many jobs of the array run at once (≤ arrayCount)" }),
   ),
   dependsOn: OrAbsent(Type.Array(JobDependency, { maxItems: MAX_JOB_DEPENDENCIES, description: "The job waits until each condition holds" })),
+  // Set by the platform only (a deployment's replica, issue 29): a client's POST /api/gpu/jobs with either is 400.
+  deploymentId: OrAbsent(Type.String({ pattern: DEPLOYMENT_ID_SYNTAX, description: "The model deployment this job is a replica of (set by the platform)" })),
+  servePort: OrAbsent(
+    Type.Integer({
+      minimum: 1024,
+      maximum: 65535,
+      description: "The port inside the job its node relays the platform's HTTP requests to (set by the platform)",
+    }),
+  ),
 };
+
+/** The fields only the platform sets on a job (a deployment's replica); a client sending one is refused. */
+export const PLATFORM_ONLY_FIELDS = ["deploymentId", "servePort"] as const;
 
 /** The job's variables: names and values are checked by `jobEnvProblem` (messages that never show a value). */
 const envField = Type.Optional(Type.Record(Type.String(), Type.Unknown(), { description: "The job's environment variables (values are never returned)" }));

@@ -18,6 +18,7 @@ import { JOB_STATUS_CHANGED } from "../../lib/event-names";
 import { USAGE_CHANNEL } from "../../lib/usage-protocol";
 import { DbMixin, DbThis } from "../../mixins/db.mixin";
 import { AdminActionsMixin } from "./api/admin-actions";
+import { ReplicaActionsMixin } from "./api/replica-actions";
 import { createSchedulerApp, EVENT_ACK_WAIT_NS, EVENT_MAX_RETRIES, JobEventDelivery, SchedulerService } from "./app";
 import {
   ArrayCreated,
@@ -58,7 +59,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, This> & { channel
   emits: [{ event: JOB_STATUS_CHANGED, kind: "broadcast" }],
   publishes: [USAGE_CHANNEL],
   // The operators' actions (admin-actions.ts) live beside the clients' in their own module.
-  mixins: [DbMixin({ schema: "gpu_scheduler", migrations, poolSize: 20 }), AdminActionsMixin],
+  mixins: [DbMixin({ schema: "gpu_scheduler", migrations, poolSize: 20 }), AdminActionsMixin, ReplicaActionsMixin],
 
   settings: {
     rest: "/gpu",
@@ -95,8 +96,15 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, This> & { channel
       rest: "GET /jobs",
       auth: "required",
       scope: "jobs:read",
-      openapi: { tag: "gpu", summary: "The caller's 50 most recent jobs, newest first", status: 200, response: JobList },
-      handler(this: This, ctx: Ctx<unknown>): Promise<{ jobs: JobDetail[] }> {
+      openapi: {
+        tag: "gpu",
+        summary: "The caller's 50 most recent jobs, newest first",
+        description: "Query `deploymentId`: only the replicas of that model deployment.",
+        status: 200,
+        response: JobList,
+      },
+      params: { $$strict: "remove", deploymentId: { type: "string", optional: true, max: 64 } },
+      handler(this: This, ctx: Ctx<jobs.ListJobsParams>): Promise<{ jobs: JobDetail[] }> {
         return jobs.listJobs(this.app, ctx);
       },
     },

@@ -200,6 +200,18 @@ describe("clients cli - ci-platform as a process", () => {
     expect(JSON.parse(viaNpx.stdout).cluster.totalGpus).toBe(1);
   });
 
+  test("clients cli - deploy create|ls|get|rm: a model deployment by its name; a malformed --env sends nothing", async () => {
+    const name = `cli-${Date.now().toString(36)}`;
+    const bad = await cli("deploy", "create", "--name", name, "--command", "serve", "--port", "8000", "--env", "NOEQUALS");
+    expect([bad.code, bad.stderr]).toEqual([2, expect.stringContaining("--env takes NAME=value")]);
+    const made = await json("deploy", "create", "--name", name, "--command", "serve --port 8000", "--port", "8000", "--env", "A=1", "--max-replicas", "2");
+    expect(made).toMatchObject({ name, model: name, status: "idle", maxReplicas: 2, envNames: ["A"] });
+    expect((await cli("deployments", "ls")).stdout).toMatch(new RegExp(`${made.id}.*${name}.*idle.*0/0`));
+    expect((await cli("deploy", "get", made.id)).stdout).toContain("0 ready, 0 starting, 0 desired");
+    expect((await cli("deploy", "rm", made.id)).code).toBe(0);
+    expect((await cli("deploy", "get", made.id)).code).toBe(1);
+  });
+
   test("clients cli - tokens create prints a working cit_ token once; tokens ls shows it without the secret; tokens rm revokes it", async () => {
     const args = ["tokens", "create", "--email", email, "--password-stdin", "--name", "nightly eval", "--scopes", "inference,usage:read"];
     const made = await start(["--json", ...args, "--models", "llama3.2:1b", "--expires-in", "3600", "--max-credits", "5"], { input: password });

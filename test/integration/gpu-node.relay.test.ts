@@ -12,13 +12,12 @@ import os from "os";
 import path from "path";
 import { Client } from "pg";
 import type { PlatformGrantParams } from "../../lib/job-spec";
-import { ContainerContext, DockerExecutor } from "../../services/gpu-node/docker-executor";
+import type { DockerExecutor } from "../../services/gpu-node/docker-executor";
 import type { JobExecutor, JobLimits, JobOutcome } from "../../services/gpu-node/job";
 import { jobProcess } from "../../services/gpu-node/job-process";
 import { relayHost, RelayHost } from "../../services/gpu-node/platform-access";
-import { ProcessExecutor } from "../../services/gpu-node/process-executor";
 import { PLATFORM_SOCKET } from "../../services/gpu-node/relay-forwarder";
-import { removeContainersOf, simulatedCard } from "../support/docker";
+import { relayTestExecutor, removeContainersOf, simulatedCard } from "../support/docker";
 import { uniqueName, waitFor } from "../support/platform";
 import { testSandbox } from "../support/sandbox";
 
@@ -61,22 +60,9 @@ describe.each(["sandboxed", "docker"] as const)("gpu-node relay (%s)", (mode) =>
   const password = "p@ss/word:1?";
   const grant = (): PlatformGrantParams => ({ token: `cit_${"a1".repeat(16)}`, databases: [{ database: "postgres", user: role, password }] });
 
-  const executor = (host: RelayHost | undefined = relay): JobExecutor => {
-    if (mode === "sandboxed") return new ProcessExecutor(() => limits, testSandbox(), host);
-    const context: ContainerContext = {
-      nodeId: "node-relay",
-      namespace,
-      defaultImage: PSQL_IMAGE,
-      limits: { memoryMb: 512, cpus: 1, pids: 512, network: "none" },
-      allowedRegistries: ["docker.io"],
-    };
-    return new DockerExecutor(
-      docker,
-      () => context,
-      () => limits,
-      host,
-    );
-  };
+  const executor = (host: RelayHost | undefined = relay): JobExecutor =>
+    relayTestExecutor(mode, { limits: () => limits, relay: host, namespace, image: PSQL_IMAGE, nodeId: "node-relay", docker });
+
   /** `null`: a job without platform access. */
   const run = (command: string, platformGrant: PlatformGrantParams | null = grant(), host?: RelayHost, env?: Record<string, string>) =>
     executor(host).run({ jobId: uniqueName("job"), card, command, env, platform: platformGrant ?? undefined });

@@ -11,6 +11,7 @@ import { ApiError } from "../../sdk/src";
 import { accountCommands } from "./account";
 import { GlobalArgs, makeContext, Run, UsageError } from "./context";
 import { dbCommands } from "./db";
+import { deploymentCommands } from "./deployments";
 import { jobCommands } from "./jobs";
 import { miscCommands } from "./misc";
 import { forTerminal } from "./terminal";
@@ -92,6 +93,7 @@ export async function main(argv = hideBin(process.argv)): Promise<void> {
   cli = jobCommands(cli, run) as yargs.Argv<GlobalArgs>;
   cli = dbCommands(cli, run) as yargs.Argv<GlobalArgs>;
   cli = tokenCommands(cli, run) as yargs.Argv<GlobalArgs>;
+  cli = deploymentCommands(cli, run) as yargs.Argv<GlobalArgs>;
   cli = miscCommands(cli, run) as yargs.Argv<GlobalArgs>;
   await cli.parseAsync();
 }

@@ -17,6 +17,9 @@ type Body<P extends PathsWith<M>, M extends Method> = RequestInit<P, M> extends 
 export type JobRequest = Body<"/api/gpu/jobs", "post">;
 export type DatabaseRequest = Body<"/api/databases", "post">;
 export type TokenRequest = Body<"/api/auth/tokens", "post">;
+export type DeploymentRequest = Body<"/api/deployments", "post">;
+export type DeploymentChange = Body<"/api/deployments/{id}", "patch">;
+export type Deployment = Schemas["Deployment"];
 /** What a restricted token, or a job's own (`platformAccess`), may do; `:write` includes `:read`. */
 export type TokenScope = Schemas["TokenInfo"]["scopes"][number];
 /** A job's access to the platform (POST /api/gpu/jobs `platformAccess`, echoed in the detail). */
@@ -144,6 +147,15 @@ export class CiPlatform {
   listSnapshots = () => this.api("get", "/api/snapshots", {});
   getSnapshot = (id: string) => this.api("get", "/api/snapshots/{id}", { path: { id } });
   deleteSnapshot = (id: string) => this.api("delete", "/api/snapshots/{id}", { path: { id } });
+
+  // model deployments (docs/deployments.md)
+  createDeployment = (body: DeploymentRequest) => this.api("post", "/api/deployments", { body });
+  listDeployments = () => this.api("get", "/api/deployments", {});
+  getDeployment = (id: string) => this.api("get", "/api/deployments/{id}", { path: { id } });
+  updateDeployment = (id: string, body: DeploymentChange) => this.api("patch", "/api/deployments/{id}", { path: { id }, body });
+  deleteDeployment = (id: string) => this.api("delete", "/api/deployments/{id}", { path: { id } });
+  /** A deployment's replicas (GPU jobs of its owner), newest first. */
+  deploymentReplicas = (deploymentId: string) => this.api("get", "/api/gpu/jobs", { query: { deploymentId } });
 
   // usage
   usage = (query: { from?: string; to?: string } = {}) => this.api("get", "/api/usage", { query });

@@ -21,7 +21,8 @@ import { groupRefusal, insertGroup, lockQueuedCount } from "../store/submit-grou
 import { IDEMPOTENCY_HEADER, requestHash } from "./idempotency";
 import type { CreateJobParams } from "./submission";
 
-type CreateCtx = Context<CreateJobParams, CallerMeta>;
+/** What a submission reads of its context (as job-submit.ts SubmitRequest). */
+type SubmitRequest = Pick<Context<CreateJobParams, CallerMeta>, "params" | "meta">;
 
 /** Whether the request creates a group (an array, or a job with dependencies) rather than one plain job. */
 export const isGroup = (params: CreateJobParams): boolean => params.arrayCount != null || (params.dependsOn?.length ?? 0) > 0;
@@ -36,7 +37,7 @@ export type GroupChecks = {
 /** Submits the group `job` heads (the first job of an array; the others are its copies with ids of their own). */
 export async function submitGroup(
   app: SchedulerApp,
-  ctx: CreateCtx,
+  ctx: SubmitRequest,
   key: string | undefined,
   job: NewJob,
   checks: GroupChecks,

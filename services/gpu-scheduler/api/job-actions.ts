@@ -21,8 +21,11 @@ const DELIVERIES_LIMIT = 100;
 type Ctx<P> = Context<P, CallerMeta>;
 export type PendingAccountState = AccountState & { pending: UsageRecord[] };
 
-export async function listJobs(app: SchedulerApp, ctx: Ctx<unknown>): Promise<{ jobs: JobDetail[] }> {
-  const rows = await app.repo.listForClient(ctx.meta.caller!.clientId, LIST_LIMIT);
+/** GET /jobs's query: `deploymentId` lists that model deployment's replicas only. */
+export type ListJobsParams = { deploymentId?: string };
+
+export async function listJobs(app: SchedulerApp, ctx: Ctx<ListJobsParams>): Promise<{ jobs: JobDetail[] }> {
+  const rows = await app.repo.listForClient(ctx.meta.caller!.clientId, LIST_LIMIT, ctx.params.deploymentId);
   return { jobs: await app.reader.details(rows) };
 }
 

@@ -23,12 +23,15 @@ import { checkAccess } from "./platform-access";
 import { resolveTarget } from "../webhooks/webhook-target";
 
 type CreateCtx = Context<CreateJobParams, CallerMeta>;
+/** What a submission reads of its context: the job, and the caller's meta (where the answer's status and headers go too). */
+export type SubmitRequest = Pick<CreateCtx, "params" | "meta">;
 
-export async function submitJob(app: SchedulerApp, ctx: CreateCtx): Promise<CreatedJob | CreatedArray> {
-  const key = checkIdempotencyKey(ctx.meta.idempotencyKey);
-  const clientId = ctx.meta.caller!.clientId;
+/** `forAccount`: a job the platform submits for an account (a model deployment's replica), not a client's request. */
+export async function submitJob(app: SchedulerApp, ctx: SubmitRequest, forAccount?: string): Promise<CreatedJob | CreatedArray> {
+  const key = forAccount === undefined ? checkIdempotencyKey(ctx.meta.idempotencyKey) : undefined;
+  const clientId = forAccount ?? ctx.meta.caller!.clientId;
   const runningGpus = await runningGpuLimit(app, clientId, ctx.params.gpuCount ?? 1);
-  const submitted = checkSubmission(ctx.params, submissionFacts(app, runningGpus), { id: randomUUID(), clientId });
+  const submitted = checkSubmission(ctx.params, submissionFacts(app, runningGpus), { id: randomUUID(), clientId, platform: forAccount !== undefined });
   if (!submitted.ok) throw validationFailed(submitted.errors);
   const { job } = submitted;
   if (ctx.params.webhookUrl != null) await checkWebhookUrl(app, clientId, ctx.params.webhookUrl);
@@ -77,7 +80,7 @@ async function checkWebhookUrl(app: SchedulerApp, clientId: string, url: string)
 }
 
 /** 400 beyond the caller's own token; 404 for a database that is not the account's (dbaas says). */
-async function checkPlatformAccess(app: SchedulerApp, ctx: CreateCtx, access: PlatformAccessParams): Promise<void> {
+async function checkPlatformAccess(app: SchedulerApp, ctx: SubmitRequest, access: PlatformAccessParams): Promise<void> {
   checkAccess(ctx.meta.caller!, access);
   const databaseIds = access.databases ?? [];
   if (!databaseIds.length) return;
@@ -90,7 +93,7 @@ async function checkPlatformAccess(app: SchedulerApp, ctx: CreateCtx, access: Pl
 }
 
 /** A submission with an Idempotency-Key: the job and the key in one transaction, or the first answer again. */
-async function createKeyed(app: SchedulerApp, ctx: CreateCtx, key: string, job: NewJob): Promise<CreatedJob> {
+async function createKeyed(app: SchedulerApp, ctx: SubmitRequest, key: string, job: NewJob): Promise<CreatedJob> {
   const request = { clientId: job.clientId, key, requestHash: requestHash(ctx.params) };
   const limit = (await app.limits.limitsFor([job.clientId])).get(job.clientId)!.queuedJobs;
   const mayCreate = () => checkMonthly(app, job.clientId);

@@ -4,7 +4,7 @@
  * does the checks that need I/O (the webhook URL's secret and DNS) once these pass.
  */
 import type { FieldError } from "../../../lib/errors";
-import { jobEnvProblem, type JobRequest, storedJob } from "../../../lib/job-spec";
+import { jobEnvProblem, type JobRequest, PLATFORM_ONLY_FIELDS, storedJob } from "../../../lib/job-spec";
 import { checkImage } from "../../../lib/registry-policy";
 import { matchingNames, requestedGpuType } from "../core/gpu-type";
 import type { NewJob } from "../store/job-row";
@@ -28,8 +28,8 @@ export type SubmissionFacts = {
   defaultTimeoutS: number;
 };
 
-/** The job's own values, chosen outside the rules (a random id, the signed caller). */
-export type SubmissionIds = { id: string; clientId: string };
+/** The job's own values, chosen outside the rules (a random id, the signed caller; `platform`: made by the platform itself, a deployment's replica). */
+export type SubmissionIds = { id: string; clientId: string; platform?: boolean };
 
 /** The job to queue, or the first rule it breaks (as a 400's details: one field). */
 export type Submitted = { ok: true; job: NewJob } | { ok: false; errors: FieldError[] };
@@ -40,6 +40,8 @@ const refuse = (field: string, message: string, extra?: Record<string, unknown>)
 export function checkSubmission(params: CreateJobParams, facts: SubmissionFacts, ids: SubmissionIds): Submitted {
   const { command, containerImage } = params;
   if (!/\S/.test(command)) return refuse("command", "The 'command' field must not be blank.");
+  const platformOnly = ids.platform ? undefined : PLATFORM_ONLY_FIELDS.find((field) => params[field] != null);
+  if (platformOnly) return refuse(platformOnly, `The '${platformOnly}' field is set by the platform for a model deployment's replicas only.`);
   const env = params.env ?? {};
   const envProblem = jobEnvProblem(env);
   if (envProblem) return refuse("env", envProblem);
