@@ -56,6 +56,8 @@ const EXPECTED: Record<string, string> = {
   "gpu-scheduler.eventsPage": "jobs:read",
   "gpu-scheduler.deliveries": "jobs:read",
   "gpu-scheduler.status": "jobs:read",
+  "gpu-scheduler.array": "jobs:read",
+  "gpu-scheduler.cancelArray": "jobs:write",
   "inference.infer": "inference",
   "inference.createDeployment": "jobs:write",
   "inference.listDeployments": "jobs:read",
