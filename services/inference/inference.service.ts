@@ -39,6 +39,7 @@ import { allowedChain, checkModel, visibleModels } from "./token-models";
 import { tokenSpendBatch } from "./token-spend";
 import { admitInference, heldInference } from "./inference-gate";
 import type { KeyedBatch } from "../../lib/keyed-batch";
+import { BatchMixin, batchActions } from "./batches/batch.mixin";
 
 export interface InferActionParams extends InferParams {
   stream: boolean;
@@ -67,7 +68,9 @@ type InferenceThis = Service &
     rates: InferenceRateLimits;
     tokenSpend: KeyedBatch<number>;
     redisUrl?: string;
-    recordFinished(record: InferenceRecord): void;
+    interactive: number;
+    recordFinished(record: InferenceRecord, batch?: { rates: InferenceRateLimits; creditFactor: number }): void;
+    stopBatches(): Promise<void>;
     admit(ctx: Context<unknown, InferenceMeta>, claim: InferenceClaim): Promise<Spend>;
     held<T>(ctx: Context<unknown, InferenceMeta>, claim: InferenceClaim, work: (hold: Spend) => Promise<T>): Promise<T>;
     streamed(ctx: Context<unknown, InferenceMeta>, opened: { id: string; stream: Readable }): Readable;
@@ -82,7 +85,7 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
   name: "inference",
   emits: [{ event: INFERENCE_COMPLETED, kind: "emit" }],
   publishes: [USAGE_CHANNEL],
-  mixins: [DbMixin({ schema: "inference", migrations })],
+  mixins: [BatchMixin, DbMixin({ schema: "inference", migrations })],
 
   settings: {
     rest: "/models",
@@ -183,6 +186,9 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
       },
     },
 
+    /** /v1/files and /v1/batches: the Batch API (batches/batch.mixin.ts). */
+    ...batchActions(V1),
+
     health: {
       rest: "GET /health",
       auth: "public",
@@ -204,13 +210,13 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
   },
 
   methods: {
-    /** Off the response path: a batched row for accounting, an event for metrics. */
-    recordFinished(this: InferenceThis, record: InferenceRecord) {
+    /** Off the response path: a batched row for accounting, an event for metrics; a batch line's at its price and in its rate budget. */
+    recordFinished(this: InferenceThis, record: InferenceRecord, batch?: { rates: InferenceRateLimits; creditFactor: number }) {
       this.recorder.add(record);
       // Answered, or tokens generated (a stream abandoned): it counts in the account's usage.
-      if (record.provider && (record.outcome === "ok" || record.tokensUsed > 0)) this.usage.add(inferenceUsage(record));
+      if (record.provider && (record.outcome === "ok" || record.tokensUsed > 0)) this.usage.add(inferenceUsage(record, new Date(), batch?.creditFactor));
       this.broker.emit(INFERENCE_COMPLETED, inferenceCompleted(record)).catch(() => undefined);
-      this.rates
+      (batch?.rates ?? this.rates)
         .charge(record.clientId, record.tokensUsed)
         .catch((err) => this.logger.warn(`Could not count tokens for rate limits: ${(err as Error).message}`));
     },
@@ -230,8 +236,14 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
     },
 
     /** `work` under the request's reservation: it settles it with what was used; a failure releases it. */
-    held<T>(this: InferenceThis, ctx: Context<unknown, InferenceMeta>, claim: InferenceClaim, work: (hold: Spend) => Promise<T>): Promise<T> {
-      return heldInference(this, ctx, claim, work);
+    async held<T>(this: InferenceThis, ctx: Context<unknown, InferenceMeta>, claim: InferenceClaim, work: (hold: Spend) => Promise<T>): Promise<T> {
+      // Counted while it runs (a stream: until it opened): batch lines keep out of its way (batch-runner.ts).
+      this.interactive++;
+      try {
+        return await heldInference(this, ctx, claim, work);
+      } finally {
+        this.interactive--;
+      }
     },
   },
 
@@ -285,6 +297,8 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
   },
 
   async stopped(this: InferenceThis) {
+    // Batch lines in flight are stored before the engine, the recorder and the usage publisher stop.
+    await this.stopBatches();
     this.engine.abortAll();
     await this.recorder.flush();
     await this.tokenSpend.stop();

@@ -1,5 +1,6 @@
 /** The inference service's settings (README "Configuration" and "Inference"), parsed when it is created. */
 import { Env, httpUrl, int, intAtLeast, perMinute, SettingError } from "../../lib/settings";
+import { BatchSettings, parseBatchSettings } from "./batches/batch-settings";
 
 export type OpenAiProviderConfig = { name: string; url: string; apiKey?: string };
 
@@ -21,6 +22,8 @@ export type InferenceSettings = {
   reserveMaxTokens: number;
   /** QUOTA_RESERVATION_TTL_S: a reservation a crashed replica never settled is released after this long. */
   reservationTtlS: number;
+  /** The Batch API's (BATCH_*). */
+  batch: BatchSettings;
 };
 
 /** The most models one request may try (its own and its fallbacks): each failure costs a provider call. */
@@ -87,5 +90,6 @@ export function parseInferenceSettings(env: Env): InferenceSettings {
     tokensPerMinute: perMinute(env, "INFERENCE_TPM"),
     reserveMaxTokens: intAtLeast(env, "QUOTA_RESERVE_MAX_TOKENS", 4096, 1),
     reservationTtlS: intAtLeast(env, "QUOTA_RESERVATION_TTL_S", 900, 1),
+    batch: parseBatchSettings(env),
   };
 }

@@ -1,0 +1,107 @@
+/**
+ * Runs batches in each inference replica, every BATCH_POLL_MS and whenever a line settles: starts
+ * validating batches (their lines copied from the input file), claims due lines for the free
+ * slots (lines.repository.ts: BATCH_CONCURRENCY per account, and never the replica's last free
+ * slot while interactive requests run), runs each (batch-line.ts) and stores its outcome once,
+ * and ends batches (batch-finalizer.ts). stop() claims nothing more and waits for the lines in
+ * flight, so a replica stopping loses and repeats no line.
+ */
+import type { LoggerInstance } from "moleculer";
+import { finalizeBatches, FinalizerPorts, startBatches } from "./batch-finalizer";
+import { LineDecision } from "./batch-line";
+import type { ClaimedLine, LinesRepository } from "./lines.repository";
+
+export type RunnerSettings = {
+  /** BATCH_CONCURRENCY: lines of one account in flight at once in one replica. */
+  perAccount: number;
+  /** BATCH_MAX_IN_FLIGHT: lines in flight at once in one replica, interactive requests included. */
+  maxInFlight: number;
+  pollMs: number;
+  /** A claimed line whose replica is gone runs again after this long (longer than any attempt with its fallbacks). */
+  leaseMs: number;
+};
+
+export type RunnerPorts = FinalizerPorts & {
+  lines: LinesRepository;
+  /** The line's endpoint (its batch's). */
+  run(line: ClaimedLine): Promise<LineDecision>;
+  /** Interactive requests in flight in this replica now. */
+  interactive(): number;
+  /** A batch's status moved (SSE, webhooks). */
+  onEnded?(): void;
+};
+
+export class BatchRunner {
+  private timer?: NodeJS.Timeout;
+  private ticking?: Promise<void>;
+  private again = false;
+  private stopped = false;
+  private readonly inFlight = new Map<string, number>();
+  private readonly running = new Set<Promise<void>>();
+
+  constructor(
+    private readonly ports: RunnerPorts,
+    private readonly settings: RunnerSettings,
+    private readonly logger: LoggerInstance,
+  ) {}
+
+  start(): void {
+    this.timer = setInterval(() => this.wake(), this.settings.pollMs);
+    this.wake();
+  }
+
+  /** Claims nothing more and waits for the lines in flight to be stored. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.timer);
+    while (this.ticking || this.running.size) await Promise.all([this.ticking, ...this.running]);
+  }
+
+  wake(): void {
+    if (this.stopped) return;
+    if (this.ticking) {
+      this.again = true;
+      return;
+    }
+    this.ticking = this.tick()
+      .catch((err) => this.logger.warn(`Batch runner: ${(err as Error).message}`))
+      .finally(() => {
+        this.ticking = undefined;
+        if (this.again && !this.stopped) {
+          this.again = false;
+          this.wake();
+        }
+      });
+  }
+
+  private async tick(): Promise<void> {
+    await startBatches(this.ports);
+    const free = this.settings.maxInFlight - 1 - this.ports.interactive() - this.running.size;
+    if (free > 0 && !this.stopped) {
+      const claimed = await this.ports.lines.claim(free, this.settings.perAccount, this.inFlight, this.settings.leaseMs);
+      for (const line of claimed) this.launch(line);
+    }
+    if (await finalizeBatches(this.ports)) this.ports.onEnded?.();
+  }
+
+  private launch(line: ClaimedLine): void {
+    this.inFlight.set(line.client_id, (this.inFlight.get(line.client_id) ?? 0) + 1);
+    const done: Promise<void> = this.settle(line)
+      .catch((err) => this.logger.warn(`Batch ${line.batch_id} line ${line.line} not stored (it runs again): ${(err as Error).message}`))
+      .finally(() => {
+        const left = this.inFlight.get(line.client_id)! - 1;
+        if (left) this.inFlight.set(line.client_id, left);
+        else this.inFlight.delete(line.client_id);
+        this.running.delete(done);
+        this.wake();
+      });
+    this.running.add(done);
+  }
+
+  private async settle(line: ClaimedLine): Promise<void> {
+    const decision = await this.ports.run(line);
+    if ("store" in decision) {
+      if (!(await this.ports.lines.finish(line, decision.store))) this.logger.info(`Batch ${line.batch_id} line ${line.line}: result dropped (claim lost)`);
+    } else await this.ports.lines.retry(line, decision.retryInMs, decision.counted);
+  }
+}
