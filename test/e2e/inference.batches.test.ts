@@ -44,9 +44,12 @@ describe("inference - the Batch API (/v1/files, /v1/batches) with the openai cli
   };
 
   beforeAll(async () => {
-    p = await startInferencePlatform({ BATCH_POLL_MS: "50", BATCH_RETRY_BASE_MS: "50", BATCH_CONCURRENCY: "4", CREDITS_PER_1K_TOKENS: "2" }, {
-      services: ["api-gateway", "auth", "inference", "usage"],
-    });
+    p = await startInferencePlatform(
+      { BATCH_POLL_MS: "50", BATCH_RETRY_BASE_MS: "50", BATCH_CONCURRENCY: "4", CREDITS_PER_1K_TOKENS: "2" },
+      {
+        services: ["api-gateway", "auth", "inference", "usage"],
+      },
+    );
     client = p.client;
   });
 
@@ -62,7 +65,12 @@ describe("inference - the Batch API (/v1/files, /v1/batches) with the openai cli
     const file = await client.files.create({ file: await jsonl(customIds.map((c) => chatLine(c))), purpose: "batch" });
     expect(file).toMatchObject({ object: "file", purpose: "batch", filename: "batch.jsonl", status: "processed", bytes: expect.any(Number) });
     expect(await client.files.retrieve(file.id)).toMatchObject({ id: file.id, object: "file" });
-    const created = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h", metadata: { job: "eval" } });
+    const created = await client.batches.create({
+      input_file_id: file.id,
+      endpoint: "/v1/chat/completions",
+      completion_window: "24h",
+      metadata: { job: "eval" },
+    });
     expect(created).toMatchObject({ object: "batch", status: "validating", input_file_id: file.id, metadata: { job: "eval" }, completion_window: "24h" });
     const done = await finished(created.id);
     expect(done).toMatchObject({ status: "completed", request_counts: { total: 25, completed: 25, failed: 0 }, error_file_id: null });
@@ -167,8 +175,8 @@ describe("inference - the Batch API (/v1/files, /v1/batches) with the openai cli
     // Cancelling again answers the batch as it is; a completed batch cannot be cancelled.
     expect((await client.batches.cancel(b.id)).status).toBe("cancelled");
     p.ollama.set({});
-    const completed = await finished((await submit([chatLine("late")])).id);
-    expect((await openAiErrorOf(client.batches.cancel(completed.id))).status).toBe(409);
+    const late = await finished((await submit([chatLine("late")])).id);
+    expect((await openAiErrorOf(client.batches.cancel(late.id))).status).toBe(409);
   });
 
   test("inference - batches: a batch past its window expires, the lines left failed with batch_expired", async () => {

@@ -72,7 +72,8 @@ function metadataOf(v: unknown, errors: FieldError[]): Record<string, string> | 
 export const parseBatchCreate = (raw: unknown): BatchCreate =>
   check(raw, ["input_file_id", "endpoint", "completion_window", "metadata"], (b, errors) => {
     const inputFileId = idOf(b, "input_file_id", errors);
-    if (!(BATCH_ENDPOINTS as readonly unknown[]).includes(b.endpoint)) errors.push({ field: "endpoint", message: `must be one of ${BATCH_ENDPOINTS.join(", ")}` });
+    if (!(BATCH_ENDPOINTS as readonly unknown[]).includes(b.endpoint))
+      errors.push({ field: "endpoint", message: `must be one of ${BATCH_ENDPOINTS.join(", ")}` });
     if (b.completion_window !== "24h") errors.push({ field: "completion_window", message: 'must be "24h"' });
     return { inputFileId, endpoint: b.endpoint as BatchEndpoint, metadata: metadataOf(b.metadata, errors) };
   });

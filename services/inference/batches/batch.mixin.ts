@@ -121,7 +121,9 @@ export function batchActions<Base extends object>(base: Base) {
         if (!file) throw notFound("File");
         if (file.purpose !== "batch") throw validationFailed([{ field: "input_file_id", message: 'must be a file of purpose "batch"' }]);
         if (file.endpoint !== request.endpoint)
-          throw validationFailed([{ field: "endpoint", message: `must be the url of every line of the input file (${file.endpoint ?? "its lines mix urls"})` }]);
+          throw validationFailed([
+            { field: "endpoint", message: `must be the url of every line of the input file (${file.endpoint ?? "its lines mix urls"})` },
+          ]);
         const batch = await this.batches.create({
           id: `batch_${newId()}`,
           client_id: clientId,

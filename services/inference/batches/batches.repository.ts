@@ -92,10 +92,10 @@ export class BatchesRepository {
 
   /** validating → in_progress with its line count, or → failed with its errors. */
   async started(client: PoolClient, id: string, total: number): Promise<void> {
-    await client.query(
-      "UPDATE inference.batches SET status = 'in_progress', in_progress_at = now(), total = $2 WHERE id = $1 AND status = 'validating'",
-      [id, total],
-    );
+    await client.query("UPDATE inference.batches SET status = 'in_progress', in_progress_at = now(), total = $2 WHERE id = $1 AND status = 'validating'", [
+      id,
+      total,
+    ]);
   }
 
   async failed(client: PoolClient, id: string, errors: NonNullable<BatchRow["errors"]>, webhook: boolean): Promise<void> {
