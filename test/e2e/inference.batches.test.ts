@@ -3,11 +3,14 @@
  * upload a JSONL, create a batch, poll it to its end, read the output and error files keyed by
  * custom_id; bad files refused with their line numbers (nothing stored); another account's
  * files and batches are 404; a provider failing is retried; cancellation keeps what finished;
- * a batch past its window expires; tokens count in usage at the batch credit price.
+ * a batch past its window expires; tokens count in usage at the batch credit price; a batch's end
+ * is a signed webhook when the account has a secret.
  */
 import OpenAI, { toFile } from "openai";
+import { Webhook } from "standardwebhooks";
 import { InferencePlatform, newAccount, openAiClient, openAiErrorOf, startInferencePlatform } from "../support/inference-platform";
-import { waitFor } from "../support/platform";
+import { http, waitFor } from "../support/platform";
+import { Receiver, startReceiver } from "../support/webhook-receiver";
 
 const MODEL = "llama3.2:1b";
 const chatLine = (customId: string, model = MODEL) =>
@@ -18,6 +21,7 @@ const ids = (n: number, prefix: string) => Array.from({ length: n }, (_, i) => `
 describe("inference - the Batch API (/v1/files, /v1/batches) with the openai client", () => {
   let p: InferencePlatform;
   let client: OpenAI;
+  let receiver: Receiver;
   /** The chat requests the Ollama stand-in received for `customId` (each line's prompt is its custom_id). */
   const callsFor = (customId: string) => p.ollama.requests.filter((r) => r.path === "/api/chat" && r.body?.messages?.[0]?.content === customId).length;
   const finished = (id: string, statuses = ["completed", "failed", "expired", "cancelled"]) =>
@@ -44,8 +48,9 @@ describe("inference - the Batch API (/v1/files, /v1/batches) with the openai cli
   };
 
   beforeAll(async () => {
+    receiver = await startReceiver();
     p = await startInferencePlatform(
-      { BATCH_POLL_MS: "50", BATCH_RETRY_BASE_MS: "50", BATCH_CONCURRENCY: "4", CREDITS_PER_1K_TOKENS: "2" },
+      { WEBHOOK_ALLOW_PRIVATE: "true", BATCH_POLL_MS: "50", BATCH_RETRY_BASE_MS: "50", BATCH_CONCURRENCY: "4", CREDITS_PER_1K_TOKENS: "2" },
       {
         services: ["api-gateway", "auth", "inference", "usage"],
       },
@@ -53,7 +58,10 @@ describe("inference - the Batch API (/v1/files, /v1/batches) with the openai cli
     client = p.client;
   });
 
-  afterAll(() => p?.stop());
+  afterAll(async () => {
+    await p?.stop();
+    await receiver?.close();
+  });
 
   beforeEach(() => {
     p.ollama.set({});
@@ -190,5 +198,23 @@ describe("inference - the Batch API (/v1/files, /v1/batches) with the openai cli
     const errors = await linesOf(done.error_file_id);
     expect([...errors.values()][0]).toMatchObject({ response: null, error: { code: "batch_expired" } });
     expect(done.request_counts!.completed + done.request_counts!.failed).toBe(20);
+  });
+
+  test("inference - batches: the end is a signed batch.completed webhook once the account has a secret, none before", async () => {
+    const unsigned = await submit([chatLine("nohook")], { webhookUrl: receiver.url("/none") });
+    await finished(unsigned.id);
+    const webhookOf = async (id: string) => (await p.db.query("SELECT webhook_status FROM inference.batches WHERE id = $1", [id])).rows[0].webhook_status;
+    await waitFor(async () => (await webhookOf(unsigned.id)) === "failed", { message: "the webhook without a secret to be given up" });
+    const { webhookSecret } = (await http(p.platform.baseUrl, "POST", "/api/auth/webhook-secret", { token: p.token })).body;
+    const b = await submit([chatLine("hook")], { webhookUrl: receiver.url("/batch") });
+    const [delivery] = await waitFor(() => (receiver.to("/batch").length ? receiver.to("/batch") : undefined), { message: "the batch webhook" });
+    const event = new Webhook(webhookSecret).verify(delivery.body, delivery.headers) as { type: string; data: OpenAI.Batch };
+    expect(event).toMatchObject({
+      type: "batch.completed",
+      data: { id: b.id, object: "batch", status: "completed", request_counts: { total: 1, completed: 1 } },
+    });
+    expect(receiver.to("/none")).toEqual([]);
+    const refused = await openAiErrorOf(submit([chatLine("x")], { webhookUrl: "ftp://example.com" }));
+    expect(refused.error).toMatchObject({ param: "metadata.webhookUrl" });
   });
 });

@@ -27,8 +27,8 @@ export type RunnerPorts = FinalizerPorts & {
   run(line: ClaimedLine): Promise<LineDecision>;
   /** Interactive requests in flight in this replica now. */
   interactive(): number;
-  /** A batch's status moved (SSE, webhooks). */
-  onEnded?(): void;
+  /** After each tick (webhooks of batches that ended). */
+  onTick?(): void;
 };
 
 export class BatchRunner {
@@ -81,7 +81,8 @@ export class BatchRunner {
       const claimed = await this.ports.lines.claim(free, this.settings.perAccount, this.inFlight, this.settings.leaseMs);
       for (const line of claimed) this.launch(line);
     }
-    if (await finalizeBatches(this.ports)) this.ports.onEnded?.();
+    await finalizeBatches(this.ports);
+    this.ports.onTick?.();
   }
 
   private launch(line: ClaimedLine): void {

@@ -1,5 +1,7 @@
 /** The Batch API's settings (docs/inference.md "Batch API"), parsed with the inference service's. */
-import { Env, intAtLeast, SettingError } from "../../../lib/settings";
+import { Env, flag, intAtLeast, positive, SettingError } from "../../../lib/settings";
+import { retryDelays } from "../../gpu-scheduler/settings";
+import type { BatchWebhookSettings } from "./batch-webhooks";
 
 export type BatchSettings = {
   /** BATCH_CONCURRENCY: lines of one account in flight at once in one replica. */
@@ -16,6 +18,8 @@ export type BatchSettings = {
   creditFactor: number;
   /** BATCH_COMPLETION_WINDOW_S: how long "24h" is (a batch not done by then expires). */
   completionWindowS: number;
+  /** WEBHOOK_ALLOW_PRIVATE, WEBHOOK_RETRY_DELAYS_S, WEBHOOK_TIMEOUT_MS: as the jobs' webhooks (README "Webhooks"). */
+  webhooks: BatchWebhookSettings;
 };
 
 function factor(env: Env, name: string, fallback: number): number {
@@ -35,5 +39,10 @@ export function parseBatchSettings(env: Env): BatchSettings {
     retryBaseMs: intAtLeast(env, "BATCH_RETRY_BASE_MS", 1000, 1),
     creditFactor: factor(env, "BATCH_CREDIT_FACTOR", 0.5),
     completionWindowS: intAtLeast(env, "BATCH_COMPLETION_WINDOW_S", 86_400, 1),
+    webhooks: {
+      allowPrivate: flag(env, "WEBHOOK_ALLOW_PRIVATE"),
+      retryDelaysS: retryDelays(env),
+      timeoutMs: positive(env, "WEBHOOK_TIMEOUT_MS", 10_000),
+    },
   };
 }

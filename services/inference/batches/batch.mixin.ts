@@ -5,6 +5,7 @@
  * accounted as batch usage (BATCH_CREDIT_FACTOR, a rate budget of their own).
  */
 import { randomBytes } from "crypto";
+import dns from "dns/promises";
 import { Readable } from "stream";
 import type { Context, LoggerInstance, Service, ServiceBroker, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import type { Pool } from "pg";
@@ -30,6 +31,8 @@ import { BatchesRepository } from "./batches.repository";
 import { FilesRepository } from "./files.repository";
 import { LinesRepository } from "./lines.repository";
 import { readUpload } from "./multipart";
+import { BatchWebhooks } from "./batch-webhooks";
+import { postOnce } from "../../gpu-scheduler/webhooks/webhook-delivery";
 
 /** What the mixin uses of the inference service. */
 export type BatchHost = Service & {
@@ -50,6 +53,7 @@ export type BatchHost = Service & {
   files: FilesRepository;
   batches: BatchesRepository;
   batchRunner: BatchRunner;
+  batchWebhooks: BatchWebhooks;
 };
 
 type Meta = CallerMeta & { $multipartType?: string; $responseType?: string; $responseHeaders?: Record<string, string> };
@@ -172,7 +176,7 @@ export function batchActions<Base extends object>(base: Base) {
 }
 
 /** The runner of this replica, on a copy of the engine whose attempts count as batch usage. */
-export function createBatchRunner(host: BatchHost, rates: InferenceRateLimits): BatchRunner {
+export function createBatchRunner(host: BatchHost, rates: InferenceRateLimits, webhooks: BatchWebhooks): BatchRunner {
   const settings = host.config.batch;
   const engine = host.engine.derive((record) => host.recordFinished(record, { rates, creditFactor: settings.creditFactor }));
   const lines = new LinesRepository(host.db);
@@ -186,7 +190,16 @@ export function createBatchRunner(host: BatchHost, rates: InferenceRateLimits): 
     now: Date.now,
   };
   return new BatchRunner(
-    { db: host.db, batches: host.batches, files: host.files, lines, newId, run: (line) => runLine(linePorts, line), interactive: () => host.interactive },
+    {
+      db: host.db,
+      batches: host.batches,
+      files: host.files,
+      lines,
+      newId,
+      run: (line) => runLine(linePorts, line),
+      interactive: () => host.interactive,
+      onTick: () => webhooks.wake(),
+    },
     {
       perAccount: settings.concurrency,
       maxInFlight: settings.maxInFlight,
@@ -221,6 +234,7 @@ const mixin: Partial<ServiceSchema<ServiceSettingSchema, BatchHost>> = {
     },
     async stopBatches(this: BatchHost): Promise<void> {
       await this.batchRunner?.stop();
+      await this.batchWebhooks?.stop();
       const redisUrl = platformSettingsOf(this.broker).redisUrl;
       if (redisUrl) await releaseRedis(redisUrl);
     },
@@ -238,7 +252,14 @@ const mixin: Partial<ServiceSchema<ServiceSettingSchema, BatchHost>> = {
       : new MemoryRateLimiter();
     const limits = { requestsPerMinute: this.config.requestsPerMinute, tokensPerMinute: this.config.tokensPerMinute };
     this.batchRates = new RateLimits(limiter, new UsageInferenceLimits(this.gate, limits));
-    this.batchRunner = createBatchRunner(this, this.batchRates);
+    const secret = async (clientId: string) =>
+      (await this.broker.call<{ secret: string | null }, { clientId: string }>("auth.webhookSecret", { clientId })).secret;
+    this.batchWebhooks = new BatchWebhooks(
+      { batches: this.batches, secret, lookup: (host) => dns.lookup(host, { all: true }), post: postOnce, now: () => new Date() },
+      this.config.batch.webhooks,
+      this.logger,
+    );
+    this.batchRunner = createBatchRunner(this, this.batchRates, this.batchWebhooks);
     this.batchRunner.start();
   },
 };

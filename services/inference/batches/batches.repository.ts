@@ -126,4 +126,26 @@ export class BatchesRepository {
       [id, status, files.output, files.error, webhook],
     );
   }
+
+  /** Up to `limit` batches whose webhook is due, each counted as attempted and leased for `leaseMs` (SKIP LOCKED: one replica each). */
+  async claimWebhooks(limit: number, leaseMs: number): Promise<Array<BatchRow & { webhook_attempts: number }>> {
+    const { rows } = await this.db.query<BatchRow & { webhook_attempts: number }>(
+      `UPDATE inference.batches SET webhook_attempts = webhook_attempts + 1, webhook_next_at = now() + make_interval(secs => $2::float8 / 1000)
+       WHERE id IN (SELECT id FROM inference.batches WHERE webhook_status = 'pending' AND webhook_next_at <= now()
+                    ORDER BY webhook_next_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+       RETURNING ${COLUMNS}, webhook_attempts`,
+      [limit, leaseMs],
+    );
+    return rows;
+  }
+
+  /** A webhook attempt's outcome: delivered; pending again after `retryInS`; or failed (null: retries spent). */
+  async webhookAttempted(id: string, ok: boolean, retryInS: number | null): Promise<void> {
+    await this.db.query(
+      `UPDATE inference.batches SET webhook_status = CASE WHEN $2 THEN 'delivered' WHEN $3::float8 IS NULL THEN 'failed' ELSE 'pending' END,
+         webhook_next_at = CASE WHEN $3::float8 IS NULL THEN NULL ELSE now() + make_interval(secs => $3::float8) END
+       WHERE id = $1 AND webhook_status = 'pending'`,
+      [id, ok, retryInS],
+    );
+  }
 }
