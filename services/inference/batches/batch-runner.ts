@@ -7,6 +7,7 @@
  * flight, so a replica stopping loses and repeats no line.
  */
 import type { LoggerInstance } from "moleculer";
+import { ClaimLoop } from "../../../lib/claim-loop";
 import { finalizeBatches, FinalizerPorts, startBatches } from "./batch-finalizer";
 import { LineDecision } from "./batch-line";
 import type { ClaimedLine, LinesRepository } from "./lines.repository";
@@ -31,72 +32,29 @@ export type RunnerPorts = FinalizerPorts & {
   onTick?(): void;
 };
 
-export class BatchRunner {
-  private timer?: NodeJS.Timeout;
-  private ticking?: Promise<void>;
-  private again = false;
-  private stopped = false;
-  private readonly inFlight = new Map<string, number>();
-  private readonly running = new Set<Promise<void>>();
-
+export class BatchRunner extends ClaimLoop {
   constructor(
     private readonly ports: RunnerPorts,
     private readonly settings: RunnerSettings,
-    private readonly logger: LoggerInstance,
-  ) {}
-
-  start(): void {
-    this.timer = setInterval(() => this.wake(), this.settings.pollMs);
-    this.wake();
+    logger: LoggerInstance,
+  ) {
+    super(settings.pollMs, logger, "Batch runner");
   }
 
-  /** Claims nothing more and waits for the lines in flight to be stored. */
-  async stop(): Promise<void> {
-    this.stopped = true;
-    clearInterval(this.timer);
-    while (this.ticking || this.running.size) await Promise.all([this.ticking, ...this.running]);
-  }
-
-  wake(): void {
-    if (this.stopped) return;
-    if (this.ticking) {
-      this.again = true;
-      return;
-    }
-    this.ticking = this.tick()
-      .catch((err) => this.logger.warn(`Batch runner: ${(err as Error).message}`))
-      .finally(() => {
-        this.ticking = undefined;
-        if (this.again && !this.stopped) {
-          this.again = false;
-          this.wake();
-        }
-      });
-  }
-
-  private async tick(): Promise<void> {
+  protected async claim(): Promise<void> {
     await startBatches(this.ports);
-    const free = this.settings.maxInFlight - 1 - this.ports.interactive() - this.running.size;
+    const free = this.settings.maxInFlight - 1 - this.ports.interactive() - this.busy;
     if (free > 0 && !this.stopped) {
       const claimed = await this.ports.lines.claim(free, this.settings.perAccount, this.inFlight, this.settings.leaseMs);
-      for (const line of claimed) this.launch(line);
+      for (const line of claimed)
+        this.launch(
+          line.client_id,
+          () => this.settle(line),
+          (err) => `Batch ${line.batch_id} line ${line.line} not stored (it runs again): ${err.message}`,
+        );
     }
     await finalizeBatches(this.ports);
     this.ports.onTick?.();
-  }
-
-  private launch(line: ClaimedLine): void {
-    this.inFlight.set(line.client_id, (this.inFlight.get(line.client_id) ?? 0) + 1);
-    const done: Promise<void> = this.settle(line)
-      .catch((err) => this.logger.warn(`Batch ${line.batch_id} line ${line.line} not stored (it runs again): ${(err as Error).message}`))
-      .finally(() => {
-        const left = this.inFlight.get(line.client_id)! - 1;
-        if (left) this.inFlight.set(line.client_id, left);
-        else this.inFlight.delete(line.client_id);
-        this.running.delete(done);
-        this.wake();
-      });
-    this.running.add(done);
   }
 
   private async settle(line: ClaimedLine): Promise<void> {
