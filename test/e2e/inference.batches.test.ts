@@ -9,7 +9,7 @@
 import OpenAI, { toFile } from "openai";
 import { Webhook } from "standardwebhooks";
 import { InferencePlatform, newAccount, openAiClient, openAiErrorOf, startInferencePlatform } from "../support/inference-platform";
-import { http, waitFor } from "../support/platform";
+import { clientIdOf, http, waitFor } from "../support/platform";
 import { Receiver, startReceiver } from "../support/webhook-receiver";
 
 const MODEL = "llama3.2:1b";
@@ -216,5 +216,40 @@ describe("inference - the Batch API (/v1/files, /v1/batches) with the openai cli
     expect(receiver.to("/none")).toEqual([]);
     const refused = await openAiErrorOf(submit([chatLine("x")], { webhookUrl: "ftp://example.com" }));
     expect(refused.error).toMatchObject({ param: "metadata.webhookUrl" });
+  });
+
+  test("inference - batches: the monthly token quota stops a batch: the lines left fail with insufficient_quota", async () => {
+    const account = await newAccount(p.platform.baseUrl);
+    await p.db.query("INSERT INTO usage.quota_overrides (client_id, tokens) VALUES ($1, 40)", [clientIdOf(account.token)]);
+    const limited = openAiClient(p.platform.baseUrl, account.apiKey);
+    const lines = ids(12, "quota").map((c) =>
+      JSON.stringify({
+        custom_id: c,
+        method: "POST",
+        url: "/v1/chat/completions",
+        body: { model: MODEL, max_tokens: 4, messages: [{ role: "user", content: c }] },
+      }),
+    );
+    const file = await limited.files.create({ file: await jsonl(lines), purpose: "batch" });
+    const b = await limited.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+    const done = await waitFor(
+      async () => {
+        const x = await limited.batches.retrieve(b.id);
+        return x.status === "completed" ? x : undefined;
+      },
+      { timeoutMs: 20_000, message: "the limited batch to end" },
+    );
+    const { completed, failed } = done.request_counts!;
+    // Each line holds its estimate (max_tokens + the prompt's) and uses 16 (the stand-in's count): at most
+    // the lines in flight (BATCH_CONCURRENCY) when the quota ran out go past it, none after.
+    expect(completed).toBeGreaterThanOrEqual(1);
+    expect(completed * 16).toBeLessThanOrEqual(40 + 4 * 16);
+    expect(completed + failed).toBe(12);
+    const errors = (await (await limited.files.content(done.error_file_id!)).text())
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    expect(errors).toHaveLength(failed);
+    for (const line of errors) expect(line).toMatchObject({ response: null, error: { code: "insufficient_quota" } });
   });
 });
