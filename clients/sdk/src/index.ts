@@ -1,6 +1,9 @@
 /** @ci-platform/sdk: the typed client of the ci-platform API. */
-export { CiPlatform, TERMINAL, TOKEN_SCOPES } from "./client";
+export { BATCH_ENDED, CiPlatform, TERMINAL, TOKEN_SCOPES } from "./client";
 export type {
+  Batch,
+  BatchFile,
+  BatchRequest,
   ChatCompletion,
   ChatCompletionRequest,
   DatabaseRequest,
