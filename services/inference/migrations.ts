@@ -50,6 +50,8 @@ export const migrations: Migration[] = [
         input_file_id text NOT NULL,
         completion_window text NOT NULL,
         metadata jsonb,
+        -- The creating token's model allow-list (null: any model), applied to every line when it runs.
+        allowed_models text[],
         status text NOT NULL CHECK (status IN ('validating', 'in_progress', 'finalizing', 'completed', 'failed', 'expired', 'cancelling', 'cancelled')),
         total integer NOT NULL DEFAULT 0,
         completed integer NOT NULL DEFAULT 0,

@@ -252,4 +252,19 @@ describe("inference - the Batch API (/v1/files, /v1/batches) with the openai cli
     expect(errors).toHaveLength(failed);
     for (const line of errors) expect(line).toMatchObject({ response: null, error: { code: "insufficient_quota" } });
   });
+
+  test("inference - batches: a restricted token needs the inference scope, and its batch only its models (403 naming the line)", async () => {
+    const tokenWith = async (body: Record<string, unknown>) =>
+      (await http(p.platform.baseUrl, "POST", "/api/auth/tokens", { token: p.token, body: { name: "batch", ...body } })).body.token as string;
+    const jobsOnly = openAiClient(p.platform.baseUrl, await tokenWith({ scopes: ["jobs:read"] }));
+    expect((await openAiErrorOf(jobsOnly.files.create({ file: await jsonl([chatLine("s")]), purpose: "batch" }))).status).toBe(403);
+    const qwenOnly = openAiClient(p.platform.baseUrl, await tokenWith({ scopes: ["inference"], models: ["qwen2.5:0.5b"] }));
+    const file = await qwenOnly.files.create({ file: await jsonl([chatLine("q", "qwen2.5:0.5b"), chatLine("l")]), purpose: "batch" });
+    const refused = await openAiErrorOf(qwenOnly.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" }));
+    expect(refused).toBeInstanceOf(OpenAI.PermissionDeniedError);
+    expect((refused.error as { message: string }).message).toContain("line 2");
+    const ok = await qwenOnly.files.create({ file: await jsonl([chatLine("q2", "qwen2.5:0.5b")]), purpose: "batch" });
+    const b = await qwenOnly.batches.create({ input_file_id: ok.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+    expect((await finished(b.id)).request_counts).toEqual({ total: 1, completed: 1, failed: 0 });
+  });
 });

@@ -10,6 +10,7 @@ import { chatCompletion, embeddingList, parseChatCompletion, parseEmbeddings } f
 import { estimateTokens } from "../model-info";
 import { promptText } from "../providers";
 import type { Spend } from "../quota-holds";
+import { allowedChainOf } from "../token-models";
 import { answeredLine, refusedLine, unrunLine } from "./batch-views";
 import type { ClaimedLine, LineOutcome } from "./lines.repository";
 
@@ -32,10 +33,12 @@ const RETRYABLE = new Set(["PROVIDER_ERROR", "PROVIDER_TIMEOUT", "SERVICE_UNAVAI
 
 const unixNow = (ports: LinePorts) => Math.floor(ports.now() / 1000);
 
-async function answer(ports: LinePorts, l: ClaimedLine, hold: () => Promise<Spend>, url: string) {
-  if (url === "/v1/embeddings") {
+/** The line's answer as its route gives it, under a hold of its worst case (released if it fails); the batch's allow-list narrows its models. */
+async function answer(ports: LinePorts, l: ClaimedLine) {
+  if (l.endpoint === "/v1/embeddings") {
     const request = parseEmbeddings(l.body);
-    const spend = await hold();
+    const models = allowedChainOf(l.allowed_models, request, [request.model]);
+    const spend = await ports.admit(l.client_id, estimateTokens(request.input.join("\n")), models);
     try {
       const embedded = await ports.engine.embed(l.client_id, request.model, request.input);
       spend.settle(embedded.promptTokens, embedded.model);
@@ -46,7 +49,8 @@ async function answer(ports: LinePorts, l: ClaimedLine, hold: () => Promise<Spen
     }
   }
   const request = parseChatCompletion(l.body);
-  const spend = await hold();
+  const models = allowedChainOf(l.allowed_models, request, ports.engine.modelsOf(request));
+  const spend = await ports.admit(l.client_id, (request.maxTokens ?? ports.reserveMaxTokens) + estimateTokens(promptText(request)), models);
   try {
     const a = await ports.engine.chat(l.client_id, request);
     spend.settle(a.promptTokens + a.completionTokens, a.model);
@@ -57,25 +61,10 @@ async function answer(ports: LinePorts, l: ClaimedLine, hold: () => Promise<Spen
   }
 }
 
-/** The claim for a line's quota hold: its worst case in tokens, and the models that may answer it. */
-function claimOf(ports: LinePorts, l: ClaimedLine, url: string): { tokens: number; models: string[] } {
-  if (url === "/v1/embeddings") {
-    const request = parseEmbeddings(l.body);
-    return { tokens: estimateTokens(request.input.join("\n")), models: [request.model] };
-  }
-  const request = parseChatCompletion(l.body);
-  return { tokens: (request.maxTokens ?? ports.reserveMaxTokens) + estimateTokens(promptText(request)), models: ports.engine.modelsOf(request) };
-}
-
 export async function runLine(ports: LinePorts, l: ClaimedLine): Promise<LineDecision> {
-  const url = l.endpoint;
   const id = `batch_req_${ports.newId()}`;
   try {
-    const hold = () => {
-      const claim = claimOf(ports, l, url);
-      return ports.admit(l.client_id, claim.tokens, claim.models);
-    };
-    const { requestId, body } = await answer(ports, l, hold, url);
+    const { requestId, body } = await answer(ports, l);
     return { store: { ok: true, result: answeredLine(id, l.custom_id, requestId, body) } };
   } catch (err) {
     const e = err as ApiFault;

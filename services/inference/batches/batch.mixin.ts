@@ -61,6 +61,15 @@ type Meta = CallerMeta & { $multipartType?: string; $responseType?: string; $res
 const newId = () => randomBytes(12).toString("hex");
 const clientOf = (ctx: Context<unknown, Meta>) => ctx.meta.caller!.clientId;
 
+/** A restricted token's batch: every line's model must be on its list (403 naming the line); fallbacks are narrowed when lines run. */
+async function checkModels(files: FilesRepository, clientId: string, fileId: string, allowed: readonly string[]): Promise<void> {
+  const content = await files.content(clientId, fileId);
+  if (!content) throw notFound("File");
+  for (const { line, body } of checkBatchInput(content).lines)
+    if (typeof body.model === "string" && !allowed.includes(body.model.trim()))
+      throw apiError("FORBIDDEN", `line ${line}: this token may not use the model '${body.model.slice(0, 200)}'`, { model: body.model, line });
+}
+
 /** The /v1 actions, on the service's /v1 action settings (`base`). */
 export function batchActions<Base extends object>(base: Base) {
   return {
@@ -128,7 +137,10 @@ export function batchActions<Base extends object>(base: Base) {
           throw validationFailed([
             { field: "endpoint", message: `must be the url of every line of the input file (${file.endpoint ?? "its lines mix urls"})` },
           ]);
+        const allowedModels = ctx.meta.caller?.token?.models ?? null;
+        if (allowedModels) await checkModels(this.files, clientId, file.id, allowedModels);
         const batch = await this.batches.create({
+          allowedModels,
           id: `batch_${newId()}`,
           client_id: clientId,
           endpoint: request.endpoint,

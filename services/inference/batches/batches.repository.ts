@@ -32,7 +32,10 @@ export type BatchRow = {
   cancelled_at: Date | null;
 };
 
-export type NewBatch = Pick<BatchRow, "id" | "client_id" | "endpoint" | "input_file_id" | "completion_window" | "metadata"> & { windowS: number };
+export type NewBatch = Pick<BatchRow, "id" | "client_id" | "endpoint" | "input_file_id" | "completion_window" | "metadata"> & {
+  windowS: number;
+  allowedModels: readonly string[] | null;
+};
 
 const COLUMNS = `id, client_id, endpoint, input_file_id, completion_window, metadata, status, total, completed, failed, errors,
   output_file_id, error_file_id, created_at, expires_at, in_progress_at, finalizing_at, completed_at, failed_at, expired_at, cancelling_at, cancelled_at`;
@@ -50,9 +53,9 @@ export class BatchesRepository {
 
   async create(b: NewBatch): Promise<BatchRow> {
     const { rows } = await this.db.query<BatchRow>(
-      `INSERT INTO inference.batches (id, client_id, endpoint, input_file_id, completion_window, metadata, status, expires_at)
-       VALUES ($1, $2, $3, $4, $5, $6, 'validating', now() + make_interval(secs => $7)) RETURNING ${COLUMNS}`,
-      [b.id, b.client_id, b.endpoint, b.input_file_id, b.completion_window, b.metadata, b.windowS],
+      `INSERT INTO inference.batches (id, client_id, endpoint, input_file_id, completion_window, metadata, status, expires_at, allowed_models)
+       VALUES ($1, $2, $3, $4, $5, $6, 'validating', now() + make_interval(secs => $7), $8) RETURNING ${COLUMNS}`,
+      [b.id, b.client_id, b.endpoint, b.input_file_id, b.completion_window, b.metadata, b.windowS, b.allowedModels],
     );
     return rows[0];
   }

@@ -17,6 +17,8 @@ export type ClaimedLine = {
   attempts: number;
   /** Its batch's endpoint (every line's url). */
   endpoint: string;
+  /** Its batch's model allow-list (the creating token's; null: any). */
+  allowed_models: string[] | null;
 };
 /** A line's stored outcome: the line of the output file (succeeded) or of the error file (failed). */
 export type LineOutcome = { ok: boolean; result: Record<string, unknown> };
@@ -60,7 +62,8 @@ export class LinesRepository {
                                         AND status IN ('pending', 'running') AND next_at <= now()
                                       FOR UPDATE SKIP LOCKED)
        RETURNING l.batch_id, l.line, l.client_id, l.custom_id, l.body, l.attempts,
-         (SELECT endpoint FROM inference.batches WHERE id = l.batch_id) AS endpoint`,
+         (SELECT endpoint FROM inference.batches WHERE id = l.batch_id) AS endpoint,
+         (SELECT allowed_models FROM inference.batches WHERE id = l.batch_id) AS allowed_models`,
       [limit, leaseMs, [...inFlight.keys()], [...inFlight.values()], perAccount],
     );
     return rows;
