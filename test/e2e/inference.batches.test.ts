@@ -180,6 +180,8 @@ describe("inference - the Batch API (/v1/files, /v1/batches) with the openai cli
     expect(completed).toBeLessThan(40);
     expect(failed).toBe(0);
     expect((await linesOf(done.output_file_id)).size).toBe(completed);
+    // The lines never run leave with the rest once the files are written.
+    expect((await p.db.query("SELECT count(*)::int AS n FROM inference.batch_lines WHERE batch_id = $1", [b.id])).rows[0].n).toBe(0);
     // Cancelling again answers the batch as it is; a completed batch cannot be cancelled.
     expect((await client.batches.cancel(b.id)).status).toBe("cancelled");
     p.ollama.set({});

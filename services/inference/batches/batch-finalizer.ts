@@ -69,6 +69,8 @@ async function end(ports: FinalizerPorts, client: PoolClient, batch: BatchRow, s
     return file.id;
   };
   const files = { output: await fileOf(true), error: await fileOf(false) };
+  // The files hold every result now: the lines go, so the due-line scans never meet an ended batch's.
+  await ports.lines.drop(client, batch.id);
   await ports.batches.ended(client, batch.id, status, files, status !== "cancelled" && wantsWebhook(batch));
 }
 

@@ -110,6 +110,11 @@ export class LinesRepository {
     await client.query("UPDATE inference.batches SET failed = failed + $2 WHERE id = $1", [batchId, rows.length]);
   }
 
+  /** The batch's lines, once its files hold their results (lines never run, of a cancelled batch, go with them). */
+  async drop(client: PoolClient, batchId: string): Promise<void> {
+    await client.query("DELETE FROM inference.batch_lines WHERE batch_id = $1", [batchId]);
+  }
+
   /** The stored results of the lines that ended `ok` (or not), in line order: a file's lines. */
   async results(client: PoolClient, batchId: string, ok: boolean): Promise<string[]> {
     const { rows } = await client.query<{ result: string }>(
