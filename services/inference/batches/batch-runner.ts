@@ -41,8 +41,15 @@ export class BatchRunner extends ClaimLoop {
     super(settings.pollMs, logger, "Batch runner");
   }
 
+  /** When batches were last started and ended: at most every pollMs, while lines are claimed at each settle. */
+  private housekeptAt = 0;
+
   protected async claim(): Promise<void> {
-    await startBatches(this.ports);
+    const housekeeping = Date.now() - this.housekeptAt >= this.settings.pollMs;
+    if (housekeeping) {
+      this.housekeptAt = Date.now();
+      await startBatches(this.ports);
+    }
     const free = this.settings.maxInFlight - 1 - this.ports.interactive() - this.busy;
     if (free > 0 && !this.stopped) {
       const claimed = await this.ports.lines.claim(free, this.settings.perAccount, this.inFlight, this.settings.leaseMs);
@@ -53,6 +60,7 @@ export class BatchRunner extends ClaimLoop {
           (err) => `Batch ${line.batch_id} line ${line.line} not stored (it runs again): ${err.message}`,
         );
     }
+    if (!housekeeping) return;
     await finalizeBatches(this.ports);
     this.ports.onTick?.();
   }

@@ -46,8 +46,8 @@ export class LinesRepository {
   async claim(limit: number, perAccount: number, inFlight: ReadonlyMap<string, number>, leaseMs: number): Promise<ClaimedLine[]> {
     const { rows } = await this.db.query<ClaimedLine>(
       `WITH busy AS (SELECT * FROM unnest($3::uuid[], $4::int[]) AS b(client_id, in_flight)),
-       accounts AS (SELECT DISTINCT l.client_id FROM inference.batch_lines l
-                    WHERE l.status IN ('pending', 'running') AND l.next_at <= now()),
+       -- The accounts with a batch running (few rows, the batches_open index), not a scan of every due line.
+       accounts AS (SELECT DISTINCT client_id FROM inference.batches WHERE status = 'in_progress'),
        due AS (SELECT d.batch_id, d.line, coalesce(b.in_flight, 0) + d.rank AS slot
                FROM accounts a LEFT JOIN busy b ON b.client_id = a.client_id,
                LATERAL (SELECT l.batch_id, l.line, row_number() OVER (ORDER BY l.next_at, l.batch_id, l.line) AS rank
