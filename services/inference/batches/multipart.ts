@@ -11,6 +11,8 @@ import { apiError, validationFailed } from "../../../lib/errors";
 export type Upload = { purpose: string | undefined; filename: string; content: Buffer };
 
 const MAX_FILENAME = 255;
+/** Room for the part headers, boundaries and the small fields around the file. */
+const BODY_SLACK = 64 * 1024;
 
 export function readUpload(body: Readable, contentType: string | undefined, maxBytes: number): Promise<Upload> {
   if (!contentType || !/^multipart\/form-data\b/i.test(contentType)) {
@@ -59,6 +61,12 @@ export function readUpload(body: Readable, contentType: string | undefined, maxB
         if (!file) return fail(validationFailed([{ field: "file", message: "is required (a multipart part named file)" }]));
         resolve({ purpose, ...file });
       });
+    });
+    // The whole body too (extra parts are read to be skipped): the file, its part headers and the fields.
+    let received = 0;
+    body.on("data", (chunk: Buffer) => {
+      received += chunk.length;
+      if (received > maxBytes + BODY_SLACK) fail(apiError("PAYLOAD_TOO_LARGE", `The request body is larger than ${maxBytes + BODY_SLACK} bytes`));
     });
     body.on("error", fail);
     body.pipe(parser);
