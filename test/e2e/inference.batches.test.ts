@@ -269,4 +269,16 @@ describe("inference - the Batch API (/v1/files, /v1/batches) with the openai cli
     const b = await qwenOnly.batches.create({ input_file_id: ok.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
     expect((await finished(b.id)).request_counts).toEqual({ total: 1, completed: 1, failed: 0 });
   });
+
+  test("inference - batches: a batch whose input file is gone before its lines were copied fails, saying why", async () => {
+    const id = `batch_gone${Date.now()}`;
+    await p.db.query(
+      `INSERT INTO inference.batches (id, client_id, endpoint, input_file_id, completion_window, status, expires_at)
+       VALUES ($1, $2, '/v1/chat/completions', 'file-gone', '24h', 'validating', now() + interval '1 day')`,
+      [id, clientIdOf(p.token)],
+    );
+    const failed = await finished(id);
+    expect(failed).toMatchObject({ status: "failed", errors: { object: "list", data: [{ code: "invalid_input_file", param: "input_file_id" }] } });
+    expect(failed.failed_at).toEqual(expect.any(Number));
+  });
 });
