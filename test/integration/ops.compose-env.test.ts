@@ -45,7 +45,11 @@ describe("ops compose env - one script, no CHANGE-ME left", () => {
     expect(gateway.CALLER_SIGNING_KEY).toMatch(/^\S{20,}$/);
     for (const file of [".env", ".env.gateway"]) expect(fs.statSync(path.join(a, file)).mode & 0o777).toBe(0o600);
     expect(fs.existsSync(path.join(a, "docker/nats-tls/server.pem"))).toBe(true);
-    const config = spawnSync("docker-compose", ["-f", "docker-compose.yml", "config", "-q"], { cwd: a, encoding: "utf8", env: { PATH: process.env.PATH ?? "" } });
+    const config = spawnSync("docker-compose", ["-f", "docker-compose.yml", "config", "-q"], {
+      cwd: a,
+      encoding: "utf8",
+      env: { PATH: process.env.PATH ?? "" },
+    });
     expect({ status: config.status, stderr: config.stderr }).toEqual({ status: 0, stderr: "" });
     run(a);
     expect(values(path.join(a, ".env"))).toEqual(env);
