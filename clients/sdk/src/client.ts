@@ -3,8 +3,7 @@
  * for the everyday ones, plus the streams and `waitForJob` that generation cannot give.
  */
 import type { components } from "./generated/schema";
-import { ApiError } from "./errors";
-import { buildUrl, CallOptions, Credentials, Method, PathsWith, request, RequestInit, ResponseOf, send } from "./http";
+import { CallOptions, Credentials, Method, PathsWith, request, RequestInit, ResponseOf, send } from "./http";
 import { jsonEvents, textChunks } from "./streams";
 
 export type Schemas = components["schemas"];
@@ -156,9 +155,7 @@ export class CiPlatform {
     const form = new FormData();
     form.append("purpose", "batch");
     form.append("file", new Blob([content]), filename);
-    const headers: Record<string, string> = this.creds.token ? { authorization: `Bearer ${this.creds.token}` } : {};
-    const res = await (this.creds.fetch ?? fetch)(buildUrl(this.creds.baseUrl, "/v1/files"), { method: "POST", headers, body: form });
-    if (!res.ok) throw await ApiError.from(res);
+    const res = await send(this.creds, "post", "/v1/files", { form });
     return (await res.json()) as BatchFile;
   }
   createBatch = (body: BatchRequest) => this.api("post", "/v1/batches", { body });

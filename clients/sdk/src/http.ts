@@ -44,6 +44,8 @@ export type RawInit = {
   path?: Record<string, string | number>;
   query?: Record<string, unknown>;
   body?: unknown;
+  /** A multipart body instead of JSON (file uploads). */
+  form?: FormData;
   signal?: AbortSignal;
   accept?: string;
   headers?: Record<string, string>;
@@ -108,7 +110,7 @@ async function attempt<T>(creds: Credentials, method: Method, template: string, 
   if (init.body !== undefined) headers["content-type"] = "application/json";
   const policy = { ...RETRY_DEFAULTS, ...definedOf(creds) };
   const timeoutMs = creds.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-  const fetchInit = { method: method.toUpperCase(), headers, body: init.body === undefined ? undefined : JSON.stringify(init.body) };
+  const fetchInit = { method: method.toUpperCase(), headers, body: init.form ?? (init.body === undefined ? undefined : JSON.stringify(init.body)) };
   for (let retry = 0; ; retry++) {
     const outcome = await tryOnce(creds.fetch ?? fetch, url, fetchInit, init.signal, timeoutMs, read);
     if ("value" in outcome) return outcome;
