@@ -3,6 +3,9 @@ import { api } from "./api.js";
 import { h, guarded, gauge } from "./ui.js";
 import { every } from "./live.js";
 
+/** A card the node only simulates (GPU_SIMULATE): its UUID says so (services/gpu-node/discovery.ts). */
+const simulated = (gpu) => gpu.uuid.startsWith("GPU-sim-");
+
 function gpuCard(gpu) {
   const memory = gpu.memoryTotal > 0 ? (gpu.memoryUsed / gpu.memoryTotal) * 100 : 0;
   return h(
@@ -14,6 +17,7 @@ function gpuCard(gpu) {
       { className: "muted" },
       `${gpu.nodeId} · #${gpu.index} · `,
       h("span", { className: gpu.available ? "badge status-completed" : "badge status-running" }, gpu.available ? "free" : "busy"),
+      simulated(gpu) ? [" ", h("span", { className: "badge simulated", title: "Simulated by its node (GPU_SIMULATE): not a real card" }, "simulated")] : null,
     ),
     h(
       "div",
