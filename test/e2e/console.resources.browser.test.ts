@@ -216,11 +216,18 @@ describe("console - resources, sessions and empty states in Chromium", () => {
     await shots("16-batches");
   });
 
-  it("console - cluster: a simulated card says so", async () => {
+  it("console - cluster: a simulated card says so; its utilization and memory drawn over time", async () => {
     await open("cluster");
     const card = page.locator("article.gpu");
     await card.first().waitFor();
     expect(await card.locator(".badge.simulated").textContent()).toBe("simulated");
+    // A sample per refresh (every 3 s): the second one adds a column to each row.
+    const memory = card.getByRole("img", { name: /^Memory over the last/ });
+    await waitFor(async () => (await memory.locator(".col").count()) >= 2, { timeoutMs: 10_000, message: "two samples" });
+    const util = card.getByRole("img", { name: /^Utilization over the last/ });
+    expect(await util.locator(".col").count()).toBeGreaterThanOrEqual(2);
+    expect(await memory.getAttribute("aria-label")).toMatch(/^Memory over the last \d+ samples: now \d+ %, at most \d+ %$/);
+    await shots("17-cluster-history");
   });
 
   it("console - nothing failed in the page but the API's refusals and the provider failure caused on purpose", () => {
