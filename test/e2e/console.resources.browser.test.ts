@@ -70,7 +70,7 @@ describe("console - resources, sessions and empty states in Chromium", () => {
     fs.rmSync(work, { recursive: true, force: true });
   });
 
-  it("console - `/` redirects to the console; a reload keeps the session (this tab's sessionStorage), a refused token ends it in words", async () => {
+  it("console - `/` redirects to the console; a reload keeps the session (this tab's sessionStorage), a refused token ends it in words, an expired one is never sent", async () => {
     const res = await fetch(`${platform.baseUrl}/`, { redirect: "manual" });
     expect([res.status, res.headers.get("location")]).toEqual([302, "./console"]);
     await page.goto(`${platform.baseUrl}/`);
@@ -93,6 +93,14 @@ describe("console - resources, sessions and empty states in Chromium", () => {
     await page.reload();
     await page.getByText("Your session ended: sign in again.").waitFor();
     expect(await page.evaluate(() => sessionStorage.length)).toBe(0);
+    // A token past its `exp` is forgotten at load, never sent.
+    const expired = `x.${Buffer.from(JSON.stringify({ exp: Math.floor(Date.now() / 1000) - 1 })).toString("base64url")}.y`;
+    await page.evaluate((s) => sessionStorage.setItem("ci-platform.session", s), JSON.stringify({ ...JSON.parse(saved), token: expired }));
+    const sent: string[] = [];
+    page.on("request", (req) => req.headers().authorization?.includes(expired) && sent.push(req.url()));
+    await page.reload();
+    await page.getByLabel("Email").waitFor();
+    expect([await page.evaluate(() => sessionStorage.length), sent]).toEqual([0, []]);
     await page.evaluate((s) => sessionStorage.setItem("ci-platform.session", s), saved);
     await page.reload();
     await page.getByRole("heading", { name: "Jobs", exact: true }).waitFor();
