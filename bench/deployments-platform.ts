@@ -18,9 +18,9 @@ export type BenchPlatform = { port: number; base: string; jwt: string; stop(): P
 
 /**
  * Starts both processes (NAMESPACE of their own on the NATS at NATS_URL) with `cards` simulated
- * cards, registers an account and waits until its cards are announced.
+ * cards (`env`: more settings of the first), registers an account and waits until its cards are announced.
  */
-export async function startPlatform(databaseUrl: string, cards: number): Promise<BenchPlatform> {
+export async function startPlatform(databaseUrl: string, cards: number, env: Record<string, string> = {}): Promise<BenchPlatform> {
   const port = await freePort();
   const common = { NAMESPACE: uniqueName("bench"), TRANSPORTER: NATS_URL, DATABASE_URL: databaseUrl, LOG_LEVEL: "warn" };
   const children: ChildService[] = [];
@@ -28,7 +28,7 @@ export async function startPlatform(databaseUrl: string, cards: number): Promise
     for (const child of children.reverse()) await child.stop();
   };
   try {
-    children.push(spawnServices(["api-gateway", "auth", "gpu-scheduler", "inference"], { ...common, PORT: String(port), OLLAMA_URL: "off" }));
+    children.push(spawnServices(["api-gateway", "auth", "gpu-scheduler", "inference"], { ...common, PORT: String(port), OLLAMA_URL: "off", ...env }));
     children.push(
       spawnServices(["gpu-node"], {
         ...common,
