@@ -83,6 +83,8 @@ async function coldStarts(p: BenchPlatform) {
   return rows;
 }
 
+/** What the bench is doing, on stderr (the table is printed at the end). */
+const progress = (what: string) => console.error(`[bench:deployments ${new Date().toISOString().slice(11, 19)}] ${what}`);
 const ms = (v: number) => `${v.toFixed(2)} ms`;
 const plus = (v: number) => `${v >= 0 ? "+" : ""}${v.toFixed(2)} ms`;
 const ok = (f: Figures): f is { p50: number; p99: number; rps: number } => !("error" in f);
@@ -102,6 +104,7 @@ async function main() {
     platform = await startPlatform(databaseUrl, 4, { OPENAI_PROVIDERS: JSON.stringify([{ name: "vllm", url: `http://127.0.0.1:${direct.port}` }]) });
     const p = platform;
 
+    progress(`cold starts (${COLD_STARTS})`);
     const cold = await coldStarts(p);
 
     const one = await createDeployment(p, "one", { min: 1, max: 1 });
@@ -125,7 +128,9 @@ async function main() {
     const twoT = target("platform, 2 replicas", p.port, "two", auth);
     for (const t of [directT, ...portkeyT, providerT, oneT, twoT]) await once(t, false); // every path answers before timing
 
+    progress(`warm, concurrency 1 (${SERIAL} per path)`);
     const warm = await compare([directT, ...portkeyT, providerT, oneT], SERIAL, 1, false);
+    progress(`requests/s, ${CONCURRENCY} concurrent (${CAPACITY_REQUESTS} per path)`);
     const capacity = await compare([directT, oneT, twoT], CAPACITY_REQUESTS, CONCURRENCY, false);
 
     console.log(
