@@ -18,6 +18,8 @@ import type { DeploymentRow, DeploymentsRepository, ReplicaRow } from "./reposit
 const NAMES_TTL_MS = 2000;
 /** Traffic is written down at most this often per deployment. */
 const TOUCH_EVERY_MS = 1000;
+/** How long this process reuses a deployment's ready replicas (each request reads them twice: prepare, then pick). */
+const READY_TTL_MS = 250;
 /** How often a held request looks for a ready replica. */
 const POLL_MS = 100;
 /** The Retry-After of a cold start that timed out. */
@@ -37,6 +39,7 @@ const readyOf = (rows: ReplicaRow[]) => rows.filter((r) => r.ready_at && r.node_
 export class DeploymentRouter {
   private readonly names = new Map<string, { at: number; byName: Map<string, DeploymentRow> }>();
   private readonly touched = new Map<string, number>();
+  private readonly readyCache = new Map<string, { at: number; rows: Promise<ReplicaRow[]> }>();
   private readonly now: () => number;
   private readonly sleep: (ms: number) => Promise<void>;
 
@@ -75,7 +78,7 @@ export class DeploymentRouter {
   async prepare(clientId: string, model: string): Promise<{ coldStart: boolean } | undefined> {
     const deployment = await this.owned(clientId, model);
     if (!deployment) return undefined;
-    const ready = readyOf(await this.deps.repo.liveReplicas([deployment.id]));
+    const ready = await this.ready(deployment.id);
     if (ready.length) {
       await this.traffic(deployment.id);
       const inflight = ready.reduce((n, r) => n + this.deps.links.inflight(r.job_id), 0);
@@ -87,7 +90,7 @@ export class DeploymentRouter {
     const deadline = this.now() + deployment.spec.coldStartTimeoutSeconds * 1000;
     while (this.now() < deadline) {
       await this.sleep(POLL_MS);
-      if (readyOf(await this.deps.repo.liveReplicas([deployment.id])).length) return { coldStart: true };
+      if ((await this.ready(deployment.id, true)).length) return { coldStart: true };
       const now = await this.deps.repo.findForClient(deployment.id, clientId);
       if (!now) throw apiError("MODEL_NOT_FOUND", `Model "${model}" not found`);
       if (now.status === "failed")
@@ -104,7 +107,7 @@ export class DeploymentRouter {
   async pick(clientId: string, model: string): Promise<{ entry: ModelEntry; provider: Provider } | undefined> {
     const deployment = await this.owned(clientId, model);
     if (!deployment) return undefined;
-    const ready = readyOf(await this.deps.repo.liveReplicas([deployment.id]));
+    const ready = await this.ready(deployment.id);
     if (!ready.length) throw apiError("SERVICE_UNAVAILABLE", `Deployment "${model}" has no ready replica`, { retryAfter: RETRY_AFTER_S });
     const links = ready.map((r) => this.deps.links.get(r.job_id, r.node_id!));
     const best = links.reduce((a, b) => (b.agent.inflight < a.agent.inflight ? b : a));
@@ -117,6 +120,16 @@ export class DeploymentRouter {
       description: describeDeployment(),
     };
     return { entry, provider: best.provider };
+  }
+
+  /** The deployment's ready replicas: read at most every READY_TTL_MS in this process, unless `fresh` (a cold start waiting). */
+  private ready(deploymentId: string, fresh = false): Promise<ReplicaRow[]> {
+    const hit = this.readyCache.get(deploymentId);
+    if (!fresh && hit && this.now() - hit.at < READY_TTL_MS) return hit.rows;
+    const rows = this.deps.repo.liveReplicas([deploymentId]).then(readyOf);
+    this.readyCache.set(deploymentId, { at: this.now(), rows });
+    rows.catch(() => this.readyCache.delete(deploymentId));
+    return rows;
   }
 
   private async traffic(deploymentId: string): Promise<void> {
