@@ -5,6 +5,8 @@
  * other load on the machine falls on both alike); and the ratio. Both run at the concurrency the
  * platform allows: 10 tenant-server connections, at most DBAAS_CREATE_CONCURRENCY CREATE DATABASE at once.
  * Goal: platform ≤ 1.3× the bare script. Needs the tenant cluster (.ci/setup.d/30-tenant-postgres.sh).
+ * Further sections (BENCH_ONLY=<name> runs one): the quota overshoot, point-in-time restore
+ * (databases-pitr.ts, needs the WAL archive) and the pooler (databases-pooler.ts, needs PgBouncer on 6433).
  */
 import { randomBytes } from "crypto";
 import { Client, Pool } from "pg";
