@@ -24,28 +24,32 @@ const ROTATIONS = Number(process.env.BENCH_ROTATIONS || 50);
 /** What the platform process needs for these figures: room for a 1 GB database and its own snapshot folder. */
 export const snapshotBenchEnv = (dir: string) => ({ DBAAS_MAX_STORAGE_MB: "4096", DBAAS_SNAPSHOT_DIR: dir });
 
-type Api = { base: string; token: string };
-type Created = { id: string; databaseName: string; username: string; connectionString: string };
+export type Api = { base: string; token: string };
+export type Created = { id: string; databaseName: string; username: string; connectionString: string };
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)];
+export const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)];
 const rank = (xs: number[], p: number) => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)];
 };
 const ms = (x: number) => `${x.toFixed(0)} ms`.padStart(10);
 
-async function timed(work: () => Promise<unknown>): Promise<number> {
+export async function timed(work: () => Promise<unknown>): Promise<number> {
   const start = performance.now();
   await work();
   return performance.now() - start;
 }
 
-function tool(bin: string, args: string[], database: string): void {
-  const run = spawnSync(bin, ["--no-password", ...args], { env: { PATH: process.env.PATH, ...libpqEnv(TENANT_ADMIN_URL, database) }, encoding: "utf8" });
+/** A PostgreSQL tool run to its end as the tenant admin on `database` (`env` over that: another host). */
+export function tool(bin: string, args: string[], database: string, env: Record<string, string> = {}): void {
+  const run = spawnSync(bin, ["--no-password", ...args], {
+    env: { PATH: process.env.PATH, ...libpqEnv(TENANT_ADMIN_URL, database), ...env },
+    encoding: "utf8",
+  });
   if (run.status !== 0) throw new Error(`${bin}: ${run.stderr}`);
 }
 
-async function call(api: Api, method: string, url: string, body?: object) {
+export async function call(api: Api, method: string, url: string, body?: object) {
   // Long pauses (a bare pg_dump) outlast the gateway's keep-alive: a request sent on a socket the
   // server is closing fails unsent ("other side closed"); it is sent again on a new one.
   const send = () => http(api.base, method, url, { token: api.token, body });
@@ -58,7 +62,7 @@ async function call(api: Api, method: string, url: string, body?: object) {
 }
 
 /** Fills the database as its tenant with about `mb` MiB of rows that compress like real data (hex digests). */
-async function fill(db: Created, mb: number): Promise<number> {
+export async function fill(db: Created, mb: number): Promise<number> {
   const rows = Math.round((mb * 1048576) / 190);
   await withClient(db.connectionString, (c) =>
     c.query(`CREATE TABLE fill AS SELECT g AS id, md5(g::text) || md5((g * 7)::text) || md5((g * 13)::text) || md5((g * 31)::text) AS pad
@@ -158,7 +162,7 @@ export async function benchSnapshots(api: Api, dir: string): Promise<void> {
   }
 }
 
-async function adminQuery(sql: string): Promise<string> {
+export async function adminQuery(sql: string): Promise<string> {
   return withClient(TENANT_ADMIN_URL, async (c) => {
     const { rows } = await c.query(sql);
     return rows[0] ? String(Object.values(rows[0])[0]) : "";

@@ -5,20 +5,13 @@
  * other load on the machine falls on both alike); and the ratio. Both run at the concurrency the
  * platform allows: 10 tenant-server connections, at most DBAAS_CREATE_CONCURRENCY CREATE DATABASE at once.
  * Goal: platform ≤ 1.3× the bare script. Needs the tenant cluster (.ci/setup.d/30-tenant-postgres.sh).
+ * Further sections (BENCH_ONLY=<name> runs one): the quota overshoot, point-in-time restore
+ * (databases-pitr.ts, needs the WAL archive) and the pooler (databases-pooler.ts, needs PgBouncer on 6433).
  */
-import { randomBytes, randomUUID } from "crypto";
+import { randomBytes } from "crypto";
 import { Client, Pool } from "pg";
-import { ChildService, dropDatabase, freePort, http, spawnServices, testDatabaseUrl, waitFor } from "../test/support/platform";
-import {
-  callerMeta,
-  databaseBytes,
-  purgeMarked,
-  startDbaasPlatform,
-  stopDbaasPlatform,
-  TENANT_ADMIN_URL,
-  tenantEnv,
-  withClient,
-} from "../test/integration/dbaas.helpers";
+import { http, waitFor } from "../test/support/platform";
+import { callerMeta, databaseBytes, startDbaasPlatform, stopDbaasPlatform, TENANT_ADMIN_URL, tenantEnv, withClient } from "../test/integration/dbaas.helpers";
 import type { DatabaseCreated, DatabaseDetail } from "../services/dbaas/dbaas.service";
 import { worstOvershootMb } from "../services/dbaas/quota-activity";
 import { parseCatalogLevel, parseDbaasSettings } from "../services/dbaas/settings";
@@ -27,6 +20,9 @@ import { mkdtempSync } from "fs";
 import { tmpdir } from "os";
 import { join } from "path";
 import { benchSnapshots, snapshotBenchEnv } from "./databases-snapshots";
+import { startBenchPlatform } from "./databases-platform";
+import { benchPitr } from "./databases-pitr";
+import { benchPooler } from "./databases-pooler";
 
 const SEQUENTIAL = Number(process.env.BENCH_SEQUENTIAL || 20);
 const CONCURRENCY = 10;
@@ -114,41 +110,17 @@ class Bare {
 const fmt = (ms: number) => `${ms.toFixed(1)} ms`.padStart(10);
 
 async function main() {
-  const databaseUrl = testDatabaseUrl();
-  const port = await freePort();
-  const base = `http://127.0.0.1:${port}`;
   // One account holds every database here: one connection each keeps its budget within the server's room.
   const limits = { DBAAS_MAX_PER_ACCOUNT: "1000", DBAAS_CONNECTIONS_PER_ACCOUNT: "60", DBAAS_CONNECTION_LIMIT: "1" };
   const snapshotDir = mkdtempSync(join(tmpdir(), "bench-snapshots-")); // BENCH_PART: provisioning, snapshots or both (unset)
   // The platform's limit, read as dbaas reads it, and handed to both sides.
   const { createConcurrency } = parseDbaasSettings({ ...process.env, ...tenantEnv(limits) });
-  const env = {
-    ...tenantEnv(limits),
-    ...snapshotBenchEnv(snapshotDir),
-    DBAAS_CREATE_CONCURRENCY: String(createConcurrency),
-    DATABASE_URL: databaseUrl,
-    PORT: String(port),
-    TRANSPORTER: "",
-    LOG_LEVEL: "error",
-  };
-  const platform: ChildService = spawnServices(["api-gateway", "auth", "dbaas"], env);
+  const platform = await startBenchPlatform(limits, { ...snapshotBenchEnv(snapshotDir), DBAAS_CREATE_CONCURRENCY: String(createConcurrency) });
+  const { base, token } = platform;
   const bare = new Bare(createConcurrency);
-  let marker: string | undefined;
   try {
-    await waitFor(
-      async () => {
-        if (platform.proc.exitCode !== null) throw new Error(platform.output());
-        return (await http(base, "GET", "/api/databases").catch(() => undefined))?.status === 401;
-      },
-      { timeoutMs: 30_000, message: "the platform to answer" },
-    );
-    const reg = await http(base, "POST", "/api/auth/register", {
-      body: { email: `bench-${randomUUID()}@example.com`, name: "Bench", password: "password-123" },
-    });
-    const token = reg.body.accessToken as string;
-    marker = await withClient(databaseUrl, async (c) => `ci-platform:dbaas:${(await c.query("SELECT id FROM dbaas.instance")).rows[0].id}`);
     if (process.env.BENCH_PART !== "provisioning")
-      await benchSnapshots({ base, token }, snapshotDir).catch((err) => Promise.reject(new Error(`${err}\nplatform: ${platform.output().slice(-4000)}`)));
+      await benchSnapshots({ base, token }, snapshotDir).catch((err) => Promise.reject(new Error(`${err}\nplatform: ${platform.proc.output().slice(-4000)}`)));
     if (process.env.BENCH_PART === "snapshots") return;
 
     const platformIds: string[] = [];
@@ -196,8 +168,6 @@ async function main() {
     await bare.cleanup().catch(() => undefined);
     await bare.end();
     await platform.stop();
-    if (marker) await purgeMarked(marker).catch(() => undefined);
-    await dropDatabase(databaseUrl).catch(() => undefined);
   }
 }
 
@@ -264,11 +234,13 @@ async function overshoot(): Promise<void> {
 
 const MIB_BYTES = 1048576;
 
+/** The sections, in order; BENCH_ONLY=<name> runs one alone (provisioning: the latency, snapshot and branch section). */
+const SECTIONS: Record<string, () => Promise<void>> = { provisioning: main, overshoot, pitr: benchPitr, pooler: benchPooler };
+
 async function run(): Promise<void> {
-  // BENCH_ONLY=overshoot runs the quota section alone; BENCH_ONLY=provisioning the latency section alone.
   const only = process.env.BENCH_ONLY;
-  if (only !== "overshoot") await main();
-  if (only !== "provisioning") await overshoot();
+  if (only && !SECTIONS[only]) throw new Error(`BENCH_ONLY: one of ${Object.keys(SECTIONS).join(", ")}`);
+  for (const [name, section] of Object.entries(SECTIONS)) if (!only || only === name) await section();
 }
 
 run().catch((err) => {
