@@ -85,12 +85,15 @@ async function main() {
     let inProgressAt: number | undefined;
     let leftAt: number | undefined;
     let polling = true;
+    let shownAt = 0;
     const poller = (async () => {
       while (polling) {
         const b = await client.batches.retrieve(created.id);
         if (b.status === "in_progress") inProgressAt ??= sec();
         else if (inProgressAt !== undefined) leftAt ??= sec();
         status = b.status;
+        const done = (b.request_counts?.completed ?? 0) + (b.request_counts?.failed ?? 0);
+        if (Math.floor(sec()) % 10 === 0 && Math.floor(sec()) !== shownAt) console.error(`  ${(shownAt = Math.floor(sec()), status)}: ${done}/${LINES} lines`);
         if (["completed", "failed", "expired", "cancelled"].includes(status)) return b;
         if (sec() - createdAt > BATCH_TIMEOUT_MS / 1000) throw new Error(`batch still ${status} after ${BATCH_TIMEOUT_MS} ms`);
         await new Promise((r) => setTimeout(r, 100));
