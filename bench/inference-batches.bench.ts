@@ -93,7 +93,8 @@ async function main() {
         else if (inProgressAt !== undefined) leftAt ??= sec();
         status = b.status;
         const done = (b.request_counts?.completed ?? 0) + (b.request_counts?.failed ?? 0);
-        if (Math.floor(sec()) % 10 === 0 && Math.floor(sec()) !== shownAt) console.error(`  ${(shownAt = Math.floor(sec()), status)}: ${done}/${LINES} lines`);
+        if (Math.floor(sec()) % 10 === 0 && Math.floor(sec()) !== shownAt)
+          console.error(`  ${((shownAt = Math.floor(sec())), status)}: ${done}/${LINES} lines`);
         if (["completed", "failed", "expired", "cancelled"].includes(status)) return b;
         if (sec() - createdAt > BATCH_TIMEOUT_MS / 1000) throw new Error(`batch still ${status} after ${BATCH_TIMEOUT_MS} ms`);
         await new Promise((r) => setTimeout(r, 100));
