@@ -13,9 +13,9 @@
  */
 import OpenAI, { toFile } from "openai";
 import os from "os";
-import { dropDatabase, testDatabaseUrl, waitFor } from "../test/support/platform";
-import { agent, figuresOf, Figures, once, Target } from "./inference-measure";
-import { BenchPlatform, script, startHelper, startPlatform } from "./inference-platform";
+import { testDatabaseUrl, waitFor } from "../test/support/platform";
+import { figuresOf, Figures, once, Target } from "./inference-measure";
+import { BenchPlatform, runBench, script, startHelper, startPlatform, stopAll } from "./inference-platform";
 
 const LINES = Number(process.env.BENCH_BATCH_LINES || 10_000);
 const LATENCY_MS = Number(process.env.BENCH_BATCH_LATENCY_MS || 20);
@@ -141,14 +141,8 @@ async function main() {
       );
     }
   } finally {
-    await platform?.service.stop();
-    standin.proc.stdin!.end();
-    agent.destroy();
-    await dropDatabase(databaseUrl).catch(() => undefined);
+    await stopAll(databaseUrl, platform, [standin]);
   }
 }
 
-main().catch((err) => {
-  console.error(err);
-  process.exit(1);
-});
+runBench(main);

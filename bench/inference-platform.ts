@@ -8,7 +8,8 @@
 import { ChildProcess, spawn } from "child_process";
 import path from "path";
 import readline from "readline";
-import { ChildService, freePort, spawnServices, uniqueName, waitFor } from "../test/support/platform";
+import { ChildService, dropDatabase, freePort, spawnServices, uniqueName, waitFor } from "../test/support/platform";
+import { agent } from "./inference-measure";
 
 export type Helper = { url: string; proc: ChildProcess; lines: readline.Interface };
 
@@ -74,4 +75,20 @@ export async function startPlatform(databaseUrl: string, providerUrl: string, en
     await service.stop();
     throw err;
   }
+}
+
+/** The end of a run: the platform stopped, the helpers' stdin closed (they exit), the keep-alive sockets and the database gone. */
+export async function stopAll(databaseUrl: string, platform: BenchPlatform | undefined, helpers: Helper[]): Promise<void> {
+  await platform?.service.stop();
+  for (const h of helpers) h.proc.stdin!.end();
+  agent.destroy();
+  await dropDatabase(databaseUrl).catch(() => undefined);
+}
+
+/** Runs a bench's main; a failure is printed and exits 1. */
+export function runBench(main: () => Promise<void>): void {
+  main().catch((err) => {
+    console.error(err);
+    process.exit(1);
+  });
 }

@@ -19,10 +19,10 @@
  * profile of the platform's process there.
  */
 import os from "os";
-import { dropDatabase, freePort, testDatabaseUrl, waitFor } from "../test/support/platform";
+import { freePort, testDatabaseUrl, waitFor } from "../test/support/platform";
 import { AgentPaths, messagesTargets, TOOL_CALL_SCRIPT, toolTargets, wrongAnswer } from "./inference-agents";
-import { agent, compare, Figures, once, Target } from "./inference-measure";
-import { BenchPlatform, script, startHelper, startPlatform } from "./inference-platform";
+import { compare, Figures, once, Target } from "./inference-measure";
+import { BenchPlatform, runBench, script, startHelper, startPlatform, stopAll } from "./inference-platform";
 import { installPortkey, Portkey, PORTKEY_VERSION, startPortkey } from "./portkey";
 
 const REQUESTS = Number(process.env.BENCH_REQUESTS || 1200); // 50 concurrent, non-streamed, per path
@@ -147,16 +147,9 @@ async function main() {
       console.log(`- ${label}: ${shown.map((t) => show(t.name)).join(" · ")}${verdict}`);
     }
   } finally {
-    await platform?.service.stop();
     portkey?.stop();
-    proxy.proc.stdin!.end();
-    standin.proc.stdin!.end();
-    agent.destroy();
-    await dropDatabase(databaseUrl).catch(() => undefined);
+    await stopAll(databaseUrl, platform, [proxy, standin]);
   }
 }
 
-main().catch((err) => {
-  console.error(err);
-  process.exit(1);
-});
+runBench(main);
