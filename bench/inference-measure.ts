@@ -35,7 +35,7 @@ export function once(t: Target, stream: boolean, i = 0): Promise<number> {
   });
 }
 
-type Run = { samples: number[]; seconds: number } | { error: string };
+export type Run = { samples: number[]; seconds: number } | { error: string };
 
 /** `total` requests, `concurrency` at a time (closed loop), numbered from `first`. */
 async function run(t: Target, total: number, concurrency: number, stream: boolean, first = 0): Promise<Run> {
@@ -55,7 +55,7 @@ async function run(t: Target, total: number, concurrency: number, stream: boolea
 }
 
 /** Percentiles over every sample of a path's runs. */
-function figuresOf(runs: Run[]): Figures {
+export function figuresOf(runs: Run[]): Figures {
   const failed = runs.find((r) => "error" in r);
   if (failed) return failed as { error: string };
   const ok = runs as Array<{ samples: number[]; seconds: number }>;

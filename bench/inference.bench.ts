@@ -18,13 +18,11 @@
  * Goals: the platform's added p50 ≤ 1 ms and below Portkey's. BENCH_PROFILE_DIR writes a CPU
  * profile of the platform's process there.
  */
-import { ChildProcess, spawn } from "child_process";
 import os from "os";
-import path from "path";
-import readline from "readline";
-import { ChildService, dropDatabase, freePort, spawnServices, testDatabaseUrl, uniqueName, waitFor } from "../test/support/platform";
+import { freePort, testDatabaseUrl, waitFor } from "../test/support/platform";
 import { AgentPaths, messagesTargets, TOOL_CALL_SCRIPT, toolTargets, wrongAnswer } from "./inference-agents";
-import { agent, compare, Figures, once, Target } from "./inference-measure";
+import { compare, Figures, once, Target } from "./inference-measure";
+import { BenchPlatform, runBench, script, startHelper, startPlatform, stopAll } from "./inference-platform";
 import { installPortkey, Portkey, PORTKEY_VERSION, startPortkey } from "./portkey";
 
 const REQUESTS = Number(process.env.BENCH_REQUESTS || 1200); // 50 concurrent, non-streamed, per path
@@ -34,26 +32,6 @@ const SERIAL_INSTANT = Number(process.env.BENCH_SERIAL_INSTANT || 1000); // conc
 const CAPACITY_REQUESTS = Number(process.env.BENCH_CAPACITY_REQUESTS || 3000);
 const CONCURRENCY = 50;
 const MODEL = "llama3.2:1b";
-
-/** A helper process that prints one JSON line with its URL and exits when its stdin closes. */
-function startHelper(file: string, env: Record<string, string> = {}): Promise<{ url: string; proc: ChildProcess; lines: readline.Interface }> {
-  const proc = spawn(process.execPath, ["--import", "tsx", path.join(__dirname, file)], {
-    env: { ...process.env, ...env },
-    stdio: ["pipe", "pipe", "inherit"],
-  });
-  const lines = readline.createInterface({ input: proc.stdout! });
-  return new Promise((resolve, reject) => {
-    proc.once("exit", (code) => reject(new Error(`${file} exited (${code})`)));
-    lines.once("line", (line) => resolve({ url: JSON.parse(line).url, proc, lines }));
-  });
-}
-
-/** Replaces the stand-in's script; resolves once it answered. */
-async function script(standin: { proc: ChildProcess; lines: readline.Interface }, s: Record<string, unknown>) {
-  const answered = new Promise((resolve) => standin.lines.once("line", resolve));
-  standin.proc.stdin!.write(`${JSON.stringify(s)}\n`);
-  await answered;
-}
 
 const ms = (v: number) => `${v.toFixed(2)} ms`;
 const plus = (v: number) => `${v >= 0 ? "+" : ""}${v.toFixed(2)} ms`;
@@ -66,40 +44,10 @@ async function main() {
   let portkey: Portkey | undefined;
   let portkeyProblem = "error" in installed ? installed.error : undefined;
   if ("dir" in installed) portkey = await startPortkey(installed.dir, await freePort()).catch((err: Error) => ((portkeyProblem = err.message), undefined));
-  const port = await freePort();
-  let platform: ChildService | undefined;
+  let platform: BenchPlatform | undefined;
   try {
-    platform = spawnServices(
-      ["api-gateway", "auth", "inference"],
-      {
-        PORT: String(port),
-        TRANSPORTER: "",
-        NAMESPACE: uniqueName("bench"),
-        DATABASE_URL: databaseUrl,
-        OLLAMA_URL: "off",
-        OPENAI_PROVIDERS: JSON.stringify([{ name: "vllm", url: standin.url }]),
-        LOG_LEVEL: "warn",
-        // BENCH_PROFILE_DIR: a CPU profile of the platform's process, written when it stops.
-      },
-      process.env.BENCH_PROFILE_DIR ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : [],
-    );
-    // A JWT and an API key of a registered account (OpenAI clients send either as their API key).
-    const post = (p: string, body?: unknown, token?: string) =>
-      fetch(`http://127.0.0.1:${port}${p}`, {
-        method: "POST",
-        headers: { "content-type": "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) },
-        body: body === undefined ? undefined : JSON.stringify(body),
-      });
-    const jwt = await waitFor(
-      async () => {
-        const reg = await post("/api/auth/register", { email: `${uniqueName("bench")}@example.com`, name: "Bench", password: "password-123" }).catch(
-          () => undefined,
-        );
-        return reg?.status === 201 ? ((await reg.json()) as { accessToken: string }).accessToken : undefined;
-      },
-      { timeoutMs: 30_000, intervalMs: 200, message: "a registered account" },
-    );
-    const apiKey = ((await (await post("/api/auth/api-keys", undefined, jwt)).json()) as { apiKey: string }).apiKey;
+    platform = await startPlatform(databaseUrl, standin.url);
+    const { port, jwt, apiKey } = platform;
     const prompt = (i: number) => `Why is the sky blue? Answer in one sentence. #${i}`;
     const chat = (i: number, stream: boolean) => JSON.stringify({ model: MODEL, messages: [{ role: "user", content: prompt(i) }], stream, max_tokens: 1024 });
     const openAiPath = (name: string, p: number, headers: Record<string, string> = {}): Target => ({
@@ -199,16 +147,9 @@ async function main() {
       console.log(`- ${label}: ${shown.map((t) => show(t.name)).join(" · ")}${verdict}`);
     }
   } finally {
-    await platform?.stop();
     portkey?.stop();
-    proxy.proc.stdin!.end();
-    standin.proc.stdin!.end();
-    agent.destroy();
-    await dropDatabase(databaseUrl).catch(() => undefined);
+    await stopAll(databaseUrl, platform, [proxy, standin]);
   }
 }
 
-main().catch((err) => {
-  console.error(err);
-  process.exit(1);
-});
+runBench(main);
