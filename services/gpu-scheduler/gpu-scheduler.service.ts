@@ -18,6 +18,7 @@ import { JOB_STATUS_CHANGED } from "../../lib/event-names";
 import { USAGE_CHANNEL } from "../../lib/usage-protocol";
 import { DbMixin, DbThis } from "../../mixins/db.mixin";
 import { AdminActionsMixin } from "./api/admin-actions";
+import { ScheduleActionsMixin } from "./api/schedule-actions";
 import { createSchedulerApp, EVENT_ACK_WAIT_NS, EVENT_MAX_RETRIES, JobEventDelivery, SchedulerService } from "./app";
 import { ClusterStatus, CreatedJob, Job, JobCreated, JobDetail, JobList, WebhookDeliveryList, WebhookDeliveryView } from "./contract";
 import { IDEMPOTENCY_HEADER } from "./api/idempotency";
@@ -44,7 +45,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, This> & { channel
   emits: [{ event: JOB_STATUS_CHANGED, kind: "broadcast" }],
   publishes: [USAGE_CHANNEL],
   // The operators' actions (admin-actions.ts) live beside the clients' in their own module.
-  mixins: [DbMixin({ schema: "gpu_scheduler", migrations, poolSize: 20 }), AdminActionsMixin],
+  mixins: [DbMixin({ schema: "gpu_scheduler", migrations, poolSize: 20 }), AdminActionsMixin, ScheduleActionsMixin],
 
   settings: {
     rest: "/gpu",

@@ -2,6 +2,7 @@ import type { Migration } from "../../lib/db";
 import { JOB_COUNTERS_SETUP } from "./store/job-counters";
 import { JOB_GRANTS_TABLE } from "./store/grants.repository";
 import { SPEC_FROM_COLUMNS } from "./store/job-row";
+import { SCHEDULES_TABLE } from "./store/schedules.repository";
 
 export const migrations: Migration[] = [
   {
@@ -302,5 +303,27 @@ ${JOB_COUNTERS_SETUP}
     name: "credentials granted to job attempts",
     // store/grants.repository.ts JOB_GRANTS_TABLE says what it holds.
     sql: JOB_GRANTS_TABLE,
+  },
+  {
+    // 17 and 19 are taken by other changes of issue 30 (the runner applies whatever is missing, in order).
+    version: 18,
+    name: "schedules and preemptible jobs",
+    // preemptible: from the document (placement reads it beside the queue); preemptions: times the job was
+    // stopped for another; preempting: a stop for another was asked of its node (transitions.ts).
+    // The per-account queue index puts a pair's ordinary jobs before its preemptible ones.
+    sql: `
+      ${["jobs", "jobs_history"]
+        .map(
+          (t) => `
+      ALTER TABLE ${t} ADD COLUMN preemptible boolean NOT NULL DEFAULT false,
+        ADD COLUMN preemptions integer NOT NULL DEFAULT 0,
+        ADD COLUMN preempting boolean NOT NULL DEFAULT false,
+        ADD COLUMN schedule_id uuid;`,
+        )
+        .join("\n")}
+      DROP INDEX jobs_queue_by_account;
+      CREATE INDEX jobs_queue_by_account ON jobs (client_id, gpu_match, preemptible, priority DESC, seq) WHERE status = 'queued';
+      ${SCHEDULES_TABLE}
+    `,
   },
 ];

@@ -25,13 +25,7 @@ type CreateCtx = Context<CreateJobParams, CallerMeta>;
 
 export async function submitJob(app: SchedulerApp, ctx: CreateCtx): Promise<CreatedJob> {
   const key = checkIdempotencyKey(ctx.meta.idempotencyKey);
-  const clientId = ctx.meta.caller!.clientId;
-  const runningGpus = await runningGpuLimit(app, clientId, ctx.params.gpuCount ?? 1);
-  const submitted = checkSubmission(ctx.params, submissionFacts(app, runningGpus), { id: randomUUID(), clientId });
-  if (!submitted.ok) throw validationFailed(submitted.errors);
-  const { job } = submitted;
-  if (ctx.params.webhookUrl != null) await checkWebhookUrl(app, clientId, ctx.params.webhookUrl);
-  if (ctx.params.platformAccess != null) await checkPlatformAccess(app, ctx, ctx.params.platformAccess);
+  const job = await checkJobBody(app, ctx, ctx.params);
   // Keyed requests take their own transaction (a replay answers even at the queued-jobs cap); the others stay on the batched inserts.
   if (key !== undefined) return createKeyed(app, ctx, key, job);
   // At or over a monthly quota a job uses up: 403 before anything is queued (a keyed replay still gets its first answer).
@@ -41,6 +35,27 @@ export async function submitJob(app: SchedulerApp, ctx: CreateCtx): Promise<Crea
   void app.scheduler.schedule({ newJob: true });
   respondCreated(ctx.meta, `/api/gpu/jobs/${job.id}`);
   return { id: job.id, status: "queued", queuePosition: outcome.position };
+}
+
+/**
+ * A job body as POST /api/gpu/jobs checks it beyond its schema (the submission rules, the webhook
+ * URL, platform access): the job to queue, or the 400/404. `prefix`: where the body sits in the
+ * request (a schedule's "job."), for the fields the errors name.
+ */
+export async function checkJobBody(app: SchedulerApp, ctx: Context<unknown, CallerMeta>, params: CreateJobParams, prefix = ""): Promise<NewJob> {
+  const clientId = ctx.meta.caller!.clientId;
+  const runningGpus = await runningGpuLimit(app, clientId, params.gpuCount ?? 1);
+  const submitted = checkSubmission(params, submissionFacts(app, runningGpus), { id: randomUUID(), clientId });
+  if (!submitted.ok) throw validationFailed(submitted.errors.map((e) => ({ ...e, field: prefix + e.field })));
+  try {
+    if (params.webhookUrl != null) await checkWebhookUrl(app, clientId, params.webhookUrl);
+    if (params.platformAccess != null) await checkPlatformAccess(app, ctx, params.platformAccess);
+  } catch (err) {
+    const e = err as { data?: unknown };
+    if (prefix && Array.isArray(e.data)) e.data = e.data.map((d: { field?: string }) => ({ ...d, field: prefix + (d.field ?? "") }));
+    throw err;
+  }
+  return submitted.job;
 }
 
 /** The account's running-GPU limit, read only when the job asks for more than one card (null: none, or not needed). */
@@ -74,7 +89,7 @@ async function checkWebhookUrl(app: SchedulerApp, clientId: string, url: string)
 }
 
 /** 400 beyond the caller's own token; 404 for a database that is not the account's (dbaas says). */
-async function checkPlatformAccess(app: SchedulerApp, ctx: CreateCtx, access: PlatformAccessParams): Promise<void> {
+async function checkPlatformAccess(app: SchedulerApp, ctx: Context<unknown, CallerMeta>, access: PlatformAccessParams): Promise<void> {
   checkAccess(ctx.meta.caller!, access);
   const databaseIds = access.databases ?? [];
   if (!databaseIds.length) return;

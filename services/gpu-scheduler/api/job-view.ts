@@ -90,6 +90,8 @@ export function toJobDetail(row: JobRow, now: Date, label: NodeLabeler, defaultT
     maxRetries: row.max_retries ?? 0,
     attempts: row.attempts ?? 0,
     webhookUrl: row.webhook_url ?? null,
+    scheduleId: row.schedule_id ?? null,
+    preemptions: row.preemptions ?? 0,
   };
 }
 

@@ -40,6 +40,10 @@ export type JobRow = {
   gpu_uuids: string[] | null;
   /** POSTed a signed event at the job's terminal status (webhook_deliveries). */
   webhook_url: string | null;
+  /** The schedule whose tick created it (issue 30). */
+  schedule_id: string | null;
+  /** Times it was stopped for a waiting job and queued again (preemptible jobs). */
+  preemptions: number;
 };
 
 /** What the usage service asks of an account now (services/usage/summary.ts AccountNow). */
@@ -58,7 +62,7 @@ export type NewJob = {
 
 export const COLUMNS = `id, client_id, spec, gpu_type, status, node_id, gpu_uuid, gpu_name, holding,
   created_at, assigned_at, started_at, completed_at, exit_code, output, output_base64, error_message, timeout_seconds, env_names,
-  queue_timeout_seconds, status_reason, max_retries, attempts, prior_gpu_seconds, priority, gpu_count, gpu_uuids, webhook_url`;
+  queue_timeout_seconds, status_reason, max_retries, attempts, prior_gpu_seconds, priority, gpu_count, gpu_uuids, webhook_url, schedule_id, preemptions`;
 /** What a decision reads: `output` only as a presence mark (see `states`). */
 export const STATE_COLUMNS = `id, status, node_id, gpu_uuid, holding, assigned_at, started_at, completed_at, exit_code, error_message, attempts, max_retries,
   CASE WHEN output IS NULL THEN NULL ELSE '' END AS output`;

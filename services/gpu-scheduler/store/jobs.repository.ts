@@ -23,12 +23,12 @@ export const envJson = (job: NewJob): string | null => (job.env && Object.keys(j
  */
 export function insertJobsSql(source: string, now: string): string {
   return `INSERT INTO gpu_scheduler.jobs (id, client_id, spec, gpu_type, gpu_match, status, created_at, timeout_seconds, env, env_names,
-           queue_timeout_seconds, queue_deadline, priority, max_retries, gpu_count, webhook_url, command, container_image)
+           queue_timeout_seconds, queue_deadline, priority, max_retries, gpu_count, webhook_url, preemptible, command, container_image)
          SELECT u.id, u.client_id, jsonb_strip_nulls(u.spec), u.gpu_type, u.gpu_match, 'queued', ${now}, (u.spec->>'timeoutSeconds')::int, u.env,
            ARRAY(SELECT k FROM jsonb_object_keys(COALESCE(u.env, '{}')) AS k ORDER BY k COLLATE "C"),
            (u.spec->>'queueTimeoutSeconds')::int, ${now} + make_interval(secs => (u.spec->>'queueTimeoutSeconds')::int),
            u.priority, COALESCE((u.spec->>'maxRetries')::int, 0),
-           COALESCE((u.spec->>'gpuCount')::int, 1), u.spec->>'webhookUrl',
+           COALESCE((u.spec->>'gpuCount')::int, 1), u.spec->>'webhookUrl', COALESCE((u.spec->>'preemptible')::boolean, false),
            -- For one release, for replicas of the previous version (migration 15).
            u.spec->>'command', u.spec->>'containerImage'
          FROM ${source}`;
