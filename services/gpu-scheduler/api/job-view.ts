@@ -20,6 +20,8 @@ export function waitingReason(waiting: Waiting, gpuType: string | null): string 
       return `no node has ${n} GPUs${matching} of one type: waiting for one to join the cluster`;
     case "MATCHING_GPUS_BUSY":
       return n > 1 ? `waiting for ${n} free GPUs${matching} on one node` : `waiting for a free GPU${matching}`;
+    case "PREEMPTING":
+      return `waiting for ${waiting.stopping ?? 1} preemptible job${waiting.stopping === 1 ? "" : "s"} to stop on the GPUs it needs`;
     case "ACCOUNT_LIMIT":
       return `account limit of ${waiting.limit} running GPU${waiting.limit === 1 ? "" : "s"} reached${n > 1 ? ` (this job needs ${n})` : ""}`;
     case "QUOTA_EXCEEDED":

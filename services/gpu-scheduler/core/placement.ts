@@ -21,8 +21,13 @@
  *    queue want (so "any" jobs leave scarce types to the jobs that asked for them), then the best
  *    fit: the node left with the fewest free cards of that name (small jobs fill partly used
  *    nodes and whole nodes stay whole for big gangs), then by node id; the cards by uuid.
+ * 5. Preemptible jobs (issue 30) come after every other job, so they take only cards no waiting
+ *    ordinary job could use. An ordinary job that finds no free set stops preemptible jobs holding
+ *    cards it could use (preemption.ts: fewest cards wasted, youngest first) and reserves that set
+ *    (PREEMPTING) until they are gone; jobs already being stopped count as cards coming free.
  */
 import { isAnyGpuType, matchingNames, normalizeGpuType } from "./gpu-type";
+import { chooseVictims, type PreemptibleHolder, type SetOffer } from "./preemption";
 
 export type SnapshotCard = { nodeId: string; uuid: string; name: string; busy: boolean };
 /** `clientId`: its account (default: one shared account); `priority`: 0 low, 1 normal (default), 2 high; `gpuCount`: cards (default 1). */
@@ -34,6 +39,8 @@ export type QueuedJob = {
   priority?: number;
   gpuCount?: number;
   timeoutSeconds?: number;
+  /** May run only on cards no ordinary job waits for, and be stopped for one. */
+  preemptible?: boolean;
 };
 /**
  * An account's standing: `usage` its GPU-seconds decayed to now, `held` the GPUs it holds now,
@@ -52,18 +59,21 @@ export type AccountShare = {
   creditsPerGpuSecond?: (cardName: string) => number;
 };
 /** `accounts`: absent ones have used nothing, hold nothing, weigh 1, have no limit. */
-export type Snapshot = { cards: SnapshotCard[]; queue: QueuedJob[]; accounts?: ReadonlyMap<string, AccountShare> };
+/** `preemptible`: the preemptible jobs holding cards (absent: none). */
+export type Snapshot = { cards: SnapshotCard[]; queue: QueuedJob[]; accounts?: ReadonlyMap<string, AccountShare>; preemptible?: PreemptibleHolder[] };
 
 /** `gpuUuid`: the first of the job's cards `gpuUuids` (all on `nodeId`, of one name). */
 export type Placement = { jobId: string; nodeId: string; gpuUuid: string; gpuUuids: string[] };
 /** NO_NODE_BIG_ENOUGH: matching cards exist, but no node has `needed` of one name. */
-export type WaitReason = "NO_GPUS" | "NO_MATCHING_GPU" | "NO_NODE_BIG_ENOUGH" | "MATCHING_GPUS_BUSY" | "ACCOUNT_LIMIT" | "QUOTA_EXCEEDED";
+export type WaitReason = "NO_GPUS" | "NO_MATCHING_GPU" | "NO_NODE_BIG_ENOUGH" | "MATCHING_GPUS_BUSY" | "ACCOUNT_LIMIT" | "QUOTA_EXCEEDED" | "PREEMPTING";
 /**
  * `limit`: the account's running-GPU limit, for ACCOUNT_LIMIT; `quota`: the monthly quota used up, for
  * QUOTA_EXCEEDED; `needed`: the job's card count when more than 1.
  */
-export type Waiting = { jobId: string; reason: WaitReason; limit?: number; quota?: string; reserved?: boolean; needed?: number };
-export type Plan = { placements: Placement[]; waiting: Waiting[] };
+export type Waiting = { jobId: string; reason: WaitReason; limit?: number; quota?: string; reserved?: boolean; needed?: number; stopping?: number };
+/** `forJobId`: the waiting job the preemptible job `jobId` (on `nodeId`) is stopped for. */
+export type Preemption = { jobId: string; nodeId: string; forJobId: string };
+export type Plan = { placements: Placement[]; waiting: Waiting[]; preemptions: Preemption[] };
 
 export const NORMAL_PRIORITY = 1;
 const UNUSED: AccountShare = { usage: 0, held: 0, weight: 1, runningGpus: null };
@@ -143,8 +153,19 @@ export function plan(snapshot: Snapshot): Plan {
     if (!card.busy) set.free.push(card.uuid);
   }
   let reserved = false;
+  // Preemptible holders per set, each taken (to stop or to wait for) by one waiting job at most.
+  const holdersOf = new Map<string, PreemptibleHolder[]>();
+  const cardName = new Map(snapshot.cards.map((c) => [c.uuid, c.name]));
+  for (const h of snapshot.preemptible ?? []) {
+    const key = `${h.nodeId}\u0000${cardName.get(h.gpuUuids[0])}`;
+    holdersOf.set(key, [...(holdersOf.get(key) ?? []), h]);
+  }
+  const preemptions: Preemption[] = [];
+  const accounts = snapshot.accounts ?? new Map<string, AccountShare>();
+  const startedBy = new Map<string, number>();
+  const deferred: QueuedJob[] = [];
 
-  walkFair(queue, snapshot.accounts ?? new Map(), (job, account) => {
+  const visit = (job: QueuedJob, account: AccountShare & { started: number }, ordinary: boolean): boolean => {
     const wanted = namesFor(job.gpuType);
     const k = cardsOf(job);
     const wait = (reason: WaitReason, extra: Partial<Waiting> = {}) => {
@@ -164,6 +185,25 @@ export function plan(snapshot: Snapshot): Plan {
     if (!best) {
       const big = candidates.filter((set) => set.size >= k);
       if (!big.length) return wait("NO_NODE_BIG_ENOUGH");
+      if (ordinary && holdersOf.size) {
+        const offers: SetOffer[] = big.map((set) => {
+          const key = `${set.nodeId}\u0000${set.name}`;
+          const holders = holdersOf.get(key) ?? [];
+          return { key, free: set.free.length, stopping: holders.filter((h) => h.preempting), holders: holders.filter((h) => !h.preempting) };
+        });
+        const choice = chooseVictims(offers, k);
+        if (choice) {
+          // The set is this job's until they are gone: its free cards and every holder chosen stay out of later choices.
+          sets.get(choice.key)!.free = [];
+          const taken = new Set([...choice.victims, ...choice.stopping].map((h) => h.jobId));
+          holdersOf.set(
+            choice.key,
+            holdersOf.get(choice.key)!.filter((h) => !taken.has(h.jobId)),
+          );
+          for (const v of choice.victims) preemptions.push({ jobId: v.jobId, nodeId: v.nodeId, forJobId: job.jobId });
+          return wait("PREEMPTING", { stopping: taken.size });
+        }
+      }
       if (k > 1 && !reserved) {
         // Hold the free cards of the set nearest to fitting, so later jobs cannot keep the gang out forever.
         reserved = true;
@@ -176,9 +216,26 @@ export function plan(snapshot: Snapshot): Plan {
     placements.push({ jobId: job.jobId, nodeId: best.nodeId, gpuUuid: gpuUuids[0], gpuUuids });
     if (account.gpuSecondsLeft !== undefined) account.gpuSecondsLeft -= k * (job.timeoutSeconds ?? 0);
     if (account.creditsLeft !== undefined) account.creditsLeft -= k * (job.timeoutSeconds ?? 0) * (account.creditsPerGpuSecond?.(best.name) ?? 0);
+    startedBy.set(job.clientId ?? "", (startedBy.get(job.clientId ?? "") ?? 0) + k);
     return true;
+  };
+
+  walkFair(queue, accounts, (job, account) => {
+    if (!job.preemptible) return visit(job, account, true);
+    deferred.push(job);
+    return false;
   });
-  return { placements, waiting };
+  if (deferred.length) {
+    // Then the preemptible jobs, on what is left; the cards their accounts started above count as held.
+    const after = new Map(
+      [...new Set(deferred.map((j) => j.clientId ?? ""))].map((id) => {
+        const a = accounts.get(id) ?? UNUSED;
+        return [id, { ...a, held: a.held + (startedBy.get(id) ?? 0) }];
+      }),
+    );
+    walkFair(deferred, after, (job, account) => visit(job, account, false));
+  }
+  return { placements, waiting, preemptions };
 }
 
 /** The cards of one name on one node. */
