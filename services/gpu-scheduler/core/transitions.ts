@@ -42,6 +42,10 @@ export type JobState = {
   attempts?: number;
   /** How many times a failed attempt may be retried (`maxRetries`); absent: 0. */
   maxRetries?: number;
+  /** Times it was stopped for a waiting job and queued again (their attempts are not retries); absent: 0. */
+  preemptions?: number;
+  /** Its node was asked to stop it for a waiting job (preemptible jobs): its end sends it back to the queue. */
+  preempting?: boolean;
 };
 
 /** One ended attempt of a job that is retried, kept apart (the job's row then describes the next attempt). */
@@ -72,6 +76,8 @@ const backToQueue: JobPatch = { status: "queued", nodeId: null, gpuUuid: null, h
 /** RETRY_BACKOFF_S: the wait before the first retry; each later one waits twice the one before. */
 const DEFAULT_RETRY_BACKOFF_S = 5;
 const attemptOf = (job: JobState) => job.attempts || 1;
+/** The statusReason of a preemptible job stopped for a waiting job and queued again. */
+export const PREEMPTED_REASON = "preempted by a higher-priority job";
 /** The failure of a time limit is never retried (it would only run into it again). */
 const isTimeLimit = (message: string) => message.includes("time limit");
 
@@ -81,7 +87,8 @@ const isTimeLimit = (message: string) => message.includes("time limit");
  * which says when the retries ran out. `why`: the failure in words for the statusReason.
  */
 function failOrRetry(job: JobState, failed: JobPatch & { errorMessage: string; completedAt: Date }, why: string, now: Date, backoffS: number): JobPatch {
-  const attempt = attemptOf(job);
+  // Attempts a preemption ended are not failures: the retries count only the others.
+  const attempt = attemptOf(job) - (job.preemptions ?? 0);
   const maxRetries = job.maxRetries ?? 0;
   if (maxRetries === 0) return failed;
   if (attempt > maxRetries || isTimeLimit(failed.errorMessage))
@@ -103,7 +110,7 @@ function failOrRetry(job: JobState, failed: JobPatch & { errorMessage: string; c
     outputBase64: null,
     errorMessage: null,
     endedAttempt: {
-      attempt,
+      attempt: attemptOf(job),
       nodeId: job.nodeId,
       startedAt: startedAt ?? null,
       endedAt: failed.completedAt,
@@ -183,6 +190,7 @@ export function applyJobEvent(job: JobState, event: JobEvent, now: Date, backoff
           cancelOnNode: false,
         };
       case "cancelled":
+        if (job.preempting) return { patch: preempted(job, common), cancelOnNode: false };
         return { patch: { ...common, status: "cancelled", errorMessage: null }, cancelOnNode: false };
     }
   }
@@ -213,6 +221,41 @@ export function cancelJob(job: JobState, now: Date, statusReason?: string): Canc
   // The card stays held (holding unchanged) until the node confirms the job is gone.
   const patch: JobPatch = { status: "cancelled", completedAt: now, ...(statusReason !== undefined && { statusReason }) };
   return { ok: true, patch, stopOnNode: onCard(job.status) };
+}
+
+/**
+ * A preempted job's node stopped it: back to the queue (its place kept), the attempt kept and
+ * counted in `preemptions`, not against its retries.
+ */
+function preempted(job: JobState, ended: JobPatch & { completedAt: Date }): JobPatch {
+  return {
+    ...backToQueue,
+    preempting: false,
+    preemptions: (job.preemptions ?? 0) + 1,
+    statusReason: PREEMPTED_REASON,
+    startedAt: null,
+    completedAt: null,
+    exitCode: null,
+    output: null,
+    outputBase64: null,
+    errorMessage: null,
+    endedAttempt: {
+      attempt: attemptOf(job),
+      nodeId: job.nodeId,
+      startedAt: (ended.startedAt === undefined ? job.startedAt : ended.startedAt) ?? null,
+      endedAt: ended.completedAt,
+      exitCode: ended.exitCode ?? null,
+      output: ended.output ?? null,
+      ...(ended.outputBase64 !== undefined && { outputBase64: ended.outputBase64 }),
+      errorMessage: PREEMPTED_REASON,
+    },
+  };
+}
+
+/** The placement chose to stop this preemptible job for a waiting one: its node is asked to (null: nothing to stop). */
+export function preempt(job: JobState): JobPatch | null {
+  if (job.status !== "running" || !job.holding || job.preempting) return null;
+  return { preempting: true };
 }
 
 // --- the other transitions: (job, what happened) → patch | null ---

@@ -44,6 +44,8 @@ export type JobRow = {
   schedule_id: string | null;
   /** Times it was stopped for a waiting job and queued again (preemptible jobs). */
   preemptions: number;
+  /** Its node was asked to stop it for a waiting job (read by decisions only: STATE_COLUMNS). */
+  preempting?: boolean;
 };
 
 /** What the usage service asks of an account now (services/usage/summary.ts AccountNow). */
@@ -65,7 +67,7 @@ export const COLUMNS = `id, client_id, spec, gpu_type, status, node_id, gpu_uuid
   queue_timeout_seconds, status_reason, max_retries, attempts, prior_gpu_seconds, priority, gpu_count, gpu_uuids, webhook_url, schedule_id, preemptions`;
 /** What a decision reads: `output` only as a presence mark (see `states`). */
 export const STATE_COLUMNS = `id, status, node_id, gpu_uuid, holding, assigned_at, started_at, completed_at, exit_code, error_message, attempts, max_retries,
-  CASE WHEN output IS NULL THEN NULL ELSE '' END AS output`;
+  preemptions, preempting, CASE WHEN output IS NULL THEN NULL ELSE '' END AS output`;
 
 export const toState = (r: JobRow): JobState => ({
   status: r.status,
@@ -80,6 +82,8 @@ export const toState = (r: JobRow): JobState => ({
   errorMessage: r.error_message,
   attempts: r.attempts,
   maxRetries: r.max_retries,
+  preemptions: r.preemptions,
+  preempting: r.preempting,
 });
 
 /** A job's document (lib/job-spec.ts) from the columns that held it before migration 15 (`r`: a row prefix, e.g. "NEW."). */

@@ -134,6 +134,7 @@ export class JobsRepository extends JobReads {
          ${set("startedAt", "started_at", "::timestamptz")}, ${set("completedAt", "completed_at", "::timestamptz")},
          ${set("exitCode", "exit_code", "::int")}, ${set("output", "output", "")}, ${set("errorMessage", "error_message", "")},
          ${set("outputBase64", "output_base64", "")}, ${set("statusReason", "status_reason", "")},
+         ${set("preempting", "preempting", "::boolean")}, ${set("preemptions", "preemptions", "::int")},
          ${unplaced("node_id")}, ${unplaced("gpu_uuid")}, ${unplaced("gpu_uuids")}, ${unplaced("gpu_name")}, ${unplaced("assigned_at")},
          prior_gpu_seconds = j.prior_gpu_seconds + j.gpu_count * COALESCE(GREATEST(0, EXTRACT(EPOCH FROM
            (p.patch->'endedAttempt'->>'endedAt')::timestamptz - (p.patch->'endedAttempt'->>'startedAt')::timestamptz)), 0)

@@ -5,7 +5,8 @@
  */
 import type { Pool } from "pg";
 import type { QueuedJob } from "../core/placement";
-import type { StoredJob } from "../../../lib/job-spec";
+import type { PreemptibleHolder } from "../core/preemption";
+import { MAX_JOB_PREEMPTIONS, type StoredJob } from "../../../lib/job-spec";
 
 export type AssignedJob = {
   id: string;
@@ -46,6 +47,8 @@ export type PlacementSnapshot = {
   usage?: Map<string, number>;
   /** Nodes an operator drained: none of their cards takes a job (absent: none). */
   drained?: Set<string>;
+  /** Preemptible jobs running, which a waiting job may stop (absent: none). */
+  preemptible?: PreemptibleHolder[];
 };
 
 /** An account's GPU-seconds decayed to the database's now with half-life `halfLifeS` (SQL over account_usage `u`). */
@@ -96,21 +99,25 @@ export function snapshotSql(cardCount: number, halfLifeS: number, nowLiteral: st
       SELECT s.client_id, s.gpu_match FROM pairs,
         LATERAL (SELECT j.client_id, j.gpu_match FROM gpu_scheduler.jobs j
                  WHERE j.status = 'queued' AND (j.client_id, j.gpu_match) > (pairs.c, pairs.m) ORDER BY j.client_id, j.gpu_match LIMIT 1) s),
-    held AS (SELECT array_agg(u) AS uuids, count(*) AS n FROM gpu_scheduler.jobs, unnest(gpu_uuids) AS u WHERE holding),
+    held AS (SELECT array_agg(u) AS uuids, count(*) AS n, count(*) FILTER (WHERE preemptible) AS pre FROM gpu_scheduler.jobs, unnest(gpu_uuids) AS u WHERE holding),
     held_by AS (SELECT client_id AS c, coalesce(gpu_name, '') AS g, sum(gpu_count)::int AS n,
         sum(gpu_count * greatest(${timeout} - extract(epoch FROM now() - coalesce(started_at, assigned_at, now())), 0))::float8 AS w
       FROM gpu_scheduler.jobs WHERE holding GROUP BY client_id, gpu_name),
     queue AS (
-      SELECT q.id, q.gpu_type, q.seq, q.client_id, q.priority, q.gpu_count, q.t FROM pairs, held,
-        LATERAL (SELECT id, gpu_type, seq, client_id, priority, gpu_count, ${timeout} AS t FROM gpu_scheduler.jobs j
+      SELECT q.id, q.gpu_type, q.seq, q.client_id, q.priority, q.gpu_count, q.t, q.preemptible FROM pairs, held,
+        LATERAL (SELECT id, gpu_type, seq, client_id, priority, gpu_count, ${timeout} AS t, preemptible FROM gpu_scheduler.jobs j
                  WHERE j.status = 'queued' AND j.client_id = pairs.c AND j.gpu_match = pairs.m
                    AND (j.not_before IS NULL OR j.not_before <= ${nowLiteral}::timestamptz)
-                 ORDER BY j.priority DESC, j.seq LIMIT GREATEST(${cardCount} - held.n, 0)) q)
+                 -- Ordinary jobs first (they may stop preemptible ones: those cards may come free too).
+                 ORDER BY j.preemptible, j.priority DESC, j.seq LIMIT GREATEST(${cardCount} - held.n + held.pre, 0)) q)
     SELECT (SELECT uuids FROM held) AS held, (SELECT json_agg(queue ORDER BY seq) FROM queue) AS queue,
       (SELECT json_agg(held_by) FROM held_by) AS held_by,
       (SELECT json_agg(json_build_object('c', u.client_id, 'u', ${decayedUsageSql(halfLifeS)}))
        FROM gpu_scheduler.account_usage u WHERE u.client_id IN (SELECT client_id FROM queue)) AS usage,
-      (SELECT array_agg(node_id) FROM gpu_scheduler.nodes WHERE draining) AS drained`;
+      (SELECT array_agg(node_id) FROM gpu_scheduler.nodes WHERE draining) AS drained,
+      (SELECT json_agg(json_build_object('id', id, 'n', node_id, 'u', gpu_uuids, 'p', preempting,
+          's', extract(epoch FROM coalesce(started_at, assigned_at)) * 1000))
+       FROM gpu_scheduler.jobs WHERE holding AND preemptible AND status = 'running' AND preemptions < ${MAX_JOB_PREEMPTIONS}) AS preemptible`;
 }
 
 /** Cards held and GPU-seconds in flight per account (and by card name), from rows per (account, card name). */
@@ -129,10 +136,20 @@ function heldByAccount(rows: NonNullable<SnapshotRow["held_by"]>): Required<Pick
 
 type SnapshotRow = {
   held: string[] | null;
-  queue: Array<{ id: string; gpu_type: string | null; seq: number; client_id: string; priority: number; gpu_count: number; t: number }> | null;
+  queue: Array<{
+    id: string;
+    gpu_type: string | null;
+    seq: number;
+    client_id: string;
+    priority: number;
+    gpu_count: number;
+    t: number;
+    preemptible: boolean;
+  }> | null;
   held_by: Array<{ c: string; g: string; n: number; w: number }> | null;
   usage: Array<{ c: string; u: number }> | null;
   drained: string[] | null;
+  preemptible: Array<{ id: string; n: string; u: string[]; p: boolean; s: number }> | null;
 };
 
 export class PlacementRepository {
@@ -172,6 +189,7 @@ export class PlacementRepository {
         priority: q.priority,
         gpuCount: q.gpu_count,
         timeoutSeconds: Number(q.t),
+        preemptible: q.preemptible,
       }));
       const placements = queue.length
         ? await decide({
@@ -180,6 +198,7 @@ export class PlacementRepository {
             ...heldByAccount(row.held_by ?? []),
             usage: new Map((row.usage ?? []).map((u) => [u.c, u.u])),
             drained: new Set(row.drained ?? []),
+            preemptible: (row.preemptible ?? []).map((h) => ({ jobId: h.id, nodeId: h.n, gpuUuids: h.u, preempting: h.p, since: Number(h.s) })),
           })
         : [];
       if (!placements.length) {
