@@ -162,9 +162,14 @@ export const WebhookDelivery = Type.Object(
 export type WebhookDeliveryView = Static<typeof WebhookDelivery>;
 export const WebhookDeliveryList = Type.Object({ deliveries: Type.Array(WebhookDelivery, { maxItems: 100 }) }, { $id: "WebhookDeliveryList" });
 
-const Concurrency = StringEnum(["allow", "forbid", "replace"], {
-  description: "A tick while the last job has not finished: allow runs anyway, forbid skips it (counted in skipped), replace cancels that job first",
-});
+const CONCURRENCY = ["allow", "forbid", "replace"] as const;
+const CONCURRENCY_TEXT = "A tick while the last job has not finished: allow runs anyway, forbid skips it (counted in skipped), replace cancels that job first";
+/** In params: literals (the params are compiled; StringEnum is for responses only). */
+const ConcurrencyParam = Type.Union(
+  CONCURRENCY.map((c) => Type.Literal(c)),
+  { description: CONCURRENCY_TEXT },
+);
+const Concurrency = StringEnum([...CONCURRENCY], { description: CONCURRENCY_TEXT });
 
 /** POST /api/gpu/schedules (issue 30): a cron schedule of a job body (checked as POST /api/gpu/jobs checks one). */
 export const ScheduleSpec = Type.Object(
@@ -172,7 +177,7 @@ export const ScheduleSpec = Type.Object(
     name: Type.String({ minLength: 1, maxLength: 200 }),
     cron: Type.String({ minLength: 1, maxLength: 200, description: "5 fields: minute hour day-of-month month day-of-week" }),
     timezone: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: "An IANA time zone (default UTC)" })),
-    concurrency: Type.Optional(Concurrency),
+    concurrency: Type.Optional(ConcurrencyParam),
     paused: Type.Optional(Type.Boolean()),
     job: JobSpec,
   },

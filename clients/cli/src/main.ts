@@ -10,6 +10,7 @@ import { GlobalArgs, makeContext, Run, UsageError } from "./context";
 import { dbCommands } from "./db";
 import { jobCommands } from "./jobs";
 import { miscCommands } from "./misc";
+import { scheduleCommands } from "./schedules";
 import { forTerminal } from "./terminal";
 import { tokenCommands } from "./tokens";
 
@@ -61,6 +62,7 @@ export async function main(argv = hideBin(process.argv)): Promise<void> {
   cli = jobCommands(cli, run) as yargs.Argv<GlobalArgs>;
   cli = dbCommands(cli, run) as yargs.Argv<GlobalArgs>;
   cli = tokenCommands(cli, run) as yargs.Argv<GlobalArgs>;
+  cli = scheduleCommands(cli, run) as yargs.Argv<GlobalArgs>;
   cli = miscCommands(cli, run) as yargs.Argv<GlobalArgs>;
   await cli.parseAsync();
 }

@@ -13,6 +13,10 @@ type Body<P extends PathsWith<M>, M extends Method> = RequestInit<P, M> extends 
 export type JobRequest = Body<"/api/gpu/jobs", "post">;
 export type DatabaseRequest = Body<"/api/databases", "post">;
 export type TokenRequest = Body<"/api/auth/tokens", "post">;
+/** A cron schedule of a job (POST /api/gpu/schedules). */
+export type ScheduleRequest = Body<"/api/gpu/schedules", "post">;
+export type ScheduleUpdate = Body<"/api/gpu/schedules/{id}", "patch">;
+export type Schedule = Schemas["Schedule"];
 /** What a restricted token, or a job's own (`platformAccess`), may do; `:write` includes `:read`. */
 export type TokenScope = Schemas["TokenInfo"]["scopes"][number];
 /** A job's access to the platform (POST /api/gpu/jobs `platformAccess`, echoed in the detail). */
@@ -74,6 +78,13 @@ export class CiPlatform {
   getJob = (id: string) => this.api("get", "/api/gpu/jobs/{id}", { path: { id } });
   cancelJob = (id: string) => this.api("post", "/api/gpu/jobs/{id}/cancel", { path: { id } });
   clusterStatus = () => this.api("get", "/api/gpu/status", {});
+
+  // schedules of GPU jobs
+  createSchedule = (body: ScheduleRequest) => this.api("post", "/api/gpu/schedules", { body });
+  listSchedules = () => this.api("get", "/api/gpu/schedules", {});
+  getSchedule = (id: string) => this.api("get", "/api/gpu/schedules/{id}", { path: { id } });
+  updateSchedule = (id: string, body: ScheduleUpdate) => this.api("patch", "/api/gpu/schedules/{id}", { path: { id }, body });
+  deleteSchedule = (id: string) => this.api("delete", "/api/gpu/schedules/{id}", { path: { id } });
 
   /** The job's output so far (an attempt's with `attempt`). */
   async jobLogs(id: string, attempt?: number): Promise<string> {

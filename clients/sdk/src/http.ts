@@ -5,7 +5,7 @@
  */
 import type { paths } from "./generated/schema";
 
-export type Method = "get" | "post" | "put" | "delete";
+export type Method = "get" | "post" | "put" | "patch" | "delete";
 
 /** The operation at `P` for `M`, or never when the document has none. */
 type Operation<P extends keyof paths, M extends Method> = paths[P][M] extends infer O ? ([O] extends [undefined] ? never : NonNullable<O>) : never;

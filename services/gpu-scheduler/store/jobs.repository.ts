@@ -116,7 +116,11 @@ export class JobsRepository extends JobReads {
    * an `endedAttempt` is kept in job_attempts by the same statement, only if its patch is written.
    */
   async compareAndSet(
-    updates: Array<{ id: string; seen: Pick<JobState, "status" | "holding" | "nodeId" | "gpuUuid"> & { startedAt?: Date | null }; patch: JobPatch }>,
+    updates: Array<{
+      id: string;
+      seen: Pick<JobState, "status" | "holding" | "nodeId" | "gpuUuid" | "preempting"> & { startedAt?: Date | null };
+      patch: JobPatch;
+    }>,
   ): Promise<Set<string>> {
     if (!updates.length) return new Set();
     // In id order: concurrent batches lock their rows in one order, so they never wait on each other crosswise.
@@ -138,10 +142,12 @@ export class JobsRepository extends JobReads {
          ${unplaced("node_id")}, ${unplaced("gpu_uuid")}, ${unplaced("gpu_uuids")}, ${unplaced("gpu_name")}, ${unplaced("assigned_at")},
          prior_gpu_seconds = j.prior_gpu_seconds + j.gpu_count * COALESCE(GREATEST(0, EXTRACT(EPOCH FROM
            (p.patch->'endedAttempt'->>'endedAt')::timestamptz - (p.patch->'endedAttempt'->>'startedAt')::timestamptz)), 0)
-       FROM jsonb_to_recordset($1::jsonb) AS p(id uuid, seen_status text, seen_holding boolean, seen_node text, seen_gpu text, patch jsonb)
+       FROM jsonb_to_recordset($1::jsonb) AS p(id uuid, seen_status text, seen_holding boolean, seen_node text, seen_gpu text, seen_preempting boolean, patch jsonb)
        -- The ids again as an array: the jobs are found through the primary key (a join alone may be planned as a scan of the table).
        WHERE j.id = ANY($2::uuid[]) AND j.id = p.id AND j.status = p.seen_status AND j.holding = p.seen_holding
          AND j.node_id IS NOT DISTINCT FROM p.seen_node AND j.gpu_uuid IS NOT DISTINCT FROM p.seen_gpu
+         -- A preemption asked since the decision's state was read (or remembered) is decided again.
+         AND j.preempting = p.seen_preempting
        RETURNING j.id, j.client_id, j.status, j.started_at, j.attempts, j.webhook_url, p.seen_status, p.patch->'endedAttempt' AS ended, j.gpu_count AS cards,
          COALESCE((p.patch->'endedAttempt'->>'attempt')::int, GREATEST(j.attempts, 1)) AS attempt,
          COALESCE((p.patch->'endedAttempt'->>'startedAt')::timestamptz, j.started_at) AS use_start,
@@ -182,6 +188,7 @@ export class JobsRepository extends JobReads {
             seen_holding: u.seen.holding,
             seen_node: u.seen.nodeId,
             seen_gpu: u.seen.gpuUuid,
+            seen_preempting: Boolean(u.seen.preempting),
             patch: u.patch,
           })),
         ),
