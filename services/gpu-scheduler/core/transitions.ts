@@ -97,12 +97,21 @@ function failOrRetry(job: JobState, failed: JobPatch & { errorMessage: string; c
       statusReason: `no retry after attempt ${attempt} of ${maxRetries + 1}${attempt > maxRetries ? "" : " (the time limit is never retried)"}`,
     };
   const delayS = backoffS * 2 ** (attempt - 1);
-  const startedAt = failed.startedAt === undefined ? job.startedAt : failed.startedAt;
   return {
-    ...backToQueue,
+    ...nextAttempt(job, failed, failed.errorMessage),
     notBefore: new Date(now.getTime() + delayS * 1000),
     statusReason: `retry ${attempt} of ${maxRetries} in ${delayS} s after: ${why}`,
-    // The row describes the next attempt: not started, no result.
+  };
+}
+
+/**
+ * Back to the queue after an attempt ended (`ended`: how, `errorMessage`: why, kept with it): the
+ * row describes the next attempt (not started, no result), the ended one goes to job_attempts.
+ */
+function nextAttempt(job: JobState, ended: JobPatch & { completedAt: Date }, errorMessage: string): JobPatch {
+  const startedAt = ended.startedAt === undefined ? job.startedAt : ended.startedAt;
+  return {
+    ...backToQueue,
     startedAt: null,
     completedAt: null,
     exitCode: null,
@@ -113,11 +122,11 @@ function failOrRetry(job: JobState, failed: JobPatch & { errorMessage: string; c
       attempt: attemptOf(job),
       nodeId: job.nodeId,
       startedAt: startedAt ?? null,
-      endedAt: failed.completedAt,
-      exitCode: failed.exitCode ?? null,
-      output: failed.output ?? null,
-      ...(failed.outputBase64 !== undefined && { outputBase64: failed.outputBase64 }),
-      errorMessage: failed.errorMessage,
+      endedAt: ended.completedAt,
+      exitCode: ended.exitCode ?? null,
+      output: ended.output ?? null,
+      ...(ended.outputBase64 !== undefined && { outputBase64: ended.outputBase64 }),
+      errorMessage,
     },
   };
 }
@@ -228,28 +237,7 @@ export function cancelJob(job: JobState, now: Date, statusReason?: string): Canc
  * counted in `preemptions`, not against its retries.
  */
 function preempted(job: JobState, ended: JobPatch & { completedAt: Date }): JobPatch {
-  return {
-    ...backToQueue,
-    preempting: false,
-    preemptions: (job.preemptions ?? 0) + 1,
-    statusReason: PREEMPTED_REASON,
-    startedAt: null,
-    completedAt: null,
-    exitCode: null,
-    output: null,
-    outputBase64: null,
-    errorMessage: null,
-    endedAttempt: {
-      attempt: attemptOf(job),
-      nodeId: job.nodeId,
-      startedAt: (ended.startedAt === undefined ? job.startedAt : ended.startedAt) ?? null,
-      endedAt: ended.completedAt,
-      exitCode: ended.exitCode ?? null,
-      output: ended.output ?? null,
-      ...(ended.outputBase64 !== undefined && { outputBase64: ended.outputBase64 }),
-      errorMessage: PREEMPTED_REASON,
-    },
-  };
+  return { ...nextAttempt(job, ended, PREEMPTED_REASON), preempting: false, preemptions: (job.preemptions ?? 0) + 1, statusReason: PREEMPTED_REASON };
 }
 
 /** The placement chose to stop this preemptible job for a waiting one: its node is asked to (null: nothing to stop). */
