@@ -1,5 +1,6 @@
 /** A job as gpu_scheduler.jobs (and jobs_history) stores it, and the rows its repositories read. */
 import type { StoredJob } from "../../../lib/job-spec";
+import { PREEMPTIBLE_PREFIX } from "../../../lib/usage-protocol";
 import type { JobState, StoredStatus } from "../core/transitions";
 
 export type JobRow = {
@@ -47,6 +48,9 @@ export type JobRow = {
   /** Its node was asked to stop it for a waiting job (read by decisions only: STATE_COLUMNS). */
   preempting?: boolean;
 };
+
+/** SQL: the name a job's GPU time is reported under (`t`: the jobs table's alias): its card's, prefixed for a preemptible job (lib/usage-protocol.ts). */
+export const usageNameSql = (t: string) => `CASE WHEN ${t}.preemptible THEN '${PREEMPTIBLE_PREFIX}' ELSE '' END || COALESCE(${t}.gpu_name, 'unknown')`;
 
 /** What the usage service asks of an account now (services/usage/summary.ts AccountNow). */
 export type AccountState = { heldGpus: number; queuedJobs: number; running: Array<{ startedAt: string; cards: number; gpuName: string }> };

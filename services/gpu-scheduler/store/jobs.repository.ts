@@ -7,7 +7,7 @@ import { decayedUsageSql, readHolding } from "./placement.repository";
 import type { JobPatch, JobState, StoredStatus } from "../core/transitions";
 import { JobStatusChanged, statusChanges, WrittenJob } from "../loop/status-events";
 import { JobReads } from "./job-reads.repository";
-import { JobRow, NewJob, STATE_COLUMNS, toState } from "./job-row";
+import { JobRow, NewJob, STATE_COLUMNS, toState, usageNameSql } from "./job-row";
 
 const TERMINAL_SQL = `('completed', 'failed', 'cancelled')`;
 
@@ -131,7 +131,7 @@ export class JobsRepository extends JobReads {
     // A job that started and ends here adds its GPU-seconds to its account's decayed usage (fair share),
     // and its attempt's time to the usage outbox (the ledger's source, usage-outbox.ts).
     const { rows } = await this.db.query<WrittenJob>(
-      `WITH before AS (SELECT id, gpu_name FROM gpu_scheduler.jobs WHERE id IN (SELECT (x->>'id')::uuid FROM jsonb_array_elements($1::jsonb) x)),
+      `WITH before AS (SELECT id, ${usageNameSql("jobs")} AS gpu_name FROM gpu_scheduler.jobs WHERE id IN (SELECT (x->>'id')::uuid FROM jsonb_array_elements($1::jsonb) x)),
        written AS (UPDATE gpu_scheduler.jobs j SET
          ${set("status", "status", "")}, ${set("holding", "holding", "::boolean")},
          ${set("attempts", "attempts", "::int")}, ${set("notBefore", "not_before", "::timestamptz")},
@@ -170,7 +170,7 @@ export class JobsRepository extends JobReads {
          ON CONFLICT (client_id) DO UPDATE SET gpu_seconds = ${decayedUsageSql(this.halfLifeS)} + EXCLUDED.gpu_seconds, at = now()),
        outbox AS (
          INSERT INTO gpu_scheduler.usage_outbox (job_id, attempt, client_id, started_at, ended_at, cards, gpu_name)
-         SELECT w.id, w.attempt, w.client_id, w.use_start, GREATEST(w.use_end, w.use_start), w.cards, COALESCE(b.gpu_name, 'unknown')
+         SELECT w.id, w.attempt, w.client_id, w.use_start, GREATEST(w.use_end, w.use_start), w.cards, b.gpu_name
          FROM written w JOIN before b ON b.id = w.id WHERE w.used IS NOT NULL AND w.use_start IS NOT NULL
          ON CONFLICT (job_id, attempt) DO NOTHING),
        -- A job with a webhook that reaches its terminal status queues its delivery in this same statement.
