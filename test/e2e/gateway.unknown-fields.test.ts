@@ -36,7 +36,7 @@ describe("gateway - unknown request fields", () => {
   test("gateway - a GPU job with a control this server does not have is refused by name, and no job is queued", async () => {
     const before = (await as("GET", "/api/gpu/jobs")).body.jobs;
     expectUnknown(await as("POST", "/api/gpu/jobs", { command: "echo hi", dependsOn: [randomUUID()] }), "dependsOn");
-    expectUnknown(await as("POST", "/api/gpu/jobs", { command: "echo hi", preemptible: true, timeoutSeconds: 60 }), "preemptible");
+    expectUnknown(await as("POST", "/api/gpu/jobs", { command: "echo hi", nodeSelector: { zone: "a" }, timeoutSeconds: 60 }), "nodeSelector");
     // The caller is checked first: without credentials it stays 401.
     const anonymous = await http(base, "POST", "/api/gpu/jobs", { body: { command: "echo hi", dependsOn: [] } });
     expect([anonymous.status, anonymous.body.error.code]).toEqual([401, "UNAUTHORIZED"]);
