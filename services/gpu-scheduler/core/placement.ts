@@ -27,7 +27,7 @@
  *    (PREEMPTING) until they are gone; jobs already being stopped count as cards coming free.
  */
 import { isAnyGpuType, matchingNames, normalizeGpuType } from "./gpu-type";
-import { chooseVictims, type PreemptibleHolder, type SetOffer } from "./preemption";
+import { chooseVictims, type PreemptibleHolder, type SetOffer, youngestFirst } from "./preemption";
 
 export type SnapshotCard = { nodeId: string; uuid: string; name: string; busy: boolean };
 /** `clientId`: its account (default: one shared account); `priority`: 0 low, 1 normal (default), 2 high; `gpuCount`: cards (default 1). */
@@ -148,18 +148,22 @@ export function plan(snapshot: Snapshot): Plan {
   for (const card of [...snapshot.cards].sort((a, b) => (a.uuid < b.uuid ? -1 : a.uuid > b.uuid ? 1 : 0))) {
     const key = `${card.nodeId}\u0000${card.name}`;
     let set = sets.get(key);
-    if (!set) sets.set(key, (set = { nodeId: card.nodeId, name: card.name, size: 0, free: [] }));
+    if (!set) sets.set(key, (set = { key, nodeId: card.nodeId, name: card.name, size: 0, free: [] }));
     set.size++;
     if (!card.busy) set.free.push(card.uuid);
   }
   let reserved = false;
-  // Preemptible holders per set, each taken (to stop or to wait for) by one waiting job at most.
-  const holdersOf = new Map<string, PreemptibleHolder[]>();
-  const cardName = new Map(snapshot.cards.map((c) => [c.uuid, c.name]));
+  // What each set offers a waiting ordinary job, built once (holders youngest first); a holder taken (to stop or to wait for) leaves it.
+  const offersOf = new Map<string, SetOffer>();
+  const setOf = new Map(snapshot.cards.map((c) => [c.uuid, `${c.nodeId}\u0000${c.name}`]));
   for (const h of snapshot.preemptible ?? []) {
-    const key = `${h.nodeId}\u0000${cardName.get(h.gpuUuids[0])}`;
-    holdersOf.set(key, [...(holdersOf.get(key) ?? []), h]);
+    const key = setOf.get(h.gpuUuids[0]);
+    if (key === undefined) continue; // on a card no longer schedulable
+    let offer = offersOf.get(key);
+    if (!offer) offersOf.set(key, (offer = { key, free: 0, stopping: [], holders: [] }));
+    (h.preempting ? offer.stopping : offer.holders).push(h);
   }
+  for (const offer of offersOf.values()) offer.holders.sort(youngestFirst);
   const preemptions: Preemption[] = [];
   const accounts = snapshot.accounts ?? new Map<string, AccountShare>();
   const startedBy = new Map<string, number>();
@@ -185,23 +189,22 @@ export function plan(snapshot: Snapshot): Plan {
     if (!best) {
       const big = candidates.filter((set) => set.size >= k);
       if (!big.length) return wait("NO_NODE_BIG_ENOUGH");
-      if (ordinary && holdersOf.size) {
-        const offers: SetOffer[] = big.map((set) => {
-          const key = `${set.nodeId}\u0000${set.name}`;
-          const holders = holdersOf.get(key) ?? [];
-          return { key, free: set.free.length, stopping: holders.filter((h) => h.preempting), holders: holders.filter((h) => !h.preempting) };
-        });
+      if (ordinary && offersOf.size) {
+        const offers: SetOffer[] = [];
+        for (const set of big) {
+          const offer = offersOf.get(set.key);
+          if (offer) offers.push(Object.assign(offer, { free: set.free.length }));
+        }
         const choice = chooseVictims(offers, k);
         if (choice) {
           // The set is this job's until they are gone: its free cards and every holder chosen stay out of later choices.
           sets.get(choice.key)!.free = [];
-          const taken = new Set([...choice.victims, ...choice.stopping].map((h) => h.jobId));
-          holdersOf.set(
-            choice.key,
-            holdersOf.get(choice.key)!.filter((h) => !taken.has(h.jobId)),
-          );
+          const offer = offersOf.get(choice.key)!;
+          const chosen = new Set(choice.victims.map((h) => h.jobId));
+          offer.holders = offer.holders.filter((h) => !chosen.has(h.jobId));
+          offer.stopping = [];
           for (const v of choice.victims) preemptions.push({ jobId: v.jobId, nodeId: v.nodeId, forJobId: job.jobId });
-          return wait("PREEMPTING", { stopping: taken.size });
+          return wait("PREEMPTING", { stopping: choice.victims.length + choice.stopping.length });
         }
       }
       if (k > 1 && !reserved) {
@@ -239,7 +242,7 @@ export function plan(snapshot: Snapshot): Plan {
 }
 
 /** The cards of one name on one node. */
-type CardSet = { nodeId: string; name: string; size: number; free: string[] };
+type CardSet = { key: string; nodeId: string; name: string; size: number; free: string[] };
 
 /** Whether `a` is the better set for a job of `k` cards: less specific demand, then best fit, then node id, then first free uuid. */
 function better(a: CardSet, b: CardSet, demand: Map<string, number>): boolean {

@@ -14,7 +14,7 @@ export type SetOffer = { key: string; free: number; stopping: PreemptibleHolder[
 
 export type VictimChoice = { key: string; victims: PreemptibleHolder[]; stopping: PreemptibleHolder[]; wasted: number };
 
-const youngestFirst = (a: PreemptibleHolder, b: PreemptibleHolder) => b.since - a.since || (a.jobId < b.jobId ? -1 : 1);
+export const youngestFirst = (a: PreemptibleHolder, b: PreemptibleHolder) => b.since - a.since || (a.jobId < b.jobId ? -1 : 1);
 
 /**
  * The holders to stop so that `need` more cards come free: the smallest card total ≥ need, and of
@@ -22,7 +22,10 @@ const youngestFirst = (a: PreemptibleHolder, b: PreemptibleHolder) => b.since - 
  */
 export function fewestWasted(holders: readonly PreemptibleHolder[], need: number): PreemptibleHolder[] | null {
   if (need <= 0) return [];
-  const jobs = [...holders].sort(youngestFirst);
+  if (holders.length < need && holders.reduce((s, j) => s + j.gpuUuids.length, 0) < need) return null;
+  const jobs = holders.every((h, i) => i === 0 || youngestFirst(holders[i - 1], h) <= 0) ? holders : [...holders].sort(youngestFirst);
+  // One card each (the usual case): the `need` youngest waste nothing.
+  if (jobs.every((j) => j.gpuUuids.length === 1)) return jobs.length >= need ? jobs.slice(0, need) : null;
   const total = jobs.reduce((s, j) => s + j.gpuUuids.length, 0);
   if (total < need) return null;
   const cap = Math.min(total, need + Math.max(...jobs.map((j) => j.gpuUuids.length)));
