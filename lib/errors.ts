@@ -20,6 +20,8 @@ export const ErrorCodes = {
   MODEL_NOT_FOUND: 404,
   EMAIL_TAKEN: 409,
   INVALID_STATE: 409,
+  /** A name the account already uses for a resource of that kind (a model deployment), or a provider's model's. */
+  NAME_TAKEN: 409,
   /** Headers or body not received within the gateway's time limits (slow or stalled client). */
   REQUEST_TIMEOUT: 408,
   PAYLOAD_TOO_LARGE: 413,
@@ -28,6 +30,8 @@ export const ErrorCodes = {
   EXPECTATION_FAILED: 417,
   /** An `Idempotency-Key` sent again with a different request body. */
   IDEMPOTENCY_KEY_REUSED: 422,
+  /** A point-in-time restore to a moment outside the source database's restore window. */
+  OUT_OF_RESTORE_WINDOW: 422,
   RATE_LIMITED: 429,
   /** Request headers over the server's limit (Node's 16 KiB by default). */
   HEADERS_TOO_LARGE: 431,

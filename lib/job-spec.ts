@@ -34,6 +34,8 @@ export const IMAGE_NAME_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._\\-/:@]*$";
 export const IMAGE_NAME_MAX = 255;
 export const WEBHOOK_URL_MAX = 2048;
 export const JOB_COMMAND_MAX = 64 * 1024;
+/** A model deployment's id (a uuid), as a job's `deploymentId`. */
+export const DEPLOYMENT_ID_SYNTAX = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$";
 /** Job ids also name a node's log files and volumes: no path separators, bounded. */
 export const JOB_ID_SYNTAX = "^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$";
 
@@ -66,6 +68,29 @@ export const PlatformAccess = Type.Object(
 );
 export type PlatformAccessParams = Static<typeof PlatformAccess>;
 
+/** Job arrays (issue 30): at most this many jobs in one request (`arrayCount`). */
+export const MAX_ARRAY_COUNT = 10000;
+/** The most dependencies one job may name (`dependsOn`). */
+export const MAX_JOB_DEPENDENCIES = 64;
+export const DEPENDENCY_CONDITIONS = ["succeeded", "failed", "finished"] as const;
+export type DependencyCondition = (typeof DEPENDENCY_CONDITIONS)[number];
+const condition = Type.Union(DEPENDENCY_CONDITIONS.map((c) => Type.Literal(c)));
+const id = (description: string) => Type.String({ minLength: 1, maxLength: 64, description });
+
+/**
+ * `dependsOn` (issue 30): the job waits until each condition holds of a job of the account
+ * (`jobId`) or of every job of one of its arrays (`arrayId`), and is cancelled once one can no longer hold.
+ */
+export const JobDependency = Type.Object(
+  {
+    jobId: Type.Optional(id("A job of the account")),
+    arrayId: Type.Optional(id("An array of the account: the condition must hold of every job of it")),
+    condition,
+  },
+  { additionalProperties: false, description: "Exactly one of jobId and arrayId" },
+);
+export type JobDependencyParams = Static<typeof JobDependency>;
+
 const seconds = (description: string) => OrAbsent(Type.Integer({ minimum: 1, maximum: MAX_JOB_SECONDS, description }));
 
 /** Everything a job asks for except its environment: the stored document. */
@@ -90,7 +115,26 @@ const specFields = {
       description: "Runs only on cards no other job waits for, stopped and queued again when one does; GPU-seconds at PREEMPTIBLE_CREDIT_FACTOR",
     }),
   ),
+  arrayCount: OrAbsent(
+    Type.Integer({ minimum: 1, maximum: MAX_ARRAY_COUNT, description: "Creates this many jobs at once (an array); each sees CI_ARRAY_INDEX and CI_ARRAY_ID" }),
+  ),
+  arrayParallelism: OrAbsent(
+    Type.Integer({ minimum: 1, maximum: MAX_ARRAY_COUNT, description: "At most this many jobs of the array run at once (≤ arrayCount)" }),
+  ),
+  dependsOn: OrAbsent(Type.Array(JobDependency, { maxItems: MAX_JOB_DEPENDENCIES, description: "The job waits until each condition holds" })),
+  // Set by the platform only (a deployment's replica, issue 29): a client's POST /api/gpu/jobs with either is 400.
+  deploymentId: OrAbsent(Type.String({ pattern: DEPLOYMENT_ID_SYNTAX, description: "The model deployment this job is a replica of (set by the platform)" })),
+  servePort: OrAbsent(
+    Type.Integer({
+      minimum: 1024,
+      maximum: 65535,
+      description: "The port inside the job its node relays the platform's HTTP requests to (set by the platform)",
+    }),
+  ),
 };
+
+/** The fields only the platform sets on a job (a deployment's replica); a client sending one is refused. */
+export const PLATFORM_ONLY_FIELDS = ["deploymentId", "servePort"] as const;
 
 /** The job's variables: names and values are checked by `jobEnvProblem` (messages that never show a value). */
 const envField = Type.Optional(Type.Record(Type.String(), Type.Unknown(), { description: "The job's environment variables (values are never returned)" }));

@@ -29,6 +29,12 @@ export function unknownFieldsOf(body: Record<string, unknown>, known: ReadonlySe
  * besides (the route's path params).
  */
 export function unknownInJsonSchema(schema: Schema, value: unknown, extra: ReadonlySet<string> = new Set(), path = ""): FieldError[] {
+  // An optional field that may also be null (`anyOf: [T, null]`): the member of the value's kind.
+  if (Array.isArray(schema.anyOf)) {
+    const kind = Array.isArray(value) ? "array" : isObject(value) ? "object" : undefined;
+    const member = kind ? schema.anyOf.find((m): m is Schema => isObject(m) && m.type === kind) : undefined;
+    return member ? unknownInJsonSchema(member, value, extra, path) : [];
+  }
   if (Array.isArray(value)) {
     const items = schema.items;
     return isObject(items) ? value.flatMap((v, i) => unknownInJsonSchema(items, v, undefined, fieldPath(path, i))) : [];

@@ -73,6 +73,12 @@ export const PLATFORM_METRICS = {
     description: "Storage of client databases by state (MB)",
     labelNames: ["state"],
   },
+  databaseWalArchive: {
+    name: "platform.databases.wal.archive",
+    type: "gauge",
+    description: "The tenant server's WAL archiving for point-in-time restore: failing (1 while its latest attempt failed), failedTotal, secondsSinceArchived",
+    labelNames: ["figure"],
+  },
   // Usage totals of all accounts together (the usage ledger, all time): never an account label.
   usageGpuSeconds: { name: "platform.usage.gpu.seconds.total", type: "counter", description: "GPU-seconds (× cards) recorded in the usage ledger" },
   usageTokens: { name: "platform.usage.tokens.total", type: "counter", description: "Inference tokens recorded in the usage ledger" },

@@ -65,9 +65,9 @@ function specific(error: ValueError): ValueError | string {
   return error;
 }
 
-function entryOf(found: ValueError, field: string): FieldError {
+/** `error`: `specific(found)`, computed once (it reads the union's variants' error iterators). */
+function entryOf(found: ValueError, field: string, error = specific(found)): FieldError {
   if (found.type === ValueErrorType.ObjectAdditionalProperties) return unknownField(field);
-  const error = specific(found);
   if (typeof error === "string") return { field, message: `The '${field}' field ${error}.` };
   if (error.type === ValueErrorType.StringPattern) return { field, message: `The '${field}' field fails to match the required pattern.` };
   if (!field) return { field: "(request)", message: `The request is invalid: ${error.message.toLowerCase()}.` };
@@ -96,9 +96,11 @@ export function typeBoxCheck(schema: TSchema, convert: "all" | ReadonlySet<strin
     if (compiled.Check(params)) return true;
     const entries = new Map<string, FieldError>();
     for (const error of compiled.Errors(params)) {
-      if (leaveUnknown && error.type === ValueErrorType.ObjectAdditionalProperties) continue;
+      // Also one inside an optional field that may be null (a union): the middleware names it.
+      const inner = specific(error);
+      if (leaveUnknown && typeof inner !== "string" && inner.type === ValueErrorType.ObjectAdditionalProperties) continue;
       const field = pathOf(error.path, params);
-      if (!entries.has(field)) entries.set(field, entryOf(error, field));
+      if (!entries.has(field)) entries.set(field, entryOf(error, field, inner));
     }
     return entries.size ? [...entries.values()] : true;
   };

@@ -45,7 +45,11 @@ set -a; . "$ENV_FILE"; set +a
 log "Platform PostgreSQL"
 STATE_PG_AUTH=password bash scripts/setup/state-postgres.sh
 log "Tenant PostgreSQL (client databases)"
-TENANT_PG_PORT="${TENANT_PG_PORT:-5433}" bash scripts/setup/tenant-postgres.sh
+TENANT_PG_WAL_ARCHIVE="${TENANT_PG_WAL_ARCHIVE:-/var/lib/postgresql/pitr/tenant/wal}" TENANT_PG_PORT="${TENANT_PG_PORT:-5433}" bash scripts/setup/tenant-postgres.sh
+log "Tenant PgBouncer (pooled connections)"
+grep -q '^TENANT_POOLER_PASSWORD=' "$ENV_FILE" || echo "TENANT_POOLER_PASSWORD=$(random_secret)" >>"$ENV_FILE"
+set -a; . "$ENV_FILE"; set +a
+TENANT_POOLER_PORT="${TENANT_POOLER_PORT:-6433}" bash scripts/setup/tenant-pgbouncer.sh
 log "Job sandbox"
 bash scripts/setup/sandbox.sh
 
@@ -55,6 +59,11 @@ log "npm ci"
 export DATABASE_URL="postgresql://$STATE_PG_USER:$STATE_PG_PASSWORD@127.0.0.1:5432/ci_platform"
 export DBAAS_ADMIN_URL="postgresql://$TENANT_PG_ADMIN_USER:$TENANT_PG_ADMIN_PASSWORD@127.0.0.1:${TENANT_PG_PORT:-5433}/postgres"
 export DBAAS_PUBLIC_PORT="${DBAAS_PUBLIC_PORT:-${TENANT_PG_PORT:-5433}}"
+# Point-in-time restore reads the tenant server's WAL archive (a dbaas that cannot read it runs without).
+wal_archive="${TENANT_PG_WAL_ARCHIVE:-/var/lib/postgresql/pitr/tenant/wal}"
+[ -r "$wal_archive" ] && [ -x "$wal_archive" ] && export DBAAS_PITR_WAL_DIR="${DBAAS_PITR_WAL_DIR:-$wal_archive}"
+export DBAAS_PITR_DIR="${DBAAS_PITR_DIR:-$PWD/data/pitr}"
+export DBAAS_POOLED_PORT="${DBAAS_POOLED_PORT:-${TENANT_POOLER_PORT:-6433}}"
 export DBAAS_SNAPSHOT_DIR="${DBAAS_SNAPSHOT_DIR:-$PWD/data/snapshots}" # snapshot dumps: back this folder up
 # The gpu-node's relay for jobs with platformAccess: this box's gateway and tenant server (docs/jobs.md).
 export GPU_RELAY_PLATFORM_URL="${GPU_RELAY_PLATFORM_URL:-http://127.0.0.1:${PORT:-3000}}"

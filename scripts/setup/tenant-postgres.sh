@@ -5,6 +5,9 @@
 # Used by the quick start (generated password) and CI (a known test password).
 # TENANT_PG_TLS=1: TLS only (hostssl; plain TCP rejected) with a self-signed certificate made by
 # openssl for localhost/127.0.0.1, whose copy clients trust is written to TENANT_PG_TLS_CA_OUT.
+# TENANT_PG_WAL_ARCHIVE=DIR: archives the write-ahead log into DIR (owned by postgres) for dbaas's
+# point-in-time restore (DBAAS_PITR_WAL_DIR; docs/databases.md "Point-in-time restore"); restarts
+# the cluster once when archiving was off.
 # Idempotent: creates, configures and starts only what is missing; resets the admin's password.
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
@@ -62,6 +65,20 @@ CONF
   mkdir -p "$(dirname "$ca_out")"
   install -m 644 "$conf_dir/server.crt" "$ca_out"
   echo "Tenant PostgreSQL TLS: clients trust $ca_out"
+fi
+
+if [ -n "${TENANT_PG_WAL_ARCHIVE:-}" ]; then
+  archive="$TENANT_PG_WAL_ARCHIVE"
+  [[ "$archive" =~ ^/[A-Za-z0-9/._-]+$ ]] || { echo "TENANT_PG_WAL_ARCHIVE must be an absolute path of plain characters" >&2; exit 1; }
+  mkdir -p "$archive" && chown postgres:postgres "$archive" && chmod 750 "$archive"
+  want="archive_mode = on
+archive_command = 'test ! -f $archive/%f && cp %p $archive/%f.partial && mv $archive/%f.partial $archive/%f'
+archive_timeout = 300"
+  if [ "$(cat "$conf_dir/conf.d/ci-tenant-archive.conf" 2>/dev/null)" != "$want" ]; then
+    printf '%s\n' "$want" >"$conf_dir/conf.d/ci-tenant-archive.conf"
+    # archive_mode takes a restart
+    answers 127.0.0.1 "$PORT" && pg_ctlcluster --skip-systemctl-redirect "$ver" "$CLUSTER" restart
+  fi
 fi
 
 if ! answers 127.0.0.1 "$PORT"; then

@@ -15,6 +15,11 @@ import { brokerEnv } from "../../lib/settings";
 import { USAGE_CHANNEL, UsageBatch } from "../../lib/usage-protocol";
 import type { DbThis } from "../../mixins/db.mixin";
 import { DatabasesRepository } from "./databases.repository";
+import { Extensions } from "./extensions";
+import { PointInTime } from "./pitr";
+import { PitrStore } from "./pitr-store";
+import { RestoreSources } from "./restore-sources.repository";
+import type { GuardConfig } from "./guard-sql";
 import { JobRolesRepository } from "./job-roles.repository";
 import { OwnerLease } from "./owner-lease";
 import { Periodic } from "./periodic";
@@ -81,6 +86,11 @@ export class DbaasApp {
   snapshotter!: Snapshotter;
   quotaWatch!: QuotaWatch;
   reconciler!: Reconciler;
+  extensions!: Extensions;
+  restoreSources: RestoreSources;
+  /** Point-in-time restore, when the tenant server's WAL archive is configured (DBAAS_PITR_WAL_DIR). */
+  pitr?: PointInTime;
+  backupLoop?: Periodic<void>;
   quotaLoop!: Periodic<QuotaReport>;
   reconcileLoop!: Periodic<ReconcileReport>;
 
@@ -105,6 +115,7 @@ export class DbaasApp {
     );
     this.snapshots = new SnapshotsRepository(deps.db);
     this.jobRoles = new JobRolesRepository(deps.db);
+    this.restoreSources = new RestoreSources(deps.db);
   }
 
   async start(): Promise<void> {
@@ -133,9 +144,11 @@ export class DbaasApp {
           reserved: this.config.reservedConnections,
         },
         catalogLevel: this.config.hideCatalog,
+        guard: this.guard(),
       },
     });
     this.quota = new QuotaEnforcer(deps);
+    this.extensions = new Extensions({ ...deps, guard: this.guard() });
     const store = new SnapshotStore(this.config.snapshotDir);
     await store.init();
     const binDir = this.config.pgBinDir || (await this.tenant.serverMajor().then(debianBinDir, () => ""));
@@ -148,6 +161,7 @@ export class DbaasApp {
       limits: { perAccount: this.config.snapshotsPerAccount, accountStorageMb: this.config.accountStorageMb },
       logger: this.logger,
     });
+    await this.startPitr();
     // Said at start when the server answers (and checked again before the first snapshot when it does not).
     void this.requireSnapshots().catch(() => undefined);
     this.quotaWatch = new QuotaWatch({
@@ -192,8 +206,32 @@ export class DbaasApp {
   }
 
   async stop(): Promise<void> {
-    await Promise.all([this.quotaLoop?.stop(), this.reconcileLoop?.stop(), this.sampleLoop?.stop(), this.snapshotter?.stop()]);
+    this.pitr?.stop();
+    await Promise.all([this.quotaLoop?.stop(), this.reconcileLoop?.stop(), this.sampleLoop?.stop(), this.snapshotter?.stop(), this.backupLoop?.stop()]);
     await Promise.all([this.tenant?.close(), this.lease?.stop()]);
+  }
+
+  /** With a WAL archive: point-in-time restore, and a base backup whenever the newest is DBAAS_PITR_BASEBACKUP_H old (checked every minute). */
+  private async startPitr(): Promise<void> {
+    const { pitrWalDir, pitrDir, pitrRetentionH, pitrBaseBackupH } = this.config;
+    if (!pitrWalDir) return;
+    const store = new PitrStore(pitrDir, pitrWalDir, (tool) => this.snapshotter.bin(tool));
+    await store.init();
+    await store.removeLeftovers();
+    const deps = { store, tenant: this.tenant, sources: this.restoreSources, snapshotter: this.snapshotter, logger: this.logger };
+    const pitr = (this.pitr = new PointInTime({ ...deps, retentionMs: pitrRetentionH * 3_600_000 }));
+    this.backupLoop = new Periodic(
+      "Base backup",
+      () => pitr.backupIfDue(pitrBaseBackupH * 3_600_000),
+      () => 60,
+      this.logger,
+    );
+    this.backupLoop.start(0);
+  }
+
+  /** The platform's objects in every client database: the extension guard, and the pooler's lookup when a pooled endpoint is configured. */
+  guard(): GuardConfig {
+    return { extensions: this.config.extensions, ...(this.config.pooledPort ? { poolerRole: this.config.poolerRole } : {}) };
   }
 
   /** Runs the server checks again while they could not be made; a refused server stays refused (503). */
@@ -251,6 +289,7 @@ export class DbaasApp {
   async housekeeping(graceMs: number): Promise<ReconcileReport> {
     const report = await this.reconciler.reconcile(graceMs);
     await this.applyCatalogLevel();
+    await this.extensions.applyPolicy();
     await this.provisioner.repairBlockedLogins();
     await this.snapshotter.recover();
     return report;

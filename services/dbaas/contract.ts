@@ -10,6 +10,9 @@ export const DatabaseCreated = Type.Object(
     username: Type.String({ pattern: "^user_[0-9a-f]{12}$" }),
     password: Type.String({ description: "Shown once only" }),
     connectionString: Type.String({ format: "uri", description: "postgresql://username:password@host:port/databaseName" }),
+    pooledConnectionString: Type.Optional(
+      Type.String({ format: "uri", description: "The same role and password through the pooler (transaction mode); present when the platform runs one" }),
+    ),
   },
   { $id: "DatabaseCreated" },
 );
@@ -21,6 +24,9 @@ export const PasswordRotated = Type.Object(
     username: Type.String({ pattern: "^user_[0-9a-f]{12}$" }),
     password: Type.String({ description: "Shown once only; the previous one no longer works" }),
     connectionString: Type.String({ format: "uri" }),
+    pooledConnectionString: Type.Optional(
+      Type.String({ format: "uri", description: "The same role and password through the pooler (transaction mode); present when the platform runs one" }),
+    ),
   },
   { $id: "PasswordRotated" },
 );
@@ -37,6 +43,23 @@ export const Database = Type.Object(
     maxStorageMb: Type.Number(),
     createdAt: Type.String({ format: "date-time" }),
     readOnly: Type.Optional(Type.Boolean({ description: "Over its quota: read-only until back under" })),
+    pooledHost: Type.Optional(Type.String({ description: "The pooler's host (transaction mode); present when the platform runs one" })),
+    pooledPort: Type.Optional(Type.Integer()),
+    restoreWindow: Type.Optional(
+      Type.Object(
+        { earliest: Type.String({ format: "date-time" }), latest: Type.String({ format: "date-time" }) },
+        { description: "The moments restoreFrom may name for this database; absent without point-in-time restore or before its first base backup" },
+      ),
+    ),
+    extensions: Type.Optional(
+      Type.Object(
+        {
+          available: Type.Array(Type.String(), { description: "What the owner may CREATE EXTENSION here (the operator's allow-list, installed ones)" }),
+          installed: Type.Array(Type.String(), { description: "Extensions created in the database (plpgsql left out)" }),
+        },
+        { description: "Absent when the database server cannot be asked right now" },
+      ),
+    ),
   },
   { $id: "Database" },
 );

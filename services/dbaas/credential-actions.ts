@@ -8,7 +8,7 @@ import type { CallerMeta } from "../../lib/identity";
 import type { DbaasApp, WithApp } from "./app";
 import { PasswordRotated } from "./contract";
 import { generatePassword, scramVerifier } from "./credentials";
-import { connectionString, findReady } from "./lookups";
+import { connectionStrings, findReady } from "./lookups";
 import { unavailable } from "./faults";
 
 export const credentialActions: ServiceActionsSchema = {
@@ -37,5 +37,5 @@ export async function rotatePassword(app: DbaasApp, id: string, clientId: string
   if (!(await app.verifyServer())) throw unavailable(); // also settles the connection string's sslmode
   const password = generatePassword();
   await app.tenant.rotatePassword({ databaseName: row.database_name, username: row.username }, await scramVerifier(password));
-  return { id: row.id, username: row.username, password, connectionString: connectionString(app, row, password) };
+  return { id: row.id, username: row.username, password, ...connectionStrings(app, row, password) };
 }

@@ -3,20 +3,23 @@
  * (app.ts): provision, list, look up and destroy the caller's databases, and run the reconciler
  * and the quota now. Each handler hands over to one function here.
  */
-import { notFound, validationFailed } from "../../lib/errors";
+import { apiError, notFound, validationFailed } from "../../lib/errors";
 import type { CallerMeta } from "../../lib/identity";
 import { respondCreated } from "../../lib/http-meta";
 import { isUuid } from "../../lib/uuid";
 import type { DbaasApp } from "./app";
 import type { DatabaseCreated, DatabaseDetail, Message } from "./contract";
+import type { DatabaseRow } from "./databases.repository";
+import type { RestoreFrom } from "./pitr";
+import type { DatabaseStats } from "./stats";
 import { unavailable } from "./faults";
-import { connectionString, databaseDetail, findOwn } from "./lookups";
+import { connectionStrings, databaseDetail, findOwn } from "./lookups";
 import { DestroyNotStarted } from "./provisioner";
 import type { QuotaReport } from "./quota";
 import type { ReconcileReport } from "./reconciler";
 import { branchRestore } from "./snapshot-actions";
 
-export type CreateParams = { fromSnapshot?: string; maxStorageMb?: number };
+export type CreateParams = { fromSnapshot?: string; maxStorageMb?: number; restoreFrom?: RestoreFrom };
 
 export async function createDatabase(app: DbaasApp, params: CreateParams, meta: CallerMeta): Promise<DatabaseCreated> {
   const fromSnapshot = params.fromSnapshot ?? undefined; // null: as absent
@@ -27,7 +30,7 @@ export async function createDatabase(app: DbaasApp, params: CreateParams, meta: 
   await app.gate.check(meta.caller!.clientId, ["credits", "storageMb", "databases"]);
   if (!(await app.verifyServer())) throw unavailable();
   const clientId = meta.caller!.clientId;
-  const restore = fromSnapshot === undefined ? undefined : await branchRestore(app, fromSnapshot, clientId);
+  const restore = await fillerOf(app, fromSnapshot, params.restoreFrom ?? undefined, clientId);
   const { row, password } = await app.provisioner.provision(clientId, { maxStorageMb, restore });
   const { host, port } = databaseDetail(app, row);
   respondCreated(meta, `/api/databases/${row.id}`);
@@ -38,17 +41,37 @@ export async function createDatabase(app: DbaasApp, params: CreateParams, meta: 
     port,
     username: row.username,
     password,
-    connectionString: connectionString(app, row, password),
+    ...connectionStrings(app, row, password),
   };
+}
+
+/** What fills the new database: a snapshot (a branch), the source's data at a moment (point in time), or nothing. */
+async function fillerOf(app: DbaasApp, fromSnapshot: string | undefined, restoreFrom: RestoreFrom | undefined, clientId: string) {
+  if (fromSnapshot !== undefined && restoreFrom !== undefined)
+    throw validationFailed([{ field: "restoreFrom", message: "give either fromSnapshot or restoreFrom, not both" }]);
+  if (fromSnapshot !== undefined) return branchRestore(app, fromSnapshot, clientId);
+  if (restoreFrom === undefined) return undefined;
+  if (!app.pitr) throw apiError("SERVICE_UNAVAILABLE", "Point-in-time restore is not available on this platform");
+  await app.requireSnapshots(); // pg_dump and pg_restore of the server's version
+  return app.pitr.restoreFor(restoreFrom, clientId);
 }
 
 export async function listDatabases(app: DbaasApp, clientId: string): Promise<{ databases: DatabaseDetail[] }> {
   const rows = await app.repo.listActive(clientId);
-  return { databases: rows.map((row) => databaseDetail(app, row)) };
+  return { databases: await Promise.all(rows.map((row) => fullDetail(app, row))) };
 }
 
 export async function getDatabase(app: DbaasApp, id: string, clientId: string): Promise<DatabaseDetail> {
-  return databaseDetail(app, await findOwn(app, id, clientId));
+  return fullDetail(app, await findOwn(app, id, clientId));
+}
+
+/** The detail with what the tenant server says of the database now (its extensions). */
+async function fullDetail(app: DbaasApp, row: DatabaseRow): Promise<DatabaseDetail> {
+  const [extensions, restoreWindow] = await Promise.all([
+    app.extensions.detail(row),
+    app.pitr?.window({ createdAt: row.created_at, destroyedAt: null }).catch(() => undefined),
+  ]);
+  return { ...databaseDetail(app, row), ...(extensions ? { extensions } : {}), ...(restoreWindow ? { restoreWindow } : {}) };
 }
 
 export async function destroyDatabase(app: DbaasApp, id: string, clientId: string): Promise<Message> {
@@ -62,6 +85,9 @@ export async function destroyDatabase(app: DbaasApp, id: string, clientId: strin
     await app.repo.setStatus(row.id, "active"); // nothing was dropped: it stays usable
     throw unavailable();
   }
+  // Restorable to a moment of its life for DBAAS_PITR_RETENTION_H.
+  if (app.pitr)
+    await app.restoreSources.recordDestroyed(row).catch((err) => app.logger.warn(`Destroyed ${row.id} not kept for restores: ${(err as Error).message}`));
   return { message: `Database ${row.database_name} destroyed` };
 }
 
@@ -69,6 +95,21 @@ export async function destroyDatabase(app: DbaasApp, id: string, clientId: strin
 export async function reconcileNow(app: DbaasApp, graceS: number | undefined): Promise<ReconcileReport> {
   const graceMs = (graceS ?? app.config.reconcileGraceS) * 1000;
   return app.reconcileLoop.exclusive(() => app.housekeeping(graceMs));
+}
+
+/** Operators and tests: a base backup for point-in-time restore now (503 without it). */
+export async function baseBackupNow(app: DbaasApp): Promise<{ id: string; endedAt: string }> {
+  const { pitr, backupLoop } = app;
+  if (!pitr || !backupLoop) throw apiError("SERVICE_UNAVAILABLE", "Point-in-time restore is not configured (DBAAS_PITR_WAL_DIR)");
+  const backup = await backupLoop.exclusive(() => pitr.backupNow());
+  return { id: backup.id, endedAt: backup.endedAt.toISOString() };
+}
+
+/** The metrics service's figures: the records', and the WAL archiver's with point-in-time restore (left out while the server does not answer). */
+export async function databaseStats(app: DbaasApp): Promise<DatabaseStats> {
+  const stats = await app.repo.stats();
+  const walArchive = await app.pitr?.archiveFigures().catch((err) => void app.logger.warn(`WAL archiver not read: ${(err as Error).message}`));
+  return walArchive ? { ...stats, walArchive } : stats;
 }
 
 /** Operators: the quota measured and enforced now. */
@@ -84,5 +125,5 @@ export async function setMaxStorage(app: DbaasApp, id: string, maxStorageMb: num
   const row = (await app.repo.find(id))!;
   await app.tenant.setTempFileLimit(row.username, maxStorageMb);
   await app.quotaLoop.exclusive(() => app.quota.check([row]));
-  return databaseDetail(app, (await app.repo.find(id))!);
+  return fullDetail(app, (await app.repo.find(id))!);
 }

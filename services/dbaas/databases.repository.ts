@@ -21,6 +21,8 @@ export type DatabaseRow = {
   owner: string | null;
   /** The catalog level applied in the database (tenant-sql.ts hiddenAt); null: not known (the reconciler applies the configured one). */
   catalog_level: CatalogLevel | null;
+  /** The extension allow-list the database's guard enforces (extension-sql.ts policyOf); null: no guard yet. */
+  extension_policy: string | null;
 };
 
 /** A record with whether the process that owns it still lives (for the reconciler). */
@@ -30,7 +32,7 @@ export type IntentOutcome = { recorded: true } | { recorded: false; resource: "d
 
 export type NewDatabase = { id: string; clientId: string; databaseName: string; username: string; maxStorageMb: number; owner?: string };
 
-const COLUMNS = `id, client_id, database_name, username, status, storage_bytes, measured_at, max_storage_mb, read_only, created_at, updated_at, owner, catalog_level`;
+const COLUMNS = `id, client_id, database_name, username, status, storage_bytes, measured_at, max_storage_mb, read_only, created_at, updated_at, owner, catalog_level, extension_policy`;
 /** Records that hold a place in the account: active, or being provisioned by a live process. */
 const LIVE = `(status = 'active' OR (status = 'provisioning' AND (owner IS NULL OR dbaas.owner_alive(owner))))`;
 
@@ -64,13 +66,13 @@ export class DatabasesRepository {
     return { recorded: false, resource: "storageMb", usedMb: Number(outcome.slice("storage:".length)) };
   }
 
-  /** `catalogLevel`: the level prepareSchema applied (also sets catalog_hidden, see migration 4). */
-  async activate(id: string, storageBytes: number, catalogLevel: CatalogLevel): Promise<DatabaseRow | undefined> {
+  /** `catalogLevel`, `extensionPolicy`: what prepareSchema applied (also sets catalog_hidden, see migration 4). */
+  async activate(id: string, storageBytes: number, catalogLevel: CatalogLevel, extensionPolicy: string | null = null): Promise<DatabaseRow | undefined> {
     const { rows } = await this.db.query<DatabaseRow>(
       `UPDATE dbaas.databases SET status = 'active', storage_bytes = $2, measured_at = now(), updated_at = now(),
-              catalog_level = $3, catalog_hidden = true
+              catalog_level = $3, catalog_hidden = true, extension_policy = $4
         WHERE id = $1 AND status = 'provisioning' RETURNING ${COLUMNS}`,
-      [id, storageBytes, catalogLevel],
+      [id, storageBytes, catalogLevel, extensionPolicy],
     );
     return rows[0];
   }
@@ -125,6 +127,16 @@ export class DatabasesRepository {
       level,
     ]);
     return rows;
+  }
+
+  /** Active databases whose extension guard enforces another allow-list than `policy`, or none. */
+  async listExtensionPolicyNot(policy: string): Promise<DatabaseRow[]> {
+    const sql = `SELECT ${COLUMNS} FROM dbaas.databases WHERE status = 'active' AND extension_policy IS DISTINCT FROM $1`;
+    return (await this.db.query<DatabaseRow>(sql, [policy])).rows;
+  }
+
+  async markExtensionPolicy(id: string, policy: string): Promise<void> {
+    await this.db.query("UPDATE dbaas.databases SET extension_policy = $2 WHERE id = $1", [id, policy]);
   }
 
   /**

@@ -12,7 +12,18 @@ import { tokenDatabaseHooks } from "./token-databases";
 import { createDbaasApp, WithApp } from "./app";
 import { Database, DatabaseCreated, DatabaseDetail, DatabaseList, Message } from "./contract";
 import { credentialActions } from "./credential-actions";
-import { checkQuotaNow, createDatabase, CreateParams, destroyDatabase, getDatabase, listDatabases, reconcileNow, setMaxStorage } from "./database-ops";
+import {
+  baseBackupNow,
+  databaseStats,
+  checkQuotaNow,
+  createDatabase,
+  CreateParams,
+  destroyDatabase,
+  getDatabase,
+  listDatabases,
+  reconcileNow,
+  setMaxStorage,
+} from "./database-ops";
 import { toClientError } from "./faults";
 import { jobRoleActions } from "./job-roles";
 import { migrations } from "./migrations";
@@ -56,14 +67,20 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
         tag: "databases",
         summary: "Provision a PostgreSQL database",
         description:
-          "The password and connection string are shown in this response only. Optional body: fromSnapshot (a ready snapshot of the account: the new database starts with its data), maxStorageMb (at most DBAAS_MAX_STORAGE_MB, within the account's storage quota).",
+          "The password and connection string are shown in this response only. Optional body: fromSnapshot (a ready snapshot of the account: the new database starts with its data), restoreFrom { databaseId, timestamp } (the account's database, active or destroyed, as it was at that moment of its restore window), maxStorageMb (at most DBAAS_MAX_STORAGE_MB, within the account's storage quota).",
         status: 201,
         response: DatabaseCreated,
-        errors: ["VALIDATION_FAILED", "NOT_FOUND", "INVALID_STATE", "QUOTA_EXCEEDED", "SERVICE_UNAVAILABLE"],
+        errors: ["VALIDATION_FAILED", "NOT_FOUND", "INVALID_STATE", "QUOTA_EXCEEDED", "OUT_OF_RESTORE_WINDOW", "SERVICE_UNAVAILABLE"],
       },
       params: {
         $$strict: "remove", // fields beyond these are ignored
         fromSnapshot: { type: "string", optional: true, min: 1, max: 100 },
+        restoreFrom: {
+          type: "object",
+          optional: true,
+          strict: true,
+          props: { databaseId: { type: "string", min: 1, max: 100 }, timestamp: { type: "string", min: 1, max: 64 } },
+        },
         maxStorageMb: { type: "number", integer: true, positive: true, optional: true },
       },
       async handler(this: DbaasThis, ctx: Context<CreateParams, CallerMeta>): Promise<DatabaseCreated> {
@@ -118,6 +135,15 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       },
     },
 
+    /** Internal (operators, tests): a base backup for point-in-time restore now (also every DBAAS_PITR_BASEBACKUP_H). */
+    baseBackup: {
+      visibility: "public",
+      callers: [], // operators and tests, in-process only
+      async handler(this: DbaasThis): Promise<{ id: string; endedAt: string }> {
+        return baseBackupNow(this.app);
+      },
+    },
+
     /** Internal: measures and enforces the quota now (also runs every DBAAS_QUOTA_CHECK_S). */
     checkQuota: {
       visibility: "public",
@@ -161,7 +187,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
       visibility: "public",
       callers: ["metrics"],
       async handler(this: DbaasThis): Promise<DatabaseStats> {
-        return this.app.repo.stats();
+        return databaseStats(this.app);
       },
     },
   },

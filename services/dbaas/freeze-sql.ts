@@ -50,8 +50,8 @@ export function freezeSql(ref: TenantRef): string {
     $freeze$`;
 }
 
-/** Schemas of the server itself, whose rights are PostgreSQL's defaults and never the tenant's doing. */
-const TENANT_NAMESPACES = `nspname ${NE} ALL ('{pg_catalog,information_schema}'::name[]) AND nspname OPERATOR(pg_catalog.!~) '^pg_(toast|temp_|toast_temp_)'`;
+/** Schemas of the server itself, whose rights are PostgreSQL's defaults and never the tenant's doing, and the platform's own (dbaas_guard: the admin's, where the tenant may create nothing). */
+const TENANT_NAMESPACES = `nspname ${NE} ALL ('{pg_catalog,information_schema,dbaas_guard}'::name[]) AND nspname OPERATOR(pg_catalog.!~) '^pg_(toast|temp_|toast_temp_)'`;
 /** Tables, partitioned tables, views, materialized views, foreign tables and sequences. */
 const RELATION_KINDS = `'{r,p,v,m,f,S}'::"char"[]`;
 /** The word GRANT and REVOKE take for a relation of kind `relkind`. */

@@ -21,13 +21,22 @@ export function databaseDetail(app: DbaasApp, row: DatabaseRow): DatabaseDetail 
     maxStorageMb: row.max_storage_mb,
     createdAt: row.created_at.toISOString(),
     readOnly: row.read_only,
+    ...(app.config.pooledPort ? { pooledHost: app.config.pooledHost, pooledPort: app.config.pooledPort } : {}),
   };
 }
 
 /** With the sslmode DBAAS_SSLMODE settles (README "TLS"; app.ts resolveSslMode). */
-export function connectionString(app: DbaasApp, row: DatabaseRow, password: string): string {
-  const { publicHost, publicPort } = app.config;
-  return `postgresql://${row.username}:${password}@${publicHost}:${publicPort}/${row.database_name}${app.sslSuffix ?? ""}`;
+export function connectionString(app: DbaasApp, row: DatabaseRow, password: string, host = app.config.publicHost, port = app.config.publicPort): string {
+  return `postgresql://${row.username}:${password}@${host}:${port}/${row.database_name}${app.sslSuffix ?? ""}`;
+}
+
+/** The direct string, and the pooled one (same role and password, the pooler's host and port) when a pooler is configured. */
+export function connectionStrings(app: DbaasApp, row: DatabaseRow, password: string): { connectionString: string; pooledConnectionString?: string } {
+  const { pooledHost, pooledPort } = app.config;
+  return {
+    connectionString: connectionString(app, row, password),
+    ...(pooledPort ? { pooledConnectionString: connectionString(app, row, password, pooledHost, pooledPort) } : {}),
+  };
 }
 
 /** The caller's active database; anything else (malformed id, another account's) is 404. */

@@ -185,4 +185,28 @@ export const migrations: Migration[] = [
       CREATE INDEX job_roles_job_idx ON job_roles (job_id);
     `,
   },
+  {
+    version: 8,
+    name: "extension guard per database",
+    sql: `
+      -- The allow-list (DBAAS_EXTENSIONS) the database's extension guard enforces (extension-sql.ts);
+      -- null: none yet (databases from before this version get it from the reconciler).
+      ALTER TABLE databases ADD COLUMN extension_policy text;
+    `,
+  },
+  {
+    version: 9,
+    name: "destroyed databases kept for point-in-time restore",
+    sql: `
+      -- A destroyed database can still be restored to a moment of its life within
+      -- DBAAS_PITR_RETENTION_H (pitr.ts); removed once that has passed.
+      CREATE TABLE destroyed_databases (
+        id uuid PRIMARY KEY,
+        client_id text NOT NULL,
+        database_name text NOT NULL,
+        created_at timestamptz NOT NULL,
+        destroyed_at timestamptz NOT NULL DEFAULT now()
+      );
+    `,
+  },
 ];

@@ -10,6 +10,8 @@ import { pinnedPgOptions } from "./search-path";
 
 export type ToolName = "pg_dump" | "pg_restore";
 export const TOOLS: readonly ToolName[] = ["pg_dump", "pg_restore"];
+/** Every program of the server's major version dbaas runs (point-in-time restore needs the last three). */
+export type PgProgram = ToolName | "pg_basebackup" | "pg_archivecleanup" | "postgres";
 
 /**
  * libpq's environment for a connection URL (to `database`); sslmode and sslrootcert kept when the
@@ -36,20 +38,22 @@ export function libpqEnv(url: string, database: string): Record<string, string> 
   return env;
 }
 
-/** Runs a tool to its end; rejects with its exit status and the tail of its stderr. */
-export function runTool(bin: string, args: string[], env: Record<string, string>, signal?: AbortSignal): Promise<void> {
+/** Runs a tool to its end; rejects with its exit status and the tail of its stderr. `capture`: resolves with its stdout. */
+export function runTool(bin: string, args: string[], env: Record<string, string>, signal?: AbortSignal, capture = false): Promise<string> {
   return new Promise((resolve, reject) => {
     // Only what the tool needs: no platform secret of this process's environment reaches it.
     const child = spawn(bin, ["--no-password", ...args], {
       env: { PATH: process.env.PATH ?? "/usr/bin:/bin", LANG: "C", ...env },
-      stdio: ["ignore", "ignore", "pipe"],
+      stdio: ["ignore", capture ? "pipe" : "ignore", "pipe"],
       signal,
     });
     let stderr = "";
-    child.stderr.on("data", (chunk: Buffer) => (stderr = (stderr + chunk.toString("utf8")).slice(-4000)));
+    let stdout = "";
+    child.stdout?.on("data", (chunk: Buffer) => (stdout += chunk.toString("utf8")));
+    child.stderr?.on("data", (chunk: Buffer) => (stderr = (stderr + chunk.toString("utf8")).slice(-4000)));
     child.on("error", reject);
     child.on("close", (code, signal) => {
-      if (code === 0) resolve();
+      if (code === 0) resolve(stdout);
       else reject(new Error(`${bin} failed (${signal ?? `exit ${code}`}): ${stderr.trim() || "no message"}`));
     });
   });
@@ -79,6 +83,19 @@ export function toolsMismatch(serverMajor: number, tools: Record<ToolName, numbe
   const wrong = TOOLS.filter((t) => tools[t] !== serverMajor).map((t) => `${t} ${tools[t] === undefined ? "is missing" : `is version ${tools[t]}`}`);
   if (!wrong.length) return undefined;
   return `snapshots need pg_dump and pg_restore of the tenant server's major version ${serverMajor}, but ${wrong.join(" and ")} (install postgresql-client-${serverMajor}, or set DBAAS_PG_BIN_DIR)`;
+}
+
+/**
+ * Pure: a dump's table of contents (`pg_restore -l`) without the platform's own objects of the
+ * source database (schema dbaas_guard and what is in it, event triggers): the new database has its
+ * own, and its role could not create them.
+ */
+export function tenantToc(toc: string): string {
+  const platforms = /^\d+; \d+ \d+ (EVENT TRIGGER |SCHEMA - dbaas_guard |[A-Z][A-Z ]* dbaas_guard )/;
+  return toc
+    .split("\n")
+    .filter((line) => !platforms.test(line))
+    .join("\n");
 }
 
 /** Debian keeps each major's tools apart (/usr/lib/postgresql/<major>/bin); PATH's pg_dump may be another's. */

@@ -12,6 +12,7 @@ import type { DatabaseRow, DatabasesRepository } from "./databases.repository";
 import { isDuplicate, isUnavailable, retryTransient } from "./faults";
 import { generateNames, holdRoleOf, RandomHex, defaultRandomHex, TenantNames } from "./naming";
 import type { TenantServer } from "./tenant-server";
+import { GuardConfig, guardPolicy } from "./guard-sql";
 import { ConnectionPolicy, connectionRoom, splitConnections, tooManyDatabases } from "./connections";
 
 export const PROVISION_STEPS = ["record", "role", "database", "grants", "schema", "activate"] as const;
@@ -27,6 +28,8 @@ export type ProvisionLimits = {
   connections: ConnectionPolicy;
   /** What of the catalog the tenant cannot read (tenant-sql.ts hiddenAt), recorded with the database. */
   catalogLevel: CatalogLevel;
+  /** The platform's objects in each new database: extension guard, pooler lookup (guard-sql.ts). */
+  guard: GuardConfig;
 };
 export type Provisioned = { row: DatabaseRow; password: string };
 export type ProvisionOptions = {
@@ -126,12 +129,12 @@ export class Provisioner {
         }),
       );
       let bytes = await this.step("grants", reached, () => tenant.secureDatabase(names, marker));
-      await this.step("schema", reached, () => tenant.prepareSchema(names, limits.catalogLevel));
+      await this.step("schema", reached, () => tenant.prepareSchema(names, limits.catalogLevel, limits.guard));
       if (opts.restore) {
         await this.step("restore", reached, () => opts.restore!(names, password));
         bytes = (await tenant.measure([names])).get(names.databaseName)?.bytes ?? bytes;
       }
-      const row = await repo.activate(id, bytes, limits.catalogLevel);
+      const row = await repo.activate(id, bytes, limits.catalogLevel, guardPolicy(limits.guard));
       if (!row) throw new Error(`Database record ${id} vanished while provisioning`);
       return { row, password };
     } catch (err) {

@@ -1,5 +1,6 @@
 /** dbaas's settings (README "Configuration" and "Databases"), parsed when it is created. */
-import { Env, flag, int, intAtLeast, optionalInt, positive, text } from "../../lib/settings";
+import { Env, flag, int, intAtLeast, list, optionalInt, positive, SettingError, text } from "../../lib/settings";
+import { DEFAULT_EXTENSIONS, EXTENSION_NAME } from "./extension-sql";
 
 /**
  * dbaas catalog levels (tenant-sql.ts hiddenAt): `sessions` hides other tenants' sessions and
@@ -78,7 +79,31 @@ export type DbaasSettings = {
   quotaBusyRows: number;
   /** Databases active below quotaBusyRows (any row or transaction) given a size sample per tick: an index build moves few rows. */
   quotaSamples: number;
+  /** Extensions a database's owner may create, where installed (and trusted: extension-sql.ts). */
+  extensions: string[];
+  /** The pooled endpoint (PgBouncer) written into pooledConnectionString; no port: none configured. */
+  pooledHost: string;
+  pooledPort?: number;
+  /** The role PgBouncer's auth_query runs as (scripts/setup/tenant-pgbouncer.sh). */
+  poolerRole: string;
+  /** The tenant server's WAL archive (its archive_command's folder); unset: no point-in-time restore. */
+  pitrWalDir?: string;
+  /** Base backups and scratch instances of point-in-time restore. */
+  pitrDir: string;
+  pitrRetentionH: number;
+  /** A base backup when the newest is this old (hours). */
+  pitrBaseBackupH: number;
 };
+
+/** DBAAS_EXTENSIONS: a comma list of extension names; unset: the default list; `none`: no extension at all. */
+export function parseExtensions(env: Env): string[] {
+  if (env.DBAAS_EXTENSIONS === undefined || env.DBAAS_EXTENSIONS.trim() === "") return [...DEFAULT_EXTENSIONS];
+  const names = list(env, "DBAAS_EXTENSIONS");
+  if (names.length === 1 && names[0] === "none") return [];
+  const bad = names.find((n) => !EXTENSION_NAME.test(n));
+  if (bad !== undefined) throw new SettingError("DBAAS_EXTENSIONS", bad, "extension names separated by commas (or none)");
+  return names;
+}
 
 export const parseDbaasSettings = (env: Env): DbaasSettings => ({
   adminUrl: text(env, "DBAAS_ADMIN_URL"),
@@ -105,4 +130,12 @@ export const parseDbaasSettings = (env: Env): DbaasSettings => ({
   reconcileGraceS: int(env, "DBAAS_RECONCILE_GRACE_S", 300),
   quotaBusyRows: int(env, "DBAAS_QUOTA_BUSY_ROWS", 1000),
   quotaSamples: intAtLeast(env, "DBAAS_QUOTA_SAMPLES", 50, 0),
+  extensions: parseExtensions(env),
+  pooledHost: text(env, "DBAAS_POOLED_HOST", text(env, "DBAAS_PUBLIC_HOST", "localhost")),
+  pooledPort: optionalInt(env, "DBAAS_POOLED_PORT"),
+  poolerRole: text(env, "DBAAS_POOLER_ROLE", "dbaas_pooler"),
+  pitrWalDir: text(env, "DBAAS_PITR_WAL_DIR"),
+  pitrDir: text(env, "DBAAS_PITR_DIR", "data/pitr"),
+  pitrRetentionH: positive(env, "DBAAS_PITR_RETENTION_H", 24),
+  pitrBaseBackupH: positive(env, "DBAAS_PITR_BASEBACKUP_H", 6),
 });

@@ -10,11 +10,13 @@
  */
 import { randomUUID } from "crypto";
 import { apiError } from "../../lib/errors";
+import { mkdtemp, rm, writeFile } from "fs/promises";
+import { tmpdir } from "os";
 import path from "path";
 import type { LoggerInstance } from "moleculer";
 import type { DatabaseRow } from "./databases.repository";
 import { checkIdentifier } from "./naming";
-import { libpqEnv, runTool, ToolName, TOOLS, toolMajor, toolsMismatch } from "./pg-tools";
+import { libpqEnv, PgProgram, runTool, tenantToc, TOOLS, toolMajor, toolsMismatch } from "./pg-tools";
 import type { SnapshotStore } from "./snapshot-store";
 import type { SnapshotRow, SnapshotsRepository } from "./snapshots.repository";
 import type { TenantServer } from "./tenant-server";
@@ -88,16 +90,32 @@ export class Snapshotter {
    * CHECK constraints, say) runs with that role's rights only. No owner, no grants of the source.
    */
   async restore(snapshotId: string, tenantUrl: string, databaseName: string): Promise<void> {
-    const { tenant, store } = this.deps;
-    const args = [
-      "--no-owner",
-      "--no-acl",
-      "--single-transaction",
-      "--exit-on-error",
-      `--dbname=${checkIdentifier("database", databaseName)}`,
-      store.pathOf(snapshotId),
-    ];
-    await tenant.withDumpSlot(() => runTool(this.bin("pg_restore"), args, libpqEnv(tenantUrl, databaseName), this.abort.signal));
+    await this.restoreDump(this.deps.store.pathOf(snapshotId), tenantUrl, databaseName);
+  }
+
+  /** Restores a custom-format dump file as snapshots are (above), leaving out the source's platform objects (pg-tools.ts tenantToc); `slot`: false when the caller holds a dump slot already. */
+  async restoreDump(dumpPath: string, tenantUrl: string, databaseName: string, slot = true): Promise<void> {
+    const env = libpqEnv(tenantUrl, databaseName);
+    const toc = tenantToc(await runTool(this.bin("pg_restore"), ["-l", dumpPath], env, this.abort.signal, true));
+    const listDir = await mkdtemp(path.join(tmpdir(), "dbaas-toc-"));
+    try {
+      const list = path.join(listDir, "toc.list");
+      await writeFile(list, toc, { mode: 0o600 });
+      const args = [
+        "--no-owner",
+        "--no-acl",
+        "--single-transaction",
+        "--exit-on-error",
+        `--dbname=${checkIdentifier("database", databaseName)}`,
+        "-L",
+        list,
+        dumpPath,
+      ];
+      const run = () => runTool(this.bin("pg_restore"), args, env, this.abort.signal);
+      await (slot ? this.deps.tenant.withDumpSlot(run) : run());
+    } finally {
+      await rm(listDir, { recursive: true, force: true });
+    }
   }
 
   /** Deletes the account's snapshot (not while pending) and its dump; the deleted record. */
@@ -147,7 +165,8 @@ export class Snapshotter {
     }
   }
 
-  private bin(tool: ToolName): string {
+  /** Where a PostgreSQL program of the server's major version is (DBAAS_PG_BIN_DIR or Debian's folder; else PATH). */
+  bin(tool: PgProgram): string {
     return this.deps.binDir ? path.join(this.deps.binDir, tool) : tool;
   }
 }

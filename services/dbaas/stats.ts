@@ -7,4 +7,9 @@ export const DBAAS_STATS_ACTION = "dbaas.stats";
 export type DatabaseStats = {
   databasesByState: { active: number; provisioning: number; destroying: number; readOnly: number };
   storageMbByState: { active: number; readOnly: number };
+  /**
+   * The tenant server's WAL archiving, with point-in-time restore configured (empty otherwise):
+   * `failing` 1 while its latest attempt failed, `failedTotal`, `secondsSinceArchived` (-1: never).
+   */
+  walArchive?: Record<string, number>;
 };

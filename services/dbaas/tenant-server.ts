@@ -16,6 +16,7 @@ import type { DatabaseActivity } from "./quota-activity";
 import { readActivity } from "./quota-signals";
 import { Queryable, TenantConnections } from "./tenant-connections";
 import { listMarkedObjects, Measured, measureDatabases } from "./tenant-reads";
+import { GuardConfig, guardSql } from "./guard-sql";
 
 export type { TenantRef } from "./tenant-sql";
 export type { Measured } from "./tenant-reads";
@@ -28,7 +29,7 @@ const CONNECTIONS_LOCK = "ci-platform:dbaas:connections";
 export type ConnectionCapacity = { max_connections: number; superuser_reserved: number; allotted: number; own: number };
 
 export class TenantServer {
-  private readonly conn: TenantConnections;
+  readonly conn: TenantConnections; // also for the modules that run their own SQL (extensions.ts, pitr.ts)
   private readonly pool: TenantConnections["pool"];
 
   constructor(
@@ -142,8 +143,10 @@ export class TenantServer {
     await this.conn.inDatabase(databaseName, (client) => client.query(sql.catalogLevelSql(level)));
   }
 
-  async prepareSchema(ref: TenantRef, catalogLevel: CatalogLevel = "off"): Promise<void> {
-    await this.conn.inDatabase(ref.databaseName, (client) => client.query(sql.prepareSchemaSql(ref, catalogLevel)));
+  /** `guard`: the platform's objects in the database (guard-sql.ts); absent: none. */
+  async prepareSchema(ref: TenantRef, catalogLevel: CatalogLevel = "off", guard?: GuardConfig): Promise<void> {
+    const objects = guard ? `;\n${guardSql(guard)}` : "";
+    await this.conn.inDatabase(ref.databaseName, (client) => client.query(sql.prepareSchemaSql(ref, catalogLevel) + objects));
   }
 
   /**

@@ -30,7 +30,8 @@ import {
 } from "./container-spec";
 import { dockerMessage, ignoreStatus, pullFailureReason, statusOf } from "./docker-errors";
 import { openPlatformAccess, PlatformAccess, RelayHost, reopenRelay } from "./platform-access";
-import { closingRelay, CONTAINER_USER, LABEL_RELAY, withRelay } from "./docker-relay";
+import { closingRelay, closingServe, CONTAINER_USER, LABEL_RELAY, LABEL_SERVE, withForwarder } from "./docker-relay";
+import { openServeSocket, serveDir, type ServeSocket } from "./serve-relay";
 
 /** The owner of a Docker job's relay folder: the containers' user, when the node is root. */
 const relayOwner = () => (process.getuid?.() === 0 ? CONTAINER_USER : undefined);
@@ -101,7 +102,9 @@ export class DockerExecutor implements JobExecutor {
         : undefined;
       // A container from before /out has none.
       const outVolume = info.Mounts.find((m) => m.Type === "volume" && m.Destination === OUT_PATH)?.Name;
-      const ops = closingRelay(this.containerOps(container, jobId, neverStarted, outVolume, undefined, info.State.Running), relay);
+      // A replica's serve folder stays bound (its forwarder's socket lives on): removed once it ends.
+      const served = summary.Labels[LABEL_SERVE] && this.relay ? serveDir(this.relay.dir, jobId) : undefined;
+      const ops = closingServe(closingRelay(this.containerOps(container, jobId, neverStarted, outVolume, undefined, info.State.Running), relay), served);
       // Its own time limit (a container from before labels had one: the node's), counted from its real start.
       const timeoutS = Number(summary.Labels[LABEL_TIMEOUT]);
       const limits = limitsOf({ timeoutS: Number.isInteger(timeoutS) && timeoutS > 0 ? timeoutS : undefined }, this.limits());
@@ -143,7 +146,7 @@ export class DockerExecutor implements JobExecutor {
   }
 
   /** The job's container, with its /out volume prepared (one prepared ahead, or its own); with the relay's mounts when it has platform access. */
-  private async create(spec: JobSpec, access?: PlatformAccess): Promise<{ container: Docker.Container; outVolume: string }> {
+  private async create(spec: JobSpec, access?: PlatformAccess, serve?: ServeSocket): Promise<{ container: Docker.Container; outVolume: string }> {
     const context = this.context();
     // Checked before the engine sees the name at all: a present image is refused like a pulled one.
     const image = imageOf(spec, context.defaultImage);
@@ -151,7 +154,7 @@ export class DockerExecutor implements JobExecutor {
     if (!allowed.ok) throw new JobError(`Container image '${image}' is not allowed: ${allowed.reason}`);
     const ahead = await this.outVolumes.take();
     const plain = containerSpec(spec, context, ahead);
-    const request = access ? withRelay(plain, access) : plain;
+    const request = access || serve ? withForwarder(plain, { access, serve }) : plain;
     const outVolume = ahead ?? outVolumeName(spec.jobId);
     let container: Docker.Container;
     try {
@@ -189,11 +192,16 @@ export class DockerExecutor implements JobExecutor {
     let inner: JobOps | undefined;
     let created: { container: Docker.Container; outVolume: string } | undefined;
     let access: PlatformAccess | undefined;
+    let serve: ServeSocket | undefined;
     return {
       launch: async (output) => {
         // Owned by the containers' user (65534), which alone connects to its sockets.
         if (spec.platform) access = await openPlatformAccess(spec.jobId, spec.platform, this.relay, relayOwner());
-        created = await this.create(spec, access);
+        if (spec.servePort != null) {
+          if (!this.relay) throw new JobError("This GPU node cannot serve a deployment's replica (it has no relay folder)");
+          serve = await openServeSocket(this.relay.dir, spec.jobId, spec.servePort, relayOwner());
+        }
+        created = await this.create(spec, access, serve);
         const { container, outVolume } = created;
         // Attached before it starts, so not a byte is missed (Docker's own log is capped and lossy).
         const attached = await container.attach(attachOptions);
@@ -220,9 +228,13 @@ export class DockerExecutor implements JobExecutor {
           await this.outVolumes.remove(created.outVolume);
         } finally {
           await access?.relay.close();
+          await serve?.close();
         }
       },
-      detach: () => inner?.detach(),
+      detach: () => {
+        inner?.detach();
+        void access?.relay.letGo();
+      },
     };
   }
 

@@ -5,10 +5,12 @@
  * loader and libraries — the job image needs nothing. The container keeps no network: the
  * forwarder listens on its loopback and reaches only the folder's sockets. Pure.
  */
+import { promises as fs } from "fs";
 import type Docker from "dockerode";
 import type { JobOps } from "./job";
 import type { PlatformAccess } from "./platform-access";
 import type { JobRelay } from "./relay";
+import { SERVE_MOUNT, type ServeSocket } from "./serve-relay";
 import { forwarderArgv, forwarderEnv, hostNode, loaderOf, RELAY_MOUNT } from "./relay-forwarder";
 
 /** `NAME=value` entries as a record (the first `=` splits). */
@@ -26,21 +28,47 @@ export const relayLabel = (access: PlatformAccess): string => (access.routes.len
 /** Who connects to the relay's sockets: the user every job container runs as (container-spec.ts). */
 export const CONTAINER_USER = { uid: 65534, gid: 65534 };
 
+/** On a model deployment's replica container (issue 29): its port; a restarted node removes its serve folder when it ends. */
+export const LABEL_SERVE = "ci-platform.serve";
+
 /** `request` with the job's relay: its variables, binds and the forwarder in front of the job's entrypoint. */
 export function withRelay(request: Docker.ContainerCreateOptions, access: PlatformAccess, node = hostNode()): Docker.ContainerCreateOptions {
+  return withForwarder(request, { access }, node);
+}
+
+/**
+ * `request` with the forwarder in front of the job's entrypoint, for its platform access (the
+ * relay folder read-only, its variables) and, for a deployment's replica, its serve folder
+ * (writable: the forwarder makes the socket there, serve-relay.ts).
+ */
+export function withForwarder(
+  request: Docker.ContainerCreateOptions,
+  { access, serve }: { access?: PlatformAccess; serve?: ServeSocket },
+  node = hostNode(),
+): Docker.ContainerCreateOptions {
   const { loader, libs } = loaderOf();
   const inside = [`${CONTAINER_LIBS}/${loader.slice(libs.length + 1)}`, "--library-path", CONTAINER_LIBS, CONTAINER_NODE];
   const jobArgv = [...((request.Entrypoint as string[] | undefined) ?? []), ...((request.Cmd as string[] | undefined) ?? [])];
-  const [entrypoint, ...cmd] = forwarderArgv(inside, access.routes, jobArgv);
-  const binds = [`${access.relay.dir}:${RELAY_MOUNT}:ro`, `${node}:${CONTAINER_NODE}:ro`, `${libs}:${CONTAINER_LIBS}:ro`];
+  const routes = [...(access?.routes ?? []), ...(serve ? [serve.route] : [])];
+  const [entrypoint, ...cmd] = forwarderArgv(inside, routes, jobArgv);
+  const binds = [`${node}:${CONTAINER_NODE}:ro`, `${libs}:${CONTAINER_LIBS}:ro`];
+  if (access) binds.unshift(`${access.relay.dir}:${RELAY_MOUNT}:ro`);
+  if (serve) binds.push(`${serve.dir}:${SERVE_MOUNT}`);
+  const labels = { ...(access && { [LABEL_RELAY]: relayLabel(access) }), ...(serve && { [LABEL_SERVE]: String(serve.route.port) }) };
   return {
     ...request,
     Entrypoint: [entrypoint],
     Cmd: cmd,
-    Env: Object.entries(forwarderEnv({ ...variables(request.Env), ...access.env })).map(([name, value]) => `${name}=${value}`),
-    Labels: { ...request.Labels, [LABEL_RELAY]: relayLabel(access) },
+    Env: Object.entries(forwarderEnv({ ...variables(request.Env), ...access?.env })).map(([name, value]) => `${name}=${value}`),
+    Labels: { ...request.Labels, ...labels },
     HostConfig: { ...request.HostConfig, Binds: [...(request.HostConfig?.Binds ?? []), ...binds] },
   };
+}
+
+/** `ops` of an adopted replica, its serve folder (`dir`, absent: none) removed after its own cleanup. */
+export function closingServe(ops: JobOps, dir: string | undefined): JobOps {
+  if (!dir) return ops;
+  return { ...ops, cleanup: () => ops.cleanup().finally(() => fs.rm(dir, { recursive: true, force: true })) };
 }
 
 /** `ops` of an adopted job, its relay (reopened) closed after its own cleanup. */

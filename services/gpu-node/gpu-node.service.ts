@@ -2,12 +2,14 @@
  * gpu-node: one per GPU host. Announces its cards (nvidia-smi, or GPU_SIMULATE) with live
  * telemetry in a heartbeat, runs the jobs the scheduler places on them (Docker by default,
  * bubblewrap-sandboxed processes on hosts without it; executor-setup.ts) and reports each job's life on the durable job-events channel.
- * Internal only: the scheduler calls `run`, `cancel`, `logs`, `follow` and `artifacts` on the node that holds the card.
+ * Internal only: the scheduler calls `run`, `cancel`, `logs`, `follow` and `artifacts` on the node that holds the card;
+ * inference calls `serve` to reach a model deployment's replica (serve-relay.ts).
  * The node itself is put together in app.ts; whether it takes a job, in admission.ts.
  *
  * On SIGTERM it refuses new work and publishes what it still has to report. Docker jobs keep
  * running and are re-adopted when the node comes back; process jobs are stopped and failed.
  */
+import type { Readable } from "stream";
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import { brokerEnv } from "../../lib/settings";
 import { FollowPage, FollowParams, HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL, LogsPage, LogsParams } from "../../lib/gpu-protocol";
@@ -17,6 +19,8 @@ import { JOB_ID_PATTERN, JobExecutor, JobLimits } from "./job";
 import { parseGpuNodeSettings } from "./settings";
 import { LOGS_PAGE_BYTES } from "./log-store";
 import { createGpuNode, GpuNode } from "./app";
+import { connectServe } from "./serve-relay";
+import type { ServeMeta } from "../../lib/deployment-protocol";
 
 export type CancelParams = { jobId: string; preempt?: boolean };
 
@@ -107,6 +111,19 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
       params: { $$strict: "remove", fid: { type: "string", min: 1, max: 64 } },
       handler(this: GpuNodeThis, ctx: Context<{ fid: string }>): { stopped: boolean } {
         return { stopped: this.node.logs.followers.stop(ctx.params.fid) };
+      },
+    },
+
+    /**
+     * A connection to the port of a model deployment's replica this node runs (serve-relay.ts):
+     * the request stream's bytes go to it, its answer comes back as the returned stream. Job in
+     * meta (`jobId`); over the bus only, from inference.
+     */
+    serve: {
+      visibility: "public",
+      callers: ["inference"],
+      handler(this: GpuNodeThis, ctx: Context<Readable, ServeMeta>): Promise<Readable> {
+        return connectServe(this.node.config.relay.dir, ctx.meta.jobId, ctx.params);
       },
     },
 

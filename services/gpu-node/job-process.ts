@@ -15,6 +15,7 @@ import type { JobCgroup } from "./cgroup-host";
 import { JobError } from "./job";
 import type { PlatformAccess } from "./platform-access";
 import { forwarderArgv, forwarderEnv, hostNode } from "./relay-forwarder";
+import type { ServeSocket } from "./serve-relay";
 
 const SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
@@ -116,7 +117,7 @@ export function sharedIdentityFiles(uid: number, gid: number): Promise<{ passwd:
 function sandboxNode(): string {
   const node = hostNode();
   if (!SYSTEM_PATHS.some((dir) => node.startsWith(`${dir}/`)))
-    throw new JobError(`Platform access needs the node's Node.js binary under /usr in a sandbox (it is ${node})`);
+    throw new JobError(`Platform access and deployments need the node's Node.js binary under /usr in a sandbox (it is ${node})`);
   return node;
 }
 
@@ -133,10 +134,12 @@ export async function jobProcess(
   fileMaxBytes?: number,
   cgroup?: JobCgroup,
   access?: PlatformAccess,
+  serve?: ServeSocket,
 ): Promise<LaunchRequest> {
   const shell = [...joinedShell("/bin/sh"), spec.command];
   if (isolation.kind === "unisolated") {
     if (access) throw new JobError("Platform access needs a sandboxed job: this node runs jobs unisolated (GPU_UNSAFE_UNISOLATED_JOBS)");
+    if (serve) throw new JobError("A deployment's replica needs a sandboxed job: this node runs jobs unisolated (GPU_UNSAFE_UNISOLATED_JOBS)");
     return { file: shell[0], args: shell.slice(1), cwd: workDir, env: processJobEnv(jobCards(spec), workDir, spec.env) };
   }
   const identity = await sharedIdentityFiles(isolation.uid, isolation.gid);
@@ -145,17 +148,20 @@ export async function jobProcess(
   await fs.mkdir(outDir, { mode: 0o700 });
   if (process.getuid?.() === 0) await fs.chown(outDir, isolation.uid, isolation.gid);
   const jobEnv = processJobEnv(jobCards(spec), SANDBOX_HOME, access ? { ...spec.env, ...access.env } : spec.env);
-  const env = access ? forwarderEnv(jobEnv) : jobEnv;
+  // The forwarder runs in front of the job when it has routes: platform access (outbound), a replica's port (inbound).
+  const routes = [...(access?.routes ?? []), ...(serve ? [serve.route] : [])];
+  const env = routes.length ? forwarderEnv(jobEnv) : jobEnv;
   const args = sandboxArgs({
     layout: await readHostLayout(jobCards(spec)),
     uid: isolation.uid,
     gid: isolation.gid,
     limits: isolation.limits,
     files: { "/etc/passwd": identity.passwd, "/etc/group": identity.group },
-    argv: access ? forwarderArgv([sandboxNode()], access.routes, shell) : shell,
+    argv: routes.length ? forwarderArgv([sandboxNode()], routes, shell) : shell,
     outDir,
     fileMaxBytes,
     relayDir: access?.relay.dir,
+    serveDir: serve?.dir,
   });
   // bwrap passes its own environment on, and it is readable inside (/proc/1/environ): the job's only.
   if (!cgroup) return { file: isolation.bwrap, args, cwd: "/", env, ...asJobUser(isolation) };

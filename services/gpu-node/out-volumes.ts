@@ -107,7 +107,10 @@ export class OutVolumes {
    */
   async untouched(container: Docker.Container): Promise<boolean> {
     try {
-      const response = (await container.infoArchive({ path: OUT_PATH })) as { headers?: Record<string, string | undefined> };
+      // The engine's answer is a stream (a HEAD, so without a body): read to its end, or its socket
+      // stays open for good (one leaked connection per Docker job, and a test process never exits).
+      const response = (await container.infoArchive({ path: OUT_PATH })) as NodeJS.ReadableStream & { headers?: Record<string, string | undefined> };
+      response.resume();
       const stat = JSON.parse(Buffer.from(response.headers?.["x-docker-container-path-stat"] ?? "", "base64").toString()) as { mtime?: string };
       return Date.parse(stat.mtime ?? "") === PREPARED_OUT_MTIME_S * 1000;
     } catch {

@@ -18,6 +18,7 @@ import { outOfMemory } from "./cgroups";
 import { JobCgroup } from "./cgroup-host";
 import { jobProcess, ProcessIsolation } from "./job-process";
 import { openPlatformAccess, PlatformAccess, RelayHost } from "./platform-access";
+import { openServeSocket, ServeSocket } from "./serve-relay";
 
 // Importable from here as before (tests, bench and scripts name the executor's module).
 export * from "./job-process";
@@ -115,6 +116,7 @@ function processOps(spec: JobSpec, isolation: ProcessIsolation, limits: JobLimit
   let cgroup: JobCgroup | undefined;
   let failure: string | undefined;
   let access: PlatformAccess | undefined;
+  let serve: ServeSocket | undefined;
 
   return {
     async launch(output: OutputCapture) {
@@ -122,7 +124,11 @@ function processOps(spec: JobSpec, isolation: ProcessIsolation, limits: JobLimit
       workDir = await fs.mkdtemp(path.join(os.tmpdir(), "ci-job-"));
       if (isolation.kind === "sandbox" && isolation.cgroups) cgroup = await JobCgroup.create(isolation.cgroups.layout, spec.jobId, isolation.cgroups.limits);
       if (spec.platform) access = await openPlatformAccess(spec.jobId, spec.platform, relay, relayOwner(isolation));
-      const request = await jobProcess(spec, isolation, workDir, limits.outMaxBytes, cgroup, access);
+      if (spec.servePort != null) {
+        if (!relay) throw new JobError("This GPU node cannot serve a deployment's replica (it has no relay folder)");
+        serve = await openServeSocket(relay.dir, spec.jobId, spec.servePort, relayOwner(isolation));
+      }
+      const request = await jobProcess(spec, isolation, workDir, limits.outMaxBytes, cgroup, access, serve);
       // The outer shell joins stderr into stdout (one stream keeps their order), then runs the job;
       // the resident launcher forks it (in its own process group), not this process.
       const launched = await sharedLauncher()
@@ -180,6 +186,7 @@ function processOps(spec: JobSpec, isolation: ProcessIsolation, limits: JobLimit
       }
       if (workDir) await fs.rm(workDir, { recursive: true, force: true });
       await access?.relay.close();
+      await serve?.close();
       await cgroup?.remove();
     },
 

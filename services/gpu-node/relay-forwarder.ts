@@ -17,8 +17,12 @@ export const RELAY_PG_PORT = 5432;
 export const PLATFORM_SOCKET = "platform.sock";
 export const DATABASE_SOCKET = "postgres.sock";
 
-/** One listener: a port on the job's loopback piped to a unix socket path inside the job. */
-export type ForwardRoute = { port: number; socket: string };
+/**
+ * One listener: a port on the job's loopback piped to a unix socket path inside the job; or,
+ * `inbound` (a deployment's replica, issue 29), a unix socket the forwarder makes inside the job,
+ * each connection to it piped to the job's own 127.0.0.1:<port> (the node connects from outside).
+ */
+export type ForwardRoute = { port: number; socket: string; inbound?: boolean };
 
 /** The job's own NODE_OPTIONS, held here while the forwarder (a Node.js program too) starts, and given back to the job. */
 const HELD_NODE_OPTIONS = "CI_RELAY_JOB_NODE_OPTIONS";
@@ -31,8 +35,8 @@ export function forwarderEnv(env: Record<string, string>): Record<string, string
 }
 
 /**
- * Plain JavaScript (run with `node -e`, no file to bind); argv: `<port>=<socket>…`, `--`, the job's
- * argv. Exit 125 when a listener cannot be opened (the job's command never ran).
+ * Plain JavaScript (run with `node -e`, no file to bind); argv: `<port>=<socket>…` (and
+ * `@<socket>=<port>` for an inbound route), `--`, the job's argv. Exit 125 when a listener cannot be opened (the job's command never ran).
  */
 const FORWARDER = `"use strict";
 const net = require("net"), { spawn } = require("child_process"), { constants } = require("os");
@@ -42,6 +46,12 @@ const pipe = (a, b) => { const end = () => { a.destroy(); b.destroy(); };
   for (const s of [a, b]) { s.on("error", end); } a.setNoDelay(true);
   a.pipe(b); b.pipe(a); };
 const listen = (route) => new Promise((resolve, reject) => {
+  if (route.startsWith("@")) {
+    const at = route.lastIndexOf("="), socket = route.slice(1, at), port = Number(route.slice(at + 1));
+    const server = net.createServer({ allowHalfOpen: true }, (c) => pipe(c, net.connect({ port, host: "127.0.0.1", allowHalfOpen: true })));
+    server.once("error", reject);
+    return server.listen(socket, resolve);
+  }
   const at = route.indexOf("="), port = Number(route.slice(0, at)), socket = route.slice(at + 1);
   const server = net.createServer({ allowHalfOpen: true }, (c) => pipe(c, net.connect({ path: socket, allowHalfOpen: true })));
   server.once("error", reject);
@@ -59,7 +69,7 @@ Promise.all(args.slice(0, sep).map(listen)).then(() => {
 
 /** The argv that runs `jobArgv` behind the forwarder, with `node` the path of a node binary inside the job. */
 export function forwarderArgv(node: string[], routes: ForwardRoute[], jobArgv: string[]): string[] {
-  return [...node, "-e", FORWARDER, "--", ...routes.map((r) => `${r.port}=${r.socket}`), "--", ...jobArgv];
+  return [...node, "-e", FORWARDER, "--", ...routes.map((r) => (r.inbound ? `@${r.socket}=${r.port}` : `${r.port}=${r.socket}`)), "--", ...jobArgv];
 }
 
 /** The routes of a job: HTTP always, PostgreSQL when the job has databases. */

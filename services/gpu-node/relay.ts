@@ -148,10 +148,18 @@ export class JobRelay {
     await fs.chmod(path.join(this.dir, name), 0o600);
   }
 
-  /** Stops listening, cuts every connection still open, removes the folder. */
-  async close(): Promise<void> {
+  /**
+   * The node lets go of the job (it stops; the container goes on, and the node that adopts it opens
+   * the relay again in this folder): stops listening and cuts every connection still open.
+   */
+  async letGo(): Promise<void> {
     for (const socket of this.sockets) socket.destroy();
-    await Promise.all(this.servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
+    await Promise.all(this.servers.splice(0).map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
+  }
+
+  /** The job ended: as letGo, and the folder is removed. */
+  async close(): Promise<void> {
+    await this.letGo();
     await fs.rm(this.dir, { recursive: true, force: true });
   }
 }

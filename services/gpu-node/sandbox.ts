@@ -10,6 +10,7 @@
 
 import { DEFAULT_SHM_MB } from "./settings";
 import { RELAY_MOUNT } from "./relay-forwarder";
+import { SERVE_MOUNT } from "./serve-relay";
 
 /** What the builder needs to know about the host's root: which top-level paths exist, and how. */
 export type HostLayout = {
@@ -52,6 +53,8 @@ export type SandboxOptions = {
   fileMaxBytes?: number;
   /** The job's relay folder (platform access, relay.ts), bound read-only at RELAY_MOUNT. */
   relayDir?: string;
+  /** A deployment replica's serve folder (serve-relay.ts), bound writable at SERVE_MOUNT: its forwarder makes the socket there. */
+  serveDir?: string;
 };
 
 /** Where programs and libraries live; nothing else of the host's root is shown. */
@@ -114,6 +117,7 @@ export function sandboxArgs(opts: SandboxOptions): string[] {
   for (const [inside, host] of Object.entries(opts.files)) args.push("--ro-bind", host, inside);
   if (opts.outDir) args.push("--bind", opts.outDir, SANDBOX_OUT);
   if (opts.relayDir) args.push("--ro-bind", opts.relayDir, RELAY_MOUNT);
+  if (opts.serveDir) args.push("--bind", opts.serveDir, SERVE_MOUNT);
   // The job's environment is bwrap's own (the spawn's env), never arguments: a command line is
   // readable by every user of the host (/proc/<pid>/cmdline), and env values often hold tokens.
   args.push("--chdir", SANDBOX_HOME);

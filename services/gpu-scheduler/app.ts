@@ -39,6 +39,10 @@ import { ScheduleTicker } from "./loop/schedule-ticker";
 import { GrantsRepository } from "./store/grants.repository";
 import { brokerPlatformCalls, PlatformGrants } from "./loop/platform-grants";
 import { QueuePositions } from "./api/queue-positions";
+import { ArraysRepository } from "./store/arrays.repository";
+import { DependenciesRepository } from "./store/dependencies.repository";
+import { DependencyResolver } from "./loop/dependency-resolver";
+import { JobWriter } from "./loop/job-writer";
 import { Clock, Scheduler } from "./loop/scheduler";
 import type { SchedulerSettings } from "./settings";
 import { JobStatusChanged, publishStatusChanges } from "./loop/status-events";
@@ -68,6 +72,12 @@ export interface SchedulerApp {
   labeler: NodeLabeler;
   clock: Clock;
   repo: JobsRepository;
+  /** The pool (transactions of submissions that create several jobs: group-submit.ts). */
+  db: Pool;
+  positions: QueuePositions;
+  /** Job arrays and dependencies (issue 30). */
+  arrays: ArraysRepository;
+  dependencies: DependenciesRepository;
   places: PlacementRepository;
   nodeBook: NodesRepository;
   jobSearch: JobSearchRepository;
@@ -146,6 +156,9 @@ export function createSchedulerApp(broker: ServiceBroker, db: Pool, config: Sche
     new CardVetting(new NodeCardPins(db), config.nodeCards),
     grants,
   );
+  const dependencies = new DependenciesRepository(db);
+  const resolver = new DependencyResolver(dependencies, new JobWriter(repo), clock, () => void scheduler.schedule(), logger);
+  repo.dependantsDue = (ended) => resolver.ended(ended);
   const reader = new JobReader(repo, positions, scheduler, clock, labeler, config.jobTimeoutS);
   const attemptNode = async (jobId: string, attempt: number) => (await repo.attempt(jobId, attempt))?.node_id ?? null;
   const webhooks = new WebhooksRepository(db);
@@ -197,6 +210,10 @@ export function createSchedulerApp(broker: ServiceBroker, db: Pool, config: Sche
     labeler,
     clock,
     repo,
+    db,
+    positions,
+    arrays: new ArraysRepository(db),
+    dependencies,
     places,
     nodeBook,
     jobSearch: new JobSearchRepository(db),
@@ -260,6 +277,8 @@ export function createSchedulerApp(broker: ServiceBroker, db: Pool, config: Sche
           grants.sweep(),
           // Due schedules make their jobs (a tick missed while no replica ran: once, now).
           ticker.tick(),
+          // Waiting jobs whose dependencies were decided unseen (a crash, a race with their submission).
+          resolver.sweep(),
         ]).catch((err) => logger.warn(`Scheduler housekeeping failed: ${(err as Error).message}`));
       tickTimer = setInterval(() => void tick(), Math.max(MIN_TICK_MS, config.scheduleTickMs));
       void scheduler.schedule();

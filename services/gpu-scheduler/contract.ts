@@ -14,6 +14,29 @@ export const JobCreated = Type.Object(
 );
 export type CreatedJob = Static<typeof JobCreated>;
 
+/** POST /api/gpu/jobs with `arrayCount`: the array and its jobs, in index order. */
+export const ArrayCreated = Type.Object(
+  {
+    arrayId: Type.String(),
+    jobIds: Type.Array(Type.String(), { description: "The array's jobs: jobIds[i] sees CI_ARRAY_INDEX=i" }),
+    status: JobStatus,
+  },
+  { $id: "ArrayCreated" },
+);
+export type CreatedArray = Static<typeof ArrayCreated>;
+
+/** GET /api/gpu/arrays/:id. */
+export const JobArray = Type.Object(
+  {
+    id: Type.String(),
+    total: Type.Integer({ minimum: 1 }),
+    counts: Type.Record(Type.String(), Type.Integer({ minimum: 0 }), { description: "Jobs of the array by status (statuses with none are absent)" }),
+    jobIds: Type.Array(Type.String(), { description: "In index order" }),
+  },
+  { $id: "JobArray" },
+);
+export type JobArrayView = Static<typeof JobArray>;
+
 const dateTime = () => Type.String({ format: "date-time" });
 
 /** The fields of the job's document (lib/job-spec.ts) this response shows in forms of its own; any other is returned as submitted. */
@@ -109,6 +132,8 @@ const JobOwn = Type.Object({
   ),
   scheduleId: Nullable(Type.String({ format: "uuid", description: "The schedule whose tick created the job; null: submitted directly" })),
   preemptions: Type.Integer({ minimum: 0, description: "Times the (preemptible) job was stopped for a waiting job and queued again; retries untouched" }),
+  arrayId: Nullable(Type.String({ description: "The array the job belongs to (GET /api/gpu/arrays/:id); null: none" })),
+  arrayIndex: Nullable(Type.Integer({ minimum: 0, description: "Its 0-based index in the array (CI_ARRAY_INDEX); null: none" })),
 });
 export const Job = Type.Composite([JobOwn, Type.Omit(StoredJobSpec, SHOWN_SPEC_FIELDS)], { $id: "Job" });
 export type JobDetail = Static<typeof Job>;

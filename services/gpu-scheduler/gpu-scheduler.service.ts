@@ -18,9 +18,24 @@ import { JOB_STATUS_CHANGED } from "../../lib/event-names";
 import { USAGE_CHANNEL } from "../../lib/usage-protocol";
 import { DbMixin, DbThis } from "../../mixins/db.mixin";
 import { AdminActionsMixin } from "./api/admin-actions";
+import { ReplicaActionsMixin } from "./api/replica-actions";
 import { ScheduleActionsMixin } from "./api/schedule-actions";
 import { createSchedulerApp, EVENT_ACK_WAIT_NS, EVENT_MAX_RETRIES, JobEventDelivery, SchedulerService } from "./app";
-import { ClusterStatus, CreatedJob, Job, JobCreated, JobDetail, JobList, WebhookDeliveryList, WebhookDeliveryView } from "./contract";
+import {
+  ArrayCreated,
+  ClusterStatus,
+  CreatedArray,
+  CreatedJob,
+  Job,
+  JobArray,
+  JobArrayView,
+  JobCreated,
+  JobDetail,
+  JobList,
+  WebhookDeliveryList,
+  WebhookDeliveryView,
+} from "./contract";
+import * as arrays from "./api/array-actions";
 import { IDEMPOTENCY_HEADER } from "./api/idempotency";
 import * as jobs from "./api/job-actions";
 import type { JobIdParams } from "./api/job-reader";
@@ -45,7 +60,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, This> & { channel
   emits: [{ event: JOB_STATUS_CHANGED, kind: "broadcast" }],
   publishes: [USAGE_CHANNEL],
   // The operators' actions (admin-actions.ts) live beside the clients' in their own module.
-  mixins: [DbMixin({ schema: "gpu_scheduler", migrations, poolSize: 20 }), AdminActionsMixin, ScheduleActionsMixin],
+  mixins: [DbMixin({ schema: "gpu_scheduler", migrations, poolSize: 20 }), AdminActionsMixin, ReplicaActionsMixin, ScheduleActionsMixin],
 
   settings: {
     rest: "/gpu",
@@ -65,13 +80,15 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, This> & { channel
           `Optional request header \`${IDEMPOTENCY_HEADER}\` (1 to 255 visible ASCII characters, kept 24 hours per account): ` +
           "the same key with the same body answers the first response again (201, same body and Location) with header " +
           "`Idempotent-Replayed: true` and creates nothing; with a different body it is 422 IDEMPOTENCY_KEY_REUSED; " +
-          "concurrent requests with one key create one job. A malformed key is 400 naming the header.",
+          "concurrent requests with one key create one job. A malformed key is 400 naming the header. " +
+          "With arrayCount: that many jobs in one request, answered { arrayId, jobIds, status }. With dependsOn: another account's job or array is 404, " +
+          "and a condition that can no longer hold is 400.",
         status: 201,
-        response: JobCreated,
+        response: Type.Union([JobCreated, ArrayCreated]),
         errors: ["IDEMPOTENCY_KEY_REUSED", "QUOTA_EXCEEDED"],
       },
       params: JobSpec,
-      handler(this: This, ctx: Ctx<JobRequest>): Promise<CreatedJob> {
+      handler(this: This, ctx: Ctx<JobRequest>): Promise<CreatedJob | CreatedArray> {
         return submitJob(this.app, ctx);
       },
     },
@@ -80,8 +97,15 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, This> & { channel
       rest: "GET /jobs",
       auth: "required",
       scope: "jobs:read",
-      openapi: { tag: "gpu", summary: "The caller's 50 most recent jobs, newest first", status: 200, response: JobList },
-      handler(this: This, ctx: Ctx<unknown>): Promise<{ jobs: JobDetail[] }> {
+      openapi: {
+        tag: "gpu",
+        summary: "The caller's 50 most recent jobs, newest first",
+        description: "Query `deploymentId`: only the replicas of that model deployment.",
+        status: 200,
+        response: JobList,
+      },
+      params: { $$strict: "remove", deploymentId: { type: "string", optional: true, max: 64 } },
+      handler(this: This, ctx: Ctx<jobs.ListJobsParams>): Promise<{ jobs: JobDetail[] }> {
         return jobs.listJobs(this.app, ctx);
       },
     },
@@ -225,6 +249,30 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, This> & { channel
       params: EVENTS_CURSOR,
       handler(this: This, ctx: Ctx<EventsCursor>): Promise<BodyPage> {
         return streams.eventsPage(this.app, ctx);
+      },
+    },
+
+    /** An array of the caller's jobs: its jobs counted by status (issue 30). */
+    array: {
+      rest: "GET /arrays/:id",
+      auth: "required",
+      scope: "jobs:read",
+      openapi: { tag: "gpu", summary: "A job array: its jobs by status", status: 200, response: JobArray, errors: ["NOT_FOUND"] },
+      params: JOB_ID_PARAMS,
+      handler(this: This, ctx: Ctx<JobIdParams>): Promise<JobArrayView> {
+        return arrays.getArray(this.app, ctx);
+      },
+    },
+
+    /** Cancels every unfinished job of the array. */
+    cancelArray: {
+      rest: "POST /arrays/:id/cancel",
+      auth: "required",
+      scope: "jobs:write",
+      openapi: { tag: "gpu", summary: "Cancel every unfinished job of an array", status: 200, response: JobArray, errors: ["NOT_FOUND"] },
+      params: JOB_ID_PARAMS,
+      handler(this: This, ctx: Ctx<JobIdParams>): Promise<JobArrayView> {
+        return arrays.cancelArray(this.app, ctx);
       },
     },
 

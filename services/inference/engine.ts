@@ -45,6 +45,8 @@ export type EngineOptions = {
   onFinished: (record: InferenceRecord) => void;
   /** MODEL_FALLBACKS: model → the models to try next, in order. */
   fallbacks?: Readonly<Record<string, readonly string[]>>;
+  /** The caller's model deployments (deployments/router.ts): a name that is one routes to its ready replica with the fewest requests in flight. */
+  deployments?: { pick(clientId: string, model: string): Promise<{ entry: ModelEntry; provider: Provider } | undefined> };
   newId?: () => string;
 };
 
@@ -227,6 +229,11 @@ export class InferenceEngine {
   }
 
   private async route(id: string, clientId: string, model: string, startedAt: number, stream: boolean) {
+    const deployed = await this.opts.deployments?.pick(clientId, model).catch((err: { type?: string }) => {
+      this.log.unrouted(id, clientId, model, stream, startedAt, err.type ?? "INTERNAL");
+      throw err;
+    });
+    if (deployed) return deployed;
     const { entry, snapshot } = await this.opts.catalogue.resolve(model);
     const provider = entry && this.providers.get(entry.provider);
     if (entry && provider) return { entry, provider };

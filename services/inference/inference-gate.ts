@@ -11,6 +11,7 @@ import type { QuotaReservations } from "../../lib/quota-reservations";
 import { holdInference, InferenceClaim, Spend } from "./quota-holds";
 import type { InferenceRateLimits } from "./rate-limits";
 import { chargingToken, type tokenSpendBatch } from "./token-spend";
+import type { DeploymentRouter } from "./deployments/router";
 
 /** What the gate needs of the inference service. */
 export type GateParts = {
@@ -19,7 +20,11 @@ export type GateParts = {
   rates: InferenceRateLimits;
   tokenSpend: ReturnType<typeof tokenSpendBatch>;
   logger: LoggerInstance;
+  deployments: { router: Pick<DeploymentRouter, "prepare"> };
 };
+
+/** On an answer that waited for a deployment's replica to start. */
+export const COLD_START_HEADER = "x-ci-cold-start";
 
 type GateMeta = CallerMeta & { $responseHeaders?: Record<string, string> };
 
@@ -37,6 +42,15 @@ export async function admitInference(parts: GateParts, ctx: Context<unknown, Gat
     return {};
   });
   if (Object.keys(headers).length) ctx.meta.$responseHeaders = { ...ctx.meta.$responseHeaders, ...headers };
+  // A model deployment of the caller's: held here until a replica is ready (a cold start), within the reservation.
+  let deployed: { coldStart: boolean } | undefined;
+  try {
+    deployed = claim.models.length ? await parts.deployments.router.prepare(clientId, claim.models[0]) : undefined;
+  } catch (err) {
+    hold.release();
+    throw err;
+  }
+  if (deployed?.coldStart) ctx.meta.$responseHeaders = { ...ctx.meta.$responseHeaders, [COLD_START_HEADER]: "true" };
   return hold;
 }
 

@@ -39,6 +39,8 @@ import { allowedChain, checkModel, visibleModels } from "./token-models";
 import { tokenSpendBatch } from "./token-spend";
 import { admitInference, heldInference } from "./inference-gate";
 import type { KeyedBatch } from "../../lib/keyed-batch";
+import { allModels, DeploymentsMixin } from "./deployments/mixin";
+import type { DeploymentsSetup } from "./deployments/setup";
 
 export interface InferActionParams extends InferParams {
   stream: boolean;
@@ -66,6 +68,7 @@ type InferenceThis = Service &
     reservations: QuotaReservations;
     rates: InferenceRateLimits;
     tokenSpend: KeyedBatch<number>;
+    deployments: DeploymentsSetup;
     redisUrl?: string;
     recordFinished(record: InferenceRecord): void;
     admit(ctx: Context<unknown, InferenceMeta>, claim: InferenceClaim): Promise<Spend>;
@@ -82,7 +85,8 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
   name: "inference",
   emits: [{ event: INFERENCE_COMPLETED, kind: "emit" }],
   publishes: [USAGE_CHANNEL],
-  mixins: [DbMixin({ schema: "inference", migrations })],
+  // The /api/deployments routes and their controller (deployments/mixin.ts). Listed first, its hooks run after DbMixin's (moleculer applies the list from the end): they use its pool and tables.
+  mixins: [DeploymentsMixin, DbMixin({ schema: "inference", migrations })],
 
   settings: {
     rest: "/models",
@@ -92,9 +96,14 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
     list: {
       rest: "GET /",
       auth: "public",
-      openapi: { tag: "models", summary: "Models of every configured provider", status: 200, response: ModelList },
-      async handler(this: InferenceThis): Promise<{ models: PublicModel[] }> {
-        return { models: await this.engine.listModels() };
+      openapi: {
+        tag: "models",
+        summary: "Models of every configured provider, and with credentials the caller's deployments",
+        status: 200,
+        response: ModelList,
+      },
+      async handler(this: InferenceThis, ctx: Context<unknown, InferenceMeta>): Promise<{ models: PublicModel[] }> {
+        return { models: await allModels(this, ctx.meta.caller?.clientId) };
       },
     },
 
@@ -137,7 +146,7 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
     v1Models: {
       ...V1,
       async handler(this: InferenceThis, ctx: Context<unknown, InferenceMeta>) {
-        return modelList(visibleModels(ctx.meta.caller, await this.engine.listModels()), unixNow());
+        return modelList(visibleModels(ctx.meta.caller, await allModels(this, ctx.meta.caller?.clientId)), unixNow());
       },
     },
 
@@ -281,6 +290,7 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
       healthTimeoutMs: HEALTH_TIMEOUT_MS,
       fallbacks: this.config.fallbacks,
       onFinished: (record) => this.recordFinished(record),
+      deployments: this.deployments.router,
     });
   },
 

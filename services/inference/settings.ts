@@ -21,6 +21,8 @@ export type InferenceSettings = {
   reserveMaxTokens: number;
   /** QUOTA_RESERVATION_TTL_S: a reservation a crashed replica never settled is released after this long. */
   reservationTtlS: number;
+  /** DEPLOYMENTS_TICK_MS: how often the model deployments' controller looks at their replicas (a request waiting for one wakes it at once). */
+  deploymentsTickMs: number;
 };
 
 /** The most models one request may try (its own and its fallbacks): each failure costs a provider call. */
@@ -87,5 +89,6 @@ export function parseInferenceSettings(env: Env): InferenceSettings {
     tokensPerMinute: perMinute(env, "INFERENCE_TPM"),
     reserveMaxTokens: intAtLeast(env, "QUOTA_RESERVE_MAX_TOKENS", 4096, 1),
     reservationTtlS: intAtLeast(env, "QUOTA_RESERVATION_TTL_S", 900, 1),
+    deploymentsTickMs: intAtLeast(env, "DEPLOYMENTS_TICK_MS", 1000, 50),
   };
 }

@@ -34,7 +34,7 @@ type MetricsThis = Service & {
 
 function setCounts(
   broker: ServiceBroker,
-  which: "gpuJobs" | "databases" | "databaseStorage" | "gpuNodeCardsPending" | "gpuNodeCardsDisallowed",
+  which: "gpuJobs" | "databases" | "databaseStorage" | "databaseWalArchive" | "gpuNodeCardsPending" | "gpuNodeCardsDisallowed",
   label: string,
   counts: Record<string, number>,
   always: readonly string[] = [],
@@ -127,6 +127,7 @@ const MetricsService: ServiceSchema<ServiceSettingSchema, MetricsThis> = {
         const stats = dbaasStatsOf(dbaas);
         setCounts(this.broker, "databases", "state", stats.databasesByState);
         setCounts(this.broker, "databaseStorage", "state", stats.storageMbByState);
+        setCounts(this.broker, "databaseWalArchive", "figure", stats.walArchive);
       }
       if (usage !== undefined) {
         const stats = usageStatsOf(usage);

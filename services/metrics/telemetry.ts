@@ -53,7 +53,7 @@ export function countsOf(v: unknown): Record<string, number> {
  * A stats answer as read from another process: a figure that is missing or not a number is null,
  * a count map keeps its numeric entries only (labels it does not know included).
  */
-export type StatsReading<T> = { [K in keyof T]: T[K] extends number ? number | null : Record<string, number> };
+export type StatsReading<T> = { [K in keyof T]-?: T[K] extends number ? number | null : Record<string, number> };
 
 export function schedulerStatsOf(v: unknown): StatsReading<SchedulerStats> {
   const o = isObject(v) ? v : {};
@@ -67,7 +67,7 @@ export function schedulerStatsOf(v: unknown): StatsReading<SchedulerStats> {
 
 export function dbaasStatsOf(v: unknown): StatsReading<DatabaseStats> {
   const o = isObject(v) ? v : {};
-  return { databasesByState: countsOf(o.databasesByState), storageMbByState: countsOf(o.storageMbByState) };
+  return { databasesByState: countsOf(o.databasesByState), storageMbByState: countsOf(o.storageMbByState), walArchive: countsOf(o.walArchive) };
 }
 
 export function usageStatsOf(v: unknown): StatsReading<UsageStats> {

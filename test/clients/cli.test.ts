@@ -139,6 +139,20 @@ describe("clients cli - ci-platform as a process", () => {
     expect((await json("usage")).gpu.jobs).toBeGreaterThanOrEqual(1);
   });
 
+  test("clients cli - jobs run --array N --wait runs every job and exits 0; --after waits for a job and fails with it", async () => {
+    const array = await cli("jobs", "run", "--array", "3", "--parallelism", "1", "--wait", "--", "echo $CI_ARRAY_INDEX");
+    expect(array.code).toBe(0);
+    const arrayId = array.stdout.trim();
+    expect((await sdk().getArray(arrayId)).counts).toEqual({ completed: 3 });
+    const first = await json("jobs", "run", "--", "sh", "-c", "sleep 2; exit 4");
+    const after = await cli("jobs", "run", "--after", first.id, "--wait", "--", "true");
+    expect(after.code).toBe(130); // cancelled: its dependency failed
+    // Submitted once the dependency has failed: refused at once (400), nothing submitted.
+    const late = await cli("jobs", "run", "--after", first.id, "--", "true");
+    expect([late.code, late.stderr]).toEqual([1, expect.stringContaining("would never run")]);
+    expect((await cli("jobs", "run", "--after", `${first.id}:started`, "--", "true")).code).toBe(2);
+  });
+
   test("clients cli - db create, ls, psql (no connection string printed by psql's run), rm", async () => {
     const created = await json("db", "create", "--max-storage-mb", "64");
     expect(created.connectionString).toContain(created.password);
@@ -184,6 +198,18 @@ describe("clients cli - ci-platform as a process", () => {
       env: { ...process.env, XDG_CONFIG_HOME: config, CI_PLATFORM_URL: "", CI_PLATFORM_API_KEY: "" },
     });
     expect(JSON.parse(viaNpx.stdout).cluster.totalGpus).toBe(1);
+  });
+
+  test("clients cli - deploy create|ls|get|rm: a model deployment by its name; a malformed --env sends nothing", async () => {
+    const name = `cli-${Date.now().toString(36)}`;
+    const bad = await cli("deploy", "create", "--name", name, "--command", "serve", "--port", "8000", "--env", "NOEQUALS");
+    expect([bad.code, bad.stderr]).toEqual([2, expect.stringContaining("--env takes NAME=value")]);
+    const made = await json("deploy", "create", "--name", name, "--command", "serve --port 8000", "--port", "8000", "--env", "A=1", "--max-replicas", "2");
+    expect(made).toMatchObject({ name, model: name, status: "idle", maxReplicas: 2, envNames: ["A"] });
+    expect((await cli("deployments", "ls")).stdout).toMatch(new RegExp(`${made.id}.*${name}.*idle.*0/0`));
+    expect((await cli("deploy", "get", made.id)).stdout).toContain("0 ready, 0 starting, 0 desired");
+    expect((await cli("deploy", "rm", made.id)).code).toBe(0);
+    expect((await cli("deploy", "get", made.id)).code).toBe(1);
   });
 
   test("clients cli - tokens create prints a working cit_ token once; tokens ls shows it without the secret; tokens rm revokes it", async () => {

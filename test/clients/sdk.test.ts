@@ -122,6 +122,16 @@ describe("clients sdk - the typed SDK against the live routes", () => {
     expect((await sdk.listJobs()).jobs.length).toBe(before);
   });
 
+  test("clients sdk - an array: submitted in one call, counted, a dependant waiting for it, cancelled whole", async () => {
+    const created = await sdk.submitArray({ command: "sleep 30", arrayCount: 3, arrayParallelism: 1 });
+    expect(created.jobIds).toHaveLength(3);
+    const after = await sdk.submitJob({ command: "true", dependsOn: [{ arrayId: created.arrayId, condition: "succeeded" }] });
+    expect((await sdk.getJob(after.id)).statusReason).toBe(`waiting for every job of array ${created.arrayId} to succeed`);
+    expect((await sdk.getArray(created.arrayId)).total).toBe(3);
+    expect((await sdk.cancelArray(created.arrayId)).counts).toEqual({ cancelled: 3 });
+    await waitFor(async () => (await sdk.getJob(after.id)).status === "cancelled", { message: "the dependant cancelled" });
+  });
+
   test("clients sdk - models, a plain inference and a streamed one whose deltas make the reply", async () => {
     expect((await sdk.listModels()).models.map((m) => m.name)).toContain("llama3.2:1b");
     expect(await sdk.modelsHealth()).toEqual({ ollama: true });

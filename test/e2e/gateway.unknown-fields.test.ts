@@ -35,10 +35,15 @@ describe("gateway - unknown request fields", () => {
 
   test("gateway - a GPU job with a control this server does not have is refused by name, and no job is queued", async () => {
     const before = (await as("GET", "/api/gpu/jobs")).body.jobs;
-    expectUnknown(await as("POST", "/api/gpu/jobs", { command: "echo hi", dependsOn: [randomUUID()] }), "dependsOn");
+    expectUnknown(await as("POST", "/api/gpu/jobs", { command: "echo hi", reservation: randomUUID() }), "reservation");
+    // A known control with an unknown field inside it: named by its path.
+    expectUnknown(
+      await as("POST", "/api/gpu/jobs", { command: "echo hi", dependsOn: [{ jobId: randomUUID(), condition: "finished", after: 1 }] }),
+      "dependsOn[0].after",
+    );
     expectUnknown(await as("POST", "/api/gpu/jobs", { command: "echo hi", nodeSelector: { zone: "a" }, timeoutSeconds: 60 }), "nodeSelector");
     // The caller is checked first: without credentials it stays 401.
-    const anonymous = await http(base, "POST", "/api/gpu/jobs", { body: { command: "echo hi", dependsOn: [] } });
+    const anonymous = await http(base, "POST", "/api/gpu/jobs", { body: { command: "echo hi", reservation: "x" } });
     expect([anonymous.status, anonymous.body.error.code]).toEqual([401, "UNAUTHORIZED"]);
     expect((await as("GET", "/api/gpu/jobs")).body.jobs).toEqual(before);
     expect((await as("POST", "/api/gpu/jobs", { command: "echo hi", env: { ANY_NAME: "v" } })).status).toBe(201);

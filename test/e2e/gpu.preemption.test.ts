@@ -72,6 +72,11 @@ describe("gpu preemption and schedules - through the gateway", () => {
     ["a blank command", { job: { command: "  " } }, "job.command"],
     ["a bad concurrency", { concurrency: "sometimes" }, "concurrency"],
     ["an unknown field", { every: "day" }, "every"],
+    // A tick makes one job: no array, nothing to wait for, never a deployment's replica.
+    ["an array", { job: { command: "true", arrayCount: 3 } }, "job.arrayCount"],
+    ["a dependency", { job: { command: "true", dependsOn: [{ jobId: "4b6f1c2e-0000-4000-8000-000000000001", condition: "finished" }] } }, "job.dependsOn"],
+    ["a deployment's id", { job: { command: "true", deploymentId: "4b6f1c2e-0000-4000-8000-000000000001" } }, "job.deploymentId"],
+    ["a serve port", { job: { command: "true", servePort: 8000 } }, "job.servePort"],
   ])("gpu schedules - %s is 400 naming the field, and creates nothing", async (_name, change, field) => {
     const res = await http(base, "POST", "/api/gpu/schedules", { token: alice, body: { name: "n", cron: "0 3 * * *", job: { command: "true" }, ...change } });
     expect(res.status).toBe(400);

@@ -124,7 +124,18 @@ describe("dbaas isolation", () => {
 
   it("dbaas isolation - detail and list of the owner only; another account gets 404", async () => {
     const detail = await platform.broker.call<Record<string, unknown>, object>("dbaas.get", { id: a.id }, { meta: accountA });
-    expect(Object.keys(detail).sort()).toEqual(["createdAt", "databaseName", "host", "id", "maxStorageMb", "port", "readOnly", "storageMb", "username"]);
+    expect(Object.keys(detail).sort()).toEqual([
+      "createdAt",
+      "databaseName",
+      "extensions",
+      "host",
+      "id",
+      "maxStorageMb",
+      "port",
+      "readOnly",
+      "storageMb",
+      "username",
+    ]);
     expect(detail.storageMb).toBeGreaterThan(1);
     await expect(platform.broker.call("dbaas.get", { id: a.id }, { meta: accountB })).rejects.toMatchObject({ code: 404, type: "NOT_FOUND" });
     await expect(platform.broker.call("dbaas.destroy", { id: a.id }, { meta: accountB })).rejects.toMatchObject({ code: 404 });

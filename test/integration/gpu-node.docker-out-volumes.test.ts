@@ -2,11 +2,13 @@
  * The Docker executor's /out volumes prepared ahead of the jobs (out-volumes.ts), on the real
  * engine: a node's later jobs get one, their /out is writable and kept complete by the time the
  * outcome is reported, an untouched /out is not archived (and no job can pass for untouched), a
- * pruned one is not used, and a restarted node removes only its own unused ones.
+ * pruned one is not used, a restarted node removes only its own unused ones, and a job leaves no
+ * connection to the engine open.
  */
 import Docker from "dockerode";
 import { execFileSync } from "child_process";
 import { existsSync, mkdtempSync, rmSync } from "fs";
+import http from "http";
 import os from "os";
 import path from "path";
 import { artifactPath } from "../../services/gpu-node/artifacts";
@@ -23,9 +25,9 @@ describe("gpu-node docker /out volumes prepared ahead", () => {
   const card = simulatedCard("GPU-sim-out-volumes");
   let logDir: string;
   const limits = (): JobLimits => ({ timeoutS: 30, graceS: 1, logDir, outMaxBytes: 1024 * 1024 });
-  const executorFor = (nodeId: string) =>
+  const executorFor = (nodeId: string, engine = docker) =>
     new DockerExecutor(
-      docker,
+      engine,
       () => ({
         nodeId,
         namespace,
@@ -104,6 +106,23 @@ describe("gpu-node docker /out volumes prepared ahead", () => {
     const emptied = executor.run({ jobId: uniqueName("job"), card, command: "echo x > /out/gone; rm /out/gone" });
     expect(await emptied.outcome).toEqual({ type: "finished", exitCode: 0, output: "" });
     for (const job of [untouched, emptied]) expect(existsSync(artifactPath(logDir, job.jobId))).toBe(false);
+  });
+
+  test("gpu-node docker /out volumes - jobs that ended leave no connection to the engine open", async () => {
+    // The engine's answers go through this agent, keeping connections alive as Node's global agent does: a
+    // request whose answer is never read to its end keeps its socket in use for good.
+    const agent = new http.Agent({ keepAlive: true });
+    // docker-modem takes an `agent`; @types/dockerode does not list it.
+    const counted = new Docker({ agent } as Docker.DockerOptions);
+    const executor = executorFor(uniqueName("node"), counted);
+    for (const command of ["echo kept > /out/f", "echo nothing"]) {
+      expect(await executor.run({ jobId: uniqueName("job"), card, command }).outcome).toMatchObject({ type: "finished", exitCode: 0 });
+    }
+    await executor.preparedAhead();
+    const open = () => Object.values(agent.sockets).flat().length;
+    await waitFor(() => open() === 0, { timeoutMs: 3000, message: `no socket left in use (${open()} in use)` });
+    await executor.release();
+    agent.destroy();
   });
 
   test("gpu-node docker /out volumes - one removed meanwhile (docker volume prune) is not used: the job prepares its own", async () => {

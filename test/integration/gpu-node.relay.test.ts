@@ -7,18 +7,18 @@
 import Docker from "dockerode";
 import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync } from "fs";
 import http from "http";
-import type { AddressInfo } from "net";
+import net, { AddressInfo } from "net";
 import os from "os";
 import path from "path";
 import { Client } from "pg";
 import type { PlatformGrantParams } from "../../lib/job-spec";
-import { ContainerContext, DockerExecutor } from "../../services/gpu-node/docker-executor";
+import type { DockerExecutor } from "../../services/gpu-node/docker-executor";
 import type { JobExecutor, JobLimits, JobOutcome } from "../../services/gpu-node/job";
 import { jobProcess } from "../../services/gpu-node/job-process";
 import { relayHost, RelayHost } from "../../services/gpu-node/platform-access";
-import { ProcessExecutor } from "../../services/gpu-node/process-executor";
-import { removeContainersOf, simulatedCard } from "../support/docker";
-import { uniqueName } from "../support/platform";
+import { PLATFORM_SOCKET } from "../../services/gpu-node/relay-forwarder";
+import { relayTestExecutor, removeContainersOf, simulatedCard } from "../support/docker";
+import { uniqueName, waitFor } from "../support/platform";
 import { testSandbox } from "../support/sandbox";
 
 const TENANT_ADMIN = process.env.TEST_TENANT_ADMIN_URL || "postgresql://ci_admin:ci-tenant-admin@127.0.0.1:5433/postgres";
@@ -60,22 +60,9 @@ describe.each(["sandboxed", "docker"] as const)("gpu-node relay (%s)", (mode) =>
   const password = "p@ss/word:1?";
   const grant = (): PlatformGrantParams => ({ token: `cit_${"a1".repeat(16)}`, databases: [{ database: "postgres", user: role, password }] });
 
-  const executor = (host: RelayHost | undefined = relay): JobExecutor => {
-    if (mode === "sandboxed") return new ProcessExecutor(() => limits, testSandbox(), host);
-    const context: ContainerContext = {
-      nodeId: "node-relay",
-      namespace,
-      defaultImage: PSQL_IMAGE,
-      limits: { memoryMb: 512, cpus: 1, pids: 512, network: "none" },
-      allowedRegistries: ["docker.io"],
-    };
-    return new DockerExecutor(
-      docker,
-      () => context,
-      () => limits,
-      host,
-    );
-  };
+  const executor = (host: RelayHost | undefined = relay): JobExecutor =>
+    relayTestExecutor(mode, { limits: () => limits, relay: host, namespace, image: PSQL_IMAGE, nodeId: "node-relay", docker });
+
   /** `null`: a job without platform access. */
   const run = (command: string, platformGrant: PlatformGrantParams | null = grant(), host?: RelayHost, env?: Record<string, string>) =>
     executor(host).run({ jobId: uniqueName("job"), card, command, env, platform: platformGrant ?? undefined });
@@ -165,6 +152,13 @@ describe.each(["sandboxed", "docker"] as const)("gpu-node relay (%s)", (mode) =>
       const job = run('sleep 2; wget -qO- "$CI_PLATFORM_URL/after-restart"');
       expect(await job.started).toBe(true);
       job.detach(); // the node stops; its container goes on
+      // The stopped node lets go of the relay too (it no longer answers for the job, and holds nothing open).
+      const connects = () =>
+        new Promise<boolean>((resolve) => {
+          const socket = net.connect(path.join(relayDir, job.jobId, PLATFORM_SOCKET));
+          socket.once("connect", () => (socket.destroy(), resolve(true))).once("error", () => resolve(false));
+        });
+      await waitFor(async () => !(await connects()), { timeoutMs: 3000, message: "the stopped node's relay closed" });
       const adopted = (await (executor() as DockerExecutor).adopt([card.uuid])).find((j) => j.jobId === job.jobId)!;
       expect(
         JSON.parse(

@@ -17,6 +17,7 @@ import { migrations } from "../../services/gpu-scheduler/migrations";
 import { PlacementRepository } from "../../services/gpu-scheduler/store/placement.repository";
 import { QueuePositions } from "../../services/gpu-scheduler/api/queue-positions";
 import type { JobPatch } from "../../services/gpu-scheduler/core/transitions";
+import { insertGroup } from "../../services/gpu-scheduler/store/submit-group";
 import { dropDatabase, testDatabaseUrl } from "../support/platform";
 
 const job = (clientId: string, priority = 1): NewJob => ({
@@ -38,12 +39,13 @@ describe("gpu-scheduler deep queue - against PostgreSQL", () => {
       `SELECT CASE WHEN status = 'running' AND started_at IS NULL THEN 'assigned' ELSE status END AS status, count(*)::int AS n
        FROM (SELECT status, started_at FROM gpu_scheduler.jobs UNION ALL SELECT status, started_at FROM gpu_scheduler.jobs_history) j GROUP BY 1`,
     );
-    const counts = { queued: 0, assigned: 0, running: 0, completed: 0, failed: 0, cancelled: 0 };
+    const counts = { waiting: 0, queued: 0, assigned: 0, running: 0, completed: 0, failed: 0, cancelled: 0 };
     for (const r of rows) counts[r.status as keyof typeof counts] = r.n;
+    // A job waiting for its dependencies counts as queued (migration 17).
     const perAccount = await pool.query<{ c: string; n: number }>(
-      `SELECT client_id AS c, count(*)::int AS n FROM gpu_scheduler.jobs WHERE status = 'queued' GROUP BY 1 ORDER BY 1`,
+      `SELECT client_id AS c, count(*)::int AS n FROM gpu_scheduler.jobs WHERE status IN ('queued', 'waiting') GROUP BY 1 ORDER BY 1`,
     );
-    return { counts, depth: counts.queued + counts.assigned, perAccount: perAccount.rows };
+    return { counts, depth: counts.waiting + counts.queued + counts.assigned, perAccount: perAccount.rows };
   };
   const counters = async () => {
     const accounts = (await repo.queueAccounts()).map((a) => ({ c: a.clientId, n: a.queued })).sort((a, b) => (a.c < b.c ? -1 : 1));
@@ -77,6 +79,12 @@ describe("gpu-scheduler deep queue - against PostgreSQL", () => {
     const [a, b] = [randomUUID(), randomUUID()];
     await insert([job(a), job(a, 2), job(b), job(b, 0), job(a), job(b)]);
     await expectExact("inserted");
+    await transaction(pool, (tx: PoolClient) =>
+      insertGroup(tx, { clientId: b, jobs: [job(b)], dependsOn: [], status: "waiting", statusReason: "waiting for job x to succeed" }, new Date(), {
+        insert: async () => undefined,
+      }),
+    );
+    await expectExact("a job waiting for its dependencies: queued for the counters");
     const placed = await places.placeUnderLock(
       3,
       ({ queue }) => queue.slice(0, 3).map((q, i) => ({ jobId: q.jobId, nodeId: "n1", gpuUuid: `g${i}`, gpuUuids: [`g${i}`], gpuName: "Card" })),

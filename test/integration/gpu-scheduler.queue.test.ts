@@ -206,6 +206,8 @@ describe("gpu-scheduler queue - against PostgreSQL", () => {
         assigned_at: expect.any(Date),
         attempts: 1,
         max_retries: 0,
+        array_id: null,
+        array_index: null,
       },
     ]);
     expect(await repo.find(id)).toMatchObject({ status: "assigned", gpu_name: "Card \\ 'quoted'", holding: true });

@@ -1,7 +1,11 @@
 /** Docker clean-up shared by the tests and benches that run job containers. */
 import type Docker from "dockerode";
 import type { NodeCard } from "../../services/gpu-node/discovery";
-import { LABEL_NAMESPACE } from "../../services/gpu-node/docker-executor";
+import { type ContainerContext, DockerExecutor, LABEL_NAMESPACE } from "../../services/gpu-node/docker-executor";
+import type { JobExecutor, JobLimits } from "../../services/gpu-node/job";
+import type { RelayHost } from "../../services/gpu-node/platform-access";
+import { ProcessExecutor } from "../../services/gpu-node/process-executor";
+import { testSandbox } from "./sandbox";
 
 /** The job image `.ci/setup.d/20-docker.sh` builds locally (no registry). */
 export const TEST_JOB_IMAGE = process.env.TEST_JOB_IMAGE || "ci-platform/test-busybox:latest";
@@ -58,3 +62,22 @@ export const volumeExists = (docker: Docker, name: string): Promise<boolean> =>
       () => true,
       () => false,
     );
+
+/**
+ * The executor of a relay test (platform access, a deployment's serve relay): sandboxed processes,
+ * or Docker containers without a network of `image` under `namespace`, with the node's `relay`.
+ */
+export function relayTestExecutor(
+  mode: "sandboxed" | "docker",
+  opts: { limits: () => JobLimits; relay?: RelayHost; namespace: string; image: string; nodeId: string; docker: Docker },
+): JobExecutor {
+  if (mode === "sandboxed") return new ProcessExecutor(opts.limits, testSandbox(), opts.relay);
+  const context: ContainerContext = {
+    nodeId: opts.nodeId,
+    namespace: opts.namespace,
+    defaultImage: opts.image,
+    limits: { memoryMb: 512, cpus: 1, pids: 512, network: "none" },
+    allowedRegistries: ["docker.io"],
+  };
+  return new DockerExecutor(opts.docker, () => context, opts.limits, opts.relay);
+}

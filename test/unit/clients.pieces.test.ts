@@ -6,7 +6,8 @@ import { buildUrl, sseMessages } from "../../clients/sdk/src";
 import { configFile, readConfig, resolveTarget, writeConfig } from "../../clients/cli/src/config";
 import { platformAccess, tokenRequest } from "../../clients/cli/src/access";
 import { libpqEnv } from "../../clients/cli/src/db";
-import { jobExitCode, parseEnv } from "../../clients/cli/src/jobs";
+import { afterDependency, parseEnv } from "../../clients/cli/src/jobs";
+import { jobExitCode } from "../../clients/cli/src/job-wait";
 import { bar } from "../../clients/cli/src/output";
 import type { Job } from "../../clients/sdk/src";
 
@@ -95,6 +96,19 @@ describe("clients pieces - CLI decisions", () => {
   });
   test.each([["NOEQUALS"], ["=value"]])("clients pieces - --env %s is refused", (pair) => {
     expect(() => parseEnv([pair])).toThrow("--env wants NAME=VALUE");
+  });
+
+  test.each([
+    ["j1", { jobId: "j1", condition: "succeeded" }],
+    ["j1:failed", { jobId: "j1", condition: "failed" }],
+    ["j1:finished", { jobId: "j1", condition: "finished" }],
+    ["array:a1", { arrayId: "a1", condition: "succeeded" }],
+    ["array:a1:finished", { arrayId: "a1", condition: "finished" }],
+  ])("clients pieces - --after %s", (value, expected) => {
+    expect(afterDependency(value)).toEqual(expected);
+  });
+  test.each([[""], ["j1:started"], ["j1:failed:x"], ["array:"]])("clients pieces - --after %j is refused", (value) => {
+    expect(() => afterDependency(value)).toThrow("--after wants");
   });
 
   const DB = "39BD8187-1111-4222-8333-444455556666";

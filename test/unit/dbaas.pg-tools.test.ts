@@ -1,4 +1,7 @@
-import { libpqEnv, parseMajor, toolsMismatch } from "../../services/dbaas/pg-tools";
+import { libpqEnv, parseMajor, tenantToc, toolsMismatch } from "../../services/dbaas/pg-tools";
+import { parseExtensions } from "../../services/dbaas/settings";
+import { extensionGuardSql } from "../../services/dbaas/extension-sql";
+import { checkPoolerRole } from "../../services/dbaas/pooler-sql";
 import { pinnedConnection } from "../../services/dbaas/search-path";
 import { setPasswordSql } from "../../services/dbaas/tenant-sql";
 import { parseSslMode } from "../../services/dbaas/settings";
@@ -73,5 +76,35 @@ describe("dbaas pg tools", () => {
     expect(() => parseSslMode("yes")).toThrow(
       /DBAAS_SSLMODE must be "auto" \(the default\), "off" or one of disable, allow, prefer, require, verify-ca, verify-full, got "yes"/,
     );
+  });
+
+  it("dbaas pg tools - a restore leaves out the source's platform objects only", () => {
+    const toc = [
+      "215; 2615 16390 SCHEMA - dbaas_guard ci_admin",
+      "216; 1255 16391 FUNCTION dbaas_guard allowed_extensions() ci_admin",
+      "217; 1255 16392 FUNCTION dbaas_guard pooler_lookup(text) ci_admin",
+      "3340; 3466 16393 EVENT TRIGGER - dbaas_allowed_extensions ci_admin",
+      "2; 3079 16400 EXTENSION - citext ",
+      "218; 1259 16410 TABLE public notes user_0123456789ab",
+      "219; 1259 16411 TABLE public dbaas_guard user_0123456789ab",
+      "3341; 0 16410 TABLE DATA public notes user_0123456789ab",
+    ].join("\n");
+    expect(tenantToc(toc).split("\n")).toEqual([
+      "2; 3079 16400 EXTENSION - citext ",
+      "218; 1259 16410 TABLE public notes user_0123456789ab",
+      "219; 1259 16411 TABLE public dbaas_guard user_0123456789ab",
+      "3341; 0 16410 TABLE DATA public notes user_0123456789ab",
+    ]);
+  });
+
+  it("dbaas pg tools - DBAAS_EXTENSIONS: names only, default list, none; guard and pooler names checked", () => {
+    expect(parseExtensions({})).toContain("pg_trgm");
+    expect(parseExtensions({ DBAAS_EXTENSIONS: "citext, uuid-ossp" })).toEqual(["citext", "uuid-ossp"]);
+    expect(parseExtensions({ DBAAS_EXTENSIONS: "none" })).toEqual([]);
+    expect(() => parseExtensions({ DBAAS_EXTENSIONS: "citext,x'; DROP" })).toThrow(/DBAAS_EXTENSIONS/);
+    expect(() => extensionGuardSql(["bad'name"])).toThrow(/Invalid extension/);
+    expect(extensionGuardSql([])).toMatch(/ARRAY\[\]::text\[\]/);
+    expect(() => checkPoolerRole('x" SUPERUSER')).toThrow();
+    expect(() => checkPoolerRole("user_0123456789ab")).toThrow();
   });
 });

@@ -210,6 +210,10 @@ describe("params validator - the pure parts", () => {
     expect(unknownInJsonSchema(open, { a: { x: 1 }, b: 1 })).toEqual([]);
     const closed = { type: "object", properties: { a: { type: "object", properties: { b: {} } } } };
     expect(unknownInJsonSchema(closed, { a: { b: 1, c: 2 } }).map((e) => e.field)).toEqual(["a.c"]);
+    // An optional field that may be null (a union with null): its object or list member is followed.
+    const orNull = { type: "object", properties: { l: { anyOf: [{ type: "array", items: closed.properties.a }, { type: "null" }] } } };
+    expect(unknownInJsonSchema(orNull, { l: [{ b: 1 }, { z: 1 }] }).map((e) => e.field)).toEqual(["l[1].z"]);
+    expect(unknownInJsonSchema(orNull, { l: null })).toEqual([]);
     const rules = {
       env: { type: "object" },
       o: { type: "object", props: { k: "string" } },

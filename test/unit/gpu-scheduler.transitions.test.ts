@@ -398,6 +398,7 @@ describe("gpu-scheduler transitions - views", () => {
 
 describe("gpu-scheduler transitions - public status table", () => {
   test.each<[StoredStatus, Date | null, PublicStatus]>([
+    ["waiting", null, "queued"], // its dependencies do not all hold yet
     ["queued", null, "queued"],
     ["queued", T1, "queued"], // a retry waiting in the queue after a start
     ["assigned", null, "queued"],
@@ -414,9 +415,9 @@ describe("gpu-scheduler transitions - public status table", () => {
   test.each<[PublicStatus, object[], string, string]>([
     [
       "queued",
-      [{ stored: "queued" }, { stored: "assigned" }, { stored: "running", started: false }],
-      "((j.status = 'queued') OR (j.status = 'assigned') OR (j.status = 'running' AND j.started_at IS NULL))",
-      "('queued', 'assigned')",
+      [{ stored: "waiting" }, { stored: "queued" }, { stored: "assigned" }, { stored: "running", started: false }],
+      "((j.status = 'waiting') OR (j.status = 'queued') OR (j.status = 'assigned') OR (j.status = 'running' AND j.started_at IS NULL))",
+      "('waiting', 'queued', 'assigned')",
     ],
     ["running", [{ stored: "running", started: true }], "(j.status = 'running' AND j.started_at IS NOT NULL)", "('running')"],
     ["completed", [{ stored: "completed" }], "(j.status = 'completed')", "('completed')"],

@@ -78,6 +78,14 @@ describe("ops - payload checks", () => {
     expect(dbaasStatsOf({ databasesByState: { active: 3 }, storageMbByState: { active: 12.5 } })).toEqual({
       databasesByState: { active: 3 },
       storageMbByState: { active: 12.5 },
+      walArchive: {},
+    });
+    expect(
+      dbaasStatsOf({ databasesByState: {}, storageMbByState: {}, walArchive: { failing: 1, failedTotal: 4, secondsSinceArchived: 90 } }).walArchive,
+    ).toEqual({
+      failing: 1,
+      failedTotal: 4,
+      secondsSinceArchived: 90,
     });
   });
 });

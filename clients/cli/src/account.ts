@@ -1,7 +1,6 @@
-/** login, register, keys create: each ends with an API key stored for the next commands; `signedIn` for what needs a JWT. */
+/** login, register, whoami, logout, keys create: each ends with an API key stored for the next commands; `signedIn` for what needs a JWT. */
 import type { Argv } from "yargs";
 import type { CiPlatform } from "../../sdk/src";
-import { updateConfig } from "./config";
 import { Context, readStdin, Run, UsageError } from "./context";
 
 type Password = { password?: string; "password-stdin"?: boolean };
@@ -26,7 +25,7 @@ export async function signedIn(ctx: Context, args: Password & { email: string })
 }
 
 function save(ctx: Context, apiKey: string): string {
-  return updateConfig((c) => ({ ...c, url: ctx.url(), apiKey }), ctx.env);
+  return ctx.store((c) => ({ ...c, url: ctx.url(), apiKey }));
 }
 
 function report(ctx: Context, file: string, email: string): void {
@@ -61,6 +60,28 @@ export function accountCommands(y: Argv, run: Run): Argv {
         const { accessToken, client } = await sdk.register({ email: args.email, name: args.name ?? args.email, password: await password(ctx, args) });
         const { apiKey } = await sdk.withToken(accessToken).createApiKey();
         report(ctx, save(ctx, apiKey), client.email);
+      }),
+    )
+    .command(
+      "whoami",
+      "the account the stored key (or CI_PLATFORM_API_KEY) belongs to, on which URL and profile",
+      (c) => c,
+      run(async (ctx) => {
+        const me = await ctx.client().me();
+        const who = { email: me.email, name: me.name, url: ctx.url(), profile: ctx.profile };
+        if (ctx.json) ctx.stdout.write(JSON.stringify(who) + "\n");
+        else ctx.stdout.write(`${me.email} (${me.name}) on ${who.url}${ctx.profile === "default" ? "" : `, profile ${ctx.profile}`}\n`);
+      }),
+    )
+    .command(
+      "logout",
+      "forget the stored API key of this profile (the key itself keeps working until a new one replaces it)",
+      (c) => c,
+      run(async (ctx) => {
+        const had = Boolean(ctx.stored().apiKey);
+        const file = ctx.store(({ apiKey: _key, ...rest }) => rest);
+        if (ctx.json) ctx.stdout.write(JSON.stringify({ profile: ctx.profile, removed: had, config: file }) + "\n");
+        else ctx.stderr.write(had ? `Logged out (profile ${ctx.profile}): the API key was removed from ${file}\n` : `Not logged in (profile ${ctx.profile})\n`);
       }),
     )
     .command("keys", "API keys", (k) =>

@@ -4,17 +4,16 @@
  */
 import { spawn } from "child_process";
 import type { Argv } from "yargs";
-import { readConfig, updateConfig } from "./config";
 import { Context, Run, UsageError } from "./context";
 import { bar, paint, printJson, printRecord, printTable } from "./output";
 
 function remember(ctx: Context, id: string, connectionString: string | undefined): void {
-  updateConfig((c) => {
+  ctx.store((c) => {
     const databases = { ...c.databases };
     if (connectionString) databases[id] = connectionString;
     else delete databases[id];
     return { ...c, databases };
-  }, ctx.env);
+  });
 }
 
 function showSecret(ctx: Context, created: { id: string; password: string; connectionString: string }, what: string): void {
@@ -105,7 +104,7 @@ export function dbCommands(y: Argv, run: Run): Argv {
         "run psql on a database this CLI created or rotated (arguments after -- go to psql)",
         idArg,
         run(async (ctx, args) => {
-          const connection = readConfig(ctx.env).databases?.[args.id];
+          const connection = ctx.stored().databases?.[args.id];
           if (!connection)
             throw new UsageError(`No stored password for ${args.id}: \`ci-platform db rotate ${args.id}\` makes a new one (the old one stops working)`);
           const extra = ((args as { "--"?: unknown[] })["--"] ?? []).map(String);

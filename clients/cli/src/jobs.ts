@@ -6,6 +6,7 @@ import type { Argv } from "yargs";
 import type { Job, JobRequest } from "../../sdk/src";
 import { platformAccess } from "./access";
 import { Context, Run, UsageError } from "./context";
+import { endedLine, jobExitCode, resolveJobId, waitWithProgress, whileWatching } from "./job-wait";
 import { liveLine, printJson, printRecord, printTable, statusText, truncate } from "./output";
 import { rawOption, untrustedText } from "./terminal";
 
@@ -57,40 +58,6 @@ export function jobCommand(words: string[]): string {
   return words.length === 1 ? words[0] : words.map(shellWord).join(" ");
 }
 
-/** The process exit code a finished job maps to: its own, 1 for a failure without one, 130 for a cancel. */
-export function jobExitCode(job: Job): number {
-  if (job.status === "completed") return job.result?.exitCode ?? 0;
-  if (job.status === "cancelled") return 130;
-  return job.result?.exitCode || 1;
-}
-
-const progress = (job: Job) =>
-  [job.status, job.queuePosition !== null && job.queuePosition !== undefined ? `queue position ${job.queuePosition}` : "", job.statusReason ?? ""]
-    .filter(Boolean)
-    .join(" · ");
-
-async function waitWithProgress(ctx: Context, id: string): Promise<Job> {
-  const sdk = ctx.client();
-  const line = liveLine(ctx.stderr);
-  // Status events come at each change; the queue position moves between them, so a terminal re-reads it.
-  const timer = ctx.stderr.isTTY
-    ? setInterval(
-        () =>
-          void sdk.getJob(id).then(
-            (j) => line.update(`${id} ${progress(j)}`),
-            () => undefined,
-          ),
-        1000,
-      )
-    : undefined;
-  try {
-    return await sdk.waitForJob(id, { onUpdate: (j) => line.update(`${id} ${progress(j)}`) });
-  } finally {
-    if (timer) clearInterval(timer);
-    line.done();
-  }
-}
-
 /** The job's output as it comes (or all of it at once, `follow` false), neutralised on a terminal unless `raw`. */
 async function printOutput(ctx: Context, id: string, opts: { follow: boolean; attempt?: number; raw?: boolean }): Promise<void> {
   const out = untrustedText(ctx.stdout, opts.raw);
@@ -99,12 +66,54 @@ async function printOutput(ctx: Context, id: string, opts: { follow: boolean; at
   out.end();
 }
 
+type Dependency = NonNullable<JobRequest["dependsOn"]>[number];
+const CONDITIONS = ["succeeded", "failed", "finished"] as const;
+
+/** `--after` values: `ID` (must succeed), `ID:failed`, `ID:finished`, `array:ID[:condition]` (every job of the array). */
+export function afterDependency(value: string): Dependency {
+  const parts = value.split(":");
+  const isArray = parts[0] === "array";
+  const [id, condition = "succeeded"] = isArray ? parts.slice(1) : parts;
+  if (!id || !(CONDITIONS as readonly string[]).includes(condition) || parts.length > (isArray ? 3 : 2))
+    throw new UsageError(`--after wants ID[:succeeded|failed|finished] or array:ID[:condition], got ${JSON.stringify(value)}`);
+  const c = condition as Dependency["condition"];
+  return isArray ? { arrayId: id, condition: c } : { jobId: id, condition: c };
+}
+
+/** `jobs run --array N`: prints the array's id (and its job ids with --json); `--wait` waits until every job ended, exit 0 if all succeeded. */
+async function runArray(ctx: Context, body: JobRequest & { arrayCount: number }, wait: boolean): Promise<void> {
+  const created = await ctx.client().submitArray(body);
+  if (ctx.json) ctx.stdout.write(JSON.stringify(created) + "\n");
+  else ctx.stdout.write(`${created.arrayId}\n`);
+  if (!wait) return;
+  const line = liveLine(ctx.stderr);
+  try {
+    for (;;) {
+      const array = await ctx.client().getArray(created.arrayId);
+      const { completed = 0, failed = 0, cancelled = 0 } = array.counts;
+      line.update(
+        `${array.id} ${Object.entries(array.counts)
+          .map(([s, n]) => `${s} ${n}`)
+          .join(" · ")}`,
+      );
+      if (completed + failed + cancelled >= array.total) {
+        process.exitCode = completed === array.total ? 0 : 1;
+        return;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+  } finally {
+    line.done();
+  }
+}
+
 function showJob(ctx: Context, job: Job): void {
   if (ctx.json) return printJson(ctx, job);
   printRecord(ctx, {
     id: job.id,
     status: statusText(ctx.stdout, job.status),
     statusReason: job.statusReason,
+    errorMessage: job.errorMessage,
     queuePosition: job.queuePosition,
     gpuType: job.gpuType,
     gpuCount: job.gpuCount,
@@ -113,6 +122,9 @@ function showJob(ctx: Context, job: Job): void {
     exitCode: job.result?.exitCode ?? null,
     gpuSecondsUsed: job.gpuSecondsUsed,
     platformAccess: job.platformAccess,
+    arrayId: job.arrayId,
+    arrayIndex: job.arrayIndex,
+    dependsOn: job.dependsOn,
     createdAt: job.createdAt,
     startedAt: job.startedAt,
     completedAt: job.completedAt,
@@ -139,8 +151,19 @@ export function jobCommands(y: Argv, run: Run): Argv {
               type: "string",
               describe: "the job's own token and database roles: comma list of scopes, db:<id> (implies databases:write), model:<id> (implies inference)",
             })
+            .option("array", { type: "number", describe: "submit N jobs at once (an array); each sees CI_ARRAY_INDEX (0…N-1) and CI_ARRAY_ID" })
+            .option("parallelism", { type: "number", describe: "with --array: at most this many of them run at once" })
+            .option("after", {
+              type: "string",
+              array: true,
+              describe: "wait for job ID to succeed first (repeatable); ID:failed or ID:finished for another condition, array:ID for every job of an array",
+            })
             .option("wait", { type: "boolean", describe: "wait for the end (a live status line on a terminal); exit with its code" })
             .option("follow", { alias: "f", type: "boolean", describe: "print its output as it comes; exit with its code" })
+            .option("cancel-on-interrupt", {
+              type: "boolean",
+              describe: "Ctrl-C while waiting cancels the job (else: asked on a terminal, left running otherwise)",
+            })
             .option(...rawOption),
         run(async (ctx, args) => {
           const words = ((args as { "--"?: unknown[] })["--"] ?? []).map(String);
@@ -155,6 +178,10 @@ export function jobCommands(y: Argv, run: Run): Argv {
           if (args.preemptible) body.preemptible = true;
           if (args.env?.length) body.env = parseEnv(args.env);
           if (args.platformAccess !== undefined) body.platformAccess = platformAccess(args.platformAccess);
+          if (args.after?.length) body.dependsOn = args.after.map(afterDependency);
+          if (args.parallelism !== undefined && args.array === undefined) throw new UsageError("--parallelism needs --array N");
+          if (args.array !== undefined)
+            return runArray(ctx, { ...body, arrayCount: args.array, arrayParallelism: args.parallelism }, Boolean(args.wait || args.follow));
           const { id } = await ctx.client().submitJob(body);
           if (!args.wait && !args.follow) {
             if (ctx.json) ctx.stdout.write(JSON.stringify({ id }) + "\n");
@@ -162,13 +189,12 @@ export function jobCommands(y: Argv, run: Run): Argv {
             return;
           }
           if (!ctx.json) ctx.stderr.write(`job ${id} submitted\n`);
-          if (args.follow) await printOutput(ctx, id, { follow: true, raw: args.raw });
-          const job = await waitWithProgress(ctx, id);
+          const job = await whileWatching(ctx, id, Boolean(args.cancelOnInterrupt), async () => {
+            if (args.follow) await printOutput(ctx, id, { follow: true, raw: args.raw });
+            return waitWithProgress(ctx, id);
+          });
           if (ctx.json) ctx.stdout.write(JSON.stringify(job) + "\n");
-          else
-            ctx.stderr.write(
-              `job ${id} ${statusText(ctx.stderr, job.status)}${job.result?.exitCode !== undefined ? ` (exit code ${job.result.exitCode})` : ""}\n`,
-            );
+          else ctx.stderr.write(endedLine(ctx, job));
           process.exitCode = jobExitCode(job);
         }),
       )
@@ -186,7 +212,7 @@ export function jobCommands(y: Argv, run: Run): Argv {
         "get <id>",
         "one job",
         (c) => c.positional("id", { type: "string", demandOption: true }),
-        run(async (ctx, args) => showJob(ctx, await ctx.client().getJob(args.id))),
+        run(async (ctx, args) => showJob(ctx, await ctx.client().getJob(await resolveJobId(ctx, args.id)))),
       )
       .command(
         "logs <id>",
@@ -197,13 +223,13 @@ export function jobCommands(y: Argv, run: Run): Argv {
             .option("follow", { alias: "f", type: "boolean" })
             .option("attempt", { type: "number" })
             .option(...rawOption),
-        run((ctx, args) => printOutput(ctx, args.id, { follow: Boolean(args.follow), attempt: args.attempt, raw: args.raw })),
+        run(async (ctx, args) => printOutput(ctx, await resolveJobId(ctx, args.id), { follow: Boolean(args.follow), attempt: args.attempt, raw: args.raw })),
       )
       .command(
         "cancel <id>",
         "cancel a job",
         (c) => c.positional("id", { type: "string", demandOption: true }),
-        run(async (ctx, args) => showJob(ctx, await ctx.client().cancelJob(args.id))),
+        run(async (ctx, args) => showJob(ctx, await ctx.client().cancelJob(await resolveJobId(ctx, args.id)))),
       )
       .command(
         "artifacts <id>",
@@ -211,7 +237,7 @@ export function jobCommands(y: Argv, run: Run): Argv {
         (c) => c.positional("id", { type: "string", demandOption: true }).option("output", { alias: "o", type: "string" }),
         run(async (ctx, args) => {
           if (!args.output && ctx.stdout.isTTY) throw new UsageError("Not writing a tar archive to a terminal: use -o FILE or a pipe");
-          const body = await ctx.client().jobArtifacts(args.id);
+          const body = await ctx.client().jobArtifacts(await resolveJobId(ctx, args.id));
           const target: Writable = args.output ? createWriteStream(args.output, { mode: 0o600 }) : ctx.stdout;
           await pipeline(Readable.fromWeb(body as import("stream/web").ReadableStream), target, { end: Boolean(args.output) });
         }),

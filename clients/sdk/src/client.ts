@@ -9,6 +9,10 @@ import { jsonEvents, textChunks } from "./streams";
 export type Schemas = components["schemas"];
 export type Job = Schemas["Job"];
 export type JobStatus = Schemas["JobStatus"];
+/** POST /api/gpu/jobs with `arrayCount`, and GET /api/gpu/arrays/:id. */
+export type ArrayCreated = Schemas["ArrayCreated"];
+export type JobCreated = Schemas["JobCreated"];
+export type JobArray = Schemas["JobArray"];
 type Body<P extends PathsWith<M>, M extends Method> = RequestInit<P, M> extends { body?: infer B } ? NonNullable<B> : never;
 export type JobRequest = Body<"/api/gpu/jobs", "post">;
 export type DatabaseRequest = Body<"/api/databases", "post">;
@@ -17,6 +21,9 @@ export type TokenRequest = Body<"/api/auth/tokens", "post">;
 export type ScheduleRequest = Body<"/api/gpu/schedules", "post">;
 export type ScheduleUpdate = Body<"/api/gpu/schedules/{id}", "patch">;
 export type Schedule = Schemas["Schedule"];
+export type DeploymentRequest = Body<"/api/deployments", "post">;
+export type DeploymentChange = Body<"/api/deployments/{id}", "patch">;
+export type Deployment = Schemas["Deployment"];
 /** What a restricted token, or a job's own (`platformAccess`), may do; `:write` includes `:read`. */
 export type TokenScope = Schemas["TokenInfo"]["scopes"][number];
 /** A job's access to the platform (POST /api/gpu/jobs `platformAccess`, echoed in the detail). */
@@ -73,10 +80,16 @@ export class CiPlatform {
   deleteToken = (id: string) => this.api("delete", "/api/auth/tokens/{id}", { path: { id } });
 
   // GPU jobs
-  submitJob = (body: JobRequest) => this.api("post", "/api/gpu/jobs", { body });
+  /** One job (the answer of a request without `arrayCount`: an array is `submitArray`). */
+  submitJob = (body: Omit<JobRequest, "arrayCount" | "arrayParallelism">) => this.api("post", "/api/gpu/jobs", { body }) as Promise<JobCreated>;
+  /** `arrayCount` jobs in one request; each sees CI_ARRAY_INDEX and CI_ARRAY_ID. */
+  submitArray = (body: JobRequest & { arrayCount: number }) => this.api("post", "/api/gpu/jobs", { body }) as Promise<ArrayCreated>;
   listJobs = () => this.api("get", "/api/gpu/jobs", {});
   getJob = (id: string) => this.api("get", "/api/gpu/jobs/{id}", { path: { id } });
   cancelJob = (id: string) => this.api("post", "/api/gpu/jobs/{id}/cancel", { path: { id } });
+  /** An array of jobs (`arrayCount`): its jobs counted by status; cancel stops every unfinished one. */
+  getArray = (id: string) => this.api("get", "/api/gpu/arrays/{id}", { path: { id } });
+  cancelArray = (id: string) => this.api("post", "/api/gpu/arrays/{id}/cancel", { path: { id } });
   clusterStatus = () => this.api("get", "/api/gpu/status", {});
 
   // schedules of GPU jobs
@@ -145,6 +158,15 @@ export class CiPlatform {
   listSnapshots = () => this.api("get", "/api/snapshots", {});
   getSnapshot = (id: string) => this.api("get", "/api/snapshots/{id}", { path: { id } });
   deleteSnapshot = (id: string) => this.api("delete", "/api/snapshots/{id}", { path: { id } });
+
+  // model deployments (docs/deployments.md)
+  createDeployment = (body: DeploymentRequest) => this.api("post", "/api/deployments", { body });
+  listDeployments = () => this.api("get", "/api/deployments", {});
+  getDeployment = (id: string) => this.api("get", "/api/deployments/{id}", { path: { id } });
+  updateDeployment = (id: string, body: DeploymentChange) => this.api("patch", "/api/deployments/{id}", { path: { id }, body });
+  deleteDeployment = (id: string) => this.api("delete", "/api/deployments/{id}", { path: { id } });
+  /** A deployment's replicas (GPU jobs of its owner), newest first. */
+  deploymentReplicas = (deploymentId: string) => this.api("get", "/api/gpu/jobs", { query: { deploymentId } });
 
   // usage
   usage = (query: { from?: string; to?: string } = {}) => this.api("get", "/api/usage", { query });

@@ -1,12 +1,18 @@
 /** @ci-platform/sdk: the typed client of the ci-platform API. */
 export { CiPlatform, TERMINAL, TOKEN_SCOPES } from "./client";
 export type {
+  ArrayCreated,
   ChatCompletion,
   ChatCompletionRequest,
   DatabaseRequest,
+  Deployment,
+  DeploymentChange,
+  DeploymentRequest,
   InferenceChunk,
   InferenceRequest,
   Job,
+  JobArray,
+  JobCreated,
   JobRequest,
   JobStatus,
   PlatformAccess,

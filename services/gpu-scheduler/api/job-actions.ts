@@ -21,8 +21,11 @@ const DELIVERIES_LIMIT = 100;
 type Ctx<P> = Context<P, CallerMeta>;
 export type PendingAccountState = AccountState & { pending: UsageRecord[] };
 
-export async function listJobs(app: SchedulerApp, ctx: Ctx<unknown>): Promise<{ jobs: JobDetail[] }> {
-  const rows = await app.repo.listForClient(ctx.meta.caller!.clientId, LIST_LIMIT);
+/** GET /jobs's query: `deploymentId` lists that model deployment's replicas only. */
+export type ListJobsParams = { deploymentId?: string };
+
+export async function listJobs(app: SchedulerApp, ctx: Ctx<ListJobsParams>): Promise<{ jobs: JobDetail[] }> {
+  const rows = await app.repo.listForClient(ctx.meta.caller!.clientId, LIST_LIMIT, ctx.params.deploymentId);
   return { jobs: await app.reader.details(rows) };
 }
 
@@ -59,7 +62,7 @@ export async function accountState(app: SchedulerApp, clientIds: string[]): Prom
 /** Figures for the metrics service. */
 export async function stats(app: SchedulerApp): Promise<SchedulerStats> {
   const c = await app.repo.countByStatus();
-  const queued = c.queued + c.assigned;
+  const queued = c.waiting + c.queued + c.assigned;
   return {
     queueDepth: queued,
     jobsByStatus: { queued, running: c.running, completed: c.completed, failed: c.failed, cancelled: c.cancelled },

@@ -14,7 +14,8 @@ import type { QuotaResource } from "../../../lib/usage-protocol";
 import { GPU_MONTHLY } from "./account-limits";
 import type { Refusal } from "../core/admission";
 import { dnsLookup, SchedulerApp } from "../app";
-import type { CreatedJob } from "../contract";
+import type { CreatedArray, CreatedJob } from "../contract";
+import { isGroup, submitGroup } from "./group-submit";
 import { checkIdempotencyKey, IDEMPOTENCY_HEADER, requestHash } from "./idempotency";
 import type { NewJob } from "../store/job-row";
 import { checkSubmission, CreateJobParams, SubmissionFacts } from "./submission";
@@ -22,10 +23,15 @@ import { checkAccess } from "./platform-access";
 import { resolveTarget } from "../webhooks/webhook-target";
 
 type CreateCtx = Context<CreateJobParams, CallerMeta>;
+/** What a submission reads of its context: the job, and the caller's meta (where the answer's status and headers go too). */
+export type SubmitRequest = Pick<CreateCtx, "params" | "meta">;
 
-export async function submitJob(app: SchedulerApp, ctx: CreateCtx): Promise<CreatedJob> {
-  const key = checkIdempotencyKey(ctx.meta.idempotencyKey);
-  const job = await checkJobBody(app, ctx, ctx.params);
+/** `forAccount`: a job the platform submits for an account (a model deployment's replica), not a client's request. */
+export async function submitJob(app: SchedulerApp, ctx: SubmitRequest, forAccount?: string): Promise<CreatedJob | CreatedArray> {
+  const key = forAccount === undefined ? checkIdempotencyKey(ctx.meta.idempotencyKey) : undefined;
+  const job = await checkJobBody(app, ctx, ctx.params, { forAccount });
+  // An array or a job with dependencies: one transaction of its own, keyed or not (group-submit.ts).
+  if (isGroup(ctx.params)) return submitGroup(app, ctx, key, job, { monthly: (c) => checkMonthly(app, c), quotaExceeded });
   // Keyed requests take their own transaction (a replay answers even at the queued-jobs cap); the others stay on the batched inserts.
   if (key !== undefined) return createKeyed(app, ctx, key, job);
   // At or over a monthly quota a job uses up: 403 before anything is queued (a keyed replay still gets its first answer).
@@ -40,12 +46,18 @@ export async function submitJob(app: SchedulerApp, ctx: CreateCtx): Promise<Crea
 /**
  * A job body as POST /api/gpu/jobs checks it beyond its schema (the submission rules, the webhook
  * URL, platform access): the job to queue, or the 400/404. `prefix`: where the body sits in the
- * request (a schedule's "job."), for the fields the errors name.
+ * request (a schedule's "job."), for the fields the errors name; `forAccount`: made by the platform
+ * for that account (a deployment's replica), not by the caller.
  */
-export async function checkJobBody(app: SchedulerApp, ctx: Context<unknown, CallerMeta>, params: CreateJobParams, prefix = ""): Promise<NewJob> {
-  const clientId = ctx.meta.caller!.clientId;
+export async function checkJobBody(
+  app: SchedulerApp,
+  ctx: Pick<SubmitRequest, "meta">,
+  params: CreateJobParams,
+  { prefix = "", forAccount }: { prefix?: string; forAccount?: string } = {},
+): Promise<NewJob> {
+  const clientId = forAccount ?? ctx.meta.caller!.clientId;
   const runningGpus = await runningGpuLimit(app, clientId, params.gpuCount ?? 1);
-  const submitted = checkSubmission(params, submissionFacts(app, runningGpus), { id: randomUUID(), clientId });
+  const submitted = checkSubmission(params, submissionFacts(app, runningGpus), { id: randomUUID(), clientId, platform: forAccount !== undefined });
   if (!submitted.ok) throw validationFailed(submitted.errors.map((e) => ({ ...e, field: prefix + e.field })));
   try {
     if (params.webhookUrl != null) await checkWebhookUrl(app, clientId, params.webhookUrl);
@@ -89,7 +101,7 @@ async function checkWebhookUrl(app: SchedulerApp, clientId: string, url: string)
 }
 
 /** 400 beyond the caller's own token; 404 for a database that is not the account's (dbaas says). */
-async function checkPlatformAccess(app: SchedulerApp, ctx: Context<unknown, CallerMeta>, access: PlatformAccessParams): Promise<void> {
+async function checkPlatformAccess(app: SchedulerApp, ctx: Pick<SubmitRequest, "meta">, access: PlatformAccessParams): Promise<void> {
   checkAccess(ctx.meta.caller!, access);
   const databaseIds = access.databases ?? [];
   if (!databaseIds.length) return;
@@ -102,7 +114,7 @@ async function checkPlatformAccess(app: SchedulerApp, ctx: Context<unknown, Call
 }
 
 /** A submission with an Idempotency-Key: the job and the key in one transaction, or the first answer again. */
-async function createKeyed(app: SchedulerApp, ctx: CreateCtx, key: string, job: NewJob): Promise<CreatedJob> {
+async function createKeyed(app: SchedulerApp, ctx: SubmitRequest, key: string, job: NewJob): Promise<CreatedJob> {
   const request = { clientId: job.clientId, key, requestHash: requestHash(ctx.params) };
   const limit = (await app.limits.limitsFor([job.clientId])).get(job.clientId)!.queuedJobs;
   const mayCreate = () => checkMonthly(app, job.clientId);

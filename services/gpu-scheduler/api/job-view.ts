@@ -24,6 +24,8 @@ export function waitingReason(waiting: Waiting, gpuType: string | null): string 
       return `waiting for ${waiting.stopping ?? 1} preemptible job${waiting.stopping === 1 ? "" : "s"} to stop on the GPUs it needs`;
     case "ACCOUNT_LIMIT":
       return `account limit of ${waiting.limit} running GPU${waiting.limit === 1 ? "" : "s"} reached${n > 1 ? ` (this job needs ${n})` : ""}`;
+    case "ARRAY_LIMIT":
+      return `array limit of ${waiting.limit} running job${waiting.limit === 1 ? "" : "s"} reached (arrayParallelism)`;
     case "QUOTA_EXCEEDED":
       if (waiting.reserved) {
         const worst = waiting.quota === "credits" ? "timeoutSeconds × GPUs × their price" : "timeoutSeconds × GPUs";
@@ -94,6 +96,8 @@ export function toJobDetail(row: JobRow, now: Date, label: NodeLabeler, defaultT
     webhookUrl: row.webhook_url ?? null,
     scheduleId: row.schedule_id ?? null,
     preemptions: row.preemptions ?? 0,
+    arrayId: row.array_id ?? null,
+    arrayIndex: row.array_index ?? null,
   };
 }
 

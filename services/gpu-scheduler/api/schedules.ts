@@ -16,6 +16,12 @@ import { isTimeZone, nextRun, parseCron } from "../core/cron";
 import type { Concurrency, ScheduleChange, ScheduleRow } from "../store/schedules.repository";
 import { checkJobBody } from "./job-submit";
 
+/**
+ * Fields a schedule's job may not have: a tick makes one job, not an array, with nothing to wait
+ * for (each run's dependencies would be gone), and only the platform makes a deployment's replicas.
+ */
+export const NOT_IN_SCHEDULED_JOB = ["arrayCount", "arrayParallelism", "dependsOn", "deploymentId", "servePort"] as const;
+
 /** The most schedules one account may have. */
 export const MAX_SCHEDULES_PER_ACCOUNT = 100;
 const LIST_LIMIT = 100;
@@ -56,6 +62,14 @@ function nextOf(cron: string, timezone: string, now: Date): Date {
   return next;
 }
 
+/** A schedule's job checked as POST /api/gpu/jobs checks one, less what a tick cannot make: a 400 naming `job.<field>`. */
+async function checkScheduledJob(app: SchedulerApp, ctx: Ctx<unknown>, job: JobRequest): Promise<void> {
+  const field = NOT_IN_SCHEDULED_JOB.find((f) => job[f] != null);
+  if (field)
+    throw validationFailed([{ field: `job.${field}`, message: `The 'job.${field}' field is not allowed in a schedule's job (each run makes one job).` }]);
+  await checkJobBody(app, ctx, job, { prefix: "job." });
+}
+
 /** The job body split as stored: the document without env, and env apart. */
 const splitJob = ({ env, ...job }: JobRequest) => ({ job, env: env && Object.keys(env).length ? (env as Record<string, string>) : null });
 
@@ -70,7 +84,7 @@ export async function createSchedule(app: SchedulerApp, ctx: Ctx<CreateScheduleP
   const { name, cron, timezone = "UTC", concurrency = "forbid", paused = false } = ctx.params;
   const now = app.clock.now();
   const next = nextOf(cron, timezone, now);
-  await checkJobBody(app, ctx, ctx.params.job, "job.");
+  await checkScheduledJob(app, ctx, ctx.params.job);
   if ((await app.schedules.countForClient(clientId)) >= MAX_SCHEDULES_PER_ACCOUNT)
     throw apiError("QUOTA_EXCEEDED", `An account may have at most ${MAX_SCHEDULES_PER_ACCOUNT} schedules`, {
       resource: "schedules",
@@ -112,7 +126,7 @@ export async function updateSchedule(app: SchedulerApp, ctx: Ctx<UpdateScheduleP
   const timezone = fields.timezone ?? current.timezone;
   if (fields.cron !== undefined || fields.timezone !== undefined || fields.paused === false) change.next_run_at = nextOf(cron, timezone, now);
   if (job) {
-    await checkJobBody(app, ctx, job, "job.");
+    await checkScheduledJob(app, ctx, job);
     Object.assign(change, splitJob(job));
   }
   const row = await app.schedules.update(id, clientId, change, now);

@@ -17,6 +17,9 @@
  *    the fewest: later jobs leave that node's matching free cards alone, so as its jobs end the
  *    gang gets a whole set there instead of starving behind a stream of one-card jobs. Only the
  *    first such gang of a pass reserves (in fair-share order), so reservations idle at most one node.
+ * 3a. A job of an array with `arrayParallelism` p waits (ARRAY_LIMIT) while p jobs of its array
+ *    hold cards, those placed earlier in the pass included. Otherwise an array's jobs are its
+ *    account's jobs like any other (fair share counts each card they hold).
  * 4. Among the (node, name) sets that fit, a job takes the name fewest specific requests in the
  *    queue want (so "any" jobs leave scarce types to the jobs that asked for them), then the best
  *    fit: the node left with the fewest free cards of that name (small jobs fill partly used
@@ -41,7 +44,11 @@ export type QueuedJob = {
   timeoutSeconds?: number;
   /** May run only on cards no ordinary job waits for, and be stopped for one. */
   preemptible?: boolean;
+  /** Its array (`arrayParallelism` caps how many of it hold cards at once: `Snapshot.arrays`). */
+  arrayId?: string | null;
 };
+/** An array whose jobs are capped: `parallelism`, and how many of its jobs hold cards now (`active`). */
+export type ArrayCap = { parallelism: number; active: number };
 /**
  * An account's standing: `usage` its GPU-seconds decayed to now, `held` the GPUs it holds now,
  * `weight` its share (> 0), `runningGpus` the most GPUs it may hold (null: no limit);
@@ -59,15 +66,23 @@ export type AccountShare = {
   creditsPerGpuSecond?: (cardName: string) => number;
 };
 /** `accounts`: absent ones have used nothing, hold nothing, weigh 1, have no limit. */
-/** `preemptible`: the preemptible jobs holding cards (absent: none). */
-export type Snapshot = { cards: SnapshotCard[]; queue: QueuedJob[]; accounts?: ReadonlyMap<string, AccountShare>; preemptible?: PreemptibleHolder[] };
+export type Snapshot = {
+  cards: SnapshotCard[];
+  queue: QueuedJob[];
+  accounts?: ReadonlyMap<string, AccountShare>;
+  /** Arrays with a parallelism cap, by id (absent ones are not capped). */
+  arrays?: ReadonlyMap<string, ArrayCap>;
+  /** The preemptible jobs holding cards (absent: none). */
+  preemptible?: PreemptibleHolder[];
+};
 
 /** `gpuUuid`: the first of the job's cards `gpuUuids` (all on `nodeId`, of one name). */
 export type Placement = { jobId: string; nodeId: string; gpuUuid: string; gpuUuids: string[] };
 /** NO_NODE_BIG_ENOUGH: matching cards exist, but no node has `needed` of one name. */
-export type WaitReason = "NO_GPUS" | "NO_MATCHING_GPU" | "NO_NODE_BIG_ENOUGH" | "MATCHING_GPUS_BUSY" | "ACCOUNT_LIMIT" | "QUOTA_EXCEEDED" | "PREEMPTING";
+export type WaitReason =
+  "NO_GPUS" | "NO_MATCHING_GPU" | "NO_NODE_BIG_ENOUGH" | "MATCHING_GPUS_BUSY" | "ACCOUNT_LIMIT" | "QUOTA_EXCEEDED" | "ARRAY_LIMIT" | "PREEMPTING";
 /**
- * `limit`: the account's running-GPU limit, for ACCOUNT_LIMIT; `quota`: the monthly quota used up, for
+ * `limit`: the account's running-GPU limit, for ACCOUNT_LIMIT (the array's parallelism for ARRAY_LIMIT); `quota`: the monthly quota used up, for
  * QUOTA_EXCEEDED; `needed`: the job's card count when more than 1.
  */
 export type Waiting = { jobId: string; reason: WaitReason; limit?: number; quota?: string; reserved?: boolean; needed?: number; stopping?: number };
@@ -168,6 +183,8 @@ export function plan(snapshot: Snapshot): Plan {
   const accounts = snapshot.accounts ?? new Map<string, AccountShare>();
   const startedBy = new Map<string, number>();
   const deferred: QueuedJob[] = [];
+  // Each array's jobs holding cards, counting those placed in this pass.
+  const active = new Map([...(snapshot.arrays ?? [])].map(([id, cap]) => [id, cap.active]));
 
   const visit = (job: QueuedJob, account: AccountShare & { started: number }, ordinary: boolean): boolean => {
     const wanted = namesFor(job.gpuType);
@@ -183,6 +200,8 @@ export function plan(snapshot: Snapshot): Plan {
     if (account.gpuSecondsLeft !== undefined && account.gpuSecondsLeft <= 0) return wait("QUOTA_EXCEEDED", { quota: "gpuSeconds", reserved: true });
     if (account.creditsLeft !== undefined && account.creditsLeft <= 0) return wait("QUOTA_EXCEEDED", { quota: "credits", reserved: true });
     if (account.runningGpus !== null && account.held + account.started + k > account.runningGpus) return wait("ACCOUNT_LIMIT", { limit: account.runningGpus });
+    const cap = job.arrayId ? snapshot.arrays?.get(job.arrayId) : undefined;
+    if (cap && active.get(job.arrayId!)! >= cap.parallelism) return wait("ARRAY_LIMIT", { limit: cap.parallelism });
     const candidates = [...sets.values()].filter((set) => wanted.has(set.name));
     let best: CardSet | undefined;
     for (const set of candidates) if (set.free.length >= k && (!best || better(set, best, demand))) best = set;
@@ -217,6 +236,7 @@ export function plan(snapshot: Snapshot): Plan {
     }
     const gpuUuids = best.free.splice(0, k);
     placements.push({ jobId: job.jobId, nodeId: best.nodeId, gpuUuid: gpuUuids[0], gpuUuids });
+    if (cap) active.set(job.arrayId!, active.get(job.arrayId!)! + 1);
     if (account.gpuSecondsLeft !== undefined) account.gpuSecondsLeft -= k * (job.timeoutSeconds ?? 0);
     if (account.creditsLeft !== undefined) account.creditsLeft -= k * (job.timeoutSeconds ?? 0) * (account.creditsPerGpuSecond?.(best.name) ?? 0);
     startedBy.set(job.clientId ?? "", (startedBy.get(job.clientId ?? "") ?? 0) + k);

@@ -14,6 +14,7 @@ export type StatusRange = { stored: StoredStatus; started?: boolean };
  * SQL below are derived from it (the job counters' categories of migration 11 are history).
  */
 export const PUBLIC_STATUS_TABLE: ReadonlyArray<StatusRange & { shows: PublicStatus }> = [
+  { stored: "waiting", shows: "queued" },
   { stored: "queued", shows: "queued" },
   { stored: "assigned", shows: "queued" },
   { stored: "running", started: false, shows: "queued" },

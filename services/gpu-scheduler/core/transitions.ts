@@ -12,11 +12,13 @@
  * container has started, which only the node's report of that moment tells: `startedAt`, null
  * until then (an image pull is not GPU time), and until then the job reads `queued` too.
  * `holding` says the job still occupies its card: from placement until the node confirms it is gone.
+ * Stored `waiting` (read as `queued` too): a job whose dependencies (`dependsOn`) do not all hold
+ * yet; it is not placed until `releaseWaiting` queues it, or `cancelForDependency` ends it.
  */
 import type { JobEvent } from "../../../lib/gpu-protocol";
 
-export type StoredStatus = "queued" | "assigned" | "running" | "completed" | "failed" | "cancelled";
-export type PublicStatus = Exclude<StoredStatus, "assigned">;
+export type StoredStatus = "waiting" | "queued" | "assigned" | "running" | "completed" | "failed" | "cancelled";
+export type PublicStatus = Exclude<StoredStatus, "assigned" | "waiting">;
 
 const TERMINAL: readonly StoredStatus[] = ["completed", "failed", "cancelled"];
 export const isTerminal = (s: StoredStatus) => TERMINAL.includes(s);
@@ -296,6 +298,21 @@ export function loseNode(job: JobState, nodeId: string, message: string, now: Da
   if (job.status === "assigned") return unplaced(job);
   if (isTerminal(job.status)) return { holding: false };
   return null;
+}
+
+/** Every dependency of a waiting job holds (core/dependencies.ts): it may be placed now, at its original place. */
+export function releaseWaiting(job: JobState): JobPatch | null {
+  return job.status === "waiting" ? { status: "queued", statusReason: null } : null;
+}
+
+/** A waiting job's next undecided dependency (`reason`: "waiting for job <id> to …"). */
+export function stillWaiting(job: JobState, reason: string): JobPatch | null {
+  return job.status === "waiting" ? { statusReason: reason } : null;
+}
+
+/** A dependency of a waiting job can no longer hold (`reason`: "dependency <id> …"): cancelled, never placed. */
+export function cancelForDependency(job: JobState, reason: string, now: Date): JobPatch | null {
+  return job.status === "waiting" ? { status: "cancelled", completedAt: now, statusReason: reason } : null;
 }
 
 /** A queued job not started within its `queueTimeoutSeconds` of creation (the caller checked the deadline): cancelled. */

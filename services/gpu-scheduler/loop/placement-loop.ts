@@ -73,6 +73,7 @@ export function decidePass(
     cards: cards.map((c) => ({ nodeId: c.nodeId, uuid: c.uuid, name: c.name, busy: snapshot.held.has(c.uuid) || Boolean(snapshot.drained?.has(c.nodeId)) })),
     queue: snapshot.queue,
     accounts,
+    arrays: snapshot.arrays,
     preemptible: snapshot.preemptible,
   });
   return {
@@ -229,9 +230,12 @@ export class PlacementLoop {
 
   private dispatch(job: AssignedJob): void {
     this.dispatching.add(job.id);
+    // A job of an array learns which one it is (set by the platform, over any variable of the same name).
+    const env =
+      job.array_id === null || job.array_id === undefined ? job.env : { ...job.env, CI_ARRAY_ID: job.array_id, CI_ARRAY_INDEX: String(job.array_index) };
     const params: RunJobParams = {
       ...job.spec,
-      ...(job.env && { env: job.env }),
+      ...(env && { env }),
       jobId: job.id,
       gpuUuid: job.gpu_uuid,
       gpuUuids: job.gpu_uuids,

@@ -30,6 +30,9 @@ const heldList = (held: HeldCard[]) => held.map((c) => `${c.uuid} (${c.name}, ${
 
 export type { Clock, NodeClient } from "./ports";
 
+/** Jobs cancelled per compare-and-set by `cancelAll`. */
+const CANCEL_CHUNK = 1000;
+
 export class Scheduler {
   readonly view: ClusterView;
   private readonly writer: JobWriter;
@@ -175,6 +178,27 @@ export class Scheduler {
       }
     }
     throw new Error(`Job ${row.id} kept changing while being cancelled`);
+  }
+
+  /**
+   * Cancels these jobs at once (an array's unfinished jobs), in chunks of one compare-and-set each;
+   * those on a card are stopped on their node. Returns how many were cancelled here.
+   */
+  async cancelAll(ids: string[], reason?: string): Promise<number> {
+    let cancelled = 0;
+    for (let i = 0; i < ids.length; i += CANCEL_CHUNK) {
+      const now = this.clock.now();
+      const { written, seen } = await this.writer.applyTo(ids.slice(i, i + CANCEL_CHUNK), (job) => {
+        const outcome = cancelJob(job, now, reason);
+        return outcome.ok ? outcome.patch : null;
+      });
+      for (const id of written.keys()) {
+        const was = seen.get(id)!;
+        if (was.nodeId && (was.status === "assigned" || was.status === "running")) void this.stopper.stop(id, was.nodeId, was.status === "running");
+      }
+      cancelled += written.size;
+    }
+    return cancelled;
   }
 
   // --- housekeeping ---

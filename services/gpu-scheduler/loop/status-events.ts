@@ -22,7 +22,16 @@ export type JobStatusChanged = {
 };
 
 /** What a compare-and-set wrote back, per job. */
-export type WrittenJob = { id: string; client_id: string; status: StoredStatus; started_at: Date | null; attempts: number; webhook_url?: string | null };
+export type WrittenJob = {
+  id: string;
+  client_id: string;
+  status: StoredStatus;
+  started_at: Date | null;
+  attempts: number;
+  webhook_url?: string | null;
+  /** It ended here and jobs depend on it (or on its array). */
+  dependants?: boolean | null;
+};
 export type SeenState = Pick<JobState, "status"> & { startedAt?: Date | null };
 
 /** The public status changes among the written jobs (pure): `seen` is what each decision started from. */

@@ -33,14 +33,22 @@ export class HistoryRepository {
     return rowCount ?? 0;
   }
 
-  /** Removes up to `limit` archived jobs that ended before `before`, with their kept attempts; returns how many. */
+  /**
+   * Removes up to `limit` archived jobs that ended before `before`, with their kept attempts and
+   * dependencies, and an array (with its own dependencies) once its last job goes; returns how many jobs.
+   */
   async purge(before: Date, limit: number): Promise<number> {
     const { rows } = await this.db.query<{ n: number }>(
       `WITH gone AS (
          DELETE FROM gpu_scheduler.jobs_history WHERE id IN
            (SELECT id FROM gpu_scheduler.jobs_history WHERE completed_at < $1 ORDER BY completed_at LIMIT $2 FOR UPDATE SKIP LOCKED)
-         RETURNING id),
-       attempts AS (DELETE FROM gpu_scheduler.job_attempts WHERE job_id IN (SELECT id FROM gone))
+         RETURNING id, array_id),
+       attempts AS (DELETE FROM gpu_scheduler.job_attempts WHERE job_id IN (SELECT id FROM gone)),
+       arrays AS (DELETE FROM gpu_scheduler.job_arrays a WHERE a.id IN (SELECT array_id FROM gone WHERE array_id IS NOT NULL)
+         AND NOT EXISTS (SELECT 1 FROM gpu_scheduler.jobs_history h WHERE h.array_id = a.id AND h.id NOT IN (SELECT id FROM gone))
+         AND NOT EXISTS (SELECT 1 FROM gpu_scheduler.jobs j WHERE j.array_id = a.id)
+         RETURNING a.id),
+       deps AS (DELETE FROM gpu_scheduler.job_dependencies WHERE dependant IN (SELECT id FROM gone UNION ALL SELECT id FROM arrays))
        SELECT count(*)::int AS n FROM gone`,
       [before, limit],
     );

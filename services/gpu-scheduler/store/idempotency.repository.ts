@@ -1,7 +1,8 @@
 /** SQL of `gpu_scheduler.idempotency_keys`: claiming a key together with the job it creates. */
 import type { Pool } from "pg";
 import { transaction } from "../../../lib/db";
-import type { CreatedJob } from "../contract";
+import type { PoolClient } from "pg";
+import type { CreatedArray, CreatedJob } from "../contract";
 import type { Refusal } from "../core/admission";
 import type { QueuePositions } from "../api/queue-positions";
 import type { JobsRepository } from "./jobs.repository";
@@ -9,7 +10,7 @@ import type { NewJob } from "./job-row";
 
 export type KeyedRequest = { clientId: string; key: string; requestHash: string };
 /** The answer to a keyed request: its first answer (fresh or replayed), or the key used for another body. */
-export type KeyedOutcome = { kind: "created" | "replayed"; status: number; body: CreatedJob } | { kind: "reused" };
+export type KeyedOutcome<B = CreatedJob> = { kind: "created" | "replayed"; status: number; body: B } | { kind: "reused" };
 
 const CREATED = 201;
 /** Claim attempts: another is needed only when the key expired between the claim and the read. */
@@ -40,6 +41,28 @@ export class IdempotencyRepository {
     refused: (refusal: Refusal) => Error,
     mayCreate: () => Promise<void> = () => Promise.resolve(),
   ): Promise<KeyedOutcome> {
+    return this.claimOnce<CreatedJob>(req, job.id, now, expiredBefore, async (client) => {
+      await mayCreate();
+      const admitted = await this.jobs.admitAndInsert([job], now, () => limit, client);
+      const refusal = admitted.refused.get(job.id);
+      if (refusal) throw refused(refusal);
+      const position = (await this.positions.ofCreated(admitted.created, client)).get(job.id) ?? 1;
+      return { id: job.id, status: "queued", queuePosition: position };
+    });
+  }
+
+  /**
+   * The same for any submission (an array, a job with dependencies): `create` makes it in the
+   * key's transaction and returns the answer stored with the key; what it throws leaves no key.
+   * `jobId`: the key's job (an array's first).
+   */
+  async claimOnce<B extends CreatedJob | CreatedArray>(
+    req: KeyedRequest,
+    jobId: string,
+    now: Date,
+    expiredBefore: Date,
+    create: (client: PoolClient) => Promise<B>,
+  ): Promise<KeyedOutcome<B>> {
     for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
       const created = await transaction(this.db, async (client) => {
         // An expired key is taken over, as if housekeeping had already removed it.
@@ -48,15 +71,10 @@ export class IdempotencyRepository {
            ON CONFLICT (client_id, key) DO UPDATE
              SET request_hash = EXCLUDED.request_hash, job_id = EXCLUDED.job_id, created_at = EXCLUDED.created_at, status = NULL, response = NULL
              WHERE k.created_at < $6`,
-          [req.clientId, req.key, req.requestHash, job.id, now, expiredBefore],
+          [req.clientId, req.key, req.requestHash, jobId, now, expiredBefore],
         );
         if (!claim.rowCount) return undefined;
-        await mayCreate();
-        const admitted = await this.jobs.admitAndInsert([job], now, () => limit, client);
-        const refusal = admitted.refused.get(job.id);
-        if (refusal) throw refused(refusal);
-        const position = (await this.positions.ofCreated(admitted.created, client)).get(job.id) ?? 1;
-        const body: CreatedJob = { id: job.id, status: "queued", queuePosition: position };
+        const body = await create(client);
         await client.query(`UPDATE gpu_scheduler.idempotency_keys SET status = $3, response = $4 WHERE client_id = $1 AND key = $2`, [
           req.clientId,
           req.key,
@@ -66,7 +84,7 @@ export class IdempotencyRepository {
         return body;
       });
       if (created) return { kind: "created", status: CREATED, body: created };
-      const { rows } = await this.db.query<{ request_hash: string; status: number; response: CreatedJob }>(
+      const { rows } = await this.db.query<{ request_hash: string; status: number; response: B }>(
         `SELECT request_hash, status, response FROM gpu_scheduler.idempotency_keys WHERE client_id = $1 AND key = $2 AND created_at >= $3`,
         [req.clientId, req.key, expiredBefore],
       );

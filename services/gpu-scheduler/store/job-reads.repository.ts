@@ -125,12 +125,14 @@ export class JobReads {
   }
 
   /** The account's newest jobs, queued or archived, newest first (each table read through its (client_id, seq) index). */
-  async listForClient(clientId: string, limit: number): Promise<JobRow[]> {
+  /** `deploymentId`: only the replicas of that model deployment (the document's field; the account's own rows are few enough to filter). */
+  async listForClient(clientId: string, limit: number, deploymentId?: string): Promise<JobRow[]> {
+    const only = deploymentId === undefined ? "" : "AND spec->>'deploymentId' = $3";
     const { rows } = await this.db.query<JobRow>(
-      `(SELECT ${COLUMNS}, seq FROM gpu_scheduler.jobs WHERE client_id = $1 ORDER BY seq DESC LIMIT $2)
-       UNION ALL (SELECT ${COLUMNS}, seq FROM gpu_scheduler.jobs_history WHERE client_id = $1 ORDER BY seq DESC LIMIT $2)
+      `(SELECT ${COLUMNS}, seq FROM gpu_scheduler.jobs WHERE client_id = $1 ${only} ORDER BY seq DESC LIMIT $2)
+       UNION ALL (SELECT ${COLUMNS}, seq FROM gpu_scheduler.jobs_history WHERE client_id = $1 ${only} ORDER BY seq DESC LIMIT $2)
        ORDER BY seq DESC LIMIT $2`,
-      [clientId, limit],
+      deploymentId === undefined ? [clientId, limit] : [clientId, limit, deploymentId],
     );
     return rows;
   }
@@ -151,7 +153,7 @@ export class JobReads {
     const { rows } = await this.db.query<{ status: StoredStatus; n: number }>(
       `SELECT category AS status, sum(n)::int AS n FROM gpu_scheduler.job_counts GROUP BY 1`,
     );
-    const counts = { queued: 0, assigned: 0, running: 0, completed: 0, failed: 0, cancelled: 0 };
+    const counts = { waiting: 0, queued: 0, assigned: 0, running: 0, completed: 0, failed: 0, cancelled: 0 };
     for (const r of rows) counts[r.status] = r.n;
     return counts;
   }

@@ -47,6 +47,9 @@ export type JobRow = {
   preemptions: number;
   /** Its node was asked to stop it for a waiting job (read by decisions only: STATE_COLUMNS). */
   preempting?: boolean;
+  /** Its array and index there (migration 17); absent in rows of older readers. */
+  array_id?: string | null;
+  array_index?: number | null;
 };
 
 /** SQL: the name a job's GPU time is reported under (`t`: the jobs table's alias): its card's, prefixed for a preemptible job (lib/usage-protocol.ts). */
@@ -68,7 +71,8 @@ export type NewJob = {
 
 export const COLUMNS = `id, client_id, spec, gpu_type, status, node_id, gpu_uuid, gpu_name, holding,
   created_at, assigned_at, started_at, completed_at, exit_code, output, output_base64, error_message, timeout_seconds, env_names,
-  queue_timeout_seconds, status_reason, max_retries, attempts, prior_gpu_seconds, priority, gpu_count, gpu_uuids, webhook_url, schedule_id, preemptions`;
+  queue_timeout_seconds, status_reason, max_retries, attempts, prior_gpu_seconds, priority, gpu_count, gpu_uuids, webhook_url, schedule_id, preemptions,
+  array_id, array_index`;
 /** What a decision reads: `output` only as a presence mark (see `states`). */
 export const STATE_COLUMNS = `id, status, node_id, gpu_uuid, holding, assigned_at, started_at, completed_at, exit_code, error_message, attempts, max_retries,
   preemptions, preempting, CASE WHEN output IS NULL THEN NULL ELSE '' END AS output`;

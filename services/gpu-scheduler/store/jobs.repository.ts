@@ -17,24 +17,34 @@ export const INSERT_SOURCE = "id, client_id, spec, gpu_type, gpu_match, env, pri
 /** A job's variables as stored (none: null). */
 export const envJson = (job: NewJob): string | null => (job.env && Object.keys(job.env).length ? JSON.stringify(job.env) : null);
 
+/** Columns an insert may set beyond the usual ones (arrays, dependencies): column → SQL over the source `u`. */
+export type InsertExtras = { status?: string; columns?: Record<string, string> };
+
 /**
  * The insert of queued jobs from `source` (rows `u` of INSERT_SOURCE, optionally filtered by its own
  * WHERE) at `now` (SQL): the document, and the columns queries and indexes read, derived from it.
+ * `extra`: another status (SQL) and more columns, for jobs of an array or with dependencies.
  */
-export function insertJobsSql(source: string, now: string): string {
+export function insertJobsSql(source: string, now: string, extra: InsertExtras = {}): string {
+  const more = Object.entries(extra.columns ?? {});
+  const columns = more.map(([c]) => `, ${c}`).join("");
+  const values = more.map(([, v]) => `, ${v}`).join("");
   return `INSERT INTO gpu_scheduler.jobs (id, client_id, spec, gpu_type, gpu_match, status, created_at, timeout_seconds, env, env_names,
-           queue_timeout_seconds, queue_deadline, priority, max_retries, gpu_count, webhook_url, preemptible, command, container_image)
-         SELECT u.id, u.client_id, jsonb_strip_nulls(u.spec), u.gpu_type, u.gpu_match, 'queued', ${now}, (u.spec->>'timeoutSeconds')::int, u.env,
+           queue_timeout_seconds, queue_deadline, priority, max_retries, gpu_count, webhook_url, preemptible, command, container_image${columns})
+         SELECT u.id, u.client_id, jsonb_strip_nulls(u.spec), u.gpu_type, u.gpu_match, ${extra.status ?? "'queued'"}, ${now}, (u.spec->>'timeoutSeconds')::int, u.env,
            ARRAY(SELECT k FROM jsonb_object_keys(COALESCE(u.env, '{}')) AS k ORDER BY k COLLATE "C"),
            (u.spec->>'queueTimeoutSeconds')::int, ${now} + make_interval(secs => (u.spec->>'queueTimeoutSeconds')::int),
            u.priority, COALESCE((u.spec->>'maxRetries')::int, 0),
            COALESCE((u.spec->>'gpuCount')::int, 1), u.spec->>'webhookUrl', COALESCE((u.spec->>'preemptible')::boolean, false),
            -- For one release, for replicas of the previous version (migration 15).
-           u.spec->>'command', u.spec->>'containerImage'
+           u.spec->>'command', u.spec->>'containerImage'${values}
          FROM ${source}`;
 }
 
 export class JobsRepository extends JobReads {
+  /** Told of jobs that just ended with dependants (of them or of their array) waiting: set by the app (dependency-resolver.ts). */
+  dependantsDue: (endedJobIds: string[]) => void = () => undefined;
+
   /** `halfLifeS`: FAIR_SHARE_HALF_LIFE_S (the decay of account_usage). */
   constructor(
     db: Pool,
@@ -152,6 +162,10 @@ export class JobsRepository extends JobReads {
          COALESCE((p.patch->'endedAttempt'->>'attempt')::int, GREATEST(j.attempts, 1)) AS attempt,
          COALESCE((p.patch->'endedAttempt'->>'startedAt')::timestamptz, j.started_at) AS use_start,
          COALESCE((p.patch->'endedAttempt'->>'endedAt')::timestamptz, j.completed_at, j.started_at) AS use_end,
+         -- A job that ends with dependants (of it, or of its array) has them resolved after the commit (loop/dependency-resolver.ts).
+         CASE WHEN p.seen_status NOT IN ${TERMINAL_SQL} AND j.status IN ${TERMINAL_SQL} THEN
+           EXISTS (SELECT 1 FROM gpu_scheduler.job_dependencies d WHERE d.on_job = j.id)
+           OR (j.array_id IS NOT NULL AND EXISTS (SELECT 1 FROM gpu_scheduler.job_dependencies d WHERE d.on_array = j.array_id)) END AS dependants,
          CASE WHEN p.seen_status NOT IN ${TERMINAL_SQL} AND j.status IN ${TERMINAL_SQL} AND j.started_at IS NOT NULL
            THEN j.gpu_count * GREATEST(extract(epoch FROM COALESCE(j.completed_at, j.started_at) - j.started_at), 0)
            -- an attempt ended and the job went back to the queue (retry): its time counts too
@@ -179,7 +193,7 @@ export class JobsRepository extends JobReads {
          SELECT gen_random_uuid(), client_id, id, 'job.' || status, webhook_url, now() FROM written
          WHERE webhook_url IS NOT NULL AND status IN ${TERMINAL_SQL} AND seen_status NOT IN ${TERMINAL_SQL}
          ON CONFLICT (job_id) DO NOTHING)
-       SELECT id, client_id, status, started_at, attempts, webhook_url FROM written`,
+       SELECT id, client_id, status, started_at, attempts, webhook_url, dependants FROM written`,
       [
         JSON.stringify(
           updates.map((u) => ({
@@ -197,6 +211,8 @@ export class JobsRepository extends JobReads {
     );
     const changes = statusChanges(new Map(updates.map((u) => [u.id, u.seen])), rows, new Date());
     if (changes.length) this.onStatusChanged(changes);
+    const ended = rows.filter((r) => r.dependants).map((r) => r.id);
+    if (ended.length) this.dependantsDue(ended);
     return new Set(rows.map((r) => r.id));
   }
 

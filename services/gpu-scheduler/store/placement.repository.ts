@@ -4,7 +4,7 @@
  * replica decide at a time.
  */
 import type { Pool } from "pg";
-import type { QueuedJob } from "../core/placement";
+import type { ArrayCap, QueuedJob } from "../core/placement";
 import type { PreemptibleHolder } from "../core/preemption";
 import { MAX_JOB_PREEMPTIONS, type StoredJob } from "../../../lib/job-spec";
 
@@ -24,6 +24,9 @@ export type AssignedJob = {
   /** This placement's attempt (1-based: the placement counts it). */
   attempts: number;
   max_retries: number;
+  /** Its array and its index there (CI_ARRAY_ID, CI_ARRAY_INDEX); null for a job of no array. */
+  array_id?: string | null;
+  array_index?: number | null;
 };
 /** Taken by each placement decision, and by a drain, so no pass that read the node as ready commits after the drain. */
 export const PLACEMENT_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext('ci-platform:gpu-scheduler:placement'))";
@@ -49,7 +52,15 @@ export type PlacementSnapshot = {
   drained?: Set<string>;
   /** Preemptible jobs running, which a waiting job may stop (absent: none). */
   preemptible?: PreemptibleHolder[];
+  /** The capped arrays of `queue`'s jobs (arrayParallelism), by id. */
+  arrays?: Map<string, ArrayCap>;
 };
+
+/**
+ * A queued job's array as the queue index orders it (migration 17's jobs_queue_by_account): its
+ * array, or the nil uuid for a job of none. `t`: a table alias with its dot, or "".
+ */
+export const ARRAY_KEY = (t: string) => `COALESCE(${t}array_id, '00000000-0000-0000-0000-000000000000'::uuid)`;
 
 /** An account's GPU-seconds decayed to the database's now with half-life `halfLifeS` (SQL over account_usage `u`). */
 export const decayedUsageSql = (halfLifeS: number) => `u.gpu_seconds * power(2, -extract(epoch FROM now() - u.at) / ${Number(halfLifeS)})`;
@@ -88,28 +99,34 @@ export async function readHolding<R>(db: Pool, sql: (lit: (value: string) => str
  * queued jobs of each account and requested type in the account's order (priority, then age), at
  * most as many per pair as there may be free cards (each job takes one at least), and the decayed
  * usage of those accounts. The
- * distinct (account, type) pairs come from skipping through an index (one probe per pair), so the
+ * distinct (account, type, array) triples come from skipping through an index (one probe each; jobs of
+ * no array are one triple per account and type), so the
  * cost grows with the accounts waiting, not with the backlog.
  */
 export function snapshotSql(cardCount: number, halfLifeS: number, nowLiteral: string, defaultTimeoutS = 3600): string {
   const timeout = `coalesce(timeout_seconds, ${Number(defaultTimeoutS)})`;
-  return `WITH RECURSIVE pairs(c, m) AS (
-      (SELECT client_id, gpu_match FROM gpu_scheduler.jobs WHERE status = 'queued' ORDER BY client_id, gpu_match LIMIT 1)
+  return `WITH RECURSIVE pairs(c, m, a) AS (
+      (SELECT client_id, gpu_match, ${ARRAY_KEY("")} FROM gpu_scheduler.jobs WHERE status = 'queued' ORDER BY client_id, gpu_match, ${ARRAY_KEY("")} LIMIT 1)
       UNION ALL
-      SELECT s.client_id, s.gpu_match FROM pairs,
-        LATERAL (SELECT j.client_id, j.gpu_match FROM gpu_scheduler.jobs j
-                 WHERE j.status = 'queued' AND (j.client_id, j.gpu_match) > (pairs.c, pairs.m) ORDER BY j.client_id, j.gpu_match LIMIT 1) s),
+      SELECT s.client_id, s.gpu_match, s.a FROM pairs,
+        LATERAL (SELECT j.client_id, j.gpu_match, ${ARRAY_KEY("j.")} AS a FROM gpu_scheduler.jobs j
+                 WHERE j.status = 'queued' AND (j.client_id, j.gpu_match, ${ARRAY_KEY("j.")}) > (pairs.c, pairs.m, pairs.a)
+                 ORDER BY j.client_id, j.gpu_match, ${ARRAY_KEY("j.")} LIMIT 1) s),
     held AS (SELECT array_agg(u) AS uuids, count(*) AS n, count(*) FILTER (WHERE preemptible) AS pre FROM gpu_scheduler.jobs, unnest(gpu_uuids) AS u WHERE holding),
     held_by AS (SELECT client_id AS c, coalesce(gpu_name, '') AS g, sum(gpu_count)::int AS n,
         sum(gpu_count * greatest(${timeout} - extract(epoch FROM now() - coalesce(started_at, assigned_at, now())), 0))::float8 AS w
       FROM gpu_scheduler.jobs WHERE holding GROUP BY client_id, gpu_name),
+    -- Arrays whose arrayParallelism jobs hold cards (the few held jobs, through jobs_array_holding): none of their jobs is read.
+    capped AS (SELECT h.array_id FROM gpu_scheduler.jobs h WHERE h.holding AND h.array_id IS NOT NULL GROUP BY h.array_id
+      HAVING count(*) >= (SELECT a.parallelism FROM gpu_scheduler.job_arrays a WHERE a.id = h.array_id)),
     queue AS (
-      SELECT q.id, q.gpu_type, q.seq, q.client_id, q.priority, q.gpu_count, q.t, q.preemptible FROM pairs, held,
-        LATERAL (SELECT id, gpu_type, seq, client_id, priority, gpu_count, ${timeout} AS t, preemptible FROM gpu_scheduler.jobs j
-                 WHERE j.status = 'queued' AND j.client_id = pairs.c AND j.gpu_match = pairs.m
+      SELECT q.id, q.gpu_type, q.seq, q.client_id, q.priority, q.gpu_count, q.t, q.array_id, q.preemptible FROM pairs, held,
+        LATERAL (SELECT id, gpu_type, seq, client_id, priority, gpu_count, ${timeout} AS t, array_id, preemptible FROM gpu_scheduler.jobs j
+                 WHERE j.status = 'queued' AND j.client_id = pairs.c AND j.gpu_match = pairs.m AND ${ARRAY_KEY("j.")} = pairs.a
                    AND (j.not_before IS NULL OR j.not_before <= ${nowLiteral}::timestamptz)
                  -- Ordinary jobs first (they may stop preemptible ones: those cards may come free too).
-                 ORDER BY j.preemptible, j.priority DESC, j.seq LIMIT GREATEST(${cardCount} - held.n + held.pre, 0)) q)
+                 ORDER BY j.preemptible, j.priority DESC, j.seq
+                 LIMIT CASE WHEN pairs.a IN (SELECT array_id FROM capped) THEN 0 ELSE GREATEST(${cardCount} - held.n + held.pre, 0) END) q)
     SELECT (SELECT uuids FROM held) AS held, (SELECT json_agg(queue ORDER BY seq) FROM queue) AS queue,
       (SELECT json_agg(held_by) FROM held_by) AS held_by,
       (SELECT json_agg(json_build_object('c', u.client_id, 'u', ${decayedUsageSql(halfLifeS)}))
@@ -117,7 +134,10 @@ export function snapshotSql(cardCount: number, halfLifeS: number, nowLiteral: st
       (SELECT array_agg(node_id) FROM gpu_scheduler.nodes WHERE draining) AS drained,
       (SELECT json_agg(json_build_object('id', id, 'n', node_id, 'u', gpu_uuids, 'p', preempting,
           's', extract(epoch FROM coalesce(started_at, assigned_at)) * 1000))
-       FROM gpu_scheduler.jobs WHERE holding AND preemptible AND status = 'running' AND preemptions < ${MAX_JOB_PREEMPTIONS}) AS preemptible`;
+       FROM gpu_scheduler.jobs WHERE holding AND preemptible AND status = 'running' AND preemptions < ${MAX_JOB_PREEMPTIONS}) AS preemptible,
+      (SELECT json_agg(json_build_object('id', a.id, 'p', a.parallelism,
+         'n', (SELECT count(*) FROM gpu_scheduler.jobs h WHERE h.holding AND h.array_id = a.id)))
+       FROM gpu_scheduler.job_arrays a WHERE a.parallelism IS NOT NULL AND a.id IN (SELECT array_id FROM queue)) AS arrays`;
 }
 
 /** Cards held and GPU-seconds in flight per account (and by card name), from rows per (account, card name). */
@@ -145,11 +165,13 @@ type SnapshotRow = {
     gpu_count: number;
     t: number;
     preemptible: boolean;
+    array_id: string | null;
   }> | null;
   held_by: Array<{ c: string; g: string; n: number; w: number }> | null;
   usage: Array<{ c: string; u: number }> | null;
   drained: string[] | null;
   preemptible: Array<{ id: string; n: string; u: string[]; p: boolean; s: number }> | null;
+  arrays: Array<{ id: string; p: number; n: number }> | null;
 };
 
 export class PlacementRepository {
@@ -190,6 +212,7 @@ export class PlacementRepository {
         gpuCount: q.gpu_count,
         timeoutSeconds: Number(q.t),
         preemptible: q.preemptible,
+        arrayId: q.array_id,
       }));
       const placements = queue.length
         ? await decide({
@@ -199,6 +222,7 @@ export class PlacementRepository {
             usage: new Map((row.usage ?? []).map((u) => [u.c, u.u])),
             drained: new Set(row.drained ?? []),
             preemptible: (row.preemptible ?? []).map((h) => ({ jobId: h.id, nodeId: h.n, gpuUuids: h.u, preempting: h.p, since: Number(h.s) })),
+            arrays: new Map((row.arrays ?? []).map((a) => [a.id, { parallelism: a.p, active: Number(a.n) }])),
           })
         : [];
       if (!placements.length) {
@@ -214,7 +238,7 @@ export class PlacementRepository {
              assigned_at = ${lit(now.toISOString())}::timestamptz, attempts = j.attempts + 1
          FROM (VALUES ${values}) AS p(id, node_id, gpu_uuids, gpu_name)
          WHERE j.id = p.id AND j.id IN (${placements.map((p) => `${lit(p.jobId)}::uuid`).join(", ")}) AND j.status = 'queued' AND j.gpu_count = cardinality(p.gpu_uuids)
-         RETURNING j.id, j.client_id, j.node_id, j.gpu_uuid, j.gpu_uuids, j.spec, j.env, j.assigned_at, j.attempts, j.max_retries;
+         RETURNING j.id, j.client_id, j.node_id, j.gpu_uuid, j.gpu_uuids, j.spec, j.env, j.assigned_at, j.attempts, j.max_retries, j.array_id, j.array_index;
          COMMIT`,
       )) as unknown as Array<{ rows: AssignedJob[] }>;
       return { planned: placements.length, assigned: written[0].rows };

@@ -30,6 +30,8 @@ export class HttpEndpoint {
   constructor(
     baseUrl: string,
     private readonly headers: Record<string, string> = {},
+    /** The connections' agent (a deployment's replica: deployments/tunnel.ts); absent: the shared keep-alive agents. */
+    private readonly agent?: http.Agent,
   ) {
     // A trailing slash makes relative paths keep a prefix such as http://host/ollama/.
     this.base = new URL(baseUrl.endsWith("/") ? baseUrl : `${baseUrl}/`);
@@ -69,7 +71,7 @@ export class HttpEndpoint {
         hostname: url.hostname.replace(/^\[|\]$/g, ""),
         port: url.port || undefined,
         path: `${url.pathname}${url.search}`,
-        agent: agents[url.protocol as "http:" | "https:"],
+        agent: this.agent ?? agents[url.protocol as "http:" | "https:"],
         ...(url.username ? { auth: `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}` } : {}),
       };
       this.targets.set(path, target);

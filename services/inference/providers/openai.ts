@@ -4,6 +4,7 @@
  * `data: [DONE]`, token counts in `usage` (asked for with stream_options.include_usage); POST
  * /v1/embeddings. Tools and structured output pass through in OpenAI's shape (openai-tools.ts).
  */
+import type { Agent } from "http";
 import { describeModel, estimateTokens, parameterSizeOf } from "../model-info";
 import { HttpEndpoint, readJson, readLines, readText } from "./http";
 import { openAiChatFields, StreamedToolCalls, toolCallsOf } from "./openai-tools";
@@ -45,10 +46,12 @@ export class OpenAiProvider implements Provider {
     readonly name: string,
     url: string,
     apiKey?: string,
+    /** How to connect (a deployment's replica: through its node); absent: plain HTTP(S). */
+    agent?: Agent,
   ) {
     // Accept both "http://host:8000" and the SDKs' "http://host:8000/v1".
     const base = url.replace(/\/+$/, "");
-    this.http = new HttpEndpoint(/\/v1$/.test(base) ? base : `${base}/v1`, apiKey ? { authorization: `Bearer ${apiKey}` } : {});
+    this.http = new HttpEndpoint(/\/v1$/.test(base) ? base : `${base}/v1`, apiKey ? { authorization: `Bearer ${apiKey}` } : {}, agent);
   }
 
   async listModels(signal: AbortSignal): Promise<ProviderModel[]> {

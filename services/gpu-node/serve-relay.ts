@@ -1,0 +1,62 @@
+/**
+ * The inbound relay of a model deployment's replica (issue 29): the platform's HTTP requests
+ * reach the port the replica serves on inside its sandbox or container, which has no network.
+ * The node gives the job a folder of its own, bound writable at SERVE_MOUNT; the job's forwarder
+ * (relay-forwarder.ts, an inbound route) listens on a unix socket there and pipes each connection
+ * to the job's 127.0.0.1:<servePort>. The node connects to that socket from outside when the
+ * platform asks it to (`gpu-node.serve`, over the authenticated bus, callers: inference): no port
+ * is opened on any network, and the job still reaches nothing.
+ */
+import { promises as fs } from "fs";
+import net, { Socket } from "net";
+import path from "path";
+import type { Readable } from "stream";
+import { JOB_ID_PATTERN, JobError } from "./job";
+import type { ForwardRoute } from "./relay-forwarder";
+
+/** Where the replica's serve folder appears inside its job. */
+export const SERVE_MOUNT = "/run/ci-platform-serve";
+export const SERVE_SOCKET = "serve.sock";
+
+/** The serve folder of `jobId` under the node's relay folder (GPU_RELAY_DIR). */
+export const serveDir = (relayDir: string, jobId: string) => path.join(relayDir, "serve", jobId);
+
+/** A replica's serve folder while it runs: the forwarder's route, and its removal. */
+export type ServeSocket = { dir: string; route: ForwardRoute; close(): Promise<void> };
+
+/** Makes the job's serve folder (0700, owned by `owner` when the node is root); throws JobError with a readable reason. */
+export async function openServeSocket(relayDir: string, jobId: string, port: number, owner?: { uid: number; gid: number }): Promise<ServeSocket> {
+  const dir = serveDir(relayDir, jobId);
+  try {
+    await fs.mkdir(path.dirname(dir), { recursive: true, mode: 0o711 });
+    await fs.rm(dir, { recursive: true, force: true });
+    await fs.mkdir(dir, { mode: 0o700 });
+    if (owner) await fs.chown(dir, owner.uid, owner.gid);
+  } catch (err) {
+    throw new JobError(`The replica's serve folder could not be made: ${(err as Error).message}`);
+  }
+  return {
+    dir,
+    route: { port, socket: path.posix.join(SERVE_MOUNT, SERVE_SOCKET), inbound: true },
+    close: () => fs.rm(dir, { recursive: true, force: true }),
+  };
+}
+
+/**
+ * One connection to a replica's port: `request`'s bytes are written to it, and what the replica
+ * answers is the returned stream. Rejects when this node runs no such replica (or it does not
+ * listen yet). Ending or destroying either side closes the connection.
+ */
+export async function connectServe(relayDir: string, jobId: string, request: Readable): Promise<Socket> {
+  if (!JOB_ID_PATTERN.test(jobId)) throw new JobError("No such replica on this node");
+  const socket = net.connect({ path: path.join(serveDir(relayDir, jobId), SERVE_SOCKET), allowHalfOpen: true });
+  await new Promise<void>((resolve, reject) => socket.once("connect", resolve).once("error", reject)).catch(() => {
+    socket.destroy();
+    throw new JobError("The replica does not answer on this node");
+  });
+  socket.setNoDelay(true);
+  request.on("error", () => socket.destroy());
+  socket.on("close", () => request.destroy());
+  request.pipe(socket);
+  return socket;
+}

@@ -1,0 +1,130 @@
+/**
+ * Requests for a deployment's model (issue 29): whether a model name is one of the caller's
+ * deployments, holding a request while a replica starts (cold start, up to the deployment's
+ * coldStartTimeoutSeconds, then 503 with Retry-After), and the ready replica with the fewest
+ * requests in flight for each attempt. Any inference replica routes; the controller
+ * (controller.ts) starts what requests ask for.
+ */
+import { apiError } from "../../../lib/errors";
+import type { ModelEntry } from "../catalogue";
+import type { PublicModel } from "../contract";
+import { describeModel, UNKNOWN_SIZE } from "../model-info";
+import type { Provider } from "../providers";
+import { DEPLOYMENT_PROVIDER } from "./contract";
+import type { ReplicaLinks } from "./links";
+import type { DeploymentRow, DeploymentsRepository, ReplicaRow } from "./repository";
+
+/** A caller's deployments are read again after this long (another replica may have made or removed one). */
+const NAMES_TTL_MS = 2000;
+/** Traffic is written down at most this often per deployment. */
+const TOUCH_EVERY_MS = 1000;
+/** How often a held request looks for a ready replica. */
+const POLL_MS = 100;
+/** The Retry-After of a cold start that timed out. */
+const RETRY_AFTER_S = 10;
+
+export type RouterDeps = {
+  repo: Pick<DeploymentsRepository, "listForClient" | "liveReplicas" | "touch" | "findForClient">;
+  links: ReplicaLinks;
+  /** Wakes the controller now (a request waits, or replicas are overloaded). */
+  poke: () => void;
+  now?: () => number;
+  sleep?: (ms: number) => Promise<void>;
+};
+
+const readyOf = (rows: ReplicaRow[]) => rows.filter((r) => r.ready_at && r.node_id && r.model_id);
+
+export class DeploymentRouter {
+  private readonly names = new Map<string, { at: number; byName: Map<string, DeploymentRow> }>();
+  private readonly touched = new Map<string, number>();
+  private readonly now: () => number;
+  private readonly sleep: (ms: number) => Promise<void>;
+
+  constructor(private readonly deps: RouterDeps) {
+    this.now = deps.now ?? Date.now;
+    this.sleep = deps.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
+  }
+
+  /** The caller's deployment named `model`, if it is one. */
+  async owned(clientId: string, model: string): Promise<DeploymentRow | undefined> {
+    let cached = this.names.get(clientId);
+    if (!cached || this.now() - cached.at > NAMES_TTL_MS) {
+      const rows = await this.deps.repo.listForClient(clientId);
+      cached = { at: this.now(), byName: new Map(rows.map((r) => [r.name, r])) };
+      this.names.set(clientId, cached);
+    }
+    return cached.byName.get(model);
+  }
+
+  /** The caller's deployments changed here: read them again next time. */
+  forget(clientId: string): void {
+    this.names.delete(clientId);
+  }
+
+  /** The caller's deployments as models (provider `deployment`). */
+  async models(clientId: string | undefined): Promise<PublicModel[]> {
+    if (!clientId) return [];
+    const rows = await this.deps.repo.listForClient(clientId);
+    return rows.map((d) => ({ name: d.name, provider: DEPLOYMENT_PROVIDER, parameterSize: UNKNOWN_SIZE, description: describeDeployment() }));
+  }
+
+  /**
+   * Before a request for a deployment goes on: resolves once a replica is ready (`coldStart`:
+   * it had to wait for one); undefined for a model that is no deployment of the caller's.
+   */
+  async prepare(clientId: string, model: string): Promise<{ coldStart: boolean } | undefined> {
+    const deployment = await this.owned(clientId, model);
+    if (!deployment) return undefined;
+    const ready = readyOf(await this.deps.repo.liveReplicas([deployment.id]));
+    if (ready.length) {
+      await this.traffic(deployment.id);
+      const inflight = ready.reduce((n, r) => n + this.deps.links.inflight(r.job_id), 0);
+      if (inflight >= deployment.spec.targetInflight * ready.length) this.deps.poke();
+      return { coldStart: false };
+    }
+    await this.deps.repo.touch(deployment.id, true);
+    this.deps.poke();
+    const deadline = this.now() + deployment.spec.coldStartTimeoutSeconds * 1000;
+    while (this.now() < deadline) {
+      await this.sleep(POLL_MS);
+      if (readyOf(await this.deps.repo.liveReplicas([deployment.id])).length) return { coldStart: true };
+      const now = await this.deps.repo.findForClient(deployment.id, clientId);
+      if (!now) throw apiError("MODEL_NOT_FOUND", `Model "${model}" not found`);
+      if (now.status === "failed")
+        throw apiError("SERVICE_UNAVAILABLE", `Deployment "${model}" failed: ${now.status_reason ?? "its replicas never became ready"}`, {
+          retryAfter: RETRY_AFTER_S,
+        });
+    }
+    throw apiError("SERVICE_UNAVAILABLE", `Deployment "${model}" has no ready replica after ${deployment.spec.coldStartTimeoutSeconds} s`, {
+      retryAfter: RETRY_AFTER_S,
+    });
+  }
+
+  /** The ready replica with the fewest requests in flight, as a model entry and its provider; undefined for no deployment. */
+  async pick(clientId: string, model: string): Promise<{ entry: ModelEntry; provider: Provider } | undefined> {
+    const deployment = await this.owned(clientId, model);
+    if (!deployment) return undefined;
+    const ready = readyOf(await this.deps.repo.liveReplicas([deployment.id]));
+    if (!ready.length) throw apiError("SERVICE_UNAVAILABLE", `Deployment "${model}" has no ready replica`, { retryAfter: RETRY_AFTER_S });
+    const links = ready.map((r) => this.deps.links.get(r.job_id, r.node_id!));
+    const best = links.reduce((a, b) => (b.agent.inflight < a.agent.inflight ? b : a));
+    const replica = ready[links.indexOf(best)];
+    const entry: ModelEntry = {
+      name: deployment.name,
+      provider: DEPLOYMENT_PROVIDER,
+      upstreamId: replica.model_id!,
+      parameterSize: UNKNOWN_SIZE,
+      description: describeDeployment(),
+    };
+    return { entry, provider: best.provider };
+  }
+
+  private async traffic(deploymentId: string): Promise<void> {
+    const last = this.touched.get(deploymentId) ?? 0;
+    if (this.now() - last < TOUCH_EVERY_MS) return;
+    this.touched.set(deploymentId, this.now());
+    await this.deps.repo.touch(deploymentId, false);
+  }
+}
+
+const describeDeployment = () => describeModel({ provider: DEPLOYMENT_PROVIDER, parameterSize: UNKNOWN_SIZE });

@@ -1,0 +1,277 @@
+/**
+ * Model deployments (issue 29, API-DECISIONS "Model deployments") through the gateway: gateway,
+ * auth, gpu-scheduler, a real gpu-node (process executor, bubblewrap sandbox, two simulated cards),
+ * inference and usage in one process. The replica is a real job: a small OpenAI-compatible server
+ * (test/fixtures/deployments) in its sandbox with no network, reached through its node's serve
+ * relay. The official `openai` client calls it by the deployment's name: a cold start (held, then
+ * marked), chat, a stream chunk by chunk, embeddings; the model sent on is the replica's own id;
+ * usage by the name. A replica that exits is replaced; load starts a second one and the next
+ * request goes there; idle, they stop; a never-ready server fails the deployment with its reason.
+ * The resource's rules: defaults, ranges, unknown fields, 409s, another account's 404, scopes.
+ */
+import { mkdtempSync, rmSync } from "fs";
+import os from "os";
+import path from "path";
+import OpenAI from "openai";
+import { freePort, http, sandboxedGpuEnv, startTestPlatform, TestPlatform, waitFor, waitForRoute } from "../support/platform";
+import { replicaCommand } from "../fixtures/deployments/replica";
+
+const PORT = 8000;
+/** A well-formed deployment id (of none). */
+const ANY_DEPLOYMENT_ID = "00000000-0000-4000-8000-000000000000";
+
+describe("model deployments - through the gateway", () => {
+  let platform: TestPlatform;
+  let base: string;
+  let alice: string;
+  let bob: string;
+  const work = mkdtempSync(path.join(os.tmpdir(), "deployments-"));
+
+  const register = async (name: string) =>
+    (await http(base, "POST", "/api/auth/register", { body: { email: `${name}-${Date.now()}@example.com`, name, password: "correct horse battery" } })).body
+      .accessToken as string;
+  const create = (body: Record<string, unknown>, token = alice) => http(base, "POST", "/api/deployments", { token, body });
+  const client = (token = alice) => new OpenAI({ baseURL: `${base}/v1`, apiKey: token, maxRetries: 0 });
+
+  beforeAll(async () => {
+    const port = await freePort();
+    platform = await startTestPlatform({
+      services: ["api-gateway", "auth", "gpu-scheduler", "gpu-node", "inference", "usage"],
+      env: {
+        PORT: String(port),
+        OLLAMA_URL: "off",
+        DEPLOYMENTS_TICK_MS: "200",
+        ...sandboxedGpuEnv(work, { GPU_SIMULATE: "Test GPU:1024,Test GPU:1024" }),
+      },
+    });
+    base = platform.baseUrl;
+    await waitForRoute(base, "GET", "/api/deployments");
+    [alice, bob] = [await register("alice"), await register("bob")];
+    await waitFor(async () => (await http(base, "GET", "/api/gpu/status", { token: alice })).body?.cluster?.totalGpus === 2, {
+      message: "the cards announced",
+    });
+  });
+
+  afterAll(async () => {
+    await platform?.stop();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  test("deployments - a replica job serves chat, a stream and embeddings through its node, after a cold start", async () => {
+    const made = await create({ name: "echo", command: replicaCommand(PORT, { REPLICA_TAG: "a", CHUNK_DELAY_MS: "100" }), port: PORT, idleTimeoutSeconds: 60 });
+    expect(made.status).toBe(201);
+    expect(made.body).toMatchObject({
+      name: "echo",
+      model: "echo",
+      status: "idle",
+      statusReason: null,
+      replicas: { desired: 0, starting: 0, ready: 0 },
+      port: PORT,
+      readinessPath: "/v1/models",
+      minReplicas: 0,
+      maxReplicas: 1,
+      targetInflight: 4,
+      idleTimeoutSeconds: 60,
+      coldStartTimeoutSeconds: 600,
+      gpuCount: 1,
+    });
+    const id = made.body.id as string;
+
+    // The owner's model lists show it; another account's do not.
+    const listed = await client().models.list();
+    expect(listed.data.map((m) => m.id)).toContain("echo");
+    expect((await http(base, "GET", "/api/models", { token: alice })).body.models).toContainEqual(
+      expect.objectContaining({ name: "echo", provider: "deployment" }),
+    );
+    expect((await client(bob).models.list()).data.map((m) => m.id)).not.toContain("echo");
+
+    // Cold start: the first request waits for the replica, and says so.
+    const first = await client()
+      .chat.completions.create({ model: "echo", messages: [{ role: "user", content: "hello there" }] })
+      .withResponse();
+    expect(first.response.headers.get("x-ci-cold-start")).toBe("true");
+    expect(first.data.choices[0].message.content).toBe("echo: hello there");
+    expect(first.data.model).toBe("echo");
+
+    // Warm: no mark. The model sent on is the replica's own first /v1/models id.
+    const warm = await client()
+      .chat.completions.create({ model: "echo", messages: [{ role: "user", content: "model?" }] })
+      .withResponse();
+    expect(warm.response.headers.get("x-ci-cold-start")).toBeNull();
+    expect(warm.data.choices[0].message.content).toMatch(/^model: tiny-a server: /);
+
+    // A stream arrives chunk by chunk.
+    const stream = await client().chat.completions.create({ model: "echo", stream: true, messages: [{ role: "user", content: "one two three four" }] });
+    const deltas: string[] = [];
+    const arrived: number[] = [];
+    for await (const chunk of stream)
+      if (chunk.choices[0]?.delta?.content) {
+        deltas.push(chunk.choices[0].delta.content);
+        arrived.push(Date.now());
+      }
+    expect(deltas.join("")).toBe("echo: one two three four");
+    expect(deltas.length).toBe(5);
+    // The replica writes a word every 100 ms: they arrive as written, not at the end all at once.
+    expect(arrived[4] - arrived[0]).toBeGreaterThan(250);
+
+    const vectors = await client().embeddings.create({ model: "echo", input: ["abc", "hello"] });
+    expect(vectors.data.map((d) => d.embedding)).toEqual([
+      [3, "tiny-a".length],
+      [5, "tiny-a".length],
+    ]);
+
+    const infer = await http(base, "POST", "/api/models/infer", { token: alice, body: { model: "echo", prompt: "via infer" } });
+    expect([infer.status, infer.body.response]).toEqual([200, "echo: via infer"]);
+
+    // The replica is a job of the owner, with its deploymentId; the deployment reads ready.
+    const jobs = (await http(base, "GET", `/api/gpu/jobs?deploymentId=${id}`, { token: alice })).body.jobs;
+    expect(jobs).toEqual([expect.objectContaining({ deploymentId: id, status: "running" })]);
+    expect((await http(base, "GET", `/api/gpu/jobs?deploymentId=${id}`, { token: bob })).body.jobs).toEqual([]);
+    const shown = (await http(base, "GET", `/api/deployments/${id}`, { token: alice })).body;
+    expect(shown).toMatchObject({ status: "ready", replicas: { desired: 1, ready: 1, starting: 0 } });
+
+    // A replica that exits is replaced; the next request is answered by the new one.
+    expect((await http(base, "POST", `/api/gpu/jobs/${jobs[0].id}/cancel`, { token: alice })).status).toBe(200);
+    const replaced = await waitFor(
+      async () => {
+        const all = (await http(base, "GET", `/api/gpu/jobs?deploymentId=${id}`, { token: alice })).body.jobs;
+        const d = (await http(base, "GET", `/api/deployments/${id}`, { token: alice })).body;
+        return all.length === 2 && d.replicas.ready === 1 && all.find((j: { id: string }) => j.id !== jobs[0].id);
+      },
+      { timeoutMs: 20_000, message: "a new replica ready" },
+    );
+    const after = await client().chat.completions.create({ model: "echo", messages: [{ role: "user", content: "still there" }] });
+    expect(after.choices[0].message.content).toBe("echo: still there");
+
+    // The tokens are the caller's inference usage by the deployment's name; the replicas' GPU time the owner's jobs.
+    const usage = await waitFor(
+      async () => {
+        const u = (await http(base, "GET", "/api/usage", { token: alice })).body;
+        return u.inference?.byModel?.echo > 0 && u.gpu?.jobs >= 1 && u;
+      },
+      { timeoutMs: 15_000, message: "the deployment's tokens and GPU time in the usage" },
+    );
+    expect(usage.inference.byModel.echo).toBeGreaterThanOrEqual(8 + 8); // two answers of 8 tokens each, at least
+
+    // Deleting stops the replica.
+    expect((await http(base, "DELETE", `/api/deployments/${id}`, { token: alice })).status).toBe(200);
+    await waitFor(async () => (await http(base, "GET", `/api/gpu/jobs/${replaced.id}`, { token: alice })).body.status === "cancelled", {
+      timeoutMs: 15_000,
+      message: "the replica stopped",
+    });
+    expect((await http(base, "GET", `/api/deployments/${id}`, { token: alice })).status).toBe(404);
+  });
+
+  test("deployments - more than targetInflight in flight starts a second replica, the next request goes to it; idle, both stop", async () => {
+    const command = replicaCommand(PORT, { REPLICA_TAG: "b", CHUNK_DELAY_MS: "300" });
+    const made = await create({ name: "busy", command, port: PORT, maxReplicas: 2, targetInflight: 1, idleTimeoutSeconds: 10 });
+    const id = made.body.id as string;
+    const ask = async () => {
+      const stream = await client().chat.completions.create({ model: "busy", stream: true, messages: [{ role: "user", content: "model?" }] });
+      const it = stream[Symbol.asyncIterator]();
+      const first = await it.next(); // the answer is under way: its replica has it in flight
+      // In an object: awaiting ask() must not wait for the whole answer.
+      return {
+        text: (async () => {
+          let text = first.value?.choices[0]?.delta?.content ?? "";
+          for (let next = await it.next(); !next.done; next = await it.next()) text += next.value.choices[0]?.delta?.content ?? "";
+          return text;
+        })(),
+      };
+    };
+    const one = await ask(); // cold start of the first replica
+    const two = await ask(); // two in flight on one replica, target 1: a second replica starts
+    await waitFor(async () => (await http(base, "GET", `/api/deployments/${id}`, { token: alice })).body.replicas.ready === 2, {
+      timeoutMs: 20_000,
+      message: "a second replica ready",
+    });
+    const servers = new Set([await one.text, await two.text].map((t) => t.split("server: ")[1]));
+    expect(servers.size).toBe(1);
+    const three = await ask(); // the fewest in flight: with one running on the first, the second one
+    const four = await ask();
+    const both = new Set([await three.text, await four.text].map((t) => t.split("server: ")[1]));
+    expect(both.size).toBe(2);
+    // No request for idleTimeoutSeconds: down to minReplicas (0), the cards released.
+    await waitFor(
+      async () => {
+        const d = (await http(base, "GET", `/api/deployments/${id}`, { token: alice })).body;
+        const jobs = (await http(base, "GET", `/api/gpu/jobs?deploymentId=${id}`, { token: alice })).body.jobs;
+        return d.status === "idle" && d.replicas.desired === 0 && jobs.every((j: { status: string }) => j.status === "cancelled");
+      },
+      { timeoutMs: 25_000, intervalMs: 500, message: "the replicas stopped once idle" },
+    );
+  });
+
+  test("deployments - a server that never becomes ready: three replicas in a row, then failed with the last one's exit and output; 503 with Retry-After", async () => {
+    const made = await create({ name: "broken", command: "echo boom-output; exit 3", port: PORT });
+    const res = await http(base, "POST", "/v1/chat/completions", { token: alice, body: { model: "broken", messages: [{ role: "user", content: "hi" }] } });
+    expect(res.status).toBe(503);
+    expect(res.headers.get("retry-after")).toMatch(/^\d+$/);
+    expect(res.body.error.message).toContain("boom-output");
+    const shown = (await http(base, "GET", `/api/deployments/${made.body.id}`, { token: alice })).body;
+    expect(shown.status).toBe("failed");
+    expect(shown.statusReason).toMatch(/^3 replicas in a row ended without becoming ready; the last: exit code 3.*boom-output/);
+    const replicas = (await http(base, "GET", `/api/gpu/jobs?deploymentId=${made.body.id}`, { token: alice })).body.jobs;
+    expect(replicas.map((j: { status: string }) => j.status)).toEqual(["failed", "failed", "failed"]);
+  });
+
+  test("deployments - the resource's rules: ranges, unknown fields, names, another account's 404", async () => {
+    const command = replicaCommand(PORT);
+    const bad: Array<[Record<string, unknown>, string]> = [
+      [{ name: "Upper", command, port: PORT }, "name"],
+      [{ name: "ok", command, port: 80 }, "port"],
+      [{ name: "ok", command, port: PORT, maxReplicas: 11 }, "maxReplicas"],
+      [{ name: "ok", command, port: PORT, idleTimeoutSeconds: 5 }, "idleTimeoutSeconds"],
+      [{ name: "ok", command, port: PORT, minReplicas: 3, maxReplicas: 2 }, "minReplicas"],
+      [{ name: "ok", command, port: PORT, replicas: 2 }, "replicas"],
+      [{ name: "ok", command, port: PORT, env: { NVIDIA_VISIBLE_DEVICES: "all" } }, "env"],
+    ];
+    for (const [body, field] of bad) {
+      const res = await create(body);
+      expect([field, res.status, res.body.error?.code]).toEqual([field, 400, "VALIDATION_FAILED"]);
+      expect(JSON.stringify(res.body.error.details)).toContain(field);
+    }
+    expect((await http(base, "GET", "/api/deployments", { token: alice })).body.deployments.map((d: { name: string }) => d.name)).not.toContain("ok");
+
+    // A replica's fields are the platform's: a client's job cannot claim to be one.
+    for (const field of ["deploymentId", "servePort"]) {
+      const job = await http(base, "POST", "/api/gpu/jobs", {
+        token: alice,
+        body: { command: "true", [field]: field === "servePort" ? 8000 : ANY_DEPLOYMENT_ID },
+      });
+      expect([field, job.status, job.body.error.details]).toEqual([field, 400, [expect.objectContaining({ field })]]);
+    }
+
+    const made = await create({ name: "mine", command, port: PORT, env: { SECRET: "s3cret" } });
+    expect(made.status).toBe(201);
+    expect(made.body.envNames).toEqual(["SECRET"]);
+    expect(JSON.stringify(made.body)).not.toContain("s3cret");
+    expect((await create({ name: "mine", command, port: PORT })).status).toBe(409);
+    expect((await create({ name: "mine", command, port: PORT }, bob)).status).toBe(201); // names are per account
+
+    const id = made.body.id as string;
+    for (const [method, body] of [
+      ["GET", undefined],
+      ["PATCH", { maxReplicas: 2 }],
+      ["DELETE", undefined],
+    ] as const) {
+      const res = await http(base, method, `/api/deployments/${id}`, { token: bob, body });
+      expect([method, res.status, res.body.error?.code]).toEqual([method, 404, "NOT_FOUND"]);
+    }
+    const patched = await http(base, "PATCH", `/api/deployments/${id}`, { token: alice, body: { maxReplicas: 2, targetInflight: 8 } });
+    expect(patched.body).toMatchObject({ maxReplicas: 2, targetInflight: 8, port: PORT });
+    const refused = await http(base, "PATCH", `/api/deployments/${id}`, { token: alice, body: { port: 9000 } });
+    expect([refused.status, refused.body.error.details]).toEqual([400, [expect.objectContaining({ field: "port" })]]);
+    // Bob's own "mine" is his model, not Alice's deployment.
+    const asBob = await client(bob)
+      .chat.completions.create({ model: "nothing-here", messages: [{ role: "user", content: "x" }] })
+      .catch((e: { status: number }) => e);
+    expect((asBob as { status: number }).status).toBe(404);
+
+    // A restricted token needs jobs:write to create, jobs:read to list.
+    const token = (await http(base, "POST", "/api/auth/tokens", { token: alice, body: { name: "read", scopes: ["jobs:read"] } })).body.token as string;
+    expect((await http(base, "GET", "/api/deployments", { token })).status).toBe(200);
+    const denied = await create({ name: "other", command, port: PORT }, token);
+    expect([denied.status, denied.body.error.details]).toEqual([403, { missingScope: "jobs:write" }]);
+  });
+});
