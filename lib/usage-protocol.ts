@@ -33,6 +33,8 @@ export type UsageRecord = {
   start: string;
   end: string;
   quantity: number;
+  /** The share of the price its amount is charged at (0 to 1; absent: 1): batch inference (BATCH_CREDIT_FACTOR). */
+  creditFactor?: number;
 };
 
 export type UsageBatch = { records: UsageRecord[] };
@@ -59,6 +61,7 @@ function recordProblem(r: unknown): string | undefined {
   const span = Date.parse(v.end as string) - Date.parse(v.start as string);
   if (span < 0 || span > MAX_RECORD_SPAN_MS || (v.resource === "inference" && span !== 0)) return "end";
   if (typeof v.quantity !== "number" || !Number.isFinite(v.quantity) || v.quantity < 0 || v.quantity > MAX_QUANTITY) return "quantity";
+  if (v.creditFactor !== undefined && !(typeof v.creditFactor === "number" && v.creditFactor >= 0 && v.creditFactor <= 1)) return "creditFactor";
   return undefined;
 }
 
@@ -70,7 +73,7 @@ export function checkUsageBatch(v: unknown): Checked<UsageBatch> {
     const problem = recordProblem(records[i]);
     if (problem) return { ok: false, field: `records[${i}].${problem}` };
   }
-  const clean = (records as UsageRecord[]).map(({ key, clientId, resource, name, start, end, quantity }) => ({
+  const clean = (records as UsageRecord[]).map(({ key, clientId, resource, name, start, end, quantity, creditFactor }) => ({
     key,
     clientId,
     resource,
@@ -78,6 +81,7 @@ export function checkUsageBatch(v: unknown): Checked<UsageBatch> {
     start,
     end,
     quantity,
+    ...(creditFactor !== undefined ? { creditFactor } : {}),
   }));
   return { ok: true, value: { records: clean } };
 }

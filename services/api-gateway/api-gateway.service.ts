@@ -32,7 +32,7 @@ import { StreamSlots, streamsFor } from "./stream-slots";
 import { pagedBody } from "../../lib/paged-body";
 import { GatewaySettings, parseGatewaySettings } from "./settings";
 
-type GatewayMeta = CallerMeta & { authError?: string };
+type GatewayMeta = CallerMeta & { authError?: string; $multipartType?: string };
 /** What the gateway keeps from its settings and the composition root (created in createServer, see there). */
 type GatewayThis = Service & {
   config: GatewaySettings;
@@ -93,9 +93,16 @@ function ownerDown(gateway: Service, req: Req & { originalUrl?: string }, err: u
   return owner !== undefined && !registry.hasService(owner);
 }
 
-/** Both routes, before the call: a JSON object body, forwardable params, the client's address and idempotency key. */
-function checkRequest(this: GatewayThis, ctx: Context<unknown, GatewayMeta>, _route: unknown, req: Req) {
-  if (BODY_METHODS.has(req.method ?? "") && hasBody(req)) {
+/**
+ * Both routes, before the call: a JSON object body (a stream alias, POST /v1/files: multipart, read
+ * by the action itself), forwardable params, the client's address and idempotency key.
+ */
+function checkRequest(this: GatewayThis, ctx: Context<unknown, GatewayMeta>, _route: unknown, req: Req, _res: unknown, alias?: { type?: string }) {
+  if (alias?.type === "stream") {
+    const type = req.headers["content-type"] ?? "";
+    if (!/^multipart\/form-data\b/i.test(type)) throw apiError("UNSUPPORTED_MEDIA_TYPE", "Request body must be multipart/form-data");
+    ctx.meta.$multipartType = type;
+  } else if (BODY_METHODS.has(req.method ?? "") && hasBody(req)) {
     const type = (req.headers["content-type"] ?? "").split(";")[0].trim().toLowerCase();
     if (type !== "application/json") throw apiError("UNSUPPORTED_MEDIA_TYPE", "Request body must be application/json");
     if (req.body === null || typeof req.body !== "object" || Array.isArray(req.body)) throw apiError("INVALID_JSON", "Request body must be a JSON object");
@@ -168,6 +175,16 @@ const GatewayService: ServiceSchema = {
           "POST /responses": "inference.v1Responses",
           "POST /embeddings": "inference.v1Embeddings",
           "POST /messages": "inference.v1Messages",
+          // The Batch API: the upload's body is streamed to the inference service as it comes (up to 100 MiB).
+          "POST /files": "stream:inference.v1FilesCreate",
+          "GET /files": "inference.v1FilesList",
+          "GET /files/:id": "inference.v1FilesGet",
+          "GET /files/:id/content": "inference.v1FilesContent",
+          "DELETE /files/:id": "inference.v1FilesDelete",
+          "POST /batches": "inference.v1BatchesCreate",
+          "GET /batches": "inference.v1BatchesList",
+          "GET /batches/:id": "inference.v1BatchesGet",
+          "POST /batches/:id/cancel": "inference.v1BatchesCancel",
         },
         ...SERVICE_ROUTE,
       },

@@ -206,10 +206,10 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
       },
     },
 
-    /** Internal: the secret that signs the account's webhooks (null: none yet); only the scheduler, which sends them, may ask. */
+    /** Internal: the secret that signs the account's webhooks (null: none yet); only their senders (jobs, batches) may ask. */
     webhookSecret: {
       visibility: "public",
-      callers: ["gpu-scheduler"],
+      callers: ["gpu-scheduler", "inference"],
       params: { clientId: { type: "uuid" } },
       async handler(this: AuthThis, ctx: Context<{ clientId: string }>): Promise<{ secret: string | null }> {
         return { secret: await this.clients.webhookSecret(ctx.params.clientId) };

@@ -45,7 +45,7 @@ export type SchedulerSettings = {
 };
 
 /** WEBHOOK_RETRY_DELAYS_S: comma-separated positive seconds (default: Standard Webhooks' schedule, 27.6 h). */
-function retryDelays(env: Env): number[] {
+export function retryDelays(env: Env): number[] {
   const raw = list(env, "WEBHOOK_RETRY_DELAYS_S");
   if (!raw.length) return DEFAULT_RETRY_DELAYS_S;
   const delays = raw.map(Number);

@@ -70,6 +70,11 @@ export class InferenceEngine {
     this.log = new AttemptLog(opts);
   }
 
+  /** The same providers, catalogue and fallbacks, its attempts told to `onFinished` instead (batch lines: batch-line.ts). */
+  derive(onFinished: EngineOptions["onFinished"]): InferenceEngine {
+    return new InferenceEngine({ ...this.opts, onFinished });
+  }
+
   async listModels(): Promise<PublicModel[]> {
     const { entries } = await this.opts.catalogue.current();
     return entries.map(({ name, provider, parameterSize, description }) => ({ name, provider, parameterSize, description }));

@@ -41,6 +41,7 @@ import { admitInference, heldInference } from "./inference-gate";
 import type { KeyedBatch } from "../../lib/keyed-batch";
 import { allModels, DeploymentsMixin } from "./deployments/mixin";
 import type { DeploymentsSetup } from "./deployments/setup";
+import { BatchMixin, batchActions } from "./batches/batch.mixin";
 
 export interface InferActionParams extends InferParams {
   stream: boolean;
@@ -70,7 +71,9 @@ type InferenceThis = Service &
     tokenSpend: KeyedBatch<number>;
     deployments: DeploymentsSetup;
     redisUrl?: string;
-    recordFinished(record: InferenceRecord): void;
+    interactive: number;
+    recordFinished(record: InferenceRecord, batch?: { rates: InferenceRateLimits; creditFactor: number }): void;
+    stopBatches(): Promise<void>;
     admit(ctx: Context<unknown, InferenceMeta>, claim: InferenceClaim): Promise<Spend>;
     held<T>(ctx: Context<unknown, InferenceMeta>, claim: InferenceClaim, work: (hold: Spend) => Promise<T>): Promise<T>;
     streamed(ctx: Context<unknown, InferenceMeta>, opened: { id: string; stream: Readable }): Readable;
@@ -85,8 +88,9 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
   name: "inference",
   emits: [{ event: INFERENCE_COMPLETED, kind: "emit" }],
   publishes: [USAGE_CHANNEL],
-  // The /api/deployments routes and their controller (deployments/mixin.ts). Listed first, its hooks run after DbMixin's (moleculer applies the list from the end): they use its pool and tables.
-  mixins: [DeploymentsMixin, DbMixin({ schema: "inference", migrations })],
+  // The /api/deployments routes and their controller (deployments/mixin.ts), and the Batch API (batches/batch.mixin.ts). Listed
+  // before DbMixin, their hooks run after its (moleculer applies the list from the end): they use its pool and tables.
+  mixins: [DeploymentsMixin, BatchMixin, DbMixin({ schema: "inference", migrations })],
 
   settings: {
     rest: "/models",
@@ -192,6 +196,9 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
       },
     },
 
+    /** /v1/files and /v1/batches: the Batch API (batches/batch.mixin.ts). */
+    ...batchActions(V1),
+
     health: {
       rest: "GET /health",
       auth: "public",
@@ -213,13 +220,13 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
   },
 
   methods: {
-    /** Off the response path: a batched row for accounting, an event for metrics. */
-    recordFinished(this: InferenceThis, record: InferenceRecord) {
+    /** Off the response path: a batched row for accounting, an event for metrics; a batch line's at its price and in its rate budget. */
+    recordFinished(this: InferenceThis, record: InferenceRecord, batch?: { rates: InferenceRateLimits; creditFactor: number }) {
       this.recorder.add(record);
       // Answered, or tokens generated (a stream abandoned): it counts in the account's usage.
-      if (record.provider && (record.outcome === "ok" || record.tokensUsed > 0)) this.usage.add(inferenceUsage(record));
+      if (record.provider && (record.outcome === "ok" || record.tokensUsed > 0)) this.usage.add(inferenceUsage(record, new Date(), batch?.creditFactor));
       this.broker.emit(INFERENCE_COMPLETED, inferenceCompleted(record)).catch(() => undefined);
-      this.rates
+      (batch?.rates ?? this.rates)
         .charge(record.clientId, record.tokensUsed)
         .catch((err) => this.logger.warn(`Could not count tokens for rate limits: ${(err as Error).message}`));
     },
@@ -239,8 +246,14 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
     },
 
     /** `work` under the request's reservation: it settles it with what was used; a failure releases it. */
-    held<T>(this: InferenceThis, ctx: Context<unknown, InferenceMeta>, claim: InferenceClaim, work: (hold: Spend) => Promise<T>): Promise<T> {
-      return heldInference(this, ctx, claim, work);
+    async held<T>(this: InferenceThis, ctx: Context<unknown, InferenceMeta>, claim: InferenceClaim, work: (hold: Spend) => Promise<T>): Promise<T> {
+      // Counted while it runs (a stream: until it opened): batch lines keep out of its way (batch-runner.ts).
+      this.interactive++;
+      try {
+        return await heldInference(this, ctx, claim, work);
+      } finally {
+        this.interactive--;
+      }
     },
   },
 
@@ -295,6 +308,8 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
   },
 
   async stopped(this: InferenceThis) {
+    // Batch lines in flight are stored before the engine, the recorder and the usage publisher stop.
+    await this.stopBatches();
     this.engine.abortAll();
     await this.recorder.flush();
     await this.tokenSpend.stop();

@@ -23,7 +23,76 @@ export const migrations: Migration[] = [
       CREATE INDEX inferences_client_created ON inferences (client_id, created_at DESC);
     `,
   },
-  // Version 2 is another change's (the Batch API); versions apply in order, gaps allowed.
+  {
+    version: 2,
+    name: "files and batches (the Batch API)",
+    // files: uploads (purpose batch) and the outputs of batches (batch_output), content kept here.
+    // batches: one row per batch, its status and counts; batch_lines: one row per input line,
+    // claimed with SKIP LOCKED under a lease and finished by a compare-and-set on its attempt, so
+    // a result is stored once whichever replica ran it and a dead replica's claims run again.
+    sql: `
+      CREATE TABLE files (
+        id text PRIMARY KEY,
+        client_id uuid NOT NULL,
+        purpose text NOT NULL CHECK (purpose IN ('batch', 'batch_output')),
+        filename text NOT NULL,
+        bytes bigint NOT NULL,
+        line_count integer NOT NULL,
+        endpoint text,
+        content bytea NOT NULL,
+        created_at timestamptz NOT NULL DEFAULT now()
+      );
+      CREATE INDEX files_client_created ON files (client_id, created_at DESC, id DESC);
+      CREATE TABLE batches (
+        id text PRIMARY KEY,
+        client_id uuid NOT NULL,
+        endpoint text NOT NULL,
+        input_file_id text NOT NULL,
+        completion_window text NOT NULL,
+        metadata jsonb,
+        -- The creating token's model allow-list (null: any model), applied to every line when it runs.
+        allowed_models text[],
+        status text NOT NULL CHECK (status IN ('validating', 'in_progress', 'finalizing', 'completed', 'failed', 'expired', 'cancelling', 'cancelled')),
+        total integer NOT NULL DEFAULT 0,
+        completed integer NOT NULL DEFAULT 0,
+        failed integer NOT NULL DEFAULT 0,
+        errors jsonb,
+        output_file_id text,
+        error_file_id text,
+        lease_until timestamptz,
+        created_at timestamptz NOT NULL DEFAULT now(),
+        expires_at timestamptz NOT NULL,
+        in_progress_at timestamptz,
+        finalizing_at timestamptz,
+        completed_at timestamptz,
+        failed_at timestamptz,
+        expired_at timestamptz,
+        cancelling_at timestamptz,
+        cancelled_at timestamptz,
+        webhook_status text CHECK (webhook_status IN ('pending', 'delivered', 'failed')),
+        webhook_attempts integer NOT NULL DEFAULT 0,
+        webhook_next_at timestamptz
+      );
+      CREATE INDEX batches_client_created ON batches (client_id, created_at DESC, id DESC);
+      CREATE INDEX batches_open ON batches (status) WHERE status IN ('validating', 'in_progress', 'finalizing', 'cancelling');
+      CREATE INDEX batches_webhooks ON batches (webhook_next_at) WHERE webhook_status = 'pending';
+      CREATE TABLE batch_lines (
+        batch_id text NOT NULL REFERENCES batches (id) ON DELETE CASCADE,
+        line integer NOT NULL,
+        client_id uuid NOT NULL,
+        custom_id text NOT NULL,
+        body jsonb NOT NULL,
+        status text NOT NULL CHECK (status IN ('pending', 'running', 'succeeded', 'failed')),
+        attempts integer NOT NULL DEFAULT 0,
+        next_at timestamptz NOT NULL DEFAULT now(),
+        result jsonb,
+        finished_at timestamptz,
+        PRIMARY KEY (batch_id, line)
+      );
+      -- What is due: pending lines, and running ones whose lease (next_at) ran out.
+      CREATE INDEX batch_lines_due ON batch_lines (client_id, next_at) WHERE status IN ('pending', 'running');
+    `,
+  },
   {
     version: 3,
     name: "model deployments and their replicas",

@@ -15,14 +15,15 @@ export type PricedSpend = Spend & { lastCredits?: number };
 /** `tokens`: the worst case (`maxTokens` plus the prompt); `models`: those that may answer. */
 export type InferenceClaim = { tokens: number; models: readonly string[] };
 
-/** Holds both, or neither and 403 QUOTA_EXCEEDED. */
+/** Holds both, or neither and 403 QUOTA_EXCEEDED; `creditFactor`: the share of the price charged (batch lines: BATCH_CREDIT_FACTOR). */
 export async function holdInference(
   reservations: Pick<QuotaReservations, "holdAll">,
   clientId: string,
   standing: Standing | undefined,
   claim: InferenceClaim,
+  creditFactor = 1,
 ): Promise<PricedSpend> {
-  const perToken = (model: string) => (standing?.prices ? priceOf(standing.prices.kTokens, model) / 1000 : 0);
+  const perToken = (model: string) => (standing?.prices ? (priceOf(standing.prices.kTokens, model) / 1000) * creditFactor : 0);
   const worstPrice = Math.max(0, ...claim.models.map(perToken));
   const [tokens, credits] = await reservations.holdAll(clientId, standing, [
     ["tokens", claim.tokens],

@@ -1,5 +1,6 @@
 /** The inference service's settings (README "Configuration" and "Inference"), parsed when it is created. */
 import { Env, httpUrl, int, intAtLeast, perMinute, SettingError } from "../../lib/settings";
+import { BatchSettings, parseBatchSettings } from "./batches/batch-settings";
 
 export type OpenAiProviderConfig = { name: string; url: string; apiKey?: string };
 
@@ -23,6 +24,8 @@ export type InferenceSettings = {
   reservationTtlS: number;
   /** DEPLOYMENTS_TICK_MS: how often the model deployments' controller looks at their replicas (a request waiting for one wakes it at once). */
   deploymentsTickMs: number;
+  /** The Batch API's (BATCH_*). */
+  batch: BatchSettings;
 };
 
 /** The most models one request may try (its own and its fallbacks): each failure costs a provider call. */
@@ -90,5 +93,6 @@ export function parseInferenceSettings(env: Env): InferenceSettings {
     reserveMaxTokens: intAtLeast(env, "QUOTA_RESERVE_MAX_TOKENS", 4096, 1),
     reservationTtlS: intAtLeast(env, "QUOTA_RESERVATION_TTL_S", 900, 1),
     deploymentsTickMs: intAtLeast(env, "DEPLOYMENTS_TICK_MS", 1000, 50),
+    batch: parseBatchSettings(env),
   };
 }

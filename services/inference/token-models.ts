@@ -14,7 +14,11 @@ export const modelForbidden = (model: string) => apiError("FORBIDDEN", `This tok
  * modelsOf). Narrows `request.fallbacks` to the allowed ones, which the engine then follows.
  */
 export function allowedChain(caller: Caller | undefined, request: { model: string; fallbacks?: string[] }, chain: string[]): string[] {
-  const allowed = caller?.token?.models;
+  return allowedChainOf(caller?.token?.models, request, chain);
+}
+
+/** As allowedChain, for an allow-list kept apart from its caller (a batch's, run later: batches/batch-line.ts). */
+export function allowedChainOf(allowed: readonly string[] | null | undefined, request: { model: string; fallbacks?: string[] }, chain: string[]): string[] {
   if (!allowed) return chain;
   if (!allowed.includes(request.model)) throw modelForbidden(request.model);
   const kept = chain.filter((m) => allowed.includes(m));

@@ -7,10 +7,11 @@ import { isDataError } from "../../lib/errors";
 import type { InferenceRecord } from "./attempt-log";
 import { inferenceUsageKey, UsageRecord } from "../../lib/usage-protocol";
 
-/** The ledger's record of an inference: its tokens, under its model, at the time it finished. */
-export function inferenceUsage(record: InferenceRecord, at = new Date()): UsageRecord {
+/** The ledger's record of an inference: its tokens, under its model, at the time it finished; a batch line's at `creditFactor` of the price. */
+export function inferenceUsage(record: InferenceRecord, at = new Date(), creditFactor?: number): UsageRecord {
   const end = at.toISOString();
   return {
+    ...(creditFactor !== undefined && creditFactor !== 1 ? { creditFactor } : {}),
     key: inferenceUsageKey(record.id),
     clientId: record.clientId,
     resource: "inference",

@@ -9,7 +9,7 @@ import type { Pool } from "pg";
 import type { UsageRecord, UsageResource } from "../../lib/usage-protocol";
 
 /** What an account used of one resource under one name (GPU type, model, engine) in a window. */
-export type UsageTotal = { clientId: string; resource: UsageResource; name: string; amount: number; events: number };
+export type UsageTotal = { clientId: string; resource: UsageResource; name: string; amount: number; events: number; billed?: number };
 
 /** A record's amount: GPU-seconds (cards × seconds), MB-hours, or tokens. */
 export function recordAmount(r: UsageRecord): number {
@@ -34,19 +34,21 @@ export class LedgerRepository {
     const col = <T>(f: (r: UsageRecord) => T) => records.map(f);
     const { rows } = await this.db.query<{ n: number }>(
       `WITH input AS (
-         SELECT DISTINCT ON (key) * FROM unnest($1::text[], $2::uuid[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::float8[])
-           AS t(key, client_id, resource, name, started_at, ended_at, amount) ORDER BY key),
+         SELECT DISTINCT ON (key) * FROM unnest($1::text[], $2::uuid[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::float8[], $8::float8[])
+           AS t(key, client_id, resource, name, started_at, ended_at, amount, credit_factor) ORDER BY key),
        ins AS (
-         INSERT INTO usage.records (key, client_id, resource, name, started_at, ended_at, amount) SELECT * FROM input
-         ON CONFLICT (key) DO NOTHING RETURNING client_id, resource, name, started_at, ended_at, amount),
+         INSERT INTO usage.records (key, client_id, resource, name, started_at, ended_at, amount, credit_factor) SELECT * FROM input
+         ON CONFLICT (key) DO NOTHING RETURNING client_id, resource, name, started_at, ended_at, amount, credit_factor),
        parts AS (
          SELECT i.client_id, h.hour, i.resource, i.name, ${SHARE("i", "h.hour", "h.hour + interval '1 hour'")} AS amount,
+           ${SHARE("i", "h.hour", "h.hour + interval '1 hour'")} * i.credit_factor AS billed,
            (h.hour = ${LAST_HOUR})::int AS events
          FROM ins i, generate_series(date_trunc('hour', i.started_at), ${LAST_HOUR}, interval '1 hour') AS h(hour)),
        rolled AS (
-         INSERT INTO usage.hourly AS u (client_id, hour, resource, name, amount, events)
-         SELECT client_id, hour, resource, name, sum(amount), sum(events) FROM parts GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
-         ON CONFLICT (client_id, hour, resource, name) DO UPDATE SET amount = u.amount + EXCLUDED.amount, events = u.events + EXCLUDED.events),
+         INSERT INTO usage.hourly AS u (client_id, hour, resource, name, amount, billed, events)
+         SELECT client_id, hour, resource, name, sum(amount), sum(billed), sum(events) FROM parts GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
+         ON CONFLICT (client_id, hour, resource, name) DO UPDATE
+           SET amount = u.amount + EXCLUDED.amount, billed = u.billed + EXCLUDED.billed, events = u.events + EXCLUDED.events),
        totalled AS (
          INSERT INTO usage.totals AS t (resource, name, amount, events)
          SELECT resource, name, sum(amount), count(*) FROM ins GROUP BY 1, 2 ORDER BY 1, 2
@@ -56,7 +58,16 @@ export class LedgerRepository {
          SELECT client_id, resource, max(ended_at - started_at) FROM ins GROUP BY 1, 2 ORDER BY 1, 2
          ON CONFLICT (client_id, resource) DO UPDATE SET longest = EXCLUDED.longest WHERE EXCLUDED.longest > s.longest)
        SELECT count(*)::int AS n FROM ins`,
-      [col((r) => r.key), col((r) => r.clientId), col((r) => r.resource), col((r) => r.name), col((r) => r.start), col((r) => r.end), col(recordAmount)],
+      [
+        col((r) => r.key),
+        col((r) => r.clientId),
+        col((r) => r.resource),
+        col((r) => r.name),
+        col((r) => r.start),
+        col((r) => r.end),
+        col(recordAmount),
+        col((r) => r.creditFactor ?? 1),
+      ],
     );
     return rows[0].n;
   }
@@ -82,30 +93,37 @@ export class LedgerRepository {
    */
   async totals(clientIds: readonly string[], from: Date, to: Date): Promise<UsageTotal[]> {
     if (!clientIds.length || to <= from) return [];
-    const { rows } = await this.db.query<{ client_id: string; resource: UsageResource; name: string; amount: number; events: string }>(
+    const { rows } = await this.db.query<{ client_id: string; resource: UsageResource; name: string; amount: number; billed: number; events: string }>(
       `WITH b AS (
          SELECT $2::timestamptz AS f, $3::timestamptz AS t,
            CASE WHEN date_trunc('hour', $2::timestamptz) = $2::timestamptz THEN $2::timestamptz ELSE date_trunc('hour', $2::timestamptz) + interval '1 hour' END AS hs,
            date_trunc('hour', $3::timestamptz) AS he),
        whole AS (
-         SELECT u.client_id, u.resource, u.name, u.amount, u.events FROM usage.hourly u, b
+         SELECT u.client_id, u.resource, u.name, u.amount, u.billed, u.events FROM usage.hourly u, b
          WHERE u.client_id = ANY($1::uuid[]) AND u.hour >= b.hs AND u.hour < b.he),
        frags AS (
          SELECT f AS a, hs AS z FROM b WHERE hs < he AND f < hs
          UNION ALL SELECT he, t FROM b WHERE hs < he AND he < t
          UNION ALL SELECT f, t FROM b WHERE hs >= he),
        edges AS (
-         SELECT r.client_id, r.resource, r.name, ${SHARE("r", "fr.a", "fr.z")} AS amount,
+         SELECT r.client_id, r.resource, r.name, ${SHARE("r", "fr.a", "fr.z")} AS amount, ${SHARE("r", "fr.a", "fr.z")} * r.credit_factor AS billed,
            (CASE WHEN r.ended_at = r.started_at THEN r.ended_at < fr.z ELSE r.ended_at > fr.a AND r.ended_at <= fr.z END)::int AS events
          FROM frags fr CROSS JOIN usage.spans s
          -- One index range per (edge, account, resource); OFFSET 0 keeps the planner from turning it into a scan of every record.
          CROSS JOIN LATERAL (SELECT * FROM usage.records x WHERE x.client_id = s.client_id AND x.resource = s.resource
            AND x.ended_at >= fr.a AND x.ended_at <= fr.z + s.longest OFFSET 0) r
          WHERE s.client_id = ANY($1::uuid[]) AND r.started_at < fr.z AND (r.ended_at > fr.a OR r.ended_at = r.started_at))
-       SELECT client_id, resource, name, sum(amount)::float8 AS amount, sum(events)::bigint AS events
+       SELECT client_id, resource, name, sum(amount)::float8 AS amount, sum(billed)::float8 AS billed, sum(events)::bigint AS events
        FROM (SELECT * FROM whole UNION ALL SELECT * FROM edges) x GROUP BY 1, 2, 3`,
       [clientIds, from, to],
     );
-    return rows.map((r) => ({ clientId: r.client_id, resource: r.resource, name: r.name, amount: Number(r.amount), events: Number(r.events) }));
+    return rows.map((r) => ({
+      clientId: r.client_id,
+      resource: r.resource,
+      name: r.name,
+      amount: Number(r.amount),
+      billed: Number(r.billed),
+      events: Number(r.events),
+    }));
   }
 }

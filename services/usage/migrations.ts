@@ -73,4 +73,17 @@ export const migrations: Migration[] = [
       DROP INDEX records_client_ended;
     `,
   },
+  {
+    version: 3,
+    name: "credit factors (batch inference at BATCH_CREDIT_FACTOR of the price)",
+    // A record's amount is what was used (tokens, GPU-seconds); credit_factor the share of the price
+    // it is charged at, and billed the hours' sums of amount × factor, so credits follow the factor
+    // while usage and quotas count the whole amount.
+    sql: `
+      ALTER TABLE records ADD COLUMN credit_factor double precision NOT NULL DEFAULT 1 CHECK (credit_factor >= 0 AND credit_factor <= 1);
+      ALTER TABLE hourly ADD COLUMN billed double precision;
+      UPDATE hourly SET billed = amount;
+      ALTER TABLE hourly ALTER COLUMN billed SET NOT NULL;
+    `,
+  },
 ];

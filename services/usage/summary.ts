@@ -50,19 +50,21 @@ export function summarize(
     charge(prices.gpuSecond, card, seconds * (preemptible ? (prices.preemptibleFactor ?? 1) : 1));
   };
   for (const t of totals) {
+    // What is charged: the amount at each record's credit factor (batch inference: BATCH_CREDIT_FACTOR).
+    const billed = t.billed ?? t.amount;
     if (t.resource === "gpu") {
       gpu.jobs += t.events;
       gpu.gpuSeconds += t.amount;
       add(gpu.byGpuType, t.name, t.amount);
-      chargeGpu(t.name, t.amount);
+      chargeGpu(t.name, billed);
     } else if (t.resource === "inference") {
       inference.requests += t.events;
       inference.tokens += t.amount;
       add(inference.byModel, t.name, t.amount);
-      charge(prices.kTokens, t.name, t.amount / 1000);
+      charge(prices.kTokens, t.name, billed / 1000);
     } else {
       storageMbHours += t.amount;
-      charge(prices.gbHour, t.name, t.amount / 1024);
+      charge(prices.gbHour, t.name, billed / 1024);
     }
   }
   // Jobs running now (their time inside the window so far) and ended ones on their way to the ledger, × cards.

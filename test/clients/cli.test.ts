@@ -282,6 +282,27 @@ describe("clients cli - ci-platform as a process", () => {
     expect((await cli("db", "rm", db.id)).code).toBe(0);
   });
 
+  test("clients cli - batch submit --wait shows completed/total and ends completed; batch output prints the answers by custom_id", async () => {
+    const file = path.join(work, "requests.jsonl");
+    const line = (id: string) =>
+      JSON.stringify({ custom_id: id, method: "POST", url: "/v1/chat/completions", body: { model: "llama3.2:1b", messages: [{ role: "user", content: id }] } });
+    writeFileSync(file, ["a", "b", "c"].map(line).join("\n"));
+    const res = await cli("batch", "submit", file, "--wait");
+    expect([res.code, res.stderr]).toEqual([0, expect.stringMatching(/^batch_\S+ completed 3\/3$/m)]);
+    expect(res.stdout).toMatch(/^status +completed$/m);
+    const id = /^id +(batch_\S+)$/m.exec(res.stdout)![1];
+    const output = await cli("batch", "output", id);
+    expect(
+      output.stdout
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l).custom_id)
+        .sort(),
+    ).toEqual(["a", "b", "c"]);
+    writeFileSync(file, '{"custom_id": "x", "url": "/v1/images"}');
+    expect(await cli("batch", "submit", file)).toMatchObject({ code: 2, stderr: expect.stringContaining("its first line must be a request") });
+  });
+
   test("clients cli - chat streams a reply, from an argument or from stdin", async () => {
     expect((await cli("chat", "llama3.2:1b", "hi")).stdout).toBe("Hello, world!\n");
     const piped = await start(["chat", "llama3.2:1b"], { input: "a prompt on stdin" });

@@ -1,5 +1,5 @@
 /**
- * The gateway's /v1 aliases as its settings declare them ("METHOD /v1/path"), which the OpenAPI
+ * The gateway's /v1 aliases as its settings declare them ("METHOD /v1/path/{param}"), which the OpenAPI
  * tests require documented; and the document of those routes alone (as the generator builds it,
  * no services), with an ajv that checks values against its schemas.
  */
@@ -12,7 +12,10 @@ type Route = { path: string; aliases?: Record<string, string> };
 
 export function v1Routes(): string[] {
   const routes = (GatewayService.settings as { routes: Route[] }).routes;
-  return routes.filter((r) => r.path === "/v1").flatMap((r) => Object.keys(r.aliases ?? {}).map((k) => k.replace(/^(\S+) \//, "$1 /v1/")));
+  // moleculer-web's `:id` is OpenAPI's `{id}`.
+  return routes
+    .filter((r) => r.path === "/v1")
+    .flatMap((r) => Object.keys(r.aliases ?? {}).map((k) => k.replace(/^(\S+) \//, "$1 /v1/").replace(/:([A-Za-z0-9_]+)/g, "{$1}")));
 }
 
 export type V1Document = {

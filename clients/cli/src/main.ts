@@ -9,6 +9,7 @@ import yargs from "yargs";
 import { hideBin } from "yargs/helpers";
 import { ApiError } from "../../sdk/src";
 import { accountCommands } from "./account";
+import { batchCommands } from "./batches";
 import { GlobalArgs, makeContext, Run, UsageError } from "./context";
 import { dbCommands } from "./db";
 import { deploymentCommands } from "./deployments";
@@ -93,6 +94,7 @@ export async function main(argv = hideBin(process.argv)): Promise<void> {
   cli = accountCommands(cli, run) as yargs.Argv<GlobalArgs>;
   cli = jobCommands(cli, run) as yargs.Argv<GlobalArgs>;
   cli = dbCommands(cli, run) as yargs.Argv<GlobalArgs>;
+  cli = batchCommands(cli, run) as yargs.Argv<GlobalArgs>;
   cli = tokenCommands(cli, run) as yargs.Argv<GlobalArgs>;
   cli = scheduleCommands(cli, run) as yargs.Argv<GlobalArgs>;
   cli = deploymentCommands(cli, run) as yargs.Argv<GlobalArgs>;

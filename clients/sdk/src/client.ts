@@ -3,7 +3,7 @@
  * for the everyday ones, plus the streams and `waitForJob` that generation cannot give.
  */
 import type { components } from "./generated/schema";
-import { Credentials, Method, PathsWith, request, RequestInit, ResponseOf, send } from "./http";
+import { ApiError, buildUrl, Credentials, Method, PathsWith, request, RequestInit, ResponseOf, send } from "./http";
 import { jsonEvents, textChunks } from "./streams";
 
 export type Schemas = components["schemas"];
@@ -32,6 +32,12 @@ export type InferenceRequest = Omit<Body<"/api/models/infer", "post">, "stream">
 /** OpenAI's chat completion request (POST /v1/chat/completions): tools and response_format included. */
 export type ChatCompletionRequest = Omit<Body<"/v1/chat/completions", "post">, "stream" | "stream_options">;
 export type ChatCompletion = Schemas["OpenAiChatCompletion"];
+/** OpenAI's Batch API (POST /v1/batches, /v1/files). */
+export type Batch = Schemas["OpenAiBatch"];
+export type BatchRequest = Body<"/v1/batches", "post">;
+export type BatchFile = Schemas["OpenAiFile"];
+/** The statuses a batch ends in. */
+export const BATCH_ENDED: ReadonlySet<Batch["status"]> = new Set(["completed", "failed", "expired", "cancelled"]);
 /** One event of a streamed inference: deltas, then a last one with `done: true`. */
 export type InferenceChunk = { id: string; model: string; delta?: string; response?: string; tokensUsed?: number; durationMs?: number; done?: boolean };
 
@@ -147,6 +153,26 @@ export class CiPlatform {
 
   /** One chat completion, whole (OpenAI's API: an answer's tool calls in `choices[0].message.tool_calls`). */
   chatCompletion = (body: ChatCompletionRequest) => this.api("post", "/v1/chat/completions", { body: { ...body, stream: false } });
+
+  // batches (OpenAI's Batch API)
+  /** Uploads a batch input file (JSONL, one request a line): multipart, as OpenAI's clients send it. */
+  async uploadBatchFile(content: string | Uint8Array<ArrayBuffer>, filename = "batch.jsonl"): Promise<BatchFile> {
+    const form = new FormData();
+    form.append("purpose", "batch");
+    form.append("file", new Blob([content]), filename);
+    const headers: Record<string, string> = this.creds.token ? { authorization: `Bearer ${this.creds.token}` } : {};
+    const res = await (this.creds.fetch ?? fetch)(buildUrl(this.creds.baseUrl, "/v1/files"), { method: "POST", headers, body: form });
+    if (!res.ok) throw await ApiError.from(res);
+    return (await res.json()) as BatchFile;
+  }
+  createBatch = (body: BatchRequest) => this.api("post", "/v1/batches", { body });
+  listBatches = () => this.api("get", "/v1/batches", {});
+  getBatch = (id: string) => this.api("get", "/v1/batches/{id}", { path: { id } });
+  cancelBatch = (id: string) => this.api("post", "/v1/batches/{id}/cancel", { path: { id } });
+  /** A file's lines (a batch's output or error file). */
+  async fileContent(id: string): Promise<string> {
+    return (await send(this.creds, "get", "/v1/files/{id}/content", { path: { id }, accept: "application/jsonl" })).text();
+  }
 
   // databases
   createDatabase = (body: DatabaseRequest = {}) => this.api("post", "/api/databases", { body });

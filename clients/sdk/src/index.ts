@@ -1,7 +1,10 @@
 /** @ci-platform/sdk: the typed client of the ci-platform API. */
-export { CiPlatform, TERMINAL, TOKEN_SCOPES } from "./client";
+export { BATCH_ENDED, CiPlatform, TERMINAL, TOKEN_SCOPES } from "./client";
 export type {
   ArrayCreated,
+  Batch,
+  BatchFile,
+  BatchRequest,
   ChatCompletion,
   ChatCompletionRequest,
   DatabaseRequest,

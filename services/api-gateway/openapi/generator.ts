@@ -141,7 +141,7 @@ function operationOf(route: LiveRoute, path: string, op: Operation | undefined, 
   }));
   const rest = fields.filter((f) => !pathNames.includes(f.name));
   let requestBody: unknown;
-  if (op?.request) requestBody = { required: true, content: { "application/json": { schema: publish(op.request, named) } } };
+  if (op?.request) requestBody = { required: true, content: { [op.requestType ?? "application/json"]: { schema: publish(op.request, named) } } };
   else if (BODY_METHODS.has(route.method)) {
     if (rest.length) requestBody = { required: rest.some((f) => f.required), content: { "application/json": { schema: bodySchema(rest) } } };
   } else {

@@ -1,7 +1,7 @@
 /**
  * The routes the gateway aliases under /v1 (api-gateway.service.ts), each in its own API's shapes:
  * OpenAI's (models, embeddings here; chat completions: openai-chat.ts; responses:
- * openai-responses.ts) with OpenAI's error `{"error": {"message", "type", "param", "code"}}`
+ * openai-responses.ts; files and batches: openai-batches.ts) with OpenAI's error `{"error": {"message", "type", "param", "code"}}`
  * (lib/openai-errors.ts), and Anthropic's Messages API (anthropic.ts) with Anthropic's. Keyed like
  * OPERATIONS; each schema with `$id` is published once under that name.
  */
@@ -10,6 +10,7 @@ import { ANTHROPIC_ERROR, MESSAGE_STREAM, MessageCreateRequest, MessageObject } 
 import { CHAT_STREAM, ChatCompletion, ChatCompletionRequest } from "./openai-chat";
 import { RESPONSE_STREAM, ResponseCreateRequest, ResponseObject } from "./openai-responses";
 import { list, object } from "./shapes";
+import { BATCH_OPERATIONS } from "./openai-batches";
 
 /** Errors of the /v1 routes are in OpenAI's shape, not the platform's (generator.ts errorResponses), unless a route says otherwise. */
 export const OPENAI_ERROR: ErrorShape = {
@@ -118,4 +119,5 @@ export const V1_OPERATIONS: Record<string, Operation> = {
     response: EmbeddingList,
     errors: INFERENCE_ERRORS,
   },
+  ...BATCH_OPERATIONS,
 };

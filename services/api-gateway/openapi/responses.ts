@@ -17,6 +17,8 @@ export type Operation = Omit<RouteDoc, "tag" | "response" | "alternatives"> & {
   alternatives?: Record<string, { schema: JsonSchema; description: string }>;
   /** The JSON request body, for a route whose action parses its own (the /v1 routes, openai.ts). */
   request?: JsonSchema;
+  /** The request body's media type (default application/json; POST /v1/files: multipart/form-data). */
+  requestType?: string;
   /** Served but not part of the document (static assets of the docs page). */
   hidden?: true;
   /** Errors in another API's shape (the /v1 routes: OpenAI's unless said otherwise). */

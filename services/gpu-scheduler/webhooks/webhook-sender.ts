@@ -8,6 +8,7 @@
  */
 import type { LoggerInstance } from "moleculer";
 import { withTimeout } from "../../../lib/health";
+import { ClaimLoop } from "../../../lib/claim-loop";
 import type { JobDetail } from "../contract";
 import { AttemptResult, postOnce, retryDelayS, signedHeaders } from "./webhook-delivery";
 import { Lookup, resolveTarget } from "./webhook-target";
@@ -39,74 +40,28 @@ export type SenderPorts = {
   now(): Date;
 };
 
-export class WebhookSender {
-  private timer?: NodeJS.Timeout;
-  /** The claim under way (one at a time). */
-  private claiming?: Promise<void>;
-  private again = false;
-  private stopped = false;
-  /** Deliveries in flight, per account. */
-  private readonly inFlight = new Map<string, number>();
-  private readonly sending = new Set<Promise<void>>();
-
+export class WebhookSender extends ClaimLoop {
   constructor(
     private readonly ports: SenderPorts,
     private readonly settings: WebhookSettings,
-    private readonly logger: LoggerInstance,
-  ) {}
-
-  start(): void {
-    this.timer = setInterval(() => this.wake(), this.settings.pollMs);
-    this.wake();
+    logger: LoggerInstance,
+  ) {
+    super(settings.pollMs, logger, "Webhook deliveries not claimed");
   }
 
-  /** Claims nothing more and waits for the deliveries in flight (each ends within its time limit). */
-  async stop(): Promise<void> {
-    this.stopped = true;
-    clearInterval(this.timer);
-    while (this.claiming || this.sending.size) await Promise.all([this.claiming, ...this.sending]);
-  }
-
-  /** Claims due deliveries for the free slots now (a claim under way runs once more). */
-  wake(): void {
-    if (this.stopped) return;
-    if (this.claiming) {
-      this.again = true;
-      return;
-    }
-    this.claiming = this.claim()
-      .catch((err) => this.logger.warn(`Webhook deliveries not claimed: ${(err as Error).message}`))
-      .finally(() => {
-        this.claiming = undefined;
-        if (this.again && !this.stopped) {
-          this.again = false;
-          this.wake();
-        }
-      });
-  }
-
-  private async claim(): Promise<void> {
-    const free = this.settings.concurrency - this.sending.size;
+  /** Claims due deliveries for the free slots now; each settles on its own (lib/claim-loop.ts). */
+  protected async claim(): Promise<void> {
+    const free = this.settings.concurrency - this.busy;
     if (free <= 0) return;
     // An attempt takes at most 2 x timeoutMs (DNS, then the POST; plus the job's read): the lease outlasts it.
     const leaseMs = this.settings.timeoutMs * 2 + 30_000;
     const due = await this.ports.repo.claim(free, this.settings.accountConcurrency, this.inFlight, leaseMs);
-    for (const d of due) this.send(d);
-  }
-
-  /** Starts one delivery in its own slot; when it settles the slot is free and the queue looked at again. */
-  private send(d: DeliveryRow): void {
-    this.inFlight.set(d.client_id, (this.inFlight.get(d.client_id) ?? 0) + 1);
-    const sent: Promise<void> = this.deliver(d)
-      .catch((err) => this.logger.warn(`Webhook ${d.id} not recorded: ${(err as Error).message}`))
-      .finally(() => {
-        const left = this.inFlight.get(d.client_id)! - 1;
-        if (left) this.inFlight.set(d.client_id, left);
-        else this.inFlight.delete(d.client_id);
-        this.sending.delete(sent);
-        this.wake();
-      });
-    this.sending.add(sent);
+    for (const d of due)
+      this.launch(
+        d.client_id,
+        () => this.deliver(d),
+        (err) => `Webhook ${d.id} not recorded: ${err.message}`,
+      );
   }
 
   private async deliver(d: DeliveryRow): Promise<void> {
