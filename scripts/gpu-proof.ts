@@ -3,20 +3,25 @@
  * own discovery reads nvidia-smi, then CUDA jobs run through the node's process executor on the
  * first card (sandboxed when bubblewrap works here, else unisolated, and it says which), in a
  * cgroup of its own where the host has one; a job that fills /dev/shm past its cgroup's memory
- * then shows the limit holds beside the card.
+ * then shows the limit holds beside the card. Last, a model deployment's replica on the card: a
+ * sandboxed job serving OpenAI's HTTP API whose answers are computed by a CUDA kernel, reached
+ * through the node's serve relay as the platform reaches replicas (the job still has no network).
  * Prints one JSON report and exits non-zero when a step fails.
  *
  *   npx tsx scripts/gpu-proof.ts            (or a bundle of it: node gpu-proof.js)
  *   GPU_PROOF_PYTHON=/path/to/python3       a Python with PyTorch for the second job (optional)
  */
-import { mkdtempSync } from "fs";
+import { chmodSync, mkdtempSync } from "fs";
 import os from "os";
+import { PassThrough } from "stream";
 import path from "path";
 import { detectCgroups } from "../services/gpu-node/cgroup-host";
 import { describeEnforcement } from "../services/gpu-node/cgroups";
 import { discoverCards, NodeCard } from "../services/gpu-node/discovery";
 import type { JobOutcome } from "../services/gpu-node/job";
+import { relayHost } from "../services/gpu-node/platform-access";
 import { findBwrap, ProcessExecutor, ProcessIsolation, probeSandbox } from "../services/gpu-node/process-executor";
+import { connectServe } from "../services/gpu-node/serve-relay";
 
 /** A vector add in CUDA C++, built with nvcc inside the job and checked on the card. */
 const CUDA_JOB = String.raw`
@@ -43,6 +48,73 @@ nvcc -o add add.cu
 echo "CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"
 ./add
 `;
+
+/** A deployment's replica: the vector add built as above, served as an OpenAI chat model on its port (node; no network). */
+const REPLICA_PORT = 8000;
+const REPLICA_SERVER = String.raw`
+const http = require("http");
+const { execFileSync } = require("child_process");
+const json = (res, body) => (res.setHeader("content-type", "application/json"), res.end(JSON.stringify(body)));
+http.createServer((req, res) => {
+  if (req.url === "/v1/models") return json(res, { object: "list", data: [{ id: "cuda-add", object: "model", owned_by: "gpu-proof" }] });
+  req.resume().on("end", () => {
+    const content = execFileSync("./add").toString().trim();
+    json(res, { id: "chatcmpl-proof", object: "chat.completion", model: "cuda-add", choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }] });
+  });
+}).listen(Number(process.env.PORT), "127.0.0.1");
+`;
+/** The replica's command: `build` (leaving ./add), then the server. */
+export const replicaJob = (build = CUDA_JOB.replace(/\n\.\/add\n$/, "\n")) => `${build}
+echo '${Buffer.from(REPLICA_SERVER).toString("base64")}' | base64 -d > server.js
+PORT=${REPLICA_PORT} exec node server.js
+`;
+
+/** One HTTP/1.0 exchange with a replica through its node's serve relay: the whole answer. */
+async function throughNode(relayDir: string, jobId: string, request: string): Promise<string> {
+  const out = new PassThrough();
+  const socket = await connectServe(relayDir, jobId, out);
+  const chunks: Buffer[] = [];
+  socket.on("data", (c: Buffer) => chunks.push(c));
+  const closed = new Promise((resolve) => socket.once("close", resolve));
+  out.end(request);
+  await closed;
+  return Buffer.concat(chunks).toString();
+}
+
+/** Serves `command` (replicaJob) on the card and asks it, through the node, for its models and a chat answer. */
+export async function replicaOnCard(
+  limits: () => { timeoutS: number; graceS: number; logDir: string },
+  isolation: ProcessIsolation,
+  card: NodeCard,
+  command = replicaJob(),
+) {
+  const relayDir = mkdtempSync(path.join(os.tmpdir(), "gpu-proof-relay-"));
+  chmodSync(relayDir, 0o711); // as the node makes GPU_RELAY_DIR: the job's user passes through to its own folder
+  const executor = new ProcessExecutor(limits, isolation, relayHost({ databasePort: 5432, databaseSslMode: "prefer", dir: relayDir }));
+  const jobId = `gpu-proof-replica-${Date.now()}`;
+  const start = Date.now();
+  const job = executor.run({ jobId, card, command, timeoutS: 300, servePort: REPLICA_PORT });
+  let ended = false;
+  void job.outcome.then(() => (ended = true));
+  let models = "";
+  for (const deadline = Date.now() + 120_000; Date.now() < deadline && !ended && !models.startsWith("HTTP/1.1 200");) {
+    models = await throughNode(relayDir, jobId, "GET /v1/models HTTP/1.0\r\n\r\n").catch((err: Error) => err.message);
+    if (!models.startsWith("HTTP/1.1 200")) await new Promise((r) => setTimeout(r, 250));
+  }
+  const readyS = (Date.now() - start) / 1000;
+  const body = JSON.stringify({ model: "cuda-add", messages: [{ role: "user", content: "add" }] });
+  const t0 = Date.now();
+  const chat = await throughNode(
+    relayDir,
+    jobId,
+    `POST /v1/chat/completions HTTP/1.0\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`,
+  ).catch((err: Error) => err.message);
+  const answerMs = Date.now() - t0;
+  await job.stop("cancel");
+  const outcome = await job.outcome;
+  const answer = chat.slice(chat.indexOf("\r\n\r\n") + 4);
+  return { readyS, answerMs, models: models.split("\r\n")[0], answer, ok: /cuda ok: /.test(answer), outcome };
+}
 
 const TORCH_JOB = (python: string) =>
   `${python} -c "import torch, os; x = torch.randn(4096, 4096, device='cuda'); y = (x @ x).sum().item(); ` +
@@ -94,6 +166,11 @@ async function main(): Promise<void> {
     report.memoryCap = capped;
     if (capped.outcome?.type !== "failed" || !/ran out of memory/.test(capped.outcome.errorMessage)) jobs.memoryCapNotEnforced = capped;
   }
+  if (isolation.kind === "sandbox") {
+    const replica = await replicaOnCard(limits, isolation, real[0]);
+    report.replica = replica;
+    if (!replica.ok) jobs.replicaNotServing = replica;
+  } else report.replica = "not run: a replica's serve relay needs the sandbox";
   report.jobs = jobs;
   console.log(JSON.stringify(report, null, 2));
   const failed = Object.values(jobs).some(
@@ -102,7 +179,8 @@ async function main(): Promise<void> {
   process.exit(failed ? 1 : 0);
 }
 
-main().catch((err) => {
-  console.error(err);
-  process.exit(1);
-});
+if (require.main === module)
+  main().catch((err) => {
+    console.error(err);
+    process.exit(1);
+  });
