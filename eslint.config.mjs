@@ -10,7 +10,7 @@ import { defineConfig } from "eslint/config";
 import tseslint from "typescript-eslint";
 
 export default defineConfig(
-  { ignores: ["node_modules/", "dist/", "coverage/", "test-results/", "bench/results/", "scratch/", "docker/nats-tls/"] },
+  { ignores: ["node_modules/", "**/dist/", "coverage/", "test-results/", "bench/results/", "scratch/", "docker/nats-tls/"] },
   eslint.configs.recommended,
   tseslint.configs.recommended,
   {
@@ -25,6 +25,11 @@ export default defineConfig(
         ]),
       ),
     },
+  },
+  {
+    // Build steps run by plain Node (the SDK's finish-build.mjs).
+    files: ["clients/*/scripts/*.mjs"],
+    languageOptions: { globals: { console: "readonly", process: "readonly" } },
   },
   {
     files: ["**/*.ts"],

@@ -77,13 +77,22 @@ export function parsePlatformSettings(env: Env): PlatformSettings {
     logLevel: text(env, "LOG_LEVEL", "info"),
     logFormat: text(env, "LOG_FORMAT", production ? "json" : "short"),
     listenHost: text(env, "HOST"),
-    healthPort: portOrOff(env, "HEALTH_PORT", 3001),
-    metricsPort: portOrOff(env, "METRICS_PORT", 3030),
+    healthPort: portOrOff(env, "HEALTH_PORT", followingPort(env, 1)),
+    metricsPort: portOrOff(env, "METRICS_PORT", followingPort(env, 30)),
     readyCheckTimeoutMs: int(env, "READY_CHECK_TIMEOUT_MS", 2000),
     shutdownDelayS: int(env, "SHUTDOWN_DELAY_S", 0),
     shutdownTimeoutS: positive(env, "SHUTDOWN_TIMEOUT_S", 30),
     quotaCacheMs: int(env, "QUOTA_CACHE_MS", 2000),
   };
+}
+
+/**
+ * HEALTH_PORT and METRICS_PORT when unset follow PORT (PORT+1 and PORT+30: 3001 and 3030 for the
+ * default 3000), so PORT alone moves a whole quick start; PORT=0 gives any free ones.
+ */
+function followingPort(env: Env, offset: number): number {
+  const port = int(env, "PORT", 3000);
+  return port === 0 || port + offset > 65535 ? 0 : port + offset;
 }
 
 const parsed = new WeakMap<ServiceBroker, PlatformSettings>();

@@ -6,7 +6,9 @@
 #   - the job sandbox (bubblewrap): without Docker, jobs run as sandboxed processes;
 #   - generated secrets in .env.local (mode 0600: database passwords, JWT secret, the caller-token
 #     key pair), kept across runs;
-# then `npm ci` and `npm start` (every service in one process on :3000, in-process bus).
+# then `npm ci` and the platform (every service in one process on :3000, in-process bus). PORT alone
+# moves it: HEALTH_PORT and METRICS_PORT follow (PORT+1, PORT+30) unless set; a port in use stops
+# it with one line naming the variable. SIGTERM or SIGINT (Ctrl-C) stop it cleanly.
 # Run it as root (or with sudo) the first time, so it can install Debian's packages.
 #   scripts/quickstart.sh            set up and start
 #   scripts/quickstart.sh --setup    set up only (what the second command, .ci/run, does not need)
@@ -76,5 +78,6 @@ fi
 set -a; . "$ENV_FILE"; set +a
 [ "$START" = 1 ] || { echo "Set up. Start with: scripts/quickstart.sh"; exit 0; }
 
-log "npm start (every service in one process; gateway on :${PORT:-3000})"
-exec npm start
+log "Start (every service in one process; gateway on :${PORT:-3000})"
+# One process, no npm or tsx parent in between: SIGTERM and SIGINT reach the platform's own drain.
+exec node --import tsx index.ts

@@ -15,7 +15,7 @@
  *   --rotate             replace passwords already in the env file
  *   --conf-only          write only nats-server.conf (after actions' `callers` or services' `emits`/`publishes` changed): no certificates, no passwords
  *   --k8s FILE           instead: embed the configuration (TLS on, no files made) in FILE's nats-config
- *                        ConfigMap, e.g. `--k8s k8s/10-nats.yaml --nodes <GPU host names>`
+ *                        ConfigMap, e.g. `--k8s k8s/base/10-nats.yaml --nodes <GPU host names>`
  */
 import fs from "fs";
 import path from "path";
@@ -33,7 +33,14 @@ const listOf = (value: string | undefined) =>
     .map((s) => s.trim())
     .filter(Boolean);
 
-const k8s = arg("k8s");
+/** The file before the move to the kustomize base (k8s/10-nats.yaml, as older notes say) is read as k8s/base/…. */
+function k8sFile(given: string | undefined): string | undefined {
+  const moved = given && path.join(path.dirname(given), "base", path.basename(given));
+  if (!given || fs.existsSync(given) || !moved || !fs.existsSync(moved)) return given;
+  console.error(`${given} moved to ${moved} (the kustomize base): updating that`);
+  return moved;
+}
+const k8s = k8sFile(arg("k8s"));
 if (k8s) {
   const conf = generateBus({
     namespace: arg("namespace", ""),

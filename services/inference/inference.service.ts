@@ -26,6 +26,7 @@ import { INFERENCE_COMPLETED } from "../../lib/event-names";
 import { inferenceCompleted } from "./events";
 import { migrations } from "./migrations";
 import { createProviders, promptText } from "./providers";
+import { providerReport } from "./startup-report";
 import { inferenceUsage, InferencesRepository, UsageRecorder } from "./usage.repository";
 import { v1Responses } from "./responses-action";
 import { UsagePublisher } from "../../lib/usage-publisher";
@@ -261,7 +262,6 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
     this.config = parseInferenceSettings(brokerEnv(this.broker));
     const platform = platformSettingsOf(this.broker);
     const providers = createProviders({ ollamaUrl: this.config.ollamaUrl, openai: this.config.openaiProviders });
-    this.logger.info(`Model providers: ${providers.map((p) => p.name).join(", ") || "none configured"}`);
     this.redisUrl = platform.redisUrl;
     const redis = this.redisUrl ? acquireRedis(this.redisUrl) : undefined;
     const prefix = platform.namespace || "ci";
@@ -304,6 +304,16 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
       fallbacks: this.config.fallbacks,
       onFinished: (record) => this.recordFinished(record),
       deployments: this.deployments.router,
+    });
+  },
+
+  started(this: InferenceThis) {
+    // Whether each provider answers, and how to get one: not awaited, a provider that is down must not hold up the start.
+    const targets = [...(this.config.ollamaUrl ? [{ name: "ollama", url: this.config.ollamaUrl }] : []), ...this.config.openaiProviders];
+    void this.engine.health().then((health) => {
+      const { line, anyAnswers } = providerReport(targets, health);
+      if (anyAnswers) this.logger.info(line);
+      else this.logger.warn(line);
     });
   },
 

@@ -46,7 +46,7 @@ const MODELS: Record<string, new (data: any) => { validate(): void }> = {
   "networking.k8s.io/v1/NetworkPolicy": NetworkPolicy,
 };
 
-const DIR = path.resolve(__dirname, "../../k8s");
+const DIR = path.resolve(__dirname, "../../k8s/base");
 const WORKLOADS = new Set(["Deployment", "StatefulSet", "DaemonSet"]);
 /** Volume types a "restricted" pod may use. */
 const RESTRICTED_VOLUMES = new Set(["configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"]);
@@ -57,7 +57,7 @@ function load(): Obj[] {
   const objects: Obj[] = [];
   for (const file of fs
     .readdirSync(DIR)
-    .filter((f) => /\.ya?ml$/.test(f))
+    .filter((f) => /\.ya?ml$/.test(f) && f !== "kustomization.yaml")
     .sort()) {
     for (const doc of parseAllDocuments(fs.readFileSync(path.join(DIR, file), "utf8"))) {
       if (doc.errors.length) throw new Error(`${file}: ${doc.errors.map((e) => e.message).join("; ")}`);

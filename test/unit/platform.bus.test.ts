@@ -150,8 +150,8 @@ describe("bus - shipped NATS configurations", () => {
     expect(fs.readFileSync(path.join(ROOT, "docker/nats-server.conf"), "utf8")).toBe(generate(["gpu-1"]));
   });
 
-  it("bus - k8s/10-nats.yaml embeds what `npm run bus:config -- --k8s k8s/10-nats.yaml --nodes gpu-host-1` makes", () => {
-    const docs = parseAllDocuments(fs.readFileSync(path.join(ROOT, "k8s/10-nats.yaml"), "utf8")).map((d) => d.toJS());
+  it("bus - k8s/base/10-nats.yaml embeds what `npm run bus:config -- --k8s k8s/base/10-nats.yaml --nodes gpu-host-1` makes", () => {
+    const docs = parseAllDocuments(fs.readFileSync(path.join(ROOT, "k8s/base/10-nats.yaml"), "utf8")).map((d) => d.toJS());
     const conf = docs.find((d) => d?.kind === "ConfigMap" && d.metadata.name === "nats-config").data["nats-server.conf"];
     expect(conf).toBe(generate(["gpu-host-1"]));
   });

@@ -7,7 +7,7 @@ import { readFileSync } from "fs";
 import path from "path";
 import yargs from "yargs";
 import { hideBin } from "yargs/helpers";
-import { ApiError } from "../../sdk/src";
+import { ApiError, ConnectionError, TimeoutError } from "../../sdk/src";
 import { accountCommands } from "./account";
 import { batchCommands } from "./batches";
 import { GlobalArgs, makeContext, Run, UsageError } from "./context";
@@ -24,6 +24,8 @@ const printError = (text: string) => process.stderr.write(forTerminal(process.st
 
 /** The system's code of an error that never reached the platform (ECONNREFUSED, ENOTFOUND, a timeout…), else undefined. */
 const unreachable = (err: unknown): string | undefined => {
+  if (err instanceof TimeoutError) return `no answer within ${err.timeoutMs} ms`;
+  if (err instanceof ConnectionError) return unreachable(err.cause) ?? "no connection";
   const cause = (err as { cause?: { code?: unknown; message?: unknown } })?.cause;
   if (typeof cause?.code === "string") return cause.code;
   if (err instanceof TypeError && err.message === "fetch failed") return typeof cause?.message === "string" ? cause.message : err.message;

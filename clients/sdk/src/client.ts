@@ -3,7 +3,7 @@
  * for the everyday ones, plus the streams and `waitForJob` that generation cannot give.
  */
 import type { components } from "./generated/schema";
-import { ApiError, buildUrl, Credentials, Method, PathsWith, request, RequestInit, ResponseOf, send } from "./http";
+import { CallOptions, Credentials, Method, PathsWith, request, RequestInit, ResponseOf, send } from "./http";
 import { jsonEvents, textChunks } from "./streams";
 
 export type Schemas = components["schemas"];
@@ -56,16 +56,20 @@ export const TERMINAL: ReadonlySet<JobStatus> = new Set(["completed", "failed", 
 
 export type WaitOptions = { signal?: AbortSignal; onUpdate?: (job: Job) => void };
 
+/** `idempotencyKey`: your own key (the same one again answers the first submission); a new UUID by default. */
+export type SubmitOptions = { idempotencyKey?: string };
+const idempotent = (opts: SubmitOptions): CallOptions => ({ headers: { "Idempotency-Key": opts.idempotencyKey ?? crypto.randomUUID() }, idempotent: true });
+
 export class CiPlatform {
   readonly creds: Credentials;
 
-  /** `token`: a JWT or an API key (`ci_…`); either goes in `Authorization: Bearer`. */
-  constructor(opts: { baseUrl: string; token?: string; fetch?: typeof fetch }) {
+  /** `token`: a JWT or an API key (`ci_…`); either goes in `Authorization: Bearer`. Timeouts and retries: see Credentials. */
+  constructor(opts: Credentials) {
     this.creds = { ...opts };
   }
 
   /** Any route of the document, typed by it. */
-  api<M extends Method, P extends PathsWith<M>>(method: M, path: P, init: RequestInit<P, M> & { signal?: AbortSignal }): Promise<ResponseOf<P, M>> {
+  api<M extends Method, P extends PathsWith<M>>(method: M, path: P, init: RequestInit<P, M> & CallOptions): Promise<ResponseOf<P, M>> {
     return request(this.creds, method, path, init);
   }
 
@@ -86,10 +90,12 @@ export class CiPlatform {
   deleteToken = (id: string) => this.api("delete", "/api/auth/tokens/{id}", { path: { id } });
 
   // GPU jobs
-  /** One job (the answer of a request without `arrayCount`: an array is `submitArray`). */
-  submitJob = (body: Omit<JobRequest, "arrayCount" | "arrayParallelism">) => this.api("post", "/api/gpu/jobs", { body }) as Promise<JobCreated>;
-  /** `arrayCount` jobs in one request; each sees CI_ARRAY_INDEX and CI_ARRAY_ID. */
-  submitArray = (body: JobRequest & { arrayCount: number }) => this.api("post", "/api/gpu/jobs", { body }) as Promise<ArrayCreated>;
+  /** One job (the answer of a request without `arrayCount`: an array is `submitArray`). Sent with an `Idempotency-Key`, so a retry never submits twice. */
+  submitJob = (body: Omit<JobRequest, "arrayCount" | "arrayParallelism">, opts: SubmitOptions = {}) =>
+    this.api("post", "/api/gpu/jobs", { body, ...idempotent(opts) }) as Promise<JobCreated>;
+  /** `arrayCount` jobs in one request; each sees CI_ARRAY_INDEX and CI_ARRAY_ID. With an `Idempotency-Key`, as submitJob. */
+  submitArray = (body: JobRequest & { arrayCount: number }, opts: SubmitOptions = {}) =>
+    this.api("post", "/api/gpu/jobs", { body, ...idempotent(opts) }) as Promise<ArrayCreated>;
   listJobs = () => this.api("get", "/api/gpu/jobs", {});
   getJob = (id: string) => this.api("get", "/api/gpu/jobs/{id}", { path: { id } });
   cancelJob = (id: string) => this.api("post", "/api/gpu/jobs/{id}/cancel", { path: { id } });
@@ -160,9 +166,7 @@ export class CiPlatform {
     const form = new FormData();
     form.append("purpose", "batch");
     form.append("file", new Blob([content]), filename);
-    const headers: Record<string, string> = this.creds.token ? { authorization: `Bearer ${this.creds.token}` } : {};
-    const res = await (this.creds.fetch ?? fetch)(buildUrl(this.creds.baseUrl, "/v1/files"), { method: "POST", headers, body: form });
-    if (!res.ok) throw await ApiError.from(res);
+    const res = await send(this.creds, "post", "/v1/files", { form });
     return (await res.json()) as BatchFile;
   }
   createBatch = (body: BatchRequest) => this.api("post", "/v1/batches", { body });

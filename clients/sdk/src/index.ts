@@ -27,8 +27,24 @@ export type {
   TokenScope,
   WaitOptions,
 } from "./client";
-export { ApiError, buildUrl, request, send } from "./http";
-export type { Credentials, Method, PathsWith, RequestInit, ResponseOf } from "./http";
+export { buildUrl, DEFAULT_TIMEOUT_MS, request, send } from "./http";
+export type { CallOptions, Credentials, Method, PathsWith, RawInit, RequestInit, ResponseOf } from "./http";
+export {
+  ApiError,
+  AuthenticationError,
+  BadRequestError,
+  CiPlatformError,
+  ConflictError,
+  ConnectionError,
+  errorFor,
+  InternalServerError,
+  NotFoundError,
+  PermissionDeniedError,
+  RateLimitError,
+  TimeoutError,
+} from "./errors";
+export { backoffMs, RETRY_DEFAULTS, retryAfterMs, shouldRetry } from "./retry";
+export type { RetryOptions } from "./retry";
 export { jsonEvents, sseMessages, textChunks } from "./streams";
 export type { SseMessage } from "./streams";
 export type { components, paths } from "./generated/schema";

@@ -2,7 +2,7 @@
  * What generation cannot type: server-sent events (job status, inference deltas) and a followed
  * log, as async iterators that close their connection when the loop stops early.
  */
-import { ApiError } from "./http";
+import { errorFor } from "./errors";
 
 export type SseMessage = { event?: string; data: string };
 
@@ -57,7 +57,7 @@ function parseBlock(block: string): SseMessage | undefined {
 export async function* jsonEvents<T>(res: Response, status = res.status): AsyncGenerator<{ event?: string; data: T }> {
   for await (const message of sseMessages(res)) {
     const data = JSON.parse(message.data) as T & { error?: { code: string; message: string; details?: unknown } };
-    if (data && typeof data === "object" && data.error) throw new ApiError(status, data.error.code, data.error.message, data.error.details ?? null);
+    if (data && typeof data === "object" && data.error) throw errorFor(status, data.error.code, data.error.message, data.error.details ?? null);
     yield { event: message.event, data };
   }
 }

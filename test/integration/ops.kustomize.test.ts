@@ -1,0 +1,74 @@
+/**
+ * k8s/ as a kustomize base with an example overlay: scripts/k8s-secrets.sh writes the overlay's
+ * secrets, `kubectl kustomize` renders it (offline), and the result holds every expected object,
+ * valid against the Kubernetes schemas (kubernetes-models), the overlay's image everywhere the
+ * platform runs, and no CHANGE-ME left.
+ */
+import { execFileSync } from "child_process";
+import fs from "fs";
+import os from "os";
+import path from "path";
+import { parseAllDocuments } from "yaml";
+import { Deployment } from "kubernetes-models/apps/v1/Deployment";
+import { DaemonSet } from "kubernetes-models/apps/v1/DaemonSet";
+import { StatefulSet } from "kubernetes-models/apps/v1/StatefulSet";
+import { ConfigMap } from "kubernetes-models/v1/ConfigMap";
+import { Secret } from "kubernetes-models/v1/Secret";
+import { SERVICE_REGISTRY } from "../../moleculer.config";
+import { ROOT } from "../support/platform";
+
+type Obj = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string }; spec?: any; data?: Record<string, string> };
+const MODELS: Record<string, new (data: any) => { validate(): void }> = { Deployment, DaemonSet, StatefulSet, ConfigMap, Secret };
+
+function render(): { objects: Obj[]; text: string } {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kustomize-"));
+  fs.cpSync(path.join(ROOT, "k8s"), path.join(dir, "k8s"), { recursive: true, filter: (src) => !src.includes(`${path.sep}secrets`) });
+  const overlay = path.join(dir, "k8s/overlays/example");
+  // The image as an operator sets it in the overlay.
+  const kustomization = path.join(overlay, "kustomization.yaml");
+  fs.writeFileSync(kustomization, fs.readFileSync(kustomization, "utf8").replace("newTag: 0.1.0", "newTag: 9.9.9-test"));
+  execFileSync("bash", [path.join(ROOT, "scripts/k8s-secrets.sh"), overlay], { encoding: "utf8" });
+  const text = execFileSync("kubectl", ["kustomize", overlay], { encoding: "utf8" });
+  fs.rmSync(dir, { recursive: true, force: true });
+  return { objects: parseAllDocuments(text).map((d) => d.toJS() as Obj), text };
+}
+
+describe("ops kustomize - the example overlay renders", () => {
+  const { objects, text } = render();
+  const find = (kind: string, name: string) => objects.find((o) => o.kind === kind && o.metadata.name === name);
+  const decoded = (o: Obj | undefined, key: string) => Buffer.from((o?.data?.[key] ?? "").replace(/\s/g, ""), "base64").toString();
+
+  test("ops kustomize - every object of the base, valid against the Kubernetes schemas", () => {
+    const base = fs.readdirSync(path.join(ROOT, "k8s/base")).filter((f) => f !== "kustomization.yaml");
+    const inBase = base.flatMap((f) => parseAllDocuments(fs.readFileSync(path.join(ROOT, "k8s/base", f), "utf8")).map((d) => d.toJS() as Obj)).filter(Boolean);
+    expect(objects.map((o) => `${o.kind}/${o.metadata.namespace}/${o.metadata.name}`).sort()).toEqual(
+      inBase.map((o) => `${o.kind}/${o.metadata.namespace}/${o.metadata.name}`).sort(),
+    );
+    // kustomize folds long base64 values over lines; Kubernetes' decoder skips the newlines, the schema's "byte" format does not.
+    const unfolded = (o: Obj) =>
+      o.kind === "Secret" && o.data ? { ...o, data: Object.fromEntries(Object.entries(o.data).map(([k, v]) => [k, v.replace(/\s/g, "")])) } : o;
+    for (const o of objects.filter((x) => MODELS[x.kind])) new MODELS[o.kind](unfolded(o)).validate();
+    const workloads = objects.filter((o) => ["Deployment", "DaemonSet"].includes(o.kind)).map((o) => o.metadata.name);
+    for (const service of Object.keys(SERVICE_REGISTRY)) expect(workloads).toContain(service);
+  });
+
+  test("ops kustomize - the overlay's image on every platform container; secrets generated, no CHANGE-ME", () => {
+    const images = objects
+      .filter((o) => ["Deployment", "DaemonSet"].includes(o.kind) && Object.keys(SERVICE_REGISTRY).includes(o.metadata.name))
+      .flatMap((o) => o.spec.template.spec.containers.map((c: { image: string }) => c.image));
+    expect(new Set(images)).toEqual(new Set(["registry.example.com/ci-platform:9.9.9-test"]));
+    expect(text).not.toContain("CHANGE-ME");
+    const secrets = find("Secret", "ci-platform-secrets");
+    expect(decoded(secrets, "JWT_SECRET")).toMatch(/^[A-Za-z0-9]{64}$/);
+    expect(decoded(secrets, "DATABASE_URL")).toContain(decoded(secrets, "POSTGRES_PASSWORD"));
+    expect(decoded(find("Secret", "nats-auth"), "NATS_PASSWORD")).toMatch(/^\S{16,}$/);
+    expect(decoded(find("Secret", "nats-gpu-nodes"), "gpu-host-1")).toBe(
+      decoded(find("Secret", "nats-gpu-node-passwords"), "NATS_PASSWORD_GPU_NODE_GPU_HOST_1"),
+    );
+    expect(decoded(find("Secret", "nats-tls"), "server.pem")).toContain("BEGIN CERTIFICATE");
+    expect(find("ConfigMap", "ci-platform-config")?.data?.NATS_TLS_CA).toContain("BEGIN CERTIFICATE");
+    expect(find("ConfigMap", "ci-platform-config")?.data?.CALLER_VERIFY_KEY).toMatch(/^\S{20,}$/);
+    // Merged, not replaced: the base's other settings are still there.
+    expect(find("ConfigMap", "ci-platform-config")?.data?.TRANSPORTER).toContain("nats");
+  });
+});
