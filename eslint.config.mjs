@@ -19,10 +19,23 @@ export default defineConfig(
     languageOptions: {
       sourceType: "module",
       globals: Object.fromEntries(
-        ["window", "document", "location", "navigator", "fetch", "Node", "TextDecoder", "AbortController", "setTimeout", "clearTimeout"].map((g) => [
-          g,
-          "readonly",
-        ]),
+        [
+          "window",
+          "document",
+          "location",
+          "navigator",
+          "fetch",
+          "Node",
+          "TextDecoder",
+          "AbortController",
+          "setTimeout",
+          "clearTimeout",
+          "setInterval",
+          "clearInterval",
+          "sessionStorage",
+          "atob",
+          "URL",
+        ].map((g) => [g, "readonly"]),
       ),
     },
   },

@@ -1,10 +1,13 @@
 // The console's shell: sign in / register, the navigation, and a hash router (#jobs, #jobs/<id>, …).
 import { api, session } from "./api.js";
 import { h, guarded } from "./ui.js";
-import { jobsPage, jobPage } from "./jobs.js";
+import { jobsPage } from "./jobs.js";
+import { jobPage } from "./job-page.js";
 import { clusterPage } from "./cluster.js";
 import { modelsPage } from "./models.js";
 import { databasesPage } from "./databases.js";
+import { deploymentsPage } from "./deployments.js";
+import { batchesPage } from "./batches.js";
 import { usagePage } from "./usage.js";
 import { settingsPage } from "./settings.js";
 
@@ -12,6 +15,8 @@ const PAGES = [
   ["jobs", "Jobs", jobsPage],
   ["cluster", "Cluster", clusterPage],
   ["models", "Models", modelsPage],
+  ["deployments", "Deployments", deploymentsPage],
+  ["batches", "Batches", batchesPage],
   ["databases", "Databases", databasesPage],
   ["usage", "Usage", usagePage],
   ["settings", "Settings", settingsPage],
@@ -95,5 +100,10 @@ function render() {
   main.focus({ preventScroll: true });
 }
 
+// The session ended by itself (its token expired or was refused): the login, saying why.
+session.onExpired(() => {
+  render();
+  main.prepend(h("p", { className: "warning", role: "status" }, "Your session ended: sign in again."));
+});
 window.addEventListener("hashchange", render);
 render();

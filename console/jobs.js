@@ -1,14 +1,20 @@
-// Jobs: the submit form with every control, the list (refreshed live), and a job's detail with its
-// status events, its output followed as it is printed, and cancel.
-import { api, stream, streamEvents } from "./api.js";
-import { h, guarded, fmtDate, statusBadge } from "./ui.js";
+// Jobs: the submit form with every control and the list (refreshed live); a job's page is job-page.js.
+import { api } from "./api.js";
+import { h, guarded, dataTable, fmtDate, statusBadge, copyLine, field } from "./ui.js";
 import { every } from "./live.js";
 
-const TERMINAL = new Set(["completed", "failed", "cancelled"]);
-
-function field(id, label, input, hint) {
-  input.id = id;
-  return h("p", {}, h("label", { for: id }, label), input, hint ? h("small", { className: "muted" }, hint) : null);
+/** No job yet: a first one to run from a terminal (the CLI, docs/clients.md), or the form above. */
+function firstJob() {
+  return h(
+    "tr",
+    {},
+    h(
+      "td",
+      { colspan: 6, className: "empty" },
+      h("p", {}, "No jobs yet. Submit one with the form above, or from a terminal with the CLI:"),
+      copyLine("ci-platform jobs run --wait --follow -- nvidia-smi"),
+    ),
+  );
 }
 
 /** KEY=value lines → an env object (blank lines skipped); a line without "=" is an error in words. */
@@ -93,74 +99,13 @@ function jobRow(job) {
 export function jobsPage(signal) {
   const slot = h("div");
   const body = h("tbody");
-  const table = h(
-    "table",
-    { "aria-label": "Jobs" },
-    h(
-      "thead",
-      {},
-      h(
-        "tr",
-        {},
-        ["Job", "Status", "Command", "GPU", "Queue", "Created"].map((c) => h("th", { scope: "col" }, c)),
-      ),
-    ),
-    body,
-  );
+  const table = dataTable("Jobs", ["Job", "Status", "Command", "GPU", "Queue", "Created"], body);
   const refresh = () =>
     guarded(slot, async () => {
       const { jobs } = await api("GET", "/api/gpu/jobs", undefined, signal);
-      body.replaceChildren(...(jobs.length ? jobs.map(jobRow) : [h("tr", {}, h("td", { colspan: 6, className: "muted" }, "No jobs yet"))]));
+      body.replaceChildren(...(jobs.length ? jobs.map(jobRow) : [firstJob()]));
     });
   every(2000, signal, refresh);
   const form = submitForm((job) => (location.hash = `#jobs/${encodeURIComponent(job.id)}`));
   return h("div", {}, h("h1", {}, "Jobs"), form, h("section", { className: "card" }, h("h2", {}, "Your jobs"), slot, h("div", { className: "scroll" }, table)));
-}
-
-/** What the job may reach of the platform (its token's scopes, models, databases): never a secret. */
-function accessFacts(access) {
-  if (!access) return [["Platform access", "none"]];
-  return [
-    ["Platform scopes", access.scopes.join(", ")],
-    ["Platform models", access.models?.join(", ") ?? "all"],
-    ["Platform databases", access.databases?.join(", ") ?? "—"],
-  ];
-}
-
-export function jobPage(id, signal) {
-  const slot = h("div");
-  const head = h("dl", { className: "facts" });
-  const status = h("span", { "aria-live": "polite" });
-  const log = h("pre", { className: "log", "aria-label": "Job output", tabindex: 0 });
-  const cancel = h("button", { type: "button", className: "danger" }, "Cancel job");
-  const show = (job) => {
-    status.replaceChildren(statusBadge(job.status));
-    cancel.disabled = TERMINAL.has(job.status);
-    const facts = [
-      ["Command", job.command],
-      ["GPU", `${job.gpuType}${job.gpuCount > 1 ? ` ×${job.gpuCount}` : ""}`],
-      ["Why", job.statusReason ?? "—"],
-      ["Created", fmtDate(job.createdAt)],
-      ["Started", fmtDate(job.startedAt)],
-      ["Ended", fmtDate(job.completedAt)],
-      ["GPU seconds", job.gpuSecondsUsed ?? 0],
-      ["Exit / error", job.errorMessage ?? (job.result ? JSON.stringify(job.result) : "—")],
-      ...accessFacts(job.platformAccess),
-    ];
-    head.replaceChildren(...facts.flatMap(([k, v]) => [h("dt", {}, k), h("dd", { className: k === "Command" ? "mono" : "" }, String(v))]));
-  };
-  cancel.addEventListener("click", () => guarded(slot, async () => show(await api("POST", `/api/gpu/jobs/${encodeURIComponent(id)}/cancel`))));
-  const path = `/api/gpu/jobs/${encodeURIComponent(id)}`;
-  guarded(slot, () => streamEvents("GET", `${path}/events`, undefined, (name, data) => name === "status" && show(JSON.parse(data)), signal));
-  // The output: what exists, then new lines as they are printed (the stream ends with the job).
-  guarded(slot, () => stream("GET", `${path}/logs?follow=true`, undefined, (text) => log.append(text), signal));
-  return h(
-    "div",
-    {},
-    h("p", {}, h("a", { href: "#jobs" }, "← All jobs")),
-    h("h1", {}, "Job ", h("span", { className: "mono" }, id.slice(0, 8)), " ", status),
-    slot,
-    h("section", { className: "card" }, head, cancel),
-    h("section", { className: "card" }, h("h2", {}, "Output (live)"), log),
-  );
 }

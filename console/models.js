@@ -2,7 +2,22 @@
 // with tools given, one answer of POST /v1/chat/completions, its tool calls shown as calls (chat-tools.js).
 import { api, streamEvents } from "./api.js";
 import { answerViews, toolsFrom } from "./chat-tools.js";
-import { h, guarded } from "./ui.js";
+import { h, guarded, copyLine } from "./ui.js";
+
+/** No provider answers: what to run to get one (docs/inference.md). */
+function noProvider() {
+  return h(
+    "section",
+    { className: "card empty", "aria-label": "No model provider" },
+    h("h2", {}, "No model provider answers"),
+    h("p", {}, "The platform found no model to serve. Run Ollama on the platform's host and pull a small model:"),
+    copyLine("curl -fsSL https://ollama.com/install.sh | sh"),
+    copyLine("ollama pull llama3.2:1b"),
+    h("p", {}, "or point the inference service at an OpenAI-compatible server (vLLM, llama.cpp, LM Studio) and restart it:"),
+    copyLine(`OPENAI_PROVIDERS='[{"name":"vllm","url":"http://gpu-box:8000"}]'`),
+    h("p", { className: "muted" }, "The list is refreshed at most every 30 seconds (MODELS_CACHE_S): reload this page then."),
+  );
+}
 
 export function modelsPage(signal) {
   const slot = h("div");
@@ -13,8 +28,12 @@ export function modelsPage(signal) {
   const transcript = h("div", { className: "chat", "aria-live": "polite", "aria-label": "Conversation" });
   const list = h("ul", { className: "plain" });
   const send = h("button", { type: "submit" }, "Send");
+  const empty = h("div");
   guarded(slot, async () => {
     const { models } = await api("GET", "/api/models", undefined, signal);
+    // Nothing to talk to: say what to run, and nothing can be sent.
+    empty.replaceChildren(...(models.length ? [] : [noProvider()]));
+    send.disabled = models.length === 0;
     model.replaceChildren(...models.map((m) => h("option", { value: m.name }, `${m.name} (${m.provider})`)));
     list.replaceChildren(...models.map((m) => h("li", {}, h("strong", {}, m.name), " ", h("span", { className: "muted" }, m.description ?? ""))));
   });
@@ -59,12 +78,20 @@ export function modelsPage(signal) {
         if (chunk.done) meta.textContent = `${chunk.tokensUsed} tokens · ${chunk.durationMs} ms`;
       },
       signal,
-    ).finally(() => (reply.dataset.streaming = "false"));
+    ).finally(() => {
+      reply.dataset.streaming = "false";
+      // A reply that never came (the provider failed before its first word): no empty bubble, the error says why.
+      if (!reply.textContent) {
+        reply.remove();
+        meta.remove();
+      }
+    });
   }
 
   form.addEventListener("submit", (e) => {
     e.preventDefault();
     const text = prompt.value;
+    if (!model.value) return;
     send.disabled = true;
     guarded(slot, () => {
       // Tools in words before anything is sent: a mistake keeps the prompt.
@@ -73,5 +100,5 @@ export function modelsPage(signal) {
       return offered ? askWithTools(text, offered) : streamReply(text);
     }).finally(() => (send.disabled = false));
   });
-  return h("div", {}, h("h1", {}, "Models"), slot, form, h("section", { className: "card" }, h("h2", {}, "Available models"), list));
+  return h("div", {}, h("h1", {}, "Models"), slot, empty, form, h("section", { className: "card" }, h("h2", {}, "Available models"), list));
 }

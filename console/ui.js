@@ -93,3 +93,54 @@ export function shownOnce(title, fields) {
 
 export const fmtDate = (iso) => (iso ? new Date(iso).toLocaleString() : "—");
 export const statusBadge = (status) => h("span", { className: `badge status-${status}` }, status);
+
+/** A duration in words: "4.2 s", "3 min 20 s", "2 h 5 min". */
+export function fmtDuration(ms) {
+  if (!(ms >= 0)) return "—";
+  const s = ms / 1000;
+  if (s < 60) return `${s.toFixed(1)} s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m} min ${Math.floor(s % 60)} s`;
+  return `${Math.floor(m / 60)} h ${m % 60} min`;
+}
+
+/** A command to copy: shown as code, with a copy button. */
+export function copyLine(text) {
+  const status = h("span", { className: "copied", "aria-live": "polite" });
+  const copy = () =>
+    navigator.clipboard?.writeText(text).then(
+      () => (status.textContent = "Copied"),
+      () => (status.textContent = "Select and copy"),
+    );
+  return h(
+    "div",
+    { className: "copy-line" },
+    h("code", { className: "mono" }, text),
+    h("button", { type: "button", className: "link", onclick: copy }, "Copy"),
+    status,
+  );
+}
+
+/** A labelled form field (the input gets `id`), with an optional hint under it. */
+export function field(id, label, input, hint) {
+  input.id = id;
+  return h("p", {}, h("label", { for: id }, label), input, hint ? h("small", { className: "muted" }, hint) : null);
+}
+
+/** A table named `label` with a header row of `columns` and `body` (a tbody the page fills). */
+export function dataTable(label, columns, body) {
+  return h(
+    "table",
+    { "aria-label": label },
+    h(
+      "thead",
+      {},
+      h(
+        "tr",
+        {},
+        columns.map((c) => h("th", { scope: "col" }, c)),
+      ),
+    ),
+    body,
+  );
+}

@@ -119,6 +119,11 @@ export function docsRoute() {
     path: "/",
     ...STATIC_ROUTE,
     aliases: {
+      // `/` is the web console (a person opening the platform's address); the API lives under /api and /v1.
+      "GET /"(_req: IncomingMessage, res: ServerResponse) {
+        res.writeHead(302, { Location: "./console", "Content-Length": "0", "Cache-Control": "no-cache" });
+        res.end();
+      },
       "GET /api/openapi.json"(this: GatewayThis, _req: IncomingMessage, res: ServerResponse) {
         // Never a partial reference: until every service of this process is up and routed, 503.
         const pending = documentPending(this as never);

@@ -8,7 +8,7 @@ import fs from "fs";
 import os from "os";
 import path from "path";
 import type { Browser, Page } from "playwright-core";
-import { launchChromium } from "../support/chromium";
+import { launchChromium, watchProblems } from "../support/chromium";
 import { OllamaStandin } from "../support/provider-standins";
 import { http, ROOT, sandboxedGpuEnv, startTestPlatform, TestPlatform, waitFor, waitForRoute } from "../support/platform";
 
@@ -43,8 +43,7 @@ describe("console - the web console in Chromium", () => {
     browser = await launchChromium();
     page = await browser.newPage({ viewport: { width: 1280, height: 860 } });
     page.on("request", (req) => requested.push(req.url()));
-    page.on("pageerror", (err) => problems.push(`page error: ${err.message}`));
-    page.on("console", (msg) => msg.type() === "error" && problems.push(`console: ${msg.text()}`));
+    watchProblems(page, problems);
   }, 90_000);
 
   afterAll(async () => {
@@ -89,8 +88,8 @@ describe("console - the web console in Chromium", () => {
     await page.getByLabel("Password").fill("correct horse battery");
     await page.getByRole("button", { name: "Log in" }).click();
     await page.getByRole("heading", { name: "Jobs", exact: true }).waitFor();
-    // The session is in memory only.
-    expect(await page.evaluate(() => [localStorage.length, sessionStorage.length, document.cookie])).toEqual([0, 0, ""]);
+    // The session is this tab's (sessionStorage, so a reload keeps it): never localStorage or a cookie.
+    expect(await page.evaluate(() => [localStorage.length, sessionStorage.length, document.cookie])).toEqual([0, 1, ""]);
   });
 
   it("console - a job: bad input refused in words, then submitted, its output arriving live, listed", async () => {

@@ -19,7 +19,7 @@ import { http, HttpResult, startTestPlatform, TestPlatform, waitFor, waitForRout
 type Doc = { openapi: string; paths: Record<string, Record<string, any>>; components: any };
 
 // The gateway's own pages: the reference (docs.ts) and the web console (console.ts).
-const DOCS_ROUTES = ["GET /api/openapi.json", "GET /api/docs", "GET /api/docs/{file}", "GET /console", "GET /console/{file}"];
+const DOCS_ROUTES = ["GET /", "GET /api/openapi.json", "GET /api/docs", "GET /api/docs/{file}", "GET /console", "GET /console/{file}"];
 // The routes the gateway aliases under /v1 (api-gateway.service.ts), documented in their APIs' shapes (openapi/openai.ts).
 const V1_ROUTES = v1Routes();
 const toKey = (method: string, path: string) => `${method.toUpperCase()} ${path.replace(/:([A-Za-z0-9_]+)\??/g, "{$1}")}`;

@@ -1,6 +1,6 @@
 /** Debian's Chromium, headless, for the browser tests (playwright-core drives it; nothing is downloaded). */
 import fs from "fs";
-import { Browser, chromium } from "playwright-core";
+import { Browser, chromium, Page } from "playwright-core";
 
 export const CHROMIUM = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
 
@@ -20,4 +20,10 @@ export function launchChromium(): Promise<Browser> {
       "--disable-sync",
     ],
   });
+}
+
+/** Collects the page's uncaught errors and the errors its console logs (failed loads included) into `problems`. */
+export function watchProblems(page: Page, problems: string[]): void {
+  page.on("pageerror", (err) => problems.push(`page error: ${err.message}`));
+  page.on("console", (msg) => msg.type() === "error" && problems.push(`console: ${msg.text()}`));
 }

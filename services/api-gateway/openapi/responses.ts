@@ -85,6 +85,7 @@ export const OPERATIONS: Record<string, Operation> = {
     response: { type: "object", required: ["openapi", "paths"] },
   },
   "GET /api/docs": { tag: "reference", summary: "API reference page (HTML)", status: 200, response: { type: "string" }, contentType: "text/html" },
+  "GET /": { tag: "reference", summary: "Redirects to the web console, ./console", status: 302, response: {}, hidden: true },
   "GET /console": { tag: "reference", summary: "The web console (HTML)", status: 200, response: {}, hidden: true },
   "GET /console/{file}": { tag: "reference", summary: "Files of the web console", status: 200, response: {}, hidden: true },
   "GET /api/docs/{file}": { tag: "reference", summary: "Assets of the reference page", status: 200, response: {}, hidden: true },
