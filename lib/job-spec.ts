@@ -18,6 +18,10 @@ export const MAX_JOB_CARDS = 16;
 export const MAX_JOB_SECONDS = 7 * 24 * 3600;
 /** The most retries a job may ask for (`maxRetries`): a job runs at most MAX_JOB_RETRIES + 1 attempts. */
 export const MAX_JOB_RETRIES = 10;
+/** A preemptible job stopped this many times for waiting jobs is no longer stopped (its attempts stay bounded). */
+export const MAX_JOB_PREEMPTIONS = 100;
+/** The most attempts of one job: its first, its retries and the runs preemptions ended. */
+export const MAX_JOB_ATTEMPTS = MAX_JOB_RETRIES + 1 + MAX_JOB_PREEMPTIONS;
 /** The order of an account's own queued jobs; stored as the index (0 low, 1 normal, 2 high). */
 export const PRIORITIES = ["low", "normal", "high"] as const;
 export type Priority = (typeof PRIORITIES)[number];
@@ -106,6 +110,11 @@ const specFields = {
   gpuCount: OrAbsent(Type.Integer({ minimum: 1, maximum: MAX_JOB_CARDS, description: "Cards of one type on one node (default 1)" })),
   webhookUrl: OrAbsent(Type.String({ maxLength: WEBHOOK_URL_MAX, description: "Receives a signed POST at the job's terminal status" })),
   platformAccess: OrAbsent(PlatformAccess),
+  preemptible: OrAbsent(
+    Type.Boolean({
+      description: "Runs only on cards no other job waits for, stopped and queued again when one does; GPU-seconds at PREEMPTIBLE_CREDIT_FACTOR",
+    }),
+  ),
   arrayCount: OrAbsent(
     Type.Integer({ minimum: 1, maximum: MAX_ARRAY_COUNT, description: "Creates this many jobs at once (an array); each sees CI_ARRAY_INDEX and CI_ARRAY_ID" }),
   ),
@@ -175,7 +184,7 @@ export const RunJob = Type.Object({
   gpuUuid: Type.String({ minLength: 1, maxLength: 128 }),
   gpuUuids: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 128 }), { minItems: 1, maxItems: MAX_JOB_CARDS })),
   /** Which attempt of the job this is, 1-based; absent: 1. Events carry it back. */
-  attempt: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_JOB_RETRIES + 1 })),
+  attempt: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_JOB_ATTEMPTS })),
   ...specFields,
   env: envField,
   platform: Type.Optional(PlatformGrant),

@@ -115,7 +115,17 @@ export type QuotaDefaults = {
 
 /** A price in credits (services/usage/pricing.ts). */
 export type Price = { byName: ReadonlyArray<readonly [key: string, price: number]>; fallback: number };
-export type UsagePrices = { gpuSecond: Price; kTokens: Price; gbHour: Price };
+/** `preemptibleFactor`: what a preemptible job's GPU-second costs of an ordinary one's (PREEMPTIBLE_CREDIT_FACTOR; absent: 1). */
+export type UsagePrices = { gpuSecond: Price; kTokens: Price; gbHour: Price; preemptibleFactor?: number };
+
+/**
+ * A preemptible job's GPU time is reported under its card's name with this prefix (issue 30), so
+ * the ledger keeps it apart and usage prices it at PREEMPTIBLE_CREDIT_FACTOR; GPU-seconds count alike.
+ */
+export const PREEMPTIBLE_PREFIX = "preemptible:";
+/** The card's name of a GPU record's name, and whether the time was preemptible. */
+export const gpuRecordName = (name: string): { card: string; preemptible: boolean } =>
+  name.startsWith(PREEMPTIBLE_PREFIX) ? { card: name.slice(PREEMPTIBLE_PREFIX.length), preemptible: true } : { card: name, preemptible: false };
 
 /**
  * An account's limits now, its quotas, the monthly quota it is over (null: none), and the prices

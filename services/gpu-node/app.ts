@@ -50,7 +50,8 @@ export type GpuNode = {
   stop(): Promise<void>;
   /** Starts a job on its cards of this node (admission.ts): all of them or none. */
   run(params: RunJobParams): { accepted: true };
-  cancel(jobId: string): Promise<{ stopped: boolean }>;
+  /** `preempt`: stopped for a waiting job (GPU_PREEMPT_GRACE_S); it ends `cancelled` either way. */
+  cancel(jobId: string, preempt?: boolean): Promise<{ stopped: boolean }>;
   /** Docker, sandboxed processes, or (no isolation possible) a refusal that keeps the node unready and card-less. */
   chooseExecutor(): Promise<JobExecutor | undefined>;
   jobLimits(): JobLimits;
@@ -93,6 +94,7 @@ export function createGpuNode(deps: GpuNodeDeps): GpuNode {
   const jobLimits = (): JobLimits => ({
     timeoutS: config.jobTimeoutS,
     graceS: config.stopGraceS,
+    preemptGraceS: config.preemptGraceS,
     logDir: config.jobLogDir,
     outputMaxBytes: Math.round(config.jobOutputMaxMb * 1024 * 1024),
     outMaxBytes: Math.round(config.jobOutMaxMb * 1024 * 1024),
@@ -222,9 +224,9 @@ export function createGpuNode(deps: GpuNodeDeps): GpuNode {
     start,
     stop,
     run,
-    cancel: async (jobId) => {
+    cancel: async (jobId, preempt = false) => {
       const job = jobs.get(jobId);
-      return { stopped: job ? await job.stop("cancel") : false };
+      return { stopped: job ? await job.stop(preempt ? "preempt" : "cancel") : false };
     },
     chooseExecutor,
     jobLimits,

@@ -13,7 +13,7 @@ import type { Readable } from "stream";
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import { brokerEnv } from "../../lib/settings";
 import { FollowPage, FollowParams, HEARTBEAT_EVENT, JOB_EVENTS_CHANNEL, LogsPage, LogsParams } from "../../lib/gpu-protocol";
-import { MAX_JOB_RETRIES, RunJob, type RunJobParams } from "../../lib/job-spec";
+import { MAX_JOB_ATTEMPTS, RunJob, type RunJobParams } from "../../lib/job-spec";
 import { addReadinessCheck } from "../../lib/health";
 import { JOB_ID_PATTERN, JobExecutor, JobLimits } from "./job";
 import { parseGpuNodeSettings } from "./settings";
@@ -22,10 +22,10 @@ import { createGpuNode, GpuNode } from "./app";
 import { connectServe } from "./serve-relay";
 import type { ServeMeta } from "../../lib/deployment-protocol";
 
-export type CancelParams = { jobId: string };
+export type CancelParams = { jobId: string; preempt?: boolean };
 
 const JOB_ID = { type: "string", pattern: JOB_ID_PATTERN } as const;
-const ATTEMPT = { type: "number", optional: true, integer: true, min: 1, max: MAX_JOB_RETRIES + 1, convert: true } as const;
+const ATTEMPT = { type: "number", optional: true, integer: true, min: 1, max: MAX_JOB_ATTEMPTS, convert: true } as const;
 /** A page of a job's file (`logs`, `artifacts`): a bus message must stay small. */
 const PAGE_PARAMS = {
   $$strict: "remove",
@@ -68,9 +68,9 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
     cancel: {
       visibility: "public",
       callers: ["gpu-scheduler"],
-      params: { $$strict: "remove", jobId: JOB_ID },
+      params: { $$strict: "remove", jobId: JOB_ID, preempt: { type: "boolean", optional: true } },
       async handler(this: GpuNodeThis, ctx: Context<CancelParams>): Promise<{ stopped: boolean }> {
-        return this.node.cancel(ctx.params.jobId);
+        return this.node.cancel(ctx.params.jobId, ctx.params.preempt);
       },
     },
 

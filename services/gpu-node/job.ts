@@ -49,7 +49,8 @@ export const visibleDevices = (cards: NodeCard[]): string => cards.map((c) => c.
 /** The limits of one job: the node's, with the job's own time limit when it has one. */
 export const limitsOf = (spec: Pick<JobSpec, "timeoutS">, limits: JobLimits): JobLimits => (spec.timeoutS ? { ...limits, timeoutS: spec.timeoutS } : limits);
 
-export type StopReason = "cancel" | "timeout" | "shutdown";
+/** `preempt`: a cancel for a waiting job (issue 30), with its own grace period; it ends `cancelled` too. */
+export type StopReason = "cancel" | "preempt" | "timeout" | "shutdown";
 
 /** `output` (+ `outputBase64` when the bytes are not plain text): lib/output-encoding.ts. */
 export type JobOutcome =
@@ -78,6 +79,8 @@ export interface JobOps {
 export type JobLimits = {
   timeoutS: number;
   graceS: number;
+  /** Between SIGTERM and SIGKILL for a preemption (GPU_PREEMPT_GRACE_S; absent: graceS). */
+  preemptGraceS?: number;
   logDir: string;
   /** Cap of the job's log file (GPU_JOB_OUTPUT_MAX_MB); the result's tail goes on past it. */
   outputMaxBytes?: number;
@@ -168,7 +171,7 @@ export class RunningJob {
       this.ended = true;
       await this.ops.cleanup().catch((err) => this.limits.log?.(`Cleanup of job ${this.jobId} failed`, err));
       const output = await this.finishOutput();
-      if (this.stopReason === "cancel") return { type: "cancelled", exitCode: null, ...output };
+      if (this.stopReason === "cancel" || this.stopReason === "preempt") return { type: "cancelled", exitCode: null, ...output };
       return { type: "failed", errorMessage: this.launchError, exitCode: null, ...output };
     }
     if (this.detached) return null;
@@ -192,6 +195,7 @@ export class RunningJob {
     const output = await this.finishOutput();
     switch (this.stopReason) {
       case "cancel":
+      case "preempt":
         return { type: "cancelled", exitCode, ...output };
       case "timeout":
         return { type: "failed", errorMessage: `Job exceeded the time limit of ${this.limits.timeoutS} s`, exitCode, ...output };
@@ -215,7 +219,7 @@ export class RunningJob {
 
   private async kill(): Promise<void> {
     try {
-      await this.ops.kill(this.limits.graceS);
+      await this.ops.kill(this.stopReason === "preempt" ? (this.limits.preemptGraceS ?? this.limits.graceS) : this.limits.graceS);
     } catch (err) {
       this.limits.log?.(`Stopping job ${this.jobId} failed`, err);
     }

@@ -40,6 +40,8 @@ export type GpuNodeSettings = {
   jobOutMaxMb: number;
   /** Seconds between SIGTERM and SIGKILL when a job is cancelled or times out. */
   stopGraceS: number;
+  /** Seconds between SIGTERM and SIGKILL when a preemptible job is stopped for a waiting job (GPU_PREEMPT_GRACE_S). */
+  preemptGraceS: number;
   /** Where the node keeps each job's whole output (`<jobId>.log`). */
   jobLogDir: string;
   /** A job's log file stops at this many MiB (a note says how much was cut; the result keeps the true tail). */
@@ -94,6 +96,7 @@ export const parseGpuNodeSettings = (env: Env): GpuNodeSettings => ({
   jobShmMb: positive(env, "GPU_JOB_SHM_MB", DEFAULT_SHM_MB),
   jobOutMaxMb: positive(env, "GPU_JOB_OUT_MAX_MB", 1024),
   stopGraceS: positive(env, "GPU_STOP_GRACE_S", 10),
+  preemptGraceS: positive(env, "GPU_PREEMPT_GRACE_S", 30),
   jobLogDir: text(env, "GPU_JOB_LOG_DIR", path.join(os.tmpdir(), "ci-platform-jobs")),
   jobOutputMaxMb: positive(env, "GPU_JOB_OUTPUT_MAX_MB", 64),
   jobLogMaxTotalMb: positive(env, "GPU_JOB_LOG_MAX_TOTAL_MB", 2048),

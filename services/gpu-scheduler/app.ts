@@ -34,6 +34,8 @@ import { FollowedJobs, LogFollow } from "./streams/log-follow";
 import { BrokerNodeClient } from "./loop/node-client";
 import { NodesRepository } from "./store/nodes.repository";
 import { PlacementRepository } from "./store/placement.repository";
+import { SchedulesRepository } from "./store/schedules.repository";
+import { ScheduleTicker } from "./loop/schedule-ticker";
 import { GrantsRepository } from "./store/grants.repository";
 import { brokerPlatformCalls, PlatformGrants } from "./loop/platform-grants";
 import { QueuePositions } from "./api/queue-positions";
@@ -95,6 +97,8 @@ export interface SchedulerApp {
   follow: LogFollow;
   followed: FollowedJobs;
   webhooks: WebhooksRepository;
+  /** Cron schedules of jobs (api/schedules.ts; their ticks: loop/schedule-ticker.ts). */
+  schedules: SchedulesRepository;
   /** Keys created before this no longer match (GPU_IDEMPOTENCY_TTL_S). */
   keysExpireBefore(): Date;
   /** Any replica's committed change wakes this replica's watchers of that job. */
@@ -184,6 +188,19 @@ export function createSchedulerApp(broker: ServiceBroker, db: Pool, config: Sche
     // A job PostgreSQL refuses fails alone (400 for a data error), never its batch.
     { maxBatch: 200, maxInFlight: 2, itemError: fromDataError },
   );
+  const schedules = new SchedulesRepository(db);
+  const ticker = new ScheduleTicker(
+    {
+      schedules,
+      jobs: repo,
+      queuedLimit: async (clientId) => (await limits.limitsFor([clientId])).get(clientId)!.queuedJobs,
+      cancel: (jobId, reason) => scheduler.cancel({ id: jobId }, reason),
+      queued: () => void scheduler.schedule({ newJob: true }),
+      clock,
+      defaultTimeoutS: config.jobTimeoutS,
+    },
+    logger,
+  );
   const keysExpireBefore = () => new Date(clock.now().getTime() - config.idempotencyTtlS * 1000);
   let tickTimer: NodeJS.Timeout | undefined;
 
@@ -212,6 +229,7 @@ export function createSchedulerApp(broker: ServiceBroker, db: Pool, config: Sche
     follow: new LogFollow(nodes, scheduler.view, attemptNode, watch),
     followed,
     webhooks,
+    schedules,
     keysExpireBefore,
 
     onStatusChanged(change) {
@@ -257,6 +275,8 @@ export function createSchedulerApp(broker: ServiceBroker, db: Pool, config: Sche
           history.run(),
           // Credentials of job attempts that ended (also after a restart, on any replica).
           grants.sweep(),
+          // Due schedules make their jobs (a tick missed while no replica ran: once, now).
+          ticker.tick(),
           // Waiting jobs whose dependencies were decided unseen (a crash, a race with their submission).
           resolver.sweep(),
         ]).catch((err) => logger.warn(`Scheduler housekeeping failed: ${(err as Error).message}`));

@@ -1,6 +1,6 @@
 /** The GPU routes' responses (lib/contract.ts): published in the OpenAPI document and typing the handlers. */
 import { Nullable, OrNull, type Static, StringEnum, Type } from "../../lib/contract";
-import { MAX_JOB_CARDS, type StoredJob, StoredJobSpec } from "../../lib/job-spec";
+import { JobSpec, MAX_JOB_CARDS, type StoredJob, StoredJobSpec } from "../../lib/job-spec";
 
 export const JobStatus = StringEnum(["queued", "running", "completed", "failed", "cancelled"], { $id: "JobStatus" });
 
@@ -130,6 +130,8 @@ const JobOwn = Type.Object({
       description: "As submitted: receives a signed POST (Standard Webhooks) at the job's terminal status; null: none",
     }),
   ),
+  scheduleId: Nullable(Type.String({ format: "uuid", description: "The schedule whose tick created the job; null: submitted directly" })),
+  preemptions: Type.Integer({ minimum: 0, description: "Times the (preemptible) job was stopped for a waiting job and queued again; retries untouched" }),
   arrayId: Nullable(Type.String({ description: "The array the job belongs to (GET /api/gpu/arrays/:id); null: none" })),
   arrayIndex: Nullable(Type.Integer({ minimum: 0, description: "Its 0-based index in the array (CI_ARRAY_INDEX); null: none" })),
 });
@@ -184,3 +186,50 @@ export const WebhookDelivery = Type.Object(
 );
 export type WebhookDeliveryView = Static<typeof WebhookDelivery>;
 export const WebhookDeliveryList = Type.Object({ deliveries: Type.Array(WebhookDelivery, { maxItems: 100 }) }, { $id: "WebhookDeliveryList" });
+
+const CONCURRENCY = ["allow", "forbid", "replace"] as const;
+const CONCURRENCY_TEXT = "A tick while the last job has not finished: allow runs anyway, forbid skips it (counted in skipped), replace cancels that job first";
+/** In params: literals (the params are compiled; StringEnum is for responses only). */
+const ConcurrencyParam = Type.Union(
+  CONCURRENCY.map((c) => Type.Literal(c)),
+  { description: CONCURRENCY_TEXT },
+);
+const Concurrency = StringEnum([...CONCURRENCY], { description: CONCURRENCY_TEXT });
+
+/** POST /api/gpu/schedules (issue 30): a cron schedule of a job body (checked as POST /api/gpu/jobs checks one). */
+export const ScheduleSpec = Type.Object(
+  {
+    name: Type.String({ minLength: 1, maxLength: 200 }),
+    cron: Type.String({ minLength: 1, maxLength: 200, description: "5 fields: minute hour day-of-month month day-of-week" }),
+    timezone: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: "An IANA time zone (default UTC)" })),
+    concurrency: Type.Optional(ConcurrencyParam),
+    paused: Type.Optional(Type.Boolean()),
+    job: JobSpec,
+  },
+  { additionalProperties: false },
+);
+/** PATCH /api/gpu/schedules/:id: any field of the schedule. */
+export const ScheduleUpdate = Type.Object({ id: Type.String({ maxLength: 64 }), ...Type.Partial(ScheduleSpec).properties }, { additionalProperties: false });
+
+export const Schedule = Type.Object(
+  {
+    id: Type.String({ format: "uuid" }),
+    name: Type.String(),
+    cron: Type.String(),
+    timezone: Type.String(),
+    concurrency: Concurrency,
+    paused: Type.Boolean(),
+    nextRunAt: Nullable(Type.String({ format: "date-time", description: "null while paused, or when the expression never runs again" })),
+    lastRunAt: Nullable(Type.String({ format: "date-time", description: "The last tick that created a job" })),
+    lastJobId: Nullable(Type.String({ format: "uuid" })),
+    runs: Type.Integer({ minimum: 0, description: "Jobs its ticks created" }),
+    skipped: Type.Integer({ minimum: 0, description: "Ticks skipped (forbid while the last job ran, or the account's queue full)" }),
+    job: Type.Omit(JobSpec, ["env"], { description: "The job body, without env values" }),
+    envNames: Type.Array(Type.String(), { description: "The names of the job's env variables" }),
+    createdAt: dateTime(),
+    updatedAt: dateTime(),
+  },
+  { $id: "Schedule" },
+);
+export type ScheduleView = Static<typeof Schedule>;
+export const ScheduleList = Type.Object({ schedules: Type.Array(Schedule, { maxItems: 100 }) }, { $id: "ScheduleList" });

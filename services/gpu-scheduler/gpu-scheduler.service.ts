@@ -19,6 +19,7 @@ import { USAGE_CHANNEL } from "../../lib/usage-protocol";
 import { DbMixin, DbThis } from "../../mixins/db.mixin";
 import { AdminActionsMixin } from "./api/admin-actions";
 import { ReplicaActionsMixin } from "./api/replica-actions";
+import { ScheduleActionsMixin } from "./api/schedule-actions";
 import { createSchedulerApp, EVENT_ACK_WAIT_NS, EVENT_MAX_RETRIES, JobEventDelivery, SchedulerService } from "./app";
 import {
   ArrayCreated,
@@ -59,7 +60,7 @@ const GpuSchedulerService: ServiceSchema<ServiceSettingSchema, This> & { channel
   emits: [{ event: JOB_STATUS_CHANGED, kind: "broadcast" }],
   publishes: [USAGE_CHANNEL],
   // The operators' actions (admin-actions.ts) live beside the clients' in their own module.
-  mixins: [DbMixin({ schema: "gpu_scheduler", migrations, poolSize: 20 }), AdminActionsMixin, ReplicaActionsMixin],
+  mixins: [DbMixin({ schema: "gpu_scheduler", migrations, poolSize: 20 }), AdminActionsMixin, ReplicaActionsMixin, ScheduleActionsMixin],
 
   settings: {
     rest: "/gpu",

@@ -3,6 +3,8 @@ import { JOB_COUNTERS_SETUP } from "./store/job-counters";
 import { JOB_GRANTS_TABLE } from "./store/grants.repository";
 import { BATCH_WORK_SCHEMA } from "./store/batch-work.schema";
 import { SPEC_FROM_COLUMNS } from "./store/job-row";
+import { ARRAY_KEY } from "./store/placement.repository";
+import { SCHEDULES_TABLE } from "./store/schedules.repository";
 
 export const migrations: Migration[] = [
   {
@@ -309,5 +311,26 @@ ${JOB_COUNTERS_SETUP}
     name: "job arrays and dependencies",
     // store/batch-work.schema.ts says what it adds.
     sql: BATCH_WORK_SCHEMA,
+  },
+  {
+    version: 18,
+    name: "schedules and preemptible jobs",
+    // preemptible: from the document (placement reads it beside the queue); preemptions: times the job was
+    // stopped for another; preempting: a stop for another was asked of its node (transitions.ts).
+    // The per-account queue index (migration 17's, by array) puts a pair's ordinary jobs before its preemptible ones.
+    sql: `
+      ${["jobs", "jobs_history"]
+        .map(
+          (t) => `
+      ALTER TABLE ${t} ADD COLUMN preemptible boolean NOT NULL DEFAULT false,
+        ADD COLUMN preemptions integer NOT NULL DEFAULT 0,
+        ADD COLUMN preempting boolean NOT NULL DEFAULT false,
+        ADD COLUMN schedule_id uuid;`,
+        )
+        .join("\n")}
+      DROP INDEX jobs_queue_by_account;
+      CREATE INDEX jobs_queue_by_account ON jobs (client_id, gpu_match, (${ARRAY_KEY("")}), preemptible, priority DESC, seq) WHERE status = 'queued';
+      ${SCHEDULES_TABLE}
+    `,
   },
 ];

@@ -5,12 +5,12 @@
  * names, the gpuType and gpuCount against the cluster, the image's registry) is api/submission.ts.
  */
 import { Type } from "../../lib/contract";
-import { MAX_JOB_RETRIES } from "../../lib/job-spec";
+import { MAX_JOB_ATTEMPTS } from "../../lib/job-spec";
 import { UUID_PATTERN } from "../../lib/uuid";
 
 const JobId = Type.String({ maxLength: 64 });
-/** `?attempt=N` of a job's log: 1-based, at most its first run and every retry. */
-const Attempt = Type.Integer({ minimum: 1, maximum: MAX_JOB_RETRIES + 1 });
+/** `?attempt=N` of a job's log: 1-based, at most its first run, every retry and the runs preemptions ended. */
+const Attempt = Type.Integer({ minimum: 1, maximum: MAX_JOB_ATTEMPTS });
 const Offset = Type.Integer({ minimum: 0 });
 
 export const JOB_ID_PARAMS = Type.Object({ id: JobId });

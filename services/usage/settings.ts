@@ -12,6 +12,15 @@ function optionalLimit(env: Env, name: string): number | null {
   return value;
 }
 
+/** A factor between 0 and 1 (unset: `fallback`). */
+function factor(env: Env, name: string, fallback: number): number {
+  const raw = (env[name] ?? "").trim();
+  if (raw === "") return fallback;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value < 0 || value > 1) throw new SettingError(name, raw, "a number from 0 to 1");
+  return value;
+}
+
 export type UsageSettings = {
   prices: UsagePrices;
   defaults: QuotaDefaults;
@@ -22,6 +31,7 @@ export const parseUsageSettings = (env: Env): UsageSettings => ({
     gpuSecond: parsePrice("CREDITS_PER_GPU_SECOND", env.CREDITS_PER_GPU_SECOND),
     kTokens: parsePrice("CREDITS_PER_1K_TOKENS", env.CREDITS_PER_1K_TOKENS),
     gbHour: parsePrice("CREDITS_PER_GB_HOUR", env.CREDITS_PER_GB_HOUR),
+    preemptibleFactor: factor(env, "PREEMPTIBLE_CREDIT_FACTOR", 0.5),
   },
   defaults: {
     credits: optionalLimit(env, "QUOTA_CREDITS_PER_MONTH"),

@@ -4,7 +4,7 @@
  * clock, the sums and the states are handed in.
  */
 import type { UsageTotal } from "./ledger.repository";
-import { Price, Quota, QUOTA_RESOURCES, QuotaDefaults, QuotaResource } from "../../lib/usage-protocol";
+import { gpuRecordName, Price, Quota, QUOTA_RESOURCES, QuotaDefaults, QuotaResource } from "../../lib/usage-protocol";
 import { priceOf } from "./pricing";
 import type { UsageSettings } from "./settings";
 
@@ -44,6 +44,11 @@ export function summarize(
   let storageMbHours = 0;
   let credits = 0;
   const charge = (price: Price, name: string, units: number) => (credits += priceOf(price, name) * units);
+  // A preemptible job's GPU-seconds: its card's price × PREEMPTIBLE_CREDIT_FACTOR.
+  const chargeGpu = (name: string, seconds: number) => {
+    const { card, preemptible } = gpuRecordName(name);
+    charge(prices.gpuSecond, card, seconds * (preemptible ? (prices.preemptibleFactor ?? 1) : 1));
+  };
   for (const t of totals) {
     // What is charged: the amount at each record's credit factor (batch inference: BATCH_CREDIT_FACTOR).
     const billed = t.billed ?? t.amount;
@@ -51,7 +56,7 @@ export function summarize(
       gpu.jobs += t.events;
       gpu.gpuSeconds += t.amount;
       add(gpu.byGpuType, t.name, t.amount);
-      charge(prices.gpuSecond, t.name, billed);
+      chargeGpu(t.name, billed);
     } else if (t.resource === "inference") {
       inference.requests += t.events;
       inference.tokens += t.amount;
@@ -72,7 +77,7 @@ export function summarize(
     if (ended === undefined || (ended > window.from.getTime() && ended <= window.to.getTime())) gpu.jobs++;
     gpu.gpuSeconds += seconds * r.cards;
     add(gpu.byGpuType, r.gpuName, seconds * r.cards);
-    charge(prices.gpuSecond, r.gpuName, seconds * r.cards);
+    chargeGpu(r.gpuName, seconds * r.cards);
   }
   for (const k of Object.keys(gpu.byGpuType)) gpu.byGpuType[k] = round(gpu.byGpuType[k], 3);
   return {

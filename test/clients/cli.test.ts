@@ -239,6 +239,32 @@ describe("clients cli - ci-platform as a process", () => {
     expect((await json("tokens", "ls")).map((t: { id: string }) => t.id)).not.toContain(created.id);
   });
 
+  test("clients cli - schedules create prints its next run; ls lists it; a bad cron is exit 1 naming the field; rm deletes it", async () => {
+    const created = await json(
+      "schedules",
+      "create",
+      "--name",
+      "nightly",
+      "--cron",
+      "30 2 * * *",
+      "--tz",
+      "Europe/Berlin",
+      "--preemptible",
+      "--",
+      "echo",
+      "nightly run",
+    );
+    expect(created).toMatchObject({ name: "nightly", cron: "30 2 * * *", timezone: "Europe/Berlin", concurrency: "forbid" });
+    expect(created.job).toMatchObject({ command: "echo 'nightly run'", preemptible: true });
+    expect((await json("schedules", "ls")).map((x: { id: string }) => x.id)).toContain(created.id);
+    const table = await cli("schedules", "ls");
+    expect(table.stdout).toMatch(new RegExp(`${created.id}.*nightly.*30 2 \\* \\* \\*.*Europe/Berlin`));
+    const bad = await cli("schedules", "create", "--name", "x", "--cron", "61 * * * *", "--", "true");
+    expect([bad.code, bad.stderr]).toEqual([1, expect.stringContaining("cron")]);
+    expect((await cli("schedules", "rm", created.id)).code).toBe(0);
+    expect((await json("schedules", "ls")).map((x: { id: string }) => x.id)).not.toContain(created.id);
+  });
+
   test("clients cli - jobs run --platform-access: the job's token is listed with its jobId and limits; the detail shows the access, never a secret", async () => {
     const db = await json("db", "create");
     const { id } = await json("jobs", "run", "--platform-access", `inference,db:${db.id}`, "--", "sleep 60");

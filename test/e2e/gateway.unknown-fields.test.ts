@@ -41,7 +41,7 @@ describe("gateway - unknown request fields", () => {
       await as("POST", "/api/gpu/jobs", { command: "echo hi", dependsOn: [{ jobId: randomUUID(), condition: "finished", after: 1 }] }),
       "dependsOn[0].after",
     );
-    expectUnknown(await as("POST", "/api/gpu/jobs", { command: "echo hi", preemptible: true, timeoutSeconds: 60 }), "preemptible");
+    expectUnknown(await as("POST", "/api/gpu/jobs", { command: "echo hi", nodeSelector: { zone: "a" }, timeoutSeconds: 60 }), "nodeSelector");
     // The caller is checked first: without credentials it stays 401.
     const anonymous = await http(base, "POST", "/api/gpu/jobs", { body: { command: "echo hi", reservation: "x" } });
     expect([anonymous.status, anonymous.body.error.code]).toEqual([401, "UNAUTHORIZED"]);

@@ -102,7 +102,9 @@ export class FakeJobs implements EventStore, HousekeepingStore, PlacementStore {
     const written = new Set<string>();
     for (const { id, seen, patch } of updates) {
       const j = this.jobs.get(id);
-      if (!j || j.status !== seen.status || j.holding !== seen.holding || j.nodeId !== seen.nodeId || j.gpuUuid !== seen.gpuUuid) continue;
+      const moved = j && (j.status !== seen.status || j.holding !== seen.holding || j.nodeId !== seen.nodeId || j.gpuUuid !== seen.gpuUuid);
+      // A preemption asked since the decision read the job: decided again (as jobs.repository.ts compares preempting).
+      if (!j || moved || Boolean(j.preempting) !== Boolean(seen.preempting)) continue;
       const { endedAttempt, ...columns } = patch;
       Object.assign(j, columns);
       if (endedAttempt) j.endedAttempts = [...(j.endedAttempts ?? []), endedAttempt];

@@ -10,6 +10,8 @@ import {
   JobPatch,
   JobState,
   loseNode,
+  PREEMPTED_REASON,
+  preempt,
   PublicStatus,
   refusePlacement,
   release,
@@ -575,5 +577,52 @@ describe("gpu-scheduler transitions - retries", () => {
     const waiting = attempt(1, 3, { status: "queued", nodeId: null, gpuUuid: null, holding: false, startedAt: null });
     expect(expireQueued(waiting, 30, NOW)).toBeNull();
     expect(expireQueued({ ...waiting, attempts: 0 }, 30, NOW)).not.toBeNull();
+  });
+});
+
+/** A running job with retries, as the preemption cases start from. */
+const retried: JobState = { ...base, attempts: 1, maxRetries: 2 };
+const preemptCancelled = (attempt: number): JobEvent => ({ ...cancelled, attempt });
+const exitedOn = (attempt: number): JobEvent => ({ ...finished(1, "x"), attempt });
+
+describe("gpu-scheduler preemption - transitions", () => {
+  test("preempt: a running preemptible job is marked once; queued, ended or marked ones are not", () => {
+    expect(preempt(retried)).toEqual({ preempting: true });
+    expect(preempt({ ...retried, preempting: true })).toBeNull();
+    expect(preempt({ ...retried, status: "queued", holding: false })).toBeNull();
+    expect(preempt({ ...retried, status: "completed", holding: true })).toBeNull();
+  });
+
+  test("its node's cancelled event sends a preempted job back to the queue, preemptions + 1, the attempt kept, retries untouched", () => {
+    const patch = applyJobEvent({ ...retried, preempting: true }, preemptCancelled(1), NOW).patch!;
+    expect(patch).toMatchObject({
+      status: "queued",
+      holding: false,
+      nodeId: null,
+      preempting: false,
+      preemptions: 1,
+      statusReason: PREEMPTED_REASON,
+      startedAt: null,
+      exitCode: null,
+    });
+    expect(patch.endedAttempt).toMatchObject({ attempt: 1, errorMessage: PREEMPTED_REASON, exitCode: 143, output: "partial" });
+    expect(patch.notBefore).toBeUndefined();
+  });
+
+  test("a client's cancel of an unmarked job stays a cancel", () => {
+    expect(applyJobEvent(retried, preemptCancelled(1), NOW).patch).toMatchObject({ status: "cancelled" });
+  });
+
+  test("after two preemptions, a failure is retry 1 of 2 (attempt 3 counts as the first failure)", () => {
+    const patch = applyJobEvent({ ...retried, attempts: 3, preemptions: 2 }, exitedOn(3), NOW).patch!;
+    expect(patch.status).toBe("queued");
+    expect(patch.statusReason).toMatch(/^retry 1 of 2/);
+    expect(patch.endedAttempt!.attempt).toBe(3);
+  });
+
+  test("retries run out by failures, not by preemptions", () => {
+    const patch = applyJobEvent({ ...retried, attempts: 5, preemptions: 2 }, exitedOn(5), NOW).patch!;
+    expect(patch.status).toBe("failed");
+    expect(patch.statusReason).toBe("no retry after attempt 3 of 3");
   });
 });

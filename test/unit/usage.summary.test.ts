@@ -33,3 +33,18 @@ describe("usage summary - attempts not yet in the ledger", () => {
     expect(s.gpu.byGpuType).toEqual(expected.gpuSeconds ? { A100: expected.gpuSeconds } : {});
   });
 });
+
+describe("usage summary - preemptible GPU time", () => {
+  const priced = { gpuSecond: parsePrice("P", '{"default": 1, "A100": 4}'), kTokens: parsePrice("K", ""), gbHour: parsePrice("G", ""), preemptibleFactor: 0.5 };
+  const gpuTotal = (name: string, amount: number) => ({ clientId: "c", resource: "gpu" as const, name, amount, events: 1 });
+  it("usage summary - a preemptible job's GPU-seconds count alike and cost PREEMPTIBLE_CREDIT_FACTOR of its card's price", () => {
+    const s = summarize([gpuTotal("A100", 100), gpuTotal("preemptible:A100", 100)], NOTHING_NOW, window, T("10:30:00"), priced);
+    expect(s.gpu.gpuSeconds).toBe(200);
+    expect(s.credits).toBe(400 + 200);
+    expect(s.gpu.byGpuType).toEqual({ A100: 100, "preemptible:A100": 100 });
+  });
+  it("usage summary - a running preemptible attempt is priced the same way", () => {
+    const running = [{ ...attempt("10:00:00"), gpuName: "preemptible:RTX 3060" }];
+    expect(summarize([], { ...NOTHING_NOW, running }, window, T("10:00:10"), priced).credits).toBe(5);
+  });
+});

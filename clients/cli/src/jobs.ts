@@ -145,6 +145,7 @@ export function jobCommands(y: Argv, run: Run): Argv {
             .option("image", { type: "string", describe: "container image (Docker executor)" })
             .option("priority", { choices: ["low", "normal", "high"] as const })
             .option("retries", { type: "number", describe: "retries after a failure" })
+            .option("preemptible", { type: "boolean", describe: "runs on idle cards only and yields them to waiting jobs (priced lower)" })
             .option("env", { type: "string", array: true, describe: "NAME=VALUE (repeatable)" })
             .option("platform-access", {
               type: "string",
@@ -174,6 +175,7 @@ export function jobCommands(y: Argv, run: Run): Argv {
           if (args.image) body.containerImage = args.image;
           if (args.priority) body.priority = args.priority;
           if (args.retries !== undefined) body.maxRetries = args.retries;
+          if (args.preemptible) body.preemptible = true;
           if (args.env?.length) body.env = parseEnv(args.env);
           if (args.platformAccess !== undefined) body.platformAccess = platformAccess(args.platformAccess);
           if (args.after?.length) body.dependsOn = args.after.map(afterDependency);

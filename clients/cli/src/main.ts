@@ -15,6 +15,7 @@ import { dbCommands } from "./db";
 import { deploymentCommands } from "./deployments";
 import { jobCommands } from "./jobs";
 import { miscCommands } from "./misc";
+import { scheduleCommands } from "./schedules";
 import { forTerminal } from "./terminal";
 import { tokenCommands } from "./tokens";
 
@@ -97,6 +98,7 @@ export async function main(argv = hideBin(process.argv)): Promise<void> {
   cli = dbCommands(cli, run) as yargs.Argv<GlobalArgs>;
   cli = batchCommands(cli, run) as yargs.Argv<GlobalArgs>;
   cli = tokenCommands(cli, run) as yargs.Argv<GlobalArgs>;
+  cli = scheduleCommands(cli, run) as yargs.Argv<GlobalArgs>;
   cli = deploymentCommands(cli, run) as yargs.Argv<GlobalArgs>;
   cli = miscCommands(cli, run) as yargs.Argv<GlobalArgs>;
   await cli.parseAsync();

@@ -17,6 +17,10 @@ type Body<P extends PathsWith<M>, M extends Method> = RequestInit<P, M> extends 
 export type JobRequest = Body<"/api/gpu/jobs", "post">;
 export type DatabaseRequest = Body<"/api/databases", "post">;
 export type TokenRequest = Body<"/api/auth/tokens", "post">;
+/** A cron schedule of a job (POST /api/gpu/schedules). */
+export type ScheduleRequest = Body<"/api/gpu/schedules", "post">;
+export type ScheduleUpdate = Body<"/api/gpu/schedules/{id}", "patch">;
+export type Schedule = Schemas["Schedule"];
 export type DeploymentRequest = Body<"/api/deployments", "post">;
 export type DeploymentChange = Body<"/api/deployments/{id}", "patch">;
 export type Deployment = Schemas["Deployment"];
@@ -99,6 +103,13 @@ export class CiPlatform {
   getArray = (id: string) => this.api("get", "/api/gpu/arrays/{id}", { path: { id } });
   cancelArray = (id: string) => this.api("post", "/api/gpu/arrays/{id}/cancel", { path: { id } });
   clusterStatus = () => this.api("get", "/api/gpu/status", {});
+
+  // schedules of GPU jobs
+  createSchedule = (body: ScheduleRequest) => this.api("post", "/api/gpu/schedules", { body });
+  listSchedules = () => this.api("get", "/api/gpu/schedules", {});
+  getSchedule = (id: string) => this.api("get", "/api/gpu/schedules/{id}", { path: { id } });
+  updateSchedule = (id: string, body: ScheduleUpdate) => this.api("patch", "/api/gpu/schedules/{id}", { path: { id }, body });
+  deleteSchedule = (id: string) => this.api("delete", "/api/gpu/schedules/{id}", { path: { id } });
 
   /** The job's output so far (an attempt's with `attempt`). */
   async jobLogs(id: string, attempt?: number): Promise<string> {

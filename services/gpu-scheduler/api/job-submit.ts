@@ -29,13 +29,7 @@ export type SubmitRequest = Pick<CreateCtx, "params" | "meta">;
 /** `forAccount`: a job the platform submits for an account (a model deployment's replica), not a client's request. */
 export async function submitJob(app: SchedulerApp, ctx: SubmitRequest, forAccount?: string): Promise<CreatedJob | CreatedArray> {
   const key = forAccount === undefined ? checkIdempotencyKey(ctx.meta.idempotencyKey) : undefined;
-  const clientId = forAccount ?? ctx.meta.caller!.clientId;
-  const runningGpus = await runningGpuLimit(app, clientId, ctx.params.gpuCount ?? 1);
-  const submitted = checkSubmission(ctx.params, submissionFacts(app, runningGpus), { id: randomUUID(), clientId, platform: forAccount !== undefined });
-  if (!submitted.ok) throw validationFailed(submitted.errors);
-  const { job } = submitted;
-  if (ctx.params.webhookUrl != null) await checkWebhookUrl(app, clientId, ctx.params.webhookUrl);
-  if (ctx.params.platformAccess != null) await checkPlatformAccess(app, ctx, ctx.params.platformAccess);
+  const job = await checkJobBody(app, ctx, ctx.params, { forAccount });
   // An array or a job with dependencies: one transaction of its own, keyed or not (group-submit.ts).
   if (isGroup(ctx.params)) return submitGroup(app, ctx, key, job, { monthly: (c) => checkMonthly(app, c), quotaExceeded });
   // Keyed requests take their own transaction (a replay answers even at the queued-jobs cap); the others stay on the batched inserts.
@@ -47,6 +41,33 @@ export async function submitJob(app: SchedulerApp, ctx: SubmitRequest, forAccoun
   void app.scheduler.schedule({ newJob: true });
   respondCreated(ctx.meta, `/api/gpu/jobs/${job.id}`);
   return { id: job.id, status: "queued", queuePosition: outcome.position };
+}
+
+/**
+ * A job body as POST /api/gpu/jobs checks it beyond its schema (the submission rules, the webhook
+ * URL, platform access): the job to queue, or the 400/404. `prefix`: where the body sits in the
+ * request (a schedule's "job."), for the fields the errors name; `forAccount`: made by the platform
+ * for that account (a deployment's replica), not by the caller.
+ */
+export async function checkJobBody(
+  app: SchedulerApp,
+  ctx: Pick<SubmitRequest, "meta">,
+  params: CreateJobParams,
+  { prefix = "", forAccount }: { prefix?: string; forAccount?: string } = {},
+): Promise<NewJob> {
+  const clientId = forAccount ?? ctx.meta.caller!.clientId;
+  const runningGpus = await runningGpuLimit(app, clientId, params.gpuCount ?? 1);
+  const submitted = checkSubmission(params, submissionFacts(app, runningGpus), { id: randomUUID(), clientId, platform: forAccount !== undefined });
+  if (!submitted.ok) throw validationFailed(submitted.errors.map((e) => ({ ...e, field: prefix + e.field })));
+  try {
+    if (params.webhookUrl != null) await checkWebhookUrl(app, clientId, params.webhookUrl);
+    if (params.platformAccess != null) await checkPlatformAccess(app, ctx, params.platformAccess);
+  } catch (err) {
+    const e = err as { data?: unknown };
+    if (prefix && Array.isArray(e.data)) e.data = e.data.map((d: { field?: string }) => ({ ...d, field: prefix + (d.field ?? "") }));
+    throw err;
+  }
+  return submitted.job;
 }
 
 /** The account's running-GPU limit, read only when the job asks for more than one card (null: none, or not needed). */
@@ -80,7 +101,7 @@ async function checkWebhookUrl(app: SchedulerApp, clientId: string, url: string)
 }
 
 /** 400 beyond the caller's own token; 404 for a database that is not the account's (dbaas says). */
-async function checkPlatformAccess(app: SchedulerApp, ctx: SubmitRequest, access: PlatformAccessParams): Promise<void> {
+async function checkPlatformAccess(app: SchedulerApp, ctx: Pick<SubmitRequest, "meta">, access: PlatformAccessParams): Promise<void> {
   checkAccess(ctx.meta.caller!, access);
   const databaseIds = access.databases ?? [];
   if (!databaseIds.length) return;

@@ -20,6 +20,8 @@ export function waitingReason(waiting: Waiting, gpuType: string | null): string 
       return `no node has ${n} GPUs${matching} of one type: waiting for one to join the cluster`;
     case "MATCHING_GPUS_BUSY":
       return n > 1 ? `waiting for ${n} free GPUs${matching} on one node` : `waiting for a free GPU${matching}`;
+    case "PREEMPTING":
+      return `waiting for ${waiting.stopping ?? 1} preemptible job${waiting.stopping === 1 ? "" : "s"} to stop on the GPUs it needs`;
     case "ACCOUNT_LIMIT":
       return `account limit of ${waiting.limit} running GPU${waiting.limit === 1 ? "" : "s"} reached${n > 1 ? ` (this job needs ${n})` : ""}`;
     case "ARRAY_LIMIT":
@@ -92,6 +94,8 @@ export function toJobDetail(row: JobRow, now: Date, label: NodeLabeler, defaultT
     maxRetries: row.max_retries ?? 0,
     attempts: row.attempts ?? 0,
     webhookUrl: row.webhook_url ?? null,
+    scheduleId: row.schedule_id ?? null,
+    preemptions: row.preemptions ?? 0,
     arrayId: row.array_id ?? null,
     arrayIndex: row.array_index ?? null,
   };

@@ -24,8 +24,13 @@
  *    queue want (so "any" jobs leave scarce types to the jobs that asked for them), then the best
  *    fit: the node left with the fewest free cards of that name (small jobs fill partly used
  *    nodes and whole nodes stay whole for big gangs), then by node id; the cards by uuid.
+ * 5. Preemptible jobs (issue 30) come after every other job, so they take only cards no waiting
+ *    ordinary job could use. An ordinary job that finds no free set stops preemptible jobs holding
+ *    cards it could use (preemption.ts: fewest cards wasted, youngest first) and reserves that set
+ *    (PREEMPTING) until they are gone; jobs already being stopped count as cards coming free.
  */
 import { isAnyGpuType, matchingNames, normalizeGpuType } from "./gpu-type";
+import { chooseVictims, type PreemptibleHolder, type SetOffer, youngestFirst } from "./preemption";
 
 export type SnapshotCard = { nodeId: string; uuid: string; name: string; busy: boolean };
 /** `clientId`: its account (default: one shared account); `priority`: 0 low, 1 normal (default), 2 high; `gpuCount`: cards (default 1). */
@@ -37,6 +42,8 @@ export type QueuedJob = {
   priority?: number;
   gpuCount?: number;
   timeoutSeconds?: number;
+  /** May run only on cards no ordinary job waits for, and be stopped for one. */
+  preemptible?: boolean;
   /** Its array (`arrayParallelism` caps how many of it hold cards at once: `Snapshot.arrays`). */
   arrayId?: string | null;
 };
@@ -65,18 +72,23 @@ export type Snapshot = {
   accounts?: ReadonlyMap<string, AccountShare>;
   /** Arrays with a parallelism cap, by id (absent ones are not capped). */
   arrays?: ReadonlyMap<string, ArrayCap>;
+  /** The preemptible jobs holding cards (absent: none). */
+  preemptible?: PreemptibleHolder[];
 };
 
 /** `gpuUuid`: the first of the job's cards `gpuUuids` (all on `nodeId`, of one name). */
 export type Placement = { jobId: string; nodeId: string; gpuUuid: string; gpuUuids: string[] };
 /** NO_NODE_BIG_ENOUGH: matching cards exist, but no node has `needed` of one name. */
-export type WaitReason = "NO_GPUS" | "NO_MATCHING_GPU" | "NO_NODE_BIG_ENOUGH" | "MATCHING_GPUS_BUSY" | "ACCOUNT_LIMIT" | "QUOTA_EXCEEDED" | "ARRAY_LIMIT";
+export type WaitReason =
+  "NO_GPUS" | "NO_MATCHING_GPU" | "NO_NODE_BIG_ENOUGH" | "MATCHING_GPUS_BUSY" | "ACCOUNT_LIMIT" | "QUOTA_EXCEEDED" | "ARRAY_LIMIT" | "PREEMPTING";
 /**
  * `limit`: the account's running-GPU limit, for ACCOUNT_LIMIT (the array's parallelism for ARRAY_LIMIT); `quota`: the monthly quota used up, for
  * QUOTA_EXCEEDED; `needed`: the job's card count when more than 1.
  */
-export type Waiting = { jobId: string; reason: WaitReason; limit?: number; quota?: string; reserved?: boolean; needed?: number };
-export type Plan = { placements: Placement[]; waiting: Waiting[] };
+export type Waiting = { jobId: string; reason: WaitReason; limit?: number; quota?: string; reserved?: boolean; needed?: number; stopping?: number };
+/** `forJobId`: the waiting job the preemptible job `jobId` (on `nodeId`) is stopped for. */
+export type Preemption = { jobId: string; nodeId: string; forJobId: string };
+export type Plan = { placements: Placement[]; waiting: Waiting[]; preemptions: Preemption[] };
 
 export const NORMAL_PRIORITY = 1;
 const UNUSED: AccountShare = { usage: 0, held: 0, weight: 1, runningGpus: null };
@@ -151,15 +163,30 @@ export function plan(snapshot: Snapshot): Plan {
   for (const card of [...snapshot.cards].sort((a, b) => (a.uuid < b.uuid ? -1 : a.uuid > b.uuid ? 1 : 0))) {
     const key = `${card.nodeId}\u0000${card.name}`;
     let set = sets.get(key);
-    if (!set) sets.set(key, (set = { nodeId: card.nodeId, name: card.name, size: 0, free: [] }));
+    if (!set) sets.set(key, (set = { key, nodeId: card.nodeId, name: card.name, size: 0, free: [] }));
     set.size++;
     if (!card.busy) set.free.push(card.uuid);
   }
   let reserved = false;
+  // What each set offers a waiting ordinary job, built once (holders youngest first); a holder taken (to stop or to wait for) leaves it.
+  const offersOf = new Map<string, SetOffer>();
+  const setOf = new Map(snapshot.cards.map((c) => [c.uuid, `${c.nodeId}\u0000${c.name}`]));
+  for (const h of snapshot.preemptible ?? []) {
+    const key = setOf.get(h.gpuUuids[0]);
+    if (key === undefined) continue; // on a card no longer schedulable
+    let offer = offersOf.get(key);
+    if (!offer) offersOf.set(key, (offer = { key, free: 0, stopping: [], holders: [] }));
+    (h.preempting ? offer.stopping : offer.holders).push(h);
+  }
+  for (const offer of offersOf.values()) offer.holders.sort(youngestFirst);
+  const preemptions: Preemption[] = [];
+  const accounts = snapshot.accounts ?? new Map<string, AccountShare>();
+  const startedBy = new Map<string, number>();
+  const deferred: QueuedJob[] = [];
   // Each array's jobs holding cards, counting those placed in this pass.
   const active = new Map([...(snapshot.arrays ?? [])].map(([id, cap]) => [id, cap.active]));
 
-  walkFair(queue, snapshot.accounts ?? new Map(), (job, account) => {
+  const visit = (job: QueuedJob, account: AccountShare & { started: number }, ordinary: boolean): boolean => {
     const wanted = namesFor(job.gpuType);
     const k = cardsOf(job);
     const wait = (reason: WaitReason, extra: Partial<Waiting> = {}) => {
@@ -181,6 +208,24 @@ export function plan(snapshot: Snapshot): Plan {
     if (!best) {
       const big = candidates.filter((set) => set.size >= k);
       if (!big.length) return wait("NO_NODE_BIG_ENOUGH");
+      if (ordinary && offersOf.size) {
+        const offers: SetOffer[] = [];
+        for (const set of big) {
+          const offer = offersOf.get(set.key);
+          if (offer) offers.push(Object.assign(offer, { free: set.free.length }));
+        }
+        const choice = chooseVictims(offers, k);
+        if (choice) {
+          // The set is this job's until they are gone: its free cards and every holder chosen stay out of later choices.
+          sets.get(choice.key)!.free = [];
+          const offer = offersOf.get(choice.key)!;
+          const chosen = new Set(choice.victims.map((h) => h.jobId));
+          offer.holders = offer.holders.filter((h) => !chosen.has(h.jobId));
+          offer.stopping = [];
+          for (const v of choice.victims) preemptions.push({ jobId: v.jobId, nodeId: v.nodeId, forJobId: job.jobId });
+          return wait("PREEMPTING", { stopping: choice.victims.length + choice.stopping.length });
+        }
+      }
       if (k > 1 && !reserved) {
         // Hold the free cards of the set nearest to fitting, so later jobs cannot keep the gang out forever.
         reserved = true;
@@ -194,13 +239,30 @@ export function plan(snapshot: Snapshot): Plan {
     if (cap) active.set(job.arrayId!, active.get(job.arrayId!)! + 1);
     if (account.gpuSecondsLeft !== undefined) account.gpuSecondsLeft -= k * (job.timeoutSeconds ?? 0);
     if (account.creditsLeft !== undefined) account.creditsLeft -= k * (job.timeoutSeconds ?? 0) * (account.creditsPerGpuSecond?.(best.name) ?? 0);
+    startedBy.set(job.clientId ?? "", (startedBy.get(job.clientId ?? "") ?? 0) + k);
     return true;
+  };
+
+  walkFair(queue, accounts, (job, account) => {
+    if (!job.preemptible) return visit(job, account, true);
+    deferred.push(job);
+    return false;
   });
-  return { placements, waiting };
+  if (deferred.length) {
+    // Then the preemptible jobs, on what is left; the cards their accounts started above count as held.
+    const after = new Map(
+      [...new Set(deferred.map((j) => j.clientId ?? ""))].map((id) => {
+        const a = accounts.get(id) ?? UNUSED;
+        return [id, { ...a, held: a.held + (startedBy.get(id) ?? 0) }];
+      }),
+    );
+    walkFair(deferred, after, (job, account) => visit(job, account, false));
+  }
+  return { placements, waiting, preemptions };
 }
 
 /** The cards of one name on one node. */
-type CardSet = { nodeId: string; name: string; size: number; free: string[] };
+type CardSet = { key: string; nodeId: string; name: string; size: number; free: string[] };
 
 /** Whether `a` is the better set for a job of `k` cards: less specific demand, then best fit, then node id, then first free uuid. */
 function better(a: CardSet, b: CardSet, demand: Map<string, number>): boolean {

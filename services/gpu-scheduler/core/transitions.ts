@@ -44,6 +44,10 @@ export type JobState = {
   attempts?: number;
   /** How many times a failed attempt may be retried (`maxRetries`); absent: 0. */
   maxRetries?: number;
+  /** Times it was stopped for a waiting job and queued again (their attempts are not retries); absent: 0. */
+  preemptions?: number;
+  /** Its node was asked to stop it for a waiting job (preemptible jobs): its end sends it back to the queue. */
+  preempting?: boolean;
 };
 
 /** One ended attempt of a job that is retried, kept apart (the job's row then describes the next attempt). */
@@ -74,6 +78,8 @@ const backToQueue: JobPatch = { status: "queued", nodeId: null, gpuUuid: null, h
 /** RETRY_BACKOFF_S: the wait before the first retry; each later one waits twice the one before. */
 const DEFAULT_RETRY_BACKOFF_S = 5;
 const attemptOf = (job: JobState) => job.attempts || 1;
+/** The statusReason of a preemptible job stopped for a waiting job and queued again. */
+export const PREEMPTED_REASON = "preempted by a higher-priority job";
 /** The failure of a time limit is never retried (it would only run into it again). */
 const isTimeLimit = (message: string) => message.includes("time limit");
 
@@ -83,7 +89,8 @@ const isTimeLimit = (message: string) => message.includes("time limit");
  * which says when the retries ran out. `why`: the failure in words for the statusReason.
  */
 function failOrRetry(job: JobState, failed: JobPatch & { errorMessage: string; completedAt: Date }, why: string, now: Date, backoffS: number): JobPatch {
-  const attempt = attemptOf(job);
+  // Attempts a preemption ended are not failures: the retries count only the others.
+  const attempt = attemptOf(job) - (job.preemptions ?? 0);
   const maxRetries = job.maxRetries ?? 0;
   if (maxRetries === 0) return failed;
   if (attempt > maxRetries || isTimeLimit(failed.errorMessage))
@@ -92,12 +99,21 @@ function failOrRetry(job: JobState, failed: JobPatch & { errorMessage: string; c
       statusReason: `no retry after attempt ${attempt} of ${maxRetries + 1}${attempt > maxRetries ? "" : " (the time limit is never retried)"}`,
     };
   const delayS = backoffS * 2 ** (attempt - 1);
-  const startedAt = failed.startedAt === undefined ? job.startedAt : failed.startedAt;
   return {
-    ...backToQueue,
+    ...nextAttempt(job, failed, failed.errorMessage),
     notBefore: new Date(now.getTime() + delayS * 1000),
     statusReason: `retry ${attempt} of ${maxRetries} in ${delayS} s after: ${why}`,
-    // The row describes the next attempt: not started, no result.
+  };
+}
+
+/**
+ * Back to the queue after an attempt ended (`ended`: how, `errorMessage`: why, kept with it): the
+ * row describes the next attempt (not started, no result), the ended one goes to job_attempts.
+ */
+function nextAttempt(job: JobState, ended: JobPatch & { completedAt: Date }, errorMessage: string): JobPatch {
+  const startedAt = ended.startedAt === undefined ? job.startedAt : ended.startedAt;
+  return {
+    ...backToQueue,
     startedAt: null,
     completedAt: null,
     exitCode: null,
@@ -105,14 +121,14 @@ function failOrRetry(job: JobState, failed: JobPatch & { errorMessage: string; c
     outputBase64: null,
     errorMessage: null,
     endedAttempt: {
-      attempt,
+      attempt: attemptOf(job),
       nodeId: job.nodeId,
       startedAt: startedAt ?? null,
-      endedAt: failed.completedAt,
-      exitCode: failed.exitCode ?? null,
-      output: failed.output ?? null,
-      ...(failed.outputBase64 !== undefined && { outputBase64: failed.outputBase64 }),
-      errorMessage: failed.errorMessage,
+      endedAt: ended.completedAt,
+      exitCode: ended.exitCode ?? null,
+      output: ended.output ?? null,
+      ...(ended.outputBase64 !== undefined && { outputBase64: ended.outputBase64 }),
+      errorMessage,
     },
   };
 }
@@ -185,6 +201,7 @@ export function applyJobEvent(job: JobState, event: JobEvent, now: Date, backoff
           cancelOnNode: false,
         };
       case "cancelled":
+        if (job.preempting) return { patch: preempted(job, common), cancelOnNode: false };
         return { patch: { ...common, status: "cancelled", errorMessage: null }, cancelOnNode: false };
     }
   }
@@ -215,6 +232,20 @@ export function cancelJob(job: JobState, now: Date, statusReason?: string): Canc
   // The card stays held (holding unchanged) until the node confirms the job is gone.
   const patch: JobPatch = { status: "cancelled", completedAt: now, ...(statusReason !== undefined && { statusReason }) };
   return { ok: true, patch, stopOnNode: onCard(job.status) };
+}
+
+/**
+ * A preempted job's node stopped it: back to the queue (its place kept), the attempt kept and
+ * counted in `preemptions`, not against its retries.
+ */
+function preempted(job: JobState, ended: JobPatch & { completedAt: Date }): JobPatch {
+  return { ...nextAttempt(job, ended, PREEMPTED_REASON), preempting: false, preemptions: (job.preemptions ?? 0) + 1, statusReason: PREEMPTED_REASON };
+}
+
+/** The placement chose to stop this preemptible job for a waiting one: its node is asked to (null: nothing to stop). */
+export function preempt(job: JobState): JobPatch | null {
+  if (job.status !== "running" || !job.holding || job.preempting) return null;
+  return { preempting: true };
 }
 
 // --- the other transitions: (job, what happened) → patch | null ---

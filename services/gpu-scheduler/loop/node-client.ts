@@ -16,8 +16,9 @@ export class BrokerNodeClient implements NodeClient, NodeLogs, FollowNodes {
     await this.broker.call("gpu-node.run", params, { nodeID: nodeId, timeout: this.timeoutMs });
   }
 
-  cancel(nodeId: string, jobId: string): Promise<{ stopped: boolean }> {
-    return this.broker.call("gpu-node.cancel", { jobId }, { nodeID: nodeId, timeout: this.timeoutMs });
+  cancel(nodeId: string, jobId: string, preempt = false): Promise<{ stopped: boolean }> {
+    // A preemption waits through the node's grace period: the call may take that long too.
+    return this.broker.call("gpu-node.cancel", { jobId, ...(preempt && { preempt }) }, { nodeID: nodeId, timeout: this.timeoutMs + (preempt ? 60_000 : 0) });
   }
 
   /** One page of the job's log file on its node (raw bytes, base64; a bus message stays small). */

@@ -18,13 +18,13 @@ export class NodeStopper {
   private readonly inFlight = new Set<string>();
 
   /** Once the node answers, the card is free (if the job has ended). Never throws. */
-  async stop(jobId: string, nodeId: string, releaseIfNotStopped = true): Promise<void> {
+  async stop(jobId: string, nodeId: string, releaseIfNotStopped = true, preempt = false): Promise<void> {
     const key = `${nodeId} ${jobId}`;
     if (this.inFlight.has(key)) return;
     let stopped: boolean;
     this.inFlight.add(key);
     try {
-      ({ stopped } = await this.nodes.cancel(nodeId, jobId));
+      ({ stopped } = await this.nodes.cancel(nodeId, jobId, preempt));
     } catch (err) {
       // Unreachable: node loss or the housekeeping sweep frees the card later.
       this.logger.debug(`Could not stop job ${jobId} on ${nodeId}: ${(err as Error).message}`);

@@ -11,11 +11,11 @@ import type { ClusterView, ViewCard } from "../core/cluster-view";
 import type { JobWriter } from "./job-writer";
 import type { NodeStopper } from "./node-stopper";
 import type { AccountLimit, AccountLimits } from "../api/account-limits";
-import { AccountShare, plan, Waiting } from "../core/placement";
+import { AccountShare, plan, type Preemption, Waiting } from "../core/placement";
 import type { AssignedJob, PlacementRepository, PlacementRow, PlacementSnapshot } from "../store/placement.repository";
 import type { Clock, NodeClient } from "./ports";
 import { GrantFailed, type PlatformGrants } from "./platform-grants";
-import { confirmPlacement, JobState, refusePlacement, unplace } from "../core/transitions";
+import { confirmPlacement, JobState, preempt, refusePlacement, unplace } from "../core/transitions";
 
 /** The placement transaction (PlacementRepository; a fake in unit tests). */
 export type PlacementStore = Pick<PlacementRepository, "anyQueued" | "placeUnderLock">;
@@ -41,7 +41,7 @@ export function decidePass(
   snapshot: PlacementSnapshot,
   heldElsewhereBefore: number,
   limits: ReadonlyMap<string, AccountLimit> = new Map(),
-): { placements: PlacementRow[]; waiting: Waiting[]; heldElsewhere: number; readAgain: boolean } {
+): { placements: PlacementRow[]; waiting: Waiting[]; preemptions: Preemption[]; heldElsewhere: number; readAgain: boolean } {
   const schedulable = new Set(cards.map((c) => c.uuid));
   const heldElsewhere = [...snapshot.held].filter((uuid) => !schedulable.has(uuid)).length;
   const names = new Map(cards.map((c) => [c.uuid, c.name]));
@@ -68,16 +68,18 @@ export function decidePass(
       }),
     });
   }
-  const { placements, waiting } = plan({
-    arrays: snapshot.arrays,
+  const { placements, waiting, preemptions } = plan({
     // A drained node's cards count as busy: nothing new starts there, and its jobs wait for "a free GPU".
     cards: cards.map((c) => ({ nodeId: c.nodeId, uuid: c.uuid, name: c.name, busy: snapshot.held.has(c.uuid) || Boolean(snapshot.drained?.has(c.nodeId)) })),
     queue: snapshot.queue,
     accounts,
+    arrays: snapshot.arrays,
+    preemptible: snapshot.preemptible,
   });
   return {
     placements: placements.map((p) => ({ ...p, gpuName: names.get(p.gpuUuid)! })),
     waiting,
+    preemptions,
     heldElsewhere,
     readAgain: heldElsewhere > heldElsewhereBefore,
   };
@@ -174,6 +176,7 @@ export class PlacementLoop {
     }
     let again = false;
     let decided = false;
+    let preemptions: Preemption[] = [];
     let outcome: { planned: number; assigned: AssignedJob[] };
     try {
       // The snapshot reads at most as many jobs per type as there may be free cards.
@@ -189,6 +192,7 @@ export class PlacementLoop {
           if (pass.readAgain) again = true; // the bound was too small: read again
           this.heldElsewhere = pass.heldElsewhere;
           this.waitingNow = new Map(pass.waiting.map((w) => [w.jobId, w]));
+          preemptions = pass.preemptions;
           return pass.placements;
         },
         this.clock.now(),
@@ -208,6 +212,20 @@ export class PlacementLoop {
     // Some planned jobs were cancelled meanwhile (their cards are still free), or the read was short.
     if (again || outcome.assigned.length < outcome.planned) void this.schedule();
     for (const job of outcome.assigned) this.dispatch(job);
+    for (const p of preemptions) void this.preempt(p);
+  }
+
+  /**
+   * Stops a preemptible job for a waiting one: marked first (a pass meanwhile counts its cards as
+   * coming free), then its node stops it (SIGTERM, its GPU_PREEMPT_GRACE_S, SIGKILL); its end event
+   * sends it back to the queue (transitions.ts). Only ordinary jobs wait for it: no extra work for them.
+   */
+  private async preempt(p: Preemption): Promise<void> {
+    try {
+      if (await this.writer.applyOne(p.jobId, (state) => preempt(state))) await this.stopper.stop(p.jobId, p.nodeId, false, true);
+    } catch (err) {
+      this.logger.warn(`Preemption of job ${p.jobId} for ${p.forJobId} not done (the next pass decides again): ${(err as Error).message}`);
+    }
   }
 
   private dispatch(job: AssignedJob): void {

@@ -4,7 +4,8 @@ import type { RunJobParams } from "../../../lib/job-spec";
 /** The calls the scheduler makes on one gpu-node (services/gpu-node), by its broker node id. */
 export interface NodeClient {
   run(nodeId: string, params: RunJobParams): Promise<void>;
-  cancel(nodeId: string, jobId: string): Promise<{ stopped: boolean }>;
+  /** `preempt`: stopped for a waiting job (the node's GPU_PREEMPT_GRACE_S between SIGTERM and SIGKILL). */
+  cancel(nodeId: string, jobId: string, preempt?: boolean): Promise<{ stopped: boolean }>;
 }
 
 export type Clock = { now(): Date };

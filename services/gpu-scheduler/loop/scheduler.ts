@@ -162,7 +162,7 @@ export class Scheduler {
   // --- clients ---
 
   /** Cancels a queued, placed or running job; returns false when it had already finished. `reason`: its statusReason (an operator's cancel). */
-  async cancel(row: JobRow, reason?: string): Promise<boolean> {
+  async cancel(row: Pick<JobRow, "id">, reason?: string): Promise<boolean> {
     for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
       const state = (await this.repo.states([row.id])).get(row.id);
       // Archived meanwhile (job-history.ts): it ended long ago.

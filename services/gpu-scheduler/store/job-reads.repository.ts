@@ -9,7 +9,7 @@ import { decayedUsageSql } from "./placement.repository";
 import type { StoredStatus } from "../core/transitions";
 import { showsAsSql } from "../core/public-status";
 import { categoriesShowingSql } from "./job-counters";
-import { AccountState, AttemptRow, COLUMNS, JobRow } from "./job-row";
+import { AccountState, AttemptRow, COLUMNS, JobRow, usageNameSql } from "./job-row";
 
 type AccountJson = { c: string; n: number; u: number; h: number };
 /** The accounts of `queueAccountsSql`'s JSON value. */
@@ -32,7 +32,7 @@ export class JobReads {
        FROM unnest($1::uuid[]) AS c(id)
        LEFT JOIN LATERAL (
          SELECT sum(j.gpu_count) AS held,
-           jsonb_agg(jsonb_build_object('startedAt', j.started_at, 'cards', j.gpu_count, 'gpuName', COALESCE(j.gpu_name, 'unknown')))
+           jsonb_agg(jsonb_build_object('startedAt', j.started_at, 'cards', j.gpu_count, 'gpuName', ${usageNameSql("j")}))
              FILTER (WHERE ${showsAsSql("running", "j")}) AS running
          FROM gpu_scheduler.jobs j WHERE j.holding AND j.client_id = c.id) h ON true`,
       [clientIds],

@@ -1,5 +1,6 @@
 /** A job as gpu_scheduler.jobs (and jobs_history) stores it, and the rows its repositories read. */
 import type { StoredJob } from "../../../lib/job-spec";
+import { PREEMPTIBLE_PREFIX } from "../../../lib/usage-protocol";
 import type { JobState, StoredStatus } from "../core/transitions";
 
 export type JobRow = {
@@ -40,10 +41,19 @@ export type JobRow = {
   gpu_uuids: string[] | null;
   /** POSTed a signed event at the job's terminal status (webhook_deliveries). */
   webhook_url: string | null;
+  /** The schedule whose tick created it (issue 30). */
+  schedule_id: string | null;
+  /** Times it was stopped for a waiting job and queued again (preemptible jobs). */
+  preemptions: number;
+  /** Its node was asked to stop it for a waiting job (read by decisions only: STATE_COLUMNS). */
+  preempting?: boolean;
   /** Its array and index there (migration 17); absent in rows of older readers. */
   array_id?: string | null;
   array_index?: number | null;
 };
+
+/** SQL: the name a job's GPU time is reported under (`t`: the jobs table's alias): its card's, prefixed for a preemptible job (lib/usage-protocol.ts). */
+export const usageNameSql = (t: string) => `CASE WHEN ${t}.preemptible THEN '${PREEMPTIBLE_PREFIX}' ELSE '' END || COALESCE(${t}.gpu_name, 'unknown')`;
 
 /** What the usage service asks of an account now (services/usage/summary.ts AccountNow). */
 export type AccountState = { heldGpus: number; queuedJobs: number; running: Array<{ startedAt: string; cards: number; gpuName: string }> };
@@ -61,10 +71,11 @@ export type NewJob = {
 
 export const COLUMNS = `id, client_id, spec, gpu_type, status, node_id, gpu_uuid, gpu_name, holding,
   created_at, assigned_at, started_at, completed_at, exit_code, output, output_base64, error_message, timeout_seconds, env_names,
-  queue_timeout_seconds, status_reason, max_retries, attempts, prior_gpu_seconds, priority, gpu_count, gpu_uuids, webhook_url, array_id, array_index`;
+  queue_timeout_seconds, status_reason, max_retries, attempts, prior_gpu_seconds, priority, gpu_count, gpu_uuids, webhook_url, schedule_id, preemptions,
+  array_id, array_index`;
 /** What a decision reads: `output` only as a presence mark (see `states`). */
 export const STATE_COLUMNS = `id, status, node_id, gpu_uuid, holding, assigned_at, started_at, completed_at, exit_code, error_message, attempts, max_retries,
-  CASE WHEN output IS NULL THEN NULL ELSE '' END AS output`;
+  preemptions, preempting, CASE WHEN output IS NULL THEN NULL ELSE '' END AS output`;
 
 export const toState = (r: JobRow): JobState => ({
   status: r.status,
@@ -79,6 +90,8 @@ export const toState = (r: JobRow): JobState => ({
   errorMessage: r.error_message,
   attempts: r.attempts,
   maxRetries: r.max_retries,
+  preemptions: r.preemptions,
+  preempting: r.preempting,
 });
 
 /** A job's document (lib/job-spec.ts) from the columns that held it before migration 15 (`r`: a row prefix, e.g. "NEW."). */

@@ -7,7 +7,7 @@ import { decayedUsageSql, readHolding } from "./placement.repository";
 import type { JobPatch, JobState, StoredStatus } from "../core/transitions";
 import { JobStatusChanged, statusChanges, WrittenJob } from "../loop/status-events";
 import { JobReads } from "./job-reads.repository";
-import { JobRow, NewJob, STATE_COLUMNS, toState } from "./job-row";
+import { JobRow, NewJob, STATE_COLUMNS, toState, usageNameSql } from "./job-row";
 
 const TERMINAL_SQL = `('completed', 'failed', 'cancelled')`;
 
@@ -30,12 +30,12 @@ export function insertJobsSql(source: string, now: string, extra: InsertExtras =
   const columns = more.map(([c]) => `, ${c}`).join("");
   const values = more.map(([, v]) => `, ${v}`).join("");
   return `INSERT INTO gpu_scheduler.jobs (id, client_id, spec, gpu_type, gpu_match, status, created_at, timeout_seconds, env, env_names,
-           queue_timeout_seconds, queue_deadline, priority, max_retries, gpu_count, webhook_url, command, container_image${columns})
+           queue_timeout_seconds, queue_deadline, priority, max_retries, gpu_count, webhook_url, preemptible, command, container_image${columns})
          SELECT u.id, u.client_id, jsonb_strip_nulls(u.spec), u.gpu_type, u.gpu_match, ${extra.status ?? "'queued'"}, ${now}, (u.spec->>'timeoutSeconds')::int, u.env,
            ARRAY(SELECT k FROM jsonb_object_keys(COALESCE(u.env, '{}')) AS k ORDER BY k COLLATE "C"),
            (u.spec->>'queueTimeoutSeconds')::int, ${now} + make_interval(secs => (u.spec->>'queueTimeoutSeconds')::int),
            u.priority, COALESCE((u.spec->>'maxRetries')::int, 0),
-           COALESCE((u.spec->>'gpuCount')::int, 1), u.spec->>'webhookUrl',
+           COALESCE((u.spec->>'gpuCount')::int, 1), u.spec->>'webhookUrl', COALESCE((u.spec->>'preemptible')::boolean, false),
            -- For one release, for replicas of the previous version (migration 15).
            u.spec->>'command', u.spec->>'containerImage'${values}
          FROM ${source}`;
@@ -126,7 +126,11 @@ export class JobsRepository extends JobReads {
    * an `endedAttempt` is kept in job_attempts by the same statement, only if its patch is written.
    */
   async compareAndSet(
-    updates: Array<{ id: string; seen: Pick<JobState, "status" | "holding" | "nodeId" | "gpuUuid"> & { startedAt?: Date | null }; patch: JobPatch }>,
+    updates: Array<{
+      id: string;
+      seen: Pick<JobState, "status" | "holding" | "nodeId" | "gpuUuid" | "preempting"> & { startedAt?: Date | null };
+      patch: JobPatch;
+    }>,
   ): Promise<Set<string>> {
     if (!updates.length) return new Set();
     // In id order: concurrent batches lock their rows in one order, so they never wait on each other crosswise.
@@ -137,20 +141,23 @@ export class JobsRepository extends JobReads {
     // A job that started and ends here adds its GPU-seconds to its account's decayed usage (fair share),
     // and its attempt's time to the usage outbox (the ledger's source, usage-outbox.ts).
     const { rows } = await this.db.query<WrittenJob>(
-      `WITH before AS (SELECT id, gpu_name FROM gpu_scheduler.jobs WHERE id IN (SELECT (x->>'id')::uuid FROM jsonb_array_elements($1::jsonb) x)),
+      `WITH before AS (SELECT id, ${usageNameSql("jobs")} AS gpu_name FROM gpu_scheduler.jobs WHERE id IN (SELECT (x->>'id')::uuid FROM jsonb_array_elements($1::jsonb) x)),
        written AS (UPDATE gpu_scheduler.jobs j SET
          ${set("status", "status", "")}, ${set("holding", "holding", "::boolean")},
          ${set("attempts", "attempts", "::int")}, ${set("notBefore", "not_before", "::timestamptz")},
          ${set("startedAt", "started_at", "::timestamptz")}, ${set("completedAt", "completed_at", "::timestamptz")},
          ${set("exitCode", "exit_code", "::int")}, ${set("output", "output", "")}, ${set("errorMessage", "error_message", "")},
          ${set("outputBase64", "output_base64", "")}, ${set("statusReason", "status_reason", "")},
+         ${set("preempting", "preempting", "::boolean")}, ${set("preemptions", "preemptions", "::int")},
          ${unplaced("node_id")}, ${unplaced("gpu_uuid")}, ${unplaced("gpu_uuids")}, ${unplaced("gpu_name")}, ${unplaced("assigned_at")},
          prior_gpu_seconds = j.prior_gpu_seconds + j.gpu_count * COALESCE(GREATEST(0, EXTRACT(EPOCH FROM
            (p.patch->'endedAttempt'->>'endedAt')::timestamptz - (p.patch->'endedAttempt'->>'startedAt')::timestamptz)), 0)
-       FROM jsonb_to_recordset($1::jsonb) AS p(id uuid, seen_status text, seen_holding boolean, seen_node text, seen_gpu text, patch jsonb)
+       FROM jsonb_to_recordset($1::jsonb) AS p(id uuid, seen_status text, seen_holding boolean, seen_node text, seen_gpu text, seen_preempting boolean, patch jsonb)
        -- The ids again as an array: the jobs are found through the primary key (a join alone may be planned as a scan of the table).
        WHERE j.id = ANY($2::uuid[]) AND j.id = p.id AND j.status = p.seen_status AND j.holding = p.seen_holding
          AND j.node_id IS NOT DISTINCT FROM p.seen_node AND j.gpu_uuid IS NOT DISTINCT FROM p.seen_gpu
+         -- A preemption asked since the decision's state was read (or remembered) is decided again.
+         AND j.preempting = p.seen_preempting
        RETURNING j.id, j.client_id, j.status, j.started_at, j.attempts, j.webhook_url, p.seen_status, p.patch->'endedAttempt' AS ended, j.gpu_count AS cards,
          COALESCE((p.patch->'endedAttempt'->>'attempt')::int, GREATEST(j.attempts, 1)) AS attempt,
          COALESCE((p.patch->'endedAttempt'->>'startedAt')::timestamptz, j.started_at) AS use_start,
@@ -177,7 +184,7 @@ export class JobsRepository extends JobReads {
          ON CONFLICT (client_id) DO UPDATE SET gpu_seconds = ${decayedUsageSql(this.halfLifeS)} + EXCLUDED.gpu_seconds, at = now()),
        outbox AS (
          INSERT INTO gpu_scheduler.usage_outbox (job_id, attempt, client_id, started_at, ended_at, cards, gpu_name)
-         SELECT w.id, w.attempt, w.client_id, w.use_start, GREATEST(w.use_end, w.use_start), w.cards, COALESCE(b.gpu_name, 'unknown')
+         SELECT w.id, w.attempt, w.client_id, w.use_start, GREATEST(w.use_end, w.use_start), w.cards, b.gpu_name
          FROM written w JOIN before b ON b.id = w.id WHERE w.used IS NOT NULL AND w.use_start IS NOT NULL
          ON CONFLICT (job_id, attempt) DO NOTHING),
        -- A job with a webhook that reaches its terminal status queues its delivery in this same statement.
@@ -195,6 +202,7 @@ export class JobsRepository extends JobReads {
             seen_holding: u.seen.holding,
             seen_node: u.seen.nodeId,
             seen_gpu: u.seen.gpuUuid,
+            seen_preempting: Boolean(u.seen.preempting),
             patch: u.patch,
           })),
         ),

@@ -5,7 +5,8 @@
  */
 import type { Pool } from "pg";
 import type { ArrayCap, QueuedJob } from "../core/placement";
-import type { StoredJob } from "../../../lib/job-spec";
+import type { PreemptibleHolder } from "../core/preemption";
+import { MAX_JOB_PREEMPTIONS, type StoredJob } from "../../../lib/job-spec";
 
 export type AssignedJob = {
   id: string;
@@ -49,6 +50,8 @@ export type PlacementSnapshot = {
   usage?: Map<string, number>;
   /** Nodes an operator drained: none of their cards takes a job (absent: none). */
   drained?: Set<string>;
+  /** Preemptible jobs running, which a waiting job may stop (absent: none). */
+  preemptible?: PreemptibleHolder[];
   /** The capped arrays of `queue`'s jobs (arrayParallelism), by id. */
   arrays?: Map<string, ArrayCap>;
 };
@@ -109,7 +112,7 @@ export function snapshotSql(cardCount: number, halfLifeS: number, nowLiteral: st
         LATERAL (SELECT j.client_id, j.gpu_match, ${ARRAY_KEY("j.")} AS a FROM gpu_scheduler.jobs j
                  WHERE j.status = 'queued' AND (j.client_id, j.gpu_match, ${ARRAY_KEY("j.")}) > (pairs.c, pairs.m, pairs.a)
                  ORDER BY j.client_id, j.gpu_match, ${ARRAY_KEY("j.")} LIMIT 1) s),
-    held AS (SELECT array_agg(u) AS uuids, count(*) AS n FROM gpu_scheduler.jobs, unnest(gpu_uuids) AS u WHERE holding),
+    held AS (SELECT array_agg(u) AS uuids, count(*) AS n, count(*) FILTER (WHERE preemptible) AS pre FROM gpu_scheduler.jobs, unnest(gpu_uuids) AS u WHERE holding),
     held_by AS (SELECT client_id AS c, coalesce(gpu_name, '') AS g, sum(gpu_count)::int AS n,
         sum(gpu_count * greatest(${timeout} - extract(epoch FROM now() - coalesce(started_at, assigned_at, now())), 0))::float8 AS w
       FROM gpu_scheduler.jobs WHERE holding GROUP BY client_id, gpu_name),
@@ -117,16 +120,21 @@ export function snapshotSql(cardCount: number, halfLifeS: number, nowLiteral: st
     capped AS (SELECT h.array_id FROM gpu_scheduler.jobs h WHERE h.holding AND h.array_id IS NOT NULL GROUP BY h.array_id
       HAVING count(*) >= (SELECT a.parallelism FROM gpu_scheduler.job_arrays a WHERE a.id = h.array_id)),
     queue AS (
-      SELECT q.id, q.gpu_type, q.seq, q.client_id, q.priority, q.gpu_count, q.t, q.array_id FROM pairs, held,
-        LATERAL (SELECT id, gpu_type, seq, client_id, priority, gpu_count, ${timeout} AS t, array_id FROM gpu_scheduler.jobs j
+      SELECT q.id, q.gpu_type, q.seq, q.client_id, q.priority, q.gpu_count, q.t, q.array_id, q.preemptible FROM pairs, held,
+        LATERAL (SELECT id, gpu_type, seq, client_id, priority, gpu_count, ${timeout} AS t, array_id, preemptible FROM gpu_scheduler.jobs j
                  WHERE j.status = 'queued' AND j.client_id = pairs.c AND j.gpu_match = pairs.m AND ${ARRAY_KEY("j.")} = pairs.a
                    AND (j.not_before IS NULL OR j.not_before <= ${nowLiteral}::timestamptz)
-                 ORDER BY j.priority DESC, j.seq LIMIT CASE WHEN pairs.a IN (SELECT array_id FROM capped) THEN 0 ELSE GREATEST(${cardCount} - held.n, 0) END) q)
+                 -- Ordinary jobs first (they may stop preemptible ones: those cards may come free too).
+                 ORDER BY j.preemptible, j.priority DESC, j.seq
+                 LIMIT CASE WHEN pairs.a IN (SELECT array_id FROM capped) THEN 0 ELSE GREATEST(${cardCount} - held.n + held.pre, 0) END) q)
     SELECT (SELECT uuids FROM held) AS held, (SELECT json_agg(queue ORDER BY seq) FROM queue) AS queue,
       (SELECT json_agg(held_by) FROM held_by) AS held_by,
       (SELECT json_agg(json_build_object('c', u.client_id, 'u', ${decayedUsageSql(halfLifeS)}))
        FROM gpu_scheduler.account_usage u WHERE u.client_id IN (SELECT client_id FROM queue)) AS usage,
       (SELECT array_agg(node_id) FROM gpu_scheduler.nodes WHERE draining) AS drained,
+      (SELECT json_agg(json_build_object('id', id, 'n', node_id, 'u', gpu_uuids, 'p', preempting,
+          's', extract(epoch FROM coalesce(started_at, assigned_at)) * 1000))
+       FROM gpu_scheduler.jobs WHERE holding AND preemptible AND status = 'running' AND preemptions < ${MAX_JOB_PREEMPTIONS}) AS preemptible,
       (SELECT json_agg(json_build_object('id', a.id, 'p', a.parallelism,
          'n', (SELECT count(*) FROM gpu_scheduler.jobs h WHERE h.holding AND h.array_id = a.id)))
        FROM gpu_scheduler.job_arrays a WHERE a.parallelism IS NOT NULL AND a.id IN (SELECT array_id FROM queue)) AS arrays`;
@@ -156,11 +164,13 @@ type SnapshotRow = {
     priority: number;
     gpu_count: number;
     t: number;
+    preemptible: boolean;
     array_id: string | null;
   }> | null;
   held_by: Array<{ c: string; g: string; n: number; w: number }> | null;
   usage: Array<{ c: string; u: number }> | null;
   drained: string[] | null;
+  preemptible: Array<{ id: string; n: string; u: string[]; p: boolean; s: number }> | null;
   arrays: Array<{ id: string; p: number; n: number }> | null;
 };
 
@@ -201,6 +211,7 @@ export class PlacementRepository {
         priority: q.priority,
         gpuCount: q.gpu_count,
         timeoutSeconds: Number(q.t),
+        preemptible: q.preemptible,
         arrayId: q.array_id,
       }));
       const placements = queue.length
@@ -210,6 +221,7 @@ export class PlacementRepository {
             ...heldByAccount(row.held_by ?? []),
             usage: new Map((row.usage ?? []).map((u) => [u.c, u.u])),
             drained: new Set(row.drained ?? []),
+            preemptible: (row.preemptible ?? []).map((h) => ({ jobId: h.id, nodeId: h.n, gpuUuids: h.u, preempting: h.p, since: Number(h.s) })),
             arrays: new Map((row.arrays ?? []).map((a) => [a.id, { parallelism: a.p, active: Number(a.n) }])),
           })
         : [];
