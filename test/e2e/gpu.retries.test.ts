@@ -8,6 +8,7 @@
 import { mkdtempSync, rmSync } from "fs";
 import os from "os";
 import path from "path";
+import { MAX_JOB_ATTEMPTS } from "../../lib/job-spec";
 import { gpuTestUser, http, sandboxedGpuEnv, startTestPlatform, TestPlatform, waitFor } from "../support/platform";
 
 describe("gpu retries - through the gateway", () => {
@@ -95,7 +96,8 @@ describe("gpu retries - through the gateway", () => {
     const beyond = await logs(id, "?attempt=4");
     expect(beyond.status).toBe(404);
     expect(beyond.body.error.code).toBe("NOT_FOUND");
-    for (const bad of ["0", "abc", "1.5", "-1", "12"]) {
+    // Past the most attempts a job can have (retries + 1 + preemptions): not a number of one.
+    for (const bad of ["0", "abc", "1.5", "-1", String(MAX_JOB_ATTEMPTS + 1)]) {
       const refused = await logs(id, `?attempt=${bad}`);
       expect(refused.status).toBe(400);
       expect(refused.body.error.code).toBe("VALIDATION_FAILED");
