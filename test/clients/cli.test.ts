@@ -169,13 +169,19 @@ describe("clients cli - ci-platform as a process", () => {
     expect([gone.code, gone.stderr]).toEqual([1, expect.stringContaining("NOT_FOUND")]);
   });
 
-  test("clients cli - db rotate keeps the new connection for psql; db snapshot; keys create --save", async () => {
+  test("clients cli - db rotate keeps the new connection for psql; db snapshot, snapshots ls/get/rm; keys create --save", async () => {
     const created = await json("db", "create");
     const rotated = await json("db", "rotate", created.id);
     expect(rotated.password).not.toBe(created.password);
     expect(storedConfig().databases[created.id]).toBe(rotated.connectionString);
     expect((await cli("db", "psql", created.id, "--", "-Atc", "select 7")).stdout.trim()).toBe("7");
-    expect((await json("db", "snapshot", created.id)).status).toMatch(/^(pending|ready)$/);
+    const snapshot = await json("db", "snapshot", created.id);
+    expect(snapshot.status).toMatch(/^(pending|ready)$/);
+    expect((await json("snapshots", "ls")).snapshots.map((n: { id: string }) => n.id)).toContain(snapshot.id);
+    expect((await json("snapshots", "get", snapshot.id)).databaseId).toBe(created.id);
+    await waitFor(async () => (await json("snapshots", "get", snapshot.id)).status !== "pending", { timeoutMs: 30_000, message: "the snapshot taken" });
+    expect((await cli("snapshots", "rm", snapshot.id)).code).toBe(0);
+    expect((await cli("snapshots", "get", snapshot.id)).stderr).toContain("HTTP 404");
     expect((await json("db", "get", created.id)).id).toBe(created.id);
     expect((await cli("db", "rm", created.id)).code).toBe(0);
     const old = storedConfig().apiKey;

@@ -106,6 +106,19 @@ describe("clients cli - behaves like docker and kubectl", () => {
     expect([unknown.code, unknown.stderr]).toEqual([1, expect.stringContaining("HTTP 404")]);
   });
 
+  test("clients cli - arrays get counts an array's jobs by status; arrays cancel stops the rest; another's array is 404", async () => {
+    const created = await sdk.submitArray({ command: "sleep 60", arrayCount: 3, arrayParallelism: 1 });
+    const got = await cli(["--json", "arrays", "get", created.arrayId]);
+    expect([got.code, JSON.parse(got.stdout)]).toEqual([0, expect.objectContaining({ id: created.arrayId, total: 3, jobIds: created.jobIds })]);
+    const cancelled = await cli(["--json", "arrays", "cancel", created.arrayId]);
+    expect(cancelled.code).toBe(0);
+    await waitFor(async () => (await sdk.getArray(created.arrayId)).counts.cancelled === 3, { timeoutMs: 20_000, message: "every job of the array cancelled" });
+    const shown = await cli(["arrays", "get", created.arrayId]);
+    expect(shown.stdout).toMatch(/cancelled\s+3/);
+    const unknown = await cli(["arrays", "get", "00000000-0000-4000-8000-000000000000"]);
+    expect([unknown.code, unknown.stderr]).toEqual([1, expect.stringContaining("HTTP 404")]);
+  });
+
   test("clients cli - --version, and completion scripts for bash and zsh", async () => {
     const { version } = JSON.parse(readFileSync(path.join(ROOT, "package.json"), "utf8"));
     expect((await cli(["--version"])).stdout.trim()).toBe(version);

@@ -10,6 +10,7 @@ import { hideBin } from "yargs/helpers";
 import { ApiError, ConnectionError, TimeoutError } from "../../sdk/src";
 import { accountCommands } from "./account";
 import { batchCommands } from "./batches";
+import { collectionCommands } from "./collections";
 import { GlobalArgs, makeContext, Run, UsageError } from "./context";
 import { dbCommands } from "./db";
 import { deploymentCommands } from "./deployments";
@@ -100,6 +101,7 @@ export async function main(argv = hideBin(process.argv)): Promise<void> {
   cli = tokenCommands(cli, run) as yargs.Argv<GlobalArgs>;
   cli = scheduleCommands(cli, run) as yargs.Argv<GlobalArgs>;
   cli = deploymentCommands(cli, run) as yargs.Argv<GlobalArgs>;
+  cli = collectionCommands(cli, run) as yargs.Argv<GlobalArgs>;
   cli = miscCommands(cli, run) as yargs.Argv<GlobalArgs>;
   await cli.parseAsync();
 }
