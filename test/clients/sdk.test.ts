@@ -35,7 +35,17 @@ describe("clients sdk - the typed SDK against the live routes", () => {
       services: Object.keys(SERVICE_REGISTRY),
       env: sandboxedGpuEnv(work, { OLLAMA_URL: ollama.url, ADMIN_EMAILS: email }),
     });
-    for (const route of ["/api/gpu/status", "/api/databases", "/api/models", "/api/usage", "/api/admin/nodes"])
+    // Every service the calls below reach: the gateway learns each one's routes as it appears.
+    for (const route of [
+      "/api/auth/me",
+      "/api/gpu/status",
+      "/api/databases",
+      "/api/models",
+      "/api/usage",
+      "/api/admin/nodes",
+      "/api/deployments",
+      "/v1/batches",
+    ])
       await waitForRoute(platform.baseUrl, "GET", route);
     const anonymous = new CiPlatform({ baseUrl: platform.baseUrl });
     const { accessToken } = await anonymous.register({ email, name: "SDK user", password: "correct horse battery" });
