@@ -6,14 +6,11 @@
  * Containers carry labels so a restarted node finds the jobs it left running.
  */
 import type Docker from "dockerode";
-import type { Readable } from "stream";
 import { checkImage } from "../../lib/registry-policy";
 import { JOB_ID_PATTERN, jobCards, JobError, JobExecutor, JobLimits, JobOps, JobSpec, limitsOf, RunningJob } from "./job";
-import { attachOptions, captureStream, recoverGap } from "./docker-output";
-import { outOfMemory } from "./cgroups";
-import { keepArtifacts, storeArchive } from "./artifacts";
+import { attachOptions } from "./docker-output";
+import { containerOps, type WatchedContainer } from "./docker-container-ops";
 import { OutVolumes } from "./out-volumes";
-import type { OutputCapture } from "./output";
 import {
   ContainerContext,
   containerSpec,
@@ -104,7 +101,7 @@ export class DockerExecutor implements JobExecutor {
       const outVolume = info.Mounts.find((m) => m.Type === "volume" && m.Destination === OUT_PATH)?.Name;
       // A replica's serve folder stays bound (its forwarder's socket lives on): removed once it ends.
       const served = summary.Labels[LABEL_SERVE] && this.relay ? serveDir(this.relay.dir, jobId) : undefined;
-      const ops = closingServe(closingRelay(this.containerOps(container, jobId, neverStarted, outVolume, undefined, info.State.Running), relay), served);
+      const ops = closingServe(closingRelay(this.watch({ container, jobId, neverStarted, outVolume, running: info.State.Running }), relay), served);
       // Its own time limit (a container from before labels had one: the node's), counted from its real start.
       const timeoutS = Number(summary.Labels[LABEL_TIMEOUT]);
       const limits = limitsOf({ timeoutS: Number.isInteger(timeoutS) && timeoutS > 0 ? timeoutS : undefined }, this.limits());
@@ -213,7 +210,7 @@ export class DockerExecutor implements JobExecutor {
         }
         // Once it runs: the next job's /out is prepared while this one works, not while it starts.
         this.outVolumes.refill(imageOf(spec, this.context().defaultImage), this.context());
-        inner = this.containerOps(container, spec.jobId, false, outVolume, attached);
+        inner = this.watch({ container, jobId: spec.jobId, neverStarted: false, outVolume, attached });
         await inner.launch(output);
       },
       exited: () => inner!.exited(),
@@ -238,71 +235,8 @@ export class DockerExecutor implements JobExecutor {
     };
   }
 
-  /**
-   * Watching a container: its output (the stream attached before start, or for an adopted one a
-   * new attach plus what the engine logged meanwhile), its exit, stop and removal.
-   */
-  private containerOps(
-    container: Docker.Container,
-    jobId: string,
-    neverStarted: boolean,
-    outVolume: string | undefined,
-    attached?: NodeJS.ReadableStream,
-    running = true,
-  ): JobOps {
-    let stream: NodeJS.ReadableStream | undefined = attached;
-    let logsDone: Promise<void> = Promise.resolve();
-    let capture: OutputCapture | undefined;
-    const outVolumes = this.outVolumes;
-    // Kept from the stopped container's /out volume (artifacts.ts); a container from before /out has none (404).
-    const keepOut = () =>
-      keepArtifacts(jobId, this.limits(), capture, async (dest, maxBytes) => {
-        const archive = await container.getArchive({ path: OUT_PATH }).catch(ignoreStatus(404));
-        return archive ? storeArchive(archive as Readable, dest, maxBytes) : undefined;
-      });
-    let failure: string | undefined;
-    /** /out as prepared: nothing to archive (the archive call costs tens of ms; the look, a few). */
-    let outUntouched = false;
-    return {
-      async launch(output) {
-        capture = output;
-        if (neverStarted) throw new JobError("The GPU node stopped before the job's container started");
-        if (!stream) {
-          const attachedAt = Date.now();
-          // An exited container has nothing live to attach to (and its attach would not end).
-          if (running) stream = await container.attach(attachOptions).catch(() => undefined);
-          stream?.pause(); // the gap goes first
-          await recoverGap(container, output, output.lastWriteMs, attachedAt).catch(() =>
-            output.note("the GPU node was restarting; output printed meanwhile may be missing"),
-          );
-        }
-        if (stream) logsDone = captureStream(stream, output);
-      },
-      async exited() {
-        const result = (await container.wait()) as { StatusCode: number };
-        // Killed for memory, it exits 137 like any SIGKILL: only the engine's state tells the two apart.
-        const [info, untouched] = await Promise.all([container.inspect().catch(() => undefined), outVolume ? outVolumes.untouched(container) : false]);
-        if (info?.State.OOMKilled) failure = outOfMemory({ memoryBytes: info.HostConfig.Memory ?? 0 });
-        outUntouched = untouched;
-        return result.StatusCode;
-      },
-      failure: () => failure,
-      async kill(graceS: number) {
-        // 304: already stopped; 404: already gone.
-        await container.stop({ t: Math.ceil(graceS) }).catch(ignoreStatus(304, 404));
-      },
-      async cleanup() {
-        const bounded = new Promise<void>((resolve) => setTimeout(resolve, 5000).unref());
-        await Promise.race([logsDone, bounded]);
-        (stream as { destroy?: () => void } | undefined)?.destroy?.();
-        // Before the removal: the archive is read from the stopped container's /out volume.
-        if (!outUntouched) await keepOut();
-        await container.remove({ force: true }).catch(ignoreStatus(404, 409));
-        if (outVolume) await outVolumes.remove(outVolume);
-      },
-      detach() {
-        (stream as { destroy?: () => void } | undefined)?.destroy?.();
-      },
-    };
+  /** Watching a container (docker-container-ops.ts), with this executor's /out volumes and limits. */
+  private watch(target: Omit<WatchedContainer, "outVolumes" | "limits">): JobOps {
+    return containerOps({ ...target, outVolumes: this.outVolumes, limits: () => this.limits() });
   }
 }
