@@ -8,7 +8,7 @@
 import type { Pool, PoolClient } from "pg";
 import type { AccountLimits } from "./account-limits";
 import type { JobsRepository } from "../store/jobs.repository";
-import { QueueAccount, queuePosition } from "../core/placement";
+import { QueueAccount, queuePosition } from "../core/queue-position";
 
 type Target = { id: string; clientId: string; ahead: number };
 

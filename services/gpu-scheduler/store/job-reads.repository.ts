@@ -4,7 +4,7 @@
  * extend it.
  */
 import type { Pool, PoolClient } from "pg";
-import type { QueueAccount } from "../core/placement";
+import type { QueueAccount } from "../core/queue-position";
 import { decayedUsageSql } from "./placement.repository";
 import type { StoredStatus } from "../core/transitions";
 import { showsAsSql } from "../core/public-status";

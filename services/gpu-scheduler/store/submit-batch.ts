@@ -11,7 +11,7 @@
 import type { Pool } from "pg";
 import { admit, aheadInAccount, QueuedByPriority, Refusal } from "../core/admission";
 import { normalizeGpuType, requestedGpuType } from "../core/gpu-type";
-import type { QueueAccount } from "../core/placement";
+import type { QueueAccount } from "../core/queue-position";
 import { priorityIndex } from "../../../lib/job-spec";
 import { envJson, INSERT_SOURCE, insertJobsSql } from "./jobs.repository";
 import type { NewJob } from "./job-row";
