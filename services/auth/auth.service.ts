@@ -1,9 +1,10 @@
 /**
  * Client accounts: register, login, API keys, and resolving an API key into a caller for the
- * gateway. Passwords are scrypt hashes; API keys are stored as SHA-256. A gateway trusts auth's
- * answer for a key at most 1 s (caller-resolver.ts), so a rotated key stops within 1 s on every
- * replica, and at once where the `apiKey.replaced` broadcast arrives. The gateway sends only a
- * key's SHA-256: the key itself never crosses the bus.
+ * gateway (that and the other internal look-ups: account-lookups.ts). Passwords are scrypt
+ * hashes; API keys are stored as SHA-256. A gateway trusts auth's answer for a key at most 1 s
+ * (caller-resolver.ts), so a rotated key stops within 1 s on every replica, and at once where
+ * the `apiKey.replaced` broadcast arrives. The gateway sends only a key's SHA-256: the key
+ * itself never crosses the bus.
  *
  * Login limits (throttle.ts): every attempt counts per client address; failures count per
  * (e-mail, address) pair, so a third party failing from elsewhere cannot lock the owner out.
@@ -14,14 +15,15 @@ import { platformSettingsOf } from "../../lib/platform-settings";
 import { brokerEnv } from "../../lib/settings";
 import { apiError, rateLimited, unauthorized, validationFailed } from "../../lib/errors";
 import { respondCreated } from "../../lib/http-meta";
-import { ADMIN_ROLE, Caller, CallerMeta, CLIENT_ROLE } from "../../lib/identity";
+import { ADMIN_ROLE, CallerMeta, CLIENT_ROLE } from "../../lib/identity";
 import { signAccessToken } from "../../lib/jwt";
 import { API_KEY_REPLACED, TOKEN_REVOKED } from "../../lib/event-names";
 import { AuthSettings, parseAuthSettings } from "./settings";
 import { MemoryRateLimiter, RedisRateLimiter } from "../../lib/rate-limiter";
 import { acquireRedis, releaseRedis } from "../../lib/redis";
 import { DbMixin, DbThis } from "../../mixins/db.mixin";
-import { generateApiKey, hashApiKey, KEY_HASH_PATTERN } from "./api-keys";
+import { accountLookupActions } from "./account-lookups";
+import { generateApiKey, hashApiKey } from "./api-keys";
 import { ClientsRepository, toPublicClient } from "./clients.repository";
 import { ApiKeyResult, AuthResult, Client, PublicClient, WebhookSecretResult } from "./contract";
 import { emailProblem, normalizeEmail } from "./email";
@@ -206,52 +208,7 @@ const AuthService: ServiceSchema<ServiceSettingSchema, AuthThis> = {
       },
     },
 
-    /** Internal: the secret that signs the account's webhooks (null: none yet); only their senders (jobs, batches) may ask. */
-    webhookSecret: {
-      visibility: "public",
-      callers: ["gpu-scheduler", "inference"],
-      params: { clientId: { type: "uuid" } },
-      async handler(this: AuthThis, ctx: Context<{ clientId: string }>): Promise<{ secret: string | null }> {
-        return { secret: await this.clients.webhookSecret(ctx.params.clientId) };
-      },
-    },
-
-    /** Internal: the gateway's API key check, by the key's SHA-256. Null for an unknown or revoked key. */
-    resolveApiKey: {
-      visibility: "public",
-      callers: ["api-gateway"],
-      params: { keyHash: { type: "string", length: 64, pattern: KEY_HASH_PATTERN } },
-      async handler(this: AuthThis, ctx: Context<{ keyHash: string }>): Promise<Caller | null> {
-        const found = await this.clients.findByApiKeyHash(ctx.params.keyHash);
-        return found ? { clientId: found.id, role: found.role, via: "apiKey" } : null;
-      },
-    },
-
-    /** Internal: whether a JWT's account exists (the gateway caches positive answers). */
-    resolveAccount: {
-      visibility: "public",
-      callers: ["api-gateway"],
-      params: { id: { type: "uuid" } },
-      async handler(this: AuthThis, ctx: Context<{ id: string }>): Promise<{ id: string; role: string } | null> {
-        const found = await this.clients.findById(ctx.params.id);
-        return found ? { id: found.id, role: found.role } : null;
-      },
-    },
-
-    /** Internal: accounts in id order (`after`: the last id of the page before), or the given ones; for the admin account routes. */
-    listClients: {
-      visibility: "public",
-      callers: ["usage"],
-      params: {
-        ids: { type: "array", items: "uuid", optional: true, max: 1000 },
-        after: { type: "uuid", optional: true },
-        limit: { type: "number", integer: true, min: 1, max: 500, optional: true },
-      },
-      handler(this: AuthThis, ctx: Context<{ ids?: string[]; after?: string; limit?: number }>): Promise<PublicClient[]> {
-        return this.clients.list(ctx.params);
-      },
-    },
-
+    ...accountLookupActions,
     ...tokenActions,
   },
 
