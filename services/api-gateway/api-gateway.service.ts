@@ -3,15 +3,12 @@
  * so a service adds its endpoints by existing. The gateway resolves the caller once per request
  * (JWT or API key) into ctx.meta.caller; the Auth middleware enforces each action's policy.
  */
-import { isUtf8 } from "buffer";
 import { randomUUID } from "crypto";
 import type { IncomingMessage, ServerResponse } from "http";
-import type { ActionSchema, Context, Service, ServiceSchema } from "moleculer";
+import type { Context, Service, ServiceSchema } from "moleculer";
 import ApiGateway from "moleculer-web";
-import { apiError, validationFailed } from "../../lib/errors";
-import { findUnstorable, jsonSize, markClean } from "../../lib/input-guard";
+import { apiError } from "../../lib/errors";
 import { RestBase, serviceOwning } from "../../lib/service-routes";
-import type { CallerMeta } from "../../lib/identity";
 import { CallerKeySettings, callerSigner } from "../../lib/caller-keys";
 import { addReadinessCheck } from "../../lib/health";
 import { logAccess, logsInfo } from "../../lib/logging";
@@ -31,8 +28,8 @@ import { watchStream } from "./streaming";
 import { StreamSlots, streamsFor } from "./stream-slots";
 import { pagedBody } from "../../lib/paged-body";
 import { GatewaySettings, parseGatewaySettings } from "./settings";
+import { GatewayMeta, Req, checkRequest, requireUtf8 } from "./request-checks";
 
-type GatewayMeta = CallerMeta & { authError?: string; $multipartType?: string };
 /** What the gateway keeps from its settings and the composition root (created in createServer, see there). */
 type GatewayThis = Service & {
   config: GatewaySettings;
@@ -40,7 +37,6 @@ type GatewayThis = Service & {
   resolver: CallerResolver<Context>;
   streams: StreamSlots;
 };
-type Req = IncomingMessage & { $ctx?: Context; $action?: ActionSchema; $params?: unknown; body?: unknown; requestId?: string };
 
 const REQUEST_ID = /^[A-Za-z0-9._:@-]{1,128}$/;
 /** The OpenAI-compatible API's prefix: its errors, unrouted paths included, speak OpenAI's shape. */
@@ -49,37 +45,6 @@ const V1_PREFIX = "/v1";
 const MESSAGES_PREFIX = `${V1_PREFIX}/messages`;
 const pathOf = (req: Req & { originalUrl?: string }) => (req.originalUrl ?? req.url ?? "").split("?")[0];
 const under = (path: string, prefix: string) => path === prefix || path.startsWith(`${prefix}/`);
-const BODY_METHODS = new Set(["POST", "PUT", "PATCH"]);
-
-function hasBody(req: IncomingMessage): boolean {
-  const length = req.headers["content-length"];
-  return (length !== undefined && length !== "0") || req.headers["transfer-encoding"] !== undefined;
-}
-
-function clientAddress(req: IncomingMessage, trustProxy: boolean): string {
-  if (trustProxy) {
-    const forwarded = req.headers["x-forwarded-for"];
-    if (typeof forwarded === "string" && forwarded) return forwarded.split(",")[0].trim();
-  }
-  return req.socket.remoteAddress ?? "unknown";
-}
-
-/**
- * body-parser decodes invalid UTF-8 as U+FFFD (three bytes each on the bus): such a body is
- * refused instead. Its `type` is mapped to 400 INVALID_JSON by the error mapper.
- */
-function requireUtf8(_req: IncomingMessage, _res: ServerResponse, buf: Buffer): void {
-  if (!isUtf8(buf)) throw Object.assign(new Error("Request body is not valid UTF-8"), { status: 400, type: "entity.invalid.utf8" });
-}
-
-/** What the gateway forwards must be storable text and fit a bus message: refused here, before any call. */
-function checkForwarded(params: unknown, maxBytes: number): void {
-  const problems = findUnstorable(params);
-  if (problems.length) throw validationFailed(problems, "Request contains text that cannot be accepted");
-  const size = jsonSize(params);
-  if (size > maxBytes) throw apiError("PAYLOAD_TOO_LARGE", `Request parameters are larger than ${maxBytes} bytes`);
-  markClean(params);
-}
 
 type Unrouted = { name?: string; type?: string };
 
@@ -91,27 +56,6 @@ function ownerDown(gateway: Service, req: Req & { originalUrl?: string }, err: u
   // hasService exists on moleculer's registry but is missing from its type declarations.
   const registry = gateway.broker.registry as unknown as { hasService(name: string): boolean };
   return owner !== undefined && !registry.hasService(owner);
-}
-
-/**
- * Both routes, before the call: a JSON object body (a stream alias, POST /v1/files: multipart, read
- * by the action itself), forwardable params, the client's address and idempotency key.
- */
-function checkRequest(this: GatewayThis, ctx: Context<unknown, GatewayMeta>, _route: unknown, req: Req, _res: unknown, alias?: { type?: string }) {
-  if (alias?.type === "stream") {
-    const type = req.headers["content-type"] ?? "";
-    if (!/^multipart\/form-data\b/i.test(type)) throw apiError("UNSUPPORTED_MEDIA_TYPE", "Request body must be multipart/form-data");
-    ctx.meta.$multipartType = type;
-  } else if (BODY_METHODS.has(req.method ?? "") && hasBody(req)) {
-    const type = (req.headers["content-type"] ?? "").split(";")[0].trim().toLowerCase();
-    if (type !== "application/json") throw apiError("UNSUPPORTED_MEDIA_TYPE", "Request body must be application/json");
-    if (req.body === null || typeof req.body !== "object" || Array.isArray(req.body)) throw apiError("INVALID_JSON", "Request body must be a JSON object");
-  }
-  checkForwarded(req.$params, this.config.maxParamsBytes);
-  ctx.meta.clientIp = clientAddress(req, this.config.trustProxy);
-  const idempotencyKey = req.headers["idempotency-key"];
-  // Node joins a repeated header with ", " (which the key check then refuses).
-  if (typeof idempotencyKey === "string") ctx.meta.idempotencyKey = idempotencyKey;
 }
 
 /** Both routes, after the call: streamed answers (SSE) cancel their producer when the client goes away (streaming.ts). */
