@@ -79,10 +79,9 @@ const ENDABLE = `(status = 'finalizing' OR (status = 'in_progress' AND expires_a
   OR (status = 'cancelling' AND NOT EXISTS (SELECT 1 FROM inference.batch_lines l
         WHERE l.batch_id = inference.batches.id AND l.status = 'running' AND l.next_at > now())))`;
 
-/** Ends the batches that are done (or expired); returns how many ended. */
+/** Ends the batches that are done (or expired); returns how many moved (to finalizing, or ended). */
 export async function finalizeBatches(ports: FinalizerPorts): Promise<number> {
-  await ports.batches.finishedToFinalizing();
-  let ended = 0;
+  let ended = await ports.batches.finishedToFinalizing();
   for (let i = 0; i < PER_TICK; i++) {
     const moved = await transaction(ports.db, async (client) => {
       const batch = await ports.batches.lockOne(client, ["finalizing", "cancelling", "in_progress"], ENDABLE);

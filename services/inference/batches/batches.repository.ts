@@ -35,6 +35,8 @@ export type BatchRow = {
 export type NewBatch = Pick<BatchRow, "id" | "client_id" | "endpoint" | "input_file_id" | "completion_window" | "metadata"> & {
   windowS: number;
   allowedModels: readonly string[] | null;
+  /** The restricted token that created it (null: a JWT or an API key): its lines are charged to it, up to its maxCredits. */
+  tokenId: string | null;
 };
 
 const COLUMNS = `id, client_id, endpoint, input_file_id, completion_window, metadata, status, total, completed, failed, errors,
@@ -53,9 +55,9 @@ export class BatchesRepository {
 
   async create(b: NewBatch): Promise<BatchRow> {
     const { rows } = await this.db.query<BatchRow>(
-      `INSERT INTO inference.batches (id, client_id, endpoint, input_file_id, completion_window, metadata, status, expires_at, allowed_models)
-       VALUES ($1, $2, $3, $4, $5, $6, 'validating', now() + make_interval(secs => $7), $8) RETURNING ${COLUMNS}`,
-      [b.id, b.client_id, b.endpoint, b.input_file_id, b.completion_window, b.metadata, b.windowS, b.allowedModels],
+      `INSERT INTO inference.batches (id, client_id, endpoint, input_file_id, completion_window, metadata, status, expires_at, allowed_models, token_id)
+       VALUES ($1, $2, $3, $4, $5, $6, 'validating', now() + make_interval(secs => $7), $8, $9) RETURNING ${COLUMNS}`,
+      [b.id, b.client_id, b.endpoint, b.input_file_id, b.completion_window, b.metadata, b.windowS, b.allowedModels, b.tokenId],
     );
     return rows[0];
   }

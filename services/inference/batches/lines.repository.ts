@@ -19,6 +19,8 @@ export type ClaimedLine = {
   endpoint: string;
   /** Its batch's model allow-list (the creating token's; null: any). */
   allowed_models: string[] | null;
+  /** Its batch's creating token (null: none), charged for the line up to its maxCredits. */
+  token_id: string | null;
 };
 /** A line's stored outcome: the line of the output file (succeeded) or of the error file (failed). */
 export type LineOutcome = { ok: boolean; result: Record<string, unknown> };
@@ -66,7 +68,8 @@ export class LinesRepository {
                                       FOR UPDATE SKIP LOCKED)
        RETURNING l.batch_id, l.line, l.client_id, l.custom_id, l.body, l.attempts,
          (SELECT endpoint FROM inference.batches WHERE id = l.batch_id) AS endpoint,
-         (SELECT allowed_models FROM inference.batches WHERE id = l.batch_id) AS allowed_models`,
+         (SELECT allowed_models FROM inference.batches WHERE id = l.batch_id) AS allowed_models,
+         (SELECT token_id FROM inference.batches WHERE id = l.batch_id) AS token_id`,
       [limit, leaseMs, [...inFlight.keys()], [...inFlight.values()], perAccount],
     );
     return rows;
