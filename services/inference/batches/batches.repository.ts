@@ -42,6 +42,9 @@ export type NewBatch = Pick<BatchRow, "id" | "client_id" | "endpoint" | "input_f
 const COLUMNS = `id, client_id, endpoint, input_file_id, completion_window, metadata, status, total, completed, failed, errors,
   output_file_id, error_file_id, created_at, expires_at, in_progress_at, finalizing_at, completed_at, failed_at, expired_at, cancelling_at, cancelled_at`;
 
+/** A batch's output and error files, and the lines each holds. */
+export type EndFiles = { output: string | null; error: string | null; completed: number; failed: number };
+
 /** The end statuses and the column stamping each. */
 export const FINAL_AT: Partial<Record<BatchStatus, string>> = {
   completed: "completed_at",
@@ -121,14 +124,31 @@ export class BatchesRepository {
     return rowCount ?? 0;
   }
 
-  /** The batch's end: its files, its status and when, and its webhook due (when it has one). */
-  async ended(client: PoolClient, id: string, status: BatchStatus, files: { output: string | null; error: string | null }, webhook: boolean) {
+  /**
+   * The running batches' counts from their lines, once per runner tick (a finish counts nothing itself:
+   * 16 lines in flight would queue on the batch row's lock). A batch locked (ending) is skipped.
+   */
+  async refreshCounts(): Promise<void> {
+    await this.db.query(
+      `WITH open AS (SELECT id FROM inference.batches WHERE status IN ('in_progress', 'cancelling') ORDER BY id FOR UPDATE SKIP LOCKED),
+       counts AS (SELECT l.batch_id, count(*) FILTER (WHERE l.status = 'succeeded')::int AS completed,
+                    count(*) FILTER (WHERE l.status = 'failed')::int AS failed
+                  FROM inference.batch_lines l WHERE l.batch_id IN (SELECT id FROM open) AND l.status IN ('succeeded', 'failed')
+                  GROUP BY l.batch_id)
+       UPDATE inference.batches b SET completed = c.completed, failed = c.failed FROM counts c
+       WHERE b.id = c.batch_id AND (b.completed, b.failed) IS DISTINCT FROM (c.completed, c.failed)`,
+    );
+  }
+
+  /** The batch's end: its files, its final counts, its status and when, and its webhook due (when it has one). */
+  async ended(client: PoolClient, id: string, status: BatchStatus, files: EndFiles, webhook: boolean) {
     await client.query(
       `UPDATE inference.batches SET status = $2, ${FINAL_AT[status]} = now(), output_file_id = $3, error_file_id = $4,
          webhook_status = CASE WHEN $5 THEN 'pending' END, webhook_next_at = now(),
-         finalizing_at = coalesce(finalizing_at, CASE WHEN $2 IN ('completed', 'expired') THEN now() END)
+         finalizing_at = coalesce(finalizing_at, CASE WHEN $2 IN ('completed', 'expired') THEN now() END),
+         completed = $6, failed = $7
        WHERE id = $1`,
-      [id, status, files.output, files.error, webhook],
+      [id, status, files.output, files.error, webhook, files.completed, files.failed],
     );
   }
 
