@@ -72,6 +72,8 @@ const EXPECTED: Record<string, string> = {
   "inference.v1Models": "inference",
   "inference.v1BatchesCancel": "inference",
   "inference.v1BatchesCreate": "inference",
+  "inference.v1BatchesEvents": "inference",
+  "inference.v1BatchesEventsPage": "inference",
   "inference.v1BatchesGet": "inference",
   "inference.v1BatchesList": "inference",
   "inference.v1ChatCompletions": "inference",
