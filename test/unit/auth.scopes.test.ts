@@ -67,6 +67,7 @@ const EXPECTED: Record<string, string> = {
   "inference.createDeployment": "jobs:write",
   "inference.listDeployments": "jobs:read",
   "inference.getDeployment": "jobs:read",
+  "inference.deploymentRequests": "jobs:read",
   "inference.patchDeployment": "jobs:write",
   "inference.deleteDeployment": "jobs:write",
   "inference.v1Models": "inference",
