@@ -144,6 +144,15 @@ export const BATCH_OPERATIONS: Record<string, Operation> = {
   },
   "GET /v1/batches": { ...DEFAULTS, summary: "The account's batches", description: LIST, response: page("OpenAiBatchPage", Batch) },
   "GET /v1/batches/{id}": { ...DEFAULTS, summary: "A batch", response: Batch, errors: ["NOT_FOUND"] },
+  "GET /v1/batches/{id}/events": {
+    ...DEFAULTS,
+    summary: "A batch's status changes as server-sent events (an addition to OpenAI's API)",
+    description:
+      "`event: status` with the batch object: its current state first, then one per change; a `: keep-alive` comment every 15 s; the stream ends with the batch (completed, failed, expired or cancelled).",
+    contentType: "text/event-stream",
+    response: text("Server-sent events, each `data:` the batch object"),
+    errors: ["NOT_FOUND"],
+  },
   "POST /v1/batches/{id}/cancel": {
     ...DEFAULTS,
     summary: "Cancel a batch (lines not started are not run; what finished is kept)",
