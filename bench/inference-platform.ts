@@ -11,6 +11,9 @@ import readline from "readline";
 import { ChildService, dropDatabase, freePort, spawnServices, uniqueName, waitFor } from "../test/support/platform";
 import { agent } from "./inference-measure";
 
+/** How long the platform may take to start (to register an account, to answer): minutes, not seconds, on a loaded 2-core machine. */
+export const START_TIMEOUT_MS = 120_000;
+
 export type Helper = { url: string; proc: ChildProcess; lines: readline.Interface };
 
 /** A helper process that prints one JSON line with its URL and exits when its stdin closes. */
@@ -67,7 +70,7 @@ export async function startPlatform(databaseUrl: string, providerUrl: string, en
         );
         return reg?.status === 201 ? ((await reg.json()) as { accessToken: string }).accessToken : undefined;
       },
-      { timeoutMs: 30_000, intervalMs: 200, message: "a registered account" },
+      { timeoutMs: START_TIMEOUT_MS, intervalMs: 200, message: "a registered account" },
     );
     const apiKey = ((await (await post("/api/auth/api-keys", undefined, jwt)).json()) as { apiKey: string }).apiKey;
     return { port, jwt, apiKey, service };

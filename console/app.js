@@ -1,4 +1,4 @@
-// The console's shell: sign in / register, the navigation, and a hash router (#jobs, #jobs/<id>, …).
+// The console's shell: sign in / register, the navigation, and a hash router (#jobs, #jobs/<id>, #deployments/<id>, …).
 import { api, session } from "./api.js";
 import { h, guarded } from "./ui.js";
 import { jobsPage } from "./jobs.js";
@@ -7,6 +7,7 @@ import { clusterPage } from "./cluster.js";
 import { modelsPage } from "./models.js";
 import { databasesPage } from "./databases.js";
 import { deploymentsPage } from "./deployments.js";
+import { deploymentPage } from "./deployment-page.js";
 import { batchesPage } from "./batches.js";
 import { usagePage } from "./usage.js";
 import { settingsPage } from "./settings.js";
@@ -95,7 +96,8 @@ function render() {
   }
   const page = PAGES.find(([pid]) => pid === id) ?? PAGES[0];
   renderNav(page[0]);
-  const view = page[0] === "jobs" && arg ? jobPage(decodeURIComponent(arg), leaving.signal) : page[2](leaving.signal);
+  const detail = { jobs: jobPage, deployments: deploymentPage }[page[0]];
+  const view = detail && arg ? detail(decodeURIComponent(arg), leaving.signal) : page[2](leaving.signal);
   main.replaceChildren(view);
   main.focus({ preventScroll: true });
 }

@@ -1,5 +1,6 @@
 // Deployments: the account's model deployments (status, replicas desired/starting/ready, why), a
-// form to create one (name, command, port, GPU type, min/max replicas) and delete (docs/deployments.md).
+// form to create one (name, command, port, GPU type, min/max replicas) and delete (docs/deployments.md);
+// a name leads to the deployment's own page (deployment-page.js).
 import { api } from "./api.js";
 import { h, guarded, dataTable, fmtDate, statusBadge, field } from "./ui.js";
 import { every } from "./live.js";
@@ -55,7 +56,7 @@ function deploymentRow(d, onDelete) {
   return h(
     "tr",
     { "data-id": d.id },
-    h("td", { className: "mono" }, d.name),
+    h("td", { className: "mono" }, h("a", { href: `#deployments/${encodeURIComponent(d.id)}` }, d.name)),
     h("td", {}, statusBadge(d.status)),
     h("td", { title: "desired / starting / ready" }, `${desired} / ${starting} / ${ready}`),
     h("td", {}, `${d.minReplicas}–${d.maxReplicas}`),

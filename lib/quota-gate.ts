@@ -55,6 +55,11 @@ export class QuotaGate {
     return out;
   }
 
+  /** Forgets the account's standing: its next check asks usage (after a change this replica made, e.g. a file stored). */
+  forget(clientId: string): void {
+    this.cache.delete(clientId);
+  }
+
   /** 403 QUOTA_EXCEEDED when the account is at or over the limit of one of `resources`. */
   async check(clientId: string, resources: readonly QuotaResource[]): Promise<Standing | undefined> {
     const standing = (await this.standings([clientId])).get(clientId);

@@ -129,6 +129,8 @@ const GatewayService: ServiceSchema = {
           "GET /batches": "inference.v1BatchesList",
           "GET /batches/:id": "inference.v1BatchesGet",
           "POST /batches/:id/cancel": "inference.v1BatchesCancel",
+          // A batch's status as server-sent events (docs/inference.md "Batch API").
+          "GET /batches/:id/events": "inference.v1BatchesEvents",
         },
         ...SERVICE_ROUTE,
       },

@@ -25,6 +25,7 @@ import {
   MAX_LIVE_TOKENS,
   TOKEN_CREDITS_PARAMS,
   TOKEN_ID_PARAMS,
+  TOKEN_IDS_PARAMS,
   TokenCreditsParams,
 } from "./token-params";
 import type { NewToken, TokenRow, TokensRepository } from "./tokens.repository";
@@ -40,6 +41,9 @@ export const lastUseBatch = (tokens: TokensRepository, warn: (message: string) =
     (m) => warn(`Token last-use times: ${m}`),
     2_000,
   );
+
+/** A token's credit limit (null: none) and the credits it used. */
+export type TokenCredits = { id: string; maxCredits: number | null; creditsUsed: number };
 
 /** A resolved token: its caller, when it expires, and its credit limit and use (the gateway refuses it at the limit). */
 export type ResolvedToken = { caller: Caller; expiresAt: string; maxCredits: number | null; creditsUsed: number };
@@ -202,6 +206,16 @@ export const tokenActions: ServiceActionsSchema = {
     params: TOKEN_CREDITS_PARAMS,
     async handler(this: TokensThis, ctx: Context<TokenCreditsParams>): Promise<void> {
       await this.tokens.addCredits(ctx.params.spent);
+    },
+  },
+
+  /** Internal: tokens' credit limits and use, expired ones included (a deleted token is absent): batch lines charge their token (inference). */
+  tokenCredits: {
+    visibility: "public",
+    callers: ["inference"],
+    params: TOKEN_IDS_PARAMS,
+    async handler(this: TokensThis, ctx: Context<{ ids: string[] }>): Promise<TokenCredits[]> {
+      return this.tokens.credits(ctx.params.ids);
     },
   },
 

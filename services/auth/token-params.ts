@@ -37,3 +37,6 @@ export const TOKEN_CREDITS_PARAMS = Type.Object({
   spent: Type.Array(Type.Object({ id: Uuid, credits: Type.Number({ minimum: 0, maximum: 1e12 }) }), { minItems: 1, maxItems: 1000 }),
 });
 export type TokenCreditsParams = { spent: Array<{ id: string; credits: number }> };
+
+/** auth.tokenCredits (inference): the credit limits and use of these tokens. */
+export const TOKEN_IDS_PARAMS = Type.Object({ ids: Type.Array(Uuid, { minItems: 1, maxItems: 1000 }) });

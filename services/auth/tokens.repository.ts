@@ -118,6 +118,15 @@ export class TokensRepository {
     );
   }
 
+  /** These tokens' credit limits and use (expired ones too; deleted ones are absent). */
+  async credits(ids: readonly string[]): Promise<Array<{ id: string; maxCredits: number | null; creditsUsed: number }>> {
+    const { rows } = await this.db.query<{ id: string; maxCredits: number | null; creditsUsed: number }>(
+      `SELECT id, max_credits AS "maxCredits", credits_used AS "creditsUsed" FROM auth.tokens WHERE id = ANY($1::uuid[])`,
+      [ids],
+    );
+    return rows;
+  }
+
   /** Adds the credits tokens spent, one statement for a batch (inference reports them every second). */
   async addCredits(spent: ReadonlyArray<{ id: string; credits: number }>): Promise<void> {
     if (!spent.length) return;

@@ -31,7 +31,8 @@ type GateMeta = CallerMeta & { $responseHeaders?: Record<string, string> };
 export async function admitInference(parts: GateParts, ctx: Context<unknown, GateMeta>, claim: InferenceClaim): Promise<Spend> {
   const clientId = ctx.meta.caller!.clientId;
   const standing = (await parts.gate.standings([clientId])).get(clientId);
-  const hold = chargingToken(await holdInference(parts.reservations, clientId, standing, claim), ctx.meta.caller, parts.tokenSpend);
+  const priced = await holdInference(parts.reservations, clientId, standing, claim);
+  const hold = chargingToken(priced, ctx.meta.caller?.token?.id, (id, credits) => parts.tokenSpend.note(id, credits));
   const headers = await parts.rates.admit(clientId).catch((err) => {
     // A limit reached refuses; Redis failing does not stop inference (it is logged).
     if ((err as { type?: string }).type === "RATE_LIMITED") {

@@ -129,4 +129,9 @@ export const migrations: Migration[] = [
       CREATE INDEX deployment_replicas_live ON deployment_replicas (deployment_id) WHERE ended_at IS NULL;
     `,
   },
+  {
+    version: 4,
+    name: "a batch's restricted token (its maxCredits charged for the batch's lines)",
+    sql: `ALTER TABLE batches ADD COLUMN token_id uuid;`,
+  },
 ];

@@ -76,16 +76,17 @@ export class UsageReader {
         return {};
       }
     };
-    const [gpu, db, snapshots] = await Promise.all([
+    const [gpu, db, snapshots, files] = await Promise.all([
       ask<GpuNow[string]>("gpu-scheduler.accountState"),
       ask<DbNow[string]>("dbaas.accountState"),
       ask<{ storageMb: number }>("dbaas.snapshotStorage"),
+      ask<{ storageMb: number }>("inference.fileStorage"),
     ]);
     return new Map(
       clientIds.map((id) => {
         const now = { ...NOTHING_NOW, pending: [] as UsageRecord[], ...gpu[id], ...db[id] };
-        // Ready snapshots count towards the account's storage (API-DECISIONS), beside its databases.
-        return [id, { ...now, storageMb: now.storageMb + (snapshots[id]?.storageMb ?? 0) }];
+        // Ready snapshots and the Batch API's files count towards the account's storage (API-DECISIONS), beside its databases.
+        return [id, { ...now, storageMb: now.storageMb + (snapshots[id]?.storageMb ?? 0) + (files[id]?.storageMb ?? 0) }];
       }),
     );
   }

@@ -9,6 +9,7 @@ import os from "os";
 import path from "path";
 import { promisify } from "util";
 import { CiPlatform } from "../../clients/sdk/src";
+import { replicaCommand } from "../fixtures/deployments/replica";
 import { OllamaStandin } from "../support/provider-standins";
 import { relayEnv, ROOT, sandboxedGpuEnv, startTestPlatform, TestPlatform, uniqueName, waitFor, waitForRoute } from "../support/platform";
 
@@ -54,7 +55,7 @@ describe("clients cli - ci-platform as a process", () => {
     platform = await startTestPlatform({
       services: ["api-gateway", "auth", "gpu-scheduler", "gpu-node", "dbaas", "inference", "usage"],
       // The node's relay (jobs with platformAccess run only with one): the tenant server and a platform URL (this file's jobs never call it).
-      env: sandboxedGpuEnv(work, { OLLAMA_URL: ollama.url, ...relayEnv("http://127.0.0.1:3000") }),
+      env: sandboxedGpuEnv(work, { OLLAMA_URL: ollama.url, DEPLOYMENTS_TICK_MS: "200", ...relayEnv("http://127.0.0.1:3000") }),
     });
     for (const route of ["/api/gpu/status", "/api/databases", "/api/models"]) await waitForRoute(platform.baseUrl, "GET", route);
     const reg = await start(["register", "--url", platform.baseUrl, "--email", email, "--name", "CLI", "--password-stdin"], { input: `${password}\n` });
@@ -216,6 +217,25 @@ describe("clients cli - ci-platform as a process", () => {
     expect((await cli("deploy", "get", made.id)).stdout).toContain("0 ready, 0 starting, 0 desired");
     expect((await cli("deploy", "rm", made.id)).code).toBe(0);
     expect((await cli("deploy", "get", made.id)).code).toBe(1);
+  });
+
+  test("clients cli - deploy create --wait: the status line while its replica starts (plain lines off a terminal), then ready; get NAME --wait; rm NAME", async () => {
+    const name = `cli-wait-${Date.now().toString(36)}`;
+    const command = replicaCommand(8000, { REPLICA_TAG: "cli" });
+    const made = await cli("deploy", "create", "--name", name, "--command", command, "--port", "8000", "--min-replicas", "1", "--wait");
+    expect(made.code).toBe(0);
+    const lines = made.stderr.trim().split("\n");
+    // One line per change, none repeated: it starts, then it is ready.
+    expect(lines.some((l) => l.startsWith(`${name} starting · 0 ready, 1 starting, 1 desired`))).toBe(true);
+    expect(lines[lines.length - 1]).toBe(`${name} ready · 1 ready, 0 starting, 1 desired`);
+    expect(new Set(lines).size).toBe(lines.length);
+    expect(made.stdout).toMatch(/status\s+ready/);
+    // Named by its name; already ready: one line, at once.
+    const again = await cli("deploy", "get", name, "--wait");
+    expect([again.code, again.stderr.trim()]).toEqual([0, `${name} ready · 1 ready, 0 starting, 1 desired`]);
+    expect((await cli("deploy", "get", "no-such-deployment")).stderr).toContain('No deployment named "no-such-deployment"');
+    expect((await cli("deploy", "rm", name)).code).toBe(0);
+    expect((await cli("deployments", "ls")).stdout).not.toContain(name);
   });
 
   test("clients cli - tokens create prints a working cit_ token once; tokens ls shows it without the secret; tokens rm revokes it", async () => {

@@ -11,6 +11,7 @@ import fs from "fs";
 import os from "os";
 import path from "path";
 import type { Browser, Page } from "playwright-core";
+import { replicaCommand } from "../fixtures/deployments/replica";
 import { launchChromium, watchProblems } from "../support/chromium";
 import { OllamaStandin } from "../support/provider-standins";
 import { http, ROOT, sandboxedGpuEnv, startTestPlatform, TestPlatform, waitFor, waitForRoute } from "../support/platform";
@@ -53,6 +54,7 @@ describe("console - resources, sessions and empty states in Chromium", () => {
         OLLAMA_URL: ollama.url,
         MODELS_CACHE_S: "1",
         BATCH_POLL_MS: "50",
+        DEPLOYMENTS_TICK_MS: "200",
         METRICS_HISTORY_BUCKET_S: "1",
         METRICS_HISTORY_WINDOW_S: "600",
       }),
@@ -196,6 +198,42 @@ describe("console - resources, sessions and empty states in Chromium", () => {
     await waitFor(async () => (await page.locator("tbody tr", { hasText: "page-made" }).count()) === 0, { message: "the row gone" });
     expect((await http(platform.baseUrl, "GET", "/api/deployments", { token })).body.deployments.map((d: { name: string }) => d.name)).toEqual(["api-made"]);
   });
+
+  it("console - a deployment's page: status and why, its replicas, its recent requests, and a chat box answered by its replica after a cold start", async () => {
+    const body = { name: "page-chat", command: replicaCommand(8000, { REPLICA_TAG: "ui" }), port: 8000, idleTimeoutSeconds: 60 };
+    const made = (await http(platform.baseUrl, "POST", "/api/deployments", { token, body })).body;
+    await open("deployments");
+    await page.getByRole("link", { name: "page-chat" }).click();
+    expect(new URL(page.url()).hash).toBe(`#deployments/${made.id}`);
+    await page.getByRole("heading", { name: "Deployment page-chat idle" }).waitFor();
+    expect(await fact("Replicas").textContent()).toBe("0 ready · 0 starting · 0 desired");
+    expect(await page.getByRole("table", { name: "Replicas" }).locator("tbody").textContent()).toBe("No replica: a request starts one.");
+    expect(await page.getByRole("table", { name: "Recent requests" }).locator("tbody").textContent()).toBe("No request yet: ask it something below.");
+
+    // The chat box: the first message starts a replica and waits for it; the replica's answer is shown.
+    await page.getByLabel("Message").fill("hello page");
+    await page.getByRole("button", { name: "Send" }).click();
+    await page.locator(".msg.assistant", { hasText: "echo: hello page" }).waitFor({ timeout: 30_000 });
+    expect(await page.locator(".chat small").textContent()).toBe("page-chat · 8 tokens");
+    // Then the page shows it ready, its running replica (linked to its job) and the request.
+    await page.getByRole("heading", { name: "Deployment page-chat ready" }).waitFor();
+    const [replica] = (await http(platform.baseUrl, "GET", `/api/gpu/jobs?deploymentId=${made.id}`, { token })).body.jobs;
+    const replicaRow = page.locator(`tr[data-id="${replica.id}"]`);
+    expect(await replicaRow.locator(".badge").textContent()).toBe("running");
+    expect(await replicaRow.getByRole("link").getAttribute("href")).toBe(`#jobs/${replica.id}`);
+    const requestRow = page.getByRole("table", { name: "Recent requests" }).locator("tbody tr").first();
+    await requestRow.locator("td", { hasText: "3 + 5" }).waitFor();
+    expect((await requestRow.locator("td").allTextContents()).slice(1)).toEqual(["ok", "3 + 5", expect.any(String), "—"]);
+    expect((await http(platform.baseUrl, "GET", `/api/deployments/${made.id}/requests`, { token })).body.requests).toEqual([
+      expect.objectContaining({ outcome: "ok", promptTokens: 3, completionTokens: 5, stream: false }),
+    ]);
+    await shots("18-deployment");
+    // Another account's deployment: 404, as everywhere.
+    const other = (await http(platform.baseUrl, "POST", "/api/auth/register", { body: { email: `other-${Date.now()}@example.com`, password, name: "O" } })).body
+      .accessToken;
+    expect((await http(platform.baseUrl, "GET", `/api/deployments/${made.id}/requests`, { token: other })).status).toBe(404);
+    expect((await http(platform.baseUrl, "DELETE", `/api/deployments/${made.id}`, { token })).status).toBe(200);
+  }, 60_000);
 
   it("console - batches: the API's batch with its status and counts, its output file downloaded", async () => {
     const lines = ["one", "two"].map((id) =>

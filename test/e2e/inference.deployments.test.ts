@@ -8,6 +8,8 @@
  * usage by the name. A replica that exits is replaced; load starts a second one and the next
  * request goes there; idle, they stop; a never-ready server fails the deployment with its reason.
  * The resource's rules: defaults, ranges, unknown fields, 409s, another account's 404, scopes.
+ * The caller's rate limits (requests, and the tokens the replica reports) and monthly token quota
+ * apply to deployment traffic as to any model. A fallback to a cold deployment waits for its replica.
  */
 import { mkdtempSync, rmSync } from "fs";
 import os from "os";
@@ -17,6 +19,7 @@ import { freePort, http, sandboxedGpuEnv, startTestPlatform, TestPlatform, waitF
 import { replicaCommand } from "../fixtures/deployments/replica";
 
 const PORT = 8000;
+const ADMIN_EMAIL = "deployments-admin@example.com";
 /** A well-formed deployment id (of none). */
 const ANY_DEPLOYMENT_ID = "00000000-0000-4000-8000-000000000000";
 
@@ -27,18 +30,20 @@ describe("model deployments - through the gateway", () => {
   let bob: string;
   const work = mkdtempSync(path.join(os.tmpdir(), "deployments-"));
 
-  const register = async (name: string) =>
-    (await http(base, "POST", "/api/auth/register", { body: { email: `${name}-${Date.now()}@example.com`, name, password: "correct horse battery" } })).body
-      .accessToken as string;
+  const signUp = async (name: string, email = `${name}-${Date.now()}@example.com`) =>
+    (await http(base, "POST", "/api/auth/register", { body: { email, name, password: "correct horse battery" } })).body;
+  const register = async (name: string) => (await signUp(name)).accessToken as string;
   const create = (body: Record<string, unknown>, token = alice) => http(base, "POST", "/api/deployments", { token, body });
   const client = (token = alice) => new OpenAI({ baseURL: `${base}/v1`, apiKey: token, maxRetries: 0 });
 
   beforeAll(async () => {
     const port = await freePort();
     platform = await startTestPlatform({
-      services: ["api-gateway", "auth", "gpu-scheduler", "gpu-node", "inference", "usage"],
+      services: ["api-gateway", "auth", "gpu-scheduler", "gpu-node", "inference", "usage", "admin"],
       env: {
         PORT: String(port),
+        ADMIN_EMAILS: ADMIN_EMAIL,
+        QUOTA_CACHE_MS: "0",
         OLLAMA_URL: "off",
         DEPLOYMENTS_TICK_MS: "200",
         ...sandboxedGpuEnv(work, { GPU_SIMULATE: "Test GPU:1024,Test GPU:1024" }),
@@ -273,5 +278,71 @@ describe("model deployments - through the gateway", () => {
     expect((await http(base, "GET", "/api/deployments", { token })).status).toBe(200);
     const denied = await create({ name: "other", command, port: PORT }, token);
     expect([denied.status, denied.body.error.details]).toEqual([403, { missingScope: "jobs:write" }]);
+  });
+
+  test("deployments - the caller's rate limits and monthly quota hold for its traffic: the replica's tokens count by the deployment's name", async () => {
+    const admin = (await signUp("admin", ADMIN_EMAIL)).accessToken as string;
+    const carol = await signUp("carol");
+    const quotas = async (body: Record<string, unknown>) =>
+      expect((await http(base, "PUT", `/api/admin/accounts/${carol.client.id}/quotas`, { token: admin, body })).status).toBe(200);
+    // The platform's own route: its errors in the contract's shape (the /v1 routes answer OpenAI's).
+    const ask = () => http(base, "POST", "/api/models/infer", { token: carol.accessToken, body: { model: "metered", prompt: "hi" } });
+    const metered = (await create({ name: "metered", command: replicaCommand(PORT, { REPLICA_TAG: "m" }), port: PORT }, carol.accessToken)).body.id as string;
+
+    // Requests per minute: the cold start counts as one; over the limit, 429 with the headers.
+    await quotas({ requestsPerMinute: 2, tokens: 1e9 });
+    const answered = [await ask(), await ask()];
+    expect(answered.map((r) => [r.status, r.headers.get("x-ratelimit-limit-requests"), r.headers.get("x-ratelimit-remaining-requests")])).toEqual([
+      [200, "2", "1"],
+      [200, "2", "0"],
+    ]);
+    const refused = await ask();
+    expect([refused.status, refused.body.error.code, refused.body.error.details.limit]).toEqual([429, "RATE_LIMITED", "requests"]);
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+
+    // Tokens per minute: the 8 tokens each answer of the replica reports fill the window (counted as
+    // each answer finishes, so one or two more may start before the count reaches the limit).
+    await quotas({ requestsPerMinute: null, tokensPerMinute: 24 });
+    let served = 2;
+    const tpm = await waitFor(
+      async () => {
+        const res = await ask();
+        if (res.status === 200) served++;
+        return res.status === 429 && res;
+      },
+      { timeoutMs: 5000, message: "the replica's tokens in the tokens-per-minute window" },
+    );
+    expect([tpm.body.error.details.limit, tpm.headers.get("x-ratelimit-remaining-tokens")]).toEqual(["tokens", "0"]);
+    expect(served).toBeGreaterThanOrEqual(3);
+
+    // The month's tokens: the caller's usage by the deployment's name; at the quota, 403.
+    const used = await waitFor(
+      async () => {
+        const u = (await http(base, "GET", "/api/usage", { token: carol.accessToken })).body;
+        return u.inference?.byModel?.metered === 8 * served && u.inference;
+      },
+      { timeoutMs: 10_000, message: "the tokens recorded" },
+    );
+    expect([used.tokens, used.requests]).toEqual([8 * served, served]);
+    await quotas({ tokensPerMinute: null, tokens: 8 * served });
+    const over = await ask();
+    expect([over.status, over.body.error.code, over.body.error.details]).toEqual([
+      403,
+      "QUOTA_EXCEEDED",
+      expect.objectContaining({ resource: "tokens", limit: 8 * served, used: 8 * served }),
+    ]);
+    expect((await http(base, "DELETE", `/api/deployments/${metered}`, { token: carol.accessToken })).status).toBe(200);
+  });
+
+  test("deployments - a fallback to a cold deployment holds the request while its replica starts, as a direct request does", async () => {
+    const made = await create({ name: "cold-fallback", command: replicaCommand(PORT, { REPLICA_TAG: "f" }), port: PORT, idleTimeoutSeconds: 10 });
+    expect(made.body.status).toBe("idle");
+    const answer = await client().chat.completions.create({
+      model: "no-such-model",
+      models: ["cold-fallback"],
+      messages: [{ role: "user", content: "via fallback" }],
+    } as never);
+    expect([answer.model, answer.choices[0].message.content]).toEqual(["cold-fallback", "echo: via fallback"]);
+    expect((await http(base, "DELETE", `/api/deployments/${made.body.id}`, { token: alice })).status).toBe(200);
   });
 });

@@ -3,7 +3,8 @@
  * agent (deployments/tunnel.ts) and the node's serve relay (gpu-node serve-relay.ts) on two brokers
  * over real NATS, with an OpenAI-compatible server on the serve socket standing in for the job's
  * forwarder and replica. A whole answer, a stream arriving chunk by chunk, and a client that stops
- * reading closing the server's connection.
+ * reading closing the server's connection; connections kept alive across requests, under 50 at
+ * once (whole, streamed, cancelled), and never reused once the server closed them.
  */
 import { mkdirSync, mkdtempSync, rmSync } from "fs";
 import http from "http";
@@ -26,6 +27,9 @@ describe("inference deployments - the tunnel to a replica over NATS", () => {
   const inference = new ServiceBroker({ namespace, nodeID: uniqueName("inf"), transporter: NATS_URL, logger: false });
   let server: http.Server;
   let closedStreams = 0;
+  /** The server's connections: opened in all, and open now. */
+  let opened = 0;
+  const open = new Set<import("net").Socket>();
 
   beforeAll(async () => {
     mkdirSync(serveDir(relayDir, JOB), { recursive: true });
@@ -56,6 +60,11 @@ describe("inference deployments - the tunnel to a replica over NATS", () => {
         res.once("close", () => clearInterval(timer));
       });
     });
+    server.on("connection", (socket) => {
+      opened += 1;
+      open.add(socket);
+      socket.once("close", () => open.delete(socket));
+    });
     await new Promise<void>((resolve) => server.listen(path.join(serveDir(relayDir, JOB), SERVE_SOCKET), resolve));
     node.createService({
       name: "gpu-node",
@@ -71,7 +80,26 @@ describe("inference deployments - the tunnel to a replica over NATS", () => {
     rmSync(relayDir, { recursive: true, force: true });
   });
 
-  const provider = () => new OpenAiProvider("deployment", "http://replica/v1", undefined, new ReplicaAgent(serveCall(inference, node.nodeID, JOB, 10_000)));
+  const agentOf = (idleMs?: number) => new ReplicaAgent(serveCall(inference, node.nodeID, JOB, 10_000), idleMs);
+  const provider = (agent = agentOf()) => new OpenAiProvider("deployment", "http://replica/v1", undefined, agent);
+  const hi = (maxTokens?: number) => ({ model: "tiny", maxTokens, messages: [{ role: "user" as const, content: "hi" }] });
+  const whole = async (p: OpenAiProvider) => (await p.complete(hi(), new AbortController().signal)).text;
+  const streamed = async (p: OpenAiProvider, maxTokens = 2) => {
+    let text = "";
+    for await (const chunk of await p.stream(hi(maxTokens), new AbortController().signal)) if (chunk.type === "delta") text += chunk.text;
+    return text;
+  };
+  /** A stream the client leaves after its first chunk: rejected, the server's side closed. */
+  const cancelled = async (p: OpenAiProvider) => {
+    const control = new AbortController();
+    const chunks = (await p.stream(hi(100), control.signal))[Symbol.asyncIterator]();
+    await chunks.next();
+    control.abort();
+    return chunks.next().then(
+      () => "not cancelled",
+      () => "cancelled",
+    );
+  };
 
   test("inference deployments - a whole answer and a stream pass through the node, the stream chunk by chunk", async () => {
     expect(SERVE_ACTION).toBe("gpu-node.serve");
@@ -98,5 +126,56 @@ describe("inference deployments - the tunnel to a replica over NATS", () => {
     control.abort();
     await expect(chunks.next()).rejects.toBeDefined();
     await waitFor(() => closedStreams > before, { timeoutMs: 2000, message: "the replica's connection closed" });
+  });
+
+  test("inference deployments - requests one after another reuse one connection", async () => {
+    const agent = agentOf();
+    const before = opened;
+    for (let i = 0; i < 5; i++) expect(await whole(provider(agent))).toBe("to tiny");
+    expect(await streamed(provider(agent))).toBe("w0 w1 ");
+    expect(opened - before).toBe(1);
+    expect(agent.inflight).toBe(0);
+    agent.destroy();
+  });
+
+  test("inference deployments - 50 at once, whole, streamed and cancelled, twice: all answered, connections reused, none left in flight", async () => {
+    const agent = agentOf();
+    const p = provider(agent);
+    const before = opened;
+    for (let round = 0; round < 2; round++) {
+      const kinds = Array.from({ length: 50 }, (_, i) => ["whole", "streamed", "cancelled"][i % 3]);
+      const results = await Promise.all(kinds.map((k) => (k === "whole" ? whole(p) : k === "streamed" ? streamed(p) : cancelled(p))));
+      expect(results).toEqual(kinds.map((k) => ({ whole: "to tiny", streamed: "w0 w1 ", cancelled: "cancelled" })[k]));
+      await waitFor(() => agent.inflight === 0, { timeoutMs: 5000, message: "no request left in flight" });
+    }
+    // A cancelled request's connection is closed, not reused: the second round opens at most those again.
+    expect(opened - before).toBeLessThanOrEqual(50 + 17);
+    expect(await whole(p)).toBe("to tiny");
+    agent.destroy();
+  });
+
+  test("inference deployments - a connection the server closed (idle, or the replica restarting) is not handed to the next request", async () => {
+    const agent = agentOf();
+    const p = provider(agent);
+    await Promise.all(Array.from({ length: 10 }, () => whole(p)));
+    await waitFor(() => open.size > 0, { timeoutMs: 2000, message: "kept-alive connections" });
+    // The server closes every connection (as an idle timeout or a restarted replica does).
+    server.closeAllConnections();
+    await waitFor(() => open.size === 0, { timeoutMs: 2000, message: "the server's connections closed" });
+    const answers = await Promise.all(Array.from({ length: 10 }, () => whole(p)));
+    expect(answers).toEqual(Array(10).fill("to tiny"));
+    expect(await streamed(p)).toBe("w0 w1 ");
+    agent.destroy();
+  });
+
+  test("inference deployments - an idle connection is closed by the agent after its idle time", async () => {
+    const agent = agentOf(200);
+    const before = new Set(open);
+    expect(await whole(provider(agent))).toBe("to tiny");
+    const mine = [...open].filter((s) => !before.has(s));
+    expect(mine).toHaveLength(1);
+    await waitFor(() => !open.has(mine[0]), { timeoutMs: 3000, message: "the idle connection closed" });
+    expect(await whole(provider(agent))).toBe("to tiny");
+    agent.destroy();
   });
 });

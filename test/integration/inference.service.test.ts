@@ -151,6 +151,23 @@ describe("inference - service with two providers", () => {
     await waitFor(() => completed.some((e) => e.outcome === "timeout"), { message: "a timeout inference.completed" });
   });
 
+  test("inference - concurrent answers are each recorded once with their own tokens, and announced (accounting runs after the answer)", async () => {
+    ollama.set({ promptTokens: 7, completionTokens: 4 });
+    const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => call("inference.infer", { model: "llama3.2:1b", prompt: `burst ${i}` })));
+    const ids = answers.map((a) => a.id as string);
+    expect(new Set(ids).size).toBe(20);
+    const rows = await waitFor(
+      async () => {
+        const { rows } = await db.query<Row>("SELECT * FROM inference.inferences WHERE id = ANY($1::uuid[])", [ids]);
+        return rows.length === ids.length ? rows : undefined;
+      },
+      { message: "every answered inference to be recorded" },
+    );
+    for (const r of rows) expect(r).toMatchObject({ client_id: caller.clientId, outcome: "ok", prompt_tokens: 7, completion_tokens: 4, tokens_used: 11 });
+    await waitFor(() => completed.filter((e) => e.tokensUsed === 11).length >= ids.length, { message: "every inference.completed" });
+    expect(completed.filter((e) => e.tokensUsed === 11)).toHaveLength(ids.length);
+  });
+
   test("inference - health has one field per provider and follows each one", async () => {
     expect(await call("inference.health")).toEqual({ ollama: true, vllm: true });
     await vllm.stop();

@@ -204,6 +204,36 @@ export async function upAndHealthy(stack: Stack, services: number): Promise<numb
 }
 
 /** Removes the stack's containers and volumes, its folder and the given images (not the cached bases). */
+/**
+ * The last platform image a run built stays tagged here, so the next run on this machine (CI runs on
+ * the session's machine) finds its layers in Docker's cache: the node_modules copies and the
+ * runtime's set-up are rebuilt only when they change. The one it replaces is removed.
+ */
+export const LAYER_CACHE_IMAGE = "ci-platform-test/app:layer-cache";
+
+function imageId(ref: string): string | undefined {
+  try {
+    return run("docker", ["image", "inspect", "-f", "{{.Id}}", ref]).trim();
+  } catch {
+    return undefined;
+  }
+}
+
+/** Tags `image` as the layer cache for the next run and removes the previous one (unless it is the same image). */
+function keepLayers(image: string): void {
+  const previous = imageId(LAYER_CACHE_IMAGE);
+  if (!imageId(image)) return;
+  run("docker", ["tag", image, LAYER_CACHE_IMAGE]);
+  if (previous && previous !== imageId(LAYER_CACHE_IMAGE)) {
+    try {
+      run("docker", ["rmi", previous]);
+    } catch {
+      // still the parent of another tag, or in use: left to Docker
+    }
+  }
+}
+
+/** Takes the stack down with its volumes and removes `images`, the last of them kept as the layer cache. */
 export function destroyStack(stack: Stack | undefined, images: string[]): void {
   if (stack) {
     try {
@@ -213,6 +243,8 @@ export function destroyStack(stack: Stack | undefined, images: string[]): void {
     }
     fs.rmSync(stack.dir, { recursive: true, force: true });
   }
+  const built = images.filter((image) => imageId(image));
+  if (built.length) keepLayers(built[built.length - 1]);
   for (const image of images) {
     try {
       run("docker", ["rmi", "-f", image]);

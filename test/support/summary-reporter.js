@@ -1,16 +1,29 @@
 /**
- * Writes one plain line, "N passed, N failed, N skipped", to test-results/summary.txt; .ci/run
- * prints it as the run's closing line (jest's own summary is printed after every reporter).
+ * Writes the run's closing lines to test-results/summary.txt; .ci/run prints them (jest's own
+ * summary is printed after every reporter): "N passed, N failed, N skipped", then the slowest test
+ * files with their seconds, so a CI log says where the run's time went.
  */
 const fs = require("fs");
 const path = require("path");
 
+const SLOWEST_SHOWN = 15;
+
 class SummaryReporter {
   onRunComplete(_contexts, results) {
-    const { numPassedTests, numFailedTests, numPendingTests, numTodoTests } = results;
-    const dir = path.resolve(__dirname, "../../test-results");
+    const { numPassedTests, numFailedTests, numPendingTests, numTodoTests, testResults } = results;
+    const root = path.resolve(__dirname, "../..");
+    const files = testResults
+      .map((r) => ({ file: path.relative(root, r.testFilePath), seconds: (r.perfStats.end - r.perfStats.start) / 1000 }))
+      .sort((a, b) => b.seconds - a.seconds);
+    const total = files.reduce((sum, f) => sum + f.seconds, 0);
+    const lines = [`${numPassedTests} passed, ${numFailedTests} failed, ${numPendingTests + numTodoTests} skipped`];
+    if (files.length > 1) {
+      lines.push(`${files.length} files, ${total.toFixed(0)} s in test files; the slowest:`);
+      for (const f of files.slice(0, SLOWEST_SHOWN)) lines.push(`  ${f.seconds.toFixed(1).padStart(7)} s  ${f.file}`);
+    }
+    const dir = path.join(root, "test-results");
     fs.mkdirSync(dir, { recursive: true });
-    fs.writeFileSync(path.join(dir, "summary.txt"), `${numPassedTests} passed, ${numFailedTests} failed, ${numPendingTests + numTodoTests} skipped\n`);
+    fs.writeFileSync(path.join(dir, "summary.txt"), lines.join("\n") + "\n");
   }
 }
 module.exports = SummaryReporter;

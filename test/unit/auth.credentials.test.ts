@@ -30,6 +30,11 @@ describe("auth - API keys", () => {
     expect(hashApiKey(key)).toMatch(/^[0-9a-f]{64}$/);
     expect(hashApiKey(key)).not.toContain(key.slice(3));
   });
+  it("auth - a key's stored form is its SHA-256 in lowercase hex, as keys stored before were", () => {
+    // Fixed vectors (sha256sum of the text): a change of hashing would lock every existing key out.
+    expect(hashApiKey("ci_" + "a".repeat(32))).toBe("90775680fe9c5e34820caaab1f3a30f4fe1dd24e1359f903122a1b47e2ad7569");
+    expect(hashApiKey("")).toBe("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  });
 });
 
 describe("auth - access tokens", () => {

@@ -1,14 +1,20 @@
 /**
  * deployments (alias deploy) create|ls|get|rm|logs: model deployments (docs/deployments.md). A
  * deployment serves a model server's command on the platform's GPUs under its own name; `logs`
- * prints the newest replica's output.
+ * prints the newest replica's output. A deployment is named by its id or its name; `--wait` shows
+ * the status live while a replica starts (deployment-wait.ts).
  */
 import type { Argv } from "yargs";
 import type { Deployment, DeploymentRequest } from "../../sdk/src";
 import { Context, Run, UsageError } from "./context";
+import { resolveDeploymentId, waitForDeployment } from "./deployment-wait";
 import { printJson, printRecord, printTable, statusText } from "./output";
 
-const idArg = <T>(c: Argv<T>) => c.positional("id", { type: "string", demandOption: true });
+const idArg = <T>(c: Argv<T>) => c.positional("id", { type: "string", demandOption: true, describe: "the deployment's id or name" });
+const waitOption = [
+  "wait",
+  { type: "boolean", describe: "show the status live until a replica is ready (or it fails, or is idle with none to start)" },
+] as const;
 
 function show(ctx: Context, d: Deployment): void {
   if (ctx.json) return printJson(ctx, d);
@@ -67,8 +73,12 @@ export function deploymentCommands(y: Argv, run: Run): Argv {
             .option("readiness-path", { type: "string", describe: 'ready once GET on it answers 2xx (default "/v1/models")' })
             .option("min-replicas", { type: "number" })
             .option("max-replicas", { type: "number" })
+            .option(...waitOption)
             .demandOption(["name", "command", "port"]),
-        run(async (ctx, args) => show(ctx, await ctx.client().createDeployment(deploymentRequest(args as CreateArgs)))),
+        run(async (ctx, args: CreateArgs & { wait?: boolean }) => {
+          const made = await ctx.client().createDeployment(deploymentRequest(args));
+          show(ctx, args.wait ? await waitForDeployment(ctx, made.id) : made);
+        }),
       )
       .command(
         "ls",
@@ -83,15 +93,18 @@ export function deploymentCommands(y: Argv, run: Run): Argv {
       .command(
         "get <id>",
         "one deployment, with why it is in its status",
-        idArg,
-        run(async (ctx, args) => show(ctx, await ctx.client().getDeployment(args.id))),
+        (c) => idArg(c).option(...waitOption),
+        run(async (ctx, args) => {
+          const id = await resolveDeploymentId(ctx, args.id);
+          show(ctx, args.wait ? await waitForDeployment(ctx, id) : await ctx.client().getDeployment(id));
+        }),
       )
       .command(
         "rm <id>",
         "delete a deployment: its replicas stop",
         idArg,
         run(async (ctx, args) => {
-          const result = await ctx.client().deleteDeployment(args.id);
+          const result = await ctx.client().deleteDeployment(await resolveDeploymentId(ctx, args.id));
           if (ctx.json) printJson(ctx, result);
           else ctx.stderr.write(`${result.message}\n`);
         }),
@@ -101,7 +114,7 @@ export function deploymentCommands(y: Argv, run: Run): Argv {
         "the output of the deployment's newest replica",
         idArg,
         run(async (ctx, args) => {
-          const { jobs } = await ctx.client().deploymentReplicas(args.id);
+          const { jobs } = await ctx.client().deploymentReplicas(await resolveDeploymentId(ctx, args.id));
           if (!jobs.length) throw new UsageError(`Deployment ${args.id} has no replica yet`);
           ctx.stdout.write(await ctx.client().jobLogs(jobs[0].id));
         }),

@@ -197,6 +197,8 @@ export class CiPlatform {
   getDeployment = (id: string) => this.api("get", "/api/deployments/{id}", { path: { id } });
   updateDeployment = (id: string, body: DeploymentChange) => this.api("patch", "/api/deployments/{id}", { path: { id }, body });
   deleteDeployment = (id: string) => this.api("delete", "/api/deployments/{id}", { path: { id } });
+  /** A deployment's latest requests (outcome, tokens, duration), newest first. */
+  deploymentRequests = (id: string) => this.api("get", "/api/deployments/{id}/requests", { path: { id } });
   /** A deployment's replicas (GPU jobs of its owner), newest first. */
   deploymentReplicas = (deploymentId: string) => this.api("get", "/api/gpu/jobs", { query: { deploymentId } });
 

@@ -3,7 +3,8 @@
  * skips it): validating → in_progress (its lines copied from the input file) or failed;
  * in_progress → finalizing once every line finished; finalizing → completed, cancelling →
  * cancelled (once no line runs: what finished is kept) and in_progress past its window → expired
- * (lines left fail with batch_expired), each with its output and error files written.
+ * (lines left fail with batch_expired), each with its output and error files written and its
+ * final counts (the lines each file holds); the counts of running batches are refreshed each tick.
  */
 import type { Pool, PoolClient } from "pg";
 import { transaction } from "../../../lib/db";
@@ -53,7 +54,7 @@ export async function startBatches(ports: FinalizerPorts): Promise<number> {
 async function end(ports: FinalizerPorts, client: PoolClient, batch: BatchRow, status: BatchStatus): Promise<void> {
   const fileOf = async (ok: boolean) => {
     const lines = await ports.lines.results(client, batch.id, ok);
-    if (!lines.length) return null;
+    if (!lines.length) return { id: null, lines: 0 };
     const file = await ports.files.insert(
       {
         id: `file-${ports.newId()}`,
@@ -66,9 +67,10 @@ async function end(ports: FinalizerPorts, client: PoolClient, batch: BatchRow, s
       },
       client,
     );
-    return file.id;
+    return { id: file.id, lines: lines.length };
   };
-  const files = { output: await fileOf(true), error: await fileOf(false) };
+  const [output, error] = [await fileOf(true), await fileOf(false)];
+  const files = { output: output.id, error: error.id, completed: output.lines, failed: error.lines };
   // The files hold every result now: the lines go, so the due-line scans never meet an ended batch's.
   await ports.lines.drop(client, batch.id);
   await ports.batches.ended(client, batch.id, status, files, status !== "cancelled" && wantsWebhook(batch));
@@ -79,10 +81,10 @@ const ENDABLE = `(status = 'finalizing' OR (status = 'in_progress' AND expires_a
   OR (status = 'cancelling' AND NOT EXISTS (SELECT 1 FROM inference.batch_lines l
         WHERE l.batch_id = inference.batches.id AND l.status = 'running' AND l.next_at > now())))`;
 
-/** Ends the batches that are done (or expired); returns how many ended. */
+/** Ends the batches that are done (or expired); returns how many moved (to finalizing, or ended). */
 export async function finalizeBatches(ports: FinalizerPorts): Promise<number> {
-  await ports.batches.finishedToFinalizing();
-  let ended = 0;
+  await ports.batches.refreshCounts();
+  let ended = await ports.batches.finishedToFinalizing();
   for (let i = 0; i < PER_TICK; i++) {
     const moved = await transaction(ports.db, async (client) => {
       const batch = await ports.batches.lockOne(client, ["finalizing", "cancelling", "in_progress"], ENDABLE);

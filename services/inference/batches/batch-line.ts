@@ -18,8 +18,11 @@ export type LineDecision = { store: LineOutcome } | { retryInMs: number; counted
 
 export type LinePorts = {
   engine: Pick<InferenceEngine, "chat" | "embed" | "modelsOf">;
-  /** Holds the line's worst case of the monthly quotas and counts it in the batch rate budget (throws 403 QUOTA_EXCEEDED, 429 RATE_LIMITED). */
-  admit(clientId: string, tokens: number, models: readonly string[]): Promise<Spend>;
+  /**
+   * Holds the line's worst case of the monthly quotas and counts it in the batch rate budget, its
+   * batch's token (if any) within its maxCredits and charged what it settles (throws 403 QUOTA_EXCEEDED, 429 RATE_LIMITED).
+   */
+  admit(clientId: string, tokens: number, models: readonly string[], tokenId: string | null): Promise<Spend>;
   reserveMaxTokens: number;
   maxAttempts: number;
   retryBaseMs: number;
@@ -38,7 +41,7 @@ async function answer(ports: LinePorts, l: ClaimedLine) {
   if (l.endpoint === "/v1/embeddings") {
     const request = parseEmbeddings(l.body);
     const models = allowedChainOf(l.allowed_models, request, [request.model]);
-    const spend = await ports.admit(l.client_id, estimateTokens(request.input.join("\n")), models);
+    const spend = await ports.admit(l.client_id, estimateTokens(request.input.join("\n")), models, l.token_id);
     try {
       const embedded = await ports.engine.embed(l.client_id, request.model, request.input);
       spend.settle(embedded.promptTokens, embedded.model);
@@ -50,7 +53,8 @@ async function answer(ports: LinePorts, l: ClaimedLine) {
   }
   const request = parseChatCompletion(l.body);
   const models = allowedChainOf(l.allowed_models, request, ports.engine.modelsOf(request));
-  const spend = await ports.admit(l.client_id, (request.maxTokens ?? ports.reserveMaxTokens) + estimateTokens(promptText(request)), models);
+  const tokens = (request.maxTokens ?? ports.reserveMaxTokens) + estimateTokens(promptText(request));
+  const spend = await ports.admit(l.client_id, tokens, models, l.token_id);
   try {
     const a = await ports.engine.chat(l.client_id, request);
     spend.settle(a.promptTokens + a.completionTokens, a.model);

@@ -77,3 +77,13 @@ export const parseBatchCreate = (raw: unknown): BatchCreate =>
     if (b.completion_window !== "24h") errors.push({ field: "completion_window", message: 'must be "24h"' });
     return { inputFileId, endpoint: b.endpoint as BatchEndpoint, metadata: metadataOf(b.metadata, errors) };
   });
+
+/** The cursor of GET /v1/batches/:id/events' next page: the batch, and the status of the last event sent. */
+export type BatchEventsCursor = { id: string; last: string };
+
+export const parseEventsCursor = (raw: unknown): BatchEventsCursor =>
+  check(raw, ["id", "last"], (b, errors) => {
+    const id = idOf(b, "id", errors);
+    if (typeof b.last !== "string" || b.last.length > 32) errors.push({ field: "last", message: "must be a batch status" });
+    return { id, last: b.last as string };
+  });

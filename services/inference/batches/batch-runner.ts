@@ -30,6 +30,8 @@ export type RunnerPorts = FinalizerPorts & {
   interactive(): number;
   /** After each tick (webhooks of batches that ended). */
   onTick?(): void;
+  /** A tick moved batches (their event streams read them again). */
+  onMoved?(): void;
 };
 
 export class BatchRunner extends ClaimLoop {
@@ -46,9 +48,10 @@ export class BatchRunner extends ClaimLoop {
 
   protected async claim(): Promise<void> {
     const housekeeping = Date.now() - this.housekeptAt >= this.settings.pollMs;
+    let moved = 0;
     if (housekeeping) {
       this.housekeptAt = Date.now();
-      await startBatches(this.ports);
+      moved += await startBatches(this.ports);
     }
     const free = this.settings.maxInFlight - 1 - this.ports.interactive() - this.busy;
     if (free > 0 && !this.stopped) {
@@ -61,7 +64,8 @@ export class BatchRunner extends ClaimLoop {
         );
     }
     if (!housekeeping) return;
-    await finalizeBatches(this.ports);
+    moved += await finalizeBatches(this.ports);
+    if (moved) this.ports.onMoved?.();
     this.ports.onTick?.();
   }
 

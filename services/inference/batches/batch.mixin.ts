@@ -6,7 +6,6 @@
  */
 import { randomBytes } from "crypto";
 import dns from "dns/promises";
-import { Readable } from "stream";
 import type { Context, LoggerInstance, Service, ServiceBroker, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import type { Pool } from "pg";
 import { apiError, notFound, validationFailed } from "../../../lib/errors";
@@ -15,22 +14,26 @@ import type { InferenceEngine } from "../engine";
 import type { InferenceSettings } from "../settings";
 import type { InferenceRateLimits } from "../rate-limits";
 import type { InferenceRecord } from "../attempt-log";
-import { holdInference, Spend } from "../quota-holds";
+import { holdInference, PricedSpend } from "../quota-holds";
+import { chargingToken, TokenCreditLimits } from "../token-spend";
+import type { KeyedBatch } from "../../../lib/keyed-batch";
+import type { TokenCredits } from "../../auth/token-actions";
 import type { QuotaGate } from "../../../lib/quota-gate";
 import type { QuotaReservations } from "../../../lib/quota-reservations";
 import { acquireRedis, releaseRedis } from "../../../lib/redis";
 import { MemoryRateLimiter, RedisRateLimiter } from "../../../lib/rate-limiter";
 import { platformSettingsOf } from "../../../lib/platform-settings";
 import { InferenceRateLimits as RateLimits, UsageInferenceLimits } from "../rate-limits";
-import { checkBatchInput, MAX_BYTES } from "./batch-input";
+import { checkBatchInput } from "./batch-input";
 import { runLine } from "./batch-line";
 import { parseBatchCreate, parseIdParams, parseListParams } from "./batch-params";
+import { batchEvents, batchesMoved, KEEP_ALIVE_MS, nextBatchEvent, StatusWatch } from "./batch-events";
+import { fileActions } from "./file-actions";
 import { BatchRunner } from "./batch-runner";
-import { batchObject, cursorPage, fileObject } from "./batch-views";
+import { batchObject, cursorPage } from "./batch-views";
 import { BatchesRepository } from "./batches.repository";
 import { FilesRepository } from "./files.repository";
 import { LinesRepository } from "./lines.repository";
-import { readUpload } from "./multipart";
 import { BatchWebhooks } from "./batch-webhooks";
 import { postOnce } from "../../gpu-scheduler/webhooks/webhook-delivery";
 
@@ -47,16 +50,21 @@ export type BatchHost = Service & {
   reservations: QuotaReservations;
   redisUrl?: string;
   batchRates: InferenceRateLimits;
-  admitBatchLine(clientId: string, tokens: number, models: readonly string[]): Promise<Spend>;
+  admitBatchLine(clientId: string, tokens: number, models: readonly string[]): Promise<PricedSpend>;
+  /** Restricted tokens' spend, reported to auth (token-spend.ts); batch lines charge their batch's token. */
+  tokenSpend: KeyedBatch<number>;
+  batchTokenLimits: TokenCreditLimits;
   stopBatches(): Promise<void>;
   recordFinished(record: InferenceRecord, batch?: { rates: InferenceRateLimits; creditFactor: number }): void;
   files: FilesRepository;
   batches: BatchesRepository;
   batchRunner: BatchRunner;
   batchWebhooks: BatchWebhooks;
+  /** This replica's batch event streams, woken when its runner moves a batch (batch-events.ts). */
+  batchWatch: StatusWatch;
 };
 
-type Meta = CallerMeta & { $multipartType?: string; $responseType?: string; $responseHeaders?: Record<string, string> };
+type Meta = CallerMeta & { $responseType?: string; $responseHeaders?: Record<string, string> };
 
 const newId = () => randomBytes(12).toString("hex");
 const clientOf = (ctx: Context<unknown, Meta>) => ctx.meta.caller!.clientId;
@@ -70,61 +78,12 @@ async function checkModels(files: FilesRepository, clientId: string, fileId: str
       throw apiError("FORBIDDEN", `line ${line}: this token may not use the model '${body.model.slice(0, 200)}'`, { model: body.model, line });
 }
 
+const eventsPorts = (host: BatchHost) => ({ batches: host.batches, watch: host.batchWatch, pollMs: host.config.batch.pollMs, keepAliveMs: KEEP_ALIVE_MS });
+
 /** The /v1 actions, on the service's /v1 action settings (`base`). */
 export function batchActions<Base extends object>(base: Base) {
   return {
-    /** POST /v1/files (multipart: the gateway streams the body here). */
-    v1FilesCreate: {
-      ...base,
-      async handler(this: BatchHost, ctx: Context<Readable, Meta>) {
-        const upload = await readUpload(ctx.params, ctx.meta.$multipartType, MAX_BYTES);
-        if (upload.purpose !== "batch") throw validationFailed([{ field: "purpose", message: 'must be "batch"' }]);
-        const { lines, endpoint } = checkBatchInput(upload.content);
-        const file = await this.files.insert({
-          id: `file-${newId()}`,
-          client_id: clientOf(ctx),
-          purpose: "batch",
-          filename: upload.filename,
-          line_count: lines.length,
-          endpoint,
-          content: upload.content,
-        });
-        return fileObject(file);
-      },
-    },
-    v1FilesList: {
-      ...base,
-      async handler(this: BatchHost, ctx: Context<unknown, Meta>) {
-        const page = parseListParams(ctx.params, { max: 10_000, fallback: 10_000, files: true });
-        return cursorPage(await this.files.list(clientOf(ctx), page, page.purpose), page.limit, fileObject);
-      },
-    },
-    v1FilesGet: {
-      ...base,
-      async handler(this: BatchHost, ctx: Context<unknown, Meta>) {
-        const file = await this.files.get(clientOf(ctx), parseIdParams(ctx.params));
-        if (!file) throw notFound("File");
-        return fileObject(file);
-      },
-    },
-    v1FilesContent: {
-      ...base,
-      async handler(this: BatchHost, ctx: Context<unknown, Meta>) {
-        const content = await this.files.content(clientOf(ctx), parseIdParams(ctx.params));
-        if (!content) throw notFound("File");
-        ctx.meta.$responseType = "application/jsonl";
-        // A Readable crosses the bus in chunks (a file is up to 100 MiB).
-        return Readable.from([content]);
-      },
-    },
-    v1FilesDelete: {
-      ...base,
-      async handler(this: BatchHost, ctx: Context<unknown, Meta>) {
-        const id = parseIdParams(ctx.params);
-        if (!(await this.files.delete(clientOf(ctx), id))) throw notFound("File");
-        return { id, object: "file", deleted: true };
-      },
-    },
+    ...fileActions(base),
     v1BatchesCreate: {
       ...base,
       async handler(this: BatchHost, ctx: Context<unknown, Meta>) {
@@ -141,6 +100,7 @@ export function batchActions<Base extends object>(base: Base) {
         if (allowedModels) await checkModels(this.files, clientId, file.id, allowedModels);
         const batch = await this.batches.create({
           allowedModels,
+          tokenId: ctx.meta.caller?.token?.id ?? null,
           id: `batch_${newId()}`,
           client_id: clientId,
           endpoint: request.endpoint,
@@ -175,6 +135,7 @@ export function batchActions<Base extends object>(base: Base) {
         const id = parseIdParams(ctx.params);
         const cancelled = await this.batches.cancel(clientId, id);
         if (cancelled) {
+          batchesMoved(this.batchWatch);
           this.batchRunner.wake();
           return batchObject(cancelled);
         }
@@ -182,6 +143,21 @@ export function batchActions<Base extends object>(base: Base) {
         if (!batch) throw notFound("Batch");
         if (batch.status === "cancelling" || batch.status === "cancelled") return batchObject(batch);
         throw apiError("INVALID_STATE", `Cannot cancel a batch with status ${batch.status}`);
+      },
+    },
+    /** GET /v1/batches/:id/events: the batch's status as server-sent events (batch-events.ts). */
+    v1BatchesEvents: {
+      ...base,
+      streams: true as const,
+      handler(this: BatchHost, ctx: Context<unknown, Meta>) {
+        return batchEvents(eventsPorts(this), ctx);
+      },
+    },
+    /** The next page of an events stream (the gateway asks as the client reads); the same caller's batch only. */
+    v1BatchesEventsPage: {
+      ...base,
+      handler(this: BatchHost, ctx: Context<unknown, Meta>) {
+        return nextBatchEvent(eventsPorts(this), ctx);
       },
     },
   };
@@ -194,7 +170,14 @@ export function createBatchRunner(host: BatchHost, rates: InferenceRateLimits, w
   const lines = new LinesRepository(host.db);
   const linePorts = {
     engine,
-    admit: (clientId: string, tokens: number, models: readonly string[]) => host.admitBatchLine(clientId, tokens, models),
+    admit: async (clientId: string, tokens: number, models: readonly string[], tokenId: string | null) => {
+      if (tokenId) await host.batchTokenLimits.check(tokenId);
+      const note = (id: string, credits: number) => {
+        host.tokenSpend.note(id, credits);
+        host.batchTokenLimits.note(id, credits);
+      };
+      return chargingToken(await host.admitBatchLine(clientId, tokens, models), tokenId ?? undefined, note);
+    },
     reserveMaxTokens: host.config.reserveMaxTokens,
     maxAttempts: settings.maxAttempts,
     retryBaseMs: settings.retryBaseMs,
@@ -211,6 +194,7 @@ export function createBatchRunner(host: BatchHost, rates: InferenceRateLimits, w
       run: (line) => runLine(linePorts, line),
       interactive: () => host.interactive,
       onTick: () => webhooks.wake(),
+      onMoved: () => batchesMoved(host.batchWatch),
     },
     {
       perAccount: settings.concurrency,
@@ -230,7 +214,7 @@ export function createBatchRunner(host: BatchHost, rates: InferenceRateLimits, w
 const mixin: Partial<ServiceSchema<ServiceSettingSchema, BatchHost>> = {
   methods: {
     /** Holds a batch line's monthly quotas at the batch credit price, then counts it in the batch rate budget (429 releases the hold). */
-    async admitBatchLine(this: BatchHost, clientId: string, tokens: number, models: readonly string[]): Promise<Spend> {
+    async admitBatchLine(this: BatchHost, clientId: string, tokens: number, models: readonly string[]): Promise<PricedSpend> {
       const standing = (await this.gate.standings([clientId])).get(clientId);
       const hold = await holdInference(this.reservations, clientId, standing, { tokens, models }, this.config.batch.creditFactor);
       try {
@@ -253,6 +237,7 @@ const mixin: Partial<ServiceSchema<ServiceSettingSchema, BatchHost>> = {
   },
   created(this: BatchHost) {
     this.interactive = 0;
+    this.batchWatch = new StatusWatch();
   },
   started(this: BatchHost) {
     this.files = new FilesRepository(this.db);
@@ -270,6 +255,10 @@ const mixin: Partial<ServiceSchema<ServiceSettingSchema, BatchHost>> = {
       { batches: this.batches, secret, lookup: (host) => dns.lookup(host, { all: true }), post: postOnce, now: () => new Date() },
       this.config.batch.webhooks,
       this.logger,
+    );
+    this.batchTokenLimits = new TokenCreditLimits(
+      (ids) => this.broker.call<TokenCredits[], { ids: string[] }>("auth.tokenCredits", { ids }),
+      (m) => this.logger.warn(m),
     );
     this.batchRunner = createBatchRunner(this, this.batchRates, this.batchWebhooks);
     this.batchRunner.start();

@@ -35,10 +35,15 @@ export type BatchRow = {
 export type NewBatch = Pick<BatchRow, "id" | "client_id" | "endpoint" | "input_file_id" | "completion_window" | "metadata"> & {
   windowS: number;
   allowedModels: readonly string[] | null;
+  /** The restricted token that created it (null: a JWT or an API key): its lines are charged to it, up to its maxCredits. */
+  tokenId: string | null;
 };
 
 const COLUMNS = `id, client_id, endpoint, input_file_id, completion_window, metadata, status, total, completed, failed, errors,
   output_file_id, error_file_id, created_at, expires_at, in_progress_at, finalizing_at, completed_at, failed_at, expired_at, cancelling_at, cancelled_at`;
+
+/** A batch's output and error files, and the lines each holds. */
+export type EndFiles = { output: string | null; error: string | null; completed: number; failed: number };
 
 /** The end statuses and the column stamping each. */
 export const FINAL_AT: Partial<Record<BatchStatus, string>> = {
@@ -53,9 +58,9 @@ export class BatchesRepository {
 
   async create(b: NewBatch): Promise<BatchRow> {
     const { rows } = await this.db.query<BatchRow>(
-      `INSERT INTO inference.batches (id, client_id, endpoint, input_file_id, completion_window, metadata, status, expires_at, allowed_models)
-       VALUES ($1, $2, $3, $4, $5, $6, 'validating', now() + make_interval(secs => $7), $8) RETURNING ${COLUMNS}`,
-      [b.id, b.client_id, b.endpoint, b.input_file_id, b.completion_window, b.metadata, b.windowS, b.allowedModels],
+      `INSERT INTO inference.batches (id, client_id, endpoint, input_file_id, completion_window, metadata, status, expires_at, allowed_models, token_id)
+       VALUES ($1, $2, $3, $4, $5, $6, 'validating', now() + make_interval(secs => $7), $8, $9) RETURNING ${COLUMNS}`,
+      [b.id, b.client_id, b.endpoint, b.input_file_id, b.completion_window, b.metadata, b.windowS, b.allowedModels, b.tokenId],
     );
     return rows[0];
   }
@@ -119,14 +124,31 @@ export class BatchesRepository {
     return rowCount ?? 0;
   }
 
-  /** The batch's end: its files, its status and when, and its webhook due (when it has one). */
-  async ended(client: PoolClient, id: string, status: BatchStatus, files: { output: string | null; error: string | null }, webhook: boolean) {
+  /**
+   * The running batches' counts from their lines, once per runner tick (a finish counts nothing itself:
+   * 16 lines in flight would queue on the batch row's lock). A batch locked (ending) is skipped.
+   */
+  async refreshCounts(): Promise<void> {
+    await this.db.query(
+      `WITH open AS (SELECT id FROM inference.batches WHERE status IN ('in_progress', 'cancelling') ORDER BY id FOR UPDATE SKIP LOCKED),
+       counts AS (SELECT l.batch_id, count(*) FILTER (WHERE l.status = 'succeeded')::int AS completed,
+                    count(*) FILTER (WHERE l.status = 'failed')::int AS failed
+                  FROM inference.batch_lines l WHERE l.batch_id IN (SELECT id FROM open) AND l.status IN ('succeeded', 'failed')
+                  GROUP BY l.batch_id)
+       UPDATE inference.batches b SET completed = c.completed, failed = c.failed FROM counts c
+       WHERE b.id = c.batch_id AND (b.completed, b.failed) IS DISTINCT FROM (c.completed, c.failed)`,
+    );
+  }
+
+  /** The batch's end: its files, its final counts, its status and when, and its webhook due (when it has one). */
+  async ended(client: PoolClient, id: string, status: BatchStatus, files: EndFiles, webhook: boolean) {
     await client.query(
       `UPDATE inference.batches SET status = $2, ${FINAL_AT[status]} = now(), output_file_id = $3, error_file_id = $4,
          webhook_status = CASE WHEN $5 THEN 'pending' END, webhook_next_at = now(),
-         finalizing_at = coalesce(finalizing_at, CASE WHEN $2 IN ('completed', 'expired') THEN now() END)
+         finalizing_at = coalesce(finalizing_at, CASE WHEN $2 IN ('completed', 'expired') THEN now() END),
+         completed = $6, failed = $7
        WHERE id = $1`,
-      [id, status, files.output, files.error, webhook],
+      [id, status, files.output, files.error, webhook, files.completed, files.failed],
     );
   }
 

@@ -58,6 +58,15 @@ export class FilesRepository {
     return (rowCount ?? 0) > 0;
   }
 
+  /** Each account's files' bytes (accounts without files: absent). */
+  async accountBytes(clientIds: readonly string[]): Promise<Map<string, number>> {
+    const { rows } = await this.db.query<{ client_id: string; bytes: string }>(
+      "SELECT client_id, sum(bytes)::bigint AS bytes FROM inference.files WHERE client_id = ANY($1::uuid[]) GROUP BY client_id",
+      [clientIds],
+    );
+    return new Map(rows.map((r) => [r.client_id, Number(r.bytes)]));
+  }
+
   /** One page, and one row more than `limit` when there are more (`has_more`). */
   async list(clientId: string, page: Page, purpose?: string): Promise<FileRow[]> {
     const { rows } = await this.db.query<FileRow>(

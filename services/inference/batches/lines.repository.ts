@@ -2,8 +2,9 @@
  * inference.batch_lines: one row per request of a batch. A replica claims due lines (pending, or
  * running past their lease: their replica died) with FOR UPDATE SKIP LOCKED, counting the claim
  * in `attempts`; only the claim holder may finish a line (compare-and-set on status and
- * attempts), and the finish adds to the batch's counts in the same statement. So a result is
- * stored once, whichever replica ran the line and whenever a replica stops.
+ * attempts). So a result is stored once, whichever replica ran the line and whenever a replica
+ * stops. The batch's counts are the lines' (batches.repository.ts refreshCounts, and exact at its end):
+ * a finish touches its line only, never the batch row every line in flight would queue on.
  */
 import type { Pool, PoolClient } from "pg";
 import type { InputLine } from "./batch-input";
@@ -19,6 +20,8 @@ export type ClaimedLine = {
   endpoint: string;
   /** Its batch's model allow-list (the creating token's; null: any). */
   allowed_models: string[] | null;
+  /** Its batch's creating token (null: none), charged for the line up to its maxCredits. */
+  token_id: string | null;
 };
 /** A line's stored outcome: the line of the output file (succeeded) or of the error file (failed). */
 export type LineOutcome = { ok: boolean; result: Record<string, unknown> };
@@ -66,26 +69,21 @@ export class LinesRepository {
                                       FOR UPDATE SKIP LOCKED)
        RETURNING l.batch_id, l.line, l.client_id, l.custom_id, l.body, l.attempts,
          (SELECT endpoint FROM inference.batches WHERE id = l.batch_id) AS endpoint,
-         (SELECT allowed_models FROM inference.batches WHERE id = l.batch_id) AS allowed_models`,
+         (SELECT allowed_models FROM inference.batches WHERE id = l.batch_id) AS allowed_models,
+         (SELECT token_id FROM inference.batches WHERE id = l.batch_id) AS token_id`,
       [limit, leaseMs, [...inFlight.keys()], [...inFlight.values()], perAccount],
     );
     return rows;
   }
 
-  /** Stores the claim's outcome and counts it in its batch; false: the claim was lost (expired, cancelled, taken again). */
+  /** Stores the claim's outcome; false: the claim was lost (expired, cancelled, taken again). */
   async finish(l: ClaimedLine, outcome: LineOutcome): Promise<boolean> {
-    const { rows } = await this.db.query<{ n: number }>(
-      `WITH done AS (
-         UPDATE inference.batch_lines SET status = $4, result = $5, finished_at = now()
-         WHERE batch_id = $1 AND line = $2 AND status = 'running' AND attempts = $3 RETURNING status),
-       counted AS (
-         UPDATE inference.batches SET completed = completed + (SELECT count(*) FROM done WHERE status = 'succeeded'),
-           failed = failed + (SELECT count(*) FROM done WHERE status = 'failed')
-         WHERE id = $1 AND EXISTS (SELECT 1 FROM done))
-       SELECT count(*)::int AS n FROM done`,
+    const { rowCount } = await this.db.query(
+      `UPDATE inference.batch_lines SET status = $4, result = $5, finished_at = now()
+       WHERE batch_id = $1 AND line = $2 AND status = 'running' AND attempts = $3`,
       [l.batch_id, l.line, l.attempts, outcome.ok ? "succeeded" : "failed", JSON.stringify(outcome.result)],
     );
-    return rows[0].n > 0;
+    return (rowCount ?? 0) > 0;
   }
 
   /** The claim back to pending, due after `delayMs`; `counted: false` (a rate limit) gives the attempt back. */
@@ -98,7 +96,7 @@ export class LinesRepository {
     );
   }
 
-  /** Every line left (pending or running) of the batch failed with `result(custom_id)`, counted in the batch. */
+  /** Every line left (pending or running) of the batch failed with `result(custom_id)`. */
   async failRemaining(client: PoolClient, batchId: string, result: (customId: string) => Record<string, unknown>): Promise<void> {
     const { rows } = await client.query<{ line: number; custom_id: string }>(
       "SELECT line, custom_id FROM inference.batch_lines WHERE batch_id = $1 AND status IN ('pending', 'running') FOR UPDATE",
@@ -110,7 +108,6 @@ export class LinesRepository {
        FROM unnest($2::int[], $3::jsonb[]) AS t(line, result) WHERE l.batch_id = $1 AND l.line = t.line`,
       [batchId, rows.map((r) => r.line), rows.map((r) => JSON.stringify(result(r.custom_id)))],
     );
-    await client.query("UPDATE inference.batches SET failed = failed + $2 WHERE id = $1", [batchId, rows.length]);
   }
 
   /** The batch's lines, once its files hold their results (lines never run, of a cancelled batch, go with them). */

@@ -20,6 +20,9 @@ import {
   DeploymentList,
   DeploymentPatch,
   type DeploymentPatchParams,
+  DeploymentRequestList,
+  type DeploymentRequestView,
+  RECENT_REQUESTS,
   type DeploymentView,
   specOf,
 } from "./contract";
@@ -145,6 +148,18 @@ export const deploymentActions: ServiceActionsSchema = {
     params: { $$strict: "remove", ...ID },
     async handler(this: WithDeployments, ctx: Ctx<{ id: string }>): Promise<DeploymentView> {
       return toView(this.deployments, await own(this.deployments, ctx.params.id, ctx.meta.caller!.clientId));
+    },
+  },
+
+  deploymentRequests: {
+    rest: { method: "GET", basePath: DEPLOYMENTS_BASE, path: "/:id/requests" },
+    auth: "required",
+    scope: "jobs:read",
+    openapi: doc(`A deployment's latest ${RECENT_REQUESTS} requests (outcome, tokens, duration), newest first`, 200, DeploymentRequestList, ["NOT_FOUND"]),
+    params: { $$strict: "remove", ...ID },
+    async handler(this: WithDeployments, ctx: Ctx<{ id: string }>): Promise<{ requests: DeploymentRequestView[] }> {
+      const row = await own(this.deployments, ctx.params.id, ctx.meta.caller!.clientId);
+      return { requests: await this.deployments.repo.recentRequests(row, RECENT_REQUESTS) };
     },
   },
 

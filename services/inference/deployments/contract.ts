@@ -115,3 +115,26 @@ export const Deployment = Type.Object(
 export type DeploymentView = Static<typeof Deployment>;
 
 export const DeploymentList = Type.Object({ deployments: Type.Array(Deployment) }, { $id: "DeploymentList" });
+
+/** How many of a deployment's latest requests GET /api/deployments/:id/requests returns. */
+export const RECENT_REQUESTS = 20;
+
+export const DeploymentRequest = Type.Object(
+  {
+    id: Type.String({ format: "uuid" }),
+    createdAt: Type.String({ format: "date-time" }),
+    outcome: StringEnum(["ok", "error", "aborted", "timeout"]),
+    errorCode: Nullable(Type.String()),
+    promptTokens: Type.Integer(),
+    completionTokens: Type.Integer(),
+    durationMs: Type.Integer(),
+    stream: Type.Boolean(),
+  },
+  { $id: "DeploymentRequest" },
+);
+export type DeploymentRequestView = Static<typeof DeploymentRequest>;
+
+export const DeploymentRequestList = Type.Object(
+  { requests: Type.Array(DeploymentRequest, { description: `The latest ${RECENT_REQUESTS}, newest first` }) },
+  { $id: "DeploymentRequestList" },
+);

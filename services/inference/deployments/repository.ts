@@ -1,6 +1,6 @@
 /** All SQL of model deployments (inference.deployments and inference.deployment_replicas, migration 3). */
 import type { Pool } from "pg";
-import type { DeploymentSpec, DeploymentStatus } from "./contract";
+import { DEPLOYMENT_PROVIDER, type DeploymentRequestView, type DeploymentSpec, type DeploymentStatus } from "./contract";
 
 export type DeploymentRow = {
   id: string;
@@ -48,6 +48,19 @@ export class DeploymentsRepository {
       if ((err as { code?: string }).code === UNIQUE_VIOLATION) return undefined;
       throw err;
     }
+  }
+
+  /** The latest requests for the deployment `d` (by its owner, to its name, since it was made), newest first. */
+  async recentRequests(d: Pick<DeploymentRow, "client_id" | "name" | "created_at">, limit: number): Promise<DeploymentRequestView[]> {
+    const { rows } = await this.db.query<DeploymentRequestView>(
+      `SELECT id, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS "createdAt", outcome, error_code AS "errorCode",
+              prompt_tokens AS "promptTokens", completion_tokens AS "completionTokens", duration_ms AS "durationMs", stream
+         FROM inference.inferences
+        WHERE client_id = $1 AND model = $2 AND provider = $3 AND created_at >= $4
+        ORDER BY created_at DESC LIMIT $5`,
+      [d.client_id, d.name, DEPLOYMENT_PROVIDER, d.created_at, limit],
+    );
+    return rows;
   }
 
   async listForClient(clientId: string): Promise<DeploymentRow[]> {

@@ -103,11 +103,19 @@ export class DeploymentRouter {
     });
   }
 
-  /** The ready replica with the fewest requests in flight, as a model entry and its provider; undefined for no deployment. */
+  /**
+   * The ready replica with the fewest requests in flight, as a model entry and its provider;
+   * undefined for no deployment. With none ready (a fallback's deployment), waits as prepare() does.
+   */
   async pick(clientId: string, model: string): Promise<{ entry: ModelEntry; provider: Provider } | undefined> {
     const deployment = await this.owned(clientId, model);
     if (!deployment) return undefined;
-    const ready = await this.ready(deployment.id);
+    let ready = await this.ready(deployment.id);
+    if (!ready.length) {
+      // A fallback to a cold deployment (a direct request was held by prepare()): held as a direct request is.
+      await this.prepare(clientId, model);
+      ready = await this.ready(deployment.id, true);
+    }
     if (!ready.length) throw apiError("SERVICE_UNAVAILABLE", `Deployment "${model}" has no ready replica`, { retryAfter: RETRY_AFTER_S });
     const links = ready.map((r) => this.deps.links.get(r.job_id, r.node_id!));
     const best = links.reduce((a, b) => (b.agent.inflight < a.agent.inflight ? b : a));

@@ -4,8 +4,9 @@
  * whose request stream carries the bytes written here and whose answer stream the bytes read
  * back; the node pipes them to the replica's port inside its sandbox (services/gpu-node/serve-relay.ts).
  * An http.Agent makes these connections, so the provider adapter (providers/openai.ts) speaks to
- * a replica exactly as to any OpenAI-compatible server. Closing the connection (a client gone)
- * closes the replica's. The agent counts the requests in flight to its replica.
+ * a replica exactly as to any OpenAI-compatible server. Connections are kept alive between
+ * requests (one bus call, node socket and replica connection serve many requests); closing one
+ * (a client gone) closes the replica's. The agent counts the requests in flight to its replica.
  */
 import http from "http";
 import { Duplex, PassThrough, type Readable } from "stream";
@@ -24,10 +25,23 @@ export function serveCall(
   return async (request) => (await broker.call(SERVE_ACTION, request, { nodeID: nodeId, meta: { jobId }, timeout: timeoutMs })) as Readable;
 }
 
-/** One connection: writes go out on the call's request stream, reads come from its answer. */
+/** How long a connection no request uses stays open (below the 5 s idle limit of common servers: Node.js, uvicorn). */
+export const IDLE_TUNNEL_MS = 4000;
+
+/** A connection the replica (or its node) closed: `ECONNRESET`, which a request on a reused one retries (providers/http.ts). */
+const closedByReplica = () => Object.assign(new Error("The replica closed the connection"), { code: "ECONNRESET" });
+
+/**
+ * One connection: writes go out on the call's request stream, reads come from its answer. Kept
+ * alive by its agent between requests; ends (and leaves the agent's pool) as soon as the replica's
+ * side ends, so a closed connection is never handed to the next request.
+ */
 export class Tunnel extends Duplex {
   private readonly outgoing = new PassThrough();
   private incoming?: Readable;
+  private idle?: NodeJS.Timeout;
+  /** net.Socket's: the idle time after which 'timeout' is emitted (0: never); the agent reads it. */
+  timeout = 0;
 
   constructor(call: ServeCall) {
     super({ allowHalfOpen: true });
@@ -37,13 +51,24 @@ export class Tunnel extends Duplex {
       (incoming) => {
         if (this.destroyed) return void incoming.destroy();
         this.incoming = incoming;
-        incoming.on("data", (chunk: Buffer) => this.push(chunk) || incoming.pause());
-        incoming.once("end", () => this.push(null));
+        incoming.on("data", (chunk: Buffer) => {
+          this.idle?.refresh();
+          if (!this.push(chunk)) incoming.pause();
+        });
+        incoming.once("end", () => this.remoteEnded());
         incoming.once("error", (err) => this.destroy(err));
-        incoming.once("close", () => this.readableEnded || this.destroy(new Error("The replica closed the connection")));
+        incoming.once("close", () => this.readableEnded || this.destroy(closedByReplica()));
       },
       (err: Error) => this.destroy(err),
     );
+  }
+
+  /** The replica's side ended: what it sent is still read, but no request goes out on this connection again. */
+  private remoteEnded(): void {
+    this.push(null);
+    // A pooled (free) connection has no request of http's: it goes now, not when the next request picks it.
+    if (!(this as { _httpMessage?: unknown })._httpMessage) this.destroy();
+    else this.end();
   }
 
   override _read(): void {
@@ -51,6 +76,7 @@ export class Tunnel extends Duplex {
   }
 
   override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (err?: Error | null) => void): void {
+    this.idle?.refresh();
     if (this.outgoing.write(chunk)) callback();
     else this.outgoing.once("drain", () => callback());
   }
@@ -61,10 +87,21 @@ export class Tunnel extends Duplex {
   }
 
   override _destroy(err: Error | null, callback: (err?: Error | null) => void): void {
+    clearTimeout(this.idle);
     // An error (not an end) tells the node to cut the replica's connection.
     if (!this.outgoing.writableFinished) this.outgoing.destroy(err ?? new Error("closed"));
     this.incoming?.destroy();
     callback(err);
+  }
+
+  /** As net.Socket's: 'timeout' after `ms` without bytes either way (the agent closes an idle pooled connection on it). */
+  setTimeout(ms: number, callback?: () => void): this {
+    clearTimeout(this.idle);
+    this.idle = undefined;
+    this.timeout = ms;
+    if (callback) this[ms ? "once" : "removeListener"]("timeout", callback);
+    if (ms > 0 && !this.destroyed) this.idle = setTimeout(() => this.emit("timeout"), ms).unref();
+    return this;
   }
 
   // What http's client calls on a socket; a tunnel has no options of its own.
@@ -72,9 +109,6 @@ export class Tunnel extends Duplex {
     return this;
   }
   setKeepAlive(): this {
-    return this;
-  }
-  setTimeout(): this {
     return this;
   }
   ref(): this {
@@ -85,21 +119,32 @@ export class Tunnel extends Duplex {
   }
 }
 
-/** An agent whose every connection is a new tunnel to one replica; `inflight` counts those open. */
+/**
+ * The agent of one replica: keep-alive tunnels (a request reuses an idle one, last used first, so
+ * few stay open; one idle IDLE_TUNNEL_MS closes), and `inflight`, the requests in flight there.
+ */
 export class ReplicaAgent extends http.Agent {
   inflight = 0;
 
-  constructor(private readonly call: ServeCall) {
-    super({ keepAlive: false });
+  constructor(
+    private readonly call: ServeCall,
+    idleMs = IDLE_TUNNEL_MS,
+  ) {
+    super({ keepAlive: true, scheduling: "lifo", timeout: idleMs });
   }
 
   override createConnection(): Duplex {
     const tunnel = new Tunnel(this.call);
     // The request that uses it hears its errors; one before the request listens must not go unhandled.
     tunnel.on("error", () => undefined);
-    this.inflight += 1;
-    tunnel.once("close", () => (this.inflight -= 1));
     return tunnel;
+  }
+
+  /** http's: every request passes here once, and its 'close' comes once (answered, failed or cancelled). */
+  addRequest(req: http.ClientRequest, options: unknown): void {
+    this.inflight += 1;
+    req.once("close", () => (this.inflight -= 1));
+    (http.Agent.prototype as unknown as { addRequest(r: http.ClientRequest, o: unknown): void }).addRequest.call(this, req, options);
   }
 }
 
