@@ -30,11 +30,15 @@ export function restBasesOf(schemas: ReadonlyArray<readonly [name: string, schem
   return bases;
 }
 
-/** The service whose routes `path` (without query) falls under, if any. */
+/**
+ * The service whose routes `path` (without query) falls under, if any: the longest base that
+ * holds it, so a service may own a path under another's base (metrics' /gpu/status/history).
+ */
 export function serviceOwning(path: string, bases: readonly RestBase[]): string | undefined {
-  for (const [base, service] of bases) {
-    const prefix = API_PREFIX + base;
-    if (path === prefix || path.startsWith(`${prefix}/`)) return service;
+  let owner: RestBase | undefined;
+  for (const entry of bases) {
+    const prefix = API_PREFIX + entry[0];
+    if ((path === prefix || path.startsWith(`${prefix}/`)) && entry[0].length > (owner?.[0].length ?? -1)) owner = entry;
   }
-  return undefined;
+  return owner?.[1];
 }

@@ -5,6 +5,8 @@
  * `gpu-scheduler.stats`, `dbaas.stats` and `usage.stats` actions every METRICS_COLLECT_INTERVAL_S.
  * A service that is not running simply leaves its metrics unset. Run one replica: counters from
  * events are counted where they arrive.
+ * It also keeps each card's utilisation and memory over the last hour for the console's cluster
+ * chart (history.ts, GET /api/gpu/status/history), whether or not the Prometheus endpoint is on.
  */
 import type { Context, Service, ServiceBroker, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import { brokerEnv } from "../../lib/settings";
@@ -18,10 +20,13 @@ import { USAGE_STATS_ACTION } from "../usage/stats";
 import { INFERENCE_COMPLETED } from "../../lib/event-names";
 import { isInferenceCompleted } from "../inference/events";
 import { dbaasStatsOf, GpuTelemetry, inferenceLabels, schedulerStatsOf, usageStatsOf } from "./telemetry";
+import { GpuHistory, MAX_CARDS } from "./history";
+import { GpuStatusHistory } from "./contract";
 
 type MetricsThis = Service & {
   config: MetricsSettings;
   telemetry: GpuTelemetry;
+  history: GpuHistory;
   refusals: RefusalLog;
   timer?: NodeJS.Timeout;
   enabled: boolean;
@@ -47,6 +52,34 @@ function setCounts(
 const MetricsService: ServiceSchema<ServiceSettingSchema, MetricsThis> = {
   name: "metrics",
 
+  settings: {
+    // Beyond the contract (docs/jobs.md): a base of its own under gpu-scheduler's /gpu, so that while this
+    // service is down the gateway answers 503 for it alone (lib/service-routes.ts: the longest base owns a path).
+    rest: "/gpu/status/history",
+  },
+
+  actions: {
+    gpuHistory: {
+      rest: "GET /",
+      auth: "required",
+      scope: "jobs:read", // as GET /api/gpu/status
+      openapi: {
+        tag: "gpu",
+        summary: "Each card's utilization and memory over the last hour",
+        description:
+          "One sample per card per `bucketSeconds` (the mean of its node's heartbeats in that bucket), over the last `windowSeconds`, oldest first. " +
+          "Kept in memory by the metrics service from the moment it starts (a restart begins anew); a card not heard from for a whole window is left out. " +
+          "503 SERVICE_UNAVAILABLE while the metrics service is not running.",
+        status: 200,
+        response: GpuStatusHistory,
+      },
+      handler(this: MetricsThis): GpuStatusHistory {
+        const { bucketMs, windowMs } = this.history;
+        return { bucketSeconds: bucketMs / 1000, windowSeconds: windowMs / 1000, gpus: this.history.snapshot(Date.now()) };
+      },
+    },
+  },
+
   events: {
     // First figures as soon as a service appears, rather than at the next tick.
     "$services.changed"(this: MetricsThis) {
@@ -54,13 +87,15 @@ const MetricsService: ServiceSchema<ServiceSettingSchema, MetricsThis> = {
     },
 
     [HEARTBEAT_EVENT](this: MetricsThis, ctx: Context<unknown>) {
-      if (!this.enabled) return;
       const checked = checkHeartbeat(ctx.params);
       if (!checked.ok) return void this.refusals.refused("gpu-node heartbeat", ctx.nodeID ?? "this process", checked.field);
       const hb = checked.value;
       // ctx.nodeID is the sender the transporter verified: a node reports only its own cards.
       if (hb.nodeId !== ctx.nodeID) return void this.logger.warn(`Ignoring a heartbeat for ${hb.nodeId} sent by ${ctx.nodeID}`);
-      this.telemetry.record(hb, Date.now());
+      const now = Date.now();
+      this.history.record(hb.cards, now);
+      if (!this.enabled) return;
+      this.telemetry.record(hb, now);
       this.publishGpus();
     },
 
@@ -146,6 +181,8 @@ const MetricsService: ServiceSchema<ServiceSettingSchema, MetricsThis> = {
   created(this: MetricsThis) {
     this.config = parseMetricsSettings(brokerEnv(this.broker));
     this.telemetry = new GpuTelemetry();
+    const { historyBucketS, historyWindowS } = this.config;
+    this.history = new GpuHistory({ bucketMs: historyBucketS * 1000, windowMs: historyWindowS * 1000, maxCards: MAX_CARDS });
     this.refusals = new RefusalLog((line) => this.logger.warn(line));
     this.enabled = metricsEnabled(this.broker);
   },

@@ -3,7 +3,8 @@
  * keeps the session (a refused token ends it, in words), the guiding empty states (no model, no job)
  * and no empty reply bubble when the provider fails, a job's page (exit code, error, elapsed then
  * duration, the output once, artifacts downloaded, its array and dependencies), the Deployments and
- * Batches pages showing what the API returns, a simulated card labelled. Screenshots at desktop and
+ * Batches pages showing what the API returns, a simulated card labelled and its history drawn from
+ * the server's (GET /api/gpu/status/history) at page load. Screenshots at desktop and
  * phone widths go to test-results/console/.
  */
 import fs from "fs";
@@ -47,8 +48,16 @@ describe("console - resources, sessions and empty states in Chromium", () => {
     fs.mkdirSync(SHOTS, { recursive: true });
     ollama = await new OllamaStandin().start();
     platform = await startTestPlatform({
-      services: ["api-gateway", "auth", "gpu-scheduler", "gpu-node", "inference"],
-      env: sandboxedGpuEnv(work, { OLLAMA_URL: ollama.url, MODELS_CACHE_S: "1", BATCH_POLL_MS: "50", DEPLOYMENTS_TICK_MS: "200" }),
+      services: ["api-gateway", "auth", "gpu-scheduler", "gpu-node", "inference", "metrics"],
+      // The cluster history in 1 s buckets over 10 minutes (more than this file runs, so a live sample always adds a column): hundreds of columns, a sample per heartbeat.
+      env: sandboxedGpuEnv(work, {
+        OLLAMA_URL: ollama.url,
+        MODELS_CACHE_S: "1",
+        BATCH_POLL_MS: "50",
+        DEPLOYMENTS_TICK_MS: "200",
+        METRICS_HISTORY_BUCKET_S: "1",
+        METRICS_HISTORY_WINDOW_S: "600",
+      }),
     });
     for (const [method, route] of [
       ["POST", "/api/auth/register"],
@@ -261,19 +270,47 @@ describe("console - resources, sessions and empty states in Chromium", () => {
     await shots("16-batches");
   });
 
-  it("console - cluster: a simulated card says so; its utilization and memory drawn over time", async () => {
+  it("console - cluster: a simulated card says so; its utilization and memory over the server's history, drawn at page load, then live", async () => {
+    // A job before the page is opened: the card's busy seconds are in the server's history only.
+    const opened = Date.now();
+    const job = (await http(platform.baseUrl, "POST", "/api/gpu/jobs", { token, body: { command: "sleep 2" } })).body;
+    await waitFor(async () => (await http(platform.baseUrl, "GET", `/api/gpu/jobs/${job.id}`, { token })).body.status === "completed", {
+      timeoutMs: 30_000,
+      message: "the job done",
+    });
+    await waitFor(
+      async () =>
+        (await http(platform.baseUrl, "GET", "/api/gpu/status/history", { token })).body.gpus[0]?.samples.some(
+          (s: { utilization: number }) => s.utilization > 0,
+        ),
+      {
+        message: "a busy sample in the server's history",
+      },
+    );
     await open("cluster");
     const card = page.locator("article.gpu");
     await card.first().waitFor();
     expect(await card.locator(".badge.simulated").textContent()).toBe("simulated");
-    // A sample per refresh (every 3 s): the second one adds a column to each row.
-    const memory = card.getByRole("img", { name: /^Memory over the last/ });
-    await waitFor(async () => (await memory.locator(".col").count()) >= 2, { timeoutMs: 10_000, message: "two samples" });
+    // At once, no refresh waited for: a column per sample the server had (the last bucket may take the first live one,
+    // or the live one add a column), the busy ones from before the page was opened included.
     const util = card.getByRole("img", { name: /^Utilization over the last/ });
-    expect(await util.locator(".col").count()).toBeGreaterThanOrEqual(2);
+    const drawn = (await util.locator(".col").evaluateAll((cols) => cols.map((c) => Number(c.getAttribute("data-value"))))).slice(0, -2);
+    const served = (await http(platform.baseUrl, "GET", "/api/gpu/status/history", { token })).body.gpus[0].samples as Array<{
+      at: string;
+      utilization: number;
+    }>;
+    expect(drawn.length).toBeGreaterThan(5);
+    expect(drawn).toEqual(served.slice(0, drawn.length).map((s) => Math.round(s.utilization)));
+    expect(Math.max(...drawn)).toBeGreaterThan(0);
+    expect(Date.parse(served[0].at)).toBeLessThan(opened);
+    expect(await card.locator("figcaption").textContent()).toBe("Every 1 s over the last 10 min, kept by the server; live while the console is open");
+    // Then live: each refresh (every 3 s) adds its bucket's column.
+    const memory = card.getByRole("img", { name: /^Memory over the last/ });
+    const before = await memory.locator(".col").count();
+    await waitFor(async () => (await memory.locator(".col").count()) > before, { timeoutMs: 10_000, message: "a live sample" });
     expect(await memory.getAttribute("aria-label")).toMatch(/^Memory over the last \d+ samples: now \d+ %, at most \d+ %$/);
     await shots("17-cluster-history");
-  });
+  }, 60_000);
 
   it("console - nothing failed in the page but the API's refusals and the provider failure caused on purpose", () => {
     expect(problems.filter((p) => !/status of (4\d\d|502)/.test(p))).toEqual([]);

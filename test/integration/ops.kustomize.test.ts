@@ -1,24 +1,24 @@
 /**
  * k8s/ as a kustomize base with an example overlay: scripts/k8s-secrets.sh writes the overlay's
  * secrets, `kubectl kustomize` renders it (offline), and the result holds every expected object,
- * valid against the Kubernetes schemas (kubernetes-models), the overlay's image everywhere the
- * platform runs, and no CHANGE-ME left.
+ * each valid against the Kubernetes schema of its apiVersion and kind (test/support/k8s-schemas.ts:
+ * required fields and types, offline), a kind with no schema there failing; the overlay's image everywhere the platform runs, and no CHANGE-ME left.
  */
 import { execFileSync } from "child_process";
 import fs from "fs";
 import os from "os";
 import path from "path";
 import { parseAllDocuments } from "yaml";
-import { Deployment } from "kubernetes-models/apps/v1/Deployment";
-import { DaemonSet } from "kubernetes-models/apps/v1/DaemonSet";
-import { StatefulSet } from "kubernetes-models/apps/v1/StatefulSet";
-import { ConfigMap } from "kubernetes-models/v1/ConfigMap";
-import { Secret } from "kubernetes-models/v1/Secret";
+import { validateK8sObject } from "../support/k8s-schemas";
 import { SERVICE_REGISTRY } from "../../moleculer.config";
 import { ROOT } from "../support/platform";
 
 type Obj = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string }; spec?: any; data?: Record<string, string> };
-const MODELS: Record<string, new (data: any) => { validate(): void }> = { Deployment, DaemonSet, StatefulSet, ConfigMap, Secret };
+// kustomize folds long base64 values over lines; Kubernetes' decoder skips the newlines, the schema's "byte" format does not.
+const unfolded = (o: Obj) =>
+  o.kind === "Secret" && o.data ? { ...o, data: Object.fromEntries(Object.entries(o.data).map(([k, v]) => [k, v.replace(/\s/g, "")])) } : o;
+
+const validate = (o: Obj) => validateK8sObject(unfolded(o));
 
 function render(): { objects: Obj[]; text: string } {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kustomize-"));
@@ -38,18 +38,36 @@ describe("ops kustomize - the example overlay renders", () => {
   const find = (kind: string, name: string) => objects.find((o) => o.kind === kind && o.metadata.name === name);
   const decoded = (o: Obj | undefined, key: string) => Buffer.from((o?.data?.[key] ?? "").replace(/\s/g, ""), "base64").toString();
 
-  test("ops kustomize - every object of the base, valid against the Kubernetes schemas", () => {
+  test("ops kustomize - every object of the base, each valid against the schema of its apiVersion and kind", () => {
     const base = fs.readdirSync(path.join(ROOT, "k8s/base")).filter((f) => f !== "kustomization.yaml");
     const inBase = base.flatMap((f) => parseAllDocuments(fs.readFileSync(path.join(ROOT, "k8s/base", f), "utf8")).map((d) => d.toJS() as Obj)).filter(Boolean);
     expect(objects.map((o) => `${o.kind}/${o.metadata.namespace}/${o.metadata.name}`).sort()).toEqual(
       inBase.map((o) => `${o.kind}/${o.metadata.namespace}/${o.metadata.name}`).sort(),
     );
-    // kustomize folds long base64 values over lines; Kubernetes' decoder skips the newlines, the schema's "byte" format does not.
-    const unfolded = (o: Obj) =>
-      o.kind === "Secret" && o.data ? { ...o, data: Object.fromEntries(Object.entries(o.data).map(([k, v]) => [k, v.replace(/\s/g, "")])) } : o;
-    for (const o of objects.filter((x) => MODELS[x.kind])) new MODELS[o.kind](unfolded(o)).validate();
+    for (const o of objects) validate(o);
     const workloads = objects.filter((o) => ["Deployment", "DaemonSet"].includes(o.kind)).map((o) => o.metadata.name);
     for (const service of Object.keys(SERVICE_REGISTRY)) expect(workloads).toContain(service);
+  });
+
+  test("ops kustomize - the check can fail: an unknown kind or apiVersion, a required field missing, a field of the wrong type", () => {
+    const first = (kind: string) => objects.find((o) => o.kind === kind)!;
+    expect(() => validate({ ...first("ConfigMap"), kind: "CronTab" })).toThrow(/^v1 CronTab \S+: no schema for this kind here \(known: v1 Namespace, /);
+    expect(() => validate({ ...first("HorizontalPodAutoscaler"), apiVersion: "autoscaling/v2beta1" })).toThrow(/no schema for this kind here/);
+    const kinds = [...new Set(objects.map((o) => o.kind))];
+    expect(kinds.length).toBeGreaterThanOrEqual(12);
+    // Every kind present: its schema is applied (a name that is not a string is refused), and its required fields are.
+    for (const kind of kinds) {
+      const o = first(kind);
+      expect(() => validate({ ...o, metadata: { ...o.metadata, name: 42 as unknown as string } })).toThrow(/metadata\/name must be string/);
+    }
+    const hpa = first("HorizontalPodAutoscaler");
+    expect(() => validate({ ...hpa, spec: { ...hpa.spec, maxReplicas: undefined } })).toThrow(
+      /must have required property 'maxReplicas'|required property maxReplicas/,
+    );
+    const service = first("Service");
+    expect(() => validate({ ...service, spec: { ...service.spec, ports: [{ name: "no-port" }] } })).toThrow(/required property port/);
+    const deployment = first("Deployment");
+    expect(() => validate({ ...deployment, spec: { ...deployment.spec, replicas: "two" } })).toThrow(/spec\/replicas must be integer/);
   });
 
   test("ops kustomize - the overlay's image on every platform container; secrets generated, no CHANGE-ME", () => {

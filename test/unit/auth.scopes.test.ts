@@ -86,6 +86,7 @@ const EXPECTED: Record<string, string> = {
   "inference.v1FilesDelete": "inference",
   "inference.v1FilesGet": "inference",
   "inference.v1FilesList": "inference",
+  "metrics.gpuHistory": "jobs:read",
   "usage.summary": "usage:read",
   "usage.quotas": "usage:read",
   "usage.adminAccounts": TOKEN_FREE,

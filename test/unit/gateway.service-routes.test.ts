@@ -36,6 +36,10 @@ describe("gateway - which service owns a path", () => {
   const cases: Array<[string, string | undefined]> = [
     ["/api/gpu/jobs", "gpu-scheduler"],
     ["/api/gpu", "gpu-scheduler"],
+    ["/api/gpu/status", "gpu-scheduler"],
+    // A base under another's: the longest one holding the path owns it.
+    ["/api/gpu/status/history", "metrics"],
+    ["/api/gpu/status/historyx", "gpu-scheduler"],
     ["/api/models/infer", "inference"],
     ["/api/databases/1234", "dbaas"],
     ["/api/snapshots", "dbaas"],

@@ -103,6 +103,8 @@ export class CiPlatform {
   getArray = (id: string) => this.api("get", "/api/gpu/arrays/{id}", { path: { id } });
   cancelArray = (id: string) => this.api("post", "/api/gpu/arrays/{id}/cancel", { path: { id } });
   clusterStatus = () => this.api("get", "/api/gpu/status", {});
+  /** Each card's utilization and memory per bucket over the last hour (kept by the metrics service; 503 while it is not running). */
+  clusterHistory = () => this.api("get", "/api/gpu/status/history", {});
 
   // schedules of GPU jobs
   createSchedule = (body: ScheduleRequest) => this.api("post", "/api/gpu/schedules", { body });
