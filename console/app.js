@@ -8,11 +8,13 @@ import { modelsPage } from "./models.js";
 import { databasesPage } from "./databases.js";
 import { deploymentsPage } from "./deployments.js";
 import { batchesPage } from "./batches.js";
+import { schedulesPage } from "./schedules.js";
 import { usagePage } from "./usage.js";
 import { settingsPage } from "./settings.js";
 
 const PAGES = [
   ["jobs", "Jobs", jobsPage],
+  ["schedules", "Schedules", schedulesPage],
   ["cluster", "Cluster", clusterPage],
   ["models", "Models", modelsPage],
   ["deployments", "Deployments", deploymentsPage],
