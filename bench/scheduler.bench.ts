@@ -14,18 +14,20 @@
  * runs it on the shared plain NATS, then on the authenticated, permissioned bus without and with
  * TLS (its own nats-server, a user per gpu-node), and prints the cost of bus security (goal:
  * ≤ 10 % loss); `plain`, `auth` or `secure` runs one. Then, if present, the Docker executor's start overhead against a
- * bare `docker run` (bench/docker-executor.bench.ts).
+ * bare `docker run` (bench/docker-executor.bench.ts). BENCH_MODE `preempt` (part of the default):
+ * the pure placement pass with 1,000 preemptible jobs running and 100 waiting (bench/scheduler-preemption.ts).
  */
 import { existsSync } from "fs";
 import path from "path";
 import { budgetLines, jobCost, windowS } from "./lib/job-cost";
 import { BusMode, completed, CONCURRENCY, drained, fmt, now, quantile, startCluster, times, verdict } from "./scheduler-cluster";
 import { runDeepQueue, runFairness } from "./scheduler-deep";
+import { runPreemptionPass } from "./scheduler-preemption";
 
 const ALL_MODES: BusMode[] = ["plain", "auth", "secure"];
 const BUS_MODES: BusMode[] = ALL_MODES.includes(process.env.BENCH_BUS as BusMode) ? [process.env.BENCH_BUS as BusMode] : ALL_MODES;
-/** BENCH_MODE: `throughput` (default: the latency and throughput runs below), `deep`, `fair`, or several, comma-separated. */
-const BENCH_MODES = (process.env.BENCH_MODE || "throughput").split(",").map((m) => m.trim());
+/** BENCH_MODE: `throughput` (the latency and throughput runs below), `preempt`, `deep`, `fair`, or several, comma-separated (default `preempt,throughput`). */
+const BENCH_MODES = (process.env.BENCH_MODE || "preempt,throughput").split(",").map((m) => m.trim());
 // Two runs in one: half the jobs each by default, so the whole stays about a minute.
 const SCALE = BUS_MODES.length === 2 ? 0.5 : 1;
 const NODES = Number(process.env.BENCH_NODES || 100);
@@ -120,6 +122,7 @@ async function runCluster(mode: BusMode): Promise<Figures> {
 async function main() {
   const started = Date.now();
   const results = new Map<BusMode, Figures>();
+  if (BENCH_MODES.includes("preempt")) runPreemptionPass();
   if (BENCH_MODES.includes("deep") || BENCH_MODES.includes("fair")) {
     // The deep-queue and fairness modes share one cluster on plain NATS (bench/scheduler-deep.ts).
     const cluster = await startCluster("plain", NODES, { QUOTA_QUEUED_JOBS: "1000000" });

@@ -8,7 +8,9 @@
  *   submitters, first submit → all seen completed (both polled every 50 ms), and submit → running
  *   under that load.
  * For the platform, the per-job cost budget of the throughput run (bench/lib/job-cost.ts: CPU, SQL,
- * bus messages, rows). Then the ratios. The platform runs first and is stopped before Slurm
+ * bus messages, rows). Then an array of BENCH_ARRAY (default 10,000) jobs doing nothing, one
+ * submission each side (bench/slurm/arrays.ts): submit time and submit → all completed. BENCH_PARTS
+ * (`jobs,array`, the default, or one of them) picks the parts. Then the ratios. The platform runs first and is stopped before Slurm
  * starts, so neither loads the other. The Slurm daemons are stopped at the end, also on failure or Ctrl-C.
  * Needs root (the Slurm daemons and apt), bubblewrap, PostgreSQL. BENCH_SLURM=skip measures the
  * platform alone; BENCH_PROFILE_DIR writes a CPU profile of the platform's process there.
@@ -18,6 +20,7 @@ import os from "os";
 import path from "path";
 import { waitFor } from "../test/support/platform";
 import { budgetLines, jobCost, windowS } from "./lib/job-cost";
+import { ArrayFigures, arrayRatioLines, measureArray } from "./slurm/arrays";
 import { GPUS, PlatformSide, Side, SlurmSide } from "./slurm/sides";
 
 const JOBS = Number(process.env.BENCH_JOBS || 2000);
@@ -25,6 +28,7 @@ const LATENCY_JOBS = Number(process.env.BENCH_LATENCY_JOBS || 30);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY || 8);
 const WARMUP_JOBS = 16;
 const POLL_MS = 50;
+const PARTS = (process.env.BENCH_PARTS || "jobs,array").split(",").map((p) => p.trim());
 
 const now = () => performance.timeOrigin + performance.now();
 const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
@@ -98,6 +102,24 @@ async function measure(side: Side): Promise<Figures> {
   return figures;
 }
 
+type Both = { jobs?: Figures; array?: ArrayFigures };
+
+/** The parts asked for (PARTS), on one side. */
+async function measureParts(side: Side): Promise<Both> {
+  return {
+    jobs: PARTS.includes("jobs") ? await measure(side) : undefined,
+    array: PARTS.includes("array") ? await measureArray(side) : undefined,
+  };
+}
+
+function ratioLines(ours: Figures, theirs: Figures): string[] {
+  return [
+    `  throughput: ${fmt(ours.jobsPerS)} / ${fmt(theirs.jobsPerS)} jobs/s = ${fmt(ours.jobsPerS / theirs.jobsPerS, 2)}× Slurm's`,
+    `  submit → running, idle: p50 ${fmt(ours.idleP50)} / ${fmt(theirs.idleP50)} ms = ${fmt(theirs.idleP50 / ours.idleP50, 2)}× lower, p99 ${fmt(ours.idleP99)} / ${fmt(theirs.idleP99)} ms = ${fmt(theirs.idleP99 / ours.idleP99, 2)}× lower`,
+    `  submit → running under load: p50 ${fmt(ours.loadP50)} / ${fmt(theirs.loadP50)} ms = ${fmt(theirs.loadP50 / ours.loadP50, 2)}× lower`,
+  ];
+}
+
 async function main() {
   const started = Date.now();
   const work = mkdtempSync(path.join(os.tmpdir(), "bench-slurm-"));
@@ -115,23 +137,20 @@ async function main() {
   try {
     console.log(`bench:slurm — one host, ${GPUS} GPUs (fake device files for Slurm, simulated cards for the platform), ${os.cpus().length} CPU cores\n`);
     platform = await PlatformSide.start(path.join(work, "platform"));
-    const ours = await measure(platform);
+    const ours = await measureParts(platform);
     await platform.stop();
     platform = undefined;
     // BENCH_SLURM=skip: the platform alone (its figures and cost budget, no ratios), e.g. for profiles.
     if (process.env.BENCH_SLURM === "skip") return;
     slurm = new SlurmSide(path.join(work, "slurm"));
     await slurm.start();
-    const theirs = await measure(slurm);
+    const theirs = await measureParts(slurm);
     await slurm.stop();
     slurm = undefined;
 
     console.log("platform against Slurm");
-    console.log(`  throughput: ${fmt(ours.jobsPerS)} / ${fmt(theirs.jobsPerS)} jobs/s = ${fmt(ours.jobsPerS / theirs.jobsPerS, 2)}× Slurm's`);
-    console.log(
-      `  submit → running, idle: p50 ${fmt(ours.idleP50)} / ${fmt(theirs.idleP50)} ms = ${fmt(theirs.idleP50 / ours.idleP50, 2)}× lower, p99 ${fmt(ours.idleP99)} / ${fmt(theirs.idleP99)} ms = ${fmt(theirs.idleP99 / ours.idleP99, 2)}× lower`,
-    );
-    console.log(`  submit → running under load: p50 ${fmt(ours.loadP50)} / ${fmt(theirs.loadP50)} ms = ${fmt(theirs.loadP50 / ours.loadP50, 2)}× lower`);
+    if (ours.jobs && theirs.jobs) console.log(ratioLines(ours.jobs, theirs.jobs).join("\n"));
+    if (ours.array && theirs.array) console.log(arrayRatioLines(ours.array, theirs.array).join("\n"));
   } finally {
     await platform?.stop().catch((err) => console.error(`stopping the platform: ${err}`));
     await slurm?.stop().catch((err) => console.error(`stopping Slurm: ${err}`));

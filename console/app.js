@@ -9,11 +9,13 @@ import { databasesPage } from "./databases.js";
 import { deploymentsPage } from "./deployments.js";
 import { deploymentPage } from "./deployment-page.js";
 import { batchesPage } from "./batches.js";
+import { schedulesPage } from "./schedules.js";
 import { usagePage } from "./usage.js";
 import { settingsPage } from "./settings.js";
 
 const PAGES = [
   ["jobs", "Jobs", jobsPage],
+  ["schedules", "Schedules", schedulesPage],
   ["cluster", "Cluster", clusterPage],
   ["models", "Models", modelsPage],
   ["deployments", "Deployments", deploymentsPage],

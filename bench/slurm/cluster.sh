@@ -101,6 +101,7 @@ SchedulerType=sched/backfill
 SchedulerParameters=batch_sched_delay=0
 MinJobAge=10
 MaxJobCount=100000
+MaxArraySize=10001
 ReturnToService=2
 NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem Gres=gpu:$GPUS State=UNKNOWN
 PartitionName=bench Nodes=$host Default=YES MaxTime=INFINITE OverSubscribe=FORCE:$GPUS State=UP

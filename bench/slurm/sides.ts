@@ -9,7 +9,7 @@
  *   box), jobs through POST /api/gpu/jobs, completions from its database, start times from the job logs.
  */
 import { execFile } from "child_process";
-import { existsSync, readFileSync } from "fs";
+import { closeSync, existsSync, openSync, readFileSync, readSync } from "fs";
 import path from "path";
 import { promisify } from "util";
 import { Client } from "pg";
@@ -20,6 +20,8 @@ const run = promisify(execFile);
 /** What every job runs: its start, by the host clock, in nanoseconds. */
 export const JOB_COMMAND = "date +%s%N";
 export const GPUS = 8;
+/** What every job of the array runs: nothing (the cost of the array itself, not of its work). */
+export const ARRAY_COMMAND = "true";
 
 export interface Side {
   readonly name: string;
@@ -29,6 +31,11 @@ export interface Side {
   completed(ids: string[]): Promise<boolean>;
   /** When each job started (epoch ms, from the line it printed). */
   startTimes(ids: string[]): Promise<Map<string, number>>;
+  /**
+   * Submits one array of `count` jobs running ARRAY_COMMAND (one submission); resolves once it was
+   * accepted with a probe: how many of its jobs completed so far (it throws when one ended otherwise).
+   */
+  submitArray(count: number): Promise<() => Promise<number>>;
   stop(): Promise<void>;
 }
 
@@ -47,6 +54,34 @@ export function jobCompStates(log: string): Map<string, string> {
     if (m) states.set(m[1], m[2]);
   }
   return states;
+}
+
+/** Final states appended to Slurm's job completion log since `from` (its size at the start), read as they come. */
+class JobCompTail {
+  private readonly states = new Map<string, string>();
+  private rest = "";
+  constructor(
+    private readonly file: string,
+    private offset: number,
+  ) {}
+
+  /** The states of the jobs completed since the start, by id (`| COMPLETED` and others). */
+  read(): Map<string, string> {
+    if (!existsSync(this.file)) return this.states;
+    const fd = openSync(this.file, "r");
+    try {
+      const buf = Buffer.alloc(1 << 20);
+      for (let n; (n = readSync(fd, buf, 0, buf.length, this.offset)) > 0; this.offset += n) {
+        const text = this.rest + buf.toString("utf8", 0, n);
+        const cut = text.lastIndexOf("\n") + 1;
+        for (const [id, state] of jobCompStates(text.slice(0, cut))) this.states.set(id, state);
+        this.rest = text.slice(cut);
+      }
+    } finally {
+      closeSync(fd);
+    }
+    return this.states;
+  }
 }
 
 export class SlurmSide implements Side {
@@ -89,6 +124,20 @@ export class SlurmSide implements Side {
 
   async startTimes(ids: string[]): Promise<Map<string, number>> {
     return new Map(ids.map((id) => [id, printedStart(readFileSync(path.join(this.dir, `${id}.out`), "utf8"), id)]));
+  }
+
+  /** `sbatch --array=0-(count-1)`: Slurm's fastest way in; its tasks counted in the completion log. */
+  async submitArray(count: number): Promise<() => Promise<number>> {
+    const log = path.join(this.dir, "jobcomp.txt");
+    const tail = new JobCompTail(log, existsSync(log) ? readFileSync(log).length : 0);
+    const args = ["--parsable", `--array=0-${count - 1}`, "--gres=gpu:1", `--chdir=${this.dir}`, "--output=/dev/null", "--wrap", ARRAY_COMMAND];
+    await run("sbatch", args, { env: this.env });
+    return async () => {
+      const states = [...tail.read().values()];
+      const bad = states.filter((s) => s !== "COMPLETED");
+      if (bad.length) throw new Error(`${bad.length} Slurm array jobs ended ${bad[0]}`);
+      return states.length;
+    };
   }
 
   async stop(): Promise<void> {
@@ -177,6 +226,21 @@ export class PlatformSide implements Side {
     );
     if (rows[0].bad) throw new Error(`${rows[0].bad} platform jobs did not complete`);
     return rows[0].n === ids.length;
+  }
+
+  /** One POST with `arrayCount`; its jobs' outcomes counted by the array's own counters (job_arrays). */
+  async submitArray(count: number): Promise<() => Promise<number>> {
+    const body = { command: ARRAY_COMMAND, arrayCount: count };
+    const res = await http(this.base, "POST", "/api/gpu/jobs", { token: this.token, body });
+    if (res.status !== 201) throw new Error(`POST /api/gpu/jobs (array): ${res.status} ${res.text}`);
+    return async () => {
+      const { rows } = await this.db.query<{ completed: number; failed: number; cancelled: number }>(
+        `SELECT completed, failed, cancelled FROM gpu_scheduler.job_arrays WHERE id = $1`,
+        [res.body.arrayId],
+      );
+      if (rows[0].failed || rows[0].cancelled) throw new Error(`${rows[0].failed + rows[0].cancelled} platform array jobs did not complete`);
+      return rows[0].completed;
+    };
   }
 
   async startTimes(ids: string[]): Promise<Map<string, number>> {

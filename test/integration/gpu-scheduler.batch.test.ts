@@ -2,7 +2,10 @@
  * Job arrays and dependencies (issue 30) in the scheduler shell against the real PostgreSQL: a
  * 1,000-job array inserted in one statement and run to the end under its arrayParallelism (the
  * snapshot's SQL and `plan` together), its outcome counters exact; the dependency sweep catching a
- * resolution that was missed. gpu-node is an in-memory NodeClient that ends each job at once.
+ * resolution that was missed; a 10,000-job array cancelled in one statement, every unfinished job
+ * cancelled exactly once (outcome counter, one status change and one webhook delivery each), the
+ * running ones stopped on their node, a second cancel changing nothing (its time printed, not
+ * asserted: bench:array-cancel compares it). gpu-node is an in-memory NodeClient.
  */
 import { randomUUID } from "crypto";
 import type { LoggerInstance } from "moleculer";
@@ -14,6 +17,7 @@ import { toArrayView } from "../../services/gpu-scheduler/api/array-actions";
 import { DependencyResolver } from "../../services/gpu-scheduler/loop/dependency-resolver";
 import { JobWriter } from "../../services/gpu-scheduler/loop/job-writer";
 import { NodeClient, Scheduler } from "../../services/gpu-scheduler/loop/scheduler";
+import type { JobStatusChanged } from "../../services/gpu-scheduler/loop/status-events";
 import { migrations } from "../../services/gpu-scheduler/migrations";
 import { ArraysRepository } from "../../services/gpu-scheduler/store/arrays.repository";
 import { HistoryRepository } from "../../services/gpu-scheduler/store/history.repository";
@@ -26,6 +30,8 @@ import { dropDatabase, testDatabaseUrl, waitFor } from "../support/platform";
 const quiet = { trace() {}, debug() {}, info() {}, warn() {}, error() {}, fatal() {} } as unknown as LoggerInstance;
 const CLIENT = randomUUID();
 const CARDS = Array.from({ length: 8 }, (_, i) => `card-${i}`);
+/** The array cancelled at once (ARRAY_CANCEL_JOBS, default 10,000: the most an array may have). */
+const CANCEL_JOBS = Number(process.env.ARRAY_CANCEL_JOBS || 10_000);
 
 const heartbeat = (runningJobIds: string[] = []): NodeHeartbeat => ({
   nodeId: "n1",
@@ -209,4 +215,92 @@ describe("gpu-scheduler batch - against PostgreSQL", () => {
     expect((await repo.find(b.jobs[0].id))!.status_reason).toMatch(new RegExp(`^dependency ${other.jobs[0].id} failed`));
     repo.dependantsDue = () => undefined;
   });
+
+  test(`gpu-scheduler batch - cancelling a ${CANCEL_JOBS}-job array ends each unfinished job cancelled exactly once, one event and webhook each`, async () => {
+    const changes: JobStatusChanged[] = [];
+    const cancelRepo = new JobsRepository(pool, 3600, (c) => changes.push(...c));
+    const arrayId = randomUUID();
+    // An account and a node of its own: what the tests above left queued or holding cards takes no part.
+    const clientId = randomUUID();
+    const g = group(CANCEL_JOBS, { clientId, array: { id: arrayId, parallelism: null } });
+    for (const j of g.jobs) Object.assign(j, { clientId, spec: { ...j.spec, webhookUrl: "https://hooks.example.com/gpu" } });
+    await submit(g);
+    const { jobs } = g;
+    // Jobs start on the node's cards (the node keeps them running); one more has completed.
+    const stops: string[] = [];
+    const nodes: NodeClient = {
+      async run(_nodeId, p) {
+        setImmediate(
+          () =>
+            void scheduler.applyEvent({ type: "started", jobId: p.jobId, nodeId: "n2", gpuUuid: p.gpuUuid, at: new Date().toISOString(), attempt: p.attempt }),
+        );
+      },
+      async cancel(_nodeId, jobId) {
+        stops.push(jobId);
+        return { stopped: true };
+      },
+    };
+    const scheduler = new Scheduler(cancelRepo, new PlacementRepository(pool), nodes, { now: () => new Date() }, quiet, {
+      nodeTimeoutMs: 30_000,
+      dispatchTimeoutMs: 5_000,
+      warmUpMs: 0,
+    });
+    const own = heartbeat();
+    await scheduler.heartbeat({ ...own, nodeId: "n2", cards: own.cards.map((c) => ({ ...c, uuid: `n2-${c.uuid}` })) });
+    await scheduler.schedule({ newJob: true });
+    // Every card of n2 runs a job (jobs the tests above left queued take some): the array's among them.
+    await waitFor(async () => (await pool.query(`SELECT 1 FROM gpu_scheduler.jobs WHERE node_id = 'n2' AND status = 'running'`)).rowCount === CARDS.length, {
+      message: "n2's 8 cards running jobs",
+    });
+    const { rows: mine } = await pool.query<{ id: string }>(`SELECT id FROM gpu_scheduler.jobs WHERE array_id = $1 AND status = 'running'`, [arrayId]);
+    const running = mine.map((r) => r.id);
+    expect(running.length).toBeGreaterThan(0);
+    // Their `running` changes are published after the commit: wait for them before counting the cancel's.
+    await waitFor(() => changes.filter((c) => c.status === "running" && c.clientId === clientId).length === running.length, {
+      message: "the array's running changes",
+    });
+    const done = jobs.find((j) => !running.includes(j.id))!.id;
+    await pool.query(`UPDATE gpu_scheduler.jobs SET status = 'completed', completed_at = now(), exit_code = 0 WHERE id = $1`, [done]);
+    changes.length = 0;
+
+    const t0 = performance.now();
+    const cancelled = await scheduler.cancelArray(arrayId, "the array was cancelled");
+    const ms = performance.now() - t0;
+    console.log(`array cancel: ${CANCEL_JOBS} jobs (${running.length} running) cancelled in ${ms.toFixed(0)} ms`);
+
+    expect(cancelled).toBe(CANCEL_JOBS - 1);
+    const counts = await pool.query(`SELECT total, completed, failed, cancelled FROM gpu_scheduler.job_arrays WHERE id = $1`, [arrayId]);
+    expect(counts.rows[0]).toEqual({ total: CANCEL_JOBS, completed: 1, failed: 0, cancelled: CANCEL_JOBS - 1 });
+    const statuses = await pool.query(
+      `SELECT status, status_reason, count(*)::int AS n, count(completed_at)::int AS ended FROM gpu_scheduler.jobs WHERE array_id = $1 GROUP BY 1, 2 ORDER BY 1`,
+      [arrayId],
+    );
+    expect(statuses.rows).toEqual([
+      { status: "cancelled", status_reason: "the array was cancelled", n: CANCEL_JOBS - 1, ended: CANCEL_JOBS - 1 },
+      { status: "completed", status_reason: null, n: 1, ended: 1 },
+    ]);
+    // One public change per job, from what the client saw before (running or queued) to cancelled.
+    expect(changes).toHaveLength(CANCEL_JOBS - 1);
+    expect(new Set(changes.map((c) => c.jobId)).size).toBe(CANCEL_JOBS - 1);
+    expect(changes.every((c) => c.status === "cancelled" && c.webhook === true && c.clientId === clientId)).toBe(true);
+    expect(
+      changes
+        .filter((c) => c.previous === "running")
+        .map((c) => c.jobId)
+        .sort(),
+    ).toEqual([...running].sort());
+    const hooks = await pool.query(
+      `SELECT count(*)::int AS n, count(DISTINCT job_id)::int AS jobs FROM gpu_scheduler.webhook_deliveries WHERE type = 'job.cancelled'`,
+    );
+    expect(hooks.rows[0]).toEqual({ n: CANCEL_JOBS - 1, jobs: CANCEL_JOBS - 1 });
+    // The running jobs are stopped on their node; their card stays held until the node confirms.
+    await waitFor(() => stops.length === running.length, { message: "the running jobs stopped on the node" });
+    expect(stops.sort()).toEqual([...running].sort());
+
+    // A second cancel finds nothing left to change.
+    changes.length = 0;
+    expect(await scheduler.cancelArray(arrayId, "the array was cancelled")).toBe(0);
+    expect(changes).toHaveLength(0);
+    await scheduler.stop();
+  }, 120_000);
 });

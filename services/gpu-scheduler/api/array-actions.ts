@@ -36,6 +36,6 @@ export async function getArray(app: SchedulerApp, ctx: Ctx): Promise<JobArrayVie
 /** Cancels every job of the array not finished yet (none left: the view as it is, 200). */
 export async function cancelArray(app: SchedulerApp, ctx: Ctx): Promise<JobArrayView> {
   const array = await own(app, ctx);
-  await app.scheduler.cancelAll(await app.arrays.unfinished(array.id), "the array was cancelled");
+  await app.scheduler.cancelArray(array.id, "the array was cancelled");
   return toArrayView(array.id, array.total, await app.arrays.members(array.id));
 }

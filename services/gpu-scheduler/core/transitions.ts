@@ -131,12 +131,22 @@ export type CancelOutcome =
       stopOnNode: boolean;
     };
 
+/**
+ * What a client's cancel writes, the same for every job it applies to (any not finished): so a set
+ * of jobs (an array) is cancelled in one statement, JobsRepository.cancelUnfinished, which selects
+ * the jobs `cancelJob` accepts (not terminal) and stops those on a card (`onCard`) as it does.
+ * The card stays held (holding unchanged) until the node confirms the job is gone.
+ */
+export const cancelPatch = (now: Date, statusReason?: string): JobPatch => ({
+  status: "cancelled",
+  completedAt: now,
+  ...(statusReason !== undefined && { statusReason }),
+});
+
 /** A client's cancel: queued, assigned and running jobs become cancelled at once. */
 export function cancelJob(job: JobState, now: Date, statusReason?: string): CancelOutcome {
   if (isTerminal(job.status)) return { ok: false, reason: "finished" };
-  // The card stays held (holding unchanged) until the node confirms the job is gone.
-  const patch: JobPatch = { status: "cancelled", completedAt: now, ...(statusReason !== undefined && { statusReason }) };
-  return { ok: true, patch, stopOnNode: onCard(job.status) };
+  return { ok: true, patch: cancelPatch(now, statusReason), stopOnNode: onCard(job.status) };
 }
 
 /**

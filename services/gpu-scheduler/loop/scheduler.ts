@@ -13,6 +13,7 @@ import { EventApplier, EventStore } from "./event-applier";
 import { HeartbeatInbox } from "./heartbeat-inbox";
 import { Housekeeping, HousekeepingStore, LostNodeBook } from "./housekeeping";
 import type { JobRow } from "../store/job-row";
+import type { JobsRepository } from "../store/jobs.repository";
 import { CAS_ATTEMPTS, JobWriter } from "./job-writer";
 import { KnownStates } from "./known-states";
 import { NodeStopper } from "./node-stopper";
@@ -22,16 +23,14 @@ import type { Waiting } from "../core/placement";
 import { PlacementLoop, PlacementStore } from "./placement-loop";
 import type { PlatformGrants } from "./platform-grants";
 import type { Clock, NodeClient, SchedulerTimings } from "./ports";
-import { cancelJob } from "../core/transitions";
+import { cancelJob, cancelPatch } from "../core/transitions";
+import { onCard } from "../core/job-state";
 import type { HeldCard, PinnedCard } from "../core/node-cards";
 
 /** `uuid (name, reason)` of each held card, for the log. */
 const heldList = (held: HeldCard[]) => held.map((c) => `${c.uuid} (${c.name}, ${c.reason})`).join(", ");
 
 export type { Clock, NodeClient } from "./ports";
-
-/** Jobs cancelled per compare-and-set by `cancelAll`. */
-const CANCEL_CHUNK = 1000;
 
 export class Scheduler {
   readonly view: ClusterView;
@@ -47,7 +46,7 @@ export class Scheduler {
   private ticking = false;
 
   constructor(
-    private readonly repo: EventStore & HousekeepingStore,
+    private readonly repo: EventStore & HousekeepingStore & Pick<JobsRepository, "cancelUnfinished">,
     places: PlacementStore,
     nodes: NodeClient,
     private readonly clock: Clock,
@@ -181,24 +180,15 @@ export class Scheduler {
   }
 
   /**
-   * Cancels these jobs at once (an array's unfinished jobs), in chunks of one compare-and-set each;
-   * those on a card are stopped on their node. Returns how many were cancelled here.
+   * Cancels every job of the array not finished yet, in one statement (the state machine's
+   * `cancelPatch`, JobsRepository.cancelUnfinished); those on a card are stopped on their node.
+   * Returns how many were cancelled here.
    */
-  async cancelAll(ids: string[], reason?: string): Promise<number> {
-    let cancelled = 0;
-    for (let i = 0; i < ids.length; i += CANCEL_CHUNK) {
-      const now = this.clock.now();
-      const { written, seen } = await this.writer.applyTo(ids.slice(i, i + CANCEL_CHUNK), (job) => {
-        const outcome = cancelJob(job, now, reason);
-        return outcome.ok ? outcome.patch : null;
-      });
-      for (const id of written.keys()) {
-        const was = seen.get(id)!;
-        if (was.nodeId && (was.status === "assigned" || was.status === "running")) void this.stopper.stop(id, was.nodeId, was.status === "running");
-      }
-      cancelled += written.size;
-    }
-    return cancelled;
+  async cancelArray(arrayId: string, reason: string): Promise<number> {
+    const written = await this.repo.cancelUnfinished(arrayId, cancelPatch(this.clock.now(), reason));
+    for (const job of written)
+      if (job.node_id && job.seen_status && onCard(job.seen_status)) void this.stopper.stop(job.id, job.node_id, job.seen_status === "running");
+    return written.length;
   }
 
   // --- housekeeping ---

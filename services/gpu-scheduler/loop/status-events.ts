@@ -29,6 +29,9 @@ export type WrittenJob = {
   started_at: Date | null;
   attempts: number;
   webhook_url?: string | null;
+  /** Its node (after the write), and its status before it (a set's write reads it in the statement). */
+  node_id?: string | null;
+  seen_status?: StoredStatus;
   /** It ended here and jobs depend on it (or on its array). */
   dependants?: boolean | null;
 };

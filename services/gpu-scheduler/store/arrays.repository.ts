@@ -26,13 +26,4 @@ export class ArraysRepository {
     );
     return rows;
   }
-
-  /** The array's jobs not finished yet (to cancel). */
-  async unfinished(id: string): Promise<string[]> {
-    const { rows } = await this.db.query<{ id: string }>(
-      `SELECT id FROM gpu_scheduler.jobs WHERE array_id = $1 AND status NOT IN ('completed', 'failed', 'cancelled') ORDER BY id`,
-      [id],
-    );
-    return rows.map((r) => r.id);
-  }
 }

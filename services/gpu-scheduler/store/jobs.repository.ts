@@ -3,13 +3,12 @@ import type { Pool, PoolClient } from "pg";
 import { admit, aheadInAccount, QueuedByPriority, Refusal } from "../core/admission";
 import { normalizeGpuType, requestedGpuType } from "../core/gpu-type";
 import { priorityIndex } from "../../../lib/job-spec";
-import { decayedUsageSql, readHolding } from "./placement.repository";
+import { readHolding } from "./placement.repository";
 import type { JobPatch, JobState, StoredStatus } from "../core/transitions";
-import { JobStatusChanged, statusChanges, WrittenJob } from "../loop/status-events";
+import { JobStatusChanged, SeenState, statusChanges, WrittenJob } from "../loop/status-events";
+import { patchStatementSql, TERMINAL_SQL } from "./patch-statement";
 import { JobReads } from "./job-reads.repository";
-import { JobRow, NewJob, STATE_COLUMNS, toState, usageNameSql } from "./job-row";
-
-const TERMINAL_SQL = `('completed', 'failed', 'cancelled')`;
+import { JobRow, NewJob, STATE_COLUMNS, toState } from "./job-row";
 
 /** The columns an insert's source `u` gives, per job. */
 export const INSERT_SOURCE = "id, client_id, spec, gpu_type, gpu_match, env, priority";
@@ -135,65 +134,18 @@ export class JobsRepository extends JobReads {
     if (!updates.length) return new Set();
     // In id order: concurrent batches lock their rows in one order, so they never wait on each other crosswise.
     updates = [...updates].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-    const set = (field: keyof JobPatch, column: string, cast: string) =>
-      `${column} = CASE WHEN p.patch ? '${field}' THEN (p.patch->>'${field}')${cast} ELSE j.${column} END`;
-    const unplaced = (column: string) => `${column} = CASE WHEN p.patch ? 'nodeId' THEN NULL ELSE j.${column} END`;
-    // A job that started and ends here adds its GPU-seconds to its account's decayed usage (fair share),
-    // and its attempt's time to the usage outbox (the ledger's source, usage-outbox.ts).
     const { rows } = await this.db.query<WrittenJob>(
-      `WITH before AS (SELECT id, ${usageNameSql("jobs")} AS gpu_name FROM gpu_scheduler.jobs WHERE id IN (SELECT (x->>'id')::uuid FROM jsonb_array_elements($1::jsonb) x)),
-       written AS (UPDATE gpu_scheduler.jobs j SET
-         ${set("status", "status", "")}, ${set("holding", "holding", "::boolean")},
-         ${set("attempts", "attempts", "::int")}, ${set("notBefore", "not_before", "::timestamptz")},
-         ${set("startedAt", "started_at", "::timestamptz")}, ${set("completedAt", "completed_at", "::timestamptz")},
-         ${set("exitCode", "exit_code", "::int")}, ${set("output", "output", "")}, ${set("errorMessage", "error_message", "")},
-         ${set("outputBase64", "output_base64", "")}, ${set("statusReason", "status_reason", "")},
-         ${set("preempting", "preempting", "::boolean")}, ${set("preemptions", "preemptions", "::int")},
-         ${unplaced("node_id")}, ${unplaced("gpu_uuid")}, ${unplaced("gpu_uuids")}, ${unplaced("gpu_name")}, ${unplaced("assigned_at")},
-         prior_gpu_seconds = j.prior_gpu_seconds + j.gpu_count * COALESCE(GREATEST(0, EXTRACT(EPOCH FROM
-           (p.patch->'endedAttempt'->>'endedAt')::timestamptz - (p.patch->'endedAttempt'->>'startedAt')::timestamptz)), 0)
-       FROM jsonb_to_recordset($1::jsonb) AS p(id uuid, seen_status text, seen_holding boolean, seen_node text, seen_gpu text, seen_preempting boolean, patch jsonb)
-       -- The ids again as an array: the jobs are found through the primary key (a join alone may be planned as a scan of the table).
-       WHERE j.id = ANY($2::uuid[]) AND j.id = p.id AND j.status = p.seen_status AND j.holding = p.seen_holding
-         AND j.node_id IS NOT DISTINCT FROM p.seen_node AND j.gpu_uuid IS NOT DISTINCT FROM p.seen_gpu
-         -- A preemption asked since the decision's state was read (or remembered) is decided again.
-         AND j.preempting = p.seen_preempting
-       RETURNING j.id, j.client_id, j.status, j.started_at, j.attempts, j.webhook_url, p.seen_status, p.patch->'endedAttempt' AS ended, j.gpu_count AS cards,
-         COALESCE((p.patch->'endedAttempt'->>'attempt')::int, GREATEST(j.attempts, 1)) AS attempt,
-         COALESCE((p.patch->'endedAttempt'->>'startedAt')::timestamptz, j.started_at) AS use_start,
-         COALESCE((p.patch->'endedAttempt'->>'endedAt')::timestamptz, j.completed_at, j.started_at) AS use_end,
-         -- A job that ends with dependants (of it, or of its array) has them resolved after the commit (loop/dependency-resolver.ts).
-         CASE WHEN p.seen_status NOT IN ${TERMINAL_SQL} AND j.status IN ${TERMINAL_SQL} THEN
-           EXISTS (SELECT 1 FROM gpu_scheduler.job_dependencies d WHERE d.on_job = j.id)
-           OR (j.array_id IS NOT NULL AND EXISTS (SELECT 1 FROM gpu_scheduler.job_dependencies d WHERE d.on_array = j.array_id)) END AS dependants,
-         CASE WHEN p.seen_status NOT IN ${TERMINAL_SQL} AND j.status IN ${TERMINAL_SQL} AND j.started_at IS NOT NULL
-           THEN j.gpu_count * GREATEST(extract(epoch FROM COALESCE(j.completed_at, j.started_at) - j.started_at), 0)
-           -- an attempt ended and the job went back to the queue (retry): its time counts too
-           WHEN p.patch ? 'endedAttempt' THEN j.gpu_count * GREATEST(extract(epoch FROM
-             (p.patch->'endedAttempt'->>'endedAt')::timestamptz - (p.patch->'endedAttempt'->>'startedAt')::timestamptz), 0) END AS used),
-       kept AS (INSERT INTO gpu_scheduler.job_attempts (job_id, attempt, node_id, started_at, ended_at, exit_code, output, output_base64, error_message)
-         SELECT w.id, a.attempt, a."nodeId", a."startedAt", a."endedAt", a."exitCode", a.output, a."outputBase64", a."errorMessage"
-         FROM written w, jsonb_to_record(w.ended) AS a(attempt int, "nodeId" text, "startedAt" timestamptz, "endedAt" timestamptz, "exitCode" int,
-           output text, "outputBase64" text, "errorMessage" text)
-         WHERE w.ended IS NOT NULL
-         ON CONFLICT (job_id, attempt) DO NOTHING),
-       usage AS (
-         INSERT INTO gpu_scheduler.account_usage AS u (client_id, gpu_seconds, at)
-         -- In account order: two batches in flight upsert their accounts' rows in one order (no deadlock between them).
-         SELECT client_id, sum(used), now() FROM written WHERE used IS NOT NULL GROUP BY client_id ORDER BY client_id
-         ON CONFLICT (client_id) DO UPDATE SET gpu_seconds = ${decayedUsageSql(this.halfLifeS)} + EXCLUDED.gpu_seconds, at = now()),
-       outbox AS (
-         INSERT INTO gpu_scheduler.usage_outbox (job_id, attempt, client_id, started_at, ended_at, cards, gpu_name)
-         SELECT w.id, w.attempt, w.client_id, w.use_start, GREATEST(w.use_end, w.use_start), w.cards, b.gpu_name
-         FROM written w JOIN before b ON b.id = w.id WHERE w.used IS NOT NULL AND w.use_start IS NOT NULL
-         ON CONFLICT (job_id, attempt) DO NOTHING),
-       -- A job with a webhook that reaches its terminal status queues its delivery in this same statement.
-       hooks AS (
-         INSERT INTO gpu_scheduler.webhook_deliveries (id, client_id, job_id, type, url, next_attempt_at)
-         SELECT gen_random_uuid(), client_id, id, 'job.' || status, webhook_url, now() FROM written
-         WHERE webhook_url IS NOT NULL AND status IN ${TERMINAL_SQL} AND seen_status NOT IN ${TERMINAL_SQL}
-         ON CONFLICT (job_id) DO NOTHING)
-       SELECT id, client_id, status, started_at, attempts, webhook_url, dependants FROM written`,
+      patchStatementSql(
+        {
+          ids: `SELECT (x->>'id')::uuid FROM jsonb_array_elements($1::jsonb) x`,
+          source: `jsonb_to_recordset($1::jsonb) AS p(id uuid, seen_status text, seen_holding boolean, seen_node text, seen_gpu text, seen_preempting boolean, patch jsonb)`,
+          // The ids again as an array: the jobs are found through the primary key (a join alone may be planned as a scan of the table).
+          // A preemption asked since the decision's state was read (or remembered) is decided again.
+          match: `j.id = ANY($2::uuid[]) AND j.id = p.id AND j.status = p.seen_status AND j.holding = p.seen_holding
+            AND j.node_id IS NOT DISTINCT FROM p.seen_node AND j.gpu_uuid IS NOT DISTINCT FROM p.seen_gpu AND j.preempting = p.seen_preempting`,
+        },
+        this.halfLifeS,
+      ),
       [
         JSON.stringify(
           updates.map((u) => ({
@@ -209,11 +161,41 @@ export class JobsRepository extends JobReads {
         updates.map((u) => u.id),
       ],
     );
-    const changes = statusChanges(new Map(updates.map((u) => [u.id, u.seen])), rows, new Date());
+    this.committed(new Map(updates.map((u) => [u.id, u.seen])), rows);
+    return new Set(rows.map((r) => r.id));
+  }
+
+  /**
+   * Writes `patch` (the state machine's cancel, core/transitions.ts `cancelPatch`) to every job of
+   * the array not finished yet, in one statement: the jobs are locked in id order and read by it
+   * (one cancelled exactly once, whoever else writes them meanwhile), with the same status events,
+   * webhook deliveries, usage and dependants as a compare-and-set. Returns the jobs it wrote, each
+   * with the status it had (`seen_status`) and its node.
+   */
+  async cancelUnfinished(arrayId: string, patch: JobPatch): Promise<WrittenJob[]> {
+    const unfinished = `SELECT id FROM gpu_scheduler.jobs WHERE array_id = $1 AND status NOT IN ${TERMINAL_SQL}`;
+    const { rows } = await this.db.query<WrittenJob>(
+      patchStatementSql(
+        {
+          ids: unfinished,
+          source: `(SELECT id, status AS seen_status, $2::jsonb AS patch FROM gpu_scheduler.jobs
+                    WHERE array_id = $1 AND status NOT IN ${TERMINAL_SQL} ORDER BY id FOR UPDATE) p`,
+          match: `j.id = p.id`,
+        },
+        this.halfLifeS,
+      ),
+      [arrayId, JSON.stringify(patch)],
+    );
+    this.committed(new Map(rows.map((r) => [r.id, { status: r.seen_status!, startedAt: r.started_at }])), rows);
+    return rows;
+  }
+
+  /** After a write committed: its public status changes published, the ended jobs' dependants due. */
+  private committed(seen: Map<string, SeenState>, rows: WrittenJob[]): void {
+    const changes = statusChanges(seen, rows, new Date());
     if (changes.length) this.onStatusChanged(changes);
     const ended = rows.filter((r) => r.dependants).map((r) => r.id);
     if (ended.length) this.dependantsDue(ended);
-    return new Set(rows.map((r) => r.id));
   }
 
   // --- node loss and housekeeping ---
