@@ -19,7 +19,7 @@ import { JOB_ID_PATTERN, JobExecutor, JobLimits } from "./job";
 import { parseGpuNodeSettings } from "./settings";
 import { LOGS_PAGE_BYTES } from "./log-store";
 import { createGpuNode, GpuNode } from "./app";
-import { connectServe } from "./serve-relay";
+import { serveAnswer } from "./serve-relay";
 import type { ServeMeta } from "../../lib/deployment-protocol";
 
 export type CancelParams = { jobId: string; preempt?: boolean };
@@ -123,7 +123,7 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
       visibility: "public",
       callers: ["inference"],
       handler(this: GpuNodeThis, ctx: Context<Readable, ServeMeta>): Promise<Readable> {
-        return connectServe(this.node.config.relay.dir, ctx.meta.jobId, ctx.params);
+        return serveAnswer(this.node.config.relay.dir, ctx.meta.jobId, ctx.params);
       },
     },
 

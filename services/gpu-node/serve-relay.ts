@@ -13,6 +13,7 @@ import path from "path";
 import type { Readable } from "stream";
 import { JOB_ID_PATTERN, JobError } from "./job";
 import type { ForwardRoute } from "./relay-forwarder";
+import { CoalescedAnswer } from "./serve-pacing";
 
 /** Where the replica's serve folder appears inside its job. */
 export const SERVE_MOUNT = "/run/ci-platform-serve";
@@ -59,4 +60,17 @@ export async function connectServe(relayDir: string, jobId: string, request: Rea
   socket.on("close", () => request.destroy());
   request.pipe(socket);
   return socket;
+}
+
+/**
+ * connectServe's answer as the `gpu-node.serve` action returns it: coalesced at the node's pace
+ * (serve-pacing.ts), so what the replica writes never goes over this node's RES budget on the bus.
+ * Destroying the answer closes the connection, and a connection that fails fails the answer.
+ */
+export async function serveAnswer(relayDir: string, jobId: string, request: Readable): Promise<Readable> {
+  const socket = await connectServe(relayDir, jobId, request);
+  const answer = new CoalescedAnswer();
+  socket.once("error", (err) => answer.destroy(err));
+  answer.once("close", () => socket.destroy());
+  return socket.pipe(answer);
 }

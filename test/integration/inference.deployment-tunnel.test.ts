@@ -13,7 +13,7 @@ import path from "path";
 import { ServiceBroker } from "moleculer";
 import type { Readable } from "stream";
 import { SERVE_ACTION, type ServeMeta } from "../../lib/deployment-protocol";
-import { connectServe, SERVE_SOCKET, serveDir } from "../../services/gpu-node/serve-relay";
+import { SERVE_SOCKET, serveAnswer, serveDir } from "../../services/gpu-node/serve-relay";
 import { OpenAiProvider } from "../../services/inference/providers/openai";
 import { ReplicaAgent, serveCall } from "../../services/inference/deployments/tunnel";
 import { NATS_URL, uniqueName, waitFor } from "../support/platform";
@@ -68,7 +68,7 @@ describe("inference deployments - the tunnel to a replica over NATS", () => {
     await new Promise<void>((resolve) => server.listen(path.join(serveDir(relayDir, JOB), SERVE_SOCKET), resolve));
     node.createService({
       name: "gpu-node",
-      actions: { serve: { handler: (ctx: { params: Readable; meta: ServeMeta }) => connectServe(relayDir, ctx.meta.jobId, ctx.params) } },
+      actions: { serve: { handler: (ctx: { params: Readable; meta: ServeMeta }) => serveAnswer(relayDir, ctx.meta.jobId, ctx.params) } },
     });
     await Promise.all([node.start(), inference.start()]);
     await inference.waitForServices("gpu-node");

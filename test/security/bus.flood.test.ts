@@ -9,8 +9,7 @@ import { spawn } from "child_process";
 import { randomUUID } from "crypto";
 import { ServiceBroker } from "moleculer";
 import { natsConnectionOptions } from "../../lib/bus-connection";
-import { BusTransporter } from "../../lib/nats-transporter";
-import { BusServer, startBusServer } from "../support/bus-server";
+import { BusServer, busBroker as startBroker, startBusServer } from "../support/bus-server";
 import { ChildService, http, ROOT, uniqueName, waitFor } from "../support/platform";
 import { NatsPlatform, startNatsPlatform } from "../support/nats-platform";
 
@@ -26,14 +25,8 @@ let probe: ServiceBroker;
 const brokers: ServiceBroker[] = [];
 
 /** A broker holding `user`'s credential, publishing as `nodeID`, running `services`. */
-async function busBroker(user: string, nodeID: string, services: Parameters<ServiceBroker["createService"]>[0][] = []): Promise<ServiceBroker> {
-  const transporter = new BusTransporter({ ...natsConnectionOptions(server.urlFor(user)), inboxPrefix: `_INBOX.${nodeID}`, senderBound: true });
-  const broker = new ServiceBroker({ namespace, nodeID, transporter, logger: false, requestTimeout: 3000 });
-  for (const s of services) broker.createService(s);
-  brokers.push(broker);
-  await broker.start();
-  return broker;
-}
+const busBroker = (user: string, nodeID: string, services: Parameters<ServiceBroker["createService"]>[0][] = []) =>
+  startBroker(server, { namespace, user, nodeID, services, requestTimeout: 3000 }, brokers);
 
 /** Starts `services` in a process of the platform holding `user`'s credential. */
 const spawnAs = (user: string, services: string[]) => platform.spawn(services, { TRANSPORTER: server.urlFor(user) });

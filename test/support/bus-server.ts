@@ -8,8 +8,10 @@ import fs from "fs";
 import net from "net";
 import os from "os";
 import path from "path";
+import { ServiceBroker } from "moleculer";
 import { connect, NatsConnection } from "nats";
 import { natsConnectionOptions } from "../../lib/bus-connection";
+import { BusTransporter } from "../../lib/nats-transporter";
 import { platformBusTables } from "../../moleculer.config";
 import { Certificates, generateBus, makeCertificates } from "../../lib/bus-setup";
 import { freePort } from "./platform";
@@ -92,4 +94,21 @@ export async function rawBusClient(server: BusServer, user: string, nodeID: stri
     }
   })();
   return { nc, denied };
+}
+
+type ServiceSchema = Parameters<ServiceBroker["createService"]>[0];
+
+/** A broker holding `user`'s credential, publishing as `nodeID` (sender-bound, as the platform's), running `services`; added to `started` before it starts. */
+export async function busBroker(
+  server: BusServer,
+  opts: { namespace: string; user: string; nodeID: string; services?: ServiceSchema[]; requestTimeout: number },
+  started: ServiceBroker[],
+): Promise<ServiceBroker> {
+  const { namespace, user, nodeID, services = [], requestTimeout } = opts;
+  const transporter = new BusTransporter({ ...natsConnectionOptions(server.urlFor(user)), inboxPrefix: `_INBOX.${nodeID}`, senderBound: true });
+  const broker = new ServiceBroker({ namespace, nodeID, transporter, logger: false, requestTimeout });
+  for (const s of services) broker.createService(s);
+  started.push(broker);
+  await broker.start();
+  return broker;
 }
