@@ -20,7 +20,9 @@ export const BUDGETED_ROLES = new Set(["gpu-node"]);
 export const NODE_BUDGETS: Readonly<Record<string, Budget>> = {
   // Heartbeats: room for GPU_HEARTBEAT_S down to 0.05 s (tests use 0.2).
   EVENT: { perSecond: 20, burst: 40 },
-  RES: { perSecond: 200, burst: 400 },
+  // Answers: the scheduler's calls are a few per job; a model deployment's answers (gpu-node.serve) are
+  // paced by the node to SERVE_PACKETS (services/gpu-node/serve-pacing.ts), half of this.
+  RES: { perSecond: 2000, burst: 4000 },
   // DISCOVER makes every process answer with its INFO, INFO rebuilds the registry: a few at start.
   other: { perSecond: 10, burst: 30 },
 };

@@ -12,7 +12,7 @@ import { Transform, type TransformCallback } from "stream";
 import { TokenBuckets, type Budget } from "../../lib/bus-budget";
 
 /** What the node's serve answers may use of its RES budget (half: the rest stays for its other answers). */
-export const SERVE_PACKETS: Budget = { perSecond: 100, burst: 100 };
+export const SERVE_PACKETS: Budget = { perSecond: 1000, burst: 1000 };
 /** The most one packet carries (below Moleculer's maxChunkSize, 256 KiB, so it is never split). */
 export const MAX_PACKET_BYTES = 64 * 1024;
 

@@ -20,7 +20,7 @@ import { uniqueName } from "../support/platform";
 const namespace = uniqueName("servebudget");
 const JOB = "job-serve-budget";
 const STREAMS = 6;
-const CHUNKS = 400;
+const CHUNKS = 2000; // 12,000 packets unpaced: well past the receivers' RES burst (4,000)
 let server: BusServer;
 let relayDir: string;
 let replica: net.Server;
