@@ -10,6 +10,12 @@ export type ResponseMeta = {
   $location?: string;
 };
 
+/** Marks the response 202 Accepted (work goes on in the background) with the resource's address, which moleculer-web sends only with a 201 as $location. */
+export function respondAccepted(meta: ResponseMeta, location: string): void {
+  meta.$statusCode = 202;
+  meta.$responseHeaders = { ...meta.$responseHeaders, Location: location };
+}
+
 /** Marks the response 201 Created with the new resource's address (moleculer-web sets Location). */
 export function respondCreated(meta: ResponseMeta, location: string): void {
   meta.$statusCode = 201;

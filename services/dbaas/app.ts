@@ -17,6 +17,7 @@ import type { DbThis } from "../../mixins/db.mixin";
 import { DatabasesRepository } from "./databases.repository";
 import { Extensions } from "./extensions";
 import { PointInTime } from "./pitr";
+import { RestoreJobs } from "./pitr-jobs";
 import { PitrStore } from "./pitr-store";
 import { RestoreSources } from "./restore-sources.repository";
 import type { GuardConfig } from "./guard-sql";
@@ -90,6 +91,8 @@ export class DbaasApp {
   restoreSources: RestoreSources;
   /** Point-in-time restore, when the tenant server's WAL archive is configured (DBAAS_PITR_WAL_DIR). */
   pitr?: PointInTime;
+  /** Restores filling in the background, and those a dead process left (pitr-jobs.ts). */
+  restoreJobs!: RestoreJobs;
   backupLoop?: Periodic<void>;
   quotaLoop!: Periodic<QuotaReport>;
   reconcileLoop!: Periodic<ReconcileReport>;
@@ -147,6 +150,7 @@ export class DbaasApp {
         guard: this.guard(),
       },
     });
+    this.restoreJobs = new RestoreJobs({ ...deps, rebalance: (clientId) => this.provisioner.rebalance(clientId) });
     this.quota = new QuotaEnforcer(deps);
     this.extensions = new Extensions({ ...deps, guard: this.guard() });
     const store = new SnapshotStore(this.config.snapshotDir);
@@ -207,7 +211,14 @@ export class DbaasApp {
 
   async stop(): Promise<void> {
     this.pitr?.stop();
-    await Promise.all([this.quotaLoop?.stop(), this.reconcileLoop?.stop(), this.sampleLoop?.stop(), this.snapshotter?.stop(), this.backupLoop?.stop()]);
+    await Promise.all([
+      this.quotaLoop?.stop(),
+      this.reconcileLoop?.stop(),
+      this.sampleLoop?.stop(),
+      this.snapshotter?.stop(),
+      this.backupLoop?.stop(),
+      this.restoreJobs?.stop(),
+    ]);
     await Promise.all([this.tenant?.close(), this.lease?.stop()]);
   }
 
@@ -287,6 +298,7 @@ export class DbaasApp {
 
   /** One reconciler pass, then the catalog level and logins a crashed freeze left blocked (each retried next pass if it fails). */
   async housekeeping(graceMs: number): Promise<ReconcileReport> {
+    await this.restoreJobs.failInterrupted(); // before the reconciler, which leaves restores alone
     const report = await this.reconciler.reconcile(graceMs);
     await this.applyCatalogLevel();
     await this.extensions.applyPolicy();

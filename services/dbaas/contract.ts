@@ -13,6 +13,11 @@ export const DatabaseCreated = Type.Object(
     pooledConnectionString: Type.Optional(
       Type.String({ format: "uri", description: "The same role and password through the pooler (transaction mode); present when the platform runs one" }),
     ),
+    status: Type.Optional(
+      Type.Literal("restoring", {
+        description: "A point-in-time restore (answered 202): the data is being restored; the detail says when it is active or failed",
+      }),
+    ),
   },
   { $id: "DatabaseCreated" },
 );
@@ -43,6 +48,12 @@ export const Database = Type.Object(
     maxStorageMb: Type.Number(),
     createdAt: Type.String({ format: "date-time" }),
     readOnly: Type.Optional(Type.Boolean({ description: "Over its quota: read-only until back under" })),
+    status: Type.Optional(
+      Type.Union([Type.Literal("active"), Type.Literal("restoring"), Type.Literal("failed")], {
+        description: "restoring: a point-in-time restore still filling the database; failed: it could not (statusReason says why; destroy it)",
+      }),
+    ),
+    statusReason: Type.Optional(Type.String({ description: "Why a restore failed" })),
     pooledHost: Type.Optional(Type.String({ description: "The pooler's host (transaction mode); present when the platform runs one" })),
     pooledPort: Type.Optional(Type.Integer()),
     restoreWindow: Type.Optional(

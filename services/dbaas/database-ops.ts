@@ -5,7 +5,7 @@
  */
 import { apiError, notFound, validationFailed } from "../../lib/errors";
 import type { CallerMeta } from "../../lib/identity";
-import { respondCreated } from "../../lib/http-meta";
+import { respondAccepted, respondCreated } from "../../lib/http-meta";
 import { isUuid } from "../../lib/uuid";
 import type { DbaasApp } from "./app";
 import type { DatabaseCreated, DatabaseDetail, Message } from "./contract";
@@ -13,7 +13,8 @@ import type { DatabaseRow } from "./databases.repository";
 import type { RestoreFrom } from "./pitr";
 import type { DatabaseStats } from "./stats";
 import { unavailable } from "./faults";
-import { connectionStrings, databaseDetail, findOwn } from "./lookups";
+import { connectionStrings, databaseDetail } from "./lookups";
+import { restoreFailureReason } from "./pitr-jobs";
 import { DestroyNotStarted } from "./provisioner";
 import type { QuotaReport } from "./quota";
 import type { ReconcileReport } from "./reconciler";
@@ -30,10 +31,16 @@ export async function createDatabase(app: DbaasApp, params: CreateParams, meta: 
   await app.gate.check(meta.caller!.clientId, ["credits", "storageMb", "databases"]);
   if (!(await app.verifyServer())) throw unavailable();
   const clientId = meta.caller!.clientId;
-  const restore = await fillerOf(app, fromSnapshot, params.restoreFrom ?? undefined, clientId);
-  const { row, password } = await app.provisioner.provision(clientId, { maxStorageMb, restore });
+  const restoreFrom = params.restoreFrom ?? undefined;
+  const restore = await fillerOf(app, fromSnapshot, restoreFrom, clientId);
+  // A point-in-time restore fills the database in the background (pitr-jobs.ts): 202, "restoring".
+  const background = restoreFrom && { restoreOf: restoreFrom.databaseId, restoreTo: new Date(restoreFrom.timestamp), reasonOf: restoreFailureReason };
+  const { row, password, filled } = await app.provisioner.provision(clientId, { maxStorageMb, restore, background });
   const { host, port } = databaseDetail(app, row);
-  respondCreated(meta, `/api/databases/${row.id}`);
+  if (filled) {
+    app.restoreJobs.track(filled);
+    respondAccepted(meta, `/api/databases/${row.id}`);
+  } else respondCreated(meta, `/api/databases/${row.id}`);
   return {
     id: row.id,
     databaseName: row.database_name,
@@ -42,6 +49,7 @@ export async function createDatabase(app: DbaasApp, params: CreateParams, meta: 
     username: row.username,
     password,
     ...connectionStrings(app, row, password),
+    ...(filled ? { status: "restoring" as const } : {}),
   };
 }
 
@@ -57,16 +65,20 @@ async function fillerOf(app: DbaasApp, fromSnapshot: string | undefined, restore
 }
 
 export async function listDatabases(app: DbaasApp, clientId: string): Promise<{ databases: DatabaseDetail[] }> {
-  const rows = await app.repo.listActive(clientId);
+  const rows = await app.repo.listVisible(clientId);
   return { databases: await Promise.all(rows.map((row) => fullDetail(app, row))) };
 }
 
+/** The caller's database, active, restoring or failed (a restore); 404 otherwise. */
 export async function getDatabase(app: DbaasApp, id: string, clientId: string): Promise<DatabaseDetail> {
-  return fullDetail(app, await findOwn(app, id, clientId));
+  const row = isUuid(id) ? await app.repo.findVisible(id, clientId) : undefined;
+  if (!row) throw notFound("Database");
+  return fullDetail(app, row);
 }
 
-/** The detail with what the tenant server says of the database now (its extensions). */
+/** The detail with what the tenant server says of an active database now (its extensions, its restore window). */
 async function fullDetail(app: DbaasApp, row: DatabaseRow): Promise<DatabaseDetail> {
+  if (row.status !== "active") return databaseDetail(app, row);
   const [extensions, restoreWindow] = await Promise.all([
     app.extensions.detail(row),
     app.pitr?.window({ createdAt: row.created_at, destroyedAt: null }).catch(() => undefined),
@@ -77,7 +89,7 @@ async function fullDetail(app: DbaasApp, row: DatabaseRow): Promise<DatabaseDeta
 export async function destroyDatabase(app: DbaasApp, id: string, clientId: string): Promise<Message> {
   if (!isUuid(id)) throw notFound("Database");
   const row = await app.repo.claimForDestroy(id, clientId, app.lease.id);
-  if (!row) throw notFound("Database");
+  if (!row) return destroyUnclaimed(app, id, clientId);
   try {
     await app.provisioner.destroy(row);
   } catch (err) {
@@ -89,6 +101,14 @@ export async function destroyDatabase(app: DbaasApp, id: string, clientId: strin
   if (app.pitr)
     await app.restoreSources.recordDestroyed(row).catch((err) => app.logger.warn(`Destroyed ${row.id} not kept for restores: ${(err as Error).message}`));
   return { message: `Database ${row.database_name} destroyed` };
+}
+
+/** A failed restore's record is deleted (nothing of it is left on the server); a restore still running is 409; anything else 404. */
+async function destroyUnclaimed(app: DbaasApp, id: string, clientId: string): Promise<Message> {
+  const row = await app.repo.findVisible(id, clientId);
+  if (row?.status === "failed" && (await app.repo.deleteFailed(id, clientId))) return { message: `Database ${row.database_name} destroyed` };
+  if (row?.status === "provisioning") throw apiError("INVALID_STATE", "The database is still being restored; destroy it once it is active or failed");
+  throw notFound("Database");
 }
 
 /** Operators: a reconciler pass now (never beside a periodic one); `graceS` defaults to DBAAS_RECONCILE_GRACE_S. */

@@ -3,7 +3,8 @@ import type { Pool } from "pg";
 import type { CatalogLevel } from "./settings";
 import type { DatabaseStats } from "./stats";
 
-export type DatabaseStatus = "provisioning" | "active" | "destroying";
+/** `failed`: a restore that could not finish (its database and role dropped; status_reason says why). */
+export type DatabaseStatus = "provisioning" | "active" | "destroying" | "failed";
 
 export type DatabaseRow = {
   id: string;
@@ -23,6 +24,11 @@ export type DatabaseRow = {
   catalog_level: CatalogLevel | null;
   /** The extension allow-list the database's guard enforces (extension-sql.ts policyOf); null: no guard yet. */
   extension_policy: string | null;
+  /** A point-in-time restore (pitr-jobs.ts): the source database and the instant; null otherwise. */
+  restore_of: string | null;
+  restore_to: Date | null;
+  /** Why a restore failed. */
+  status_reason: string | null;
 };
 
 /** A record with whether the process that owns it still lives (for the reconciler). */
@@ -32,8 +38,10 @@ export type IntentOutcome = { recorded: true } | { recorded: false; resource: "d
 
 export type NewDatabase = { id: string; clientId: string; databaseName: string; username: string; maxStorageMb: number; owner?: string };
 
-const COLUMNS = `id, client_id, database_name, username, status, storage_bytes, measured_at, max_storage_mb, read_only, created_at, updated_at, owner, catalog_level, extension_policy`;
+const COLUMNS = `id, client_id, database_name, username, status, storage_bytes, measured_at, max_storage_mb, read_only, created_at, updated_at, owner, catalog_level, extension_policy, restore_of, restore_to, status_reason`;
 /** Records that hold a place in the account: active, or being provisioned by a live process. */
+/** What the account sees (list and detail): active databases, and restores running or failed. */
+const VISIBLE = `(status = 'active' OR (restore_to IS NOT NULL AND status IN ('provisioning', 'failed')))`;
 const LIVE = `(status = 'active' OR (status = 'provisioning' AND (owner IS NULL OR dbaas.owner_alive(owner))))`;
 
 export class DatabasesRepository {
@@ -98,6 +106,44 @@ export class DatabasesRepository {
   async find(id: string): Promise<DatabaseRow | undefined> {
     const { rows } = await this.db.query<DatabaseRow>(`SELECT ${COLUMNS} FROM dbaas.databases WHERE id = $1`, [id]);
     return rows[0];
+  }
+
+  /** The account's record as list and detail show it (VISIBLE). */
+  async findVisible(id: string, clientId: string): Promise<DatabaseRow | undefined> {
+    const sql = `SELECT ${COLUMNS} FROM dbaas.databases WHERE id = $1 AND client_id = $2 AND ${VISIBLE}`;
+    return (await this.db.query<DatabaseRow>(sql, [id, clientId])).rows[0];
+  }
+
+  async listVisible(clientId: string): Promise<DatabaseRow[]> {
+    const sql = `SELECT ${COLUMNS} FROM dbaas.databases WHERE client_id = $1 AND ${VISIBLE} ORDER BY created_at DESC, id`;
+    return (await this.db.query<DatabaseRow>(sql, [clientId])).rows;
+  }
+
+  /** Marks a record being provisioned as a restore of `sourceId` to `target` (shown "restoring" until active). */
+  async markRestore(id: string, sourceId: string, target: Date): Promise<void> {
+    await this.db.query("UPDATE dbaas.databases SET restore_of = $2, restore_to = $3 WHERE id = $1", [id, sourceId, target]);
+  }
+
+  /** A restore that could not finish: kept, owned by nobody, holding no place in the account. */
+  async fail(id: string, reason: string): Promise<boolean> {
+    const { rowCount } = await this.db.query(
+      "UPDATE dbaas.databases SET status = 'failed', status_reason = $2, owner = NULL, updated_at = now() WHERE id = $1 AND status = 'provisioning'",
+      [id, reason.slice(0, 1000)],
+    );
+    return (rowCount ?? 0) > 0;
+  }
+
+  /** Restores whose process died (its lease freed): pitr-jobs.ts fails them. */
+  async listInterruptedRestores(): Promise<DatabaseRow[]> {
+    const sql = `SELECT ${COLUMNS} FROM dbaas.databases
+                  WHERE status = 'provisioning' AND restore_to IS NOT NULL AND owner IS NOT NULL AND NOT dbaas.owner_alive(owner)`;
+    return (await this.db.query<DatabaseRow>(sql)).rows;
+  }
+
+  /** Deletes a failed restore's record (its database and role are already gone). */
+  async deleteFailed(id: string, clientId: string): Promise<boolean> {
+    const { rowCount } = await this.db.query("DELETE FROM dbaas.databases WHERE id = $1 AND client_id = $2 AND status = 'failed'", [id, clientId]);
+    return (rowCount ?? 0) > 0;
   }
 
   async listActive(clientId: string): Promise<DatabaseRow[]> {
@@ -203,7 +249,7 @@ export class DatabasesRepository {
          FROM dbaas.databases GROUP BY status, read_only`,
     );
     const stats: DatabaseStats = {
-      databasesByState: { active: 0, provisioning: 0, destroying: 0, readOnly: 0 },
+      databasesByState: { active: 0, provisioning: 0, destroying: 0, failed: 0, readOnly: 0 },
       storageMbByState: { active: 0, readOnly: 0 },
     };
     for (const row of rows) {

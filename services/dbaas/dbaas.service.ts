@@ -67,7 +67,7 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
         tag: "databases",
         summary: "Provision a PostgreSQL database",
         description:
-          "The password and connection string are shown in this response only. Optional body: fromSnapshot (a ready snapshot of the account: the new database starts with its data), restoreFrom { databaseId, timestamp } (the account's database, active or destroyed, as it was at that moment of its restore window), maxStorageMb (at most DBAAS_MAX_STORAGE_MB, within the account's storage quota).",
+          "The password and connection string are shown in this response only. Optional body: fromSnapshot (a ready snapshot of the account: the new database starts with its data), restoreFrom { databaseId, timestamp } (the account's database, active or destroyed, as it was at that moment of its restore window), maxStorageMb (at most DBAAS_MAX_STORAGE_MB, within the account's storage quota). A restore answers 202 at once with status restoring; the detail then says active, or failed with statusReason.",
         status: 201,
         response: DatabaseCreated,
         errors: ["VALIDATION_FAILED", "NOT_FOUND", "INVALID_STATE", "QUOTA_EXCEEDED", "OUT_OF_RESTORE_WINDOW", "SERVICE_UNAVAILABLE"],

@@ -9,6 +9,7 @@ import type { DbaasApp } from "./app";
 import type { DatabaseDetail } from "./contract";
 import { DatabaseRow, roundMb } from "./databases.repository";
 import { MIB } from "./quota-rules";
+import { apiStatusOf } from "./pitr-jobs";
 
 export function databaseDetail(app: DbaasApp, row: DatabaseRow): DatabaseDetail {
   return {
@@ -21,6 +22,7 @@ export function databaseDetail(app: DbaasApp, row: DatabaseRow): DatabaseDetail 
     maxStorageMb: row.max_storage_mb,
     createdAt: row.created_at.toISOString(),
     readOnly: row.read_only,
+    ...apiStatusOf(row),
     ...(app.config.pooledPort ? { pooledHost: app.config.pooledHost, pooledPort: app.config.pooledPort } : {}),
   };
 }
@@ -39,19 +41,18 @@ export function connectionStrings(app: DbaasApp, row: DatabaseRow, password: str
   };
 }
 
-/** The caller's active database; anything else (malformed id, another account's) is 404. */
-export async function findOwn(app: DbaasApp, id: string, clientId: string): Promise<DatabaseRow> {
-  if (!isUuid(id)) throw notFound("Database");
-  const row = await app.repo.findActive(id, clientId);
-  if (!row) throw notFound("Database");
-  return row;
-}
+const NOT_READY: Record<string, string> = {
+  provisioning: "is still being provisioned",
+  restoring: "is still being restored",
+  destroying: "is being destroyed",
+  failed: "failed to restore; destroy it",
+};
 
-/** The caller's database, active: 404 as findOwn, 409 INVALID_STATE while it is being provisioned or destroyed. */
+/** The caller's database, active: 404 for a malformed id or another account's, 409 INVALID_STATE while it is being provisioned or destroyed. */
 export async function findReady(app: DbaasApp, id: string, clientId: string): Promise<DatabaseRow> {
   if (!isUuid(id)) throw notFound("Database");
   const row = await app.repo.findOwned(id, clientId);
   if (!row) throw notFound("Database");
-  if (row.status !== "active") throw apiError("INVALID_STATE", `Database is ${row.status === "provisioning" ? "still being provisioned" : "being destroyed"}`);
+  if (row.status !== "active") throw apiError("INVALID_STATE", `Database ${NOT_READY[apiStatusOf(row).status === "restoring" ? "restoring" : row.status]}`);
   return row;
 }

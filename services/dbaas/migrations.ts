@@ -209,4 +209,17 @@ export const migrations: Migration[] = [
       );
     `,
   },
+  {
+    version: 10,
+    name: "restores in the background",
+    sql: `
+      -- A point-in-time restore answers at once and fills the new database in the background
+      -- (pitr-jobs.ts): its record stays 'provisioning' (API status "restoring") with the source and
+      -- the instant, and ends 'active', or 'failed' with the reason (its database and role dropped,
+      -- the record kept for the account to read and delete; it holds no place in the account).
+      ALTER TABLE databases DROP CONSTRAINT databases_status_check;
+      ALTER TABLE databases ADD CONSTRAINT databases_status_check CHECK (status IN ('provisioning', 'active', 'destroying', 'failed'));
+      ALTER TABLE databases ADD COLUMN restore_of uuid, ADD COLUMN restore_to timestamptz, ADD COLUMN status_reason text;
+    `,
+  },
 ];

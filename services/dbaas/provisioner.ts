@@ -31,12 +31,19 @@ export type ProvisionLimits = {
   /** The platform's objects in each new database: extension guard, pooler lookup (guard-sql.ts). */
   guard: GuardConfig;
 };
-export type Provisioned = { row: DatabaseRow; password: string };
+/** `filled`: with a background restore, settles once the database is active or failed (never rejects). */
+export type Provisioned = { row: DatabaseRow; password: string; filled?: Promise<void> };
+export type Filler = (names: TenantNames, password: string) => Promise<void>;
 export type ProvisionOptions = {
   /** This database's storage quota (already checked against DBAAS_MAX_STORAGE_MB); default the limits' maxStorageMb. */
   maxStorageMb?: number;
   /** Fills the new, empty database (a branch), given its names and its role's password. */
-  restore?: (names: TenantNames, password: string) => Promise<void>;
+  restore?: Filler;
+  /**
+   * A point-in-time restore (pitr-jobs.ts): recorded with the database, which is answered while
+   * `restore` fills it in the background; a failure then ends the record `failed` with the reason.
+   */
+  background?: { restoreOf: string; restoreTo: Date; reasonOf: (err: unknown) => string };
 };
 
 export type ProvisionerDeps = {
@@ -94,6 +101,7 @@ export class Provisioner {
     // Tenant-side steps whose statement may have reached the server, hence may need undoing.
     const reached = new Set<ProvisionStep>();
     try {
+      if (opts.background) await repo.markRestore(id, opts.background.restoreOf, opts.background.restoreTo);
       const secret = await verifier;
       // The account's budget of connections, split again over its databases with the new one last.
       const live = await repo.listLive(clientId);
@@ -128,19 +136,42 @@ export class Provisioner {
           throw err;
         }),
       );
-      let bytes = await this.step("grants", reached, () => tenant.secureDatabase(names, marker));
+      const bytes = await this.step("grants", reached, () => tenant.secureDatabase(names, marker));
       await this.step("schema", reached, () => tenant.prepareSchema(names, limits.catalogLevel, limits.guard));
-      if (opts.restore) {
-        await this.step("restore", reached, () => opts.restore!(names, password));
-        bytes = (await tenant.measure([names])).get(names.databaseName)?.bytes ?? bytes;
+      const { background, restore } = opts;
+      if (background && restore) {
+        const row = await repo.find(id);
+        if (!row) throw new Error(`Database record ${id} vanished while provisioning`);
+        const filled = this.fill(id, names, password, bytes, restore, reached).then(
+          () => undefined,
+          (err) => this.compensate(id, clientId, names, reached, err, background.reasonOf(err)),
+        );
+        return { row, password, filled };
       }
-      const row = await repo.activate(id, bytes, limits.catalogLevel, guardPolicy(limits.guard));
-      if (!row) throw new Error(`Database record ${id} vanished while provisioning`);
-      return { row, password };
+      return { row: await this.fill(id, names, password, bytes, restore, reached), password };
     } catch (err) {
       await this.compensate(id, clientId, names, reached, err);
       throw err;
     }
+  }
+
+  /** Restores into the new database (a branch or a restore), measures it, and makes it active. */
+  private async fill(
+    id: string,
+    names: TenantNames,
+    password: string,
+    bytes: number,
+    restore: Filler | undefined,
+    reached: Set<ProvisionStep>,
+  ): Promise<DatabaseRow> {
+    const { repo, tenant, limits } = this.deps;
+    if (restore) {
+      await this.step("restore", reached, () => restore(names, password));
+      bytes = (await tenant.measure([names])).get(names.databaseName)?.bytes ?? bytes;
+    }
+    const row = await repo.activate(id, bytes, limits.catalogLevel, guardPolicy(limits.guard));
+    if (!row) throw new Error(`Database record ${id} vanished while provisioning`);
+    return row;
   }
 
   /**
@@ -209,12 +240,20 @@ export class Provisioner {
     return result;
   }
 
-  private async compensate(id: string, clientId: string, names: TenantNames, reached: Set<ProvisionStep>, cause: unknown): Promise<void> {
+  /** With `failedBecause` (a background restore), the record ends `failed` with that reason instead of removed. */
+  private async compensate(
+    id: string,
+    clientId: string,
+    names: TenantNames,
+    reached: Set<ProvisionStep>,
+    cause: unknown,
+    failedBecause?: string,
+  ): Promise<void> {
     const { tenant, repo, logger } = this.deps;
     try {
       if (reached.has("database") || reached.has("grants") || reached.has("schema") || reached.has("restore")) await tenant.dropDatabase(names.databaseName);
       if (reached.size) await tenant.dropRoles([names.username]);
-      await repo.delete(id);
+      await (failedBecause === undefined ? repo.delete(id) : repo.fail(id, failedBecause));
       logger.warn(`Provisioning ${id} failed and was undone: ${explain(cause)}`);
     } catch (err) {
       // The record stays "provisioning" but owned by nobody: it stops counting towards the account,

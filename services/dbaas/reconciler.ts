@@ -9,7 +9,16 @@ import { holdRoleOf } from "./naming";
 import type { TenantServer } from "./tenant-server";
 
 /** `ownerAlive`: false when the process that owned the record died; absent for records without an owner. */
-export type ReconcileRecord = { id: string; databaseName: string; username: string; status: DatabaseStatus; updatedAt: Date; ownerAlive?: boolean };
+/** `restore`: a point-in-time restore, left to pitr-jobs.ts (failed, not removed, when its process died). */
+export type ReconcileRecord = {
+  id: string;
+  databaseName: string;
+  username: string;
+  status: DatabaseStatus;
+  updatedAt: Date;
+  ownerAlive?: boolean;
+  restore?: boolean;
+};
 
 export type ReconcileSnapshot = {
   records: ReconcileRecord[];
@@ -23,8 +32,12 @@ export type ReconcilePlan = { dropDatabases: string[]; dropRoles: string[]; dele
 /** Pure: what to remove, given the records and the marked objects. */
 export function planReconcile({ records, marked, now, graceMs }: ReconcileSnapshot): ReconcilePlan {
   // A dead owner's record is stale at once; the grace period covers records without one (and hung owners).
-  const stale = records.filter((r) => r.status !== "active" && (r.ownerAlive === false || now.getTime() - r.updatedAt.getTime() >= graceMs));
-  const live = records.filter((r) => !stale.includes(r));
+  // Failed restores keep their record (their objects are gone: any left with the marker are dropped).
+  const kept = records.filter((r) => r.status !== "failed");
+  const stale = kept.filter(
+    (r) => r.status !== "active" && !(r.restore && r.status === "provisioning") && (r.ownerAlive === false || now.getTime() - r.updatedAt.getTime() >= graceMs),
+  );
+  const live = kept.filter((r) => !stale.includes(r));
   const liveNames = new Set(live.flatMap((r) => [r.databaseName, r.username, holdRoleOf(r.username)]));
   const dropDatabases = new Set(stale.map((r) => r.databaseName));
   const dropRoles = new Set(stale.flatMap((r) => [r.username, holdRoleOf(r.username)]));
@@ -55,6 +68,7 @@ export class Reconciler {
         status: r.status,
         updatedAt: r.updated_at,
         ...(r.owner ? { ownerAlive: r.owner_alive } : {}),
+        ...(r.restore_to ? { restore: true } : {}),
       })),
       marked,
       now: (this.deps.now ?? (() => new Date()))(),

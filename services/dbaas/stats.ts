@@ -5,7 +5,7 @@
 export const DBAAS_STATS_ACTION = "dbaas.stats";
 
 export type DatabaseStats = {
-  databasesByState: { active: number; provisioning: number; destroying: number; readOnly: number };
+  databasesByState: { active: number; provisioning: number; destroying: number; failed: number; readOnly: number };
   storageMbByState: { active: number; readOnly: number };
   /**
    * The tenant server's WAL archiving, with point-in-time restore configured (empty otherwise):

@@ -133,6 +133,7 @@ describe("dbaas isolation", () => {
       "maxStorageMb",
       "port",
       "readOnly",
+      "status",
       "storageMb",
       "username",
     ]);

@@ -55,6 +55,18 @@ describe("dbaas reconciler plan", () => {
     });
   });
 
+  it("dbaas reconciler plan - leaves restores to pitr-jobs (even with a dead owner) and keeps failed records, dropping what they left", () => {
+    const restoring = { ...rec("000000000006", "provisioning", 3600), ownerAlive: false, restore: true };
+    const failed = { ...rec("000000000007", "failed", 3600), restore: true };
+    const plan = planReconcile({
+      records: [restoring, failed],
+      marked: { databases: [restoring.databaseName, failed.databaseName], roles: [restoring.username, failed.username] },
+      now,
+      graceMs,
+    });
+    expect(plan).toEqual({ dropDatabases: [failed.databaseName], dropRoles: [failed.username], deleteRecords: [] });
+  });
+
   it("dbaas reconciler plan - removes marked objects no record knows, and only those", () => {
     const active = rec("000000000005", "active", 10);
     const plan = planReconcile({

@@ -14,6 +14,8 @@ export type Profile = {
   apiKey?: string;
   /** Connection strings of databases this CLI created or rotated (shown once by the API): for `db psql`. */
   databases?: Record<string, string>;
+  /** Their pooled connection strings (the platform's pooler, when it runs one): for `db psql --pooled`. */
+  pooledDatabases?: Record<string, string>;
 };
 
 /** The default profile's fields, and the other profiles by name. */

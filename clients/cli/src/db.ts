@@ -1,27 +1,13 @@
 /**
- * db create|ls|get|rm|rotate|snapshot|psql. The API shows a password once: the CLI keeps the
+ * db create|ls|get|rm|rotate|restore|extensions|snapshot|psql. The API shows a password once: the CLI keeps the
  * connection strings it was shown in its 0600 config, so `db psql` can connect without printing one.
  */
 import { spawn } from "child_process";
 import type { Argv } from "yargs";
-import { Context, Run, UsageError } from "./context";
-import { bar, paint, printJson, printRecord, printTable } from "./output";
-
-function remember(ctx: Context, id: string, connectionString: string | undefined): void {
-  ctx.store((c) => {
-    const databases = { ...c.databases };
-    if (connectionString) databases[id] = connectionString;
-    else delete databases[id];
-    return { ...c, databases };
-  });
-}
-
-function showSecret(ctx: Context, created: { id: string; password: string; connectionString: string }, what: string): void {
-  remember(ctx, created.id, created.connectionString);
-  if (ctx.json) return printJson(ctx, created);
-  printRecord(ctx, created);
-  ctx.stderr.write(paint(ctx.stderr, "yellow", `${what}: the password is shown once (kept for \`ci-platform db psql ${created.id}\` in the 0600 config).\n`));
-}
+import { Run, UsageError } from "./context";
+import { restoreDatabase, showExtensions } from "./db-restore";
+import { remember, showSecret } from "./db-secrets";
+import { bar, printJson, printRecord, printTable } from "./output";
 
 /** libpq's environment for a connection string: nothing secret goes on psql's command line. */
 export function libpqEnv(connectionString: string): Record<string, string> {
@@ -63,11 +49,12 @@ export function dbCommands(y: Argv, run: Run): Argv {
           const rows = databases.map((db) => [
             db.id,
             db.databaseName,
+            db.status ?? "active",
             `${db.host}:${db.port}`,
             `${bar(db.storageMb, db.maxStorageMb)} ${db.storageMb}/${db.maxStorageMb} MiB`,
             db.createdAt,
           ]);
-          printTable(ctx, ["id", "database", "host", "storage", "created"], rows, databases);
+          printTable(ctx, ["id", "database", "status", "host", "storage", "created"], rows, databases);
         }),
       )
       .command(
@@ -94,6 +81,21 @@ export function dbCommands(y: Argv, run: Run): Argv {
         run(async (ctx, args) => showSecret(ctx, await ctx.client().rotatePassword(args.id), "Rotated")),
       )
       .command(
+        "restore <id>",
+        "a new database with this one's data as of --at (within its restore window; also after it was destroyed)",
+        (c) =>
+          idArg(c)
+            .option("at", { type: "string", demandOption: true, describe: "ISO 8601 with a time zone, e.g. 2026-11-27T15:04:05Z" })
+            .option("wait", { type: "boolean", default: true, describe: "wait until it is active or failed (--no-wait: answer at once, restoring)" }),
+        run(async (ctx, args: { id: string; at: string; wait: boolean }) => restoreDatabase(ctx, args.id, args.at, args.wait)),
+      )
+      .command(
+        "extensions <id>",
+        "the extensions this database may create (available) and has (installed)",
+        idArg,
+        run(async (ctx, args) => showExtensions(ctx, args.id)),
+      )
+      .command(
         "snapshot <id>",
         "take a snapshot (a dump, taken in the background)",
         idArg,
@@ -102,9 +104,15 @@ export function dbCommands(y: Argv, run: Run): Argv {
       .command(
         "psql <id>",
         "run psql on a database this CLI created or rotated (arguments after -- go to psql)",
-        idArg,
-        run(async (ctx, args) => {
-          const connection = ctx.stored().databases?.[args.id];
+        (c) =>
+          idArg(c).option("pooled", { type: "boolean", describe: "through the platform's pooler (transaction mode: no session state between transactions)" }),
+        run(async (ctx, args: { id: string; pooled?: boolean }) => {
+          const stored = ctx.stored();
+          const connection = (args.pooled ? stored.pooledDatabases : stored.databases)?.[args.id];
+          if (!connection && args.pooled && stored.databases?.[args.id])
+            throw new UsageError(
+              `No pooled connection stored for ${args.id}: the platform runs no pooler, or it was created before one (\`ci-platform db rotate ${args.id}\` stores both)`,
+            );
           if (!connection)
             throw new UsageError(`No stored password for ${args.id}: \`ci-platform db rotate ${args.id}\` makes a new one (the old one stops working)`);
           const extra = ((args as { "--"?: unknown[] })["--"] ?? []).map(String);

@@ -24,6 +24,8 @@ export type Schedule = Schemas["Schedule"];
 export type DeploymentRequest = Body<"/api/deployments", "post">;
 export type DeploymentChange = Body<"/api/deployments/{id}", "patch">;
 export type Deployment = Schemas["Deployment"];
+/** A database's detail: `status` restoring, active or failed (`statusReason`) for a point-in-time restore. */
+export type Database = Schemas["Database"];
 /** What a restricted token, or a job's own (`platformAccess`), may do; `:write` includes `:read`. */
 export type TokenScope = Schemas["TokenInfo"]["scopes"][number];
 /** A job's access to the platform (POST /api/gpu/jobs `platformAccess`, echoed in the detail). */
@@ -182,6 +184,8 @@ export class CiPlatform {
 
   // databases
   createDatabase = (body: DatabaseRequest = {}) => this.api("post", "/api/databases", { body });
+  /** A new database with `databaseId`'s data as of `timestamp` (ISO 8601, within its restoreWindow): answered at once, `status: "restoring"`; getDatabase says when it is active or failed. */
+  restoreDatabase = (databaseId: string, timestamp: string) => this.createDatabase({ restoreFrom: { databaseId, timestamp } });
   listDatabases = () => this.api("get", "/api/databases", {});
   getDatabase = (id: string) => this.api("get", "/api/databases/{id}", { path: { id } });
   deleteDatabase = (id: string) => this.api("delete", "/api/databases/{id}", { path: { id } });

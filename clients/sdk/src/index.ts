@@ -7,6 +7,7 @@ export type {
   BatchRequest,
   ChatCompletion,
   ChatCompletionRequest,
+  Database,
   DatabaseRequest,
   Deployment,
   DeploymentChange,
