@@ -1,7 +1,11 @@
 // Databases: create (password and connection string shown once), the list with storage bars,
-// snapshots, password rotation, and destroy behind a typed confirmation.
+// snapshots, password rotation, point-in-time restore (shown restoring until active), and destroy
+// behind a typed confirmation.
 import { api } from "./api.js";
 import { h, guarded, bar, shownOnce, fmtDate, statusBadge } from "./ui.js";
+import { restorePicker } from "./database-restore.js";
+
+const RESTORING_POLL_MS = 3000;
 
 export function databasesPage(signal) {
   const slot = h("div");
@@ -10,13 +14,18 @@ export function databasesPage(signal) {
   const snaps = h("tbody");
   const maxMb = h("input", { id: "db-max", type: "number", min: 1, placeholder: "server default" });
 
+  let again;
+  signal.addEventListener("abort", () => clearTimeout(again));
   const refresh = () =>
     guarded(slot, async () => {
+      clearTimeout(again);
       const [{ databases }, { snapshots }] = await Promise.all([
         api("GET", "/api/databases", undefined, signal),
         api("GET", "/api/snapshots", undefined, signal),
       ]);
       rows.replaceChildren(...(databases.length ? databases.map(dbCard) : [h("p", { className: "muted" }, "No databases yet")]));
+      // A restore fills its database in the background: look again until none is restoring.
+      if (databases.some((db) => db.status === "restoring") && !signal.aborted) again = setTimeout(refresh, RESTORING_POLL_MS);
       snaps.replaceChildren(
         ...snapshots.map((s) =>
           h(
@@ -63,6 +72,7 @@ export function databasesPage(signal) {
       shownOnce(title, [
         ["Password", db.password],
         ["Connection string", db.connectionString],
+        ...(db.pooledConnectionString ? [["Pooled connection string", db.pooledConnectionString]] : []),
       ]),
     );
 
@@ -83,15 +93,25 @@ export function databasesPage(signal) {
       h("p", {}, "This deletes the database and its data. Type ", h("strong", { className: "mono" }, db.databaseName), " to confirm."),
       h("p", { className: "row" }, confirm, destroy),
     );
+    const status = db.status ?? "active";
+    const usable = status === "active";
     return h(
       "article",
       { className: "card db", "aria-label": db.databaseName },
       h("h3", { className: "mono" }, db.databaseName, db.readOnly ? h("span", { className: "badge status-failed" }, "read-only") : null),
+      h(
+        "p",
+        { className: "db-status" },
+        statusBadge(status),
+        status === "restoring" ? h("span", { className: "muted", role: "status" }, " Restoring its data: usable once active.") : null,
+      ),
+      db.statusReason ? h("p", { className: "error", role: "note" }, `Restore failed: ${db.statusReason}. Destroy it.`) : null,
       h("p", { className: "muted mono" }, `${db.username}@${db.host}:${db.port} · created ${fmtDate(db.createdAt)}`),
+      db.pooledPort ? h("p", { className: "muted mono" }, `pooled (transaction mode): ${db.username}@${db.pooledHost}:${db.pooledPort}`) : null,
       bar("Storage", db.storageMb, db.maxStorageMb, `${Number(db.storageMb).toFixed(1)} / ${db.maxStorageMb} MB`),
       h(
         "p",
-        { className: "row" },
+        { className: "row", hidden: !usable },
         h("button", { type: "button", onclick: () => act(() => api("POST", `/api/databases/${encodeURIComponent(db.id)}/snapshots`)) }, "Snapshot"),
         h(
           "button",
@@ -106,7 +126,13 @@ export function databasesPage(signal) {
           "Rotate password",
         ),
       ),
-      danger,
+      restorePicker(db, (timestamp) =>
+        act(
+          () => api("POST", "/api/databases", { restoreFrom: { databaseId: db.id, timestamp } }),
+          (r) => showCredentials("Restoring into a new database", r),
+        ),
+      ),
+      status === "restoring" ? null : danger,
     );
   }
 
