@@ -9,7 +9,7 @@ import type { NatsPlatform } from "../support/nats-platform";
 import { connectRefusal, startDbaasNatsPlatform, startDbaasPlatform, stopDbaasPlatform, withClient } from "../integration/dbaas.helpers";
 
 const CREATED_KEYS = ["connectionString", "databaseName", "host", "id", "password", "port", "username"];
-const DETAIL_KEYS = ["createdAt", "databaseName", "extensions", "host", "id", "maxStorageMb", "port", "readOnly", "storageMb", "username"];
+const DETAIL_KEYS = ["createdAt", "databaseName", "extensions", "host", "id", "maxStorageMb", "port", "readOnly", "status", "storageMb", "username"];
 const LIMIT = 3;
 
 function expectError(res: HttpResult, status: number, code: string) {
@@ -65,6 +65,7 @@ describe("databases api", () => {
     expect(Object.keys(detail.body).sort()).toEqual(DETAIL_KEYS);
     expect(detail.body).toMatchObject({
       id: db.id,
+      status: "active",
       databaseName: db.databaseName,
       host: db.host,
       port: db.port,
