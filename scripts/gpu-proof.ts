@@ -21,7 +21,7 @@ import { discoverCards, NodeCard } from "../services/gpu-node/discovery";
 import type { JobOutcome } from "../services/gpu-node/job";
 import { relayHost } from "../services/gpu-node/platform-access";
 import { findBwrap, ProcessExecutor, ProcessIsolation, probeSandbox } from "../services/gpu-node/process-executor";
-import { connectServe } from "../services/gpu-node/serve-relay";
+import { serveAnswer } from "../services/gpu-node/serve-relay";
 
 /** A vector add in CUDA C++, built with nvcc inside the job and checked on the card. */
 const CUDA_JOB = String.raw`
@@ -69,10 +69,11 @@ echo '${Buffer.from(REPLICA_SERVER).toString("base64")}' | base64 -d > server.js
 PORT=${REPLICA_PORT} exec node server.js
 `;
 
-/** One HTTP/1.0 exchange with a replica through its node's serve relay: the whole answer. */
+/** One HTTP/1.0 exchange with a replica through its node's serve relay, as the serve action answers: the whole answer. */
 async function throughNode(relayDir: string, jobId: string, request: string): Promise<string> {
   const out = new PassThrough();
-  const socket = await connectServe(relayDir, jobId, out);
+  // As the node's serve action answers the platform: paced and coalesced (serve-pacing.ts).
+  const socket = await serveAnswer(relayDir, jobId, out);
   const chunks: Buffer[] = [];
   socket.on("data", (c: Buffer) => chunks.push(c));
   const closed = new Promise((resolve) => socket.once("close", resolve));
