@@ -3,7 +3,7 @@
  * provisioner, quota, reconciler and snapshotter, and the periodic jobs, wired once from the
  * settings (createDbaasApp) and started and stopped with the service. The action modules
  * (database-ops.ts, credential-actions.ts, snapshot-actions.ts, lookups.ts) work on the DbaasApp it
- * returns.
+ * returns; its housekeeping pass is housekeeping.ts.
  */
 import type { LoggerInstance, Service } from "moleculer";
 import type { Pool } from "pg";
@@ -29,6 +29,7 @@ import { Provisioner } from "./provisioner";
 import { QuotaEnforcer, QuotaReport } from "./quota";
 import { QuotaWatch } from "./quota-watch";
 import { Reconciler, ReconcileReport } from "./reconciler";
+import { housekeepingPass } from "./housekeeping";
 import { guardIo, MISSING_ADMIN_URL, TenantServerRefused, verifyTenantServer } from "./server-guard";
 import { DbaasSettings, parseDbaasSettings } from "./settings";
 import { SnapshotStore } from "./snapshot-store";
@@ -279,31 +280,8 @@ export class DbaasApp {
     if (reason) throw apiError("SERVICE_UNAVAILABLE", "Snapshots are not available on this platform right now (the operator is told why in the dbaas log)");
   }
 
-  /**
-   * Brings every active database whose catalog is at another level (provisioned under another
-   * DBAAS_HIDE_CATALOG, or before levels were recorded) to the configured one, hiding or opening
-   * as needed (one failure stops no other; it is tried again at the next round).
-   */
-  async applyCatalogLevel(): Promise<void> {
-    const level = this.config.hideCatalog;
-    for (const row of await this.repo.listCatalogNotAt(level)) {
-      try {
-        await this.tenant.setCatalogLevel(row.database_name, level);
-        await this.repo.markCatalogLevel(row.id, level);
-      } catch (err) {
-        this.logger.warn(`Catalog of database ${row.database_name} not at level ${level} yet: ${(err as Error).message}`);
-      }
-    }
-  }
-
-  /** One reconciler pass, then the catalog level and logins a crashed freeze left blocked (each retried next pass if it fails). */
-  async housekeeping(graceMs: number): Promise<ReconcileReport> {
-    await this.restoreJobs.failInterrupted(); // before the reconciler, which leaves restores alone
-    const report = await this.reconciler.reconcile(graceMs);
-    await this.applyCatalogLevel();
-    await this.extensions.applyPolicy();
-    await this.provisioner.repairBlockedLogins();
-    await this.snapshotter.recover();
-    return report;
+  /** One housekeeping pass (housekeeping.ts). */
+  housekeeping(graceMs: number): Promise<ReconcileReport> {
+    return housekeepingPass(this, graceMs);
   }
 }

@@ -7,39 +7,31 @@
 import type { Readable } from "stream";
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import { Type } from "../../lib/contract";
-import { platformSettingsOf } from "../../lib/platform-settings";
 import { brokerEnv } from "../../lib/settings";
 import { InferenceSettings, parseInferenceSettings } from "./settings";
 import type { CallerMeta } from "../../lib/identity";
-import { acquireRedis, releaseRedis } from "../../lib/redis";
+import { releaseRedis } from "../../lib/redis";
 import { DbMixin, DbThis } from "../../mixins/db.mixin";
 import type { StreamAbortHook } from "../api-gateway/streaming";
-import { ModelCatalogue, RedisSnapshotStore } from "./catalogue";
-import { MemoryRateLimiter, RedisRateLimiter } from "../../lib/rate-limiter";
 import { INFER_STREAM, InferenceResult, ModelList, ProviderHealth, PublicModel } from "./contract";
 import type { InferenceRecord } from "./attempt-log";
 import { InferenceEngine, InferParams } from "./engine";
 import { chatCompletion, embeddingList, modelList, openAiStreamFormat, parseChatCompletion, parseEmbeddings } from "./openai-api";
-import { InferenceRateLimits, UsageInferenceLimits } from "./rate-limits";
+import type { InferenceRateLimits } from "./rate-limits";
 import { v1MessagesAction } from "./messages-action";
 import { INFERENCE_COMPLETED } from "../../lib/event-names";
 import { inferenceCompleted } from "./events";
 import { migrations } from "./migrations";
-import { createProviders, promptText } from "./providers";
+import { promptText } from "./providers";
 import { providerReport } from "./startup-report";
-import { inferenceUsage, InferencesRepository, UsageRecorder } from "./usage.repository";
+import { inferenceUsage } from "./usage.repository";
+import { createInferenceParts, InferenceParts } from "./parts";
 import { v1Responses } from "./responses-action";
-import { UsagePublisher } from "../../lib/usage-publisher";
-import { QuotaGate } from "../../lib/quota-gate";
-import { MemoryReservationStore, QuotaReservations, RedisReservationStore } from "../../lib/quota-reservations";
 import type { InferenceClaim, Spend } from "./quota-holds";
 import { estimateTokens } from "./model-info";
-import { ownChannel, sendToChannel } from "../../lib/channels";
 import { USAGE_CHANNEL } from "../../lib/usage-protocol";
 import { allowedChain, checkModel, visibleModels } from "./token-models";
-import { tokenSpendBatch } from "./token-spend";
 import { admitInference, heldInference } from "./inference-gate";
-import type { KeyedBatch } from "../../lib/keyed-batch";
 import { allModels, DeploymentsMixin } from "./deployments/mixin";
 import type { DeploymentsSetup } from "./deployments/setup";
 import { BatchMixin, batchActions } from "./batches/batch.mixin";
@@ -61,17 +53,11 @@ const V1 = {
 const unixNow = () => Math.floor(Date.now() / 1000);
 
 type InferenceThis = Service &
-  DbThis & {
+  DbThis &
+  Omit<InferenceParts, "providers" | "catalogue"> & {
     config: InferenceSettings;
     engine: InferenceEngine;
-    recorder: UsageRecorder;
-    usage: UsagePublisher;
-    gate: QuotaGate;
-    reservations: QuotaReservations;
-    rates: InferenceRateLimits;
-    tokenSpend: KeyedBatch<number>;
     deployments: DeploymentsSetup;
-    redisUrl?: string;
     interactive: number;
     recordFinished(record: InferenceRecord, batch?: { rates: InferenceRateLimits; creditFactor: number }): void;
     stopBatches(): Promise<void>;
@@ -81,9 +67,6 @@ type InferenceThis = Service &
   };
 
 const HEALTH_TIMEOUT_MS = 2_000;
-const LIST_TIMEOUT_MS = 3_000;
-const PARTIAL_LIST_TTL_MS = 5_000;
-const MIN_REFRESH_MS = 1_000;
 
 const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
   name: "inference",
@@ -260,41 +243,8 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
 
   created(this: InferenceThis) {
     this.config = parseInferenceSettings(brokerEnv(this.broker));
-    const platform = platformSettingsOf(this.broker);
-    const providers = createProviders({ ollamaUrl: this.config.ollamaUrl, openai: this.config.openaiProviders });
-    this.redisUrl = platform.redisUrl;
-    const redis = this.redisUrl ? acquireRedis(this.redisUrl) : undefined;
-    const prefix = platform.namespace || "ci";
-    const store = redis
-      ? new RedisSnapshotStore(redis, `${prefix}:inference:models`, (err) => this.logger.warn(`Model list cache (Redis) failed: ${(err as Error).message}`))
-      : undefined;
-    const catalogue = new ModelCatalogue({
-      providers,
-      ttlMs: this.config.modelsCacheS * 1000,
-      partialTtlMs: PARTIAL_LIST_TTL_MS,
-      fetchTimeoutMs: LIST_TIMEOUT_MS,
-      minRefreshMs: MIN_REFRESH_MS,
-      store,
-    });
-    // Without Redis, each replica counts on its own (README "Rate limits").
-    const limiter = redis ? new RedisRateLimiter(redis, `${prefix}:inference-rate`) : new MemoryRateLimiter();
-    this.recorder = new UsageRecorder(new InferencesRepository(this.db), (err, lost) =>
-      this.logger.error(`Could not record ${lost} inference(s) for usage accounting: ${(err as Error).message}`),
-    );
-    this.gate = new QuotaGate(this.broker, platform.quotaCacheMs, (m) => this.logger.warn(m));
-    // Without Redis, each replica holds reservations on its own (README "Usage, quotas and credits").
-    const holds = redis ? new RedisReservationStore(redis, `${prefix}:quota`) : new MemoryReservationStore();
-    this.reservations = new QuotaReservations(this.gate, holds, this.config.reservationTtlS * 1000, (m) => this.logger.warn(m));
-    // Per-account overrides from usage, read through the gate's cache (README "Rate limits").
-    this.rates = new InferenceRateLimits(
-      limiter,
-      new UsageInferenceLimits(this.gate, { requestsPerMinute: this.config.requestsPerMinute, tokensPerMinute: this.config.tokensPerMinute }),
-    );
-    this.usage = new UsagePublisher(
-      (batch) => sendToChannel(this.broker, ownChannel(USAGE_CHANNEL, this.broker.nodeID), batch),
-      (err, attempt) => attempt === 1 && this.logger.warn(`Usage records not published yet (retrying): ${(err as Error).message}`),
-    );
-    this.tokenSpend = tokenSpendBatch(this.broker, (m) => this.logger.warn(m));
+    const { providers, catalogue, ...parts } = createInferenceParts(this.broker, this.db, this.config, this.logger);
+    Object.assign(this, parts);
     this.tokenSpend.start();
     this.engine = new InferenceEngine({
       catalogue,
