@@ -74,6 +74,15 @@ describe("usage and the scheduler - overrides and monthly quotas through the gat
       status: "queued",
       statusReason: "monthly gpuSeconds quota of the account used up: waiting for the next month or a higher quota",
     });
+    // The ledger records the first job's GPU-seconds once it ended (the scheduler held the second
+    // already, on the first's reservation): new jobs are refused from then on.
+    await waitFor(
+      async () => {
+        const { quotas } = (await http(base, "GET", "/api/quotas", { token: user.token })).body;
+        return quotas.find((q: { resource: string }) => q.resource === "gpuSeconds")?.used >= 1;
+      },
+      { timeoutMs: 30_000, message: "the first job's GPU-seconds in the ledger" },
+    );
     // Both cards are free now: only the quota holds it (and new jobs are refused with the details).
     expect((await http(base, "GET", "/api/gpu/status", { token: user.token })).body.cluster.availableGpus).toBe(2);
     const refused = await http(base, "POST", "/api/gpu/jobs", { token: user.token, body: { command: "true" } });

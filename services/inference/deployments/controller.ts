@@ -145,12 +145,13 @@ export class DeploymentController {
       await repo.replicaEnded(id);
       links.drop(id);
     }
+    // The state first: a reader never sees more replicas than the deployment says it wants.
+    await repo.saveState(d.id, plan);
     for (let i = 0; i < plan.start; i++) {
       const { id } = await jobs.submit(d.client_id, replicaJob(d));
       await repo.addReplica(id, d.id);
     }
     for (const id of plan.stop) await jobs.stop(d.client_id, id);
-    await repo.saveState(d.id, plan);
   }
 
   /** One tracked replica now: ended, ready (probed here when it runs and was not yet), or starting. */

@@ -40,8 +40,17 @@ export class DeploymentsRepository {
   async insert(row: Pick<DeploymentRow, "id" | "client_id" | "name" | "spec" | "env">): Promise<DeploymentRow | undefined> {
     try {
       const { rows } = await this.db.query<DeploymentRow>(
-        `INSERT INTO inference.deployments (id, client_id, name, spec, env) VALUES ($1, $2, $3, $4, $5) RETURNING ${COLUMNS}`,
-        [row.id, row.client_id, row.name, JSON.stringify(row.spec), JSON.stringify(row.env)],
+        `INSERT INTO inference.deployments (id, client_id, name, spec, env, status, desired) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${COLUMNS}`,
+        // Starting at once when it keeps replicas: "idle" is a deployment that needs none.
+        [
+          row.id,
+          row.client_id,
+          row.name,
+          JSON.stringify(row.spec),
+          JSON.stringify(row.env),
+          row.spec.minReplicas > 0 ? "starting" : "idle",
+          row.spec.minReplicas,
+        ],
       );
       return rows[0];
     } catch (err) {
