@@ -37,6 +37,9 @@ const relayOwner = () => (process.getuid?.() === 0 ? CONTAINER_USER : undefined)
 export * from "./container-spec";
 export { dockerMessage, pullFailureReason } from "./docker-errors";
 
+/** How long a failed pull of an image stands for the jobs that ask for it next. */
+const FAILED_PULL_MEMORY_MS = 10_000;
+
 export class DockerExecutor implements JobExecutor {
   readonly kind = "docker" as const;
   readonly jobsOutliveNode = true;
@@ -126,8 +129,14 @@ export class DockerExecutor implements JobExecutor {
   private async ensureImage(image: string): Promise<void> {
     let pull = this.pulls.get(image);
     if (!pull) {
-      pull = this.pull(image).finally(() => this.pulls.delete(image));
-      this.pulls.set(image, pull);
+      const made = this.pull(image);
+      const forget = () => {
+        if (this.pulls.get(image) === made) this.pulls.delete(image);
+      };
+      // A failed pull answers for its image a while: a burst of jobs for a missing image asks the registry once.
+      made.then(forget, () => setTimeout(forget, FAILED_PULL_MEMORY_MS).unref());
+      this.pulls.set(image, made);
+      pull = made;
     }
     await pull;
   }

@@ -165,6 +165,9 @@ describe("gpu-node docker executor", () => {
       run("true", { containerImage: image, executor }),
       run("true", { containerImage: image, card: { ...simulated, uuid: "GPU-sim-docker-1" }, executor }),
     ];
+    // One asking after the first pull failed gets the same answer, from the failed pull remembered.
+    await jobs[0].outcome;
+    jobs.push(run("true", { containerImage: image, card: { ...simulated, uuid: "GPU-sim-docker-2" }, executor }));
     for (const job of jobs) {
       expect(await job.started).toBe(false);
       const outcome = await job.outcome;
