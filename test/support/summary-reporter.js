@@ -23,7 +23,8 @@ class SummaryReporter {
     }
     const dir = path.join(root, "test-results");
     fs.mkdirSync(dir, { recursive: true });
-    fs.writeFileSync(path.join(dir, "summary.txt"), lines.join("\n") + "\n");
+    // TEST_SUMMARY_FILE: another name, for a second jest process beside the first (scripts/test.sh).
+    fs.writeFileSync(path.join(dir, process.env.TEST_SUMMARY_FILE || "summary.txt"), lines.join("\n") + "\n");
   }
 }
 module.exports = SummaryReporter;
