@@ -66,6 +66,8 @@ const padded = (data: Buffer): Buffer => Buffer.concat([data, Buffer.alloc((BLOC
  * more than `maxBytes` in all. Files are opened with O_NOFOLLOW and checked again once open.
  */
 export async function packFolder(folder: string, dest: string, maxBytes: number): Promise<StoreResult> {
+  // Most jobs leave nothing: one readdir, no archive opened, written and removed.
+  if (!(await fs.readdir(folder).catch(() => [] as string[])).length) return "empty";
   await fs.mkdir(path.dirname(dest), { recursive: true });
   const out = await fs.open(dest, "w", 0o600);
   let written = 0;

@@ -1,11 +1,11 @@
 /**
  * Per-job control groups on this host (the pure part: cgroups.ts). At start the node finds a
  * writable cgroup v2 (or v1) with the memory and pids controllers and makes a parent cgroup of its
- * own; each sandboxed job then gets a child, `job-<id>-<n>`, with its limits, and its launcher
- * shell moves itself in before it runs the sandbox (sandbox.ts enterCgroup). On the job's end every
- * process left in it is killed and the cgroup removed.
+ * own; each sandboxed job then gets a child, `job-<id>-<n>`, with its limits, and the job launcher
+ * forks the sandbox straight into it (launcher.ts: it moves itself in, forks, and moves back to
+ * launcherHome). On the job's end every process left in it is killed and the cgroup removed.
  */
-import { promises as fs, readlinkSync } from "fs";
+import { mkdirSync, promises as fs, readFileSync, readlinkSync, rmdirSync, writeFileSync } from "fs";
 import path from "path";
 import {
   CgroupLayout,
@@ -29,6 +29,14 @@ const exists = (file: string): Promise<boolean> =>
     () => true,
     () => false,
   );
+/** A cgroup file's text (synchronously: see JobCgroup.create), or `fallback` when it cannot be read. */
+const readOr = (file: string, fallback: string): string => {
+  try {
+    return readFileSync(file, "utf8");
+  } catch {
+    return fallback;
+  }
+};
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** This process's PID namespace (its inode): a pid names a process only within it. */
@@ -110,6 +118,28 @@ export async function detectCgroups(procRoot = "/proc/self"): Promise<CgroupDete
   return { layout: null, why: reasons.join("; ") || "no cgroup file system is mounted" };
 }
 
+/** The launcher's cgroups by its pid: it leaves for them after each fork into a job's, so they stay the same. */
+const launcherHomes = new Map<string, string[]>();
+
+/**
+ * The cgroup.procs files of the cgroups process `pid` (the job launcher) is in, one per hierarchy
+ * of `layout` in the order of a job's (jobFolders): where it goes back after forking a job into its cgroup.
+ */
+export function launcherHome(layout: CgroupLayout, pid: number): string[] {
+  const key = `${pid}:${jobFolders(layout, "").join(",")}`;
+  let home = launcherHomes.get(key);
+  if (!home) {
+    const mounts = cgroupMounts(readFileSync("/proc/self/mountinfo", "utf8"));
+    const own = ownCgroups(readFileSync(`/proc/${pid}/cgroup`, "utf8"));
+    const controllers = layout.version === 2 ? [] : ["memory", ...(layout.pids ? ["pids"] : []), ...(layout.cpu ? ["cpu"] : [])];
+    const folders = layout.version === 2 ? [ownV2Folder(mounts, own)] : controllers.map((c) => ownV1Folder(mounts, own, c));
+    if (folders.some((f) => f === undefined)) throw new Error(`the job launcher's own cgroups are not all visible (${JSON.stringify(own)})`);
+    home = folders.map((folder) => path.join(folder!, "cgroup.procs"));
+    launcherHomes.set(key, home);
+  }
+  return home;
+}
+
 let nextSeq = 0;
 
 /** One job's cgroup: made with its limits before the job starts, removed after it ends. */
@@ -122,14 +152,21 @@ export class JobCgroup {
     readonly name: string,
   ) {}
 
+  /**
+   * Made with its limits. The folders and files of the cgroup file system are the kernel's own (no
+   * disk behind them): written synchronously, each costs a system call rather than a thread-pool
+   * round trip and a promise (about 20 of them per job).
+   */
   static async create(layout: CgroupLayout, jobId: string, limits: CgroupLimits): Promise<JobCgroup> {
     const cgroup = new JobCgroup(layout, jobCgroupName(jobId, nextSeq++));
     try {
-      for (const dir of jobFolders(layout, cgroup.name)) await fs.mkdir(dir);
+      for (const dir of jobFolders(layout, cgroup.name)) mkdirSync(dir);
       for (const write of limitWrites(layout, cgroup.name, limits)) {
-        await fs.writeFile(write.file, write.value).catch((err) => {
-          if (!(write.optional && errorCode(err) === "ENOENT")) throw new Error(`${write.file}: ${(err as Error).message}`);
-        });
+        try {
+          writeFileSync(write.file, write.value);
+        } catch (err) {
+          if (!(write.optional && errorCode(err) === "ENOENT")) throw new Error(`${write.file}: ${(err as Error).message}`, { cause: err });
+        }
       }
     } catch (err) {
       await cgroup.remove();
@@ -145,7 +182,7 @@ export class JobCgroup {
 
   /** How many processes of the job the kernel killed for memory. */
   async oomKills(): Promise<number> {
-    return oomKills(await fs.readFile(oomEventsFile(this.layout, this.name), "utf8").catch(() => ""));
+    return oomKills(readOr(oomEventsFile(this.layout, this.name), ""));
   }
 
   /** Every process still in the cgroup is killed (a job's strays; a fork bomb's children). */
@@ -153,7 +190,12 @@ export class JobCgroup {
     if (this.emptied) return;
     // v1: the memory hierarchy (always there) lists every process of the job as well.
     const [first] = jobFolders(this.layout, this.name);
-    if (this.layout.version === 2 && this.layout.kill) await fs.writeFile(path.join(first, "cgroup.kill"), "1").catch(() => undefined);
+    if (this.layout.version === 2 && this.layout.kill)
+      try {
+        writeFileSync(path.join(first, "cgroup.kill"), "1");
+      } catch {
+        // gone already, or the kernel has none after all: killListed below
+      }
     this.emptied = await killListed(first);
   }
 
@@ -180,7 +222,7 @@ const alive = (pid: number): boolean => {
  */
 async function killListed(dir: string): Promise<boolean> {
   for (let round = 0; round < 200; round++) {
-    const pids = (await fs.readFile(path.join(dir, "cgroup.procs"), "utf8").catch(() => "")).split("\n").filter(Boolean).map(Number);
+    const pids = readOr(path.join(dir, "cgroup.procs"), "").split("\n").filter(Boolean).map(Number);
     if (!pids.length) return true;
     for (const pid of pids) {
       try {
@@ -198,7 +240,7 @@ async function killListed(dir: string): Promise<boolean> {
 async function removeFolder(dir: string): Promise<void> {
   for (let attempt = 0; ; attempt++) {
     try {
-      return await fs.rmdir(dir);
+      return rmdirSync(dir);
     } catch (err) {
       if (errorCode(err) === "ENOENT") return;
       if (errorCode(err) !== "EBUSY" || attempt >= 100) throw err;

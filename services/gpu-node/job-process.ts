@@ -3,15 +3,15 @@
  * files once and the job's /out folder): the launch request of its sandbox (bwrap argv from sandbox.ts, its environment, cwd and
  * user), or of a plain process when jobs run unisolated. process-executor.ts runs it.
  */
-import { accessSync, constants as fsConstants, promises as fs, rmSync } from "fs";
+import { accessSync, chownSync, constants as fsConstants, promises as fs, rmSync } from "fs";
 import os from "os";
 import path from "path";
 import { gpuDeviceMinor, NodeCard } from "./discovery";
 import { jobCards, joinedShell, JobSpec, visibleDevices } from "./job";
 import type { LaunchRequest } from "./launcher";
-import { enterCgroup, gpuDeviceNodes, HostLayout, identityFiles, SAFE_ETC, SANDBOX_HOME, sandboxArgs, SandboxLimits, SYSTEM_PATHS } from "./sandbox";
+import { gpuDeviceNodes, HostLayout, identityFiles, SAFE_ETC, SANDBOX_HOME, sandboxArgs, SandboxLimits, SYSTEM_PATHS } from "./sandbox";
 import type { CgroupLayout, CgroupLimits } from "./cgroups";
-import type { JobCgroup } from "./cgroup-host";
+import { launcherHome, type JobCgroup } from "./cgroup-host";
 import { JobError } from "./job";
 import type { PlatformAccess } from "./platform-access";
 import { forwarderArgv, forwarderEnv, hostNode } from "./relay-forwarder";
@@ -126,7 +126,11 @@ function asJobUser(isolation: ProcessIsolation & { kind: "sandbox" }): { uid?: n
   return process.getuid?.() === 0 ? { uid: isolation.uid, gid: isolation.gid } : {};
 }
 
-/** The program, arguments, environment, cwd and user of one job (moved into `cgroup` first, when given). */
+/**
+ * The program, arguments, environment, cwd and user of one job (moved into `cgroup` first, when
+ * given). `workDir`: the job's own folder, made by the caller (mkdtemp): an unisolated job's cwd and
+ * HOME, a sandboxed job's /out.
+ */
 export async function jobProcess(
   spec: JobSpec,
   isolation: ProcessIsolation,
@@ -136,17 +140,19 @@ export async function jobProcess(
   access?: PlatformAccess,
   serve?: ServeSocket,
 ): Promise<LaunchRequest> {
-  const shell = [...joinedShell("/bin/sh"), spec.command];
   if (isolation.kind === "unisolated") {
+    const shell = [...joinedShell("/bin/sh"), spec.command];
     if (access) throw new JobError("Platform access needs a sandboxed job: this node runs jobs unisolated (GPU_UNSAFE_UNISOLATED_JOBS)");
     if (serve) throw new JobError("A deployment's replica needs a sandboxed job: this node runs jobs unisolated (GPU_UNSAFE_UNISOLATED_JOBS)");
     return { file: shell[0], args: shell.slice(1), cwd: workDir, env: processJobEnv(jobCards(spec), workDir, spec.env) };
   }
+  // The launcher joins stderr into stdout (joinStderr below): no outer shell to do it, one exec less per job.
+  const shell = ["/bin/sh", "-c", spec.command];
   const identity = await sharedIdentityFiles(isolation.uid, isolation.gid);
-  await fs.chmod(workDir, 0o755); // bwrap runs as the job's user and binds /out from here
-  const outDir = path.join(workDir, "out");
-  await fs.mkdir(outDir, { mode: 0o700 });
-  if (process.getuid?.() === 0) await fs.chown(outDir, isolation.uid, isolation.gid);
+  // A sandboxed job's work folder is its /out itself (0700, made by mkdtemp): the job's user owns it
+  // (bwrap runs as that user and binds it), one chown instead of a folder inside and its mode and owner.
+  const outDir = workDir;
+  if (process.getuid?.() === 0) chownSync(outDir, isolation.uid, isolation.gid);
   const jobEnv = processJobEnv(jobCards(spec), SANDBOX_HOME, access ? { ...spec.env, ...access.env } : spec.env);
   // The forwarder runs in front of the job when it has routes: platform access (outbound), a replica's port (inbound).
   const routes = [...(access?.routes ?? []), ...(serve ? [serve.route] : [])];
@@ -164,9 +170,15 @@ export async function jobProcess(
     serveDir: serve?.dir,
   });
   // bwrap passes its own environment on, and it is readable inside (/proc/1/environ): the job's only.
-  if (!cgroup) return { file: isolation.bwrap, args, cwd: "/", env, ...asJobUser(isolation) };
-  const user = asJobUser(isolation);
-  const dropTo = user.uid !== undefined ? { uid: user.uid, gid: user.gid! } : undefined;
-  const [file, ...wrapped] = enterCgroup(cgroup.procsFiles, [isolation.bwrap, ...args], dropTo);
-  return { file, args: wrapped, cwd: "/", env };
+  // The launcher forks bwrap as the job's user straight into the job's cgroup (launcher.ts): no shell
+  // to move itself there and no setpriv to drop root, two execs less per job. `home`: the launcher's own
+  // cgroups, filled in by the caller that knows the launcher (withLauncherHome).
+  const cgroupEntry = cgroup ? { cgroup: { enter: cgroup.procsFiles, home: [] } } : {};
+  return { file: isolation.bwrap, args, cwd: "/", env, ...asJobUser(isolation), joinStderr: true, ...cgroupEntry };
+}
+
+/** The request with the launcher's own cgroups (the helper at `helperPid` moves back there after forking the job). */
+export function withLauncherHome(request: LaunchRequest, layout: CgroupLayout | undefined, helperPid: number): LaunchRequest {
+  if (!request.cgroup || !layout) return request;
+  return { ...request, cgroup: { ...request.cgroup, home: launcherHome(layout, helperPid) } };
 }

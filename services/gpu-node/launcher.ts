@@ -16,8 +16,22 @@ import os from "os";
 import path from "path";
 import readline from "readline";
 
-/** What to run: the program, its arguments and the whole environment, cwd and user of the process. */
-export type LaunchRequest = { file: string; args: string[]; env: Record<string, string>; cwd: string; uid?: number; gid?: number };
+/**
+ * What to run: the program, its arguments and the whole environment, cwd and user of the process.
+ * `joinStderr`: its stderr is its stdout (one stream, in the order written). `cgroup`: it is born in
+ * the cgroup whose `cgroup.procs` files `enter` names (one per hierarchy): the helper moves itself
+ * there, forks it and moves back to `home` (its own cgroups, the same hierarchies in the same order).
+ */
+export type LaunchRequest = {
+  file: string;
+  args: string[];
+  env: Record<string, string>;
+  cwd: string;
+  uid?: number;
+  gid?: number;
+  joinStderr?: boolean;
+  cgroup?: { enter: string[]; home: string[] };
+};
 export type LaunchExit = { code: number | null; signal: NodeJS.Signals | null };
 /** A started job: its pid (the leader of its own process group), its stdout, and how it ended. */
 export type Launched = { pid: number; output: net.Socket; exit: Promise<LaunchExit> };
@@ -34,6 +48,33 @@ for (const fd of fs.readdirSync("/proc/self/fd").map(Number).filter((fd) => fd >
   if (info && (parseInt(info[1], 8) & 0o2000000) === 0) try { fs.closeSync(fd); } catch {}
 }
 const reply = (m) => process.stdout.write(JSON.stringify(m) + "\\n");
+// Moves this process into the cgroups whose cgroup.procs files are given (a child forked meanwhile is born there).
+const moveTo = (files) => { for (const file of files) fs.writeFileSync(file, String(process.pid)); };
+// Never stay in a job's cgroup (its end kills every process in it): if this process cannot leave, it ends.
+const homeOrExit = (home) => {
+  try {
+    moveTo(home);
+  } catch (e) {
+    process.stderr.write("job launcher: cannot leave a job's cgroup (" + e.message + "): stopping\\n");
+    process.exit(70);
+  }
+};
+// Forks the job, in its cgroup when it has one (synchronously: nothing else runs while this process is in it).
+const fork = (r, out) => {
+  const options = { cwd: r.cwd, env: r.env, uid: r.uid, gid: r.gid, detached: true, stdio: ["ignore", out, r.joinStderr ? out : "ignore"] };
+  if (!r.cgroup) return spawn(r.file, r.args, options);
+  try {
+    moveTo(r.cgroup.enter);
+  } catch (e) {
+    homeOrExit(r.cgroup.home);
+    throw new Error("the job's cgroup could not be entered: " + e.message);
+  }
+  try {
+    return spawn(r.file, r.args, options);
+  } finally {
+    homeOrExit(r.cgroup.home);
+  }
+};
 require("readline").createInterface({ input: process.stdin }).on("line", (line) => {
   const r = JSON.parse(line);
   const out = net.connect(r.socket);
@@ -41,7 +82,7 @@ require("readline").createInterface({ input: process.stdin }).on("line", (line) 
   out.once("connect", () => out.write(r.token + "\\n", () => {
     let child;
     try {
-      child = spawn(r.file, r.args, { cwd: r.cwd, env: r.env, uid: r.uid, gid: r.gid, detached: true, stdio: ["ignore", out, "ignore"] });
+      child = fork(r, out);
     } catch (e) {
       out.destroy();
       return reply({ id: r.id, error: e.message });
@@ -90,6 +131,11 @@ export class Launcher {
     });
     // The helper connected the socket before it forked: it is accepted here, if not already.
     return { pid, output: await output, exit };
+  }
+
+  /** The helper's pid, starting it if it is not running (a caller that needs its cgroups). */
+  async helperPid(): Promise<number> {
+    return (await this.start()).pid!;
   }
 
   /** Where jobs' output connects (for tests). */

@@ -105,11 +105,19 @@ export class OutputCapture {
    * restart) appended to, its cap and tail carried on from what the file already holds.
    */
   static async open(dir: string, jobId: string, opts: CaptureOptions = {}): Promise<OutputCapture> {
-    await fs.mkdir(dir, { recursive: true, mode: 0o700 });
     const file = logFilePath(dir, jobId);
     const previous = opts.resume ? await readTail(file, opts.tailBytes ?? OUTPUT_TAIL_BYTES) : null;
-    const stream = createWriteStream(file, { flags: opts.resume ? "a" : "w", mode: 0o600 });
-    await new Promise<void>((resolve, reject) => stream.once("open", () => resolve()).once("error", reject));
+    const openLog = async () => {
+      const opened = createWriteStream(file, { flags: opts.resume ? "a" : "w", mode: 0o600 });
+      await new Promise<void>((resolve, reject) => opened.once("open", () => resolve()).once("error", reject));
+      return opened;
+    };
+    // The folder exists but for the node's first job (or after someone removed it): made only then.
+    const stream = await openLog().catch(async (err: NodeJS.ErrnoException) => {
+      if (err.code !== "ENOENT") throw err;
+      await fs.mkdir(dir, { recursive: true, mode: 0o700 });
+      return openLog();
+    });
     const capture = new OutputCapture(file, stream, opts.maxFileBytes ?? LOG_FILE_MAX_BYTES, opts.tailBytes ?? OUTPUT_TAIL_BYTES);
     if (previous) {
       capture.written = previous.size;

@@ -4,19 +4,18 @@
  * environment and CUDA_VISIBLE_DEVICES naming its cards. Only GPU_UNSAFE_UNISOLATED_JOBS=true runs
  * jobs as plain processes of the node's own user (development on a machine without bubblewrap).
  */
-import { spawn } from "child_process";
 import { Socket } from "net";
-import { promises as fs } from "fs";
+import { mkdtempSync, promises as fs } from "fs";
 import os from "os";
 import path from "path";
 import type { NodeCard } from "./discovery";
 import { jobCards, JobError, JobExecutor, JobLimits, JobOps, JobSpec, limitsOf, RunningJob } from "./job";
 import type { OutputCapture } from "./output";
 import { keepArtifacts, packFolder } from "./artifacts";
-import { sharedLauncher } from "./launcher";
+import { Launched, LaunchRequest, sharedLauncher } from "./launcher";
 import { outOfMemory } from "./cgroups";
 import { JobCgroup } from "./cgroup-host";
-import { jobProcess, ProcessIsolation } from "./job-process";
+import { jobProcess, ProcessIsolation, withLauncherHome } from "./job-process";
 import { openPlatformAccess, PlatformAccess, RelayHost } from "./platform-access";
 import { openServeSocket, ServeSocket } from "./serve-relay";
 
@@ -33,21 +32,20 @@ export async function probeSandbox(isolation: ProcessIsolation & { kind: "sandbo
   let cgroup: JobCgroup | undefined;
   try {
     if (isolation.cgroups) cgroup = await JobCgroup.create(isolation.cgroups.layout, "probe", isolation.cgroups.limits);
-    const { file, args, ...options } = await jobProcess({ jobId: "probe", card, command: "exit 0" }, isolation, workDir, undefined, cgroup);
-    return await new Promise<string | null>((resolve) => {
-      // once at start, so spawned here; jobs go through the launcher
-      const proc = spawn(file, args, { ...options, stdio: ["ignore", "pipe", "pipe"] });
-      let output = "";
-      proc.stdout!.on("data", (c: Buffer) => (output += c.toString()));
-      proc.stderr!.on("data", (c: Buffer) => (output += c.toString()));
-      const timer = setTimeout(() => proc.kill("SIGKILL"), timeoutMs);
-      proc.once("error", (err) => resolve(`${isolation.bwrap} could not be started: ${err.message}`));
-      proc.once("close", (code, signal) => {
-        clearTimeout(timer);
-        const detail = output.trim().split("\n").slice(-2).join(" ").slice(0, 300);
-        resolve(code === 0 ? null : `${isolation.bwrap} failed (${signal ?? `exit ${code}`})${detail ? `: ${detail}` : ""}`);
-      });
-    });
+    const request = await jobProcess({ jobId: "probe", card, command: "exit 0" }, isolation, workDir, undefined, cgroup);
+    // Through the launcher, as every job (it alone can fork into a job's cgroup).
+    const launched = await launch(request, isolation).catch((err: Error) => err);
+    if (launched instanceof Error) return `${isolation.bwrap} could not be started: ${launched.message}`;
+    let output = "";
+    launched.output.on("data", (c: Buffer) => (output += c.toString()));
+    const closed = new Promise<void>((resolve) => (launched.output.closed ? resolve() : launched.output.once("close", () => resolve())));
+    const timer = setTimeout(() => signal(-launched.pid, "SIGKILL"), timeoutMs);
+    const { code, signal: sig } = await launched.exit;
+    clearTimeout(timer);
+    await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, 1000).unref())]);
+    launched.output.destroy();
+    const detail = output.trim().split("\n").slice(-2).join(" ").slice(0, 300);
+    return code === 0 ? null : `${isolation.bwrap} failed (${sig ?? `exit ${code}`})${detail ? `: ${detail}` : ""}`;
   } catch (err) {
     if (isolation.cgroups && !cgroup) return `the probe job's cgroup could not be made: ${(err as Error).message}`;
     throw err;
@@ -103,6 +101,22 @@ async function terminate(pid: number, isolation: ProcessIsolation): Promise<void
   for (const pid of await descendantPids(init)) signal(pid, "SIGTERM");
 }
 
+/** Starts `request` through the node's launcher (into its cgroup, when it has one: withLauncherHome). */
+async function launch(request: LaunchRequest, isolation: ProcessIsolation): Promise<Launched> {
+  const launcher = sharedLauncher();
+  const layout = isolation.kind === "sandbox" ? isolation.cgroups?.layout : undefined;
+  return launcher.launch(request.cgroup ? withLauncherHome(request, layout, await launcher.helperPid()) : request);
+}
+
+/**
+ * A job's work folder goes: most are empty by now (one rmdir), else everything in it. Not
+ * synchronously: the folder was a mount point in the sandbox's namespace, and its rmdir may wait
+ * for the kernel to detach that (about 1.4 ms of the event loop per job, measured).
+ */
+async function removeWorkDir(dir: string): Promise<void> {
+  await fs.rmdir(dir).catch(() => fs.rm(dir, { recursive: true, force: true }));
+}
+
 /** The owner of a job's relay folder: the job's user, when the node is root (else the node's own user is the job's). */
 const relayOwner = (isolation: ProcessIsolation) =>
   isolation.kind === "sandbox" && process.getuid?.() === 0 ? { uid: isolation.uid, gid: isolation.gid } : undefined;
@@ -121,7 +135,7 @@ function processOps(spec: JobSpec, isolation: ProcessIsolation, limits: JobLimit
   return {
     async launch(output: OutputCapture) {
       capture = output;
-      workDir = await fs.mkdtemp(path.join(os.tmpdir(), "ci-job-"));
+      workDir = mkdtempSync(path.join(os.tmpdir(), "ci-job-"));
       if (isolation.kind === "sandbox" && isolation.cgroups) cgroup = await JobCgroup.create(isolation.cgroups.layout, spec.jobId, isolation.cgroups.limits);
       if (spec.platform) access = await openPlatformAccess(spec.jobId, spec.platform, relay, relayOwner(isolation));
       if (spec.servePort != null) {
@@ -129,13 +143,10 @@ function processOps(spec: JobSpec, isolation: ProcessIsolation, limits: JobLimit
         serve = await openServeSocket(relay.dir, spec.jobId, spec.servePort, relayOwner(isolation));
       }
       const request = await jobProcess(spec, isolation, workDir, limits.outMaxBytes, cgroup, access, serve);
-      // The outer shell joins stderr into stdout (one stream keeps their order), then runs the job;
-      // the resident launcher forks it (in its own process group), not this process.
-      const launched = await sharedLauncher()
-        .launch(request)
-        .catch((err: Error) => {
-          throw new JobError(`The job's process could not be started: ${err.message}`);
-        });
+      // The resident launcher forks it (in its own process group), not this process.
+      const launched = await launch(request, isolation).catch((err: Error) => {
+        throw new JobError(`The job's process could not be started: ${err.message}`);
+      });
       const job = { pid: launched.pid, stdout: launched.output, ended: false };
       child = job;
       job.stdout.on("data", (chunk: Buffer) => {
@@ -179,12 +190,10 @@ function processOps(spec: JobSpec, isolation: ProcessIsolation, limits: JobLimit
         await Promise.race([outputClosed, bounded]);
         child.stdout?.destroy();
       }
-      // Every process of the sandbox has ended: what is under /out can no longer change.
-      if (workDir && isolation.kind === "sandbox" && child) {
-        const outDir = path.join(workDir, "out");
-        await keepArtifacts(spec.jobId, limits, capture, (dest, maxBytes) => packFolder(outDir, dest, maxBytes));
-      }
-      if (workDir) await fs.rm(workDir, { recursive: true, force: true });
+      // Every process of the sandbox has ended: what is under /out (the work folder) can no longer change.
+      if (workDir && isolation.kind === "sandbox" && child)
+        await keepArtifacts(spec.jobId, limits, capture, (dest, maxBytes) => packFolder(workDir!, dest, maxBytes));
+      if (workDir) await removeWorkDir(workDir);
       await access?.relay.close();
       await serve?.close();
       await cgroup?.remove();

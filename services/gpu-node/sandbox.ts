@@ -84,7 +84,6 @@ export const SAFE_ETC = [
 ];
 
 export const PRLIMIT = "/usr/bin/prlimit";
-export const SETPRIV = "/usr/bin/setpriv";
 export const SANDBOX_HOSTNAME = "ci-job";
 export const SANDBOX_HOME = "/tmp";
 
@@ -124,19 +123,6 @@ export function sandboxArgs(opts: SandboxOptions): string[] {
   const fsize = opts.fileMaxBytes ? [`--fsize=${opts.fileMaxBytes}`] : [];
   args.push(PRLIMIT, `--nproc=${opts.limits.processes}`, `--data=${opts.limits.memoryBytes}`, ...fsize, "--core=0", "--", ...opts.argv);
   return args;
-}
-
-/** Moves the shell into each cgroup.procs file given, then execs the rest (exit 125 if a move fails: nothing runs unbounded). */
-const ENTER_CGROUP = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n - 1)); done; exec "$@"';
-
-/**
- * The argv that runs `argv` (bwrap and its arguments) inside a job's cgroup: a shell moves itself
- * into the cgroup first, so the sandbox and everything the job starts are born in it. A root node
- * starts this shell as root (only root may move it) and it drops to the job's user before bwrap.
- */
-export function enterCgroup(procsFiles: string[], argv: string[], dropTo?: { uid: number; gid: number }): string[] {
-  const drop = dropTo ? [SETPRIV, `--reuid=${dropTo.uid}`, `--regid=${dropTo.gid}`, "--clear-groups"] : [];
-  return ["/bin/sh", "-c", ENTER_CGROUP, "ci-cgroup", String(procsFiles.length), ...procsFiles, ...drop, ...argv];
 }
 
 /** /etc/passwd and /etc/group of the sandbox: root and the job's own user only. */

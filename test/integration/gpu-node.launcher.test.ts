@@ -4,7 +4,7 @@
  * and nothing of the node's environment; a forged output token is refused; a helper that dies
  * ends its jobs and the next launch starts a new one.
  */
-import { mkdtempSync, readFileSync, rmSync } from "fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "fs";
 import net from "net";
 import os from "os";
 import path from "path";
@@ -72,6 +72,21 @@ describe("gpu-node launcher - abuse and failure", () => {
   let logDir: string;
   beforeEach(() => (logDir = mkdtempSync(path.join(os.tmpdir(), "gpu-node-launch-"))));
   afterEach(() => rmSync(logDir, { recursive: true, force: true }));
+
+  test("gpu-node launcher - a cgroup that cannot be entered fails the launch and runs nothing; the helper goes on", async () => {
+    const launcher = sharedLauncher();
+    const helper = await launcher.helperPid();
+    const marker = path.join(logDir, "ran");
+    const request = { file: "/bin/sh", args: ["-c", `echo > ${marker}`], env: {}, cwd: "/", joinStderr: true };
+    const missing = path.join(logDir, "no-such-cgroup", "cgroup.procs");
+    await expect(launcher.launch({ ...request, cgroup: { enter: [missing], home: [] } })).rejects.toThrow(/the job's cgroup could not be entered/);
+    expect(existsSync(marker)).toBe(false);
+    expect(launcher.pid).toBe(helper);
+    const launched = await launcher.launch(request);
+    expect(await launched.exit).toEqual({ code: 0, signal: null });
+    launched.output.destroy();
+    expect(existsSync(marker)).toBe(true);
+  });
 
   test("gpu-node launcher - a connection with a forged token is closed and never becomes a job's output", async () => {
     const launcher = sharedLauncher();

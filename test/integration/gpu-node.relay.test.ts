@@ -189,7 +189,9 @@ test("gpu-node relay - a job without a grant launches with the same argv as befo
     const spec = { jobId: uniqueName("job"), card, command: "true" };
     const plain = await jobProcess(spec, testSandbox(), workDir);
     expect(plain.args.join(" ")).not.toMatch(/ci-platform|node/);
-    expect(plain.args.slice(-5)).toEqual(["/bin/sh", "-c", 'exec 2>&1; exec /bin/sh -c "$1"', "ci-job", "true"]);
+    // prlimit runs the job's shell itself (the launcher joins stderr into stdout: no outer shell).
+    expect(plain.args.slice(-4)).toEqual(["--", "/bin/sh", "-c", "true"]);
+    expect(plain.joinStderr).toBe(true);
   } finally {
     rmSync(workDir, { recursive: true, force: true });
   }

@@ -14,6 +14,7 @@ import { CgroupLayout, cgroupMounts, jobFolders, ownCgroups, ownV1Folder, ownV2F
 import type { JobLimits } from "../../services/gpu-node/job";
 import { readLogPage } from "../../services/gpu-node/log-store";
 import { ProcessExecutor, ProcessIsolation } from "../../services/gpu-node/process-executor";
+import { sharedLauncher } from "../../services/gpu-node/launcher";
 import { startTestPlatform, TestPlatform, uniqueName, waitFor } from "../support/platform";
 import { evaluateReadiness } from "../../lib/health";
 import { hostPidsRunning, simulatedCard, testSandbox } from "../support/sandbox";
@@ -193,6 +194,20 @@ if (offered.memory && !offered.pids) console.warn("sandbox.cgroups: this host of
     expect(inCgroup).toMatchObject({ type: "finished", exitCode: 0 });
     expect(inCgroup!.output).toMatch(/^65534\n65534\n/);
     expect(inCgroup!.output).toBe(plain!.output);
+  });
+
+  test("sandbox cgroups - the launcher forks the job into its cgroup and is back in its own at once", async () => {
+    const helper = await sharedLauncher().helperPid();
+    const own = readFileSync(`/proc/${helper}/cgroup`, "utf8");
+    const seconds = String(300_000 + Math.floor(Math.random() * 600_000));
+    const job = run(`exec sleep ${seconds}`);
+    expect(await job.started).toBe(true);
+    const [sleeper] = await waitFor(async () => (hostPidsRunning(["sleep", seconds]).length ? hostPidsRunning(["sleep", seconds]) : false));
+    expect(readFileSync(`/proc/${sleeper}/cgroup`, "utf8")).toContain(`/job-${job.jobId}-`);
+    expect(readFileSync(`/proc/${helper}/cgroup`, "utf8")).toBe(own);
+    await job.stop("cancel");
+    expect(await job.outcome).toMatchObject({ type: "cancelled" });
+    expect(readFileSync(`/proc/${helper}/cgroup`, "utf8")).toBe(own); // the end of the job killed nothing of the launcher
   });
 });
 

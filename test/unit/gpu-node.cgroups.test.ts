@@ -15,7 +15,6 @@ import {
   ownV1Folder,
   ownV2Folder,
 } from "../../services/gpu-node/cgroups";
-import { enterCgroup, SETPRIV } from "../../services/gpu-node/sandbox";
 
 /** A hybrid host (v1 controllers, an empty v2 at unified/), as a Docker-in-VM host shows it. */
 const HYBRID_MOUNTINFO = [
@@ -112,24 +111,6 @@ describe("gpu-node cgroups - a job's limits", () => {
 });
 
 describe("gpu-node cgroups - entering, OOM, what the node says", () => {
-  test("gpu-node cgroups - the launcher shell writes itself into each cgroup, then drops to the job's user before bwrap", () => {
-    const argv = enterCgroup(["/cg/memory/j/cgroup.procs", "/cg/pids/j/cgroup.procs"], ["/usr/bin/bwrap", "--x"], { uid: 65534, gid: 65534 });
-    expect(argv.slice(0, 2)).toEqual(["/bin/sh", "-c"]);
-    expect(argv.slice(3)).toEqual([
-      "ci-cgroup",
-      "2",
-      "/cg/memory/j/cgroup.procs",
-      "/cg/pids/j/cgroup.procs",
-      SETPRIV,
-      "--reuid=65534",
-      "--regid=65534",
-      "--clear-groups",
-      "/usr/bin/bwrap",
-      "--x",
-    ]);
-    expect(enterCgroup(["/p"], ["/b"]).slice(3)).toEqual(["ci-cgroup", "1", "/p", "/b"]);
-  });
-
   test("gpu-node cgroups - oom_kill counts of memory.events (v2) and memory.oom_control (v1)", () => {
     expect(oomKills("low 0\nhigh 0\nmax 12\noom 1\noom_kill 2\noom_group_kill 1\n")).toBe(2);
     expect(oomKills("oom_kill_disable 0\nunder_oom 0\noom_kill 0\n")).toBe(0);
