@@ -9,20 +9,25 @@
  * leaves it) and after it, so drift on a shared machine shows as a gap between the two passes
  * without it. Prints the batch's lines/s and the interactive p50/p99 with and without it; goal:
  * the interactive p50 while the batch runs within 10 % of the p50 without it.
+ * Load-independent: the stand-in counts the batch lines in flight as each interactive request
+ * arrives (what it queues beside), printed for the pass while the batch runs. BENCH_BATCH_PACED sets
+ * BATCH_PACED_IN_FLIGHT (default: the platform's, 1; BATCH_MAX_IN_FLIGHT, 32, turns pacing off).
  * BENCH_PROFILE_DIR writes a CPU profile of the platform's process there.
  */
 import OpenAI, { toFile } from "openai";
 import os from "os";
 import { testDatabaseUrl, waitFor } from "../test/support/platform";
 import { figuresOf, Figures, once, Target } from "./inference-measure";
-import { BenchPlatform, runBench, script, startHelper, startPlatform, stopAll } from "./inference-platform";
+import { ask, BenchPlatform, runBench, script, startHelper, startPlatform, stopAll } from "./inference-platform";
 
 const LINES = Number(process.env.BENCH_BATCH_LINES || 10_000);
 const LATENCY_MS = Number(process.env.BENCH_BATCH_LATENCY_MS || 20);
 const CONCURRENCY = Number(process.env.BENCH_BATCH_CONCURRENCY || 16);
 const INTERACTIVE = Number(process.env.BENCH_BATCH_INTERACTIVE || 300); // requests per pass without the batch
 const DURING_MAX = 20_000; // interactive requests while the batch runs, at most
-const BATCH_TIMEOUT_MS = Number(process.env.BENCH_BATCH_TIMEOUT_MS || 180_000);
+const PACED = process.env.BENCH_BATCH_PACED; // BATCH_PACED_IN_FLIGHT
+// Paced to one line while chat runs, a batch goes at about one line per latency: minutes for 10,000.
+const BATCH_TIMEOUT_MS = Number(process.env.BENCH_BATCH_TIMEOUT_MS || 900_000);
 const MODEL = "llama3.2:1b";
 const GOAL = 0.1;
 
@@ -52,7 +57,8 @@ async function main() {
   let platform: BenchPlatform | undefined;
   try {
     await script(standin, { delayMs: LATENCY_MS, jitterMs: 0 });
-    platform = await startPlatform(databaseUrl, standin.url, { BATCH_CONCURRENCY: String(CONCURRENCY) });
+    await ask(standin, { tally: "Label item" }); // batch lines' prompts
+    platform = await startPlatform(databaseUrl, standin.url, { BATCH_CONCURRENCY: String(CONCURRENCY), ...(PACED ? { BATCH_PACED_IN_FLIGHT: PACED } : {}) });
     const { port, jwt } = platform;
     const chat: Target = {
       name: "platform /v1",
@@ -103,7 +109,9 @@ async function main() {
     })().finally(() => (polling = false));
     poller.catch(() => undefined); // awaited below, after the interactive pass
     await waitFor(() => inProgressAt !== undefined || !polling, { timeoutMs: 60_000, intervalMs: 10, message: "the batch to start" });
+    await ask(standin, { report: true }); // from here on
     const during = await pass(chat, DURING_MAX, () => leftAt !== undefined || !polling);
+    const beside = JSON.parse(await ask(standin, { report: true })) as { interactive: number; mean: number; p50: number; max: number };
     const ended = await poller;
     const completedAt = sec();
     const after = await pass(chat, INTERACTIVE);
@@ -114,7 +122,7 @@ async function main() {
 
     console.log(
       `\nbench:batches — OpenAI-format stand-in answering in ${LATENCY_MS} ms (fixed); platform (gateway + auth + inference) in one process, ` +
-        `BATCH_CONCURRENCY=${CONCURRENCY}; ${os.cpus().length} CPUs, load average ${os.loadavg()[0].toFixed(2)} at the end`,
+        `BATCH_CONCURRENCY=${CONCURRENCY}, BATCH_PACED_IN_FLIGHT=${PACED ?? "default"}; ${os.cpus().length} CPUs, load average ${os.loadavg()[0].toFixed(2)} at the end`,
     );
     console.log(
       `batch: ${LINES} lines (${(Buffer.byteLength(jsonl) / 1e6).toFixed(1)} MB), completed ${counts.completed}, failed ${counts.failed}, output file ${outLines} lines; ` +
@@ -125,6 +133,10 @@ async function main() {
     console.log(
       `lines/s: ${runRate.toFixed(0)} while in_progress, ${(LINES / (completedAt - createdAt)).toFixed(0)} created → completed ` +
         `(ceiling at ${CONCURRENCY} in flight and ${LATENCY_MS} ms: ${Math.round((CONCURRENCY * 1000) / LATENCY_MS)})`,
+    );
+    console.log(
+      `batch lines in flight at the stand-in as each interactive request arrived while the batch ran (${beside.interactive} requests): ` +
+        `mean ${beside.mean.toFixed(2)}, p50 ${beside.p50}, max ${beside.max}`,
     );
     const base = [before, after].filter((f): f is Exclude<Figures, { error: string }> => !("error" in f));
     const baseP50 = base.length ? base.reduce((s, f) => s + f.p50, 0) / base.length : undefined;
