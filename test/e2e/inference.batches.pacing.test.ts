@@ -3,8 +3,8 @@
  * the provider: the stand-in counts the batch lines and interactive chats in flight as each request
  * arrives. With interactive chats going on, the batch lines in flight fall to BATCH_PACED_IN_FLIGHT
  * and stay there; once the chats stop they rise to BATCH_CONCURRENCY again, no sooner than
- * BATCH_PACE_IDLE_MS after the last one ended; and a batch still completes under continuous
- * interactive load. The platform runs with Redis, so the cross-replica signal is on the path.
+ * BATCH_PACE_IDLE_MS after the last one ended; a streamed chat holds them there until it ends; and a
+ * batch still completes under continuous interactive load. The platform runs with Redis, so the cross-replica signal is on the path.
  */
 import OpenAI, { toFile } from "openai";
 import { InferencePlatform, startInferencePlatform } from "../support/inference-platform";
@@ -88,11 +88,24 @@ describe("inference - batch lines paced behind interactive requests", () => {
     await waitFor(() => batchPeakSince(0) >= PER_ACCOUNT, { timeoutMs: 20_000, message: `${PER_ACCOUNT} batch lines in flight` });
     expect(batchPeakSince(0)).toBe(PER_ACCOUNT);
 
+    const chatsFrom = arrivals.length;
+    const chatsAt = Date.now();
     const chats = chatting(p.client);
-    // The lines already in flight finish; an interactive chat then finds no more than the floor beside it.
+    try {
+      await paced(chatsFrom, chatsAt);
+    } finally {
+      await chats.stop();
+    }
+    await idle(b.id, chats);
+  });
+
+  /** With chats going on since `chatsAt`, the batch lines fall to the floor and stay there. */
+  async function paced(chatsFrom: number, chatsAt: number) {
+    // The lines in flight when the chats began finish (on a loaded machine, lines claimed just before may reach
+    // the provider a little later): a chat a second on finds no more than the floor beside it.
     const settled = await waitFor(
       () => {
-        const i = arrivals.findIndex((a) => a.kind === "interactive" && (a.inFlight.batch ?? 0) <= FLOOR);
+        const i = arrivals.findIndex((a, j) => j >= chatsFrom && a.kind === "interactive" && a.at - chatsAt >= 1_000 && (a.inFlight.batch ?? 0) <= FLOOR);
         return i >= 0 ? i + 1 : undefined;
       },
       { timeoutMs: 20_000, message: "an interactive chat with the batch at its floor beside it" },
@@ -105,14 +118,43 @@ describe("inference - batch lines paced behind interactive requests", () => {
     expect(batchPeakSince(settled)).toBeLessThanOrEqual(FLOOR);
     // …and the batch kept going meanwhile (the floor is not zero).
     expect(window.filter((a) => a.kind === "batch").length).toBeGreaterThan(0);
+  }
 
+  /** Once the chats stopped, the batch lines rise to BATCH_CONCURRENCY again, no sooner than BATCH_PACE_IDLE_MS after the last. */
+  async function idle(batchId: string, chats: ReturnType<typeof chatting>) {
     const from = arrivals.length;
     const lastChatEndedAt = await chats.stop();
     // Idle: back to BATCH_CONCURRENCY, no sooner than BATCH_PACE_IDLE_MS after the last chat ended.
     await waitFor(() => batchPeakSince(from) >= PER_ACCOUNT, { timeoutMs: 20_000, message: "the batch back at full concurrency" });
     const rise = arrivals.find((a, i) => i >= from && a.kind === "batch" && (a.inFlight.batch ?? 0) + 1 > FLOOR)!;
     expect(rise.at - lastChatEndedAt).toBeGreaterThanOrEqual(IDLE_MS - 20);
-    expect((await ended(b.id)).request_counts).toMatchObject({ total: 150, completed: 150, failed: 0 });
+    expect((await ended(batchId)).request_counts).toMatchObject({ total: 150, completed: 150, failed: 0 });
+  }
+
+  test("inference - batches: a streamed chat holds the batch at the floor until the stream ends, however long it lasts", async () => {
+    // Streamed chunks wait for release(); the batch's lines (not streamed) answer after DELAY_MS.
+    p.ollama.set({ delayMs: DELAY_MS, gated: true });
+    const stream = await p.client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "chat streamed" }], stream: true });
+    const chunks = stream[Symbol.asyncIterator]();
+    await chunks.next(); // the stream is open: its request is over, its answer is not
+    const openedAt = Date.now();
+    const from = arrivals.length;
+    const b = await submit(ids(300, "line-c").map(chatLine));
+    try {
+      // Three idle windows with the stream open: the batch runs, one line at a time.
+      await waitFor(() => Date.now() - openedAt >= IDLE_MS * 3 && arrivals.slice(from).some((a) => a.kind === "batch"), {
+        timeoutMs: 20_000,
+        message: "batch lines beside the open stream",
+      });
+      expect(batchPeakSince(from)).toBeLessThanOrEqual(FLOOR);
+    } finally {
+      p.ollama.release(100);
+      while (!(await chunks.next()).done);
+    }
+    const after = arrivals.length;
+    await waitFor(() => batchPeakSince(after) >= PER_ACCOUNT, { timeoutMs: 20_000, message: "the batch back at full concurrency" });
+    await p.client.batches.cancel(b.id);
+    await ended(b.id);
   });
 
   test("inference - batches: a batch completes while interactive chats go on without a pause, at the floor", async () => {
