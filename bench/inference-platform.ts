@@ -31,9 +31,14 @@ export function startHelper(file: string, env: Record<string, string> = {}): Pro
 
 /** Replaces the stand-in's script; resolves once it answered. */
 export async function script(standin: Pick<Helper, "proc" | "lines">, s: Record<string, unknown>) {
-  const answered = new Promise((resolve) => standin.lines.once("line", resolve));
-  standin.proc.stdin!.write(`${JSON.stringify(s)}\n`);
-  await answered;
+  await ask(standin, s);
+}
+
+/** Sends the stand-in one order; resolves with the line it answers (JSON where it answers more than "ok"). */
+export async function ask(standin: Pick<Helper, "proc" | "lines">, order: Record<string, unknown>): Promise<string> {
+  const answered = new Promise<string>((resolve) => standin.lines.once("line", resolve));
+  standin.proc.stdin!.write(`${JSON.stringify(order)}\n`);
+  return answered;
 }
 
 export type BenchPlatform = { port: number; jwt: string; apiKey: string; service: ChildService };

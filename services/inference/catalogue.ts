@@ -79,7 +79,8 @@ export class RedisSnapshotStore implements SnapshotStore {
   }
 }
 
-function withTimeout<T>(work: Promise<T>): Promise<T> {
+/** A Redis command that gives up after REDIS_TIMEOUT_MS (the caller goes on without it). */
+export function withTimeout<T>(work: Promise<T>): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const deadline = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error("Redis did not answer in time")), REDIS_TIMEOUT_MS);

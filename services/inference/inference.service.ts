@@ -28,6 +28,7 @@ import { inferenceUsage } from "./usage.repository";
 import { createInferenceParts, InferenceParts } from "./parts";
 import { v1Responses } from "./responses-action";
 import type { InferenceClaim, Spend } from "./quota-holds";
+import type { InteractivePace } from "./batches/batch-pace";
 import { estimateTokens } from "./model-info";
 import { USAGE_CHANNEL } from "../../lib/usage-protocol";
 import { allowedChain, checkModel, visibleModels } from "./token-models";
@@ -58,7 +59,7 @@ type InferenceThis = Service &
     config: InferenceSettings;
     engine: InferenceEngine;
     deployments: DeploymentsSetup;
-    interactive: number;
+    batchPace: InteractivePace;
     recordFinished(record: InferenceRecord, batch?: { rates: InferenceRateLimits; creditFactor: number }): void;
     stopBatches(): Promise<void>;
     admit(ctx: Context<unknown, InferenceMeta>, claim: InferenceClaim): Promise<Spend>;
@@ -221,6 +222,9 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
       ctx.meta.$responseHeaders = { ...ctx.meta.$responseHeaders, ...STREAM_HEADERS, "X-Inference-Id": id };
       // Over NATS the gateway holds only a copy of the stream: it calls this when its client leaves.
       ctx.meta.$streamAbort = { action: "inference.abort", params: { id }, nodeID: this.broker.nodeID };
+      // Interactive until it ends (or its client leaves): batch lines stay paced while it runs (batch-pace.ts).
+      const end = this.batchPace.begin();
+      stream.once("close", end); // after its end, an error or its client leaving (Readable's emitClose)
       return stream;
     },
 
@@ -231,12 +235,12 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
 
     /** `work` under the request's reservation: it settles it with what was used; a failure releases it. */
     async held<T>(this: InferenceThis, ctx: Context<unknown, InferenceMeta>, claim: InferenceClaim, work: (hold: Spend) => Promise<T>): Promise<T> {
-      // Counted while it runs (a stream: until it opened): batch lines keep out of its way (batch-runner.ts).
-      this.interactive++;
+      // Counted while it runs (a stream: until it opened, then streamed() counts it): batch lines keep out of its way (batch-pace.ts).
+      const end = this.batchPace.begin();
       try {
         return await heldInference(this, ctx, claim, work);
       } finally {
-        this.interactive--;
+        end();
       }
     },
   },

@@ -59,6 +59,8 @@ export const DEFAULT_SCRIPT: Script = {
 };
 
 export type RecordedRequest = { method: string; path: string; headers: IncomingHttpHeaders; body: any; closedEarly: boolean };
+/** A classified request as it arrived: its kind and the requests of each kind then in flight (itself not counted). */
+export type Arrival = { kind: string; at: number; inFlight: Readonly<Record<string, number>> };
 
 // Unref'd: a scripted delay still running must not hold a finished test process open.
 const sleep = (ms: number): Promise<void> => (ms > 0 ? new Promise((r) => setTimeout(r, ms).unref()) : Promise.resolve());
@@ -70,6 +72,10 @@ export abstract class Standin extends EventEmitter {
   closedEarly = 0;
   /** TCP connections accepted (keep-alive reuse shows as fewer connections than requests). */
   connections = 0;
+  /** Sorts requests into kinds (e.g. batch lines and interactive chats by their prompt): counted in `inFlight`, each arrival emitted as "arrival". */
+  classify?: (record: RecordedRequest) => string | undefined;
+  /** Classified requests in flight now, per kind: from their arrival until their answer ends or their connection closes. */
+  readonly inFlight = new Map<string, number>();
   private server?: http.Server;
   private port = 0;
   private credits = 0;
@@ -154,6 +160,12 @@ export abstract class Standin extends EventEmitter {
     }
     const record: RecordedRequest = { method: req.method ?? "", path: (req.url ?? "").split("?")[0], headers: req.headers, body, closedEarly: false };
     this.requests.push(record);
+    const kind = this.classify?.(record);
+    if (kind !== undefined) {
+      this.emit("arrival", { kind, at: Date.now(), inFlight: Object.fromEntries(this.inFlight) } satisfies Arrival);
+      this.inFlight.set(kind, (this.inFlight.get(kind) ?? 0) + 1);
+      res.once("close", () => this.inFlight.set(kind, this.inFlight.get(kind)! - 1));
+    }
     res.once("close", () => {
       if (res.writableFinished) return;
       record.closedEarly = true;

@@ -1,8 +1,9 @@
 /**
  * Runs batches in each inference replica, every BATCH_POLL_MS and whenever a line settles: starts
  * validating batches (their lines copied from the input file), claims due lines for the free
- * slots (lines.repository.ts: BATCH_CONCURRENCY per account, and never the replica's last free
- * slot while interactive requests run), runs each (batch-line.ts) and stores its outcome once,
+ * slots (lines.repository.ts: BATCH_CONCURRENCY per account, never the replica's last free slot
+ * while interactive requests run, and no more than BATCH_PACED_IN_FLIGHT lines in the replica while
+ * interactive traffic is not idle: batch-pace.ts), runs each (batch-line.ts) and stores its outcome once,
  * and ends batches (batch-finalizer.ts). stop() claims nothing more and waits for the lines in
  * flight, so a replica stopping loses and repeats no line.
  */
@@ -28,6 +29,8 @@ export type RunnerPorts = FinalizerPorts & {
   run(line: ClaimedLine): Promise<LineDecision>;
   /** Interactive requests in flight in this replica now. */
   interactive(): number;
+  /** Lines this replica may have in flight now, of `unpaced` when interactive traffic is idle (batch-pace.ts). */
+  paced(unpaced: number): Promise<number>;
   /** After each tick (webhooks of batches that ended). */
   onTick?(): void;
   /** A tick moved batches (their event streams read them again). */
@@ -53,7 +56,7 @@ export class BatchRunner extends ClaimLoop {
       this.housekeptAt = Date.now();
       moved += await startBatches(this.ports);
     }
-    const free = this.settings.maxInFlight - 1 - this.ports.interactive() - this.busy;
+    const free = (await this.ports.paced(this.settings.maxInFlight - 1 - this.ports.interactive())) - this.busy;
     if (free > 0 && !this.stopped) {
       const claimed = await this.ports.lines.claim(free, this.settings.perAccount, this.inFlight, this.settings.leaseMs);
       for (const line of claimed)

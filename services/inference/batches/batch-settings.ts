@@ -1,6 +1,7 @@
 /** The Batch API's settings (docs/inference.md "Batch API"), parsed with the inference service's. */
 import { Env, flag, intAtLeast, positive, SettingError } from "../../../lib/settings";
 import { retryDelays } from "../../gpu-scheduler/settings";
+import type { PaceSettings } from "./batch-pace";
 import type { BatchWebhookSettings } from "./batch-webhooks";
 
 export type BatchSettings = {
@@ -8,6 +9,8 @@ export type BatchSettings = {
   concurrency: number;
   /** BATCH_MAX_IN_FLIGHT: inferences in flight at once in one replica, interactive ones included; batches keep one free. */
   maxInFlight: number;
+  /** BATCH_PACED_IN_FLIGHT, BATCH_PACE_IDLE_MS: batch lines held to a floor while interactive requests run (batch-pace.ts). */
+  pace: PaceSettings;
   /** BATCH_POLL_MS: how often each replica looks for due lines and batches to move. */
   pollMs: number;
   /** BATCH_MAX_ATTEMPTS: tries of a line whose provider fails, before it is failed. */
@@ -34,6 +37,7 @@ export function parseBatchSettings(env: Env): BatchSettings {
   return {
     concurrency: intAtLeast(env, "BATCH_CONCURRENCY", 4, 1),
     maxInFlight: intAtLeast(env, "BATCH_MAX_IN_FLIGHT", 32, 2),
+    pace: { pacedInFlight: intAtLeast(env, "BATCH_PACED_IN_FLIGHT", 1, 1), idleMs: intAtLeast(env, "BATCH_PACE_IDLE_MS", 1000, 10) },
     pollMs: intAtLeast(env, "BATCH_POLL_MS", 500, 10),
     maxAttempts: intAtLeast(env, "BATCH_MAX_ATTEMPTS", 5, 1),
     retryBaseMs: intAtLeast(env, "BATCH_RETRY_BASE_MS", 1000, 1),

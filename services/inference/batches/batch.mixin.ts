@@ -30,6 +30,7 @@ import { parseBatchCreate, parseIdParams, parseListParams } from "./batch-params
 import { batchEvents, batchesMoved, KEEP_ALIVE_MS, nextBatchEvent, StatusWatch } from "./batch-events";
 import { fileActions } from "./file-actions";
 import { BatchRunner } from "./batch-runner";
+import { InteractivePace, RedisPaceSignal } from "./batch-pace";
 import { batchObject, cursorPage } from "./batch-views";
 import { BatchesRepository } from "./batches.repository";
 import { FilesRepository } from "./files.repository";
@@ -44,8 +45,8 @@ export type BatchHost = Service & {
   engine: InferenceEngine;
   logger: LoggerInstance;
   broker: ServiceBroker;
-  /** Interactive requests in flight in this replica (the service's `held`). */
-  interactive: number;
+  /** Interactive requests in flight in this replica (the service's `held` and `streamed` count them), batch lines paced behind them. */
+  batchPace: InteractivePace;
   gate: QuotaGate;
   reservations: QuotaReservations;
   redisUrl?: string;
@@ -192,7 +193,8 @@ export function createBatchRunner(host: BatchHost, rates: InferenceRateLimits, w
       lines,
       newId,
       run: (line) => runLine(linePorts, line),
-      interactive: () => host.interactive,
+      interactive: () => host.batchPace.interactive,
+      paced: (unpaced) => host.batchPace.limit(unpaced),
       onTick: () => webhooks.wake(),
       onMoved: () => batchesMoved(host.batchWatch),
     },
@@ -236,7 +238,6 @@ const mixin: Partial<ServiceSchema<ServiceSettingSchema, BatchHost>> = {
     },
   },
   created(this: BatchHost) {
-    this.interactive = 0;
     this.batchWatch = new StatusWatch();
   },
   started(this: BatchHost) {
@@ -244,9 +245,13 @@ const mixin: Partial<ServiceSchema<ServiceSettingSchema, BatchHost>> = {
     this.batches = new BatchesRepository(this.db);
     const platform = platformSettingsOf(this.broker);
     // A budget of its own (README "Rate limits"): a batch never spends its account's interactive requests per minute.
-    const limiter = platform.redisUrl
-      ? new RedisRateLimiter(acquireRedis(platform.redisUrl), `${platform.namespace || "ci"}:batch-rate`)
-      : new MemoryRateLimiter();
+    const redis = platform.redisUrl ? acquireRedis(platform.redisUrl) : undefined;
+    const prefix = platform.namespace || "ci";
+    const limiter = redis ? new RedisRateLimiter(redis, `${prefix}:batch-rate`) : new MemoryRateLimiter();
+    // Interactive requests of every replica hold batch lines to the floor (batch-pace.ts); without Redis, this replica's only.
+    this.batchPace = new InteractivePace(this.config.batch.pace, redis ? new RedisPaceSignal(redis, `${prefix}:inference:interactive`) : undefined, (err) =>
+      this.logger.warn(`Batch pacing signal (Redis) failed: ${err.message}`),
+    );
     const limits = { requestsPerMinute: this.config.requestsPerMinute, tokensPerMinute: this.config.tokensPerMinute };
     this.batchRates = new RateLimits(limiter, new UsageInferenceLimits(this.gate, limits));
     const secret = async (clientId: string) =>
