@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The Secrets of a Kubernetes overlay (k8s/overlays/example): writes <overlay>/secrets/ (mode 0700)
-# for its secretGenerator and configMapGenerator: random database passwords and JWT secret, one
-# NATS password per role and per GPU host with NATS's CA and server certificate (npm run
-# bus:config -- --tls), the caller-token key pair (npm run caller:keys). Kept when present.
+# for its secretGenerator and configMapGenerator: random database passwords (the pooler's role's
+# too) and JWT secret, one NATS password per role and per GPU host with NATS's CA and server
+# certificate (npm run bus:config -- --tls), the caller-token key pair (npm run caller:keys). Kept
+# when present.
 #   scripts/k8s-secrets.sh [overlay dir] [gpu host,…]     defaults: k8s/overlays/example gpu-host-1
 # GPU hosts other than gpu-host-1: also run `npm run bus:config -- --k8s k8s/base/10-nats.yaml --nodes …`.
 set -euo pipefail
@@ -11,7 +12,12 @@ OVERLAY="$(cd "${1:-$ROOT/k8s/overlays/example}" && pwd)"
 NODES="${2:-gpu-host-1}"
 OUT="$OVERLAY/secrets"
 . "$ROOT/scripts/setup/common.sh"
+# The pooler's role password (tenant-pgbouncer): also added to an overlay whose secrets predate it.
+pooler_env() {
+  [ -f "$OUT/tenant-pooler.env" ] || (umask 077 && echo "TENANT_POOLER_PASSWORD=$(random_secret)" >"$OUT/tenant-pooler.env")
+}
 if [ -f "$OUT/platform.env" ]; then
+  pooler_env
   echo "$OUT: kept"
   exit 0
 fi
@@ -50,6 +56,7 @@ ENV
   done
   cp "$work/nats-tls/ca.pem" "$work/nats-tls/server.pem" "$work/nats-tls/server-key.pem" "$OUT/"
 )
+pooler_env
 if grep -l '^[^=]*=$' "$OUT"/*.env; then
   echo "empty values in the files above" >&2
   exit 1

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The registry-free bases test/e2e/ops.stack.test.ts builds on (README "Operations: the compose
 # stack, tested"): the platform's base image (debootstrap bookworm + Node 20, rootfs cached in
-# /var/cache/ci-platform) and the servers' image (Debian's PostgreSQL, Redis, nats-server). A warm
+# /var/cache/ci-platform) and the servers' image (Debian's PostgreSQL, PgBouncer, Redis, nats-server). A warm
 # machine keeps both and this step takes a second; a fresh one takes about 5 minutes (debootstrap
 # and apt from the Debian mirror). Idempotent.
 set -euo pipefail

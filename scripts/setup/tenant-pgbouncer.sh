@@ -10,6 +10,7 @@
 # Idempotent: writes the configuration, creates or resets the role, (re)starts PgBouncer.
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 
 PG_PORT="${TENANT_PG_PORT:-5433}"
 PORT="${TENANT_POOLER_PORT:-6433}"
@@ -27,37 +28,17 @@ mkdir -p "$dir" "$run_dir" && chown postgres:postgres "$run_dir"
 
 (umask 077 && printf '"%s" "%s"\n' "$ROLE" "$TENANT_POOLER_PASSWORD" >"$dir/tenant-userlist.txt")
 chown postgres:postgres "$dir/tenant-userlist.txt"
-cat >"$conf" <<CONF
-; Written by scripts/setup/tenant-pgbouncer.sh
-[databases]
-* = host=127.0.0.1 port=$PG_PORT
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = $PORT
-unix_socket_dir =
-pidfile = $run_dir/tenant-pgbouncer.pid
-logfile = /var/log/postgresql/tenant-pgbouncer.log
-auth_type = scram-sha-256
-auth_file = $dir/tenant-userlist.txt
-auth_user = $ROLE
-auth_query = SELECT usename, passwd FROM dbaas_guard.pooler_lookup(\$1)
-pool_mode = transaction
-; Server connections per database (its role): part of the role's CONNECTION LIMIT, which the server
-; enforces, so the pooler never exceeds an account's share. Keep it at most the smallest share.
-default_pool_size = $POOL_SIZE
-max_client_conn = 2000
-server_idle_timeout = 60
-query_wait_timeout = 60
-ignore_startup_parameters = extra_float_digits
-CONF
+# The same ini as the compose and Kubernetes pooler (docker/pgbouncer/ini.sh), on loopback here.
+TENANT_PG_HOST=127.0.0.1 TENANT_PG_PORT="$PG_PORT" TENANT_POOLER_LISTEN_ADDR=127.0.0.1 TENANT_POOLER_PORT="$PORT" \
+  TENANT_POOLER_ROLE="$ROLE" TENANT_POOLER_POOL_SIZE="$POOL_SIZE" TENANT_POOLER_AUTH_FILE="$dir/tenant-userlist.txt" \
+  TENANT_POOLER_PIDFILE="$run_dir/tenant-pgbouncer.pid" TENANT_POOLER_LOGFILE=/var/log/postgresql/tenant-pgbouncer.log \
+  sh "$ROOT/docker/pgbouncer/ini.sh" >"$conf"
 chown postgres:postgres "$conf"
 
-(cd / && runuser -u postgres -- psql -X -q -p "$PG_PORT" -d postgres -v ON_ERROR_STOP=1 -v role="$ROLE" -v password="$TENANT_POOLER_PASSWORD" <<'SQL'
-SELECT format('CREATE ROLE %I LOGIN', :'role') WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'role') \gexec
-SELECT format('ALTER ROLE %I LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT NOREPLICATION NOBYPASSRLS CONNECTION LIMIT 50 PASSWORD %L', :'role', :'password') \gexec
-SQL
-)
+# The role, as the compose and Kubernetes tenant server's first start makes it (the script on
+# stdin: user postgres may not be able to read the checkout).
+(cd / && TENANT_POOLER_ROLE="$ROLE" TENANT_POOLER_PASSWORD="$TENANT_POOLER_PASSWORD" PGPORT="$PG_PORT" \
+  runuser -u postgres --preserve-environment -- sh -s <"$ROOT/docker/pgbouncer/pooler-role.sh" >/dev/null)
 
 pidfile="$run_dir/tenant-pgbouncer.pid"
 if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then

@@ -3,7 +3,7 @@
  * the Dockerfile built on the registry-free base (scripts/image/build.sh), small and without dev
  * dependencies or tests; docker-compose.yml with the test-only host-network override: every service
  * in its own container of that image as uid 1000, healthy, serving a client (register, a job on a
- * simulated card, a database reached with psql); down and up keeps it all; a rebuilt image started
+ * simulated card, a database reached with psql, directly and through the pooler); down and up keeps it all; a rebuilt image started
  * on the same volumes keeps it all and its migrations are applied. Prints the figures it measured.
  */
 import { randomBytes } from "crypto";
@@ -22,7 +22,7 @@ const JOB_IMAGE = process.env.TEST_JOB_IMAGE || "ci-platform/test-busybox:latest
 const tag = `ci-platform-test/app:${randomBytes(4).toString("hex")}`;
 const [imageA, imageB] = [`${tag}-a`, `${tag}-b`];
 const PLATFORM = Object.keys(SERVICE_REGISTRY).sort();
-const SERVERS = ["nats", "postgres", "redis", "tenant-postgres"];
+const SERVERS = ["nats", "postgres", "redis", "tenant-pgbouncer", "tenant-postgres"];
 const figures: Record<string, string> = {};
 const MIGRATIONS: Record<string, number[]> = {
   admin: adminMigrations.map((m) => m.version),
@@ -37,7 +37,7 @@ describe("ops - the image and the compose stack, run", () => {
   let stack: Stack | undefined;
   const client = { email: `stack-${randomBytes(4).toString("hex")}@example.com`, password: "a long password", token: "" };
   let jobId = "";
-  let database: { id: string; connectionString: string } = { id: "", connectionString: "" };
+  let database = { id: "", connectionString: "", pooledConnectionString: "" };
 
   const psql = (url: string, sql: string) => run("psql", ["-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1", url, "-c", sql]).trim();
   const image = (ref: string, cmd: string[]) => run("docker", ["run", "--rm", "--network", "none", "--entrypoint", cmd[0], ref, ...cmd.slice(1)]);
@@ -52,6 +52,7 @@ describe("ops - the image and the compose stack, run", () => {
     const list = await http(base, "GET", "/api/databases", { token: login.body.accessToken });
     expect(list.body.databases.map((d: { id: string }) => d.id)).toEqual([database.id]);
     expect(psql(database.connectionString, "SELECT v FROM kept")).toBe("written before the restart");
+    expect(psql(database.pooledConnectionString, "SELECT v FROM kept")).toBe("written before the restart");
   };
 
   afterAll(() => {
@@ -148,9 +149,18 @@ describe("ops - the image and the compose stack, run", () => {
     const db = await http(base, "POST", "/api/databases", { token: client.token });
     expect(db.status).toBe(201);
     expect([db.body.host, db.body.port]).toEqual(["127.0.0.1", stack!.ports.TENANT_PG_PORT]);
-    database = { id: db.body.id, connectionString: db.body.connectionString };
+    database = { id: db.body.id, connectionString: db.body.connectionString, pooledConnectionString: db.body.pooledConnectionString };
     psql(database.connectionString, "CREATE TABLE kept (v text); INSERT INTO kept VALUES ('written before the restart')");
     expect(psql(database.connectionString, "SELECT count(*) FROM kept")).toBe("1");
+    // The pooled string: the same role and password through the stack's PgBouncer (auth_query as the
+    // pooler role tenant-postgres's first start made), which holds the session on the server.
+    expect(database.pooledConnectionString).toBe(database.connectionString.replace(`:${stack!.ports.TENANT_PG_PORT}/`, `:${stack!.ports.TENANT_POOLER_PORT}/`));
+    const detail = await http(base, "GET", `/api/databases/${database.id}`, { token: client.token });
+    expect([detail.body.pooledHost, detail.body.pooledPort]).toEqual(["127.0.0.1", stack!.ports.TENANT_POOLER_PORT]);
+    const pooled = psql(database.pooledConnectionString, "SELECT count(*) || ' ' || inet_server_port() FROM kept");
+    expect(pooled).toBe(`1 ${stack!.ports.TENANT_PG_PORT}`);
+    const wrong = database.pooledConnectionString.replace(/:([^:@/]+)@/, ":wrong-password@");
+    expect(() => psql(wrong, "SELECT 1")).toThrow(/password authentication failed|SASL authentication failed/);
   }, 120_000);
 
   it("ops - docker-compose down and up again keeps accounts, jobs and databases", async () => {

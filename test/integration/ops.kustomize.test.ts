@@ -84,6 +84,9 @@ describe("ops kustomize - the example overlay renders", () => {
       decoded(find("Secret", "nats-gpu-node-passwords"), "NATS_PASSWORD_GPU_NODE_GPU_HOST_1"),
     );
     expect(decoded(find("Secret", "nats-tls"), "server.pem")).toContain("BEGIN CERTIFICATE");
+    // The pooler's role password, in its own Secret; its image from the overlay.
+    expect(decoded(find("Secret", "tenant-pooler"), "TENANT_POOLER_PASSWORD")).toMatch(/^[A-Za-z0-9]{32}$/);
+    expect(find("Deployment", "tenant-pgbouncer")?.spec.template.spec.containers[0].image).toBe("registry.example.com/ci-platform-pgbouncer:0.1.0");
     expect(find("ConfigMap", "ci-platform-config")?.data?.NATS_TLS_CA).toContain("BEGIN CERTIFICATE");
     expect(find("ConfigMap", "ci-platform-config")?.data?.CALLER_VERIFY_KEY).toMatch(/^\S{20,}$/);
     // Merged, not replaced: the base's other settings are still there.

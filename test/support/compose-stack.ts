@@ -88,6 +88,7 @@ export async function createStack(image: string): Promise<Stack> {
   for (const name of [
     "GATEWAY_PORT",
     "TENANT_PG_PORT",
+    "TENANT_POOLER_PORT",
     "TEST_NATS_PORT",
     "TEST_NATS_MONITOR_PORT",
     "TEST_PG_PORT",
@@ -104,6 +105,7 @@ export async function createStack(image: string): Promise<Stack> {
     JWT_SECRET: secret(),
     POSTGRES_PASSWORD: secret(),
     TENANT_PG_PASSWORD: secret(),
+    TENANT_POOLER_PASSWORD: secret(),
     PUBLIC_HOST: "127.0.0.1",
     OLLAMA_URL: `http://127.0.0.1:${closed}`,
     DOCKER_GID: String(fs.statSync("/var/run/docker.sock").gid),
@@ -146,6 +148,10 @@ export async function createStack(image: string): Promise<Stack> {
       const node = config.services["gpu-node"];
       expect(node.deploy.resources.reservations.devices).toEqual([{ driver: "nvidia", count: "all", capabilities: ["gpu"] }]);
       delete node.deploy;
+      // The pooler runs the servers' image (its Debian pgbouncer) with the production entrypoint mounted: nothing to build.
+      const pooler = config.services["tenant-pgbouncer"];
+      expect([pooler.image, pooler.build?.context]).toEqual([SERVERS_IMAGE, path.join(dir, "docker/pgbouncer")]);
+      delete pooler.build;
       for (const service of Object.values<Record<string, unknown>>(config.services)) {
         expect(service.network_mode).toBe("host");
         delete service.ports; // discarded on the host network anyway

@@ -2,7 +2,8 @@
  * docker-compose.yml: valid for Compose itself (Debian's docker-compose, `config -q`, offline,
  * in a copy of the project with .env made from .env.example, as an operator does), and complete:
  * every service in its own container with health check and restart policy, NATS with JetStream
- * flushing every write, gpu-node with the NVIDIA reservation, secrets only from the env file.
+ * flushing every write, gpu-node with the NVIDIA reservation, the tenant pooler (PgBouncer) with its
+ * role made by the tenant server's first start, secrets only from the env file.
  */
 import { execFileSync, spawnSync } from "child_process";
 import fs from "fs";
@@ -124,12 +125,52 @@ describe("ops - docker-compose.yml", () => {
     expect(node.environment.GPU_EXECUTOR).toBe("docker");
   });
 
+  it("ops - the pooler: PgBouncer built from docker/pgbouncer in front of tenant-postgres, whose first start makes its role; dbaas hands it out", () => {
+    const pooler = compose.services["tenant-pgbouncer"];
+    expect([pooler.build, pooler.image, pooler.read_only, pooler.cap_drop, pooler.stop_signal]).toEqual([
+      "./docker/pgbouncer",
+      "ci-platform-pgbouncer:0.1.0",
+      true,
+      ["ALL"],
+      "SIGINT",
+    ]);
+    expect(pooler.environment).toMatchObject({ TENANT_PG_HOST: "tenant-postgres", TENANT_PG_PORT: "5432" });
+    expect(pooler.environment.TENANT_POOLER_PASSWORD).toMatch(/^\$\{TENANT_POOLER_PASSWORD:\?/);
+    expect(pooler.ports).toEqual(["${TENANT_POOLER_PORT:-6432}:6432"]);
+    expect(pooler.depends_on["tenant-postgres"].condition).toBe("service_healthy");
+    // The image's entrypoint and ini are the files the quick start uses (scripts/setup/tenant-pgbouncer.sh).
+    const dockerfile = fs.readFileSync(path.join(ROOT, "docker/pgbouncer/Dockerfile"), "utf8");
+    expect(dockerfile).toMatch(/apt-get install [^\n]*\bpgbouncer\b/);
+    expect(dockerfile).toMatch(/^COPY ini\.sh entrypoint\.sh \/usr\/local\/lib\/ci-platform-pgbouncer\/$/m);
+    expect(dockerfile).toMatch(/^USER 999:999$/m);
+    expect(fs.readFileSync(path.join(ROOT, "scripts/setup/tenant-pgbouncer.sh"), "utf8")).toMatch(
+      /docker\/pgbouncer\/ini\.sh[\s\S]*docker\/pgbouncer\/pooler-role\.sh/,
+    );
+    const tenant = compose.services["tenant-postgres"];
+    expect(tenant.volumes).toContain("./docker/pgbouncer/pooler-role.sh:/docker-entrypoint-initdb.d/50-pooler-role.sh:ro");
+    expect(tenant.environment.TENANT_POOLER_PASSWORD).toBe(pooler.environment.TENANT_POOLER_PASSWORD);
+    expect(fs.statSync(path.join(ROOT, "docker/pgbouncer/pooler-role.sh")).mode & 0o111).toBe(0o111);
+    // Only the pooler and the tenant server know the role's password; dbaas its public address.
+    for (const [name, svc] of Object.entries<any>(compose.services))
+      if (!["tenant-pgbouncer", "tenant-postgres"].includes(name))
+        expect([name, JSON.stringify(svc)]).not.toEqual([name, expect.stringContaining("TENANT_POOLER_PASSWORD")]);
+    expect(compose.services.dbaas.environment).toMatchObject({
+      DBAAS_POOLED_HOST: "${PUBLIC_HOST:-localhost}",
+      DBAAS_POOLED_PORT: "${TENANT_POOLER_PORT:-6432}",
+    });
+    expect(envExample).toMatch(/^TENANT_POOLER_PASSWORD=CHANGE-ME/m);
+    const res = config(envExample.replace(/^TENANT_POOLER_PASSWORD=.*$/m, ""));
+    expect(res.status).not.toBe(0);
+    expect(res.stderr).toMatch(/TENANT_POOLER_PASSWORD/);
+  });
+
   it("ops - secrets come only from .env, and .env.example names every variable the file uses", () => {
     const text = fs.readFileSync(COMPOSE, "utf8");
     const used = new Set([...text.matchAll(/\$\{([A-Z0-9_]+)/g)].map((m) => m[1]));
     const defined = new Set([...envExample.matchAll(/^([A-Z0-9_]+)=/gm)].map((m) => m[1]));
     expect([...used].filter((v) => !defined.has(v))).toEqual([]);
-    for (const secret of ["JWT_SECRET", "POSTGRES_PASSWORD", "TENANT_PG_PASSWORD"]) expect(envExample).toMatch(new RegExp(`^${secret}=CHANGE-ME`, "m"));
+    for (const secret of ["JWT_SECRET", "POSTGRES_PASSWORD", "TENANT_PG_PASSWORD", "TENANT_POOLER_PASSWORD"])
+      expect(envExample).toMatch(new RegExp(`^${secret}=CHANGE-ME`, "m"));
     // No literal password or secret value in the compose file itself.
     for (const [name, svc] of Object.entries<any>(compose.services))
       for (const [key, value] of Object.entries<string>(svc.environment ?? {}))

@@ -2,7 +2,8 @@
  * k8s/: every document is valid against the Kubernetes schemas (kubernetes-models), references
  * only what exists, and follows the operating rules: probes on the health port, requests and
  * limits, the "restricted" Pod Security Standard (gpu-node's Docker socket being the one
- * documented exception), a workload for every service of the platform.
+ * documented exception), a workload for every service of the platform, and the tenant pooler
+ * (one PgBouncer, its role made by tenant-postgres's first start).
  */
 import fs from "fs";
 import path from "path";
@@ -291,6 +292,43 @@ describe("ops - Kubernetes manifests", () => {
     const config = ofKind("ConfigMap").find((c) => c.metadata.name === "ci-platform-config")!.data;
     for (const d of ofKind("Deployment"))
       expect(d.spec.template.spec.terminationGracePeriodSeconds).toBeGreaterThan(Number(config.SHUTDOWN_DELAY_S) + Number(config.SHUTDOWN_TIMEOUT_S));
+  });
+
+  it("ops - the pooler: one PgBouncer (never two at once) in front of tenant-postgres, whose first start makes its role", () => {
+    const find = (kind: string, name: string) => objects.find((o) => o.kind === kind && o.metadata.name === name)!;
+    const pooler = find("Deployment", "tenant-pgbouncer");
+    expect([pooler.spec.replicas, pooler.spec.strategy.type]).toEqual([1, "Recreate"]);
+    expect(ofKind("HorizontalPodAutoscaler").map((h) => h.spec.scaleTargetRef.name)).not.toContain("tenant-pgbouncer");
+    const container = pooler.spec.template.spec.containers[0];
+    expect(container.image).toBe("registry.example.com/ci-platform-pgbouncer:0.1.0");
+    expect(pooler.spec.template.spec.securityContext.runAsUser).toBe(999); // USER 999:999 of docker/pgbouncer/Dockerfile
+    expect(fs.readFileSync(path.resolve(DIR, "../../docker/pgbouncer/Dockerfile"), "utf8")).toMatch(/^USER 999:999$/m);
+    // ini.sh's settings from the ConfigMap, the role's password from its own Secret.
+    const settings = find("ConfigMap", container.envFrom[0].configMapRef.name).data;
+    expect(settings).toMatchObject({ TENANT_PG_HOST: "tenant-postgres.ci-platform.svc.cluster.local", TENANT_PG_PORT: "5432", TENANT_POOLER_LISTEN_ADDR: "*" });
+    const port = container.ports.find((p: any) => p.name === "pgbouncer").containerPort;
+    expect(String(port)).toBe(settings.TENANT_POOLER_PORT);
+    const passwordRef = (c: any) => c.env?.find((e: any) => e.name === "TENANT_POOLER_PASSWORD")?.valueFrom?.secretKeyRef;
+    expect(passwordRef(container)).toEqual({ name: "tenant-pooler", key: "TENANT_POOLER_PASSWORD" });
+    // The service clients reach, and what dbaas tells them.
+    const service = find("Service", "tenant-pgbouncer");
+    expect([service.spec.type, service.spec.ports[0].port]).toEqual(["LoadBalancer", port]);
+    expect(find("ConfigMap", "ci-platform-config").data.DBAAS_POOLED_PORT).toBe(String(service.spec.ports[0].port));
+    // tenant-postgres: the role made by /docker-entrypoint-initdb.d from the same script as compose's.
+    const tenant = find("StatefulSet", "tenant-postgres").spec.template.spec;
+    expect(passwordRef(tenant.containers[0])).toEqual({ name: "tenant-pooler", key: "TENANT_POOLER_PASSWORD" });
+    const init = tenant.volumes.find((v: any) => v.configMap?.name === "tenant-postgres-init");
+    expect([init.configMap.defaultMode, tenant.containers[0].volumeMounts.find((m: any) => m.name === init.name).mountPath]).toEqual([
+      0o555,
+      "/docker-entrypoint-initdb.d",
+    ]);
+    expect(find("ConfigMap", "tenant-postgres-init").data["50-pooler-role.sh"]).toBe(
+      fs.readFileSync(path.resolve(DIR, "../../docker/pgbouncer/pooler-role.sh"), "utf8"),
+    );
+    // No other pod reads the role's password.
+    for (const w of workloads())
+      for (const c of w.spec.template.spec.containers) if (passwordRef(c)) expect(["tenant-pgbouncer", "tenant-postgres"]).toContain(w.metadata.name);
+    expect(find("Secret", "ci-platform-secrets").stringData.TENANT_POOLER_PASSWORD).toBeUndefined();
   });
 
   it("ops - auth's memory is sized from its cap on concurrent hashes (base + cap x 128 MiB fits the request)", () => {
