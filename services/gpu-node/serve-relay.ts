@@ -10,7 +10,7 @@
 import { promises as fs } from "fs";
 import net, { Socket } from "net";
 import path from "path";
-import { pipeline, Transform, type Readable, type TransformCallback } from "stream";
+import { Transform, type Readable, type TransformCallback } from "stream";
 import { fromWire, SERVE_WIRE } from "../../lib/deployment-protocol";
 import { JOB_ID_PATTERN, JobError } from "./job";
 import type { ForwardRoute } from "./relay-forwarder";
@@ -50,14 +50,20 @@ export async function openServeSocket(relayDir: string, jobId: string, port: num
  * listen yet). Ending or destroying either side closes the connection.
  */
 export async function connectServe(relayDir: string, jobId: string, request: Readable): Promise<Socket> {
-  if (!JOB_ID_PATTERN.test(jobId)) throw new JobError("No such replica on this node");
+  // The request is listened to from the start, and destroyed on failure: Moleculer destroys a
+  // request stream with an error when its caller's process leaves, whenever that comes.
+  if (!JOB_ID_PATTERN.test(jobId)) {
+    request.on("error", () => undefined).destroy();
+    throw new JobError("No such replica on this node");
+  }
   const socket = net.connect({ path: path.join(serveDir(relayDir, jobId), SERVE_SOCKET), allowHalfOpen: true });
+  request.on("error", () => socket.destroy());
   await new Promise<void>((resolve, reject) => socket.once("connect", resolve).once("error", reject)).catch(() => {
     socket.destroy();
+    request.destroy();
     throw new JobError("The replica does not answer on this node");
   });
   socket.setNoDelay(true);
-  request.on("error", () => socket.destroy());
   socket.on("close", () => request.destroy());
   request.pipe(socket);
   return socket;
@@ -78,10 +84,17 @@ class FromWire extends Transform {
   }
 }
 
-/** The request's bytes: an object-mode request (the latin1 wire) decoded; destroying either side destroys both. */
+/**
+ * The request's bytes: an object-mode request (the latin1 wire) decoded; destroying either side
+ * destroys both. The request keeps its error listener for good: Moleculer destroys it with an
+ * error when the caller's process leaves, whenever that comes.
+ */
 function requestBytes(request: Readable): Readable {
   if (!request.readableObjectMode) return request;
-  return pipeline(request, new FromWire(), () => undefined);
+  const bytes = new FromWire();
+  request.on("error", (err) => bytes.destroy(err));
+  bytes.once("close", () => request.destroy());
+  return request.pipe(bytes);
 }
 
 /**
