@@ -14,7 +14,11 @@ import { replicaCommand } from "../test/fixtures/deployments/replica";
 /** Where the replica listens inside its job. */
 export const REPLICA_PORT = 8000;
 
-export type BenchPlatform = { port: number; base: string; jwt: string; stop(): Promise<void> };
+/** `pids`: the gateway's process (gateway, auth, gpu-scheduler, inference) and the gpu-node's. */
+export type BenchPlatform = { port: number; base: string; jwt: string; pids: { gateway?: number; node?: number }; stop(): Promise<void> };
+
+/** BENCH_CPU_PROF=<dir>: both processes write a V8 CPU profile there when they stop (node --cpu-prof). */
+const profileArgs = () => (process.env.BENCH_CPU_PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []);
 
 /**
  * Starts both processes (NAMESPACE of their own on the NATS at NATS_URL) with `cards` simulated
@@ -28,14 +32,20 @@ export async function startPlatform(databaseUrl: string, cards: number, env: Rec
     for (const child of children.reverse()) await child.stop();
   };
   try {
-    children.push(spawnServices(["api-gateway", "auth", "gpu-scheduler", "inference"], { ...common, PORT: String(port), OLLAMA_URL: "off", ...env }));
     children.push(
-      spawnServices(["gpu-node"], {
-        ...common,
-        GPU_EXECUTOR: "process",
-        GPU_SIMULATE: Array.from({ length: cards }, () => "Bench GPU:1024").join(","),
-        GPU_JOB_LOG_DIR: path.join(os.tmpdir(), uniqueName("bench-deployments-logs")),
-      }),
+      spawnServices(["api-gateway", "auth", "gpu-scheduler", "inference"], { ...common, PORT: String(port), OLLAMA_URL: "off", ...env }, profileArgs()),
+    );
+    children.push(
+      spawnServices(
+        ["gpu-node"],
+        {
+          ...common,
+          GPU_EXECUTOR: "process",
+          GPU_SIMULATE: Array.from({ length: cards }, () => "Bench GPU:1024").join(","),
+          GPU_JOB_LOG_DIR: path.join(os.tmpdir(), uniqueName("bench-deployments-logs")),
+        },
+        profileArgs(),
+      ),
     );
     const base = `http://127.0.0.1:${port}`;
     const jwt = await waitFor(
@@ -52,7 +62,7 @@ export async function startPlatform(databaseUrl: string, cards: number, env: Rec
       intervalMs: 300,
       message: `${cards} cards announced`,
     });
-    return { port, base, jwt, stop };
+    return { port, base, jwt, pids: { gateway: children[0].proc.pid, node: children[1].proc.pid }, stop };
   } catch (err) {
     for (const child of children) if (child.output()) console.error(child.output().slice(-2000));
     await stop();

@@ -29,12 +29,13 @@ import {
   waitReady,
   BenchPlatform,
 } from "./deployments-platform";
-import { agent, compare, Figures, once, Target } from "./inference-measure";
+import { agent, compare, cpuTimeUs, Figures, once, Target } from "./inference-measure";
 import { installPortkey, Portkey, PORTKEY_VERSION, startPortkey } from "./portkey";
 
 const COLD_STARTS = Number(process.env.BENCH_COLD_STARTS || 3);
 const SERIAL = Number(process.env.BENCH_SERIAL || 300); // concurrency 1, per path
 const CAPACITY_REQUESTS = Number(process.env.BENCH_CAPACITY_REQUESTS || 1000); // 50 concurrent, per path
+const CPU_REQUESTS = Number(process.env.BENCH_CPU_REQUESTS || 400); // concurrency 1, per path, for CPU per request
 const CONCURRENCY = 50;
 const GOAL_ADDED_MS = 2;
 
@@ -81,6 +82,39 @@ async function coldStarts(p: BenchPlatform) {
     await deleteDeployment(p, id);
   }
   return rows;
+}
+
+type Cpu = { gateway: number; node: number };
+
+const cpuNow = (p: BenchPlatform): Cpu => ({ gateway: cpuTimeUs(p.pids.gateway) ?? NaN, node: cpuTimeUs(p.pids.node) ?? NaN });
+
+/**
+ * CPU time (user + system) per request of the gateway's process and the gpu-node's, µs: `total`
+ * requests one at a time per path, in alternating rounds of 50, less what each process spends
+ * idle in as long (its background rate, measured over 3 s with no requests: ticks, heartbeats,
+ * probes). Load on the machine moves it far less than latency (it is what a request costs, not
+ * how long it queued).
+ */
+async function cpuPerRequest(p: BenchPlatform, targets: Target[], total: number): Promise<Cpu[]> {
+  const idleFrom = cpuNow(p);
+  const idleStarted = process.hrtime.bigint();
+  await new Promise((resolve) => setTimeout(resolve, 3000));
+  const idleS = Number(process.hrtime.bigint() - idleStarted) / 1e9;
+  const idleTo = cpuNow(p);
+  const background = { gateway: (idleTo.gateway - idleFrom.gateway) / idleS, node: (idleTo.node - idleFrom.node) / idleS };
+  const sums = targets.map(() => ({ gateway: 0, node: 0, n: 0 }));
+  for (let done = 0; done < total; done += 50)
+    for (const [i, t] of targets.entries()) {
+      const before = cpuNow(p);
+      const started = process.hrtime.bigint();
+      for (let k = 0; k < 50; k++) await once(t, false, done + k);
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      const after = cpuNow(p);
+      sums[i].gateway += after.gateway - before.gateway - background.gateway * seconds;
+      sums[i].node += after.node - before.node - background.node * seconds;
+      sums[i].n += 50;
+    }
+  return sums.map((s) => ({ gateway: s.gateway / s.n, node: s.node / s.n }));
 }
 
 /** What the bench is doing, on stderr (the table is printed at the end). */
@@ -130,6 +164,8 @@ async function main() {
 
     progress(`warm, concurrency 1 (${SERIAL} per path)`);
     const warm = await compare([directT, ...portkeyT, providerT, oneT], SERIAL, 1, false);
+    progress(`CPU per request (${CPU_REQUESTS} per path)`);
+    const cpu = await cpuPerRequest(p, [providerT, oneT], CPU_REQUESTS);
     progress(`requests/s, ${CONCURRENCY} concurrent (${CAPACITY_REQUESTS} per path)`);
     const capacity = await compare([directT, oneT, twoT], CAPACITY_REQUESTS, CONCURRENCY, false);
 
@@ -160,6 +196,13 @@ async function main() {
       console.log(`| ${t.name} | ${ms(f.p50)} | ${ms(f.p99)} | ${f.rps} | ${added} |`);
     });
 
+    console.log(`\nCPU per request (user + system, less the process's idle rate, µs), ${CPU_REQUESTS} requests one at a time per path, alternating`);
+    console.log("| path | gateway + inference process | gpu-node process | both |");
+    console.log("|---|---|---|---|");
+    [providerT, oneT].forEach((t, i) =>
+      console.log(`| ${t.name} | ${cpu[i].gateway.toFixed(0)} | ${cpu[i].node.toFixed(0)} | ${(cpu[i].gateway + cpu[i].node).toFixed(0)} |`),
+    );
+
     console.log(`\nRequests/s, ${CONCURRENCY} concurrent, ${CAPACITY_REQUESTS} requests per path`);
     console.log("| path | req/s | of direct | p50 | p99 |");
     console.log("|---|---|---|---|---|");
@@ -187,6 +230,9 @@ async function main() {
       );
     }
     const [d, o, t] = capacity;
+    console.log(
+      `- CPU per request: deployment ${(cpu[1].gateway + cpu[1].node).toFixed(0)} µs (gateway ${cpu[1].gateway.toFixed(0)}, node ${cpu[1].node.toFixed(0)}), provider path ${cpu[0].gateway.toFixed(0)} µs`,
+    );
     if (ok(d) && ok(o) && ok(t)) console.log(`- requests/s: one replica ${o.rps}, two ${t.rps} (×${(t.rps / o.rps).toFixed(2)}); direct ${d.rps}`);
   } finally {
     if (platform) await platform.stop();

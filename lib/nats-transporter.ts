@@ -14,6 +14,8 @@
  * - budgets (authenticated bus): a gpu-node sending more than its per-second budget of a packet
  *   kind (lib/bus-budget.ts) has the excess dropped unread and counted, and an INFO keeps only
  *   the services its sender's role may run (`senderMayHost`), so a node cannot draw core calls.
+ * - streams: a stream whose packets arrive with a gap (one dropped over budget, or lost) fails at
+ *   once with an error instead of waiting for the lost packet until its timeout (lib/stream-sequences.ts).
  */
 import { Errors, ServiceBroker, Transporters } from "moleculer";
 import type { ConnectionOptions, Msg, NatsConnection, NatsError, Subscription } from "nats";
@@ -21,6 +23,7 @@ import { budgetOf, TokenBuckets } from "./bus-budget";
 import { roleOfNodeID, senderMayHost } from "./bus-identity";
 import { incrementCounter } from "./metrics";
 import { anySender, OWN_ECHO, rejectPacket, senderOfSubject, withSender } from "./bus-subjects";
+import { StreamSequences } from "./stream-sequences";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a Moleculer seam: its transit builds packet payloads untyped; fields are read by name
 type Packet = { type: string; target?: string | null; payload: Record<string, any> };
@@ -38,7 +41,7 @@ type NatsInternals = {
   serialize(packet: Packet): Buffer;
   deserialize(cmd: string, data: Buffer): Packet;
   broker: ServiceBroker & { serializer: { serialize(payload: unknown, type: string): Buffer } };
-  transit?: { removePendingRequest(id: string): void; instanceID: string };
+  transit?: { removePendingRequest(id: string): void; instanceID: string; pendingRequests: Map<unknown, unknown> };
 };
 
 /** One warning per kind per 10 s, with how many were suppressed in between. */
@@ -76,6 +79,7 @@ export class BusTransporter extends Transporters.NATS {
   private readonly subjects = new WeakMap<Buffer, string>();
   private warnings?: RateLimitedLog;
   private readonly budgets = new TokenBuckets();
+  private readonly sequences = new StreamSequences();
 
   constructor(options: BusTransporterOptions) {
     const { senderBound, ...connection } = options;
@@ -281,6 +285,11 @@ export class BusTransporter extends Transporters.NATS {
       return Promise.resolve();
     }
     if (cmd === "INFO" && this.senderBound) this.keepOwnServices(packet.payload);
+    if ((cmd === "RES" || cmd === "REQ") && packet.payload.stream != null) {
+      const verdict = this.sequences.check(cmd, packet.payload, (id) => Boolean(self.transit?.pendingRequests.has(id)));
+      if (verdict === "drop") return Promise.resolve();
+      if (verdict === "gap") this.warn(`stream-gap-${cmd}`, `Failed a ${cmd} stream from ${packet.payload.sender}: packets of it were lost`);
+    }
     return self.messageHandler(cmd, packet) as Promise<void>;
   }
 }

@@ -20,7 +20,7 @@ import { parseGpuNodeSettings } from "./settings";
 import { LOGS_PAGE_BYTES } from "./log-store";
 import { createGpuNode, GpuNode } from "./app";
 import { serveAnswer } from "./serve-relay";
-import type { ServeMeta } from "../../lib/deployment-protocol";
+import { SERVE_WIRE, type ServeMeta } from "../../lib/deployment-protocol";
 
 export type CancelParams = { jobId: string; preempt?: boolean };
 
@@ -122,8 +122,10 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
     serve: {
       visibility: "public",
       callers: ["inference"],
+      // The bytes may travel as latin1 strings (lib/deployment-protocol.ts): callers read it here, in the registry.
+      wire: SERVE_WIRE,
       handler(this: GpuNodeThis, ctx: Context<Readable, ServeMeta>): Promise<Readable> {
-        return serveAnswer(this.node.config.relay.dir, ctx.meta.jobId, ctx.params);
+        return serveAnswer(this.node.config.relay.dir, ctx.meta.jobId, ctx.params, ctx.meta.wire);
       },
     },
 

@@ -10,6 +10,7 @@
  */
 import { Transform, type TransformCallback } from "stream";
 import { TokenBuckets, type Budget } from "../../lib/bus-budget";
+import { toWire } from "../../lib/deployment-protocol";
 
 /** What the node's serve answers may use of its RES budget (half: the rest stays for its other answers). */
 export const SERVE_PACKETS: Budget = { perSecond: 1000, burst: 1000 };
@@ -47,7 +48,10 @@ export class PacketPacer {
 /** The node's pacer, shared by all its serve connections. */
 export const servePacer = new PacketPacer();
 
-/** A connection's answer, coalesced into packets at the pacer's pace. */
+/**
+ * A connection's answer, coalesced into packets at the pacer's pace; `latin1`: each packet as
+ * latin1-wire strings (an object-mode stream, lib/deployment-protocol.ts), else as a Buffer.
+ */
 export class CoalescedAnswer extends Transform {
   private pending: Buffer[] = [];
   private size = 0;
@@ -56,8 +60,11 @@ export class CoalescedAnswer extends Transform {
   private held?: TransformCallback;
   private ending?: TransformCallback;
 
-  constructor(private readonly pacer: PacketPacer = servePacer) {
-    super();
+  constructor(
+    private readonly pacer: PacketPacer = servePacer,
+    private readonly latin1 = false,
+  ) {
+    super({ readableObjectMode: latin1 });
   }
 
   override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
@@ -89,7 +96,8 @@ export class CoalescedAnswer extends Transform {
       const packet = this.pending.length === 1 ? this.pending[0] : Buffer.concat(this.pending, this.size);
       this.pending = [];
       this.size = 0;
-      this.push(packet);
+      if (this.latin1) for (const chunk of toWire(packet)) this.push(chunk);
+      else this.push(packet);
       const held = this.held;
       this.held = undefined;
       held?.();

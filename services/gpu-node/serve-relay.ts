@@ -10,10 +10,11 @@
 import { promises as fs } from "fs";
 import net, { Socket } from "net";
 import path from "path";
-import type { Readable } from "stream";
+import { Transform, type Readable, type TransformCallback } from "stream";
+import { fromWire, SERVE_WIRE } from "../../lib/deployment-protocol";
 import { JOB_ID_PATTERN, JobError } from "./job";
 import type { ForwardRoute } from "./relay-forwarder";
-import { CoalescedAnswer } from "./serve-pacing";
+import { CoalescedAnswer, servePacer } from "./serve-pacing";
 
 /** Where the replica's serve folder appears inside its job. */
 export const SERVE_MOUNT = "/run/ci-platform-serve";
@@ -49,27 +50,63 @@ export async function openServeSocket(relayDir: string, jobId: string, port: num
  * listen yet). Ending or destroying either side closes the connection.
  */
 export async function connectServe(relayDir: string, jobId: string, request: Readable): Promise<Socket> {
-  if (!JOB_ID_PATTERN.test(jobId)) throw new JobError("No such replica on this node");
+  // The request is listened to from the start, and destroyed on failure: Moleculer destroys a
+  // request stream with an error when its caller's process leaves, whenever that comes.
+  if (!JOB_ID_PATTERN.test(jobId)) {
+    request.on("error", () => undefined).destroy();
+    throw new JobError("No such replica on this node");
+  }
   const socket = net.connect({ path: path.join(serveDir(relayDir, jobId), SERVE_SOCKET), allowHalfOpen: true });
+  request.on("error", () => socket.destroy());
   await new Promise<void>((resolve, reject) => socket.once("connect", resolve).once("error", reject)).catch(() => {
     socket.destroy();
+    request.destroy();
     throw new JobError("The replica does not answer on this node");
   });
   socket.setNoDelay(true);
-  request.on("error", () => socket.destroy());
   socket.on("close", () => request.destroy());
   request.pipe(socket);
   return socket;
 }
 
+/** A request stream of the latin1 wire (strings, object mode) as bytes; fails on a chunk that is not (lib/deployment-protocol.ts). */
+class FromWire extends Transform {
+  constructor() {
+    super({ writableObjectMode: true });
+  }
+
+  override _transform(chunk: unknown, _encoding: BufferEncoding, callback: TransformCallback): void {
+    try {
+      callback(null, fromWire(chunk));
+    } catch (err) {
+      callback(err as Error);
+    }
+  }
+}
+
+/**
+ * The request's bytes: an object-mode request (the latin1 wire) decoded; destroying either side
+ * destroys both. The request keeps its error listener for good: Moleculer destroys it with an
+ * error when the caller's process leaves, whenever that comes.
+ */
+function requestBytes(request: Readable): Readable {
+  if (!request.readableObjectMode) return request;
+  const bytes = new FromWire();
+  request.on("error", (err) => bytes.destroy(err));
+  bytes.once("close", () => request.destroy());
+  return request.pipe(bytes);
+}
+
 /**
  * connectServe's answer as the `gpu-node.serve` action returns it: coalesced at the node's pace
- * (serve-pacing.ts), so what the replica writes never goes over this node's RES budget on the bus.
- * Destroying the answer closes the connection, and a connection that fails fails the answer.
+ * (serve-pacing.ts), so what the replica writes never goes over this node's RES budget on the bus,
+ * and on the latin1 wire when the caller asks for it (`wire`, lib/deployment-protocol.ts). The
+ * request is read in either wire. Destroying the answer closes the connection, and a connection
+ * that fails fails the answer.
  */
-export async function serveAnswer(relayDir: string, jobId: string, request: Readable): Promise<Readable> {
-  const socket = await connectServe(relayDir, jobId, request);
-  const answer = new CoalescedAnswer();
+export async function serveAnswer(relayDir: string, jobId: string, request: Readable, wire?: string): Promise<Readable> {
+  const socket = await connectServe(relayDir, jobId, requestBytes(request));
+  const answer = new CoalescedAnswer(servePacer, wire === SERVE_WIRE);
   socket.once("error", (err) => answer.destroy(err));
   answer.once("close", () => socket.destroy());
   return socket.pipe(answer);

@@ -5,7 +5,9 @@
  * concurrent token streams through one node went over it: chunks dropped, streams stalled. Here
  * replica-like servers behind the node's serve relay (serveAnswer, what `gpu-node.serve` returns)
  * write many small chunks on several requests at once, over Debian's nats-server with the
- * platform's generated users; every byte must arrive, in order.
+ * platform's generated users; every byte must arrive, in order. A node that does not pace (an older
+ * or hostile one) has packets dropped: its stream fails at once with the loss named, not stalled
+ * until a timeout (lib/stream-sequences.ts).
  */
 import { mkdirSync, mkdtempSync, rmSync } from "fs";
 import net from "net";
@@ -13,7 +15,7 @@ import os from "os";
 import path from "path";
 import { PassThrough, type Readable } from "stream";
 import { ServiceBroker } from "moleculer";
-import { SERVE_SOCKET, serveAnswer, serveDir } from "../../services/gpu-node/serve-relay";
+import { connectServe, SERVE_SOCKET, serveAnswer, serveDir } from "../../services/gpu-node/serve-relay";
 import { BusServer, busBroker as startBroker, startBusServer } from "../support/bus-server";
 import { uniqueName } from "../support/platform";
 
@@ -58,7 +60,7 @@ function answerOf(stream: Readable, ms: number): Promise<string> {
 }
 
 beforeAll(async () => {
-  server = await startBusServer({ namespace, gpuNodes: ["n1"] });
+  server = await startBusServer({ namespace, gpuNodes: ["n1", "n2"] });
   relayDir = mkdtempSync(path.join(os.tmpdir(), "serve-budget-"));
   const dir = serveDir(relayDir, JOB);
   mkdirSync(dir, { recursive: true });
@@ -75,6 +77,10 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => replica.listen(path.join(dir, SERVE_SOCKET), resolve));
   await busBroker("gpu-node.n1", "gpu-node.n1", [
     { name: "gpu-node", actions: { serve: { handler: (ctx: { params: Readable }) => serveAnswer(relayDir, JOB, ctx.params) } } },
+  ]);
+  // Unpaced: every chunk the replica writes is a RES packet.
+  await busBroker("gpu-node.n2", "gpu-node.n2", [
+    { name: "gpu-node", actions: { serve: { handler: (ctx: { params: Readable }) => connectServe(relayDir, JOB, ctx.params) } } },
   ]);
 }, 60_000);
 
@@ -99,4 +105,25 @@ test("concurrent token streams through one node arrive whole and in order over t
     }),
   );
   answers.forEach((text, n) => expect(text).toBe(expected(n)));
+}, 90_000);
+
+test("a node's stream that loses packets over its budget fails at once, the loss named, instead of stalling", async () => {
+  const inference = await busBroker("inference", "inference.t2");
+  await inference.waitForServices("gpu-node", 20_000);
+  const started = Date.now();
+  const failures = await Promise.all(
+    Array.from({ length: STREAMS }, async (_, n) => {
+      const request = new PassThrough();
+      const answer = (await inference.call("gpu-node.serve", request, { nodeID: "gpu-node.n2" })) as Readable;
+      request.write(`${n}\n`);
+      return answerOf(answer, 30_000).then(
+        () => "whole",
+        (err: Error) => err.message,
+      );
+    }),
+  );
+  // Over the budget some stream loses packets (each that does fails; one may finish before the drops).
+  expect(failures.filter((f) => /^A stream from gpu-node\.n2 lost packets: #\d+ to #\d+ never arrived$/.test(f)).length).toBeGreaterThan(0);
+  expect(failures.every((f) => f === "whole" || f.includes("lost packets"))).toBe(true);
+  expect(Date.now() - started).toBeLessThan(15_000);
 }, 90_000);

@@ -4,15 +4,17 @@
  * over real NATS, with an OpenAI-compatible server on the serve socket standing in for the job's
  * forwarder and replica. A whole answer, a stream arriving chunk by chunk, and a client that stops
  * reading closing the server's connection; connections kept alive across requests, under 50 at
- * once (whole, streamed, cancelled), and never reused once the server closed them.
+ * once (whole, streamed, cancelled), and never reused once the server closed them. The bytes travel
+ * as latin1 strings to a node that says it speaks that wire, as Buffers to one that does not; a
+ * node answering anything but bytes fails the request at once.
  */
 import { mkdirSync, mkdtempSync, rmSync } from "fs";
 import http from "http";
 import os from "os";
 import path from "path";
 import { ServiceBroker } from "moleculer";
-import type { Readable } from "stream";
-import { SERVE_ACTION, type ServeMeta } from "../../lib/deployment-protocol";
+import { Readable } from "stream";
+import { MAX_WIRE_CHUNK, SERVE_ACTION, SERVE_WIRE, type ServeMeta } from "../../lib/deployment-protocol";
 import { SERVE_SOCKET, serveAnswer, serveDir } from "../../services/gpu-node/serve-relay";
 import { OpenAiProvider } from "../../services/inference/providers/openai";
 import { ReplicaAgent, serveCall } from "../../services/inference/deployments/tunnel";
@@ -25,6 +27,11 @@ describe("inference deployments - the tunnel to a replica over NATS", () => {
   const namespace = uniqueName("tunnel");
   const node = new ServiceBroker({ namespace, nodeID: uniqueName("node"), transporter: NATS_URL, logger: false });
   const inference = new ServiceBroker({ namespace, nodeID: uniqueName("inf"), transporter: NATS_URL, logger: false });
+  // A node that speaks the latin1 wire (as gpu-node.service.ts says), and one that answers what is not bytes.
+  const latin1Node = new ServiceBroker({ namespace, nodeID: uniqueName("node-latin1"), transporter: NATS_URL, logger: false });
+  const hostileNode = new ServiceBroker({ namespace, nodeID: uniqueName("node-hostile"), transporter: NATS_URL, logger: false });
+  /** What each node was asked: the wire in meta, and whether the request stream was in object mode. */
+  const asked: Array<{ node: string; wire?: string; objectMode: boolean }> = [];
   let server: http.Server;
   let closedStreams = 0;
   /** The server's connections: opened in all, and open now. */
@@ -66,16 +73,40 @@ describe("inference deployments - the tunnel to a replica over NATS", () => {
       socket.once("close", () => open.delete(socket));
     });
     await new Promise<void>((resolve) => server.listen(path.join(serveDir(relayDir, JOB), SERVE_SOCKET), resolve));
-    node.createService({
+    const serve = (name: string, wire?: string) => ({
       name: "gpu-node",
-      actions: { serve: { handler: (ctx: { params: Readable; meta: ServeMeta }) => serveAnswer(relayDir, ctx.meta.jobId, ctx.params) } },
+      actions: {
+        serve: {
+          ...(wire ? { wire } : {}),
+          handler: (ctx: { params: Readable; meta: ServeMeta }) => {
+            asked.push({ node: name, wire: ctx.meta.wire, objectMode: ctx.params.readableObjectMode });
+            return serveAnswer(relayDir, ctx.meta.jobId, ctx.params, ctx.meta.wire);
+          },
+        },
+      },
     });
-    await Promise.all([node.start(), inference.start()]);
-    await inference.waitForServices("gpu-node");
+    node.createService(serve("buffer"));
+    latin1Node.createService(serve("latin1", SERVE_WIRE));
+    hostileNode.createService({
+      name: "gpu-node",
+      actions: {
+        serve: {
+          wire: SERVE_WIRE,
+          handler: (ctx: { params: Readable; meta: { jobId: string } }) => {
+            ctx.params.on("error", () => undefined).resume();
+            // An answer that is not bytes (an object), or a string over the wire's chunk limit.
+            const chunk = ctx.meta.jobId === "object" ? { not: "bytes" } : "x".repeat(MAX_WIRE_CHUNK + 1);
+            return Readable.from([chunk, "HTTP/1.1 200 OK\r\n"], { objectMode: true });
+          },
+        },
+      },
+    });
+    await Promise.all([node.start(), latin1Node.start(), hostileNode.start(), inference.start()]);
+    await waitFor(() => inference.registry.actions.get(SERVE_ACTION)?.endpoints.length === 3, { timeoutMs: 10_000, message: "three nodes' serve" });
   });
 
   afterAll(async () => {
-    await Promise.all([node.stop(), inference.stop()]);
+    await Promise.all([node.stop(), latin1Node.stop(), hostileNode.stop(), inference.stop()]);
     server.close();
     rmSync(relayDir, { recursive: true, force: true });
   });
@@ -114,6 +145,37 @@ describe("inference deployments - the tunnel to a replica over NATS", () => {
       }
     expect(text).toBe("w0 w1 w2 w3 w4 ");
     expect(arrived[4] - arrived[0]).toBeGreaterThan(250);
+  });
+
+  test("inference deployments - the latin1 wire where the node speaks it, Buffers where it does not: every byte passes both ways", async () => {
+    // Non-ASCII both ways: the request's model (UTF-8 in its JSON body) comes back in the answer.
+    const model = "modèle-ß-日本-🙂";
+    const latin1Provider = new OpenAiProvider(
+      "deployment",
+      "http://replica/v1",
+      undefined,
+      new ReplicaAgent(serveCall(inference, latin1Node.nodeID, JOB, 10_000)),
+    );
+    for (const [name, p] of [
+      ["buffer", provider()],
+      ["latin1", latin1Provider],
+    ] as const) {
+      asked.length = 0;
+      const answer = await p.complete({ model, messages: [{ role: "user", content: "hi" }] }, new AbortController().signal);
+      expect(answer.text).toBe(`to ${model}`);
+      expect(await streamed(p)).toBe("w0 w1 ");
+      expect(asked[0]).toEqual({ node: name, wire: name === "latin1" ? SERVE_WIRE : undefined, objectMode: name === "latin1" });
+    }
+  });
+
+  test("inference deployments - a node answering what is not bytes (an object, a chunk over the limit) fails the request at once", async () => {
+    for (const job of ["object", "oversized"]) {
+      const agent = new ReplicaAgent(serveCall(inference, hostileNode.nodeID, job, 10_000));
+      const started = Date.now();
+      await expect(whole(new OpenAiProvider("deployment", "http://replica/v1", undefined, agent))).rejects.toBeDefined();
+      expect(Date.now() - started).toBeLessThan(5000);
+      agent.destroy();
+    }
   });
 
   test("inference deployments - a client that goes away closes the replica's connection", async () => {

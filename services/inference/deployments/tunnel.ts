@@ -7,22 +7,34 @@
  * a replica exactly as to any OpenAI-compatible server. Connections are kept alive between
  * requests (one bus call, node socket and replica connection serve many requests); closing one
  * (a client gone) closes the replica's. The agent counts the requests in flight to its replica.
+ * The bytes travel on the latin1 wire where the node speaks it (lib/deployment-protocol.ts).
  */
 import http from "http";
 import { Duplex, PassThrough, type Readable } from "stream";
-import { SERVE_ACTION, type ServeMeta } from "../../../lib/deployment-protocol";
+import { fromWire, SERVE_ACTION, SERVE_WIRE, toWire, type ServeMeta } from "../../../lib/deployment-protocol";
 
-/** Calls the replica's node: `request` is what to send, the answer what the replica sends back. */
-export type ServeCall = (request: Readable) => Promise<Readable>;
+/**
+ * Calls the replica's node: `request` is what to send, the answer what the replica sends back;
+ * `latin1`: both as latin1-wire strings (object-mode streams), else as bytes. `latin1()`: whether
+ * the node speaks that wire (asked once per connection).
+ */
+export type ServeCall = { latin1(): boolean; call(request: Readable, latin1: boolean): Promise<Readable> };
 
-/** The bus call of `jobId` on `nodeId`, as a ServeCall. */
-export function serveCall(
-  broker: { call(action: string, params: unknown, opts: { nodeID: string; meta: ServeMeta; timeout: number }): Promise<unknown> },
-  nodeId: string,
-  jobId: string,
-  timeoutMs: number,
-): ServeCall {
-  return async (request) => (await broker.call(SERVE_ACTION, request, { nodeID: nodeId, meta: { jobId }, timeout: timeoutMs })) as Readable;
+type ServeBroker = {
+  call(action: string, params: unknown, opts: { nodeID: string; meta: ServeMeta; timeout: number }): Promise<unknown>;
+  registry: unknown;
+};
+type Endpoints = { getActionEndpointByNodeId(action: string, nodeID: string): { action?: { wire?: unknown } } | null | undefined };
+
+/** The bus call of `jobId` on `nodeId`, as a ServeCall; the node's `serve` schema in the registry says which wire it speaks. */
+export function serveCall(broker: ServeBroker, nodeId: string, jobId: string, timeoutMs: number): ServeCall {
+  return {
+    latin1: () => (broker.registry as Endpoints).getActionEndpointByNodeId(SERVE_ACTION, nodeId)?.action?.wire === SERVE_WIRE,
+    call: async (request, latin1) => {
+      const meta: ServeMeta = latin1 ? { jobId, wire: SERVE_WIRE } : { jobId };
+      return (await broker.call(SERVE_ACTION, request, { nodeID: nodeId, meta, timeout: timeoutMs })) as Readable;
+    },
+  };
 }
 
 /** How long a connection no request uses stays open (below the 5 s idle limit of common servers: Node.js, uvicorn). */
@@ -37,7 +49,8 @@ const closedByReplica = () => Object.assign(new Error("The replica closed the co
  * side ends, so a closed connection is never handed to the next request.
  */
 export class Tunnel extends Duplex {
-  private readonly outgoing = new PassThrough();
+  private readonly latin1: boolean;
+  private readonly outgoing: PassThrough;
   private incoming?: Readable;
   private idle?: NodeJS.Timeout;
   /** net.Socket's: the idle time after which 'timeout' is emitted (0: never); the agent reads it. */
@@ -45,15 +58,23 @@ export class Tunnel extends Duplex {
 
   constructor(call: ServeCall) {
     super({ allowHalfOpen: true });
+    this.latin1 = call.latin1();
+    this.outgoing = new PassThrough({ objectMode: this.latin1 });
     // Destroyed with an error to tell the node to cut the connection: nothing else listens here.
     this.outgoing.on("error", () => undefined);
-    call(this.outgoing).then(
+    call.call(this.outgoing, this.latin1).then(
       (incoming) => {
         if (this.destroyed) return void incoming.destroy();
         this.incoming = incoming;
-        incoming.on("data", (chunk: Buffer) => {
+        incoming.on("data", (chunk: unknown) => {
           this.idle?.refresh();
-          if (!this.push(chunk)) incoming.pause();
+          let bytes: Buffer;
+          try {
+            bytes = fromWire(chunk);
+          } catch (err) {
+            return void this.destroy(err as Error);
+          }
+          if (!this.push(bytes)) incoming.pause();
         });
         incoming.once("end", () => this.remoteEnded());
         incoming.once("error", (err) => this.destroy(err));
@@ -77,7 +98,10 @@ export class Tunnel extends Duplex {
 
   override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (err?: Error | null) => void): void {
     this.idle?.refresh();
-    if (this.outgoing.write(chunk)) callback();
+    let ready = true;
+    if (!this.latin1) ready = this.outgoing.write(chunk);
+    else for (const part of toWire(chunk)) ready = this.outgoing.write(part);
+    if (ready) callback();
     else this.outgoing.once("drain", () => callback());
   }
 
