@@ -62,8 +62,11 @@ export type JobOutcome =
 export class JobError extends Error {}
 
 export interface JobOps {
-  /** Starts the job, sending its output to `output`; throws JobError with a readable reason. */
-  launch(output: OutputCapture): Promise<void>;
+  /**
+   * Starts the job, sending its output to `output`; throws JobError with a readable reason. May
+   * return when (epoch ms) the job's process began, where that precedes the launch's answer.
+   */
+  launch(output: OutputCapture): Promise<number | void>;
   /** Resolves with the exit code once the job has ended. */
   exited(): Promise<number>;
   /** SIGTERM, then SIGKILL after `graceS`. */
@@ -154,8 +157,8 @@ export class RunningJob {
   private async launch(): Promise<boolean> {
     try {
       this.capture = await OutputCapture.open(this.limits.logDir, this.logKey, { maxFileBytes: this.limits.outputMaxBytes, resume: this.limits.adopted });
-      await this.ops.launch(this.capture);
-      this.startedAt = new Date(this.adoptedStartMs ?? Date.now());
+      const began = await this.ops.launch(this.capture);
+      this.startedAt = new Date(this.adoptedStartMs ?? began ?? Date.now());
       this.launched = true;
       return true;
     } catch (err) {

@@ -143,7 +143,9 @@ function processOps(spec: JobSpec, isolation: ProcessIsolation, limits: JobLimit
         serve = await openServeSocket(relay.dir, spec.jobId, spec.servePort, relayOwner(isolation));
       }
       const request = await jobProcess(spec, isolation, workDir, limits.outMaxBytes, cgroup, access, serve);
-      // The resident launcher forks it (in its own process group), not this process.
+      // The resident launcher forks it (in its own process group), not this process. Its start
+      // time is when it was asked: the answer may come later than the job's first instructions.
+      const askedAt = Date.now();
       const launched = await launch(request, isolation).catch((err: Error) => {
         throw new JobError(`The job's process could not be started: ${err.message}`);
       });
@@ -159,6 +161,7 @@ function processOps(spec: JobSpec, isolation: ProcessIsolation, limits: JobLimit
       });
       outputClosed = job.stdout.closed ? Promise.resolve() : new Promise((resolve) => job.stdout.once("close", () => resolve()));
       exit = launched.exit.then(({ code, signal: sig }) => ((job.ended = true), code ?? signalExitCode(sig)));
+      return askedAt;
     },
 
     async exited() {

@@ -333,4 +333,16 @@ ${JOB_COUNTERS_SETUP}
       ${SCHEDULES_TABLE}
     `,
   },
+  {
+    version: 19,
+    name: "usage kept a while after publishing",
+    // published_at: when the record went out on USAGE_CHANNEL. The row stays a while after it
+    // (store/usage-outbox.ts KEEP_PUBLISHED_MS): the usage service consumes the channel on its own
+    // time, and until its ledger has the record the quotas read it from here (by key, never twice).
+    sql: `
+      ALTER TABLE usage_outbox ADD COLUMN published_at timestamptz;
+      CREATE INDEX usage_outbox_unpublished ON usage_outbox (ended_at) WHERE published_at IS NULL;
+      CREATE INDEX usage_outbox_published ON usage_outbox (published_at) WHERE published_at IS NOT NULL;
+    `,
+  },
 ];

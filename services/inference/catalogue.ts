@@ -3,6 +3,7 @@
  * when configured), and the model → provider lookup of the hot path, which never fetches lists
  * while the cached one knows the model.
  */
+import { withTimeout } from "./redis-timeout";
 import type Redis from "ioredis";
 import type { Provider, ProviderModel } from "./providers";
 
@@ -48,8 +49,6 @@ export interface SnapshotStore {
   set(snapshot: Snapshot): Promise<void>;
 }
 
-const REDIS_TIMEOUT_MS = 250;
-
 /** Shares the list between replicas; a slow or failing Redis only costs a provider fetch. */
 export class RedisSnapshotStore implements SnapshotStore {
   constructor(
@@ -77,15 +76,6 @@ export class RedisSnapshotStore implements SnapshotStore {
       this.onError(err);
     }
   }
-}
-
-/** A Redis command that gives up after REDIS_TIMEOUT_MS (the caller goes on without it). */
-export function withTimeout<T>(work: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error("Redis did not answer in time")), REDIS_TIMEOUT_MS);
-  });
-  return Promise.race([work, deadline]).finally(() => clearTimeout(timer));
 }
 
 export type CatalogueOptions = {

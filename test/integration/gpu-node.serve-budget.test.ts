@@ -110,20 +110,26 @@ test("concurrent token streams through one node arrive whole and in order over t
 test("a node's stream that loses packets over its budget fails at once, the loss named, instead of stalling", async () => {
   const inference = await busBroker("inference", "inference.t2");
   await inference.waitForServices("gpu-node", 20_000);
-  const started = Date.now();
-  const failures = await Promise.all(
-    Array.from({ length: STREAMS }, async (_, n) => {
-      const request = new PassThrough();
-      const answer = (await inference.call("gpu-node.serve", request, { nodeID: "gpu-node.n2" })) as Readable;
-      request.write(`${n}\n`);
-      return answerOf(answer, 30_000).then(
-        () => "whole",
-        (err: Error) => err.message,
-      );
-    }),
-  );
-  // Over the budget some stream loses packets (each that does fails; one may finish before the drops).
-  expect(failures.filter((f) => /^A stream from gpu-node\.n2 lost packets: #\d+ to #\d+ never arrived$/.test(f)).length).toBeGreaterThan(0);
-  expect(failures.every((f) => f === "whole" || f.includes("lost packets"))).toBe(true);
-  expect(Date.now() - started).toBeLessThan(15_000);
-}, 90_000);
+  const lost = (f: string) => /^A stream from gpu-node\.n2 lost packets: #\d+ to #\d+ never arrived$/.test(f);
+  // Over the budget some stream loses packets (each that does fails; one may finish before the
+  // drops). A loaded machine may send slower than the budget refills: more streams at once, then.
+  let failures: string[] = [];
+  for (const streams of [STREAMS, 2 * STREAMS, 4 * STREAMS]) {
+    const started = Date.now();
+    failures = await Promise.all(
+      Array.from({ length: streams }, async (_, n) => {
+        const request = new PassThrough();
+        const answer = (await inference.call("gpu-node.serve", request, { nodeID: "gpu-node.n2" })) as Readable;
+        request.write(`${n % STREAMS}\n`);
+        return answerOf(answer, 30_000).then(
+          () => "whole",
+          (err: Error) => err.message,
+        );
+      }),
+    );
+    expect(failures.every((f) => f === "whole" || lost(f))).toBe(true);
+    expect(Date.now() - started).toBeLessThan(15_000 * (streams / STREAMS));
+    if (failures.some(lost)) break;
+  }
+  expect(failures.filter(lost).length).toBeGreaterThan(0);
+}, 150_000);

@@ -2,7 +2,8 @@
  * gpu-scheduler's usage outbox against PostgreSQL and the real ledger: a replica that dies after
  * publishing a batch but before deleting it (its transaction never commits) leaves the rows, which
  * a replica publishes again later; the ledger counts each attempt once. Two replicas draining at
- * once publish disjoint batches (SKIP LOCKED).
+ * once publish disjoint batches (SKIP LOCKED). A published record stays readable (pendingOf) until
+ * its keep time has passed, so quotas never see a job's use vanish between outbox and ledger.
  */
 import { randomUUID } from "crypto";
 import { Pool } from "pg";
@@ -19,7 +20,8 @@ describe("usage outbox - a replica dying mid-publish", () => {
   let pool: Pool;
   let ledger: LedgerRepository;
   const client = randomUUID();
-  const outboxed = async () => Number((await pool.query("SELECT count(*) AS n FROM gpu_scheduler.usage_outbox WHERE client_id = $1", [client])).rows[0].n);
+  const outboxed = async () =>
+    Number((await pool.query("SELECT count(*) AS n FROM gpu_scheduler.usage_outbox WHERE client_id = $1 AND published_at IS NULL", [client])).rows[0].n);
   const gpuSeconds = async () =>
     (await ledger.totals([client], new Date(Date.UTC(2030, 0, 1)), new Date(Date.UTC(2030, 1, 1)))).reduce((a, t) => a + t.amount, 0);
   /** `n` ended attempts of 10 s × `cards`, as the statement ending an attempt writes them. */
@@ -88,5 +90,25 @@ describe("usage outbox - a replica dying mid-publish", () => {
     expect(new Set(keys).size).toBe(keys.length);
     expect(await outboxed()).toBe(0);
     expect((await gpuSeconds()) - before).toBeCloseTo(100 * 10, 6);
+  });
+
+  it("usage outbox - published records stay readable to the quotas until their keep time, then a drain forgets them", async () => {
+    const other = randomUUID();
+    await pool.query(
+      `INSERT INTO gpu_scheduler.usage_outbox (job_id, attempt, client_id, started_at, ended_at, cards, gpu_name)
+       VALUES (gen_random_uuid(), 1, $1, now() - interval '10 seconds', now(), 1, 'A100')`,
+      [other],
+    );
+    const published: string[] = [];
+    const keeping = new UsageOutbox(pool, async (batch) => void published.push(...batch.records.map((r) => r.key)), 10, 60_000);
+    await keeping.drain();
+    expect(published).toHaveLength(1);
+    // Out on the channel, not yet necessarily in the ledger: still read, and not published again.
+    expect((await keeping.pendingOf([other])).map((r) => r.key)).toEqual(published);
+    await keeping.drain();
+    expect(published).toHaveLength(1);
+    // A keep time already passed: the next drain forgets it.
+    await new UsageOutbox(pool, async () => undefined, 10, 0).drain();
+    expect(await keeping.pendingOf([other])).toEqual([]);
   });
 });

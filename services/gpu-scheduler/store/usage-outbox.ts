@@ -1,8 +1,11 @@
 /**
  * GPU usage on its way to the ledger: the rows the ending statement wrote to usage_outbox are
- * published on USAGE_CHANNEL in batches and deleted in the same transaction (SKIP LOCKED: replicas
- * drain side by side). A publish that fails keeps the rows for the next tick; a replica dying
- * after publishing but before committing publishes them again, which the ledger ignores (source key).
+ * published on USAGE_CHANNEL in batches and marked published in the same transaction (SKIP LOCKED:
+ * replicas drain side by side). A publish that fails keeps the rows for the next tick; a replica
+ * dying after publishing but before committing publishes them again, which the ledger ignores
+ * (source key). A published row stays `keepPublishedMs`: the usage service records it on its own
+ * time, and until then the quotas read it from here (`pendingOf`; the reader skips the keys its
+ * ledger has), so a job ending cannot free its account's quota before the ledger holds its use.
  */
 import type { Pool } from "pg";
 import { transaction } from "../../../lib/db";
@@ -20,14 +23,23 @@ const toUsageRecord = (r: OutboxRow): UsageRecord => ({
   quantity: r.cards,
 });
 
+/** How long a published record stays readable here: far longer than the usage service takes to record it. */
+export const KEEP_PUBLISHED_MS = 120_000;
+
+/** How often a drain forgets what was published long ago (a statement of its own). */
+const PURGE_EVERY_MS = 10_000;
+
 export class UsageOutbox {
+  private purgedAt = 0;
+
   constructor(
     private readonly db: Pool,
     private readonly publish: (batch: UsageBatch) => Promise<void>,
     private readonly batchSize = 500,
+    private readonly keepPublishedMs = KEEP_PUBLISHED_MS,
   ) {}
 
-  /** The records of these accounts not yet published: GPU time the ledger does not have yet (the usage service adds it). */
+  /** The records of these accounts not yet published or published lately: GPU time the ledger may not have yet (the usage service adds those it lacks). */
   async pendingOf(clientIds: readonly string[]): Promise<UsageRecord[]> {
     const { rows } = await this.db.query<OutboxRow>(
       `SELECT job_id, attempt, client_id, started_at, ended_at, cards, gpu_name FROM gpu_scheduler.usage_outbox WHERE client_id = ANY($1::uuid[])`,
@@ -36,20 +48,25 @@ export class UsageOutbox {
     return rows.map(toUsageRecord);
   }
 
-  /** Publishes what is waiting, a batch at a time; returns how many records left. */
+  /** Publishes what is waiting, a batch at a time; returns how many records left. Forgets what was published over keepPublishedMs ago. */
   async drain(maxBatches = 10): Promise<number> {
+    if (Date.now() - this.purgedAt >= Math.min(PURGE_EVERY_MS, this.keepPublishedMs)) {
+      this.purgedAt = Date.now();
+      await this.db.query(`DELETE FROM gpu_scheduler.usage_outbox WHERE published_at < now() - $1 * interval '1 millisecond'`, [this.keepPublishedMs]);
+    }
     let sent = 0;
     for (let i = 0; i < maxBatches; i++) {
       const n = await transaction(this.db, async (client) => {
         const { rows } = await client.query<OutboxRow>(
           `SELECT job_id, attempt, client_id, started_at, ended_at, cards, gpu_name FROM gpu_scheduler.usage_outbox
-           ORDER BY ended_at LIMIT $1 FOR UPDATE SKIP LOCKED`,
+           WHERE published_at IS NULL ORDER BY ended_at LIMIT $1 FOR UPDATE SKIP LOCKED`,
           [this.batchSize],
         );
         if (!rows.length) return 0;
         await this.publish({ records: rows.map(toUsageRecord) });
         await client.query(
-          `DELETE FROM gpu_scheduler.usage_outbox o USING unnest($1::uuid[], $2::int[]) AS d(job_id, attempt) WHERE o.job_id = d.job_id AND o.attempt = d.attempt`,
+          `UPDATE gpu_scheduler.usage_outbox o SET published_at = now() FROM unnest($1::uuid[], $2::int[]) AS d(job_id, attempt)
+           WHERE o.job_id = d.job_id AND o.attempt = d.attempt`,
           [rows.map((r) => r.job_id), rows.map((r) => r.attempt)],
         );
         return rows.length;

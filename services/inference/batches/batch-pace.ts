@@ -8,7 +8,7 @@
  * falls to the floor as they finish.
  */
 import type Redis from "ioredis";
-import { withTimeout } from "../catalogue";
+import { withTimeout } from "../redis-timeout";
 
 export type PaceSettings = {
   /** BATCH_PACED_IN_FLIGHT: batch lines a replica keeps in flight at most while interactive requests run (≥ 1). */
