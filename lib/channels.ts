@@ -132,6 +132,23 @@ type ConsumerCallback = (err: unknown, message: { working(): void } | null) => P
  * its cost (issue 34: bus messages per job).
  */
 export class QuietProgressNats extends Adapters.NATS {
+  /**
+   * Two replicas of a service starting at once both create the channel's durable consumer, each
+   * with its own delivery subject: the later create fails with "consumer name already in use"
+   * (JetStream 10013) and the process stopped. Subscribing again binds to the consumer made.
+   */
+  override async subscribe(chan: { id: string }): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await (super.subscribe as (c: unknown) => Promise<void>).call(this, chan);
+      } catch (err) {
+        if (attempt >= 3 || !/consumer name already in use/.test((err as Error).message)) throw err;
+        (this as unknown as { activeMessages: Map<string, unknown> }).activeMessages.delete(chan.id);
+        await new Promise((resolve) => setTimeout(resolve, 100 * attempt));
+      }
+    }
+  }
+
   override createConsumerHandler(chan: unknown): ConsumerCallback {
     const handle = (super.createConsumerHandler as (chan: unknown) => ConsumerCallback).call(this, chan);
     return (err, message) => handle(err, message && Object.create(message, { working: { value: () => undefined } }));
