@@ -213,7 +213,8 @@ describe("gpu-node docker executor", () => {
         const [c] = await containersOf(ended.jobId);
         return c?.State === "exited";
       },
-      { message: "the second job to end while no node watches" },
+      // The engine's own pace: under load (another suite's containers) it took over 10 s.
+      { timeoutMs: 30_000, message: "the second job to end while no node watches" },
     );
     // Another node id on the same engine adopts nothing of node-r's (its cards differ too).
     expect(await executorFor("node-other").adopt(["GPU-sim-unrelated"])).toEqual([]);
