@@ -23,6 +23,7 @@ import { budgetOf, TokenBuckets } from "./bus-budget";
 import { roleOfNodeID, senderMayHost } from "./bus-identity";
 import { incrementCounter } from "./metrics";
 import { anySender, OWN_ECHO, rejectPacket, senderOfSubject, withSender } from "./bus-subjects";
+import { RateLimitedLog } from "./rate-limited-log";
 import { StreamSequences } from "./stream-sequences";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a Moleculer seam: its transit builds packet payloads untyped; fields are read by name
@@ -43,26 +44,6 @@ type NatsInternals = {
   broker: ServiceBroker & { serializer: { serialize(payload: unknown, type: string): Buffer } };
   transit?: { removePendingRequest(id: string): void; instanceID: string; pendingRequests: Map<unknown, unknown> };
 };
-
-/** One warning per kind per 10 s, with how many were suppressed in between. */
-class RateLimitedLog {
-  private last = new Map<string, { at: number; suppressed: number }>();
-  constructor(
-    private readonly log: (message: string) => void,
-    private readonly everyMs = 10_000,
-  ) {}
-  note(kind: string, message: string): void {
-    const now = Date.now();
-    const entry = this.last.get(kind);
-    if (entry && now - entry.at < this.everyMs) {
-      entry.suppressed++;
-      return;
-    }
-    const more = entry?.suppressed ? ` (${entry.suppressed} more since the last warning)` : "";
-    this.last.set(kind, { at: now, suppressed: 0 });
-    this.log(message + more);
-  }
-}
 
 export type BusTransporterOptions = ConnectionOptions & {
   /** Subjects carry the sender's node id (needs `<role>.<instance>` node ids and a permissioned server). */

@@ -1,10 +1,13 @@
 import type { Migration } from "../../lib/db";
 import { JOB_COUNTERS_SETUP } from "./store/job-counters";
+import { NODE_CARDS_TABLE } from "./loop/card-vetting";
 import { JOB_GRANTS_TABLE } from "./store/grants.repository";
 import { BATCH_WORK_SCHEMA } from "./store/batch-work.schema";
 import { SPEC_FROM_COLUMNS } from "./store/job-row";
 import { ARRAY_KEY } from "./store/placement.repository";
 import { SCHEDULES_TABLE } from "./store/schedules.repository";
+import { USAGE_OUTBOX_PUBLISHED, USAGE_OUTBOX_TABLE } from "./store/usage-outbox";
+import { WEBHOOK_DELIVERIES_SETTLED, WEBHOOK_DELIVERIES_TABLE } from "./webhooks/webhooks.repository";
 
 export const migrations: Migration[] = [
   {
@@ -172,48 +175,14 @@ export const migrations: Migration[] = [
   {
     version: 9,
     name: "usage outbox",
-    // The GPU time of each ended attempt, written by the statement that ends it and kept until the
-    // usage ledger has it (published on USAGE_CHANNEL, then deleted): a replica dying in between
-    // publishes it again later, and the ledger stores a (job, attempt) once.
-    sql: `
-      CREATE TABLE usage_outbox (
-        job_id uuid NOT NULL,
-        attempt integer NOT NULL,
-        client_id uuid NOT NULL,
-        started_at timestamptz NOT NULL,
-        ended_at timestamptz NOT NULL,
-        cards integer NOT NULL,
-        gpu_name text NOT NULL,
-        PRIMARY KEY (job_id, attempt)
-      );
-    `,
+    // store/usage-outbox.ts USAGE_OUTBOX_TABLE says what it holds.
+    sql: USAGE_OUTBOX_TABLE,
   },
   {
     version: 10,
     name: "webhooks",
-    // webhook_url: the job's (echoed in its detail). webhook_deliveries: the durable queue of
-    // webhook sends, one per job (its terminal status), written by the same statement that commits
-    // that status (jobs.repository.ts compareAndSet), so no restart loses one. A sender claims due
-    // rows with SKIP LOCKED and a lease (next_attempt_at moves past the attempt's time limit).
-    sql: `
-      ALTER TABLE jobs ADD COLUMN webhook_url text CHECK (char_length(webhook_url) <= 2048);
-      CREATE TABLE webhook_deliveries (
-        id uuid PRIMARY KEY,
-        client_id uuid NOT NULL,
-        job_id uuid NOT NULL UNIQUE,
-        type text NOT NULL CHECK (type IN ('job.completed', 'job.failed', 'job.cancelled')),
-        url text NOT NULL,
-        status text NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'delivered', 'failed')),
-        attempts integer NOT NULL DEFAULT 0,
-        last_status_code integer,
-        last_error text,
-        created_at timestamptz NOT NULL DEFAULT now(),
-        delivered_at timestamptz,
-        next_attempt_at timestamptz
-      );
-      CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE status = 'pending';
-      CREATE INDEX webhook_deliveries_by_client ON webhook_deliveries (client_id, created_at DESC);
-    `,
+    // webhooks/webhooks.repository.ts WEBHOOK_DELIVERIES_TABLE says what it holds.
+    sql: WEBHOOK_DELIVERIES_TABLE,
   },
   {
     version: 11,
@@ -254,29 +223,12 @@ ${JOB_COUNTERS_SETUP}
       CREATE INDEX jobs_history_by_client_status ON jobs_history (client_id, status, seq DESC);
     `,
   },
-  {
-    version: 13,
-    name: "webhook deliveries retention",
-    // Settled deliveries (delivered or failed), oldest first: what housekeeping removes after
-    // GPU_JOB_RETENTION_DAYS (job-history.ts), in bounded batches.
-    sql: `
-      CREATE INDEX webhook_deliveries_settled ON webhook_deliveries (created_at) WHERE status <> 'pending';
-    `,
-  },
+  { version: 13, name: "webhook deliveries retention", sql: WEBHOOK_DELIVERIES_SETTLED }, // webhooks/webhooks.repository.ts says why
   {
     version: 14,
     name: "gpu-node cards pinned at first registration",
-    // The cards a node announced first, plus those an administrator accepted since: other cards it
-    // announces take no job (node-cards.ts). `cards`: [{ uuid, name, memoryTotal }].
-    sql: `
-      CREATE TABLE node_cards (
-        node_id text PRIMARY KEY,
-        cards jsonb NOT NULL,
-        pinned_at timestamptz NOT NULL,
-        accepted_at timestamptz,
-        accepted_by uuid
-      );
-    `,
+    // loop/card-vetting.ts NODE_CARDS_TABLE says what it holds.
+    sql: NODE_CARDS_TABLE,
   },
   {
     version: 15,
@@ -336,13 +288,7 @@ ${JOB_COUNTERS_SETUP}
   {
     version: 19,
     name: "usage kept a while after publishing",
-    // published_at: when the record went out on USAGE_CHANNEL. The row stays a while after it
-    // (store/usage-outbox.ts KEEP_PUBLISHED_MS): the usage service consumes the channel on its own
-    // time, and until its ledger has the record the quotas read it from here (by key, never twice).
-    sql: `
-      ALTER TABLE usage_outbox ADD COLUMN published_at timestamptz;
-      CREATE INDEX usage_outbox_unpublished ON usage_outbox (ended_at) WHERE published_at IS NULL;
-      CREATE INDEX usage_outbox_published ON usage_outbox (published_at) WHERE published_at IS NOT NULL;
-    `,
+    // store/usage-outbox.ts USAGE_OUTBOX_PUBLISHED says why.
+    sql: USAGE_OUTBOX_PUBLISHED,
   },
 ];

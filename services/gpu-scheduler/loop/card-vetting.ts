@@ -79,3 +79,18 @@ export class CardVetting {
     this.pins.set(nodeId, new Map(cards.map((c) => [c.uuid, c])));
   }
 }
+
+/**
+ * Migration 14 (gpu-node cards pinned at first registration):
+ * The cards a node announced first, plus those an administrator accepted since: other cards it
+ * announces take no job (node-cards.ts). `cards`: [{ uuid, name, memoryTotal }].
+ */
+export const NODE_CARDS_TABLE = `
+      CREATE TABLE node_cards (
+        node_id text PRIMARY KEY,
+        cards jsonb NOT NULL,
+        pinned_at timestamptz NOT NULL,
+        accepted_at timestamptz,
+        accepted_by uuid
+      );
+`;

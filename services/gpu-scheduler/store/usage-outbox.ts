@@ -77,3 +77,34 @@ export class UsageOutbox {
     return sent;
   }
 }
+
+/**
+ * Migration 9 (usage outbox):
+ * The GPU time of each ended attempt, written by the statement that ends it and kept until the
+ * usage ledger has it (published on USAGE_CHANNEL, marked so since migration 19, then deleted): a replica dying in between
+ * publishes it again later, and the ledger stores a (job, attempt) once.
+ */
+export const USAGE_OUTBOX_TABLE = `
+      CREATE TABLE usage_outbox (
+        job_id uuid NOT NULL,
+        attempt integer NOT NULL,
+        client_id uuid NOT NULL,
+        started_at timestamptz NOT NULL,
+        ended_at timestamptz NOT NULL,
+        cards integer NOT NULL,
+        gpu_name text NOT NULL,
+        PRIMARY KEY (job_id, attempt)
+      );
+`;
+
+/**
+ * Migration 19 (usage kept a while after publishing):
+ * published_at: when the record went out on USAGE_CHANNEL. The row stays a while after it
+ * (store/usage-outbox.ts KEEP_PUBLISHED_MS): the usage service consumes the channel on its own
+ * time, and until its ledger has the record the quotas read it from here (by key, never twice).
+ */
+export const USAGE_OUTBOX_PUBLISHED = `
+      ALTER TABLE usage_outbox ADD COLUMN published_at timestamptz;
+      CREATE INDEX usage_outbox_unpublished ON usage_outbox (ended_at) WHERE published_at IS NULL;
+      CREATE INDEX usage_outbox_published ON usage_outbox (published_at) WHERE published_at IS NOT NULL;
+`;

@@ -76,3 +76,39 @@ export class WebhooksRepository {
     }));
   }
 }
+
+/**
+ * Migration 10 (webhooks):
+ * webhook_url: the job's (echoed in its detail). webhook_deliveries: the durable queue of
+ * webhook sends, one per job (its terminal status), written by the same statement that commits
+ * that status (jobs.repository.ts compareAndSet), so no restart loses one. A sender claims due
+ * rows with SKIP LOCKED and a lease (next_attempt_at moves past the attempt's time limit).
+ */
+export const WEBHOOK_DELIVERIES_TABLE = `
+      ALTER TABLE jobs ADD COLUMN webhook_url text CHECK (char_length(webhook_url) <= 2048);
+      CREATE TABLE webhook_deliveries (
+        id uuid PRIMARY KEY,
+        client_id uuid NOT NULL,
+        job_id uuid NOT NULL UNIQUE,
+        type text NOT NULL CHECK (type IN ('job.completed', 'job.failed', 'job.cancelled')),
+        url text NOT NULL,
+        status text NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'delivered', 'failed')),
+        attempts integer NOT NULL DEFAULT 0,
+        last_status_code integer,
+        last_error text,
+        created_at timestamptz NOT NULL DEFAULT now(),
+        delivered_at timestamptz,
+        next_attempt_at timestamptz
+      );
+      CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE status = 'pending';
+      CREATE INDEX webhook_deliveries_by_client ON webhook_deliveries (client_id, created_at DESC);
+`;
+
+/**
+ * Migration 13 (webhook deliveries retention):
+ * Settled deliveries (delivered or failed), oldest first: what housekeeping removes after
+ * GPU_JOB_RETENTION_DAYS (job-history.ts), in bounded batches.
+ */
+export const WEBHOOK_DELIVERIES_SETTLED = `
+      CREATE INDEX webhook_deliveries_settled ON webhook_deliveries (created_at) WHERE status <> 'pending';
+`;
