@@ -11,7 +11,7 @@ import type { QuotaReport } from "../../services/dbaas/quota";
 import { asAdmin, callerMeta, databaseBytes, refusal, startDbaasPlatform, stopDbaasPlatform, withClient } from "./dbaas.helpers";
 
 const MIB = 1048576;
-// An empty database from template0 is about 7.2 MiB.
+// An empty database from template0, once connected to, is about 7.4 MiB.
 const QUOTA_MB = 9;
 /** About 2 MB of rows (1 kB each, below the TOAST threshold, so not compressed). */
 const INSERT_2MB = "INSERT INTO big (payload) SELECT md5(random()::text) || repeat('x', 968) FROM generate_series(1, 2000)";
@@ -68,7 +68,9 @@ describe("dbaas enforcement", () => {
     asAdmin(async (a) => (await a.query<{ n: number }>("SELECT rolconnlimit AS n FROM pg_roles WHERE rolname = $1", [username])).rows[0].n);
 
   beforeAll(async () => {
-    platform = await startDbaasPlatform({ env: { DBAAS_MAX_STORAGE_MB: String(QUOTA_MB) } });
+    // Only checkNow's rounds act: a fresh database here is near its quota (7.4 of 9 MiB), so the
+    // tick (every 1 s by default) would race them to the freeze and leave them nothing to report.
+    platform = await startDbaasPlatform({ env: { DBAAS_MAX_STORAGE_MB: String(QUOTA_MB), DBAAS_QUOTA_CHECK_S: "3600", DBAAS_QUOTA_NEAR_CHECK_S: "3600" } });
   });
   afterAll(() => stopDbaasPlatform(platform));
 

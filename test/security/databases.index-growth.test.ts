@@ -47,7 +47,10 @@ describe("databases - index builds cannot grow a database past its quota unseen"
     expect((await detail()).readOnly).toBe(false);
 
     const attacker = new Client({ connectionString: db.connectionString });
-    attacker.on("error", () => undefined);
+    // Ended between two statements, the session's error arrives here, and the next query is refused
+    // with pg's "not queryable" instead: the code that ended it is this one.
+    let endedBy: { code?: string; message: string } | undefined;
+    attacker.on("error", (err: Error & { code?: string }) => (endedBy ??= err));
     await attacker.connect();
     const started = Date.now();
     let built = 0;
@@ -59,7 +62,8 @@ describe("databases - index builds cannot grow a database past its quota unseen"
         if (crossedAt === undefined && (await databaseBytes(db.databaseName)) > QUOTA_MB * MIB) crossedAt = Date.now();
       }
     } catch (err) {
-      stoppedBy = String((err as { code?: string }).code ?? (err as Error).message);
+      const cause = endedBy ?? (err as { code?: string; message: string });
+      stoppedBy = String(cause.code ?? cause.message);
     } finally {
       await attacker.end().catch(() => undefined);
     }
