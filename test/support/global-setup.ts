@@ -1,8 +1,11 @@
 /**
  * Fails the run at once when a real server the tests need is not answering: no test is ever
  * skipped for a missing server (CI=true or not). `.ci/run` starts them on a fresh machine.
+ * Then builds the CLI (scripts/build-cli.js), so its tests run it as `npm run build:cli` ships it.
  */
 import net from "net";
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const { buildCli } = require("../../scripts/build-cli.js") as { buildCli(): Promise<string> };
 
 const REQUIRED: Array<[string, string, number]> = [
   ["PostgreSQL", "127.0.0.1", 5432],
@@ -49,4 +52,5 @@ export default async function globalSetup(): Promise<void> {
   for (const [name, host, port] of REQUIRED) if (!(await reachable(host, port))) missing.push(`${name} (${host}:${port})`);
   if (!(await dockerAnswers())) missing.push(`the Docker engine (${DOCKER_SOCKET}, .ci/setup.d/20-docker.sh)`);
   if (missing.length) throw new Error(`Servers the tests need are not answering: ${missing.join(", ")}. Run .ci/run or start them.`);
+  await buildCli();
 }

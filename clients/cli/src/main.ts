@@ -3,7 +3,7 @@
  * refusal or failure (its message) or a platform it cannot reach (naming the URL), 2 for a usage
  * mistake, or a job's own with `jobs run --wait` (job-wait.ts jobExitCode).
  */
-import { readFileSync } from "fs";
+import { existsSync, readFileSync } from "fs";
 import path from "path";
 import yargs from "yargs";
 import { hideBin } from "yargs/helpers";
@@ -33,8 +33,16 @@ const unreachable = (err: unknown): string | undefined => {
   return err instanceof Error && /^(TimeoutError|AbortError)$/.test(err.name) ? err.name : undefined;
 };
 
-/** The CLI's own version (the platform's, of this checkout). */
-const VERSION = (JSON.parse(readFileSync(path.join(__dirname, "../../../package.json"), "utf8")) as { version: string }).version;
+/** The CLI's own version: the platform's, from the package.json of this checkout (the nearest one up, built or not). */
+function ownVersion(dir = __dirname): string {
+  const file = path.join(dir, "package.json");
+  if (existsSync(file)) {
+    const pkg = JSON.parse(readFileSync(file, "utf8")) as { name?: string; version: string };
+    if (pkg.name === "ci-platform") return pkg.version;
+  }
+  const parent = path.dirname(dir);
+  return parent === dir ? "unknown" : ownVersion(parent);
+}
 
 function fail(err: unknown, url?: string): void {
   const code = unreachable(err);
@@ -93,7 +101,7 @@ export async function main(argv = hideBin(process.argv)): Promise<void> {
     })
     .completion("completion", "print the shell completion script (bash, or zsh when $SHELL is zsh): ci-platform completion >> ~/.bashrc")
     .help()
-    .version(VERSION) as yargs.Argv<GlobalArgs>;
+    .version(ownVersion()) as yargs.Argv<GlobalArgs>;
   cli = accountCommands(cli, run) as yargs.Argv<GlobalArgs>;
   cli = jobCommands(cli, run) as yargs.Argv<GlobalArgs>;
   cli = dbCommands(cli, run) as yargs.Argv<GlobalArgs>;
