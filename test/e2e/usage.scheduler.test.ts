@@ -85,9 +85,10 @@ describe("usage and the scheduler - overrides and monthly quotas through the gat
     );
     // Both cards are free now: only the quota holds it (and new jobs are refused with the details).
     expect((await http(base, "GET", "/api/gpu/status", { token: user.token })).body.cluster.availableGpus).toBe(2);
-    // The submit gate reads the account's standing as the usage service computes it then; CI has
-    // seen one submission accepted there just after the quotas showed the use (such a job only
-    // waits in the queue: placement enforces the quota). Accepted ones are cancelled.
+    // The submit gate (lib/quota-gate.ts) keeps each account's standing for QUOTA_CACHE_MS (2 s):
+    // one read before the ledger held the use lets submissions through until it expires (CI saw
+    // one). Such a job only waits in the queue (placement enforces the quota); accepted ones are
+    // cancelled.
     const accepted: string[] = [];
     const refused = await waitFor(
       async () => {
