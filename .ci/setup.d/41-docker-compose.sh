@@ -21,6 +21,7 @@ MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 SUITE=trixie
 PLUGIN_DIR=/usr/local/lib/docker/cli-plugins
 KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
+ARCH="$(dpkg --print-architecture)"
 
 if ! docker compose version >/dev/null 2>&1; then
   for tool in curl gpgv xz dpkg-deb sha256sum; do command -v "$tool" >/dev/null || missing=1; done
@@ -37,9 +38,9 @@ if ! docker compose version >/dev/null 2>&1; then
   # Only what the signature covers is read further.
   gpgv --quiet --keyring "$KEYRING" --output "$work/Release" "$work/InRelease" 2>/dev/null ||
     { echo "trixie's InRelease: no good signature from $KEYRING (upgrade debian-archive-keyring)" >&2; exit 1; }
-  index_sha="$(awk '/^SHA256:/ { s = 1; next } /^[^ ]/ { s = 0 } s && $3 == "main/binary-amd64/Packages.xz" { print $1 }' "$work/Release")"
-  [ -n "$index_sha" ] || { echo "trixie's Release lists no main/binary-amd64/Packages.xz" >&2; exit 1; }
-  fetch "dists/$SUITE/main/binary-amd64/Packages.xz" "$work/Packages.xz"
+  index_sha="$(awk -v want="main/binary-$ARCH/Packages.xz" '/^SHA256:/ { s = 1; next } /^[^ ]/ { s = 0 } s && $3 == want { print $1 }' "$work/Release")"
+  [ -n "$index_sha" ] || { echo "trixie's Release lists no main/binary-$ARCH/Packages.xz" >&2; exit 1; }
+  fetch "dists/$SUITE/main/binary-$ARCH/Packages.xz" "$work/Packages.xz"
   sha256 "$work/Packages.xz" "$index_sha"
 
   # The docker-compose stanza: its pool path and SHA256 (whatever trixie's current version is).
@@ -47,7 +48,7 @@ if ! docker compose version >/dev/null 2>&1; then
   version="$(sed -n 's/^Version: //p' "$work/stanza")"
   file="$(sed -n 's/^Filename: //p' "$work/stanza")"
   deb_sha="$(sed -n 's/^SHA256: //p' "$work/stanza")"
-  [[ "$version" == 2.* && "$file" =~ ^pool/main/d/docker-compose/docker-compose_[A-Za-z0-9.+~-]+_amd64\.deb$ && "$deb_sha" =~ ^[0-9a-f]{64}$ ]] ||
+  [[ "$version" == 2.* && "$file" =~ ^pool/main/d/docker-compose/docker-compose_[A-Za-z0-9.+~-]+_${ARCH}\.deb$ && "$deb_sha" =~ ^[0-9a-f]{64}$ ]] ||
     { echo "trixie's docker-compose entry is not a Compose v2 package:" >&2; cat "$work/stanza" >&2; exit 1; }
   fetch "$file" "$work/compose.deb"
   sha256 "$work/compose.deb" "$deb_sha"
