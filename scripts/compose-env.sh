@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One step before `docker-compose up -d` (Debian 12's docker-compose 1.29) or `docker compose up -d`:
+# One step before `docker compose up -d` (Compose v2) or `docker-compose up -d` (Debian 12's 1.29):
 # writes .env from .env.example with every secret random (database passwords, JWT secret, one NATS
 # password per user), the NATS server configuration and TLS certificates (npm run bus:config -- --tls),
 # and the caller-token key pair (npm run caller:keys: the public key into .env, the private one into
@@ -46,4 +46,4 @@ if grep -n '^[^#]*CHANGE-ME' "$ENV_FILE" "$GATEWAY_ENV_FILE"; then
   echo "placeholders left above: set them by hand" >&2
   exit 1
 fi
-echo "$ENV_FILE and $GATEWAY_ENV_FILE ready: docker-compose up -d (or: docker compose up -d)"
+echo "$ENV_FILE and $GATEWAY_ENV_FILE ready: docker compose up -d (Compose 1: docker-compose up -d)"

@@ -9,10 +9,14 @@
  * password file stays in the container's tmpfs, 0600. A database is set up as dbaas provisions one
  * (its role, and the guard schema with the pooler's lookup: services/dbaas/guard-sql.ts). The whole
  * stack through the gateway's pooledConnectionString: test/e2e/ops.stack.test.ts.
+ *
+ * Run by Compose v2 (`docker compose`, the CLI plugin from .ci/setup.d/41-docker-compose.sh), which
+ * must also resolve the operator's .env and the override as Compose 1 does; the whole stack runs on
+ * Debian 12's docker-compose 1.29 (test/e2e/ops.stack.test.ts), so both start the compose file.
  */
 import { randomBytes } from "crypto";
 import { guardSql } from "../../services/dbaas/guard-sql";
-import { containers, createStack, destroyStack, run, Stack } from "../support/compose-stack";
+import { ContainerState, containers, createStack, destroyStack, run, Stack } from "../support/compose-stack";
 import { waitFor } from "../support/platform";
 
 const psql = (url: string, ...commands: string[]) =>
@@ -24,30 +28,52 @@ describe("ops - the compose stack's pooler (tenant-postgres and tenant-pgbouncer
   const suffix = randomBytes(6).toString("hex");
   const tenant = { role: `user_${suffix}`, password: randomBytes(12).toString("hex"), database: `client_pooler_${suffix}` };
   let upSeconds = 0;
+  let afterUp: ContainerState[] = [];
 
   beforeAll(async () => {
     // No platform container is started: the image is never used.
-    stack = await createStack("ci-platform-test/app:not-started");
+    stack = await createStack("ci-platform-test/app:not-started", { cli: "v2" });
     const started = Date.now();
     stack.compose(["up", "-d", "tenant-pgbouncer"]);
+    // `up -d` returns once it started the pooler, which it may do only after tenant-postgres is healthy.
+    afterUp = containers(stack);
     await waitFor(
       () => {
         const all = containers(stack!);
         return all.length === 2 && all.every((c) => c.health === "healthy") && all;
       },
-      { timeoutMs: 180_000, intervalMs: 500, message: "tenant-postgres and tenant-pgbouncer healthy" },
+      { timeoutMs: 180_000, intervalMs: 500, message: "tenant-postgres and tenant-pgbouncer healthy (docker compose)" },
     );
     upSeconds = (Date.now() - started) / 1000;
   }, 300_000);
 
   afterAll(() => {
-    console.log(`compose pooler: up → both healthy in ${upSeconds.toFixed(1)} s`);
+    console.log(`compose pooler (docker compose): up → both healthy in ${upSeconds.toFixed(1)} s`);
     destroyStack(stack, []);
   }, 120_000);
 
   const admin = (db = "postgres") => `postgresql://tenant_admin:${stack!.env.TENANT_PG_PASSWORD}@127.0.0.1:${stack!.ports.TENANT_PG_PORT}/${db}`;
   const pooled = (user: string, password: string, db = tenant.database) =>
     `postgresql://${user}:${password}@127.0.0.1:${stack!.ports.TENANT_POOLER_PORT}/${db}`;
+
+  it("ops pooler - Compose v2 made both containers, and waited for the tenant server's health check before starting the pooler", () => {
+    const all = containers(stack!);
+    expect(all.map((c) => [c.service, c.compose.split(".")[0]]).sort()).toEqual([
+      ["tenant-pgbouncer", "2"],
+      ["tenant-postgres", "2"],
+    ]);
+    // depends_on service_healthy: tenant-postgres was healthy when `up` returned (initdb alone takes seconds).
+    expect(afterUp.map((c) => [c.service, c.service === "tenant-postgres" ? c.health : "started"]).sort()).toEqual([
+      ["tenant-pgbouncer", "started"],
+      ["tenant-postgres", "healthy"],
+    ]);
+    const startedAt = (c: ContainerState) => Date.parse(run("docker", ["inspect", "-f", "{{.State.StartedAt}}", c.id]).trim());
+    const [pooler, tenant] = ["tenant-pgbouncer", "tenant-postgres"].map((service) => all.find((c) => c.service === service)!);
+    expect(startedAt(pooler)).toBeGreaterThan(startedAt(tenant));
+    // The host network only, as with Compose 1: v2 made no network of its own (none may leave loopback).
+    expect(all.map((c) => run("docker", ["inspect", "-f", "{{.HostConfig.NetworkMode}}", c.id]).trim())).toEqual(["host", "host"]);
+    expect(run("docker", ["network", "ls", "-q", "--filter", `label=com.docker.compose.project=${stack!.project}`]).trim()).toBe("");
+  });
 
   it("ops pooler - the tenant server's first start made the auth_query role, LOGIN and nothing else, with .env's password", () => {
     expect(

@@ -1,12 +1,15 @@
 /**
  * scripts/compose-env.sh: one step makes the compose project's .env (and .env.gateway) with every
- * secret random and no CHANGE-ME left, which Debian's docker-compose 1.29 accepts as it is
- * (`config`, offline); run again, it keeps what is set.
+ * secret random and no CHANGE-ME left, which both Compose implementations (Debian 12's docker-compose
+ * 1.29 and `docker compose` v2) accept as it is and read the same way (`config`, offline); run again,
+ * it keeps what is set.
  */
 import { execFileSync, spawnSync } from "child_process";
 import fs from "fs";
 import os from "os";
 import path from "path";
+import { parse } from "yaml";
+import { canonicalConfig, ComposeCli, composeCommand } from "../support/compose-cli";
 import { ROOT } from "../support/platform";
 
 function projectCopy(): string {
@@ -30,7 +33,7 @@ describe("ops compose env - one script, no CHANGE-ME left", () => {
   const dirs: string[] = [];
   afterAll(() => dirs.forEach((d) => fs.rmSync(d, { recursive: true, force: true })));
 
-  test("ops compose env - random secrets, files 0600, accepted by docker-compose config; a second run keeps them", () => {
+  test("ops compose env - random secrets, files 0600, accepted by both Composes' config alike; a second run keeps them", () => {
     const [a, b] = [projectCopy(), projectCopy()];
     dirs.push(a, b);
     expect(run(a)).toContain("ready");
@@ -45,12 +48,18 @@ describe("ops compose env - one script, no CHANGE-ME left", () => {
     expect(gateway.CALLER_SIGNING_KEY).toMatch(/^\S{20,}$/);
     for (const file of [".env", ".env.gateway"]) expect(fs.statSync(path.join(a, file)).mode & 0o777).toBe(0o600);
     expect(fs.existsSync(path.join(a, "docker/nats-tls/server.pem"))).toBe(true);
-    const config = spawnSync("docker-compose", ["-f", "docker-compose.yml", "config", "-q"], {
-      cwd: a,
-      encoding: "utf8",
-      env: { PATH: process.env.PATH ?? "" },
+    const [v1, v2] = (["v1", "v2"] as ComposeCli[]).map((cli) => {
+      const config = spawnSync(...composeCommand(cli, ["-f", "docker-compose.yml", "config"]), {
+        cwd: a,
+        encoding: "utf8",
+        env: { PATH: process.env.PATH ?? "" },
+      });
+      expect({ cli, status: config.status, stderr: config.stderr }).toEqual({ cli, status: 0, stderr: "" });
+      return canonicalConfig(parse(config.stdout));
     });
-    expect({ status: config.status, stderr: config.stderr }).toEqual({ status: 0, stderr: "" });
+    // The generated values (base64 keys among them) mean the same to both: no `$`, which only v2 would expand.
+    expect(v2).toEqual(v1);
+    expect(v2.services["api-gateway"].environment.CALLER_SIGNING_KEY).toBe(gateway.CALLER_SIGNING_KEY);
     run(a);
     expect(values(path.join(a, ".env"))).toEqual(env);
     expect(values(path.join(a, ".env.gateway"))).toEqual(gateway);

@@ -2,7 +2,8 @@
  * The compose stack as an operator sets it up (docs/operations.md, "The image without a registry, and the compose stack, tested"), in
  * a temporary project folder: docker-compose.yml and docker/ copied, .env from .env.example with
  * every CHANGE-ME replaced, `npm run bus:config -- --tls` and `npm run caller:keys` run there, and the
- * test-only host-network override (test/fixtures/compose.host.yml) on free loopback ports.
+ * test-only host-network override (test/fixtures/compose.host.yml) on free loopback ports. Run by
+ * Debian 12's docker-compose 1.29 unless `cli` says "v2" (`docker compose`, test/support/compose-cli.ts).
  */
 import { execFileSync } from "child_process";
 import { randomBytes } from "crypto";
@@ -11,6 +12,7 @@ import os from "os";
 import path from "path";
 import { parse, stringify } from "yaml";
 import { SERVICE_REGISTRY } from "../../moleculer.config";
+import { canonicalConfig, ComposeCli, composeCommand } from "./compose-cli";
 import { freePort, ROOT, waitFor } from "./platform";
 
 export const SERVERS_IMAGE = "ci-platform-test/servers:bookworm";
@@ -66,6 +68,8 @@ const secret = () => randomBytes(18).toString("hex");
 export type Stack = {
   dir: string;
   project: string;
+  /** The Compose implementation that resolves and runs it. */
+  cli: ComposeCli;
   env: Record<string, string>;
   gateway: string;
   /** Every port the stack listens on, by what listens. */
@@ -76,7 +80,7 @@ export type Stack = {
   setEnv(name: string, value: string): void;
 };
 
-export async function createStack(image: string): Promise<Stack> {
+export async function createStack(image: string, { cli = "v1" }: { cli?: ComposeCli } = {}): Promise<Stack> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ops-stack-"));
   const project = `cistack${randomBytes(4).toString("hex")}`;
   fs.copyFileSync(path.join(ROOT, "docker-compose.yml"), path.join(dir, "docker-compose.yml"));
@@ -132,21 +136,25 @@ export async function createStack(image: string): Promise<Stack> {
 
   // Only .env supplies the variables, as for an operator (a clean environment).
   const composeEnv = { PATH: process.env.PATH ?? "" };
+  const composeRun = (impl: ComposeCli, args: string[], timeoutMs?: number) => run(...composeCommand(impl, args), { cwd: dir, env: composeEnv, timeoutMs });
+  const configOf = (impl: ComposeCli) => parse(composeRun(impl, ["-f", "docker-compose.yml", "-f", "test/fixtures/compose.host.yml", "config"]));
   const stack: Stack = {
     dir,
     project,
+    cli,
     env,
     ports,
     gateway: `http://127.0.0.1:${ports.GATEWAY_PORT}`,
-    compose: (args, timeoutMs = 300_000) =>
-      run("docker-compose", ["-p", project, "-f", "compose.resolved.yml", ...args], { cwd: dir, env: composeEnv, timeoutMs }),
+    compose: (args, timeoutMs = 300_000) => composeRun(cli, ["-p", project, "-f", "compose.resolved.yml", ...args], timeoutMs),
     resolve() {
-      const config = parse(
-        run("docker-compose", ["-f", "docker-compose.yml", "-f", "test/fixtures/compose.host.yml", "config"], { cwd: dir, env: composeEnv }),
-      );
+      const config = configOf(cli);
+      // v2 runs it: Compose 1 must read the operator's generated .env and the override the same way.
+      if (cli === "v2") expect(canonicalConfig(config)).toEqual(canonicalConfig(configOf("v1")));
       // Compose merges device lists, so no override can drop the NVIDIA reservation (no NVIDIA runtime here).
       const node = config.services["gpu-node"];
-      expect(node.deploy.resources.reservations.devices).toEqual([{ driver: "nvidia", count: "all", capabilities: ["gpu"] }]);
+      expect(canonicalConfig({ services: { node } }).services.node.deploy.resources.reservations.devices).toEqual([
+        { driver: "nvidia", count: "all", capabilities: ["gpu"] },
+      ]);
       delete node.deploy;
       // The pooler runs the servers' image (its Debian pgbouncer) with the production entrypoint mounted: nothing to build.
       const pooler = config.services["tenant-pgbouncer"];
@@ -172,19 +180,24 @@ export async function createStack(image: string): Promise<Stack> {
   return stack;
 }
 
-export type ContainerState = { name: string; service: string; image: string; user: string; health: string; id: string };
+/** One container of the stack; `compose` is the version of the Compose that created it (its label). */
+export type ContainerState = { name: string; service: string; image: string; user: string; health: string; id: string; compose: string };
 
 export function containers(stack: Stack): ContainerState[] {
-  const ids = stack.compose(["ps", "-q"]).split("\n").filter(Boolean);
+  // v2's ps lists running containers only; Compose 1's lists stopped ones too.
+  const ids = stack
+    .compose(stack.cli === "v2" ? ["ps", "-a", "-q"] : ["ps", "-q"])
+    .split("\n")
+    .filter(Boolean);
   if (!ids.length) return [];
-  const format =
-    '{{.Id}}|{{.Name}}|{{index .Config.Labels "com.docker.compose.service"}}|{{.Image}}|{{.Config.User}}|{{if .State.Health}}{{.State.Health.Status}}{{else}}none{{end}}';
+  const label = (name: string) => `{{index .Config.Labels "com.docker.compose.${name}"}}`;
+  const format = `{{.Id}}|{{.Name}}|${label("service")}|{{.Image}}|{{.Config.User}}|{{if .State.Health}}{{.State.Health.Status}}{{else}}none{{end}}|${label("version")}`;
   return run("docker", ["inspect", "-f", format, ...ids])
     .split("\n")
     .filter(Boolean)
     .map((line) => {
-      const [id, name, service, image, user, health] = line.split("|");
-      return { id, name, service, image, user, health };
+      const [id, name, service, image, user, health, compose] = line.split("|");
+      return { id, name, service, image, user, health, compose };
     });
 }
 

@@ -11,7 +11,7 @@ module.exports = {
   globalSetup: undefined,
   testPathIgnorePatterns: [
     "/node_modules/",
-    // They run docker-compose and nats-server (.ci/setup.d/41-docker-compose.sh, 35-nats-server.sh).
+    // They run docker-compose, docker compose and nats-server (.ci/setup.d/41-docker-compose.sh, 35-nats-server.sh).
     "/test/unit/ops\\.compose\\.test\\.ts$",
     "/test/unit/platform\\.bus-passwords\\.test\\.ts$",
   ],

@@ -1,26 +1,30 @@
 /**
- * docker-compose.yml: valid for Compose itself (Debian's docker-compose, `config -q`, offline,
- * in a copy of the project with .env made from .env.example, as an operator does), and complete:
- * every service in its own container with health check and restart policy, NATS with JetStream
- * flushing every write, gpu-node with the NVIDIA reservation, the tenant pooler (PgBouncer) with its
- * role made by the tenant server's first start, secrets only from the env file.
+ * docker-compose.yml: valid for both Compose implementations the stack supports (Debian 12's
+ * docker-compose 1.29 and Compose v2's `docker compose`, .ci/setup.d/41-docker-compose.sh; `config`,
+ * offline, in a copy of the project with .env made from .env.example, as an operator does), read the
+ * same way by both, and complete: every service in its own container with health check and restart
+ * policy, NATS with JetStream flushing every write, gpu-node with the NVIDIA reservation, the tenant
+ * pooler (PgBouncer) with its role made by the tenant server's first start, secrets only from the env file.
  */
-import { execFileSync, spawnSync } from "child_process";
+import { spawnSync } from "child_process";
 import fs from "fs";
 import os from "os";
 import path from "path";
 import { parse } from "yaml";
 import { SERVICE_REGISTRY } from "../../moleculer.config";
+import { canonicalConfig, ComposeCli, composeCommand } from "../support/compose-cli";
 
 const ROOT = path.resolve(__dirname, "../..");
 const COMPOSE = path.join(ROOT, "docker-compose.yml");
 const compose = parse(fs.readFileSync(COMPOSE, "utf8"), { merge: true });
 const envExample = fs.readFileSync(path.join(ROOT, ".env.example"), "utf8");
+const CLIS: ComposeCli[] = ["v1", "v2"];
 
-function composeBinary(): string {
-  const found = spawnSync("sh", ["-c", "command -v docker-compose"], { encoding: "utf8" }).stdout.trim();
-  if (!found) throw new Error("docker-compose is missing: run .ci/setup.d/41-docker-compose.sh");
-  return found;
+/** `args` through `cli`; a clean environment, so only .env may supply the variables. */
+function runCompose(cli: ComposeCli, args: string[], cwd = ROOT): { status: number | null; stdout: string; stderr: string; error?: Error } {
+  const [command, argv] = composeCommand(cli, args);
+  const res = spawnSync(command, argv, { cwd, encoding: "utf8", env: { PATH: process.env.PATH ?? "" }, timeout: 60_000 });
+  return { status: res.status, stdout: res.stdout, stderr: res.stderr, error: res.error };
 }
 
 /** A copy of what compose reads, so the check runs as the operator's `cp .env.example .env` would. */
@@ -33,12 +37,14 @@ function project(env: string): string {
   return dir;
 }
 
-function config(env: string): { status: number | null; stdout: string; stderr: string } {
+/** `config` through each of `clis`, all in one copy of the project (the folder names the project). */
+function config<C extends ComposeCli>(env: string, ...clis: C[]): Record<C, { status: number | null; stdout: string; stderr: string }> {
   const dir = project(env);
   try {
-    // A clean environment: only .env may supply the variables.
-    const res = spawnSync(composeBinary(), ["-f", "docker-compose.yml", "config"], { cwd: dir, encoding: "utf8", env: { PATH: process.env.PATH ?? "" } });
-    return { status: res.status, stdout: res.stdout, stderr: res.stderr };
+    return Object.fromEntries(clis.map((cli) => [cli, runCompose(cli, ["-f", "docker-compose.yml", "config"], dir)])) as Record<
+      C,
+      ReturnType<typeof runCompose>
+    >;
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
@@ -47,17 +53,36 @@ function config(env: string): { status: number | null; stdout: string; stderr: s
 const platformServices = () => Object.entries<any>(compose.services).filter(([, s]) => s.environment?.SERVICES);
 
 describe("ops - docker-compose.yml", () => {
-  it("ops - Compose accepts it with the example env file, and resolves every variable", () => {
-    const res = config(envExample);
-    expect(res.stderr).not.toMatch(/ERROR|WARNING/);
+  it.each(CLIS)("ops - Compose %s is installed and accepts it with the example env file, resolving every variable", (cli) => {
+    const version = runCompose(cli, ["version", "--short"]);
+    if (version.status !== 0) throw new Error(`${cli} Compose is missing (${String(version.error ?? version.stderr)}): run .ci/setup.d/41-docker-compose.sh`);
+    expect(version.stdout).toMatch(cli === "v1" ? /^1\.\d+\.\d+/ : /^2\.\d+\.\d+/);
+    const res = config(envExample, cli)[cli];
+    expect(res.stderr).not.toMatch(/ERROR|WARN/i);
     expect(res.status).toBe(0);
     const resolved = parse(res.stdout);
     expect(resolved.services["api-gateway"].environment.DATABASE_URL).toBe("postgresql://ci:CHANGE-ME-postgres@postgres:5432/ci_platform");
-    expect(execFileSync(composeBinary(), ["version", "--short"], { encoding: "utf8" })).toMatch(/^\d+\.\d+/);
   });
 
-  it("ops - a missing secret stops Compose with a message naming it", () => {
-    const res = config(envExample.replace(/^POSTGRES_PASSWORD=.*$/m, ""));
+  it("ops - both implementations resolve the same services and volumes", () => {
+    const both = config(envExample, ...CLIS);
+    const [v1, v2] = CLIS.map((cli) => {
+      const res = both[cli];
+      expect([cli, res.status, res.stderr]).toEqual([cli, 0, ""]);
+      return canonicalConfig(parse(res.stdout));
+    });
+    expect(Object.keys(v2.services).sort()).toEqual(Object.keys(compose.services).sort());
+    expect(Object.keys(v2.volumes).sort()).toEqual(Object.keys(compose.volumes).sort());
+    for (const name of Object.keys(compose.services)) expect([name, v2.services[name]]).toEqual([name, v1.services[name]]);
+    expect(v2.volumes).toEqual(v1.volumes);
+    // The forms canonicalConfig folds together are the ones this file uses (it did fold something).
+    expect(v2.services.nats.volumes).toContain("volume nats-data → /data (rw)");
+    expect(v2.services["api-gateway"].ports).toEqual(["3000:3000/tcp"]);
+    expect(v2.services["api-gateway"].healthcheck.start_period).toBe(60);
+  });
+
+  it.each(CLIS)("ops - a missing secret stops Compose %s with a message naming it", (cli) => {
+    const res = config(envExample.replace(/^POSTGRES_PASSWORD=.*$/m, ""), cli)[cli];
     expect(res.status).not.toBe(0);
     expect(res.stderr).toMatch(/POSTGRES_PASSWORD/);
   });
@@ -159,9 +184,9 @@ describe("ops - docker-compose.yml", () => {
       DBAAS_POOLED_PORT: "${TENANT_POOLER_PORT:-6432}",
     });
     expect(envExample).toMatch(/^TENANT_POOLER_PASSWORD=CHANGE-ME/m);
-    const res = config(envExample.replace(/^TENANT_POOLER_PASSWORD=.*$/m, ""));
-    expect(res.status).not.toBe(0);
-    expect(res.stderr).toMatch(/TENANT_POOLER_PASSWORD/);
+    const missing = config(envExample.replace(/^TENANT_POOLER_PASSWORD=.*$/m, ""), ...CLIS);
+    for (const cli of CLIS)
+      expect([cli, missing[cli].status === 0, missing[cli].stderr]).toEqual([cli, false, expect.stringContaining("TENANT_POOLER_PASSWORD")]);
   });
 
   it("ops - secrets come only from .env, and .env.example names every variable the file uses", () => {
