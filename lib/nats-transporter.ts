@@ -15,7 +15,8 @@
  *   kind (lib/bus-budget.ts) has the excess dropped unread and counted, and an INFO keeps only
  *   the services its sender's role may run (`senderMayHost`), so a node cannot draw core calls.
  * - streams: a stream whose packets arrive with a gap (one dropped over budget, or lost) fails at
- *   once with an error instead of waiting for the lost packet until its timeout (lib/stream-sequences.ts).
+ *   once with an error instead of waiting for the lost packet until its timeout, and the rest of a
+ *   request stream no handler reads any more (it rejected) is dropped (lib/stream-sequences.ts).
  */
 import { Errors, ServiceBroker, Transporters } from "moleculer";
 import type { ConnectionOptions, Msg, NatsConnection, NatsError, Subscription } from "nats";
@@ -42,7 +43,12 @@ type NatsInternals = {
   serialize(packet: Packet): Buffer;
   deserialize(cmd: string, data: Buffer): Packet;
   broker: ServiceBroker & { serializer: { serialize(payload: unknown, type: string): Buffer } };
-  transit?: { removePendingRequest(id: string): void; instanceID: string; pendingRequests: Map<unknown, unknown> };
+  transit?: {
+    removePendingRequest(id: string): void;
+    instanceID: string;
+    pendingRequests: Map<unknown, unknown>;
+    pendingReqStreams: Map<unknown, unknown>;
+  };
 };
 
 export type BusTransporterOptions = ConnectionOptions & {
@@ -267,7 +273,8 @@ export class BusTransporter extends Transporters.NATS {
     }
     if (cmd === "INFO" && this.senderBound) this.keepOwnServices(packet.payload);
     if ((cmd === "RES" || cmd === "REQ") && packet.payload.stream != null) {
-      const verdict = this.sequences.check(cmd, packet.payload, (id) => Boolean(self.transit?.pendingRequests.has(id)));
+      const pending = cmd === "RES" ? self.transit?.pendingRequests : self.transit?.pendingReqStreams;
+      const verdict = this.sequences.check(cmd, packet.payload, (id) => Boolean(pending?.has(id)));
       if (verdict === "drop") return Promise.resolve();
       if (verdict === "gap") this.warn(`stream-gap-${cmd}`, `Failed a ${cmd} stream from ${packet.payload.sender}: packets of it were lost`);
     }

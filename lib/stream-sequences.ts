@@ -5,8 +5,12 @@
  * budget, lib/bus-budget.ts) or NATS lost then stalls the stream until the call's timeout. Over
  * NATS one sender's packets on one subject arrive in order, so a gap is a loss: the packet that
  * shows it becomes the stream's end with an error (the caller's stream fails with a clear
- * message), and later packets of that stream are dropped. Pure; the transporter
- * (lib/nats-transporter.ts) applies it before Moleculer sees a packet.
+ * message), and later packets of that stream are dropped. Moleculer also forgets a request stream
+ * whose handler rejected (its error handler removes the pending request): a later packet of it
+ * then opened a new stream no handler reads, pooled forever, which Moleculer destroys with an error
+ * no one listens to when the caller's node leaves, and the process crashed ('Request stream closed
+ * by …'). Such packets are dropped. Pure; the transporter (lib/nats-transporter.ts) applies it
+ * before Moleculer sees a packet.
  */
 import { LruCache } from "./lru-cache";
 
@@ -37,14 +41,18 @@ export class StreamSequences {
    * One REQ or RES packet, in arrival order. "ok": Moleculer handles it as it is; "drop": a
    * packet of a stream that failed (or a request stream whose opening packet never came); "gap":
    * packets before it are missing, and `payload` was rewritten in place to end the stream with an
-   * error. `awaited(id)`: whether this process waits for the answer `id` (RES only).
+   * error. `awaited(id)`: RES, whether this process waits for the answer `id`; REQ, whether a
+   * handler here still reads the request stream `id` (asked for packets after the opening one).
    */
   check(cmd: "REQ" | "RES", payload: StreamPayload, awaited: (id: unknown) => boolean): Verdict {
     const seq = payload.seq;
     if (typeof seq !== "number" || !Number.isInteger(seq) || seq < 0) return "ok";
     const key = `${cmd} ${String(payload.id)}`;
     const expected = this.next.get(key);
-    if (expected === FAILED) return "drop";
+    if (expected === FAILED) {
+      if (!payload.stream) this.next.delete(key);
+      return "drop";
+    }
     if (expected === undefined && seq === 0) {
       if (payload.stream) this.next.set(key, 1);
       return "ok";
@@ -58,6 +66,12 @@ export class StreamSequences {
       return "gap";
     }
     if (seq < expected) return "drop"; // a repeat: never from NATS, but never read twice
+    if (cmd === "REQ" && !awaited(payload.id)) {
+      // Its handler rejected (or the stream was closed here): nothing reads the rest.
+      if (payload.stream) this.next.set(key, FAILED);
+      else this.next.delete(key);
+      return "drop";
+    }
     if (seq === expected) {
       if (payload.stream) this.next.set(key, expected + 1);
       else this.next.delete(key);

@@ -38,6 +38,24 @@ describe("bus stream sequences", () => {
     expect(s.check("REQ", chunk("headless", 3), awaited)).toBe("drop");
   });
 
+  it("bus stream sequences - the rest of a request stream no handler reads (it rejected) is dropped, and forgotten at its end", () => {
+    const s = new StreamSequences();
+    let read = true;
+    const reading = () => read;
+    expect(s.check("REQ", { ...chunk("r", 0), params: null }, reading)).toBe("ok");
+    expect(s.check("REQ", { ...chunk("r", 1), params: "x" }, reading)).toBe("ok");
+    read = false; // the handler rejected: Moleculer forgot the stream
+    expect(s.check("REQ", { ...chunk("r", 2), params: "y" }, reading)).toBe("drop");
+    expect(s.check("REQ", { ...chunk("r", 3), params: "z" }, reading)).toBe("drop");
+    expect(s.size).toBe(1);
+    expect(s.check("REQ", chunk("r", 4, false), reading)).toBe("drop");
+    expect(s.size).toBe(0);
+    // Its end right after the rejection (a tunnel closing on the error) is dropped and forgotten too.
+    expect(s.check("REQ", { ...chunk("e", 0), params: null }, () => true)).toBe("ok");
+    expect(s.check("REQ", chunk("e", 1, false), () => false)).toBe("drop");
+    expect(s.size).toBe(0);
+  });
+
   it("bus stream sequences - an answer whose opening packet is lost fails if awaited, else is left to Moleculer (an orphan)", () => {
     const s = new StreamSequences();
     const first = chunk("lost-head", 1);

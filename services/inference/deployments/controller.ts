@@ -34,6 +34,8 @@ export type ControllerDeps = {
   links: ReplicaLinks;
   tickMs: number;
   warn: (message: string) => void;
+  /** A replica of the deployment was marked ready or ended (the router of this process reads them again). */
+  replicasChanged?: (deploymentId: string) => void;
   now?: () => number;
 };
 
@@ -145,6 +147,7 @@ export class DeploymentController {
       await repo.replicaEnded(id);
       links.drop(id);
     }
+    if (plan.ended.length || facts.some((f, i) => f.phase === "ready" && !tracked[i].ready_at)) this.deps.replicasChanged?.(d.id);
     // The state first: a reader never sees more replicas than the deployment says it wants.
     await repo.saveState(d.id, plan);
     for (let i = 0; i < plan.start; i++) {

@@ -18,7 +18,12 @@ import type { DeploymentRow, DeploymentsRepository, ReplicaRow } from "./reposit
 const NAMES_TTL_MS = 2000;
 /** Traffic is written down at most this often per deployment. */
 const TOUCH_EVERY_MS = 1000;
-/** How long this process reuses a deployment's ready replicas (each request reads them twice: prepare, then pick). */
+/**
+ * How long this process reuses a deployment's ready replicas: one read serves a request's prepare
+ * and pick and the requests of the next moments. The controller's own process forgets them as soon
+ * as it marks a replica ready or ended (replicasChanged); other inference processes see that within
+ * this long.
+ */
 const READY_TTL_MS = 250;
 /** How often a held request looks for a ready replica. */
 const POLL_MS = 100;
@@ -62,6 +67,11 @@ export class DeploymentRouter {
   /** The caller's deployments changed here: read them again next time. */
   forget(clientId: string): void {
     this.names.delete(clientId);
+  }
+
+  /** The controller marked a replica of `deploymentId` ready or ended: the next request reads them again. */
+  replicasChanged(deploymentId: string): void {
+    this.readyCache.delete(deploymentId);
   }
 
   /** The caller's deployments as models (provider `deployment`). */
@@ -135,8 +145,10 @@ export class DeploymentRouter {
     const hit = this.readyCache.get(deploymentId);
     if (!fresh && hit && this.now() - hit.at < READY_TTL_MS) return hit.rows;
     const rows = this.deps.repo.liveReplicas([deploymentId]).then(readyOf);
-    this.readyCache.set(deploymentId, { at: this.now(), rows });
-    rows.catch(() => this.readyCache.delete(deploymentId));
+    const entry = { at: this.now(), rows };
+    this.readyCache.set(deploymentId, entry);
+    // A failed read is not reused (a newer one, made meanwhile, stays).
+    rows.catch(() => this.readyCache.get(deploymentId) === entry && this.readyCache.delete(deploymentId));
     return rows;
   }
 

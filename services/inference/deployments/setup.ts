@@ -34,7 +34,15 @@ export function createDeployments(opts: {
     submit: (clientId, job) => broker.call<{ id: string }, ReplicaSubmitParams>("gpu-scheduler.submitReplica", { clientId, job }),
     stop: async (clientId, jobId) => void (await broker.call("gpu-scheduler.stopReplica", { clientId, jobId })),
   };
-  const controller = new DeploymentController({ db: opts.db, repo, jobs, links, tickMs: opts.tickMs, warn: opts.warn });
+  const controller = new DeploymentController({
+    db: opts.db,
+    repo,
+    jobs,
+    links,
+    tickMs: opts.tickMs,
+    warn: opts.warn,
+    replicasChanged: (deploymentId) => router.replicasChanged(deploymentId),
+  });
   const router = new DeploymentRouter({ repo, links, poke: () => controller.poke() });
   return { repo, links, jobs, controller, router, providerModels: opts.providerModels };
 }

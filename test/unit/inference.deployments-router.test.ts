@@ -1,0 +1,94 @@
+/**
+ * The deployment router's reads of a deployment's replicas (issue 29): one read serves a request's
+ * prepare and pick (and the next moments' requests), the ready replica with the fewest requests in
+ * flight is picked, and one the controller marked ended is never picked once it said so. A fake
+ * repository (no database), a fixed clock; the links are real but never connect.
+ */
+import { specOf } from "../../services/inference/deployments/contract";
+import { ReplicaLinks } from "../../services/inference/deployments/links";
+import type { DeploymentRow, ReplicaRow } from "../../services/inference/deployments/repository";
+import { DeploymentRouter } from "../../services/inference/deployments/router";
+
+const CLIENT = "client-1";
+const deployment: DeploymentRow = {
+  id: "d1",
+  client_id: CLIENT,
+  name: "mine",
+  spec: specOf({ name: "mine", command: "serve", port: 8000 }),
+  env: {},
+  status: "ready",
+  status_reason: null,
+  failures: 0,
+  desired: 2,
+  wanted_at: null,
+  last_request_at: null,
+  created_at: new Date(0),
+};
+const replica = (job: string): ReplicaRow => ({
+  job_id: job,
+  deployment_id: "d1",
+  node_id: "gpu-node.n1",
+  model_id: `model-${job}`,
+  ready_at: new Date(0),
+  ended_at: null,
+  created_at: new Date(0),
+});
+
+function setup() {
+  let live = [replica("a"), replica("b")];
+  const reads = { replicas: 0 };
+  const links = new ReplicaLinks(() => ({
+    latin1: () => true,
+    call: () => Promise.reject(new Error("no bus in this test")),
+  }));
+  const router = new DeploymentRouter({
+    repo: {
+      listForClient: async () => [deployment],
+      findForClient: async () => deployment,
+      liveReplicas: async () => (reads.replicas++, live.filter((r) => r.ended_at === null)),
+      touch: async () => undefined,
+    },
+    links,
+    poke: () => undefined,
+    now: () => 1000,
+  });
+  const request = async () => {
+    expect(await router.prepare(CLIENT, "mine")).toEqual({ coldStart: false });
+    return (await router.pick(CLIENT, "mine"))?.entry.upstreamId;
+  };
+  const end = (job: string) => (live = live.map((r) => (r.job_id === job ? { ...r, ended_at: new Date(1) } : r)));
+  return { router, links, reads, request, end };
+}
+
+describe("inference deployments router", () => {
+  it("inference deployments router - a request reads the replicas once for prepare and pick, and the next ones reuse it", async () => {
+    const { reads, request } = setup();
+    await request();
+    expect(reads.replicas).toBe(1);
+    await request();
+    await request();
+    expect(reads.replicas).toBe(1);
+  });
+
+  it("inference deployments router - the ready replica with the fewest requests in flight is picked", async () => {
+    const { links, request } = setup();
+    links.get("a", "gpu-node.n1").agent.inflight = 3;
+    links.get("b", "gpu-node.n1").agent.inflight = 1;
+    expect(await request()).toBe("model-b");
+    links.get("b", "gpu-node.n1").agent.inflight = 5;
+    expect(await request()).toBe("model-a");
+    links.clear();
+  });
+
+  it("inference deployments router - a replica the controller marked ended is not picked once it said so, however few it serves", async () => {
+    const { router, links, reads, request, end } = setup();
+    links.get("a", "gpu-node.n1").agent.inflight = 0;
+    links.get("b", "gpu-node.n1").agent.inflight = 9;
+    expect(await request()).toBe("model-a");
+    end("a");
+    router.replicasChanged("d1");
+    expect(await request()).toBe("model-b");
+    expect(reads.replicas).toBe(2);
+    links.clear();
+  });
+});
