@@ -134,4 +134,9 @@ export const migrations: Migration[] = [
     name: "a batch's restricted token (its maxCredits charged for the batch's lines)",
     sql: `ALTER TABLE batches ADD COLUMN token_id uuid;`,
   },
+  {
+    version: 5,
+    name: "a replica being stopped takes no new requests (deployments' scale-down)",
+    sql: `ALTER TABLE deployment_replicas ADD COLUMN stopping_at timestamptz;`,
+  },
 ];

@@ -30,6 +30,7 @@ const replica = (job: string): ReplicaRow => ({
   node_id: "gpu-node.n1",
   model_id: `model-${job}`,
   ready_at: new Date(0),
+  stopping_at: null,
   ended_at: null,
   created_at: new Date(0),
 });
@@ -57,7 +58,8 @@ function setup() {
     return (await router.pick(CLIENT, "mine"))?.entry.upstreamId;
   };
   const end = (job: string) => (live = live.map((r) => (r.job_id === job ? { ...r, ended_at: new Date(1) } : r)));
-  return { router, links, reads, request, end };
+  const stopping = (job: string) => (live = live.map((r) => (r.job_id === job ? { ...r, stopping_at: new Date(1) } : r)));
+  return { router, links, reads, request, end, stopping };
 }
 
 describe("inference deployments router", () => {
@@ -89,6 +91,18 @@ describe("inference deployments router", () => {
     router.replicasChanged("d1");
     expect(await request()).toBe("model-b");
     expect(reads.replicas).toBe(2);
+    links.clear();
+  });
+
+  it("inference deployments router - a replica being stopped (scale-down) takes no new request, though ready and idle", async () => {
+    const { router, links, request, stopping } = setup();
+    links.get("a", "gpu-node.n1").agent.inflight = 0;
+    links.get("b", "gpu-node.n1").agent.inflight = 9;
+    expect(await request()).toBe("model-a");
+    stopping("a");
+    router.replicasChanged("d1");
+    expect(await request()).toBe("model-b");
+    expect(await request()).toBe("model-b");
     links.clear();
   });
 });

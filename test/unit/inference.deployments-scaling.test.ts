@@ -67,6 +67,16 @@ const cases: Array<[string, ScalingFacts, Partial<ReturnType<typeof decide>>]> =
     { stop: ["a"], status: "idle" },
   ],
   [
+    "deployments - a replica being stopped counts for nothing: a request waiting meanwhile starts a new one",
+    facts({ status: "ready", wanted: true, lastRequestAt: recent, replicas: [replica("a", "stopping", { everReady: true })] }),
+    { start: 1, stop: [], desired: 1, status: "starting", clearWanted: false },
+  ],
+  [
+    "deployments - a replica being stopped is in no plan of its own (the controller repeats its stop until it ends)",
+    facts({ status: "idle", lastRequestAt: NOW - 301_000, replicas: [replica("a", "stopping", { everReady: true })] }),
+    { start: 0, stop: [], ended: [], desired: 0, status: "idle" },
+  ],
+  [
     "deployments - a ready replica that exited is replaced while traffic is recent",
     facts({ status: "ready", lastRequestAt: recent, replicas: [replica("a", "ended", { everReady: true })] }),
     { ended: ["a"], start: 1, failures: 0, status: "starting" },

@@ -45,7 +45,8 @@ type WithDeployments = { deployments: DeploymentsApp };
 type Ctx<P> = Context<P, CallerMeta>;
 
 export async function toView(app: DeploymentsApp, row: DeploymentRow): Promise<DeploymentView> {
-  const live = await app.repo.liveReplicas([row.id]);
+  // One being stopped is neither starting nor ready (desired already leaves it out).
+  const live = (await app.repo.liveReplicas([row.id])).filter((r) => r.stopping_at === null);
   const ready = live.filter((r) => r.ready_at !== null).length;
   return {
     id: row.id,

@@ -19,6 +19,11 @@ const LOCK_SQL = "SELECT pg_try_advisory_lock(hashtext('ci-platform:inference:de
 const UNLOCK_SQL = "SELECT pg_advisory_unlock(hashtext('ci-platform:inference:deployments'))";
 const TERMINAL = new Set(["completed", "failed", "cancelled"]);
 const PROBE_TIMEOUT_MS = 2000;
+/**
+ * How long a replica being stopped may finish the requests this process has in flight to it
+ * before its job is stopped anyway (a scale-down drains; a long stream is cut after this).
+ */
+export const STOP_DRAIN_MS = 30_000;
 
 /** What the controller asks of gpu-scheduler (lib/deployment-protocol.ts), as the deployment's owner. */
 export type ReplicaJobs = {
@@ -128,10 +133,20 @@ export class DeploymentController {
     for (const j of listed)
       if (!TERMINAL.has(j.status) && !tracked.some((t) => t.job_id === j.id)) {
         await repo.addReplica(j.id, d.id);
-        tracked.push({ job_id: j.id, deployment_id: d.id, node_id: null, model_id: null, ready_at: null, ended_at: null, created_at: new Date() });
+        tracked.push({
+          job_id: j.id,
+          deployment_id: d.id,
+          node_id: null,
+          model_id: null,
+          ready_at: null,
+          stopping_at: null,
+          ended_at: null,
+          created_at: new Date(),
+        });
       }
     const facts = await Promise.all(tracked.map((t) => this.factsOf(d, t, byId.get(t.job_id))));
-    const inflight = tracked.reduce((n, t) => n + links.inflight(t.job_id), 0);
+    // Those being stopped finish what they have and take nothing new: not part of the load.
+    const inflight = tracked.reduce((n, t) => n + (t.stopping_at ? 0 : links.inflight(t.job_id)), 0);
     const plan = decide({
       spec: d.spec,
       status: d.status,
@@ -154,13 +169,24 @@ export class DeploymentController {
       const { id } = await jobs.submit(d.client_id, replicaJob(d));
       await repo.addReplica(id, d.id);
     }
-    for (const id of plan.stop) await jobs.stop(d.client_id, id);
+    // Out of routing first (every process within the router's 250 ms); its job is stopped once
+    // this process has no request in flight to it, or after STOP_DRAIN_MS. One still stopping is
+    // asked again each round until its job ends (a stop that failed is retried).
+    if (plan.stop.length) {
+      await repo.replicasStopping(plan.stop);
+      this.deps.replicasChanged?.(d.id);
+    }
+    const since = new Map(tracked.map((t) => [t.job_id, t.stopping_at?.getTime() ?? this.now()]));
+    const stopping = facts.filter((f) => f.phase === "stopping").map((f) => f.jobId);
+    for (const id of [...plan.stop, ...stopping])
+      if (links.inflight(id) === 0 || this.now() - since.get(id)! >= STOP_DRAIN_MS) await jobs.stop(d.client_id, id);
   }
 
   /** One tracked replica now: ended, ready (probed here when it runs and was not yet), or starting. */
   private async factsOf(d: DeploymentRow, t: ReplicaRow, job: ReplicaJob | undefined): Promise<ReplicaFacts> {
     const base = { jobId: t.job_id, everReady: t.ready_at !== null, createdAt: t.created_at.getTime() };
     if (job && TERMINAL.has(job.status)) return { ...base, phase: "ended", endReason: endReason(job) };
+    if (t.stopping_at) return { ...base, phase: "stopping" };
     if (t.ready_at) return { ...base, phase: "ready" };
     if (job?.status !== "running" || !job.nodeId) return { ...base, phase: "starting" };
     const modelId = await this.probe(d, t.job_id, job.nodeId);

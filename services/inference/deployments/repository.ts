@@ -23,6 +23,8 @@ export type ReplicaRow = {
   node_id: string | null;
   model_id: string | null;
   ready_at: Date | null;
+  /** Its stop was asked for (scale-down, or deletion): no new request goes to it. */
+  stopping_at: Date | null;
   ended_at: Date | null;
   created_at: Date;
 };
@@ -136,7 +138,7 @@ export class DeploymentsRepository {
   /** The replicas not known to have ended, of the given deployments (all of them when absent). */
   async liveReplicas(deploymentIds?: string[]): Promise<ReplicaRow[]> {
     const { rows } = await this.db.query<ReplicaRow>(
-      `SELECT job_id, deployment_id, node_id, model_id, ready_at, ended_at, created_at FROM inference.deployment_replicas
+      `SELECT job_id, deployment_id, node_id, model_id, ready_at, stopping_at, ended_at, created_at FROM inference.deployment_replicas
        WHERE ended_at IS NULL ${deploymentIds ? "AND deployment_id = ANY($1::uuid[])" : ""} ORDER BY created_at`,
       deploymentIds ? [deploymentIds] : [],
     );
@@ -149,6 +151,11 @@ export class DeploymentsRepository {
 
   async replicaReady(jobId: string, nodeId: string, modelId: string): Promise<void> {
     await this.db.query(`UPDATE inference.deployment_replicas SET node_id = $2, model_id = $3, ready_at = now() WHERE job_id = $1`, [jobId, nodeId, modelId]);
+  }
+
+  /** Marks replicas whose stop is about to be asked for (the first time only). */
+  async replicasStopping(jobIds: string[]): Promise<void> {
+    await this.db.query(`UPDATE inference.deployment_replicas SET stopping_at = now() WHERE job_id = ANY($1::uuid[]) AND stopping_at IS NULL`, [jobIds]);
   }
 
   async replicaEnded(jobId: string): Promise<void> {

@@ -39,7 +39,8 @@ export type RouterDeps = {
   sleep?: (ms: number) => Promise<void>;
 };
 
-const readyOf = (rows: ReplicaRow[]) => rows.filter((r) => r.ready_at && r.node_id && r.model_id);
+/** The replicas a request may go to: ready, and not being stopped. */
+const readyOf = (rows: ReplicaRow[]) => rows.filter((r) => r.ready_at && r.node_id && r.model_id && !r.stopping_at);
 
 export class DeploymentRouter {
   private readonly names = new Map<string, { at: number; byName: Map<string, DeploymentRow> }>();

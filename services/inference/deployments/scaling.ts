@@ -7,8 +7,11 @@ import { type DeploymentSpec, type DeploymentStatus, FAILURES_TO_FAIL } from "./
 
 export type ReplicaFacts = {
   jobId: string;
-  /** starting: queued or running, not ready yet; ended: the job reached a terminal status (not counted yet). */
-  phase: "starting" | "ready" | "ended";
+  /**
+   * starting: queued or running, not ready yet; stopping: its stop was asked for (it takes no
+   * requests, and counts for nothing but its end); ended: the job reached a terminal status (not counted yet).
+   */
+  phase: "starting" | "ready" | "stopping" | "ended";
   /** It became ready at some point (an ended replica that never did counts as a failure). */
   everReady: boolean;
   /** For an ended one: why it ended, in words (its exit and output tail). */
@@ -54,7 +57,7 @@ export function decide(f: ScalingFacts): ScalingPlan {
       reason = r.endReason ?? "a replica ended before it became ready";
     }
   }
-  const live = f.replicas.filter((r) => r.phase !== "ended");
+  const live = f.replicas.filter((r) => r.phase === "starting" || r.phase === "ready");
   const ready = live.filter((r) => r.phase === "ready");
   if (ready.length) failures = 0;
   const failed = failures >= FAILURES_TO_FAIL;
