@@ -3,7 +3,7 @@
  * when configured), and the model → provider lookup of the hot path, which never fetches lists
  * while the cached one knows the model.
  */
-import { withTimeout } from "./redis-timeout";
+import { withRedisTimeout } from "./redis-timeout";
 import type Redis from "ioredis";
 import type { Provider, ProviderModel } from "./providers";
 
@@ -59,7 +59,7 @@ export class RedisSnapshotStore implements SnapshotStore {
 
   async get(): Promise<Snapshot | undefined> {
     try {
-      const raw = await withTimeout(this.redis.get(this.key));
+      const raw = await withRedisTimeout(this.redis.get(this.key));
       return raw ? (JSON.parse(raw) as Snapshot) : undefined;
     } catch (err) {
       this.onError(err);
@@ -71,7 +71,7 @@ export class RedisSnapshotStore implements SnapshotStore {
     const ttlMs = snapshot.expiresAt - snapshot.fetchedAt;
     if (ttlMs <= 0) return;
     try {
-      await withTimeout(this.redis.set(this.key, JSON.stringify(snapshot), "PX", ttlMs));
+      await withRedisTimeout(this.redis.set(this.key, JSON.stringify(snapshot), "PX", ttlMs));
     } catch (err) {
       this.onError(err);
     }

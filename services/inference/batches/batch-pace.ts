@@ -8,7 +8,7 @@
  * falls to the floor as they finish.
  */
 import type Redis from "ioredis";
-import { withTimeout } from "../redis-timeout";
+import { withRedisTimeout } from "../redis-timeout";
 
 export type PaceSettings = {
   /** BATCH_PACED_IN_FLIGHT: batch lines a replica keeps in flight at most while interactive requests run (≥ 1). */
@@ -32,11 +32,11 @@ export class RedisPaceSignal implements PaceSignal {
   ) {}
 
   async mark(ttlMs: number): Promise<void> {
-    await withTimeout(this.redis.set(this.key, "1", "PX", ttlMs));
+    await withRedisTimeout(this.redis.set(this.key, "1", "PX", ttlMs));
   }
 
   async left(): Promise<number> {
-    const ms = await withTimeout(this.redis.pttl(this.key));
+    const ms = await withRedisTimeout(this.redis.pttl(this.key));
     return ms > 0 ? ms : 0;
   }
 }

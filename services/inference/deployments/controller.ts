@@ -176,10 +176,11 @@ export class DeploymentController {
       await repo.replicasStopping(plan.stop);
       this.deps.replicasChanged?.(d.id);
     }
-    const since = new Map(tracked.map((t) => [t.job_id, t.stopping_at?.getTime() ?? this.now()]));
-    const stopping = facts.filter((f) => f.phase === "stopping").map((f) => f.jobId);
-    for (const id of [...plan.stop, ...stopping])
-      if (links.inflight(id) === 0 || this.now() - since.get(id)! >= STOP_DRAIN_MS) await jobs.stop(d.client_id, id);
+    const toStop = tracked.filter((t, i) => plan.stop.includes(t.job_id) || facts[i].phase === "stopping");
+    for (const t of toStop) {
+      const drainedFor = this.now() - (t.stopping_at?.getTime() ?? this.now());
+      if (links.inflight(t.job_id) === 0 || drainedFor >= STOP_DRAIN_MS) await jobs.stop(d.client_id, t.job_id);
+    }
   }
 
   /** One tracked replica now: ended, ready (probed here when it runs and was not yet), or starting. */
