@@ -77,6 +77,11 @@ const cases: Array<[string, ScalingFacts, Partial<ReturnType<typeof decide>>]> =
     { start: 0, stop: [], ended: [], desired: 0, status: "idle" },
   ],
   [
+    "deployments - a replica stopped before it became ready (a scale-down) ends without counting as a failure",
+    facts({ status: "idle", failures: 2, replicas: [replica("a", "ended", { stopped: true, endReason: "cancelled" })] }),
+    { ended: ["a"], failures: 2, status: "idle" },
+  ],
+  [
     "deployments - a ready replica that exited is replaced while traffic is recent",
     facts({ status: "ready", lastRequestAt: recent, replicas: [replica("a", "ended", { everReady: true })] }),
     { ended: ["a"], start: 1, failures: 0, status: "starting" },

@@ -186,7 +186,7 @@ export class DeploymentController {
   /** One tracked replica now: ended, ready (probed here when it runs and was not yet), or starting. */
   private async factsOf(d: DeploymentRow, t: ReplicaRow, job: ReplicaJob | undefined): Promise<ReplicaFacts> {
     const base = { jobId: t.job_id, everReady: t.ready_at !== null, createdAt: t.created_at.getTime() };
-    if (job && TERMINAL.has(job.status)) return { ...base, phase: "ended", endReason: endReason(job) };
+    if (job && TERMINAL.has(job.status)) return { ...base, phase: "ended", stopped: t.stopping_at !== null, endReason: endReason(job) };
     if (t.stopping_at) return { ...base, phase: "stopping" };
     if (t.ready_at) return { ...base, phase: "ready" };
     if (job?.status !== "running" || !job.nodeId) return { ...base, phase: "starting" };

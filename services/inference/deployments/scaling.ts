@@ -14,6 +14,8 @@ export type ReplicaFacts = {
   phase: "starting" | "ready" | "stopping" | "ended";
   /** It became ready at some point (an ended replica that never did counts as a failure). */
   everReady: boolean;
+  /** For an ended one: the controller stopped it (a scale-down), so its end is no failure. */
+  stopped?: boolean;
   /** For an ended one: why it ended, in words (its exit and output tail). */
   endReason?: string;
   createdAt: number;
@@ -51,6 +53,7 @@ export function decide(f: ScalingFacts): ScalingPlan {
   let reason = f.statusReason;
   const ended = f.replicas.filter((r) => r.phase === "ended");
   for (const r of [...ended].sort((a, b) => a.createdAt - b.createdAt)) {
+    if (r.stopped) continue;
     if (r.everReady) failures = 0;
     else {
       failures += 1;
