@@ -3,13 +3,13 @@
  * files once and the job's /out folder): the launch request of its sandbox (bwrap argv from sandbox.ts, its environment, cwd and
  * user), or of a plain process when jobs run unisolated. process-executor.ts runs it.
  */
-import { accessSync, chownSync, constants as fsConstants, promises as fs, rmSync } from "fs";
-import os from "os";
+import { accessSync, chownSync, constants as fsConstants, promises as fs } from "fs";
 import path from "path";
 import { gpuDeviceMinor, NodeCard } from "./discovery";
 import { jobCards, joinedShell, JobSpec, visibleDevices } from "./job";
 import type { LaunchRequest } from "./launcher";
-import { gpuDeviceNodes, HostLayout, identityFiles, SAFE_ETC, SANDBOX_HOME, sandboxArgs, SandboxLimits, SYSTEM_PATHS } from "./sandbox";
+import { gpuDeviceNodes, HostLayout, SANDBOX_HOME, sandboxArgs, SandboxLimits, SYSTEM_PATHS } from "./sandbox";
+import { sandboxEtc } from "./sandbox-etc";
 import type { CgroupLayout, CgroupLimits } from "./cgroups";
 import { launcherHome, type JobCgroup } from "./cgroup-host";
 import { JobError } from "./job";
@@ -60,17 +60,16 @@ export function findBwrap(searchPath = process.env.PATH ?? ""): string | null {
   return null;
 }
 
-/** The host's system paths and /etc entries: read once (about 25 file-system calls a launch otherwise). */
+/** The host's system paths: read once (file-system calls each launch otherwise). */
 let systemLayout: Promise<Omit<HostLayout, "devices">> | undefined;
 
 async function readSystemLayout(): Promise<Omit<HostLayout, "devices">> {
-  const layout: Omit<HostLayout, "devices"> = { symlinks: {}, directories: [], etc: [] };
+  const layout: Omit<HostLayout, "devices"> = { symlinks: {}, directories: [] };
   for (const dir of SYSTEM_PATHS) {
     const stat = await fs.lstat(dir).catch(() => null);
     if (stat?.isSymbolicLink()) layout.symlinks[dir] = await fs.readlink(dir);
     else if (stat?.isDirectory()) layout.directories.push(dir);
   }
-  for (const entry of SAFE_ETC) if (await fs.lstat(`/etc/${entry}`).catch(() => null)) layout.etc.push(entry);
   return layout;
 }
 
@@ -83,34 +82,6 @@ export async function readHostLayout(cards: NodeCard[]): Promise<HostLayout> {
     for (const device of gpuDeviceNodes(minors)) if (await fs.stat(device).catch(() => null)) layout.devices.push(device);
   }
   return layout;
-}
-
-const identityFolders = new Map<string, Promise<{ passwd: string; group: string }>>();
-
-/**
- * The sandbox's /etc/passwd and /etc/group for jobs of `uid`/`gid`: the same two small files for
- * every job, so written once per node process (a folder of its own, 0755, files 0644, bound
- * read-only into each sandbox) and removed when the process exits, instead of twice per job.
- */
-export function sharedIdentityFiles(uid: number, gid: number): Promise<{ passwd: string; group: string }> {
-  const key = `${uid}:${gid}`;
-  let files = identityFolders.get(key);
-  if (!files) {
-    files = (async () => {
-      const dir = await fs.mkdtemp(path.join(os.tmpdir(), "ci-identity-"));
-      process.once("exit", () => rmSync(dir, { recursive: true, force: true }));
-      await fs.chmod(dir, 0o755);
-      const identity = identityFiles(uid, gid);
-      const paths = { passwd: path.join(dir, "passwd"), group: path.join(dir, "group") };
-      await fs.writeFile(paths.passwd, identity.passwd, { mode: 0o644 });
-      await fs.writeFile(paths.group, identity.group, { mode: 0o644 });
-      return paths;
-    })();
-    // A failed write is tried again by the next job.
-    files.catch(() => identityFolders.delete(key));
-    identityFolders.set(key, files);
-  }
-  return files;
 }
 
 /** The node binary the relay's forwarder runs with inside a sandbox: this process's own, which the sandbox shows only under a system path. */
@@ -148,7 +119,7 @@ export async function jobProcess(
   }
   // The launcher joins stderr into stdout (joinStderr below): no outer shell to do it, one exec less per job.
   const shell = ["/bin/sh", "-c", spec.command];
-  const identity = await sharedIdentityFiles(isolation.uid, isolation.gid);
+  const etcDir = await sandboxEtc(isolation.uid, isolation.gid);
   // A sandboxed job's work folder is its /out itself (0700, made by mkdtemp): the job's user owns it
   // (bwrap runs as that user and binds it), one chown instead of a folder inside and its mode and owner.
   const outDir = workDir;
@@ -162,7 +133,7 @@ export async function jobProcess(
     uid: isolation.uid,
     gid: isolation.gid,
     limits: isolation.limits,
-    files: { "/etc/passwd": identity.passwd, "/etc/group": identity.group },
+    etcDir,
     argv: routes.length ? forwarderArgv([sandboxNode()], routes, shell) : shell,
     outDir,
     fileMaxBytes,

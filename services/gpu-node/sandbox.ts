@@ -1,7 +1,7 @@
 /**
  * The bubblewrap sandbox of a process job, as a pure argv builder: new user, PID, mount,
  * network, IPC and UTS namespaces; a read-only view of the system's programs and libraries only;
- * a minimal /etc; a fresh /proc (the host's processes are invisible), a minimal /dev plus the job's
+ * a minimal /etc (one folder the node prepared); a fresh /proc (the host's processes are invisible), a minimal /dev plus the job's
  * own GPU device nodes; a size-bounded tmpfs as HOME and cwd; nothing of the platform (its
  * checkout, its environment, job logs, the Docker socket, /run) and no route to the host's
  * loopback services. Process limits are applied inside with prlimit. What exists on the host
@@ -18,8 +18,6 @@ export type HostLayout = {
   symlinks: Record<string, string>;
   /** Top-level system directories that are real directories on the host (bound read-only). */
   directories: string[];
-  /** Entries of /etc that exist on the host and are safe to show (see SAFE_ETC). */
-  etc: string[];
   /** GPU device nodes that exist on the host, for this job's cards (see gpuDeviceNodes). */
   devices: string[];
 };
@@ -43,8 +41,8 @@ export type SandboxOptions = {
   uid: number;
   gid: number;
   limits: SandboxLimits;
-  /** Files written by the node for the job, bound read-only: `{ "/etc/passwd": "/tmp/ci-job-x/passwd" }`. */
-  files: Record<string, string>;
+  /** The sandbox's /etc, bound read-only: the node's folder of the safe entries (SAFE_ETC) and its minimal passwd and group (sandbox-etc.ts). */
+  etcDir: string;
   /** The program and arguments run inside (after prlimit). */
   argv: string[];
   /** The job's own host folder, bound writable as /out (packed by the node when the job ends). */
@@ -62,7 +60,8 @@ export const SYSTEM_PATHS = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64"
 
 /**
  * /etc entries a program commonly needs (dynamic linker, TLS roots, time zone, alternatives
- * symlinks) and that hold no secrets. Not passwd/group: the node writes minimal ones.
+ * symlinks) and that hold no secrets. Not passwd/group: the node writes minimal ones. Copied into
+ * the node's sandbox /etc (sandbox-etc.ts), as far as every user may read them.
  */
 export const SAFE_ETC = [
   "alternatives",
@@ -111,9 +110,7 @@ export function sandboxArgs(opts: SandboxOptions): string[] {
   args.push("--perms", "1777", "--size", String(opts.limits.shmBytes ?? DEFAULT_SHM_MB * 1024 * 1024), "--tmpfs", "/dev/shm");
   for (const device of opts.layout.devices) args.push("--dev-bind", device, device);
   args.push("--perms", "1777", "--size", String(opts.limits.tmpBytes), "--tmpfs", SANDBOX_HOME);
-  args.push("--dir", "/etc");
-  for (const entry of opts.layout.etc) args.push("--ro-bind", `/etc/${entry}`, `/etc/${entry}`);
-  for (const [inside, host] of Object.entries(opts.files)) args.push("--ro-bind", host, inside);
+  args.push("--ro-bind", opts.etcDir, "/etc");
   if (opts.outDir) args.push("--bind", opts.outDir, SANDBOX_OUT);
   if (opts.relayDir) args.push("--ro-bind", opts.relayDir, RELAY_MOUNT);
   if (opts.serveDir) args.push("--bind", opts.serveDir, SERVE_MOUNT);

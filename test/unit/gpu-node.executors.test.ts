@@ -280,7 +280,6 @@ describe("gpu-node executors - bubblewrap sandbox argv", () => {
   const layout: HostLayout = {
     symlinks: { "/bin": "usr/bin", "/lib": "usr/lib", "/lib64": "usr/lib64", "/sbin": "usr/sbin" },
     directories: ["/usr"],
-    etc: ["ld.so.cache", "ssl"],
     devices: ["/dev/nvidia3", "/dev/nvidiactl"],
   };
   const options: SandboxOptions = {
@@ -288,7 +287,7 @@ describe("gpu-node executors - bubblewrap sandbox argv", () => {
     uid: 65534,
     gid: 65534,
     limits: { processes: 64, memoryBytes: 1 << 30, tmpBytes: 1 << 26 },
-    files: { "/etc/passwd": "/tmp/ci-job-1/passwd" },
+    etcDir: "/tmp/ci-etc-1",
     argv: ["/bin/sh", "-c", 'exec 2>&1; exec /bin/sh -c "$1"', "ci-job", "echo hi; cat /etc/shadow"],
   };
   const args = sandboxArgs(options);
@@ -310,8 +309,7 @@ describe("gpu-node executors - bubblewrap sandbox argv", () => {
     ["the driver's control node", ["--dev-bind", "/dev/nvidiactl", "/dev/nvidiactl"]],
     ["a bounded, world-writable tmpfs as /tmp", ["--perms", "1777", "--size", String(1 << 26), "--tmpfs", "/tmp"]],
     ["a bounded /dev/shm of the node's default size", ["--perms", "1777", "--size", String(1 << 30), "--tmpfs", "/dev/shm"]],
-    ["safe /etc entries only, read-only", ["--ro-bind", "/etc/ssl", "/etc/ssl"]],
-    ["the node's minimal passwd", ["--ro-bind", "/tmp/ci-job-1/passwd", "/etc/passwd"]],
+    ["the node's /etc of safe entries and minimal passwd, read-only, in one mount", ["--ro-bind", "/tmp/ci-etc-1", "/etc"]],
     ["cwd /tmp", ["--chdir", "/tmp"]],
     ["process and memory limits inside", [PRLIMIT, "--nproc=64", `--data=${1 << 30}`, "--core=0", "--"]],
   ])("gpu-node executors - sandbox: %s", (_name, parts) => {
