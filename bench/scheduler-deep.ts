@@ -85,9 +85,10 @@ const rowsRead = (n: PlanNode): number =>
 async function snapshotCost(db: Client, cards: number): Promise<string> {
   // Planned as the placement transaction plans it.
   const results = (await db.query(
-    `BEGIN; ${SNAPSHOT_PLANNING}; EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${snapshotSql(cards, 3600, "now()")}; ROLLBACK`,
+    `BEGIN; ${SNAPSHOT_PLANNING}; PREPARE snapshot AS ${snapshotSql(3600)};
+     EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE snapshot(now(), ${Number(cards)}); ROLLBACK; DEALLOCATE snapshot`,
   )) as unknown as Array<{ rows: Array<{ "QUERY PLAN": any[] }> }>;
-  const plan = results[results.length - 2].rows[0]["QUERY PLAN"][0];
+  const plan = results[results.length - 3].rows[0]["QUERY PLAN"][0];
   const buffers = Number(plan.Plan["Shared Hit Blocks"] ?? 0) + Number(plan.Plan["Shared Read Blocks"] ?? 0);
   return `${rowsRead(plan.Plan)} rows read, ${buffers} buffers, ${fmt(plan["Execution Time"], 2)} ms`;
 }

@@ -3,6 +3,7 @@
  * database created when missing, and versioned per-schema migrations that are safe when
  * several replicas start at once (an advisory lock serialises them).
  */
+import { createHash } from "crypto";
 import { Pool, PoolClient, PoolConfig, Client } from "pg";
 
 export type Migration = { version: number; name: string; sql: string };
@@ -146,4 +147,14 @@ export async function transaction<T>(pool: Pool, work: (client: PoolClient) => P
   } finally {
     client.release();
   }
+}
+
+/**
+ * A statement PostgreSQL keeps parsed and planned on each connection (a named prepared statement):
+ * for a hot statement whose text does not change from call to call (values as parameters), whose
+ * parse and plan cost more than running it. The name comes from the text, so two texts never share
+ * one (pg refuses a name reused for another text on the same connection). Make it once, not per call.
+ */
+export function preparedStatement(text: string): { name: string; text: string } {
+  return { name: `ci-${createHash("sha1").update(text).digest("hex").slice(0, 20)}`, text };
 }

@@ -7,6 +7,9 @@
  */
 import { randomUUID } from "crypto";
 import { Pool, PoolClient, QueryConfig } from "pg";
+// pg's own conversion of a parameter to its text form (arrays, dates, JSON); the package has no types for it.
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const { prepareValue } = require("pg/lib/utils") as { prepareValue: (value: unknown) => unknown };
 import { ensureDatabase, migrate, newPool } from "../../lib/db";
 import { DatabasesRepository } from "../../services/dbaas/databases.repository";
 import { migrations as dbaasMigrations } from "../../services/dbaas/migrations";
@@ -49,12 +52,40 @@ function batchedStatements(log: Recorded[], table: string): Recorded[] {
 type PlanNode = { "Node Type": string; "Relation Name"?: string; Plans?: PlanNode[] };
 const nodes = (plan: PlanNode): PlanNode[] => [plan, ...(plan.Plans ?? []).flatMap(nodes)];
 
-/** "Seq Scan on <relation>" for every sequential scan of `relation` in the statement's plan. */
+/**
+ * "Seq Scan on <relation>" for every sequential scan of `relation` in the statement's plan: the plan
+ * for its values, and the generic plan (for any values) that a prepared statement may keep.
+ */
 async function seqScans(pool: Pool, statement: Recorded, relation: string): Promise<string[]> {
-  const { rows } = await pool.query<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }>(`EXPLAIN (FORMAT JSON) ${statement.text}`, statement.values);
-  return nodes(rows[0]["QUERY PLAN"][0].Plan)
-    .filter((n) => n["Node Type"] === "Seq Scan" && n["Relation Name"] === relation)
-    .map(() => `Seq Scan on ${relation}`);
+  const client = await pool.connect();
+  try {
+    const found: string[] = [];
+    const values = statement.values ?? [];
+    const explained = {
+      // EXPLAIN plans a statement for its values, as PostgreSQL plans an unprepared one.
+      "for its values": () => client.query(`EXPLAIN (FORMAT JSON) ${statement.text}`, values),
+      // A prepared statement's generic plan, made without its values.
+      generic: async () => {
+        await client.query(`BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; PREPARE batched AS ${statement.text}`);
+        try {
+          // EXECUTE takes no parameters of its own: its values as literals, in pg's text form.
+          const literal = (v: unknown) => (v === null || v === undefined ? "NULL" : client.escapeLiteral(String(prepareValue(v))));
+          const args = values.length ? `(${values.map(literal).join(", ")})` : "";
+          return await client.query(`EXPLAIN (FORMAT JSON) EXECUTE batched${args}`);
+        } finally {
+          await client.query("ROLLBACK; DEALLOCATE batched");
+        }
+      },
+    };
+    for (const [plan, explain] of Object.entries(explained)) {
+      const { rows } = (await explain()) as { rows: Array<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }> };
+      for (const n of nodes(rows[0]["QUERY PLAN"][0].Plan))
+        if (n["Node Type"] === "Seq Scan" && n["Relation Name"] === relation) found.push(`Seq Scan on ${relation} (${plan})`);
+    }
+    return found;
+  } finally {
+    client.release();
+  }
 }
 
 // Batches up to 1/500 of the table (and single rows): where a scan reads far more rows than the batch

@@ -55,9 +55,10 @@ describe("gpu-scheduler plans - deep queue, long history", () => {
     pool.on("error", () => undefined);
     await migrate(pool, "gpu_scheduler", migrations);
     spy = {
-      query: (sql: string, params?: unknown[]) => {
-        captured.push({ sql, params });
-        return pool.query(sql, params);
+      // A statement as text and parameters, or as a (prepared) query's config.
+      query: (query: string | { text: string; values?: unknown[] }, params?: unknown[]) => {
+        captured.push(typeof query === "string" ? { sql: query, params } : { sql: query.text, params: query.values });
+        return typeof query === "string" ? pool.query(query, params) : pool.query(query);
       },
     } as unknown as Pool;
     const accounts = Array.from({ length: 100 }, () => randomUUID());
@@ -118,15 +119,19 @@ describe("gpu-scheduler plans - deep queue, long history", () => {
       // Its count of the same priority needs fresh statistics (housekeeping ANALYZEs the table, job-history.ts).
       if (analyzed) expect(standing.map((s) => s.index)).toContainEqual(expect.stringMatching(/^jobs_queue_by_account/));
 
-      // Placement's snapshot: pairs skipped through the per-account index, never the table.
+      // Placement's snapshot: pairs skipped through the per-account index, never the table; the
+      // plan a prepared statement keeps (generic: planned without its parameters' values) included.
       const tx = await pool.connect();
       const snapshot = await tx
-        .query(`BEGIN; ${SNAPSHOT_PLANNING}; EXPLAIN (FORMAT JSON) ${snapshotSql(QUEUED, 3600, "now()")}`)
+        .query(
+          `BEGIN; ${SNAPSHOT_PLANNING}; SET LOCAL plan_cache_mode = force_generic_plan; PREPARE snapshot AS ${snapshotSql(3600)};
+           EXPLAIN (FORMAT JSON) EXECUTE snapshot(now(), ${QUEUED})`,
+        )
         .then((r) => {
           const results = r as unknown as Array<{ rows: Array<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }> }>;
           return scans(results[results.length - 1].rows[0]["QUERY PLAN"][0].Plan);
         })
-        .finally(() => tx.query("ROLLBACK").finally(() => tx.release()));
+        .finally(() => tx.query("ROLLBACK; DEALLOCATE snapshot").finally(() => tx.release()));
       expect(seqScans(snapshot)).toEqual([]);
       expect(onJobs(snapshot).map((s) => s.index)).toEqual(expect.arrayContaining(["jobs_queue_by_account"]));
       expect(onJobs(snapshot).filter((s) => s.index === "jobs_queue" || s.index === "jobs_queue_by_type")).toEqual([]);

@@ -1,5 +1,6 @@
 /** The writes of gpu_scheduler.jobs (inserts, compare-and-set) and the scheduler's reads of its state; the read-only queries are JobReads. */
 import type { Pool, PoolClient } from "pg";
+import { preparedStatement } from "../../../lib/db";
 import { admit, aheadInAccount, QueuedByPriority, Refusal } from "../core/admission";
 import { normalizeGpuType, requestedGpuType } from "../core/gpu-type";
 import { priorityIndex } from "../../../lib/job-spec";
@@ -52,7 +53,24 @@ export class JobsRepository extends JobReads {
     private readonly onStatusChanged: (changes: JobStatusChanged[]) => void = () => undefined,
   ) {
     super(db, halfLifeS);
+    // Prepared: PostgreSQL parses and plans it once per connection, not on every call (parse and plan
+    // were 1.8 of its 2.9 ms per call, for a statement that runs about twice per job).
+    this.compareAndSetStatement = preparedStatement(
+      patchStatementSql(
+        {
+          ids: `SELECT (x->>'id')::uuid FROM jsonb_array_elements($1::jsonb) x`,
+          source: `jsonb_to_recordset($1::jsonb) AS p(id uuid, seen_status text, seen_holding boolean, seen_node text, seen_gpu text, seen_preempting boolean, patch jsonb)`,
+          // The ids again as an array: the jobs are found through the primary key (a join alone may be planned as a scan of the table).
+          // A preemption asked since the decision's state was read (or remembered) is decided again.
+          match: `j.id = ANY($2::uuid[]) AND j.id = p.id AND j.status = p.seen_status AND j.holding = p.seen_holding
+            AND j.node_id IS NOT DISTINCT FROM p.seen_node AND j.gpu_uuid IS NOT DISTINCT FROM p.seen_gpu AND j.preempting = p.seen_preempting`,
+        },
+        halfLifeS,
+      ),
+    );
   }
+
+  private readonly compareAndSetStatement: { name: string; text: string };
 
   /** Inserts queued jobs (with their queue order `seq`). `db`: a transaction's client. */
   async insert(jobs: NewJob[], now: Date, db: Pool | PoolClient = this.db): Promise<Array<{ id: string; seq: number }>> {
@@ -134,19 +152,9 @@ export class JobsRepository extends JobReads {
     if (!updates.length) return new Set();
     // In id order: concurrent batches lock their rows in one order, so they never wait on each other crosswise.
     updates = [...updates].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-    const { rows } = await this.db.query<WrittenJob>(
-      patchStatementSql(
-        {
-          ids: `SELECT (x->>'id')::uuid FROM jsonb_array_elements($1::jsonb) x`,
-          source: `jsonb_to_recordset($1::jsonb) AS p(id uuid, seen_status text, seen_holding boolean, seen_node text, seen_gpu text, seen_preempting boolean, patch jsonb)`,
-          // The ids again as an array: the jobs are found through the primary key (a join alone may be planned as a scan of the table).
-          // A preemption asked since the decision's state was read (or remembered) is decided again.
-          match: `j.id = ANY($2::uuid[]) AND j.id = p.id AND j.status = p.seen_status AND j.holding = p.seen_holding
-            AND j.node_id IS NOT DISTINCT FROM p.seen_node AND j.gpu_uuid IS NOT DISTINCT FROM p.seen_gpu AND j.preempting = p.seen_preempting`,
-        },
-        this.halfLifeS,
-      ),
-      [
+    const { rows } = await this.db.query<WrittenJob>({
+      ...this.compareAndSetStatement,
+      values: [
         JSON.stringify(
           updates.map((u) => ({
             id: u.id,
@@ -160,7 +168,7 @@ export class JobsRepository extends JobReads {
         ),
         updates.map((u) => u.id),
       ],
-    );
+    });
     this.committed(new Map(updates.map((u) => [u.id, u.seen])), rows);
     return new Set(rows.map((r) => r.id));
   }
