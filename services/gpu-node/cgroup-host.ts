@@ -118,11 +118,20 @@ export async function detectCgroups(procRoot = "/proc/self"): Promise<CgroupDete
   return { layout: null, why: reasons.join("; ") || "no cgroup file system is mounted" };
 }
 
+/**
+ * The file of cgroup `dir` the launcher writes to, to move there before forking a job (and back):
+ * v1's `tasks`, which moves only the thread that forks (launcher.ts), and which the kernel moves
+ * without its global lock of whole-process moves (the first taking of that lock after a pause waits
+ * for an RCU grace period: 3 to 10 ms per launch on an idle node); v2 has no such file for a
+ * domain cgroup: its `cgroup.procs`.
+ */
+const entryFile = (layout: CgroupLayout, dir: string) => path.join(dir, layout.version === 2 ? "cgroup.procs" : "tasks");
+
 /** The launcher's cgroups by its pid: it leaves for them after each fork into a job's, so they stay the same. */
 const launcherHomes = new Map<string, string[]>();
 
 /**
- * The cgroup.procs files of the cgroups process `pid` (the job launcher) is in, one per hierarchy
+ * The entry files (entryFile) of the cgroups process `pid` (the job launcher) is in, one per hierarchy
  * of `layout` in the order of a job's (jobFolders): where it goes back after forking a job into its cgroup.
  */
 export function launcherHome(layout: CgroupLayout, pid: number): string[] {
@@ -134,7 +143,7 @@ export function launcherHome(layout: CgroupLayout, pid: number): string[] {
     const controllers = layout.version === 2 ? [] : ["memory", ...(layout.pids ? ["pids"] : []), ...(layout.cpu ? ["cpu"] : [])];
     const folders = layout.version === 2 ? [ownV2Folder(mounts, own)] : controllers.map((c) => ownV1Folder(mounts, own, c));
     if (folders.some((f) => f === undefined)) throw new Error(`the job launcher's own cgroups are not all visible (${JSON.stringify(own)})`);
-    home = folders.map((folder) => path.join(folder!, "cgroup.procs"));
+    home = folders.map((folder) => entryFile(layout, folder!));
     launcherHomes.set(key, home);
   }
   return home;
@@ -175,9 +184,9 @@ export class JobCgroup {
     return cgroup;
   }
 
-  /** The cgroup.procs files the job's first process writes its pid to (one per hierarchy). */
+  /** The files the launcher enters to fork the job's first process there (one per hierarchy: entryFile). */
   get procsFiles(): string[] {
-    return jobFolders(this.layout, this.name).map((dir) => path.join(dir, "cgroup.procs"));
+    return jobFolders(this.layout, this.name).map((dir) => entryFile(this.layout, dir));
   }
 
   /** How many processes of the job the kernel killed for memory. */

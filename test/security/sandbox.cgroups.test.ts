@@ -204,7 +204,14 @@ if (offered.memory && !offered.pids) console.warn("sandbox.cgroups: this host of
     expect(await job.started).toBe(true);
     const [sleeper] = await waitFor(async () => (hostPidsRunning(["sleep", seconds]).length ? hostPidsRunning(["sleep", seconds]) : false));
     expect(readFileSync(`/proc/${sleeper}/cgroup`, "utf8")).toContain(`/job-${job.jobId}-`);
+    // In every hierarchy the node uses (v1: memory, pids, cpu each have their line), not in one only.
+    const jobLines = readFileSync(`/proc/${sleeper}/cgroup`, "utf8")
+      .split("\n")
+      .filter((line) => line.includes(`/job-${job.jobId}-`));
+    expect(jobLines.length).toBe(jobFolders(isolation.cgroups!.layout, "").length);
     expect(readFileSync(`/proc/${helper}/cgroup`, "utf8")).toBe(own);
+    // Every thread of the launcher is back (on cgroup v1 it moves only the thread that forks, launcher.ts).
+    for (const thread of readdirSync(`/proc/${helper}/task`)) expect(readFileSync(`/proc/${helper}/task/${thread}/cgroup`, "utf8")).toBe(own);
     await job.stop("cancel");
     expect(await job.outcome).toMatchObject({ type: "cancelled" });
     expect(readFileSync(`/proc/${helper}/cgroup`, "utf8")).toBe(own); // the end of the job killed nothing of the launcher
