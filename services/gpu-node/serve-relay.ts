@@ -45,8 +45,8 @@ export async function openServeSocket(relayDir: string, jobId: string, port: num
 }
 
 /**
- * One connection to a replica's port: `request`'s bytes are written to it, and what the replica
- * answers is the returned stream. Rejects when this node runs no such replica (or it does not
+ * One connection to a replica's port: `request`'s bytes are written to it (an object-mode request
+ * is the latin1 wire, decoded chunk by chunk), and what the replica answers is the returned stream. Rejects when this node runs no such replica (or it does not
  * listen yet). Ending or destroying either side closes the connection.
  */
 export async function connectServe(relayDir: string, jobId: string, request: Readable): Promise<Socket> {
