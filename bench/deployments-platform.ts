@@ -5,11 +5,13 @@
  * (test/fixtures/deployments) both as a deployment's command and on the host, called directly.
  */
 import { ChildProcess, spawn } from "child_process";
+import fs from "fs";
 import os from "os";
 import path from "path";
 import readline from "readline";
 import { ChildService, freePort, http as call, NATS_URL, spawnServices, uniqueName, waitFor } from "../test/support/platform";
 import { replicaCommand } from "../test/fixtures/deployments/replica";
+import { procStatTicks } from "./lib/job-cost";
 
 /** Where the replica listens inside its job. */
 export const REPLICA_PORT = 8000;
@@ -125,4 +127,27 @@ export function stopHostReplica(r: HostReplica): Promise<void> {
   const exited = new Promise<void>((resolve) => r.proc.once("exit", () => resolve()));
   r.proc.kill();
   return exited;
+}
+
+/**
+ * The pids of the serve forwarders (services/gpu-node/relay-forwarder.ts: the program that pipes
+ * the node's connections to the replica's port inside each replica's sandbox) under `nodePid`: the
+ * deployment path's third process, whose CPU the gpu-node's own figure leaves out.
+ */
+export function forwarderPids(nodePid: number): number[] {
+  const procs = new Map<number, { ppid: number; forwarder: boolean }>();
+  for (const entry of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const { ppid } = procStatTicks(fs.readFileSync(`/proc/${entry}/stat`, "utf8"));
+      procs.set(Number(entry), { ppid, forwarder: fs.readFileSync(`/proc/${entry}/cmdline`, "utf8").includes("ci-platform relay") });
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const under = (pid: number): boolean => {
+    for (let at = procs.get(pid)?.ppid, hops = 0; at && hops < 16; at = procs.get(at)?.ppid, hops++) if (at === nodePid) return true;
+    return false;
+  };
+  return [...procs].filter(([pid, p]) => p.forwarder && under(pid)).map(([pid]) => pid);
 }

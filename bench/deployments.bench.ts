@@ -22,6 +22,7 @@ import { spread, median } from "./lib/spread";
 import {
   createDeployment,
   deleteDeployment,
+  forwarderPids,
   HostReplica,
   startHostReplica,
   startPlatform,
@@ -84,9 +85,14 @@ async function coldStarts(p: BenchPlatform) {
   return rows;
 }
 
-type Cpu = { gateway: number; node: number };
+/** `forwarders`: the replicas' serve forwarders, inside their sandboxes (all of them; the idle ones add nothing). */
+type Cpu = { gateway: number; node: number; forwarders: number };
 
-const cpuNow = (p: BenchPlatform): Cpu => ({ gateway: cpuTimeUs(p.pids.gateway) ?? NaN, node: cpuTimeUs(p.pids.node) ?? NaN });
+const cpuNow = (p: BenchPlatform, forwarders: number[]): Cpu => ({
+  gateway: cpuTimeUs(p.pids.gateway) ?? NaN,
+  node: cpuTimeUs(p.pids.node) ?? NaN,
+  forwarders: forwarders.reduce((sum, pid) => sum + (cpuTimeUs(pid) ?? NaN), 0),
+});
 
 /**
  * CPU time (user + system) per request of the gateway's process and the gpu-node's, µs: `total`
@@ -96,25 +102,28 @@ const cpuNow = (p: BenchPlatform): Cpu => ({ gateway: cpuTimeUs(p.pids.gateway) 
  * how long it queued).
  */
 async function cpuPerRequest(p: BenchPlatform, targets: Target[], total: number): Promise<Cpu[]> {
-  const idleFrom = cpuNow(p);
+  const forwarders = p.pids.node === undefined ? [] : forwarderPids(p.pids.node);
+  const idleFrom = cpuNow(p, forwarders);
   const idleStarted = process.hrtime.bigint();
   await new Promise((resolve) => setTimeout(resolve, 3000));
   const idleS = Number(process.hrtime.bigint() - idleStarted) / 1e9;
-  const idleTo = cpuNow(p);
-  const background = { gateway: (idleTo.gateway - idleFrom.gateway) / idleS, node: (idleTo.node - idleFrom.node) / idleS };
-  const sums = targets.map(() => ({ gateway: 0, node: 0, n: 0 }));
+  const idleTo = cpuNow(p, forwarders);
+  const rate = (k: keyof Cpu) => (idleTo[k] - idleFrom[k]) / idleS;
+  const background = { gateway: rate("gateway"), node: rate("node"), forwarders: rate("forwarders") };
+  const sums = targets.map(() => ({ gateway: 0, node: 0, forwarders: 0, n: 0 }));
   for (let done = 0; done < total; done += 50)
     for (const [i, t] of targets.entries()) {
-      const before = cpuNow(p);
+      const before = cpuNow(p, forwarders);
       const started = process.hrtime.bigint();
       for (let k = 0; k < 50; k++) await once(t, false, done + k);
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-      const after = cpuNow(p);
+      const after = cpuNow(p, forwarders);
       sums[i].gateway += after.gateway - before.gateway - background.gateway * seconds;
       sums[i].node += after.node - before.node - background.node * seconds;
+      sums[i].forwarders += after.forwarders - before.forwarders - background.forwarders * seconds;
       sums[i].n += 50;
     }
-  return sums.map((s) => ({ gateway: s.gateway / s.n, node: s.node / s.n }));
+  return sums.map((s) => ({ gateway: s.gateway / s.n, node: s.node / s.n, forwarders: s.forwarders / s.n }));
 }
 
 /** What the bench is doing, on stderr (the table is printed at the end). */
@@ -197,10 +206,12 @@ async function main() {
     });
 
     console.log(`\nCPU per request (user + system, less the process's idle rate, µs), ${CPU_REQUESTS} requests one at a time per path, alternating`);
-    console.log("| path | gateway + inference process | gpu-node process | both |");
-    console.log("|---|---|---|---|");
+    console.log("| path | gateway + inference process | gpu-node process | both | the replica's serve forwarder (in its sandbox) |");
+    console.log("|---|---|---|---|---|");
     [providerT, oneT].forEach((t, i) =>
-      console.log(`| ${t.name} | ${cpu[i].gateway.toFixed(0)} | ${cpu[i].node.toFixed(0)} | ${(cpu[i].gateway + cpu[i].node).toFixed(0)} |`),
+      console.log(
+        `| ${t.name} | ${cpu[i].gateway.toFixed(0)} | ${cpu[i].node.toFixed(0)} | ${(cpu[i].gateway + cpu[i].node).toFixed(0)} | ${cpu[i].forwarders.toFixed(0)} |`,
+      ),
     );
 
     console.log(`\nRequests/s, ${CONCURRENCY} concurrent, ${CAPACITY_REQUESTS} requests per path`);
@@ -231,7 +242,7 @@ async function main() {
     }
     const [d, o, t] = capacity;
     console.log(
-      `- CPU per request: deployment ${(cpu[1].gateway + cpu[1].node).toFixed(0)} µs (gateway ${cpu[1].gateway.toFixed(0)}, node ${cpu[1].node.toFixed(0)}), provider path ${cpu[0].gateway.toFixed(0)} µs`,
+      `- CPU per request: deployment ${(cpu[1].gateway + cpu[1].node).toFixed(0)} µs (gateway ${cpu[1].gateway.toFixed(0)}, node ${cpu[1].node.toFixed(0)}), provider path ${cpu[0].gateway.toFixed(0)} µs; the forwarder in the sandbox ${cpu[1].forwarders.toFixed(0)} µs`,
     );
     if (ok(d) && ok(o) && ok(t)) console.log(`- requests/s: one replica ${o.rps}, two ${t.rps} (×${(t.rps / o.rps).toFixed(2)}); direct ${d.rps}`);
   } finally {

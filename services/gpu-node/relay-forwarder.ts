@@ -43,7 +43,7 @@ const net = require("net"), { spawn } = require("child_process"), { constants } 
 const args = process.argv.slice(1), sep = args.indexOf("--"), HELD = "${HELD_NODE_OPTIONS}";
 const fail = (err) => { process.stderr.write("ci-platform relay: " + err.message + "\\n"); process.exit(125); };
 const pipe = (a, b) => { const end = () => { a.destroy(); b.destroy(); };
-  for (const s of [a, b]) { s.on("error", end); } a.setNoDelay(true);
+  for (const s of [a, b]) { s.on("error", end); s.setNoDelay(true); }
   a.pipe(b); b.pipe(a); };
 const listen = (route) => new Promise((resolve, reject) => {
   if (route.startsWith("@")) {

@@ -10,7 +10,7 @@
 import { promises as fs } from "fs";
 import net, { Socket } from "net";
 import path from "path";
-import { Transform, type Readable, type TransformCallback } from "stream";
+import type { Readable } from "stream";
 import { fromWire, SERVE_WIRE } from "../../lib/deployment-protocol";
 import { JOB_ID_PATTERN, JobError } from "./job";
 import type { ForwardRoute } from "./relay-forwarder";
@@ -45,8 +45,8 @@ export async function openServeSocket(relayDir: string, jobId: string, port: num
 }
 
 /**
- * One connection to a replica's port: `request`'s bytes are written to it, and what the replica
- * answers is the returned stream. Rejects when this node runs no such replica (or it does not
+ * One connection to a replica's port: `request`'s bytes are written to it (an object-mode request
+ * is the latin1 wire, decoded chunk by chunk), and what the replica answers is the returned stream. Rejects when this node runs no such replica (or it does not
  * listen yet). Ending or destroying either side closes the connection.
  */
 export async function connectServe(relayDir: string, jobId: string, request: Readable): Promise<Socket> {
@@ -65,36 +65,29 @@ export async function connectServe(relayDir: string, jobId: string, request: Rea
   });
   socket.setNoDelay(true);
   socket.on("close", () => request.destroy());
-  request.pipe(socket);
+  pump(request, socket);
   return socket;
 }
 
-/** A request stream of the latin1 wire (strings, object mode) as bytes; fails on a chunk that is not (lib/deployment-protocol.ts). */
-class FromWire extends Transform {
-  constructor() {
-    super({ writableObjectMode: true });
-  }
-
-  override _transform(chunk: unknown, _encoding: BufferEncoding, callback: TransformCallback): void {
-    try {
-      callback(null, fromWire(chunk));
-    } catch (err) {
-      callback(err as Error);
-    }
-  }
-}
-
 /**
- * The request's bytes: an object-mode request (the latin1 wire) decoded; destroying either side
- * destroys both. The request keeps its error listener for good: Moleculer destroys it with an
- * error when the caller's process leaves, whenever that comes.
+ * Writes the request's chunks to the replica's connection as they come, each decoded from the
+ * latin1 wire when the request is in object mode (lib/deployment-protocol.ts; a chunk that is not
+ * fails the request): one write per chunk, with no stream between them. The request pauses while
+ * the connection's buffer is full, and its end ends the connection's writing side.
  */
-function requestBytes(request: Readable): Readable {
-  if (!request.readableObjectMode) return request;
-  const bytes = new FromWire();
-  request.on("error", (err) => bytes.destroy(err));
-  bytes.once("close", () => request.destroy());
-  return request.pipe(bytes);
+function pump(request: Readable, socket: Socket): void {
+  const decode = request.readableObjectMode;
+  request.on("data", (chunk: unknown) => {
+    let bytes: Buffer;
+    try {
+      bytes = decode ? fromWire(chunk) : (chunk as Buffer);
+    } catch (err) {
+      return void request.destroy(err as Error);
+    }
+    if (!socket.write(bytes)) request.pause();
+  });
+  socket.on("drain", () => request.resume());
+  request.once("end", () => socket.end());
 }
 
 /**
@@ -105,7 +98,7 @@ function requestBytes(request: Readable): Readable {
  * that fails fails the answer.
  */
 export async function serveAnswer(relayDir: string, jobId: string, request: Readable, wire?: string): Promise<Readable> {
-  const socket = await connectServe(relayDir, jobId, requestBytes(request));
+  const socket = await connectServe(relayDir, jobId, request);
   const answer = new CoalescedAnswer(servePacer, wire === SERVE_WIRE);
   socket.once("error", (err) => answer.destroy(err));
   answer.once("close", () => socket.destroy());

@@ -80,6 +80,23 @@ describe.each(["sandboxed", "docker"] as const)("gpu-node serve relay (%s)", (mo
       `POST /v1/chat/completions HTTP/1.0\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`,
     );
     expect(chat).toContain('"content":"echo: hi"');
+    // The latin1 wire (an object-mode request, as gpu-node.serve gets it): each chunk decoded as it comes.
+    const wire = new PassThrough({ objectMode: true });
+    const viaWire = await connectServe(relayDir, jobId, wire);
+    const answered = new Promise<string>((resolve) => {
+      let text = "";
+      viaWire.on("data", (c: Buffer) => (text += c.toString("latin1")));
+      viaWire.once("close", () => resolve(text));
+    });
+    wire.end("GET /v1/models HTTP/1.0\r\n\r\n");
+    expect(await answered).toContain(`"id":"tiny-${mode}"`);
+    // A chunk that is not bytes fails the request and closes the replica's connection.
+    const bad = new PassThrough({ objectMode: true });
+    const cut = await connectServe(relayDir, jobId, bad);
+    const closed = new Promise((resolve) => cut.once("close", resolve));
+    bad.write({ not: "bytes" });
+    await closed;
+    expect(bad.destroyed).toBe(true);
     await expect(connectServe(relayDir, "../escape", new PassThrough())).rejects.toThrow("No such replica");
     await job.stop("cancel");
     const outcome = await job.outcome;
