@@ -125,16 +125,18 @@ export function readText(res: IncomingMessage, signal: AbortSignal, limit = MAX_
     const chunks: Buffer[] = [];
     let size = 0;
     let settled = false;
-    const fail = (err: ProviderFailure) => {
+    // The failure is built only when it is the outcome: an Error's stack costs more than the read.
+    const fail = (failure: () => ProviderFailure) => {
       if (settled) return;
       settled = true;
-      reject(err);
+      reject(failure());
     };
+    const cut = () => fail(() => midResponseFailure(signal));
     res.on("data", (chunk: Buffer) => {
       if (settled) return;
       size += chunk.length;
       if (size > limit) {
-        fail(new ProviderFailure("error", "Model provider answer is too large"));
+        fail(() => new ProviderFailure("error", "Model provider answer is too large"));
         res.destroy();
         return;
       }
@@ -146,8 +148,8 @@ export function readText(res: IncomingMessage, signal: AbortSignal, limit = MAX_
       resolve(chunks.length === 1 ? chunks[0].toString("utf8") : Buffer.concat(chunks).toString("utf8"));
     });
     // An error, or a close before the end (the connection cut, the request aborted): mid-response.
-    res.once("error", () => fail(midResponseFailure(signal)));
-    res.once("close", () => fail(midResponseFailure(signal)));
+    res.once("error", cut);
+    res.once("close", cut);
   });
 }
 
