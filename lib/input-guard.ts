@@ -36,38 +36,61 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
 
 const fieldPath = (parent: string, key: string) => (parent ? `${parent}.${key}` : key);
 
+/** A field's place: object keys and array indexes from the top; spelled out only for a field refused. */
+type Segment = string | number;
+function pathOf(at: readonly Segment[]): string {
+  let path = "";
+  for (const s of at) path = typeof s === "number" ? `${path}[${s}]` : fieldPath(path, s);
+  return path;
+}
+
 /**
  * The first few fields (keys included) holding a string `stringProblem` refuses, as
  * `{ field, message }` with a fastest-validator style path (`env.NAME`, `messages[0].content`).
+ * Every request's params pass here: paths are built only for what is refused.
  */
 export function findUnstorable(params: unknown, limit = 10): FieldError[] {
   const found: FieldError[] = [];
-  const walk = (value: unknown, path: string, depth: number): void => {
-    if (found.length >= limit) return;
-    if (typeof value === "string") {
-      const problem = stringProblem(value);
-      if (problem) found.push({ field: path || "(params)", message: `The '${path || "params"}' field ${problem}.` });
-      return;
-    }
-    if (typeof value !== "object" || value === null) return;
-    if (depth >= MAX_DEPTH) {
-      found.push({ field: path, message: `The '${path}' field is nested too deeply (more than ${MAX_DEPTH} levels).` });
-      return;
-    }
-    if (Array.isArray(value)) {
-      for (let i = 0; i < value.length && found.length < limit; i++) walk(value[i], `${path}[${i}]`, depth + 1);
-      return;
-    }
-    if (!isPlainObject(value)) return;
-    for (const key of Object.keys(value)) {
-      const keyProblem = stringProblem(key);
-      if (keyProblem) found.push({ field: fieldPath(path, key), message: `A field name under '${path || "params"}' ${keyProblem}.` });
-      walk(value[key], fieldPath(path, key), depth + 1);
-      if (found.length >= limit) return;
-    }
-  };
-  walk(params, "", 0);
+  walkUnstorable(params, [], 0, found, limit);
   return found;
+}
+
+function walkUnstorable(value: unknown, at: Segment[], depth: number, found: FieldError[], limit: number): void {
+  if (found.length >= limit) return;
+  if (typeof value === "string") {
+    const problem = stringProblem(value);
+    if (problem) {
+      const path = pathOf(at);
+      found.push({ field: path || "(params)", message: `The '${path || "params"}' field ${problem}.` });
+    }
+    return;
+  }
+  if (typeof value !== "object" || value === null) return;
+  if (depth >= MAX_DEPTH) {
+    const path = pathOf(at);
+    found.push({ field: path, message: `The '${path}' field is nested too deeply (more than ${MAX_DEPTH} levels).` });
+    return;
+  }
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length && found.length < limit; i++) {
+      at.push(i);
+      walkUnstorable(value[i], at, depth + 1, found, limit);
+      at.pop();
+    }
+    return;
+  }
+  if (!isPlainObject(value)) return;
+  for (const key of Object.keys(value)) {
+    const keyProblem = stringProblem(key);
+    if (keyProblem) {
+      const path = pathOf(at);
+      found.push({ field: fieldPath(path, key), message: `A field name under '${path || "params"}' ${keyProblem}.` });
+    }
+    at.push(key);
+    walkUnstorable(value[key], at, depth + 1, found, limit);
+    at.pop();
+    if (found.length >= limit) return;
+  }
 }
 
 /**

@@ -33,7 +33,7 @@ export async function admitInference(parts: GateParts, ctx: Context<unknown, Gat
   const standing = (await parts.gate.standings([clientId])).get(clientId);
   const priced = await holdInference(parts.reservations, clientId, standing, claim);
   const hold = chargingToken(priced, ctx.meta.caller?.token?.id, (id, credits) => parts.tokenSpend.note(id, credits));
-  const headers = await parts.rates.admit(clientId).catch((err) => {
+  const headers = await parts.rates.admit(clientId, standing).catch((err) => {
     // A limit reached refuses; Redis failing does not stop inference (it is logged).
     if ((err as { type?: string }).type === "RATE_LIMITED") {
       hold.release();

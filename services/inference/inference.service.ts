@@ -152,8 +152,11 @@ const InferenceService: ServiceSchema<ServiceSettingSchema, InferenceThis> = {
           models: allowedChain(ctx.meta.caller, request, this.engine.modelsOf(request)),
         };
         return this.held(ctx, claim, async (hold) => {
-          const format = openAiStreamFormat(request.includeUsage, unixNow());
-          if (request.stream) return this.streamed(ctx, await this.engine.openChatStream(clientId, request, format, hold.settle));
+          // The stream's format (its closures) only for a stream: a whole answer is the hot path.
+          if (request.stream) {
+            const format = openAiStreamFormat(request.includeUsage, unixNow());
+            return this.streamed(ctx, await this.engine.openChatStream(clientId, request, format, hold.settle));
+          }
           const answer = await this.engine.chat(clientId, request);
           hold.settle(answer.promptTokens + answer.completionTokens, answer.model);
           return chatCompletion(answer, unixNow());

@@ -7,7 +7,7 @@
  * per-account overrides over the environment's defaults (UsageInferenceLimits).
  */
 import { apiError } from "../../lib/errors";
-import type { QuotaGate } from "../../lib/quota-gate";
+import type { QuotaGate, Standing } from "../../lib/quota-gate";
 import { isUuid } from "../../lib/uuid";
 import type { Counted, RateLimiter } from "../../lib/rate-limiter";
 
@@ -19,7 +19,8 @@ export type InferenceLimit = {
 };
 
 export interface InferenceLimits {
-  limitFor(clientId: string): Promise<InferenceLimit>;
+  /** `standing`: the account's, when the caller just read it from the same gate (not asked again). */
+  limitFor(clientId: string, standing?: Standing): Promise<InferenceLimit>;
 }
 
 /**
@@ -34,8 +35,8 @@ export class UsageInferenceLimits implements InferenceLimits {
     private readonly defaults: InferenceLimit,
   ) {}
 
-  async limitFor(clientId: string): Promise<InferenceLimit> {
-    const standing = isUuid(clientId) ? (await this.gate.standings([clientId])).get(clientId) : undefined;
+  async limitFor(clientId: string, known?: Standing): Promise<InferenceLimit> {
+    const standing = isUuid(clientId) ? (known ?? (await this.gate.standings([clientId])).get(clientId)) : undefined;
     if (!standing) return this.defaults;
     const { requestsPerMinute, tokensPerMinute } = standing.limits;
     return { requestsPerMinute, tokensPerMinute };
@@ -62,9 +63,10 @@ export class InferenceRateLimits {
   /**
    * Counts one request; resolves with the headers for the answer, or throws 429 RATE_LIMITED
    * (details: `retryAfter`, which `limit` was hit, and the headers) when over either limit.
+   * `standing`: the account's as the quota check just read it (the gate is not asked twice).
    */
-  async admit(clientId: string): Promise<Record<string, string>> {
-    const { requestsPerMinute: rpm, tokensPerMinute: tpm } = await this.limits.limitFor(clientId);
+  async admit(clientId: string, standing?: Standing): Promise<Record<string, string>> {
+    const { requestsPerMinute: rpm, tokensPerMinute: tpm } = await this.limits.limitFor(clientId, standing);
     if (rpm === null && tpm === null) return {};
     const [requests, tokens] = await Promise.all([
       rpm === null ? undefined : this.limiter.hit(`rpm:${clientId}`, rpm, WINDOW_S),

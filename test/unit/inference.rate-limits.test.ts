@@ -101,6 +101,16 @@ describe("inference - limits from the usage service", () => {
     expect(gate.asked).toEqual([]);
   });
 
+  test("inference - a standing the quota check just read is used as is: the gate is not asked again", async () => {
+    const gate = gateOf(new Map([[ACCOUNT, standingOf({ requestsPerMinute: 1, tokensPerMinute: 1 })]]));
+    const handed = standingOf({ requestsPerMinute: 7, tokensPerMinute: null });
+    expect(await new UsageInferenceLimits(gate, DEFAULTS).limitFor(ACCOUNT, handed)).toEqual({ requestsPerMinute: 7, tokensPerMinute: null });
+    expect(gate.asked).toEqual([]);
+    // None handed over (the gate knew nothing): it is asked, as before.
+    expect(await new UsageInferenceLimits(gate, DEFAULTS).limitFor(ACCOUNT, undefined)).toEqual({ requestsPerMinute: 1, tokensPerMinute: 1 });
+    expect(gate.asked.length).toBe(1);
+  });
+
   test("inference - an override counts: the third request of a 2-per-minute account is 429", async () => {
     const gate = gateOf(new Map([[ACCOUNT, standingOf({ requestsPerMinute: 2, tokensPerMinute: null })]]));
     const limits = new InferenceRateLimits(new MemoryRateLimiter(() => 1_000), new UsageInferenceLimits(gate, DEFAULTS));

@@ -115,23 +115,42 @@ function midResponseFailure(signal: AbortSignal): ProviderFailure {
   return signal.aborted ? abortReason(signal) : new ProviderFailure("error", "Model provider closed the connection mid-response");
 }
 
-export async function readText(res: IncomingMessage, signal: AbortSignal, limit = MAX_BODY_BYTES): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  try {
-    for await (const chunk of res) {
-      size += (chunk as Buffer).length;
+/**
+ * The whole body as text (at most `limit` bytes). Read with listeners rather than an async
+ * iterator: a small JSON answer is the hot path, and the iterator's promises per chunk cost more
+ * than the reading.
+ */
+export function readText(res: IncomingMessage, signal: AbortSignal, limit = MAX_BODY_BYTES): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let settled = false;
+    // The failure is built only when it is the outcome: an Error's stack costs more than the read.
+    const fail = (failure: () => ProviderFailure) => {
+      if (settled) return;
+      settled = true;
+      reject(failure());
+    };
+    const cut = () => fail(() => midResponseFailure(signal));
+    res.on("data", (chunk: Buffer) => {
+      if (settled) return;
+      size += chunk.length;
       if (size > limit) {
+        fail(() => new ProviderFailure("error", "Model provider answer is too large"));
         res.destroy();
-        throw new ProviderFailure("error", "Model provider answer is too large");
+        return;
       }
-      chunks.push(chunk as Buffer);
-    }
-  } catch (err) {
-    if (err instanceof ProviderFailure) throw err;
-    throw midResponseFailure(signal);
-  }
-  return Buffer.concat(chunks).toString("utf8");
+      chunks.push(chunk);
+    });
+    res.once("end", () => {
+      if (settled) return;
+      settled = true;
+      resolve(chunks.length === 1 ? chunks[0].toString("utf8") : Buffer.concat(chunks).toString("utf8"));
+    });
+    // An error, or a close before the end (the connection cut, the request aborted): mid-response.
+    res.once("error", cut);
+    res.once("close", cut);
+  });
 }
 
 export async function readJson(res: IncomingMessage, signal: AbortSignal): Promise<unknown> {
