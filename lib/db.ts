@@ -4,7 +4,7 @@
  * several replicas start at once (an advisory lock serialises them).
  */
 import { createHash } from "crypto";
-import { Pool, PoolClient, PoolConfig, Client } from "pg";
+import { Pool, PoolClient, PoolConfig, Client, escapeLiteral, type QueryResultRow } from "pg";
 
 export type Migration = { version: number; name: string; sql: string };
 
@@ -149,12 +149,77 @@ export async function transaction<T>(pool: Pool, work: (client: PoolClient) => P
   }
 }
 
+/** A client's server connection (the same object however the client is wrapped), or the client itself. */
+const connectionOf = (client: PoolClient): object => (client as unknown as { connection?: object }).connection ?? client;
+
+/** Per statement name, the connections that hold it (ConnectionStatement): SQL's PREPARE lasts as long as its connection. */
+const preparedOn = new Map<string, WeakSet<object>>();
+
 /**
- * A statement PostgreSQL keeps parsed and planned on each connection (a named prepared statement):
- * for a hot statement whose text does not change from call to call (values as parameters), whose
- * parse and plan cost more than running it. The name comes from the text, so two texts never share
- * one (pg refuses a name reused for another text on the same connection). Make it once, not per call.
+ * A statement prepared with SQL's PREPARE on each connection that runs it (in front of its first
+ * EXECUTE there) and run with EXECUTE inside a multi-statement query: one round trip, in a
+ * transaction whose planner settings (SET LOCAL) hold whenever PostgreSQL plans it — also for the
+ * plan it keeps for any values (generic), which it makes once and keeps: a generic plan made while
+ * a table was small would otherwise go on reading it whole as it grows, until the next ANALYZE.
  */
-export function preparedStatement(text: string): { name: string; text: string } {
-  return { name: `ci-${createHash("sha1").update(text).digest("hex").slice(0, 20)}`, text };
+export class ConnectionStatement {
+  readonly name: string;
+  private readonly holders: WeakSet<object>;
+
+  /** `types`: its parameters' ($1, $2, …) types; `text`: the statement. */
+  constructor(
+    private readonly types: string[],
+    readonly text: string,
+  ) {
+    this.name = `ci_${createHash("sha1")
+      .update(`${types.join(",")}\n${text}`)
+      .digest("hex")
+      .slice(0, 24)}`;
+    let holders = preparedOn.get(this.name);
+    if (!holders) preparedOn.set(this.name, (holders = new WeakSet()));
+    this.holders = holders;
+  }
+
+  /** The SQL that prepares it (what the connection runs once). */
+  get prepareSql(): string {
+    return `PREPARE ${this.name}(${this.types.join(", ")}) AS ${this.text}`;
+  }
+
+  /**
+   * The SQL that runs it on `client` with `values` (text, each cast by PostgreSQL to its parameter's
+   * type): its EXECUTE, with its PREPARE in front where the connection does not hold it yet. After
+   * the query, `ran` or `failed`.
+   */
+  executeSql(client: PoolClient, values: string[]): string {
+    const execute = `EXECUTE ${this.name}(${values.map((v) => escapeLiteral(v)).join(", ")})`;
+    return this.holders.has(connectionOf(client)) ? execute : `${this.prepareSql}; ${execute}`;
+  }
+
+  /** The query with `executeSql` succeeded: the connection holds it. */
+  ran(client: PoolClient): void {
+    this.holders.add(connectionOf(client));
+  }
+
+  /** The query failed (and was rolled back): a PREPARE that ran before a later statement failed stays on the connection, so it is asked, not assumed. */
+  async failed(client: PoolClient): Promise<void> {
+    if (this.holders.has(connectionOf(client))) return;
+    const held = await client.query("SELECT 1 FROM pg_prepared_statements WHERE name = $1", [this.name]).catch(() => undefined);
+    if (held?.rowCount) this.holders.add(connectionOf(client));
+  }
+
+  /** Runs it with `values` in a transaction of its own on a connection of `pool`, after `settings` (`SET LOCAL …;` statements); its rows. */
+  async run<R extends QueryResultRow>(pool: Pool, settings: string, values: string[]): Promise<R[]> {
+    const client = await pool.connect();
+    try {
+      const results = (await client.query(`BEGIN; ${settings} ${this.executeSql(client, values)}; COMMIT`)) as unknown as Array<{ rows: R[] }>;
+      this.ran(client);
+      return results[results.length - 2].rows;
+    } catch (err) {
+      await client.query("ROLLBACK").catch(() => undefined);
+      await this.failed(client);
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
 }

@@ -53,8 +53,12 @@ describe("gpu preemption and schedules - through the gateway", () => {
     const urgent = await http(base, "POST", "/api/gpu/jobs", { token: bob, body: { command: "echo urgent" } });
     expect(urgent.status).toBe(201);
     const displaced = await until(cheap.body.id, (j) => j.preemptions === 1, "the preemptible job preempted");
-    expect(displaced).toMatchObject({ preemptible: true, maxRetries: 1, attempts: 1 });
     expect(["queued", "running"]).toContain(displaced.status);
+    // Queued again after its first attempt; or already placed again (the urgent job, an echo, can be
+    // done by the time this is read; a placed job not started yet still shows as queued): its second
+    // attempt. Its one retry is untouched either way (below: it runs again with preemptions 1).
+    expect(displaced).toMatchObject({ preemptible: true, maxRetries: 1 });
+    expect([1, 2]).toContain(displaced.attempts);
     const done = await until(urgent.body.id, (j) => j.status === "completed", "the urgent job completed", bob);
     expect(done.result.output).toContain("urgent");
     // Back on the card once it is free: its second attempt, no retry spent.

@@ -10,7 +10,7 @@ import { Pool, PoolClient, QueryConfig } from "pg";
 // pg's own conversion of a parameter to its text form (arrays, dates, JSON); the package has no types for it.
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const { prepareValue } = require("pg/lib/utils") as { prepareValue: (value: unknown) => unknown };
-import { ensureDatabase, migrate, newPool } from "../../lib/db";
+import { ConnectionStatement, ensureDatabase, migrate, newPool } from "../../lib/db";
 import { DatabasesRepository } from "../../services/dbaas/databases.repository";
 import { migrations as dbaasMigrations } from "../../services/dbaas/migrations";
 import { JobsRepository } from "../../services/gpu-scheduler/store/jobs.repository";
@@ -18,7 +18,12 @@ import { migrations as schedulerMigrations } from "../../services/gpu-scheduler/
 import { PlacementRepository } from "../../services/gpu-scheduler/store/placement.repository";
 import { dropDatabase, testDatabaseUrl } from "../support/platform";
 
-type Recorded = { text: string; values?: unknown[] };
+/**
+ * A statement as sent: its text and parameters; or one run as a prepared statement of its connection
+ * (ConnectionStatement): its text and types as prepared, and its EXECUTE's arguments (SQL literals)
+ * and the settings (SET LOCAL) of its transaction.
+ */
+type Recorded = { text: string; values?: unknown[]; executed?: { prepare: string; args: string; settings: string } };
 
 /** A pool whose queries (its own and its clients') are recorded before they run. */
 function recordingPool(pool: Pool, log: Recorded[]): Pool {
@@ -44,8 +49,20 @@ function batchedStatements(log: Recorded[], table: string): Recorded[] {
     q.text
       .split(/;\s*\n/)
       .map((text) => text.trim())
-      .filter((text) => text.includes(table) && batch.test(text) && !/^(BEGIN|COMMIT)/.test(text))
+      .filter((text) => text.includes(table) && batch.test(text) && !/^(BEGIN|COMMIT|PREPARE|EXECUTE)/.test(text))
       .map((text) => ({ text, values: q.values })),
+  );
+}
+
+/** The runs of `statements` (prepared on their connection) in the log, as their text with their arguments and settings. */
+function executedStatements(log: Recorded[], statements: ConnectionStatement[]): Recorded[] {
+  return log.flatMap((q) =>
+    statements.flatMap((statement) => {
+      const run = new RegExp(`EXECUTE ${statement.name}\\(([\\s\\S]*)\\); COMMIT$`).exec(q.text);
+      if (!run) return [];
+      const settings = (q.text.match(/SET LOCAL [^;]*;/g) ?? []).join(" ");
+      return [{ text: statement.text, executed: { prepare: statement.prepareSql.replace(statement.name, "batched"), args: run[1], settings } }];
+    }),
   );
 }
 
@@ -61,22 +78,32 @@ async function seqScans(pool: Pool, statement: Recorded, relation: string): Prom
   try {
     const found: string[] = [];
     const values = statement.values ?? [];
-    const explained = {
-      // EXPLAIN plans a statement for its values, as PostgreSQL plans an unprepared one.
-      "for its values": () => client.query(`EXPLAIN (FORMAT JSON) ${statement.text}`, values),
-      // A prepared statement's generic plan, made without its values.
-      generic: async () => {
-        await client.query(`BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; PREPARE batched AS ${statement.text}`);
-        try {
-          // EXECUTE takes no parameters of its own: its values as literals, in pg's text form.
-          const literal = (v: unknown) => (v === null || v === undefined ? "NULL" : client.escapeLiteral(String(prepareValue(v))));
-          const args = values.length ? `(${values.map(literal).join(", ")})` : "";
-          return await client.query(`EXPLAIN (FORMAT JSON) EXECUTE batched${args}`);
-        } finally {
-          await client.query("ROLLBACK; DEALLOCATE batched");
-        }
-      },
+    const executed = statement.executed;
+    // A statement prepared on its connection: planned (for its arguments, and generic) under its transaction's settings.
+    const explainExecuted = async (mode: string) => {
+      const results = (await client.query(
+        `BEGIN; ${executed!.settings} SET LOCAL plan_cache_mode = ${mode}; ${executed!.prepare}; EXPLAIN (FORMAT JSON) EXECUTE batched(${executed!.args}); ROLLBACK; DEALLOCATE batched`,
+      )) as unknown as Array<{ rows: unknown[] }>;
+      return results[results.length - 3];
     };
+    const explained = executed
+      ? { "for its values": () => explainExecuted("force_custom_plan"), generic: () => explainExecuted("force_generic_plan") }
+      : {
+          // EXPLAIN plans a statement for its values, as PostgreSQL plans an unprepared one.
+          "for its values": () => client.query(`EXPLAIN (FORMAT JSON) ${statement.text}`, values),
+          // A prepared statement's generic plan, made without its values.
+          generic: async () => {
+            await client.query(`BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; PREPARE batched AS ${statement.text}`);
+            try {
+              // EXECUTE takes no parameters of its own: its values as literals, in pg's text form.
+              const literal = (v: unknown) => (v === null || v === undefined ? "NULL" : client.escapeLiteral(String(prepareValue(v))));
+              const args = values.length ? `(${values.map(literal).join(", ")})` : "";
+              return await client.query(`EXPLAIN (FORMAT JSON) EXECUTE batched${args}`);
+            } finally {
+              await client.query("ROLLBACK; DEALLOCATE batched");
+            }
+          },
+        };
     for (const [plan, explain] of Object.entries(explained)) {
       const { rows } = (await explain()) as { rows: Array<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }> };
       for (const n of nodes(rows[0]["QUERY PLAN"][0].Plan))
@@ -127,7 +154,7 @@ describe.each([
   });
 
   /** Runs every batched write of the repositories once and returns what they sent. */
-  async function recordBatches(): Promise<Recorded[]> {
+  async function recordBatches(): Promise<{ log: Recorded[]; prepared: ConnectionStatement[] }> {
     const log: Recorded[] = [];
     const db = recordingPool(pool, log);
     const jobs = new JobsRepository(db);
@@ -150,12 +177,12 @@ describe.each([
     expect(assigned.map((a) => a.id).sort()).toEqual([...placed].sort());
     const dbIds = await pool.query<{ id: string }>(`SELECT id FROM dbaas.databases LIMIT $1`, [BATCH]);
     await new DatabasesRepository(db).recordSizes(dbIds.rows.map((r, i) => ({ id: r.id, bytes: 1000 * i })));
-    return log;
+    return { log, prepared: [jobs.compareAndSetStatement] };
   }
 
   async function expectNoSeqScans() {
-    const log = await recordBatches();
-    const jobStatements = batchedStatements(log, "gpu_scheduler.jobs");
+    const { log, prepared } = await recordBatches();
+    const jobStatements = [...batchedStatements(log, "gpu_scheduler.jobs"), ...executedStatements(log, prepared)];
     const databaseStatements = batchedStatements(log, "dbaas.databases");
     // the writes that join a batch to the table: compare-and-set and the placement commit; the size update
     expect(jobStatements.filter((s) => /UPDATE gpu_scheduler\.jobs/.test(s.text))).toHaveLength(2);

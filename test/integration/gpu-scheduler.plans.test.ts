@@ -6,12 +6,12 @@
  * repositories' SQL is captured as they run it and EXPLAINed with the same parameters.
  */
 import { randomUUID } from "crypto";
-import { Pool } from "pg";
+import { escapeLiteral, Pool } from "pg";
 import { ensureDatabase, migrate, newPool } from "../../lib/db";
 import { HistoryRepository } from "../../services/gpu-scheduler/store/history.repository";
-import { JobsRepository } from "../../services/gpu-scheduler/store/jobs.repository";
+import { compareAndSetValues, JobsRepository } from "../../services/gpu-scheduler/store/jobs.repository";
 import { migrations } from "../../services/gpu-scheduler/migrations";
-import { PlacementRepository, SNAPSHOT_PLANNING, snapshotSql } from "../../services/gpu-scheduler/store/placement.repository";
+import { INDEX_READS, PlacementRepository, SNAPSHOT_PLANNING, snapshotSql } from "../../services/gpu-scheduler/store/placement.repository";
 import { dropDatabase, testDatabaseUrl } from "../support/platform";
 
 type PlanNode = { "Node Type": string; "Relation Name"?: string; "Index Name"?: string; Plans?: PlanNode[] };
@@ -144,12 +144,23 @@ describe("gpu-scheduler plans - deep queue, long history", () => {
       expect(purge.filter((s) => s.type === "Seq Scan" && s.relation !== "job_attempts")).toEqual([]);
       expect(purge.map((s) => s.index)).toContain("jobs_history_completed");
 
-      // Every job change (events, cancels, housekeeping): the jobs by primary key, never a join over the table.
+      // Every job change (events, cancels, housekeeping): the jobs by primary key, never a join over the
+      // table; in the plan for the values and in the one a connection keeps for any values (generic),
+      // each made under the settings the statement runs with (INDEX_READS).
       const { rows } = await pool.query(`SELECT id FROM gpu_scheduler.jobs WHERE status = 'queued' LIMIT 1`);
       const seen = { status: "queued" as const, holding: false, nodeId: null, gpuUuid: null };
-      const cas = await planOf(() => repo.compareAndSet([{ id: rows[0].id, seen, patch: { status: "cancelled", completedAt: new Date() } }]));
-      expect(seqScans(cas)).toEqual([]);
-      expect(cas.map((s) => s.index)).toContain("jobs_pkey");
+      const updates = [{ id: rows[0].id, seen, patch: { status: "cancelled" as const, completedAt: new Date() } }];
+      for (const mode of ["auto", "force_generic_plan"]) {
+        const statement = repo.compareAndSetStatement;
+        const values = compareAndSetValues(updates).map((v) => escapeLiteral(v));
+        const results = (await pool.query(
+          `BEGIN; ${INDEX_READS} SET LOCAL plan_cache_mode = ${mode}; ${statement.prepareSql};
+           EXPLAIN (FORMAT JSON) EXECUTE ${statement.name}(${values.join(", ")}); ROLLBACK; DEALLOCATE ${statement.name}`,
+        )) as unknown as Array<{ rows: Array<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }> }>;
+        const cas = scans(results[results.length - 3].rows[0]["QUERY PLAN"][0].Plan);
+        expect(seqScans(cas)).toEqual([]);
+        expect(cas.map((s) => s.index)).toContain("jobs_pkey");
+      }
     });
   }
 });

@@ -4,7 +4,7 @@
  * replica decide at a time.
  */
 import type { Pool } from "pg";
-import { preparedStatement } from "../../../lib/db";
+import { ConnectionStatement } from "../../../lib/db";
 import type { ArrayCap, QueuedJob } from "../core/placement";
 import type { PreemptibleHolder } from "../core/preemption";
 import { MAX_JOB_PREEMPTIONS, type StoredJob } from "../../../lib/job-spec";
@@ -75,6 +75,9 @@ export const decayedUsageSql = (halfLifeS: number) => `u.gpu_seconds * power(2, 
  */
 export const SNAPSHOT_PLANNING = "SET LOCAL enable_sort = off; SET LOCAL enable_seqscan = off; SET LOCAL jit = off";
 
+/** Planner settings of statements that must read jobs through an index whatever the statistics say (readHolding, the compare-and-set). */
+export const INDEX_READS = "SET LOCAL enable_seqscan = off; SET LOCAL jit = off;";
+
 /**
  * A read of the few jobs holding a card (held cards, housekeeping), planned with sequential scans
  * off: statistics taken while most jobs held a card would read the whole table, finished jobs and
@@ -83,9 +86,7 @@ export const SNAPSHOT_PLANNING = "SET LOCAL enable_sort = off; SET LOCAL enable_
 export async function readHolding<R>(db: Pool, sql: (lit: (value: string) => string) => string): Promise<R[]> {
   const tx = await db.connect();
   try {
-    const results = (await tx.query(
-      `BEGIN; SET LOCAL enable_seqscan = off; SET LOCAL jit = off; ${sql((v) => tx.escapeLiteral(v))}; COMMIT`,
-    )) as unknown as Array<{ rows: R[] }>;
+    const results = (await tx.query(`BEGIN; ${INDEX_READS} ${sql((v) => tx.escapeLiteral(v))}; COMMIT`)) as unknown as Array<{ rows: R[] }>;
     return results[results.length - 2].rows;
   } catch (err) {
     await tx.query("ROLLBACK").catch(() => undefined);
@@ -184,21 +185,21 @@ export class PlacementRepository {
     halfLifeS = 3600,
     defaultTimeoutS = 3600,
   ) {
-    this.snapshotStatement = preparedStatement(snapshotSql(halfLifeS, defaultTimeoutS));
+    this.snapshotStatement = new ConnectionStatement(["timestamptz", "int"], snapshotSql(halfLifeS, defaultTimeoutS));
   }
 
   /**
-   * The snapshot as a prepared statement: PostgreSQL plans it once per connection (its plan cost
-   * 0.7 to 2 ms a pass, three times its run on a short queue), not on every pass.
+   * The snapshot, prepared on each connection (lib/db.ts): PostgreSQL plans it once per connection
+   * under SNAPSHOT_PLANNING (its plan cost 0.7 to 2 ms a pass, three times its run on a short queue).
    */
-  private readonly snapshotStatement: { name: string; text: string };
+  private readonly snapshotStatement: ConnectionStatement;
 
   /**
    * One placement decision under the placement lock (one replica decides at a time): reads the
-   * snapshot, lets `decide` choose, writes the choice. Three round trips: the lock (with the
-   * snapshot's planner settings), the read (a prepared statement: each statement sees what was
-   * committed before it ran, so the read comes after the lock), and the write with the commit in
-   * one multi-statement query, which takes no parameters: its values are literals escaped by the driver.
+   * snapshot, lets `decide` choose, writes the choice. Two round trips: the lock and the read go
+   * in one multi-statement query (each statement sees what was committed before it ran, so the read
+   * comes after the lock), the write and the commit in another; such queries take no parameters,
+   * so values are written as literals escaped by the driver.
    */
   async placeUnderLock(
     cardCount: number,
@@ -207,9 +208,10 @@ export class PlacementRepository {
   ): Promise<{ planned: number; assigned: AssignedJob[] }> {
     const tx = await this.db.connect();
     try {
-      await tx.query(`BEGIN; ${SNAPSHOT_PLANNING}; ${PLACEMENT_LOCK_SQL}`);
-      const { rows } = await tx.query<SnapshotRow>({ ...this.snapshotStatement, values: [now.toISOString(), Math.max(0, Math.floor(cardCount))] });
-      const row = rows[0];
+      const read = this.snapshotStatement.executeSql(tx, [now.toISOString(), String(Math.max(0, Math.floor(cardCount)))]);
+      const results = (await tx.query(`BEGIN; ${SNAPSHOT_PLANNING}; ${PLACEMENT_LOCK_SQL}; ${read}`)) as unknown as Array<{ rows: SnapshotRow[] }>;
+      this.snapshotStatement.ran(tx);
+      const row = results[results.length - 1].rows[0];
       const queue = (row.queue ?? []).map((q) => ({
         jobId: q.id,
         gpuType: q.gpu_type,
@@ -251,6 +253,7 @@ export class PlacementRepository {
       return { planned: placements.length, assigned: written[0].rows };
     } catch (err) {
       await tx.query("ROLLBACK").catch(() => undefined);
+      await this.snapshotStatement.failed(tx);
       throw err;
     } finally {
       tx.release();
