@@ -120,7 +120,13 @@ describe("gpu cluster - scheduler and three gpu-nodes over NATS", () => {
             .split("\n")
             .filter((l) => l.startsWith(`${kind}-`))
         : [];
-    await waitFor(() => lines("end").length >= 4, { timeoutMs: 10_000, message: "the burst under way" });
+    // Killed while a job runs (started, not ended: it sleeps 0.4 s more), not in a gap between two
+    // waves of jobs, when nothing handed to a node would be left to finish.
+    await waitFor(() => lines("end").length >= 4 && lines("start").length > lines("end").length, {
+      timeoutMs: 10_000,
+      intervalMs: 5,
+      message: "the burst under way, a job running",
+    });
 
     await scheduler.stop("SIGKILL");
     const atKill = lines("end").length;
