@@ -16,15 +16,16 @@ trap 'rm -rf "$logs"' EXIT
 workers_wanted=${TEST_WORKERS:-2}
 if [ "$workers_wanted" = 1 ]; then workers=(--runInBand); else workers=(--maxWorkers="$workers_wanted"); fi
 
-# Files that start a compose stack (a dozen containers, loading both cores): beside another file
-# they starved it (a point-in-time restore ran past its 180 s), so a whole run gives them the
-# machine after the others, one at a time.
-alone=(test/e2e/ops.stack.test.ts test/e2e/ops.compose-pooler.test.ts)
+# Files that start a compose stack (a dozen containers, loading both cores) or build an image:
+# beside another file they starved it (a point-in-time restore ran past its 180 s; a container of
+# the Docker executor's test took over 30 s to exit), so a whole run gives them the machine after
+# the others, one at a time.
+alone=(test/e2e/ops.stack.test.ts test/e2e/ops.compose-pooler.test.ts test/e2e/ops.image.test.ts test/e2e/gpu.platform-access-clients.test.ts)
 
 bash scripts/checks.sh >"$logs/checks.log" 2>&1 &
 checks=$!
 if [ $# -eq 0 ] && [ "$workers_wanted" != 1 ]; then
-  npx jest "${workers[@]}" --forceExit --testPathIgnorePatterns '/node_modules/' 'ops\.stack\.test' 'ops\.compose-pooler\.test'
+  npx jest "${workers[@]}" --forceExit --testPathIgnorePatterns '/node_modules/' "${alone[@]}"
   status=$?
   rm -f test-results/summary-alone.txt
   TEST_SUMMARY_FILE=summary-alone.txt npx jest --runInBand --forceExit "${alone[@]}" || status=1
