@@ -185,7 +185,7 @@ export class JobCgroup {
   }
 
   /** The files the launcher enters to fork the job's first process there (one per hierarchy: entryFile). */
-  get procsFiles(): string[] {
+  get entryFiles(): string[] {
     return jobFolders(this.layout, this.name).map((dir) => entryFile(this.layout, dir));
   }
 

@@ -144,7 +144,7 @@ export async function jobProcess(
   // The launcher forks bwrap as the job's user straight into the job's cgroup (launcher.ts): no shell
   // to move itself there and no setpriv to drop root, two execs less per job. `home`: the launcher's own
   // cgroups, filled in by the caller that knows the launcher (withLauncherHome).
-  const cgroupEntry = cgroup ? { cgroup: { enter: cgroup.procsFiles, home: [] } } : {};
+  const cgroupEntry = cgroup ? { cgroup: { enter: cgroup.entryFiles, home: [] } } : {};
   return { file: isolation.bwrap, args, cwd: "/", env, ...asJobUser(isolation), joinStderr: true, ...cgroupEntry };
 }
 

@@ -59,6 +59,9 @@ export class JobsRepository extends JobReads {
   /** Told of jobs that just ended with dependants (of them or of their array) waiting: set by the app (dependency-resolver.ts). */
   dependantsDue: (endedJobIds: string[]) => void = () => undefined;
 
+  /** The compare-and-set, prepared on each connection (lib/db.ts). */
+  readonly compareAndSetStatement: ConnectionStatement;
+
   /** `halfLifeS`: FAIR_SHARE_HALF_LIFE_S (the decay of account_usage). */
   constructor(
     db: Pool,
@@ -84,9 +87,6 @@ export class JobsRepository extends JobReads {
       ),
     );
   }
-
-  /** The compare-and-set, prepared on each connection (lib/db.ts). */
-  readonly compareAndSetStatement: ConnectionStatement;
 
   /** Inserts queued jobs (with their queue order `seq`). `db`: a transaction's client. */
   async insert(jobs: NewJob[], now: Date, db: Pool | PoolClient = this.db): Promise<Array<{ id: string; seq: number }>> {
