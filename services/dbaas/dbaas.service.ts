@@ -37,6 +37,8 @@ export type { DatabaseCreated, DatabaseDetail } from "./contract";
 type DbaasThis = Service & DbThis & WithApp;
 
 const idParam = { id: { type: "string" } };
+/** dbaas.baseBackup: pg_basebackup of the whole tenant cluster, minutes on a large one. */
+const BASE_BACKUP_TIMEOUT_MS = 10 * 60_000;
 
 const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
   name: "dbaas",
@@ -139,6 +141,8 @@ const DbaasService: ServiceSchema<ServiceSettingSchema, DbaasThis> = {
     baseBackup: {
       visibility: "public",
       callers: [], // operators and tests, in-process only
+      // A copy of the whole tenant cluster: longer than a request's default 30 s on a busy or large one.
+      timeout: BASE_BACKUP_TIMEOUT_MS,
       async handler(this: DbaasThis): Promise<{ id: string; endedAt: string }> {
         return baseBackupNow(this.app);
       },

@@ -74,7 +74,8 @@ export class PointInTime {
       const backup = await store.take(tenant.adminUrl, this.abort.signal);
       const removed = await store.prune(new Date(this.now().getTime() - retentionMs));
       await this.deps.sources.forgetDestroyedBefore(new Date(this.now().getTime() - retentionMs));
-      logger.info(`Base backup ${backup.id} taken (${removed} older removed)`);
+      const seconds = (backup.endedAt.getTime() - backup.startedAt.getTime()) / 1000;
+      logger.info(`Base backup ${backup.id} taken in ${seconds.toFixed(1)} s (${removed} older removed)`);
       return backup;
     });
   }

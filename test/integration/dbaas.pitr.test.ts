@@ -43,7 +43,7 @@ describe("dbaas point-in-time restore", () => {
     await chmod(pitrDir, 0o711);
     platform = await startDbaasPlatform({ env: { DBAAS_PITR_WAL_DIR: WAL_DIR, DBAAS_PITR_DIR: pitrDir } });
     await platform.broker.call("dbaas.baseBackup");
-  });
+  }, 180_000);
 
   it("dbaas pitr - the archiver's health is a figure of dbaas.stats (the metric platform_databases_wal_archive)", async () => {
     const stats = await platform.broker.call<{ walArchive?: Record<string, number> }>("dbaas.stats");
