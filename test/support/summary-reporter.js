@@ -10,7 +10,10 @@ const path = require("path");
 const SLOWEST_SHOWN = 15;
 const FAILED_SHOWN = 10;
 
-const firstLine = (text) => String(text ?? "").split("\n").find((l) => l.trim() !== "") ?? "";
+const firstLine = (text) =>
+  String(text ?? "")
+    .split("\n")
+    .find((l) => l.trim() !== "") ?? "";
 
 class SummaryReporter {
   onRunComplete(_contexts, results) {
