@@ -229,7 +229,6 @@ export class DbaasApp {
     if (!pitrWalDir) return;
     const store = new PitrStore(pitrDir, pitrWalDir, (tool) => this.snapshotter.bin(tool));
     await store.init();
-    await store.removeLeftovers();
     const deps = { store, tenant: this.tenant, sources: this.restoreSources, snapshotter: this.snapshotter, logger: this.logger };
     const pitr = (this.pitr = new PointInTime({ ...deps, retentionMs: pitrRetentionH * 3_600_000 }));
     this.backupLoop = new Periodic(

@@ -43,6 +43,7 @@ export type PitrDeps = {
 
 export class PointInTime {
   private abort = new AbortController();
+  private leftoversPending = true;
 
   constructor(private readonly deps: PitrDeps) {}
 
@@ -80,8 +81,20 @@ export class PointInTime {
     });
   }
 
-  /** A base backup when the newest is older than `everyMs` (or there is none). */
+  /**
+   * What a dbaas that died mid-way left in the folder the replicas share: half-taken base backups
+   * while no replica takes one (the backup lock), scratch instances while no replica dumps or
+   * restores (every dump slot free). False when the scratch folders had to wait.
+   */
+  async removeLeftovers(): Promise<boolean> {
+    const { store, tenant } = this.deps;
+    await tenant.conn.withLock(PITR_LOCK, () => store.removeLeftovers({ partialBackups: true, scratch: false }));
+    return tenant.conn.withoutDumps(() => store.removeLeftovers({ partialBackups: false, scratch: true }));
+  }
+
+  /** A base backup when the newest is older than `everyMs` (or there is none); the leftovers first, until they are gone. */
   async backupIfDue(everyMs: number): Promise<void> {
+    if (this.leftoversPending) this.leftoversPending = !(await this.removeLeftovers());
     const newest = (await this.deps.store.list()).pop();
     if (!newest || this.now().getTime() - newest.endedAt.getTime() >= everyMs) await this.backupNow(everyMs);
   }

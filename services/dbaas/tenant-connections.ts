@@ -53,6 +53,27 @@ export class TenantConnections {
     });
   }
 
+  /**
+   * Runs `work` holding every dump slot when none is held, i.e. no dump or restore runs on any
+   * replica (their slots are this replica's DBAAS_SNAPSHOT_CONCURRENCY); false, without running it, otherwise.
+   */
+  async withoutDumps(work: () => Promise<void>): Promise<boolean> {
+    return this.withClient(this.pool, async (client) => {
+      const { rows } = await client.query<{ slot: number }>(
+        "SELECT s AS slot FROM pg_catalog.generate_series(0, $2::int - 1) s WHERE pg_catalog.pg_try_advisory_lock(pg_catalog.hashtext($1), s)",
+        [DUMP_LOCK, this.dumpSlots],
+      );
+      try {
+        if (rows.length < this.dumpSlots) return false;
+        await work();
+        return true;
+      } finally {
+        const taken = rows.map((r) => r.slot);
+        await client.query("SELECT pg_catalog.pg_advisory_unlock(pg_catalog.hashtext($1), s) FROM pg_catalog.unnest($2::int[]) s", [DUMP_LOCK, taken]);
+      }
+    });
+  }
+
   /** At most `createConcurrency` at once, across replicas (CREATE DATABASE). */
   async withCreateSlot<T>(work: (client: PoolClient) => Promise<T>): Promise<T> {
     return this.withSlot(this.createPool, CREATE_LOCK, this.createSlots, work);

@@ -5,20 +5,19 @@
  * and --no-wait), `db extensions ID`, `db psql --pooled`. One pair of restores for the file.
  */
 import { spawn } from "child_process";
-import { chmodSync, mkdtempSync, readFileSync, rmSync } from "fs";
+import { mkdtempSync, readFileSync, rmSync } from "fs";
 import os from "os";
 import path from "path";
+import { pitrTestEnv } from "../support/pitr";
 import { ROOT, startTestPlatform, TestPlatform, uniqueName, waitFor, waitForRoute } from "../support/platform";
 
 type Run = { code: number | null; stdout: string; stderr: string };
-const WAL_DIR = process.env.TENANT_PG_WAL_ARCHIVE ?? "/var/lib/postgresql/pitr/tenant/wal";
 const POOLER_PORT = process.env.TENANT_POOLER_PORT ?? "6433";
 
 describe("clients cli - databases: restore, extensions, pooled psql", () => {
   let platform: TestPlatform;
   const work = mkdtempSync(path.join(os.tmpdir(), "cli-db-"));
   // Its own folder: the scratch postgres (the archive's owner) must be able to enter it.
-  const pitrDir = mkdtempSync(path.join(os.tmpdir(), "ci-platform-test-pitr-"));
   const home = path.join(work, "home");
   const config = path.join(home, ".config-xdg");
 
@@ -45,10 +44,9 @@ describe("clients cli - databases: restore, extensions, pooled psql", () => {
 
   beforeAll(async () => {
     for (const method of ["log", "warn", "error"] as const) jest.spyOn(console, method).mockImplementation(() => undefined);
-    chmodSync(pitrDir, 0o711);
     platform = await startTestPlatform({
       services: ["api-gateway", "auth", "dbaas"],
-      env: { DBAAS_PITR_WAL_DIR: WAL_DIR, DBAAS_PITR_DIR: pitrDir, DBAAS_POOLED_PORT: POOLER_PORT, DBAAS_RECONCILE_S: "3600", DBAAS_QUOTA_CHECK_S: "3600" },
+      env: { ...pitrTestEnv(), DBAAS_POOLED_PORT: POOLER_PORT, DBAAS_RECONCILE_S: "3600", DBAAS_QUOTA_CHECK_S: "3600" },
     });
     await waitForRoute(platform.baseUrl, "GET", "/api/databases");
     const reg = await cli("register", "--url", platform.baseUrl, "--email", `${uniqueName("clidb")}@example.com`, "--name", "CLI", "--password-stdin");
@@ -58,7 +56,7 @@ describe("clients cli - databases: restore, extensions, pooled psql", () => {
 
   afterAll(async () => {
     await platform?.stop();
-    for (const dir of [work, pitrDir]) rmSync(dir, { recursive: true, force: true });
+    rmSync(work, { recursive: true, force: true });
   });
 
   test("clients cli - db restore --at waits for the restore (progress on stderr) and keeps the new password; --no-wait answers restoring", async () => {

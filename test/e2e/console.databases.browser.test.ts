@@ -5,14 +5,11 @@
  * outside it sends nothing), a restore sending restoreFrom and showing the 202's new password (direct
  * and pooled strings) once, and the new database shown restoring until the page sees it active.
  */
-import { chmodSync, mkdtempSync, rmSync } from "fs";
-import os from "os";
-import path from "path";
 import type { Browser, Page, Request } from "playwright-core";
 import { launchChromium, watchProblems } from "../support/chromium";
+import { pitrTestEnv } from "../support/pitr";
 import { http, startTestPlatform, TestPlatform, uniqueName, waitForRoute } from "../support/platform";
 
-const WAL_DIR = process.env.TENANT_PG_WAL_ARCHIVE ?? "/var/lib/postgresql/pitr/tenant/wal";
 const POOLER_PORT = process.env.TENANT_POOLER_PORT ?? "6433";
 
 describe("console - databases: status, pooled endpoint and point-in-time restore in Chromium", () => {
@@ -20,7 +17,6 @@ describe("console - databases: status, pooled endpoint and point-in-time restore
   let browser: Browser;
   let page: Page;
   let token: string;
-  const pitrDir = mkdtempSync(path.join(os.tmpdir(), "console-pitr-"));
   const problems: string[] = [];
   const email = `${uniqueName("console-db")}@example.com`;
   const password = "correct horse battery";
@@ -30,10 +26,9 @@ describe("console - databases: status, pooled endpoint and point-in-time restore
   const restores = () => sent.filter((r) => r.method() === "POST" && new URL(r.url()).pathname === "/api/databases");
 
   beforeAll(async () => {
-    chmodSync(pitrDir, 0o711);
     platform = await startTestPlatform({
       services: ["api-gateway", "auth", "dbaas"],
-      env: { DBAAS_PITR_WAL_DIR: WAL_DIR, DBAAS_PITR_DIR: pitrDir, DBAAS_POOLED_PORT: POOLER_PORT, DBAAS_RECONCILE_S: "3600", DBAAS_QUOTA_CHECK_S: "3600" },
+      env: { ...pitrTestEnv(), DBAAS_POOLED_PORT: POOLER_PORT, DBAAS_RECONCILE_S: "3600", DBAAS_QUOTA_CHECK_S: "3600" },
     });
     await waitForRoute(platform.baseUrl, "POST", "/api/auth/register");
     await waitForRoute(platform.baseUrl, "GET", "/api/databases");
@@ -49,7 +44,6 @@ describe("console - databases: status, pooled endpoint and point-in-time restore
   afterAll(async () => {
     await browser?.close();
     await platform?.stop();
-    rmSync(pitrDir, { recursive: true, force: true });
   });
 
   it("console - databases: the restore picker is bounded by the window, sends restoreFrom, and shows the new database restoring until active", async () => {

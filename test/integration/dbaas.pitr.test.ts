@@ -7,21 +7,20 @@
  * `restoring`, then `active`; one that fails, or whose process died, ends `failed` with a reason and
  * nothing left on the server.
  */
-import { chmod, mkdtemp, rm } from "fs/promises";
-import { tmpdir } from "os";
-import path from "path";
 import { randomUUID } from "crypto";
+import { existsSync } from "fs";
+import { mkdir } from "fs/promises";
+import path from "path";
+import { pitrTestEnv } from "../support/pitr";
 import { TestPlatform, waitFor } from "../support/platform";
 import { callerMeta, dbaasApp, existing, psql, startDbaasPlatform, stopDbaasPlatform, withClient } from "./dbaas.helpers";
 import { INTERRUPTED_REASON, restoreFailureReason } from "../../services/dbaas/pitr-jobs";
 
-const WAL_DIR = process.env.TENANT_PG_WAL_ARCHIVE ?? "/var/lib/postgresql/pitr/tenant/wal";
 type Created = { id: string; connectionString: string; databaseName: string; username: string; status?: string };
 type Detail = { createdAt: string; status: string; statusReason?: string; restoreWindow?: { earliest: string; latest: string } };
 
 describe("dbaas point-in-time restore", () => {
   let platform: TestPlatform;
-  let pitrDir: string;
   const owner = callerMeta();
   const create = (body: object, meta = owner) => platform.broker.call<Created, object>("dbaas.create", body, { meta });
   const detailOf = (id: string, meta = owner) => platform.broker.call<Detail, object>("dbaas.get", { id }, { meta });
@@ -39,9 +38,7 @@ describe("dbaas point-in-time restore", () => {
   };
 
   beforeAll(async () => {
-    pitrDir = await mkdtemp(path.join(tmpdir(), "ci-platform-test-pitr-"));
-    await chmod(pitrDir, 0o711);
-    platform = await startDbaasPlatform({ env: { DBAAS_PITR_WAL_DIR: WAL_DIR, DBAAS_PITR_DIR: pitrDir } });
+    platform = await startDbaasPlatform({ env: pitrTestEnv() });
     await platform.broker.call("dbaas.baseBackup");
   }, 180_000);
 
@@ -51,7 +48,6 @@ describe("dbaas point-in-time restore", () => {
   });
   afterAll(async () => {
     await stopDbaasPlatform(platform);
-    await rm(pitrDir, { recursive: true, force: true });
   });
 
   it("dbaas pitr - restores to the noted second: the row is there, the drop and later writes are not; also after the source is destroyed", async () => {
@@ -154,6 +150,24 @@ describe("dbaas point-in-time restore", () => {
     await filled;
     expect((await detailOf(row.id)).status).toBe("failed"); // the filler ending late changes nothing
     await platform.broker.call("dbaas.destroy", { id: row.id }, { meta: owner });
+  });
+
+  it("dbaas pitr - a dead process's leftovers in the folder the replicas share go only while no replica backs up or restores", async () => {
+    const app = dbaasApp(platform);
+    const root = pitrTestEnv().DBAAS_PITR_DIR;
+    const scratch = path.join(root, `scratch-${randomUUID()}`);
+    const partial = path.join(root, "base", `${randomUUID()}.partial`);
+    await mkdir(path.join(scratch, "data"), { recursive: true });
+    await mkdir(partial);
+    // A dump or restore in flight on some replica (this one's slot, taken as every restore takes it):
+    // the scratch folder may be its own, and stays; the half-taken backup goes (none is being taken).
+    const removed = await app.tenant.withDumpSlot(() => app.pitr!.removeLeftovers());
+    expect(removed).toBe(false);
+    expect(existsSync(scratch)).toBe(true);
+    expect(existsSync(partial)).toBe(false);
+    // Once no dump or restore runs anywhere (other test files restore on the same server: waited for).
+    await waitFor(() => app.pitr!.removeLeftovers(), { timeoutMs: 120_000, intervalMs: 200, message: "no dump or restore on the tenant server" });
+    expect(existsSync(scratch)).toBe(false);
   });
 
   it("dbaas pitr - the reason a restore failed names the account's own SQL error, and nothing of the platform's", () => {
