@@ -3,7 +3,7 @@
  * whole output up to the operator's cap, served page by page by `gpu-node.logs`) and to a rolling
  * in-memory tail (the true last OUTPUT_TAIL_BYTES, sent in the job's terminal event).
  */
-import { createWriteStream, promises as fs, WriteStream } from "fs";
+import { createWriteStream, mkdirSync, openSync, promises as fs, utimesSync, WriteStream } from "fs";
 import path from "path";
 import { OUTPUT_TAIL_BYTES } from "../../lib/gpu-protocol";
 import { EncodedOutput, encodeOutput } from "../../lib/output-encoding";
@@ -107,17 +107,19 @@ export class OutputCapture {
   static async open(dir: string, jobId: string, opts: CaptureOptions = {}): Promise<OutputCapture> {
     const file = logFilePath(dir, jobId);
     const previous = opts.resume ? await readTail(file, opts.tailBytes ?? OUTPUT_TAIL_BYTES) : null;
-    const openLog = async () => {
-      const opened = createWriteStream(file, { flags: opts.resume ? "a" : "w", mode: 0o600 });
-      await new Promise<void>((resolve, reject) => opened.once("open", () => resolve()).once("error", reject));
-      return opened;
-    };
-    // The folder exists but for the node's first job (or after someone removed it): made only then.
-    const stream = await openLog().catch(async (err: NodeJS.ErrnoException) => {
-      if (err.code !== "ENOENT") throw err;
-      await fs.mkdir(dir, { recursive: true, mode: 0o700 });
-      return openLog();
-    });
+    // Opened synchronously, on the launch's critical path: a local file's open takes microseconds,
+    // an asynchronous one a trip through libuv's thread pool and back, 0.15 to over 1 ms when its
+    // threads were asleep (an idle node). The writes stay asynchronous.
+    const openLog = () => createWriteStream(file, { fd: openSync(file, opts.resume ? "a" : "w", 0o600) });
+    let stream: WriteStream;
+    try {
+      stream = openLog();
+    } catch (err) {
+      // The folder exists but for the node's first job (or after someone removed it): made only then.
+      if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+      mkdirSync(dir, { recursive: true, mode: 0o700 });
+      stream = openLog();
+    }
     const capture = new OutputCapture(file, stream, opts.maxFileBytes ?? LOG_FILE_MAX_BYTES, opts.tailBytes ?? OUTPUT_TAIL_BYTES);
     if (previous) {
       capture.written = previous.size;
@@ -197,7 +199,13 @@ export class OutputCapture {
       if (this.omitted && !this.failed) this.file.write(`\n${truncationNote(this.written, this.omitted)}\n`);
       this.file.once("error", () => resolve());
       this.file.end(() => resolve());
-    }).then(() => fs.utimes(this.filePath, new Date(), new Date(this.lastAppendMs)).catch(() => undefined));
+    }).then(() => {
+      try {
+        utimesSync(this.filePath, new Date(), new Date(this.lastAppendMs)); // microseconds; no thread-pool trip
+      } catch {
+        // the file is gone (removed by the node's log cap): nothing to date
+      }
+    });
     return this.closed;
   }
 }
