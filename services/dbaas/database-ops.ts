@@ -81,7 +81,7 @@ async function fullDetail(app: DbaasApp, row: DatabaseRow): Promise<DatabaseDeta
   if (row.status !== "active") return databaseDetail(app, row);
   const [extensions, restoreWindow] = await Promise.all([
     app.extensions.detail(row),
-    app.pitr?.window({ createdAt: row.created_at, destroyedAt: null }).catch(() => undefined),
+    app.pitr?.window({ activeAt: row.active_at ?? row.created_at, destroyedAt: null }).catch(() => undefined),
   ]);
   return { ...databaseDetail(app, row), ...(extensions ? { extensions } : {}), ...(restoreWindow ? { restoreWindow } : {}) };
 }

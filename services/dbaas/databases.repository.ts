@@ -17,6 +17,8 @@ export type DatabaseRow = {
   max_storage_mb: number;
   read_only: boolean;
   created_at: Date;
+  /** When it was made and filled (its point-in-time restore window starts there); null until then. */
+  active_at: Date | null;
   updated_at: Date;
   /** The process working on a provisioning or destroying record (owner-lease.ts). */
   owner: string | null;
@@ -38,7 +40,7 @@ export type IntentOutcome = { recorded: true } | { recorded: false; resource: "d
 
 export type NewDatabase = { id: string; clientId: string; databaseName: string; username: string; maxStorageMb: number; owner?: string };
 
-const COLUMNS = `id, client_id, database_name, username, status, storage_bytes, measured_at, max_storage_mb, read_only, created_at, updated_at, owner, catalog_level, extension_policy, restore_of, restore_to, status_reason`;
+const COLUMNS = `id, client_id, database_name, username, status, storage_bytes, measured_at, max_storage_mb, read_only, created_at, active_at, updated_at, owner, catalog_level, extension_policy, restore_of, restore_to, status_reason`;
 /** Records that hold a place in the account: active, or being provisioned by a live process. */
 /** What the account sees (list and detail): active databases, and restores running or failed. */
 const VISIBLE = `(status = 'active' OR (restore_to IS NOT NULL AND status IN ('provisioning', 'failed')))`;
@@ -77,7 +79,7 @@ export class DatabasesRepository {
   /** `catalogLevel`, `extensionPolicy`: what prepareSchema applied (also sets catalog_hidden, see migration 4). */
   async activate(id: string, storageBytes: number, catalogLevel: CatalogLevel, extensionPolicy: string | null = null): Promise<DatabaseRow | undefined> {
     const { rows } = await this.db.query<DatabaseRow>(
-      `UPDATE dbaas.databases SET status = 'active', storage_bytes = $2, measured_at = now(), updated_at = now(),
+      `UPDATE dbaas.databases SET status = 'active', storage_bytes = $2, measured_at = now(), updated_at = now(), active_at = clock_timestamp(),
               catalog_level = $3, catalog_hidden = true, extension_policy = $4
         WHERE id = $1 AND status = 'provisioning' RETURNING ${COLUMNS}`,
       [id, storageBytes, catalogLevel, extensionPolicy],

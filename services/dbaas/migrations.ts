@@ -222,4 +222,17 @@ export const migrations: Migration[] = [
       ALTER TABLE databases ADD COLUMN restore_of uuid, ADD COLUMN restore_to timestamptz, ADD COLUMN status_reason text;
     `,
   },
+  {
+    version: 11,
+    name: "the restore window starts when the database became active",
+    sql: `
+      -- created_at is the record's, written before CREATE DATABASE ran on the tenant server: a
+      -- restore to that instant found no database. active_at: when it was made and filled. Older
+      -- records keep their creation, the closest known.
+      ALTER TABLE databases ADD COLUMN active_at timestamptz;
+      UPDATE databases SET active_at = created_at WHERE status IN ('active', 'destroying');
+      ALTER TABLE destroyed_databases ADD COLUMN active_at timestamptz;
+      UPDATE destroyed_databases SET active_at = created_at;
+    `,
+  },
 ];

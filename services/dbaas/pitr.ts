@@ -51,12 +51,12 @@ export class PointInTime {
     return (this.deps.now ?? (() => new Date()))();
   }
 
-  /** From the oldest base backup's end (or the database's creation, or the retention's start: the latest of these) to now (or its destruction); undefined without a base backup. */
-  async window(source: { createdAt: Date; destroyedAt: Date | null }): Promise<RestoreWindow | undefined> {
+  /** From the oldest base backup's end (or the moment the database was made and filled, or the retention's start: the latest of these) to now (or its destruction); undefined without a base backup. */
+  async window(source: { activeAt: Date; destroyedAt: Date | null }): Promise<RestoreWindow | undefined> {
     const backups = await this.deps.store.list();
     if (!backups.length) return undefined;
     const now = this.now();
-    const earliest = Math.max(backups[0].endedAt.getTime(), source.createdAt.getTime(), now.getTime() - this.deps.retentionMs);
+    const earliest = Math.max(backups[0].endedAt.getTime(), source.activeAt.getTime(), now.getTime() - this.deps.retentionMs);
     const latest = source.destroyedAt ?? now;
     if (earliest > latest.getTime()) return undefined;
     return { earliest: new Date(earliest).toISOString(), latest: latest.toISOString() };

@@ -53,7 +53,7 @@ describe("dbaas point-in-time restore", () => {
   it("dbaas pitr - restores to the noted second: the row is there, the drop and later writes are not; also after the source is destroyed", async () => {
     const source = await create({});
     const detail = await platform.broker.call<Detail, object>("dbaas.get", { id: source.id }, { meta: owner });
-    expect(detail.restoreWindow?.earliest).toBe(detail.createdAt);
+    expect(Date.parse(detail.restoreWindow!.earliest)).toBeGreaterThanOrEqual(Date.parse(detail.createdAt));
     sql(source.connectionString, "CREATE TABLE t (note text)", "INSERT INTO t VALUES ('kept')");
     // The second after the insert committed: everything before it is in, nothing after it.
     const noted = new Date(Math.ceil((Date.now() + 1) / 1000) * 1000);
@@ -100,6 +100,17 @@ describe("dbaas point-in-time restore", () => {
     // Outside the destroyed database's life: 422 with the window.
     const late = new Date(Date.now() + 1000).toISOString();
     await expect(create({ restoreFrom: { databaseId: source.id, timestamp: late } })).rejects.toMatchObject({ code: 422, type: "OUT_OF_RESTORE_WINDOW" });
+  });
+
+  it("dbaas pitr - the window starts when the database was there: a restore to its earliest instant holds the database as created", async () => {
+    const source = await create({});
+    const { createdAt, restoreWindow } = await detailOf(source.id);
+    expect(Date.parse(restoreWindow!.earliest)).toBeGreaterThanOrEqual(Date.parse(createdAt));
+    sql(source.connectionString, "CREATE TABLE later (n int)");
+    const restored = await create({ restoreFrom: { databaseId: source.id, timestamp: restoreWindow!.earliest } });
+    expect(await settled(restored.id)).toMatchObject({ status: "active" });
+    expect(sql(restored.connectionString, "SELECT count(*) FROM pg_catalog.pg_tables WHERE schemaname = 'public'")).toBe("0");
+    for (const id of [restored.id, source.id]) await platform.broker.call("dbaas.destroy", { id }, { meta: owner });
   });
 
   it("dbaas pitr - outside the window 422, bad timestamps 400, another account's or an unknown database 404, nothing created", async () => {

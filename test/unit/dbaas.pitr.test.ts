@@ -19,20 +19,20 @@ describe("dbaas point-in-time restore rules", () => {
     expect(isInstant(text)).toBe(expected);
   });
 
-  it("dbaas pitr - the window starts at the latest of oldest backup end, creation and retention; ends now or at destruction", async () => {
+  it("dbaas pitr - the window starts at the latest of oldest backup end, the database made and filled, and retention; ends now or at destruction", async () => {
     const now = new Date("2026-11-27T12:00:00Z");
     const backups = [{ id: "b", dir: "/x", startedAt: new Date("2026-11-26T00:00:00Z"), endedAt: new Date("2026-11-26T00:01:00Z") }];
     const pitr = new PointInTime({ store: { list: async () => backups }, retentionMs: 24 * 3_600_000, now: () => now } as unknown as PitrDeps);
     const created = new Date("2026-11-27T10:00:00Z");
-    expect(await pitr.window({ createdAt: created, destroyedAt: null })).toEqual({ earliest: created.toISOString(), latest: now.toISOString() });
-    expect(await pitr.window({ createdAt: new Date("2026-11-20T00:00:00Z"), destroyedAt: null })).toEqual({
+    expect(await pitr.window({ activeAt: created, destroyedAt: null })).toEqual({ earliest: created.toISOString(), latest: now.toISOString() });
+    expect(await pitr.window({ activeAt: new Date("2026-11-20T00:00:00Z"), destroyedAt: null })).toEqual({
       earliest: "2026-11-26T12:00:00.000Z",
       latest: now.toISOString(),
     });
     const destroyed = new Date("2026-11-27T11:00:00Z");
-    expect(await pitr.window({ createdAt: created, destroyedAt: destroyed })).toEqual({ earliest: created.toISOString(), latest: destroyed.toISOString() });
+    expect(await pitr.window({ activeAt: created, destroyedAt: destroyed })).toEqual({ earliest: created.toISOString(), latest: destroyed.toISOString() });
     backups.length = 0;
-    expect(await pitr.window({ createdAt: created, destroyedAt: null })).toBeUndefined();
+    expect(await pitr.window({ activeAt: created, destroyedAt: null })).toBeUndefined();
   });
 
   it("dbaas pitr - leftovers of a dead process go at start: partial backups and scratch folders, complete backups stay", async () => {
