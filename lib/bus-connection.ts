@@ -30,8 +30,8 @@ export const isNatsUrl = (url: string | undefined): url is string => Boolean(url
 export function natsConnectionOptions(urls: string, settings: BusSettings = {}): ConnectionOptions {
   const parsed = urls.split(",").map((u) => new URL(u.trim()));
   // noAsyncTraces: nats.js otherwise builds an Error (a captured stack) for every request it sends,
-  // JetStream's acknowledged publishes included, to name the caller in a timeout's trace: two of the
-  // three errors made per job event, 0.1 ms of a gpu-node's CPU a job (bench/RESULTS.md, bench:scheduler).
+  // JetStream's acknowledged publishes included, to name the caller in a timeout's trace: 30 to 50 µs
+  // of CPU per publish, two publishes a job (bench/RESULTS.md, bench:scheduler).
   const options: ConnectionOptions = { servers: parsed.map((u) => u.host), noAsyncTraces: true };
   const first = parsed[0];
   if (first.username && first.password) {

@@ -5,8 +5,10 @@
 import type { Pool } from "pg";
 import type { DatabaseRow } from "./databases.repository";
 
-/** A database a restore may come from: the account's, active or destroyed within the retention. */
-/** `activeAt`: when it was made and filled, where its restore window starts. */
+/**
+ * A database a restore may come from: the account's, active or destroyed within the retention.
+ * `activeAt`: when it was made and filled, where its restore window starts.
+ */
 export type RestoreSource = { id: string; databaseName: string; activeAt: Date; destroyedAt: Date | null };
 
 export class RestoreSources {
