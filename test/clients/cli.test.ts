@@ -145,9 +145,17 @@ describe("clients cli - ci-platform as a process", () => {
     expect(array.code).toBe(0);
     const arrayId = array.stdout.trim();
     expect((await sdk().getArray(arrayId)).counts).toEqual({ completed: 3 });
-    const first = await json("jobs", "run", "--", "sh", "-c", "sleep 2; exit 4");
-    const after = await cli("jobs", "run", "--after", first.id, "--wait", "--", "true");
+    // The dependency fails only once the dependant waits on it (no race with a slow machine): it runs
+    // when a blocker has finished, which the test cancels once the dependant is in.
+    const blocker = await json("jobs", "run", "--", "sleep", "600");
+    const first = await json("jobs", "run", "--after", `${blocker.id}:finished`, "--", "sh", "-c", "exit 4");
+    const waiting = cli("jobs", "run", "--after", first.id, "--wait", "--", "true");
+    const dependsOnFirst = (j: { dependsOn?: Array<{ jobId?: string }> }) => j.dependsOn?.some((d) => d.jobId === first.id);
+    await waitFor(async () => (await json("jobs", "ls")).some(dependsOnFirst), { message: "the dependant submitted" });
+    expect((await cli("jobs", "cancel", blocker.id)).code).toBe(0);
+    const after = await waiting;
     expect(after.code).toBe(130); // cancelled: its dependency failed
+    expect((await sdk().getJob(first.id)).status).toBe("failed");
     // Submitted once the dependency has failed: refused at once (400), nothing submitted.
     const late = await cli("jobs", "run", "--after", first.id, "--", "true");
     expect([late.code, late.stderr]).toEqual([1, expect.stringContaining("would never run")]);
