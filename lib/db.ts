@@ -207,11 +207,11 @@ export class ConnectionStatement {
     if (held?.rowCount) this.holders.add(connectionOf(client));
   }
 
-  /** Runs it with `values` in a transaction of its own on a connection of `pool`, after `settings` (`SET LOCAL …;` statements); its rows. */
+  /** Runs it with `values` in a transaction of its own on a connection of `pool`, after `settings` (`SET LOCAL …` statements, `;` between them); its rows. */
   async run<R extends QueryResultRow>(pool: Pool, settings: string, values: string[]): Promise<R[]> {
     const client = await pool.connect();
     try {
-      const results = (await client.query(`BEGIN; ${settings} ${this.executeSql(client, values)}; COMMIT`)) as unknown as Array<{ rows: R[] }>;
+      const results = (await client.query(`BEGIN; ${settings}; ${this.executeSql(client, values)}; COMMIT`)) as unknown as Array<{ rows: R[] }>;
       this.ran(client);
       return results[results.length - 2].rows;
     } catch (err) {

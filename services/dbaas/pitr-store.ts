@@ -86,16 +86,19 @@ export class PitrStore {
   }
 
   /**
-   * What a dbaas that died mid-way left: a base backup being taken, a scratch instance (whose
-   * postgres outlives its parent: stopped first, if its pid still runs that folder's postgres).
-   * The folder is shared by the replicas: the caller makes sure none is taking a backup
-   * (`partialBackups`) or restoring (`scratch`) now (pitr.ts, removeLeftovers).
+   * What a dbaas that died while taking a base backup left. The folder is shared by the replicas:
+   * the caller makes sure none is taking one now (pitr.ts, removeLeftovers).
    */
-  async removeLeftovers(what: { partialBackups: boolean; scratch: boolean } = { partialBackups: true, scratch: true }): Promise<void> {
-    if (what.partialBackups)
-      for (const name of await fs.readdir(this.baseDir))
-        if (name.endsWith(PARTIAL)) await fs.rm(path.join(this.baseDir, name), { recursive: true, force: true });
-    if (!what.scratch) return;
+  async removePartialBackups(): Promise<void> {
+    for (const name of await fs.readdir(this.baseDir)) if (name.endsWith(PARTIAL)) await fs.rm(path.join(this.baseDir, name), { recursive: true, force: true });
+  }
+
+  /**
+   * What a dbaas that died during a restore left: its scratch instances (whose postgres outlives
+   * its parent: stopped first, if its pid still runs that folder's postgres). The caller makes sure
+   * no replica restores now (pitr.ts, removeLeftovers).
+   */
+  async removeScratchLeftovers(): Promise<void> {
     for (const name of await fs.readdir(this.root)) {
       if (!name.startsWith("scratch-")) continue;
       const data = path.join(this.root, name, "data");

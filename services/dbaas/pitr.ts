@@ -88,8 +88,8 @@ export class PointInTime {
    */
   async removeLeftovers(): Promise<boolean> {
     const { store, tenant } = this.deps;
-    await tenant.conn.withLock(PITR_LOCK, () => store.removeLeftovers({ partialBackups: true, scratch: false }));
-    return tenant.conn.withoutDumps(() => store.removeLeftovers({ partialBackups: false, scratch: true }));
+    await tenant.conn.withLock(PITR_LOCK, () => store.removePartialBackups());
+    return tenant.conn.withoutDumps(() => store.removeScratchLeftovers());
   }
 
   /** A base backup when the newest is older than `everyMs` (or there is none); the leftovers first, until they are gone. */

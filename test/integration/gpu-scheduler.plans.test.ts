@@ -154,7 +154,7 @@ describe("gpu-scheduler plans - deep queue, long history", () => {
         const statement = repo.compareAndSetStatement;
         const values = compareAndSetValues(updates).map((v) => escapeLiteral(v));
         const results = (await pool.query(
-          `BEGIN; ${INDEX_READS} SET LOCAL plan_cache_mode = ${mode}; ${statement.prepareSql};
+          `BEGIN; ${INDEX_READS}; SET LOCAL plan_cache_mode = ${mode}; ${statement.prepareSql};
            EXPLAIN (FORMAT JSON) EXECUTE ${statement.name}(${values.join(", ")}); ROLLBACK; DEALLOCATE ${statement.name}`,
         )) as unknown as Array<{ rows: Array<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }> }>;
         const cas = scans(results[results.length - 3].rows[0]["QUERY PLAN"][0].Plan);

@@ -49,7 +49,7 @@ describe("gpu-scheduler prepared plans", () => {
     try {
       const execute = statement.executeSql(client, compareAndSetValues(probe));
       expect(execute.startsWith("EXECUTE ")).toBe(true); // prepared on this connection already: no PREPARE again
-      const results = (await client.query(`BEGIN; ${INDEX_READS} EXPLAIN (FORMAT JSON) ${execute}; ROLLBACK`)) as unknown as Array<{
+      const results = (await client.query(`BEGIN; ${INDEX_READS}; EXPLAIN (FORMAT JSON) ${execute}; ROLLBACK`)) as unknown as Array<{
         rows: Array<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }>;
       }>;
       const plan = nodes(results[results.length - 2].rows[0]["QUERY PLAN"][0].Plan);

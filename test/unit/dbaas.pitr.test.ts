@@ -48,7 +48,8 @@ describe("dbaas point-in-time restore rules", () => {
       );
       await mkdir(path.join(root, "scratch-abc", "data"), { recursive: true });
       await writeFile(path.join(root, "scratch-abc", "data", "postmaster.pid"), `${process.pid}\n`); // not a postgres of that folder: not signalled
-      await store.removeLeftovers();
+      await store.removePartialBackups();
+      await store.removeScratchLeftovers();
       expect((await readdir(path.join(root, "base"))).sort()).toEqual(["b2"]);
       expect((await readdir(root)).sort()).toEqual(["base"]);
       expect((await store.list()).map((b) => b.id)).toEqual(["b2"]);

@@ -76,7 +76,7 @@ export const decayedUsageSql = (halfLifeS: number) => `u.gpu_seconds * power(2, 
 export const SNAPSHOT_PLANNING = "SET LOCAL enable_sort = off; SET LOCAL enable_seqscan = off; SET LOCAL jit = off";
 
 /** Planner settings of statements that must read jobs through an index whatever the statistics say (readHolding, the compare-and-set). */
-export const INDEX_READS = "SET LOCAL enable_seqscan = off; SET LOCAL jit = off;";
+export const INDEX_READS = "SET LOCAL enable_seqscan = off; SET LOCAL jit = off";
 
 /**
  * A read of the few jobs holding a card (held cards, housekeeping), planned with sequential scans
@@ -86,7 +86,7 @@ export const INDEX_READS = "SET LOCAL enable_seqscan = off; SET LOCAL jit = off;
 export async function readHolding<R>(db: Pool, sql: (lit: (value: string) => string) => string): Promise<R[]> {
   const tx = await db.connect();
   try {
-    const results = (await tx.query(`BEGIN; ${INDEX_READS} ${sql((v) => tx.escapeLiteral(v))}; COMMIT`)) as unknown as Array<{ rows: R[] }>;
+    const results = (await tx.query(`BEGIN; ${INDEX_READS}; ${sql((v) => tx.escapeLiteral(v))}; COMMIT`)) as unknown as Array<{ rows: R[] }>;
     return results[results.length - 2].rows;
   } catch (err) {
     await tx.query("ROLLBACK").catch(() => undefined);
