@@ -107,12 +107,17 @@ describe("gpu batch - arrays and dependencies through the gateway", () => {
   });
 
   test("gpu batch - a chain: a failed job cancels its dependant, and that one's dependant, with the reason", async () => {
-    const a = (await submit({ command: "exit 3" })).body.id;
+    // `a` fails only once the chain behind it is in (no race with a fast launch): it runs when a
+    // blocker has finished, which the test cancels after reading the waiting dependant.
+    const blocker = (await submit({ command: "sleep 600" })).body.id;
+    const a = (await submit({ command: "exit 3", dependsOn: [{ jobId: blocker, condition: "finished" }] })).body.id;
     const b = await submit({ command: "echo b", dependsOn: [{ jobId: a, condition: "succeeded" }] });
     expect(b.status).toBe(201);
     const c = (await submit({ command: "echo c", dependsOn: [{ jobId: b.body.id, condition: "succeeded" }] })).body.id;
     const onFail = (await submit({ command: "echo handled", dependsOn: [{ jobId: a, condition: "failed" }] })).body.id;
     expect((await detail(c)).body).toMatchObject({ status: "queued", queuePosition: null, statusReason: `waiting for job ${b.body.id} to succeed` });
+    expect((await http(base, "POST", `/api/gpu/jobs/${blocker}/cancel`, { token: alice })).status).toBe(200);
+    expect((await until(a, ended, "a ended")).status).toBe("failed");
     const bEnd = await until(b.body.id, ended, "b ended");
     expect(bEnd).toMatchObject({ status: "cancelled", startedAt: null, dependsOn: [{ jobId: a, condition: "succeeded" }] });
     expect(bEnd.statusReason).toMatch(new RegExp(`^dependency ${a} failed`));
