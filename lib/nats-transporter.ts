@@ -16,9 +16,12 @@
  *   the services its sender's role may run (`senderMayHost`), so a node cannot draw core calls.
  * - streams: a stream whose packets arrive with a gap (one dropped over budget, or lost) fails at
  *   once with an error instead of waiting for the lost packet until its timeout, and the rest of a
- *   request stream no handler reads any more (it rejected) is dropped (lib/stream-sequences.ts).
+ *   request stream no handler reads any more (it rejected) is dropped (lib/stream-sequences.ts);
+ *   every request stream is listened to for errors from its opening, so one no handler took (an
+ *   action not run here) cannot crash the process when its sender leaves.
  */
 import { Errors, ServiceBroker, Transporters } from "moleculer";
+import type { Readable } from "stream";
 import type { ConnectionOptions, Msg, NatsConnection, NatsError, Subscription } from "nats";
 import { budgetOf, TokenBuckets } from "./bus-budget";
 import { roleOfNodeID, senderMayHost } from "./bus-identity";
@@ -42,7 +45,10 @@ type NatsInternals = {
   messageHandler(cmd: string, packet: Packet): unknown;
   serialize(packet: Packet): Buffer;
   deserialize(cmd: string, data: Buffer): Packet;
-  broker: ServiceBroker & { serializer: { serialize(payload: unknown, type: string): Buffer } };
+  broker: ServiceBroker & {
+    serializer: { serialize(payload: unknown, type: string): Buffer };
+    registry: { getActionEndpoints(action: string): { hasLocal(): boolean } | null | undefined };
+  };
   transit?: {
     removePendingRequest(id: string): void;
     instanceID: string;
@@ -278,9 +284,30 @@ export class BusTransporter extends Transporters.NATS {
       if (verdict === "drop") return Promise.resolve();
       if (verdict === "gap") this.warn(`stream-gap-${cmd}`, `Failed a ${cmd} stream from ${packet.payload.sender}: packets of it were lost`);
     }
-    return self.messageHandler(cmd, packet) as Promise<void>;
+    const handled = self.messageHandler(cmd, packet) as Promise<void>;
+    if (cmd === "REQ" && packet.payload.stream === true && packet.payload.seq === 0) this.guardRequestStream(packet.payload);
+    return handled;
+  }
+
+  /**
+   * A request stream Moleculer just opened for `payload` (its first packet): Moleculer destroys it
+   * with an error when its sender's node leaves, and an error no one listens to crashes the
+   * process. A handler listens to its own; one that never reached a handler (an action not run
+   * here, a middleware that threw) had none. Each now has a listener of its own, and one for an
+   * action not run here is forgotten at once (its later packets are then dropped unread).
+   */
+  private guardRequestStream(payload: Record<string, unknown>): void {
+    const transit = this.self.transit;
+    const opened = transit?.pendingReqStreams.get(payload.id) as { stream?: Readable } | undefined;
+    if (!opened?.stream) return;
+    opened.stream.on("error", ignore);
+    if (this.self.broker.registry.getActionEndpoints(String(payload.action))?.hasLocal()) return;
+    transit!.pendingReqStreams.delete(payload.id);
+    opened.stream.destroy();
   }
 }
+
+function ignore(): void {}
 
 /** Whether the broker is on an authenticated, sender-bound bus. */
 export function onAuthenticatedBus(broker: { transit?: { tx?: unknown } }): boolean {

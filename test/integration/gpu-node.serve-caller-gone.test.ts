@@ -67,6 +67,27 @@ async function rawLatin1(broker: ServiceBroker, nodeID: string, jobId: string): 
   }
 }
 
+/**
+ * A request stream for an action the node does not run, opened by hand (a caller's Moleculer only
+ * sends to actions it knows): Moleculer answers that it is not there before any handler sees the
+ * stream, which it still held with no one listening; the caller's node leaving then crashed the
+ * node. The bytes that follow are dropped unread.
+ */
+async function noSuchAction(broker: ServiceBroker, nodeID: string): Promise<unknown> {
+  const transit = broker.transit as unknown as {
+    publish(packet: unknown): Promise<unknown>;
+    pendingRequests: Map<string, { resolve(v: unknown): void; reject(e: unknown): void; action: { name: string }; nodeID: string; ctx: unknown }>;
+  };
+  const id = `raw-${uniqueName("req")}`;
+  const payload = { id, action: "gpu-node.nothing", params: null, meta: {}, level: 1, stream: true, seq: 0 };
+  const answered = new Promise((resolve, reject) =>
+    transit.pendingRequests.set(id, { resolve, reject, action: { name: payload.action }, nodeID, ctx: { id, meta: {} } }),
+  );
+  await transit.publish({ type: "REQ", target: nodeID, payload });
+  await transit.publish({ type: "REQ", target: nodeID, payload: { ...payload, seq: 1, params: Buffer.from("bytes after the refusal") } });
+  return answered;
+}
+
 beforeAll(() => {
   node = spawnServices(["gpu-node"], { TRANSPORTER: NATS_URL, NAMESPACE: namespace, ...sandboxedGpuEnv(work, { GPU_RELAY_DIR: path.join(work, "relay") }) });
 });
@@ -81,20 +102,24 @@ describe.each([
   ["a raw request stream (Buffer wire)", rawStream, "no-such-job", /The replica does not answer on this node/],
   ["a raw request stream (latin1 wire)", rawLatin1, "no-such-job", /The replica does not answer on this node/],
   ["a raw request stream, a job id that is no job's", rawLatin1, "../escape", /No such replica on this node/],
-])("gpu-node serve - %s", (_name, request, jobId, refusal) => {
-  test("gpu-node serve - a job the node does not run is a clear error, and the node outlives the caller's process leaving", async () => {
-    const first = await caller();
-    await expect(request(first.broker, first.nodeID, jobId)).rejects.toThrow(refusal);
-    // The caller's process leaves (its node disconnects): the node drops what was pending from it.
-    await first.broker.stop();
-    // The node saw that before this caller's packets: it still answers, the same clear error.
-    const second = await caller();
-    try {
-      await expect(request(second.broker, second.nodeID, jobId)).rejects.toThrow(refusal);
-    } finally {
-      await second.broker.stop();
-    }
-    expect(nodeAlive()).toBe(true);
-    expect(node.output()).not.toMatch(/Unhandled 'error'|Request stream closed/);
-  }, 90_000);
-});
+  ["a request stream for an action the node does not run", noSuchAction, "", /not registered|not found/i],
+] as Array<[string, (broker: ServiceBroker, nodeID: string, jobId: string) => Promise<unknown>, string, RegExp]>)(
+  "gpu-node serve - %s",
+  (_name, request, jobId, refusal) => {
+    test("gpu-node serve - a job the node does not run is a clear error, and the node outlives the caller's process leaving", async () => {
+      const first = await caller();
+      await expect(request(first.broker, first.nodeID, jobId)).rejects.toThrow(refusal);
+      // The caller's process leaves (its node disconnects): the node drops what was pending from it.
+      await first.broker.stop();
+      // The node saw that before this caller's packets: it still answers, the same clear error.
+      const second = await caller();
+      try {
+        await expect(request(second.broker, second.nodeID, jobId)).rejects.toThrow(refusal);
+      } finally {
+        await second.broker.stop();
+      }
+      expect(nodeAlive()).toBe(true);
+      expect(node.output()).not.toMatch(/Unhandled 'error'|Request stream closed/);
+    }, 90_000);
+  },
+);
