@@ -11,7 +11,7 @@
  * The caller's rate limits (requests, and the tokens the replica reports) and monthly token quota
  * apply to deployment traffic as to any model. A fallback to a cold deployment waits for its replica.
  */
-import { mkdtempSync, rmSync } from "fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "fs";
 import os from "os";
 import path from "path";
 import OpenAI from "openai";
@@ -19,6 +19,21 @@ import { freePort, http, sandboxedGpuEnv, startTestPlatform, TestPlatform, waitF
 import { replicaCommand } from "../fixtures/deployments/replica";
 
 const PORT = 8000;
+
+/** The host pids of the test replicas' servers started with REPLICA_TAG=`tag` (node processes in their sandboxes). */
+function replicaServerPids(tag: string): number[] {
+  return readdirSync("/proc")
+    .filter((name) => /^\d+$/.test(name))
+    .filter((pid) => {
+      try {
+        const env = readFileSync(`/proc/${pid}/environ`, "utf8").split("\0");
+        return env.includes(`REPLICA_TAG=${tag}`) && readFileSync(`/proc/${pid}/comm`, "utf8").trim() === "node";
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}
 const ADMIN_EMAIL = "deployments-admin@example.com";
 /** A well-formed deployment id (of none). */
 const ANY_DEPLOYMENT_ID = "00000000-0000-4000-8000-000000000000";
@@ -205,6 +220,31 @@ describe("model deployments - through the gateway", () => {
       },
       { timeoutMs: 25_000, intervalMs: 500, message: "the replicas stopped once idle" },
     );
+  });
+
+  test("deployments - a replica that just died is passed over: requests its node can no longer deliver go to the other ready replica", async () => {
+    const made = await create({ name: "twins", command: replicaCommand(PORT, { REPLICA_TAG: "twin" }), port: PORT, minReplicas: 2, maxReplicas: 2 });
+    const id = made.body.id as string;
+    await waitFor(async () => (await http(base, "GET", `/api/deployments/${id}`, { token: alice })).body.replicas.ready === 2, {
+      timeoutMs: 30_000,
+      message: "two replicas ready",
+    });
+    const ask = (content: string) => client().chat.completions.create({ model: "twins", messages: [{ role: "user", content }] });
+    // Both are used (requests at once go to the one with fewer in flight), so each has a kept-alive connection.
+    expect((await Promise.all([ask("a"), ask("b"), ask("c"), ask("d")])).map((r) => r.choices[0].message.content)).toEqual([
+      "echo: a",
+      "echo: b",
+      "echo: c",
+      "echo: d",
+    ]);
+    // One replica's server dies, as a crash does: before the platform hears of it, requests keep coming.
+    const servers = replicaServerPids("twin");
+    expect(servers).toHaveLength(2);
+    process.kill(servers[0], "SIGKILL");
+    const asked = ["e", "f", "g", "h", "i", "j"];
+    const answers = await Promise.allSettled(asked.map((c) => ask(c)));
+    expect(answers.map((a) => (a.status === "fulfilled" ? a.value.choices[0].message.content : String(a.reason)))).toEqual(asked.map((c) => `echo: ${c}`));
+    expect((await http(base, "DELETE", `/api/deployments/${id}`, { token: alice })).status).toBe(200);
   });
 
   test("deployments - a server that never becomes ready: three replicas in a row, then failed with the last one's exit and output; 503 with Retry-After", async () => {

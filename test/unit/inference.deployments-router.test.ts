@@ -1,13 +1,16 @@
 /**
  * The deployment router's reads of a deployment's replicas (issue 29): one read serves a request's
  * prepare and pick (and the next moments' requests), the ready replica with the fewest requests in
- * flight is picked, and one the controller marked ended is never picked once it said so. A fake
- * repository (no database), a fixed clock; the links are real but never connect.
+ * flight is picked, one the controller marked ended is never picked once it said so, and one a
+ * request could not reach is passed over for a while, the request going to the next. A fake
+ * repository (no database), a clock the test moves; the links are real, and their node refuses
+ * every connection.
  */
 import { specOf } from "../../services/inference/deployments/contract";
 import { ReplicaLinks } from "../../services/inference/deployments/links";
 import type { DeploymentRow, ReplicaRow } from "../../services/inference/deployments/repository";
 import { DeploymentRouter } from "../../services/inference/deployments/router";
+import { type Provider, ProviderFailure } from "../../services/inference/providers/types";
 
 const CLIENT = "client-1";
 const deployment: DeploymentRow = {
@@ -36,6 +39,7 @@ const replica = (job: string): ReplicaRow => ({
 });
 
 function setup() {
+  const clock = { now: 1000 };
   let live = [replica("a"), replica("b")];
   const reads = { replicas: 0 };
   const links = new ReplicaLinks(() => ({
@@ -51,7 +55,7 @@ function setup() {
     },
     links,
     poke: () => undefined,
-    now: () => 1000,
+    now: () => clock.now,
   });
   const request = async () => {
     expect(await router.prepare(CLIENT, "mine")).toEqual({ coldStart: false });
@@ -59,8 +63,11 @@ function setup() {
   };
   const end = (job: string) => (live = live.map((r) => (r.job_id === job ? { ...r, ended_at: new Date(1) } : r)));
   const stopping = (job: string) => (live = live.map((r) => (r.job_id === job ? { ...r, stopping_at: new Date(1) } : r)));
-  return { router, links, reads, request, end, stopping };
+  return { router, links, reads, request, end, stopping, clock };
 }
+
+/** One chat request through `provider` (the model id as the engine sends it: the first replica's). */
+const chat = (provider: Provider, model: string) => provider.complete({ model, messages: [{ role: "user", content: "hi" }] }, new AbortController().signal);
 
 describe("inference deployments router", () => {
   it("inference deployments router - a request reads the replicas once for prepare and pick, and the next ones reuse it", async () => {
@@ -91,6 +98,54 @@ describe("inference deployments router", () => {
     router.replicasChanged("d1");
     expect(await request()).toBe("model-b");
     expect(reads.replicas).toBe(2);
+    links.clear();
+  });
+
+  it("inference deployments router - a request its replica's node refuses goes to the next replica, with its model id; the refused one is passed over for 5 s", async () => {
+    const { router, links, request, clock } = setup();
+    links.get("a", "gpu-node.n1").agent.inflight = 0;
+    links.get("b", "gpu-node.n1").agent.inflight = 9;
+    const picked = (await router.pick(CLIENT, "mine"))!;
+    expect(picked.entry.upstreamId).toBe("model-a");
+    // a's node refuses (no bus here); b answers.
+    const asked: string[] = [];
+    const refused = links.get("a", "gpu-node.n1").provider;
+    const complete = refused.complete.bind(refused);
+    jest.spyOn(refused, "complete").mockImplementation((req, signal) => (asked.push(`a:${req.model}`), complete(req, signal)));
+    jest
+      .spyOn(links.get("b", "gpu-node.n1").provider, "complete")
+      .mockImplementation(async (req) => (asked.push(`b:${req.model}`), { text: "from b", promptTokens: 1, completionTokens: 2 }) as never);
+    await expect(chat(picked.provider, "model-a")).resolves.toMatchObject({ text: "from b" });
+    expect(asked).toEqual(["a:model-a", "b:model-b"]);
+    // a is passed over for 5 s, though it serves fewer.
+    expect(await request()).toBe("model-b");
+    clock.now += 4999;
+    expect(await request()).toBe("model-b");
+    clock.now += 2;
+    expect(await request()).toBe("model-a");
+    links.clear();
+  });
+
+  it("inference deployments router - when every replica's node refuses, each is tried once and the last refusal is the answer", async () => {
+    const { router, links } = setup();
+    const picked = (await router.pick(CLIENT, "mine"))!;
+    await expect(chat(picked.provider, "model-a")).rejects.toMatchObject({ kind: "unavailable", notSent: true });
+    links.clear();
+  });
+
+  it("inference deployments router - a request that reached its replica is never sent again, whatever the failure", async () => {
+    const { router, links } = setup();
+    links.get("a", "gpu-node.n1").agent.inflight = 0;
+    links.get("b", "gpu-node.n1").agent.inflight = 9;
+    const picked = (await router.pick(CLIENT, "mine"))!;
+    jest
+      .spyOn(links.get("a", "gpu-node.n1").provider, "complete")
+      .mockRejectedValue(new ProviderFailure("error", "Model provider closed the connection mid-response"));
+    const other = jest.spyOn(links.get("b", "gpu-node.n1").provider, "complete");
+    await expect(chat(picked.provider, "model-a")).rejects.toMatchObject({
+      kind: "error",
+    });
+    expect(other).not.toHaveBeenCalled();
     links.clear();
   });
 

@@ -11,6 +11,7 @@ import type { PublicModel } from "../contract";
 import { describeModel, UNKNOWN_SIZE } from "../model-info";
 import type { Provider } from "../providers";
 import { DEPLOYMENT_PROVIDER } from "./contract";
+import { FailoverProvider } from "./failover";
 import type { ReplicaLinks } from "./links";
 import type { DeploymentRow, DeploymentsRepository, ReplicaRow } from "./repository";
 
@@ -27,6 +28,11 @@ const TOUCH_EVERY_MS = 1000;
 const READY_TTL_MS = 250;
 /** How often a held request looks for a ready replica. */
 const POLL_MS = 100;
+/**
+ * How long a replica a request could not reach is passed over: until the platform has heard of its
+ * end (the controller then marks it ended), or, if it was a passing fault, not for long.
+ */
+const UNREACHABLE_MS = 5000;
 /** The Retry-After of a cold start that timed out. */
 const RETRY_AFTER_S = 10;
 
@@ -46,6 +52,8 @@ export class DeploymentRouter {
   private readonly names = new Map<string, { at: number; byName: Map<string, DeploymentRow> }>();
   private readonly touched = new Map<string, number>();
   private readonly readyCache = new Map<string, { at: number; rows: Promise<ReplicaRow[]> }>();
+  /** Replicas a request could not reach, by job id: until when they are passed over. */
+  private readonly unreachableUntil = new Map<string, number>();
   private readonly now: () => number;
   private readonly sleep: (ms: number) => Promise<void>;
 
@@ -128,17 +136,35 @@ export class DeploymentRouter {
       ready = await this.ready(deployment.id, true);
     }
     if (!ready.length) throw apiError("SERVICE_UNAVAILABLE", `Deployment "${model}" has no ready replica`, { retryAfter: RETRY_AFTER_S });
-    const links = ready.map((r) => this.deps.links.get(r.job_id, r.node_id!));
-    const best = links.reduce((a, b) => (b.agent.inflight < a.agent.inflight ? b : a));
-    const replica = ready[links.indexOf(best)];
+    // Fewest in flight first (a stable sort: the first of equals as listed); the others take the request if it cannot reach its replica.
+    const order = this.withoutUnreachable(ready)
+      .map((replica) => ({ replica, link: this.deps.links.get(replica.job_id, replica.node_id!) }))
+      .sort((a, b) => a.link.agent.inflight - b.link.agent.inflight);
     const entry: ModelEntry = {
       name: deployment.name,
       provider: DEPLOYMENT_PROVIDER,
-      upstreamId: replica.model_id!,
+      upstreamId: order[0].replica.model_id!,
       parameterSize: UNKNOWN_SIZE,
       description: describeDeployment(),
     };
-    return { entry, provider: best.provider };
+    if (order.length === 1) return { entry, provider: order[0].link.provider };
+    const candidates = order.map(({ replica, link }) => ({ jobId: replica.job_id, modelId: replica.model_id!, provider: link.provider }));
+    return { entry, provider: new FailoverProvider(candidates, (jobId) => this.unreachable(deployment.id, jobId)) };
+  }
+
+  /** A replica a request could not reach: passed over for UNREACHABLE_MS, and the ready replicas read again. */
+  private unreachable(deploymentId: string, jobId: string): void {
+    this.unreachableUntil.set(jobId, this.now() + UNREACHABLE_MS);
+    this.readyCache.delete(deploymentId);
+  }
+
+  /** `ready` less the replicas recently found unreachable (all of them when every one was). */
+  private withoutUnreachable(ready: ReplicaRow[]): ReplicaRow[] {
+    if (!this.unreachableUntil.size) return ready;
+    const now = this.now();
+    for (const [jobId, until] of this.unreachableUntil) if (until <= now) this.unreachableUntil.delete(jobId);
+    const kept = ready.filter((r) => !this.unreachableUntil.has(r.job_id));
+    return kept.length ? kept : ready;
   }
 
   /** The deployment's ready replicas: read at most every READY_TTL_MS in this process, unless `fresh` (a cold start waiting). */

@@ -44,6 +44,15 @@ export const IDLE_TUNNEL_MS = 4000;
 const closedByReplica = () => Object.assign(new Error("The replica closed the connection"), { code: "ECONNRESET" });
 
 /**
+ * The node refused the connection (it runs no such replica, or the replica does not listen: it
+ * just ended), or the node is gone: `ECONNREFUSED`, as a refused TCP connection, since nothing of
+ * the request reached a replica (providers/http.ts marks it so; the router then tries another
+ * replica). A call that timed out may have been under way: it stays what it was.
+ */
+const unreachable = (err: Error) =>
+  err.name === "RequestTimeoutError" ? err : Object.assign(new Error(`The replica cannot be reached: ${err.message}`), { code: "ECONNREFUSED" });
+
+/**
  * One connection: writes go out on the call's request stream, reads come from its answer. Kept
  * alive by its agent between requests; ends (and leaves the agent's pool) as soon as the replica's
  * side ends, so a closed connection is never handed to the next request.
@@ -80,7 +89,7 @@ export class Tunnel extends Duplex {
         incoming.once("error", (err) => this.destroy(err));
         incoming.once("close", () => this.readableEnded || this.destroy(closedByReplica()));
       },
-      (err: Error) => this.destroy(err),
+      (err: Error) => this.destroy(unreachable(err)),
     );
   }
 

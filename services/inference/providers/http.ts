@@ -104,6 +104,8 @@ export class HttpEndpoint {
           ? new ProviderFailure("unavailable", "Model provider is unreachable")
           : new ProviderFailure("error", "Model provider request failed");
         if (err.code === "ECONNRESET" && req.reusedSocket) Object.assign(failure, { staleSocket: true });
+        // Refused: nothing of the request reached the server (another server may take it).
+        if (err.code === "ECONNREFUSED") Object.assign(failure, { notSent: true });
         reject(failure);
       });
       req.end(payload);
