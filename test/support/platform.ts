@@ -171,11 +171,12 @@ export async function startTestPlatform(
 ): Promise<TestPlatform> {
   const databaseUrl = opts.databaseUrl ?? testDatabaseUrl();
   const namespace = opts.namespace ?? uniqueName("t");
-  const env = testEnv({ DATABASE_URL: databaseUrl, NAMESPACE: namespace, ...opts.env });
+  // The transporter as a process gets it (TRANSPORTER): a NATS URL gives the platform's own (lib/nats-transporter.ts), as in production.
+  const env = testEnv({ DATABASE_URL: databaseUrl, NAMESPACE: namespace, ...opts.env, TRANSPORTER: opts.transporter ?? "" });
   const broker = createBroker(
     opts.services ?? [],
     {
-      transporter: opts.transporter,
+      ...(opts.transporter ? {} : { transporter: undefined }),
       namespace,
       nodeID: opts.nodeID ?? uniqueName("node"),
     },
