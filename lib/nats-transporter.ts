@@ -15,20 +15,18 @@
  *   kind (lib/bus-budget.ts) has the excess dropped unread and counted, and an INFO keeps only
  *   the services its sender's role may run (`senderMayHost`), so a node cannot draw core calls.
  * - streams: a stream whose packets arrive with a gap (one dropped over budget, or lost) fails at
- *   once with an error instead of waiting for the lost packet until its timeout, and the rest of a
- *   request stream no handler reads any more (it rejected) is dropped (lib/stream-sequences.ts);
- *   every request stream is listened to for errors from its opening, so one no handler took (an
- *   action not run here) cannot crash the process when its sender leaves.
+ *   once with an error instead of waiting for the lost packet until its timeout, the rest of a
+ *   request stream no handler reads any more (it rejected) is dropped, and a request stream no
+ *   handler took cannot crash the process when its sender leaves (lib/bus-streams.ts).
  */
 import { Errors, ServiceBroker, Transporters } from "moleculer";
-import type { Readable } from "stream";
 import type { ConnectionOptions, Msg, NatsConnection, NatsError, Subscription } from "nats";
 import { budgetOf, TokenBuckets } from "./bus-budget";
 import { roleOfNodeID, senderMayHost } from "./bus-identity";
 import { incrementCounter } from "./metrics";
 import { anySender, OWN_ECHO, rejectPacket, senderOfSubject, withSender } from "./bus-subjects";
 import { RateLimitedLog } from "./rate-limited-log";
-import { StreamSequences } from "./stream-sequences";
+import { BusStreams, type StreamTransit } from "./bus-streams";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a Moleculer seam: its transit builds packet payloads untyped; fields are read by name
 type Packet = { type: string; target?: string | null; payload: Record<string, any> };
@@ -49,12 +47,7 @@ type NatsInternals = {
     serializer: { serialize(payload: unknown, type: string): Buffer };
     registry: { getActionEndpoints(action: string): { hasLocal(): boolean } | null | undefined };
   };
-  transit?: {
-    removePendingRequest(id: string): void;
-    instanceID: string;
-    pendingRequests: Map<unknown, unknown>;
-    pendingReqStreams: Map<unknown, unknown>;
-  };
+  transit?: StreamTransit & { removePendingRequest(id: string): void; instanceID: string };
 };
 
 export type BusTransporterOptions = ConnectionOptions & {
@@ -72,7 +65,9 @@ export class BusTransporter extends Transporters.NATS {
   private readonly subjects = new WeakMap<Buffer, string>();
   private warnings?: RateLimitedLog;
   private readonly budgets = new TokenBuckets();
-  private readonly sequences = new StreamSequences();
+  private readonly streams = new BusStreams();
+  /** Whether this process runs `action`. */
+  private readonly runsAction = (action: string) => Boolean(this.self.broker.registry.getActionEndpoints(action)?.hasLocal());
 
   constructor(options: BusTransporterOptions) {
     const { senderBound, ...connection } = options;
@@ -279,35 +274,15 @@ export class BusTransporter extends Transporters.NATS {
     }
     if (cmd === "INFO" && this.senderBound) this.keepOwnServices(packet.payload);
     if ((cmd === "RES" || cmd === "REQ") && packet.payload.stream != null) {
-      const pending = cmd === "RES" ? self.transit?.pendingRequests : self.transit?.pendingReqStreams;
-      const verdict = this.sequences.check(cmd, packet.payload, (id) => Boolean(pending?.has(id)));
+      const verdict = this.streams.admit(cmd, packet.payload, self.transit);
       if (verdict === "drop") return Promise.resolve();
       if (verdict === "gap") this.warn(`stream-gap-${cmd}`, `Failed a ${cmd} stream from ${packet.payload.sender}: packets of it were lost`);
     }
     const handled = self.messageHandler(cmd, packet) as Promise<void>;
-    if (cmd === "REQ" && packet.payload.stream === true && packet.payload.seq === 0) this.guardRequestStream(packet.payload);
+    if (cmd === "REQ" && packet.payload.stream === true) this.streams.handled(packet.payload, self.transit, this.runsAction);
     return handled;
   }
-
-  /**
-   * A request stream Moleculer just opened for `payload` (its first packet): Moleculer destroys it
-   * with an error when its sender's node leaves, and an error no one listens to crashes the
-   * process. A handler listens to its own; one that never reached a handler (an action not run
-   * here, a middleware that threw) had none. Each now has a listener of its own, and one for an
-   * action not run here is forgotten at once (its later packets are then dropped unread).
-   */
-  private guardRequestStream(payload: Record<string, unknown>): void {
-    const transit = this.self.transit;
-    const opened = transit?.pendingReqStreams.get(payload.id) as { stream?: Readable } | undefined;
-    if (!opened?.stream) return;
-    opened.stream.on("error", ignore);
-    if (this.self.broker.registry.getActionEndpoints(String(payload.action))?.hasLocal()) return;
-    transit!.pendingReqStreams.delete(payload.id);
-    opened.stream.destroy();
-  }
 }
-
-function ignore(): void {}
 
 /** Whether the broker is on an authenticated, sender-bound bus. */
 export function onAuthenticatedBus(broker: { transit?: { tx?: unknown } }): boolean {

@@ -9,7 +9,7 @@
  * whose handler rejected (its error handler removes the pending request): a later packet of it
  * then opened a new stream no handler reads, pooled forever, which Moleculer destroys with an error
  * no one listens to when the caller's node leaves, and the process crashed ('Request stream closed
- * by …'). Such packets are dropped. Pure; the transporter (lib/nats-transporter.ts) applies it
+ * by …'). Such packets are dropped. Pure; lib/bus-streams.ts applies it for the transporter
  * before Moleculer sees a packet.
  */
 import { LruCache } from "./lru-cache";
