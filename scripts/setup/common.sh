@@ -5,7 +5,8 @@
 
 APT_UPDATED="${APT_UPDATED:-}"
 
-log() { printf '\n== %s\n' "$*"; }
+# log STEP: a heading, with the seconds since the calling shell started (where a slow setup went).
+log() { printf '\n== %s (at %ss)\n' "$*" "$SECONDS"; }
 
 answers() { timeout 2 bash -c "exec 3<>/dev/tcp/$1/$2" 2>/dev/null; }
 
