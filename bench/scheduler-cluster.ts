@@ -6,7 +6,6 @@
  */
 import { ChildProcess, spawn } from "child_process";
 import { mkdtempSync, rmSync } from "fs";
-import http from "http";
 import { connect } from "nats";
 import os from "os";
 import path from "path";
@@ -14,6 +13,7 @@ import { Client } from "pg";
 import { BusServer, startBusServer } from "../test/support/bus-server";
 import { dropDatabase, freePort, NATS_URL, ROOT, testDatabaseUrl, uniqueName, waitFor } from "../test/support/platform";
 import { JobCostMeter, jobsInProgress, PROBE_ARGS } from "./lib/job-cost-meter";
+import { type Call, jsonClient } from "./lib/json-client";
 
 /** plain NATS; authenticated + permissioned without TLS; the same with TLS. */
 export type BusMode = "plain" | "auth" | "secure";
@@ -25,35 +25,9 @@ export const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.
 export const fmt = (n: number, digits = 1) => n.toFixed(digits);
 export const verdict = (ok: boolean) => (ok ? "meets the goal" : "misses the goal");
 
-export type Call = (method: string, urlPath: string, body?: unknown) => Promise<{ status: number; body: any }>;
-
+export type { Call } from "./lib/json-client";
 /** A keep-alive JSON client; one socket per concurrent request. */
-export function client(base: string, token: string): Call {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
-  const url = new URL(base);
-  return (method, urlPath, body) =>
-    new Promise((resolve, reject) => {
-      const data = body === undefined ? undefined : JSON.stringify(body);
-      const req = http.request(
-        {
-          agent,
-          host: url.hostname,
-          port: url.port,
-          method,
-          path: urlPath,
-          headers: { authorization: `Bearer ${token}`, ...(data ? { "content-type": "application/json", "content-length": Buffer.byteLength(data) } : {}) },
-        },
-        (res) => {
-          let text = "";
-          res.setEncoding("utf8");
-          res.on("data", (c) => (text += c));
-          res.on("end", () => resolve({ status: res.statusCode ?? 0, body: text ? JSON.parse(text) : undefined }));
-        },
-      );
-      req.on("error", reject);
-      req.end(data);
-    });
-}
+export const client = (base: string, token: string): Call => jsonClient(base, token, CONCURRENCY);
 
 /**
  * Runs a TypeScript entry point with the job-cost probe (bench/lib/job-cost-probe.ts);

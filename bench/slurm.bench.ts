@@ -5,8 +5,11 @@
  * - submit → running on an idle cluster, one job at a time (BENCH_LATENCY_JOBS, default 30): from
  *   just before the submission to the clock the job printed, p50 / p99;
  * - throughput: BENCH_JOBS (default 2,000) jobs from BENCH_CONCURRENCY (default 8) concurrent
- *   submitters, first submit → all seen completed (both polled every 50 ms), and submit → running
- *   under that load.
+ *   submitters, first submit → all seen completed (both polled every 50 ms), submit → running
+ *   under that load, and the submissions' own rate in that run (the launches share the machine);
+ * - submitting with nothing running: as many jobs from as many submitters into the cluster with its
+ *   node drained (Slurm: `scontrol … State=DRAIN`; the platform: the admin API's drain), then
+ *   cancelled: what submission costs when no launch competes for the cores.
  * For the platform, the per-job cost budget of the throughput run (bench/lib/job-cost.ts: CPU, SQL,
  * bus messages, rows). Then an array of BENCH_ARRAY (default 10,000) jobs doing nothing, one
  * submission each side (bench/slurm/arrays.ts): submit time and submit → all completed. BENCH_PARTS
@@ -34,7 +37,7 @@ const now = () => performance.timeOrigin + performance.now();
 const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
 const fmt = (n: number, digits = 1) => n.toFixed(digits);
 
-type Figures = { idleP50: number; idleP99: number; jobsPerS: number; loadP50: number; loadP99: number; submitPerS: number };
+type Figures = { idleP50: number; idleP99: number; jobsPerS: number; loadP50: number; loadP99: number; submitPerS: number; heldSubmitPerS: number };
 
 /** Submits `count` jobs from `concurrency` submitters; the submit time of each job by id. */
 async function submitAll(side: Side, count: number, concurrency: number): Promise<Map<string, number>> {
@@ -83,6 +86,13 @@ async function measure(side: Side): Promise<Figures> {
   const spanS = (now() - first) / 1000;
   const costAfter = await meter?.snapshot();
   const loadMs = await toRunning(side, sent);
+  // Submission by itself: the same submitters into a cluster that starts nothing (its node drained),
+  // so no launch of the jobs submitted shares the machine; those jobs are cancelled, never run.
+  await side.hold();
+  const heldFrom = now();
+  const held = await submitAll(side, JOBS, CONCURRENCY);
+  const heldMs = now() - heldFrom;
+  await side.release([...held.keys()]);
   const figures = {
     idleP50: quantile(idleMs, 0.5),
     idleP99: quantile(idleMs, 0.99),
@@ -90,6 +100,7 @@ async function measure(side: Side): Promise<Figures> {
     loadP50: quantile(loadMs, 0.5),
     loadP99: quantile(loadMs, 0.99),
     submitPerS: JOBS / (submittedMs / 1000),
+    heldSubmitPerS: JOBS / (heldMs / 1000),
   };
   console.log(`${side.name}:`);
   console.log(`  submit → running, idle (${LATENCY_JOBS} jobs one at a time): p50 ${fmt(figures.idleP50)} ms, p99 ${fmt(figures.idleP99)} ms`);
@@ -97,6 +108,7 @@ async function measure(side: Side): Promise<Figures> {
   console.log(
     `  submitting alone: ${fmt(figures.submitPerS, 0)} jobs/s; submit → running under that load: p50 ${fmt(figures.loadP50)} ms, p99 ${fmt(figures.loadP99)} ms`,
   );
+  console.log(`  submitting with nothing running (${JOBS} jobs into the drained cluster, then cancelled): ${fmt(figures.heldSubmitPerS, 0)} jobs/s`);
   if (costBefore && costAfter) console.log(budgetLines(jobCost(costBefore, costAfter, JOBS), JOBS, windowS(costBefore, costAfter)).join("\n"));
   console.log("");
   return figures;
@@ -117,6 +129,8 @@ function ratioLines(ours: Figures, theirs: Figures): string[] {
     `  throughput: ${fmt(ours.jobsPerS)} / ${fmt(theirs.jobsPerS)} jobs/s = ${fmt(ours.jobsPerS / theirs.jobsPerS, 2)}× Slurm's`,
     `  submit → running, idle: p50 ${fmt(ours.idleP50)} / ${fmt(theirs.idleP50)} ms = ${fmt(theirs.idleP50 / ours.idleP50, 2)}× lower, p99 ${fmt(ours.idleP99)} / ${fmt(theirs.idleP99)} ms = ${fmt(theirs.idleP99 / ours.idleP99, 2)}× lower`,
     `  submit → running under load: p50 ${fmt(ours.loadP50)} / ${fmt(theirs.loadP50)} ms = ${fmt(theirs.loadP50 / ours.loadP50, 2)}× lower`,
+    `  submitting alone (beside the launches): ${fmt(ours.submitPerS, 0)} / ${fmt(theirs.submitPerS, 0)} jobs/s = ${fmt(ours.submitPerS / theirs.submitPerS, 2)}× sbatch's (goal ≥ 5×)`,
+    `  submitting with nothing running: ${fmt(ours.heldSubmitPerS, 0)} / ${fmt(theirs.heldSubmitPerS, 0)} jobs/s = ${fmt(ours.heldSubmitPerS / theirs.heldSubmitPerS, 2)}× sbatch's`,
   ];
 }
 

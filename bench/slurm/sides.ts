@@ -15,6 +15,7 @@ import { promisify } from "util";
 import { Client } from "pg";
 import { ChildService, dropDatabase, freePort, http, spawnServices, testDatabaseUrl, waitFor } from "../../test/support/platform";
 import { JobCostMeter, jobsInProgress, PROBE_ARGS } from "../lib/job-cost-meter";
+import { type Call, jsonClient } from "../lib/json-client";
 
 const run = promisify(execFile);
 /** What every job runs: its start, by the host clock, in nanoseconds. */
@@ -22,6 +23,8 @@ export const JOB_COMMAND = "date +%s%N";
 export const GPUS = 8;
 /** What every job of the array runs: nothing (the cost of the array itself, not of its work). */
 export const ARRAY_COMMAND = "true";
+/** The operator account of the platform side (it drains the node while submissions are measured alone). */
+const ADMIN_EMAIL = "operator@example.com";
 
 export interface Side {
   readonly name: string;
@@ -36,6 +39,10 @@ export interface Side {
    * accepted with a probe: how many of its jobs completed so far (it throws when one ended otherwise).
    */
   submitArray(count: number): Promise<() => Promise<number>>;
+  /** No job starts from now on (the cluster's node drained); submissions are still accepted. */
+  hold(): Promise<void>;
+  /** Cancels `ids` (submitted while held: none of them ran) and lets jobs start again. */
+  release(ids: string[]): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -140,6 +147,28 @@ export class SlurmSide implements Side {
     };
   }
 
+  /** The one node of the cluster (`sinfo`), drained while held. */
+  private async node(): Promise<string> {
+    const { stdout } = await run("sinfo", ["-h", "-N", "-o", "%N"], { env: this.env });
+    return stdout.trim().split("\n")[0];
+  }
+
+  async hold(): Promise<void> {
+    await run("scontrol", ["update", `NodeName=${await this.node()}`, "State=DRAIN", "Reason=bench"], { env: this.env });
+  }
+
+  async release(ids: string[]): Promise<void> {
+    await run("scancel", ids, { env: this.env });
+    // Until the completion log has them all: a later part reads the jobs that end after it starts.
+    const log = path.join(this.dir, "jobcomp.txt");
+    await waitFor(() => (existsSync(log) ? ids.every((id) => jobCompStates(readFileSync(log, "utf8")).has(id)) : false), {
+      timeoutMs: 60_000,
+      intervalMs: 250,
+      message: `${ids.length} cancelled Slurm jobs logged`,
+    });
+    await run("scontrol", ["update", `NodeName=${await this.node()}`, "State=RESUME"], { env: this.env });
+  }
+
   async stop(): Promise<void> {
     await this.starting?.catch(() => undefined);
     await run("bash", [this.script, "stop", this.dir], { timeout: 60_000 });
@@ -149,6 +178,10 @@ export class SlurmSide implements Side {
 export class PlatformSide implements Side {
   readonly name = "platform";
   private token = "";
+  /** The account's client for what the bench measures (bench/lib/json-client.ts: fetch's own CPU would load the shared cores). */
+  private api!: Call;
+  /** An operator's token (ADMIN_EMAILS), for draining the node while held. */
+  private adminToken = "";
   private constructor(
     private readonly proc: ChildService,
     private readonly db: Client,
@@ -165,7 +198,7 @@ export class PlatformSide implements Side {
     const db = new Client({ connectionString: databaseUrl });
     const meter = new JobCostMeter(db, () => ({ "platform process": [proc.proc.pid!] }));
     const proc = spawnServices(
-      ["api-gateway", "auth", "gpu-scheduler", "gpu-node"],
+      ["api-gateway", "auth", "gpu-scheduler", "gpu-node", "admin"],
       {
         BENCH_JOB_COST_DIR: meter.dir,
         TRANSPORTER: "",
@@ -177,6 +210,7 @@ export class PlatformSide implements Side {
         GPU_JOB_LOG_DIR: path.join(dir, "logs"),
         // One account submits the whole run: throughput is measured here, not the per-account queue cap.
         QUOTA_QUEUED_JOBS: "1000000",
+        ADMIN_EMAILS: ADMIN_EMAIL,
       },
       // BENCH_PROFILE_DIR: a CPU profile of the platform's process, written when it stops.
       process.env.BENCH_PROFILE_DIR ? [...PROBE_ARGS, "--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : PROBE_ARGS,
@@ -203,6 +237,9 @@ export class PlatformSide implements Side {
       { timeoutMs: 60_000, message: "the gateway to answer" },
     );
     this.token = reg.body.accessToken;
+    this.api = jsonClient(this.base, this.token, 64);
+    const admin = await http(this.base, "POST", "/api/auth/register", { body: { email: ADMIN_EMAIL, name: "Operator", password: "bench-password" } });
+    this.adminToken = admin.body.accessToken;
     await waitFor(async () => (await http(this.base, "GET", "/api/gpu/status", { token: this.token })).body?.cluster?.totalGpus === GPUS, {
       timeoutMs: 30_000,
       message: `${GPUS} cards announced`,
@@ -211,7 +248,7 @@ export class PlatformSide implements Side {
   }
 
   async submit(): Promise<string> {
-    const res = await http(this.base, "POST", "/api/gpu/jobs", { token: this.token, body: { command: JOB_COMMAND } });
+    const res = await this.api("POST", "/api/gpu/jobs", { command: JOB_COMMAND });
     if (res.status !== 201) throw new Error(`POST /api/gpu/jobs: ${res.status} ${res.text}`);
     return res.body.id;
   }
@@ -231,7 +268,7 @@ export class PlatformSide implements Side {
   /** One POST with `arrayCount`; its jobs' outcomes counted by the array's own counters (job_arrays). */
   async submitArray(count: number): Promise<() => Promise<number>> {
     const body = { command: ARRAY_COMMAND, arrayCount: count };
-    const res = await http(this.base, "POST", "/api/gpu/jobs", { token: this.token, body });
+    const res = await this.api("POST", "/api/gpu/jobs", body);
     if (res.status !== 201) throw new Error(`POST /api/gpu/jobs (array): ${res.status} ${res.text}`);
     return async () => {
       const { rows } = await this.db.query<{ completed: number; failed: number; cancelled: number }>(
@@ -241,6 +278,32 @@ export class PlatformSide implements Side {
       if (rows[0].failed || rows[0].cancelled) throw new Error(`${rows[0].failed + rows[0].cancelled} platform array jobs did not complete`);
       return rows[0].completed;
     };
+  }
+
+  /** The gpu-node's id, as operators see it. */
+  private async nodeId(): Promise<string> {
+    const res = await http(this.base, "GET", "/api/admin/nodes", { token: this.adminToken });
+    if (res.status !== 200) throw new Error(`GET /api/admin/nodes: ${res.status} ${res.text}`);
+    return res.body.nodes[0].id;
+  }
+
+  async hold(): Promise<void> {
+    const res = await http(this.base, "POST", `/api/admin/nodes/${await this.nodeId()}/drain`, { token: this.adminToken });
+    if (res.status !== 200) throw new Error(`drain: ${res.status} ${res.text}`);
+  }
+
+  async release(ids: string[]): Promise<void> {
+    const left = [...ids];
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        for (let id = left.pop(); id; id = left.pop()) {
+          const res = await this.api("POST", `/api/gpu/jobs/${id}/cancel`);
+          if (res.status !== 200) throw new Error(`cancel ${id}: ${res.status} ${res.text}`);
+        }
+      }),
+    );
+    const res = await http(this.base, "POST", `/api/admin/nodes/${await this.nodeId()}/resume`, { token: this.adminToken });
+    if (res.status !== 200) throw new Error(`resume: ${res.status} ${res.text}`);
   }
 
   async startTimes(ids: string[]): Promise<Map<string, number>> {
