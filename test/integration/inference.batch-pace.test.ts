@@ -15,9 +15,9 @@ describe("inference - batch pacing across replicas (Redis)", () => {
   const redis = new Redis(REDIS_URL);
   afterAll(() => redis.quit());
 
-  const replicas = () => {
+  const replicas = (settings = SETTINGS) => {
     const key = uniqueName("pace-test");
-    return [new InteractivePace(SETTINGS, new RedisPaceSignal(redis, key)), new InteractivePace(SETTINGS, new RedisPaceSignal(redis, key))];
+    return [new InteractivePace(settings, new RedisPaceSignal(redis, key)), new InteractivePace(settings, new RedisPaceSignal(redis, key))];
   };
 
   it("inference - batch pace: one replica's interactive request holds the other's lines to the floor, until it has been idle idleMs", async () => {
@@ -38,17 +38,21 @@ describe("inference - batch pacing across replicas (Redis)", () => {
   });
 
   it("inference - batch pace: a request running longer than idleMs keeps the other replica paced while it runs", async () => {
-    const [a, b] = replicas();
+    // A longer window than the other tests': the mark a's looks renew holds idleMs, so a pause of the
+    // test process near idleMs (a loaded CI machine) would let it lapse between two looks, which
+    // pacing allows (it is best effort) and this test is not about.
+    const long = { ...SETTINGS, idleMs: 1500 };
+    const [a, b] = replicas(long);
     const end = a.begin();
-    const until = Date.now() + SETTINGS.idleMs * 4;
+    const until = Date.now() + long.idleMs * 1.5;
     while (Date.now() < until) {
       // a's runner looks every 50 ms, as its BATCH_POLL_MS would make it
-      expect(await a.limit(FULL)).toBe(SETTINGS.pacedInFlight);
+      expect(await a.limit(FULL)).toBe(long.pacedInFlight);
       await new Promise((r) => setTimeout(r, 50));
-      expect(await b.limit(FULL)).toBe(SETTINGS.pacedInFlight);
+      expect(await b.limit(FULL)).toBe(long.pacedInFlight);
     }
     end();
-    await waitFor(async () => (await b.limit(FULL)) === FULL, { timeoutMs: 3_000, intervalMs: 10, message: "b back at full concurrency" });
+    await waitFor(async () => (await b.limit(FULL)) === FULL, { timeoutMs: 6_000, intervalMs: 10, message: "b back at full concurrency" });
   });
 
   it("inference - batch pace: without a signal, or with Redis unreachable, a replica paces for its own requests only", async () => {
