@@ -147,26 +147,31 @@ export class SlurmSide implements Side {
     };
   }
 
-  /** The one node of the cluster (`sinfo`), drained while held. */
-  private async node(): Promise<string> {
-    const { stdout } = await run("sinfo", ["-h", "-N", "-o", "%N"], { env: this.env });
-    return stdout.trim().split("\n")[0];
-  }
+  /** The cluster's one node (`sinfo`) while it is drained, and the completion log's length then. */
+  private held?: { node: string; logAt: number };
 
   async hold(): Promise<void> {
-    await run("scontrol", ["update", `NodeName=${await this.node()}`, "State=DRAIN", "Reason=bench"], { env: this.env });
+    const { stdout } = await run("sinfo", ["-h", "-N", "-o", "%N"], { env: this.env });
+    const node = stdout.trim().split("\n")[0];
+    const log = path.join(this.dir, "jobcomp.txt");
+    this.held = { node, logAt: existsSync(log) ? readFileSync(log).length : 0 };
+    await run("scontrol", ["update", `NodeName=${node}`, "State=DRAIN", "Reason=bench"], { env: this.env });
   }
 
   async release(ids: string[]): Promise<void> {
+    const { node, logAt } = this.held!;
     await run("scancel", ids, { env: this.env });
     // Until the completion log has them all: a later part reads the jobs that end after it starts.
-    const log = path.join(this.dir, "jobcomp.txt");
-    await waitFor(() => (existsSync(log) ? ids.every((id) => jobCompStates(readFileSync(log, "utf8")).has(id)) : false), {
-      timeoutMs: 60_000,
-      intervalMs: 250,
-      message: `${ids.length} cancelled Slurm jobs logged`,
-    });
-    await run("scontrol", ["update", `NodeName=${await this.node()}`, "State=RESUME"], { env: this.env });
+    const tail = new JobCompTail(path.join(this.dir, "jobcomp.txt"), logAt);
+    await waitFor(
+      () => {
+        const states = tail.read();
+        return ids.every((id) => states.has(id));
+      },
+      { timeoutMs: 60_000, intervalMs: 250, message: `${ids.length} cancelled Slurm jobs logged` },
+    );
+    await run("scontrol", ["update", `NodeName=${node}`, "State=RESUME"], { env: this.env });
+    this.held = undefined;
   }
 
   async stop(): Promise<void> {
