@@ -5,7 +5,7 @@
  * from the rollups, the partial hours at its edges from the records (cut exactly at the window),
  * reading only records that end within the account's longest record after an edge (usage.spans).
  */
-import type { Pool } from "pg";
+import type { Pool, PoolClient } from "pg";
 import type { UsageRecord, UsageResource } from "../../lib/usage-protocol";
 
 /** What an account used of one resource under one name (GPU type, model, engine) in a window. */
@@ -73,9 +73,9 @@ export class LedgerRepository {
   }
 
   /** Which of these source keys the ledger has. */
-  async recorded(keys: readonly string[]): Promise<Set<string>> {
+  private async recordedOn(db: Pool | PoolClient, keys: readonly string[]): Promise<Set<string>> {
     if (!keys.length) return new Set();
-    const { rows } = await this.db.query<{ key: string }>("SELECT key FROM usage.records WHERE key = ANY($1::text[])", [keys]);
+    const { rows } = await db.query<{ key: string }>("SELECT key FROM usage.records WHERE key = ANY($1::text[])", [keys]);
     return new Set(rows.map((r) => r.key));
   }
 
@@ -92,8 +92,39 @@ export class LedgerRepository {
    * share inside the window; an event (a record) counts in the window holding its last instant.
    */
   async totals(clientIds: readonly string[], from: Date, to: Date): Promise<UsageTotal[]> {
+    return this.totalsOn(this.db, clientIds, from, to);
+  }
+
+  /**
+   * `totals` and `recorded` read in one snapshot (one REPEATABLE READ transaction when there are keys
+   * to look up): a key the ledger stores between the two reads would otherwise be missing from both,
+   * neither summed nor counted as still pending, and an account at its quota would look under it.
+   */
+  async totalsAndRecorded(
+    clientIds: readonly string[],
+    from: Date,
+    to: Date,
+    keys: readonly string[],
+  ): Promise<{ totals: UsageTotal[]; recorded: Set<string> }> {
+    if (!keys.length) return { totals: await this.totals(clientIds, from, to), recorded: new Set() };
+    const client = await this.db.connect();
+    try {
+      await client.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+      const totals = await this.totalsOn(client, clientIds, from, to);
+      const recorded = await this.recordedOn(client, keys);
+      await client.query("COMMIT");
+      return { totals, recorded };
+    } catch (err) {
+      await client.query("ROLLBACK").catch(() => undefined);
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
+
+  private async totalsOn(db: Pool | PoolClient, clientIds: readonly string[], from: Date, to: Date): Promise<UsageTotal[]> {
     if (!clientIds.length || to <= from) return [];
-    const { rows } = await this.db.query<{ client_id: string; resource: UsageResource; name: string; amount: number; billed: number; events: string }>(
+    const { rows } = await db.query<{ client_id: string; resource: UsageResource; name: string; amount: number; billed: number; events: string }>(
       `WITH b AS (
          SELECT $2::timestamptz AS f, $3::timestamptz AS t,
            CASE WHEN date_trunc('hour', $2::timestamptz) = $2::timestamptz THEN $2::timestamptz ELSE date_trunc('hour', $2::timestamptz) + interval '1 hour' END AS hs,

@@ -16,7 +16,7 @@ type DbNow = Record<string, Pick<AccountNow, "databases" | "storageMb">>;
 
 export class UsageReader {
   constructor(
-    private readonly ledger: Pick<LedgerRepository, "totals" | "recorded">,
+    private readonly ledger: Pick<LedgerRepository, "totalsAndRecorded">,
     private readonly overrides: Pick<OverridesRepository, "of">,
     private readonly config: UsageSettings,
     private readonly warn: (message: string) => void,
@@ -33,14 +33,18 @@ export class UsageReader {
 
   /**
    * The ledger's sums and what the owners say now, the owners asked first: an attempt gpu-scheduler
-   * still holds in its outbox counts unless the ledger has its key by the time it is summed (so a
-   * job that just ended is never missing; at worst counted once late, never twice).
+   * still holds in its outbox counts unless the ledger has its key in the snapshot that sums it (so
+   * a job that just ended is never missing, and never counted twice).
    */
   private async read(ctx: Context, clientIds: string[], window: { from: Date; to: Date }) {
     const states = await this.now(ctx, clientIds);
-    const totals = await this.ledger.totals(clientIds, window.from, window.to);
     const pending = [...states.values()].flatMap((s) => s.pending);
-    const recorded = await this.ledger.recorded(pending.map((p) => p.key));
+    const { totals, recorded } = await this.ledger.totalsAndRecorded(
+      clientIds,
+      window.from,
+      window.to,
+      pending.map((p) => p.key),
+    );
     for (const s of states.values())
       s.running = [
         ...s.running,

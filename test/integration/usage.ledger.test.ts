@@ -1,10 +1,11 @@
 /**
  * The usage ledger against PostgreSQL: a source key counts once (a redelivered or concurrently
  * republished batch changes nothing), a job's GPU-seconds split at hour edges so any window cuts
- * it exactly, events count where they end, and the sums are per account.
+ * it exactly, events count where they end, and the sums are per account. A sum and the lookup of
+ * keys still pending read one snapshot.
  */
 import { randomUUID } from "crypto";
-import { Pool } from "pg";
+import { Pool, PoolClient } from "pg";
 import { ensureDatabase, migrate, newPool } from "../../lib/db";
 import { gpuUsageKey, inferenceUsageKey, UsageRecord } from "../../lib/usage-protocol";
 import { LedgerRepository } from "../../services/usage/ledger.repository";
@@ -130,5 +131,39 @@ describe("usage ledger - against PostgreSQL", () => {
     await ledger.record([record]);
     expect((await sum(alice, "00:00:00", "23:00:00", "storage")).amount).toBeCloseTo(300, 6);
     expect((await sum(alice, "10:00:00", "10:20:00", "storage")).amount).toBeCloseTo(100, 6);
+  });
+
+  it("usage ledger - a record stored between the sum and the lookup of pending keys is in both or in neither (one snapshot)", async () => {
+    const late = gpu(alice, "10:00:00", "10:00:30");
+    // Every query of the ledger under test, its pool's and its clients', passes here first: just before
+    // the key lookup runs, another writer stores the record (as the usage consumer does at any moment).
+    let stored = false;
+    const beforeQuery = async (text: unknown) => {
+      if (!stored && String(text).includes("WHERE key = ANY")) {
+        stored = true;
+        expect(await new LedgerRepository(pool).record([late])).toBe(1);
+      }
+    };
+    const intercept = <T extends Pool | PoolClient>(db: T): T =>
+      new Proxy(db, {
+        get(target, prop) {
+          if (prop === "query")
+            return async (...args: unknown[]) => {
+              await beforeQuery(typeof args[0] === "string" ? args[0] : (args[0] as { text?: string })?.text);
+              return (target.query as (...a: unknown[]) => unknown).apply(target, args);
+            };
+          if (prop === "connect") return async () => intercept(await (target as Pool).connect());
+          const value = Reflect.get(target, prop, target);
+          return typeof value === "function" ? value.bind(target) : value;
+        },
+      });
+    const { totals, recorded } = await new LedgerRepository(intercept(pool)).totalsAndRecorded([alice], T("00:00:00"), T("23:00:00"), [late.key]);
+    expect(stored).toBe(true);
+    const summed = totals.filter((t) => t.resource === "gpu").reduce((a, t) => a + t.amount, 0);
+    // Read before the write: neither summed nor recorded, so the caller counts it as pending, once.
+    expect([summed, recorded.has(late.key)]).toEqual([0, false]);
+    // Afterwards both see it.
+    const after = await ledger.totalsAndRecorded([alice], T("00:00:00"), T("23:00:00"), [late.key]);
+    expect([after.totals.reduce((a, t) => a + t.amount, 0), after.recorded.has(late.key)]).toEqual([expect.closeTo(30, 6), true]);
   });
 });
