@@ -45,6 +45,8 @@ export async function startPlatform(databaseUrl: string, cards: number, env: Rec
           GPU_EXECUTOR: "process",
           GPU_SIMULATE: Array.from({ length: cards }, () => "Bench GPU:1024").join(","),
           GPU_JOB_LOG_DIR: path.join(os.tmpdir(), uniqueName("bench-deployments-logs")),
+          // The direct serve channel (services/gpu-node/serve-direct.ts); BENCH_SERVE_DIRECT=off: over the bus only.
+          GPU_SERVE_LISTEN: process.env.BENCH_SERVE_DIRECT === "off" ? "" : "127.0.0.1:0",
         },
         profileArgs(),
       ),

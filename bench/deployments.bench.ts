@@ -179,7 +179,8 @@ async function main() {
     const capacity = await compare([directT, oneT, twoT], CAPACITY_REQUESTS, CONCURRENCY, false);
 
     console.log(
-      `\nbench:deployments — replica server (test/fixtures/deployments) in a sandboxed job on a gpu-node over NATS; Portkey ${PORTKEY_VERSION}; ` +
+      `\nbench:deployments — replica server (test/fixtures/deployments) in a sandboxed job on a gpu-node over NATS, ` +
+        `${process.env.BENCH_SERVE_DIRECT === "off" ? "requests over the bus (BENCH_SERVE_DIRECT=off)" : "requests over the node's direct serve channel"}; Portkey ${PORTKEY_VERSION}; ` +
         `${os.cpus().length} CPUs, load average ${os.loadavg()[0].toFixed(2)} at the end`,
     );
     if (portkeyProblem) console.log(`Portkey not measured: ${portkeyProblem}`);

@@ -26,6 +26,20 @@ export const SERVE_ACTION = "gpu-node.serve";
 export type ServeMeta = { jobId: string; wire?: typeof SERVE_WIRE };
 
 /**
+ * The direct serve channel (services/gpu-node/serve-direct.ts, on nodes with GPU_SERVE_LISTEN):
+ * `gpu-node.serveTicket` answers where to connect and the ticket for one connection to one job's
+ * port. The connection's first line is the ticket (SERVE_TICKET_CHARS characters and "\n"); the
+ * node answers SERVE_DIRECT_ACK once the replica's port is connected, and bytes then pass as they
+ * are. A node without it answers null, and the bus tunnel is used.
+ */
+export const SERVE_TICKET_ACTION = "gpu-node.serveTicket";
+export type ServeTicket = { address: string; ticket: string };
+/** A ticket: 32 random bytes, base64url. */
+export const SERVE_TICKET_CHARS = 43;
+/** What the node sends before the replica's bytes: nothing else an unrelated server at that address would say first. */
+export const SERVE_DIRECT_ACK = "ci-platform-serve 1 ok\n";
+
+/**
  * How a tunnel's bytes may travel on the bus. Its serializer is JSON, which writes a Buffer as an
  * array of numbers (up to 4 characters per byte, each parsed back as a number); on the `latin1`
  * wire each chunk is a string of one character per byte (the streams are in object mode), about

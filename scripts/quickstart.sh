@@ -71,6 +71,8 @@ export DBAAS_SNAPSHOT_DIR="${DBAAS_SNAPSHOT_DIR:-$PWD/data/snapshots}" # snapsho
 export GPU_RELAY_PLATFORM_URL="${GPU_RELAY_PLATFORM_URL:-http://127.0.0.1:${PORT:-3000}}"
 export GPU_RELAY_DATABASE_HOST="${GPU_RELAY_DATABASE_HOST:-127.0.0.1}"
 export GPU_RELAY_DATABASE_PORT="${GPU_RELAY_DATABASE_PORT:-${TENANT_PG_PORT:-5433}}"
+# Deployment replicas reached over the node's direct serve channel, on loopback (one box).
+export GPU_SERVE_LISTEN="${GPU_SERVE_LISTEN:-127.0.0.1:0}"
 # The caller-token key pair (one process runs the gateway and every service, so both halves here).
 if ! grep -q '^CALLER_SIGNING_KEY=' "$ENV_FILE"; then
   npx --no-install tsx deploy/caller-keys.ts --env-out "$ENV_FILE" --gateway-env-out "$ENV_FILE" >/dev/null

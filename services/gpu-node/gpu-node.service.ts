@@ -3,7 +3,7 @@
  * telemetry in a heartbeat, runs the jobs the scheduler places on them (Docker by default,
  * bubblewrap-sandboxed processes on hosts without it; executor-setup.ts) and reports each job's life on the durable job-events channel.
  * Internal only: the scheduler calls `run`, `cancel`, `logs`, `follow` and `artifacts` on the node that holds the card;
- * inference calls `serve` to reach a model deployment's replica (serve-relay.ts).
+ * inference calls `serve` (or `serveTicket`, for the direct channel) to reach a model deployment's replica (serve-relay.ts, serve-direct.ts).
  * The node itself is put together in app.ts; whether it takes a job, in admission.ts.
  *
  * On SIGTERM it refuses new work and publishes what it still has to report. Docker jobs keep
@@ -20,7 +20,8 @@ import { parseGpuNodeSettings } from "./settings";
 import { LOGS_PAGE_BYTES } from "./log-store";
 import { createGpuNode, GpuNode } from "./app";
 import { serveAnswer } from "./serve-relay";
-import { SERVE_WIRE, type ServeMeta } from "../../lib/deployment-protocol";
+import { SERVE_WIRE, type ServeMeta, type ServeTicket } from "../../lib/deployment-protocol";
+import { DirectServe } from "./serve-direct";
 
 export type CancelParams = { jobId: string; preempt?: boolean };
 
@@ -37,6 +38,8 @@ const PAGE_PARAMS = {
 
 type GpuNodeThis = Service & {
   node: GpuNode;
+  /** The direct serve channel, when GPU_SERVE_LISTEN sets one. */
+  direct?: DirectServe;
   /** A method, so that a mixin may run jobs another way (bench/scheduler-nodes.ts: a no-op executor). */
   chooseExecutor(): Promise<JobExecutor | undefined>;
   jobLimits(): JobLimits;
@@ -129,6 +132,20 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
       },
     },
 
+    /**
+     * A ticket for one connection of the direct serve channel to the replica `jobId`
+     * (serve-direct.ts): where to connect and what to say first. null when this node has no such
+     * channel (GPU_SERVE_LISTEN unset): the caller uses `serve`.
+     */
+    serveTicket: {
+      visibility: "public",
+      callers: ["inference"],
+      params: { $$strict: "remove", jobId: JOB_ID },
+      handler(this: GpuNodeThis, ctx: Context<{ jobId: string }>): ServeTicket | null {
+        return this.direct?.ticket(ctx.params.jobId) ?? null;
+      },
+    },
+
     /** A page of the tar of what the job left under /out, paged as `logs`; NOT_FOUND when it left nothing (or not yet). */
     artifacts: {
       visibility: "public",
@@ -172,13 +189,17 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
       addReadinessCheck: (name, check) => addReadinessCheck(this, name, check),
       executor: () => this.chooseExecutor(),
     });
+    const { serveListen, serveAddress, relay } = this.node.config;
+    if (serveListen) this.direct = new DirectServe({ relayDir: relay.dir, ...serveListen, advertisedHost: serveAddress });
   },
 
   async started(this: GpuNodeThis) {
+    await this.direct?.listen();
     await this.node.start();
   },
 
   async stopped(this: GpuNodeThis) {
+    await this.direct?.close();
     await this.node.stop();
   },
 };

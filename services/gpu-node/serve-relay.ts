@@ -23,6 +23,9 @@ export const SERVE_SOCKET = "serve.sock";
 /** The serve folder of `jobId` under the node's relay folder (GPU_RELAY_DIR). */
 export const serveDir = (relayDir: string, jobId: string) => path.join(relayDir, "serve", jobId);
 
+/** The unix socket the replica's forwarder listens on, as the node sees it. */
+export const serveSocketPath = (relayDir: string, jobId: string) => path.join(serveDir(relayDir, jobId), SERVE_SOCKET);
+
 /** A replica's serve folder while it runs: the forwarder's route, and its removal. */
 export type ServeSocket = { dir: string; route: ForwardRoute; close(): Promise<void> };
 
@@ -56,7 +59,7 @@ export async function connectServe(relayDir: string, jobId: string, request: Rea
     request.on("error", () => undefined).destroy();
     throw new JobError("No such replica on this node");
   }
-  const socket = net.connect({ path: path.join(serveDir(relayDir, jobId), SERVE_SOCKET), allowHalfOpen: true });
+  const socket = net.connect({ path: serveSocketPath(relayDir, jobId), allowHalfOpen: true });
   request.on("error", () => socket.destroy());
   await new Promise<void>((resolve, reject) => socket.once("connect", resolve).once("error", reject)).catch(() => {
     socket.destroy();

@@ -1,7 +1,7 @@
 /** The gpu-node's settings (README "Configuration"), parsed when it is created. */
 import os from "os";
 import path from "path";
-import { Env, flag, httpUrl, int, isProductionEnv, oneOf, optionalInt, optionalPositive, positive, text } from "../../lib/settings";
+import { Env, flag, httpUrl, int, isProductionEnv, oneOf, optionalInt, optionalPositive, positive, SettingError, text } from "../../lib/settings";
 import { EXECUTOR_KINDS, type ExecutorKind } from "../../lib/gpu-protocol";
 import { parseAllowedRegistries } from "../../lib/registry-policy";
 import { RELAY_SSL_MODES, type RelaySslMode } from "./relay";
@@ -50,6 +50,10 @@ export type GpuNodeSettings = {
   jobLogMaxTotalMb: number;
   /** The relay of jobs with platform access (issue 28, relay.ts): its two fixed destinations, and where its per-job socket folders go. */
   relay: RelaySettings;
+  /** GPU_SERVE_LISTEN: where the direct serve channel listens (serve-direct.ts); unset: replicas are reached over the bus only. */
+  serveListen?: { host: string; port: number };
+  /** GPU_SERVE_ADDRESS: the host inference connects to for it (by default the listening one). */
+  serveAddress?: string;
 };
 
 export type RelaySettings = {
@@ -108,4 +112,24 @@ export const parseGpuNodeSettings = (env: Env): GpuNodeSettings => ({
     databaseCaFile: text(env, "GPU_RELAY_DATABASE_CA"),
     dir: text(env, "GPU_RELAY_DIR", path.join(os.tmpdir(), "ci-platform-relay")),
   },
+  ...serveSettings(env),
 });
+
+/** GPU_SERVE_LISTEN and GPU_SERVE_ADDRESS: one listening on every address must say which one inference connects to. */
+function serveSettings(env: Env): Pick<GpuNodeSettings, "serveListen" | "serveAddress"> {
+  const serveListen = hostPort(env, "GPU_SERVE_LISTEN");
+  const serveAddress = text(env, "GPU_SERVE_ADDRESS")?.trim();
+  if (serveListen && !serveAddress && ["0.0.0.0", "::"].includes(serveListen.host))
+    throw new SettingError("GPU_SERVE_ADDRESS", "", "the host inference connects to when GPU_SERVE_LISTEN listens on every address");
+  return { serveListen, serveAddress };
+}
+
+/** `host:port` (port 0: any free one; an IPv6 host in brackets), or undefined when unset. */
+function hostPort(env: Env, name: string): { host: string; port: number } | undefined {
+  const raw = text(env, name)?.trim();
+  if (!raw) return undefined;
+  const match = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(raw);
+  const port = Number(match?.[2]);
+  if (!match || port > 65535) throw new SettingError(name, raw, "host:port");
+  return { host: match[1].replace(/^\[|\]$/g, ""), port };
+}

@@ -3,7 +3,7 @@
  * auth, gpu-scheduler, a real gpu-node (process executor, bubblewrap sandbox, two simulated cards),
  * inference and usage in one process. The replica is a real job: a small OpenAI-compatible server
  * (test/fixtures/deployments) in its sandbox with no network, reached through its node's serve
- * relay. The official `openai` client calls it by the deployment's name: a cold start (held, then
+ * relay (over its direct serve channel). The official `openai` client calls it by the deployment's name: a cold start (held, then
  * marked), chat, a stream chunk by chunk, embeddings; the model sent on is the replica's own id;
  * usage by the name. A replica that exits is replaced; load starts a second one and the next
  * request goes there; idle, they stop; a never-ready server fails the deployment with its reason.
@@ -61,6 +61,8 @@ describe("model deployments - through the gateway", () => {
         QUOTA_CACHE_MS: "0",
         OLLAMA_URL: "off",
         DEPLOYMENTS_TICK_MS: "200",
+        // Requests reach the replicas over the node's direct serve channel (the bus tunnel: inference.deployments.restart).
+        GPU_SERVE_LISTEN: "127.0.0.1:0",
         ...sandboxedGpuEnv(work, { GPU_SIMULATE: "Test GPU:1024,Test GPU:1024" }),
       },
     });
@@ -119,6 +121,8 @@ describe("model deployments - through the gateway", () => {
       .withResponse();
     expect(warm.response.headers.get("x-ci-cold-start")).toBeNull();
     expect(warm.data.choices[0].message.content).toMatch(/^model: tiny-a server: /);
+    // Over the node's direct channel, not the bus tunnel.
+    expect((platform.broker.getLocalService("gpu-node") as unknown as { direct: { served: number } }).direct.served).toBeGreaterThan(0);
 
     // A stream arrives chunk by chunk.
     const stream = await client().chat.completions.create({ model: "echo", stream: true, messages: [{ role: "user", content: "one two three four" }] });

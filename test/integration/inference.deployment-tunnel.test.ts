@@ -19,6 +19,7 @@ import { SERVE_SOCKET, serveAnswer, serveDir } from "../../services/gpu-node/ser
 import { OpenAiProvider } from "../../services/inference/providers/openai";
 import { ReplicaAgent, serveCall } from "../../services/inference/deployments/tunnel";
 import { NATS_URL, uniqueName, waitFor } from "../support/platform";
+import { replicaStub } from "../support/replica-stub";
 
 const JOB = "job-1";
 
@@ -40,33 +41,7 @@ describe("inference deployments - the tunnel to a replica over NATS", () => {
 
   beforeAll(async () => {
     mkdirSync(serveDir(relayDir, JOB), { recursive: true });
-    server = http.createServer((req, res) => {
-      let raw = "";
-      req.on("data", (c) => (raw += c));
-      req.on("end", () => {
-        const body = JSON.parse(raw || "{}");
-        if (!body.stream) {
-          res.writeHead(200, { "content-type": "application/json" });
-          return res.end(
-            JSON.stringify({
-              choices: [{ message: { content: `to ${body.model}` }, finish_reason: "stop" }],
-              usage: { prompt_tokens: 1, completion_tokens: 2 },
-            }),
-          );
-        }
-        res.writeHead(200, { "content-type": "text/event-stream" });
-        res.once("close", () => (closedStreams += 1));
-        let n = 0;
-        const timer = setInterval(() => {
-          if (n === (body.max_tokens ?? 5)) {
-            clearInterval(timer);
-            return res.end("data: [DONE]\n\n");
-          }
-          res.write(`data: ${JSON.stringify({ choices: [{ delta: { content: `w${n++} ` } }] })}\n\n`);
-        }, 100);
-        res.once("close", () => clearInterval(timer));
-      });
-    });
+    server = replicaStub("", () => (closedStreams += 1));
     server.on("connection", (socket) => {
       opened += 1;
       open.add(socket);

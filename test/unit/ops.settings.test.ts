@@ -25,6 +25,14 @@ describe("settings - a bad value refuses the start, naming the variable", () => 
     ["dbaas DBAAS_QUOTA_CHECK_S", ["dbaas"], { DBAAS_QUOTA_CHECK_S: "0" }, /^DBAAS_QUOTA_CHECK_S must be a positive number, got "0"$/],
     ["gpu-node GPU_EXECUTOR", ["gpu-node"], { GPU_EXECUTOR: "vm" }, /^GPU_EXECUTOR must be "docker" or "process", got "vm"$/],
     ["gpu-node GPU_JOB_CPUS", ["gpu-node"], { GPU_JOB_CPUS: "-1" }, /^GPU_JOB_CPUS must be a positive number, got "-1"$/],
+    ["gpu-node GPU_SERVE_LISTEN", ["gpu-node"], { GPU_SERVE_LISTEN: "7070" }, /^GPU_SERVE_LISTEN must be host:port, got "7070"$/],
+    ["gpu-node GPU_SERVE_LISTEN port", ["gpu-node"], { GPU_SERVE_LISTEN: "127.0.0.1:70000" }, /^GPU_SERVE_LISTEN must be host:port, got "127.0.0.1:70000"$/],
+    [
+      "gpu-node GPU_SERVE_LISTEN on every address, no GPU_SERVE_ADDRESS",
+      ["gpu-node"],
+      { GPU_SERVE_LISTEN: "0.0.0.0:7070" },
+      /^GPU_SERVE_ADDRESS must be the host inference connects to when GPU_SERVE_LISTEN listens on every address, got ""$/,
+    ],
     ["gpu-scheduler GPU_SCHEDULE_TICK_MS", ["gpu-scheduler"], { GPU_SCHEDULE_TICK_MS: "1.5" }, /^GPU_SCHEDULE_TICK_MS must be an integer, got "1.5"$/],
     ["inference OPENAI_PROVIDERS", ["inference"], { OPENAI_PROVIDERS: "{}" }, /^OPENAI_PROVIDERS must be a JSON list of \{name, url, apiKey\?\}$/],
     ["inference OLLAMA_URL", ["inference"], { OLLAMA_URL: "localhost:11434" }, /^OLLAMA_URL must be an http\(s\) URL, got "localhost:11434"$/],
@@ -70,6 +78,12 @@ describe("settings - a bad value refuses the start, naming the variable", () => 
       jobTimeoutS: 3600,
       jobNetwork: "none",
       defaultImage: "nvidia/cuda:12.4.1-base-ubuntu22.04",
+      serveListen: undefined,
+    });
+    expect(parseGpuNodeSettings({ GPU_SERVE_LISTEN: "[::1]:0" })).toMatchObject({ serveListen: { host: "::1", port: 0 }, serveAddress: undefined });
+    expect(parseGpuNodeSettings({ GPU_SERVE_LISTEN: "0.0.0.0:7070", GPU_SERVE_ADDRESS: "10.1.2.3" })).toMatchObject({
+      serveListen: { host: "0.0.0.0", port: 7070 },
+      serveAddress: "10.1.2.3",
     });
   });
 });

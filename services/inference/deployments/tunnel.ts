@@ -10,15 +10,30 @@
  * The bytes travel on the latin1 wire where the node speaks it (lib/deployment-protocol.ts).
  */
 import http from "http";
+import net, { type Socket } from "net";
 import { Duplex, PassThrough, type Readable } from "stream";
-import { fromWire, SERVE_ACTION, SERVE_WIRE, toWire, type ServeMeta } from "../../../lib/deployment-protocol";
+import {
+  fromWire,
+  SERVE_ACTION,
+  SERVE_DIRECT_ACK,
+  SERVE_TICKET_ACTION,
+  SERVE_WIRE,
+  toWire,
+  type ServeMeta,
+  type ServeTicket,
+} from "../../../lib/deployment-protocol";
 
 /**
  * Calls the replica's node: `request` is what to send, the answer what the replica sends back;
  * `latin1`: both as latin1-wire strings (object-mode streams), else as bytes. `latin1()`: whether
  * the node speaks that wire (asked once per connection).
  */
-export type ServeCall = { latin1(): boolean; call(request: Readable, latin1: boolean): Promise<Readable> };
+export type ServeCall = {
+  latin1(): boolean;
+  call(request: Readable, latin1: boolean): Promise<Readable>;
+  /** A ticket for the node's direct channel (null: it has none); undefined when the node has no such action. */
+  ticket?(): Promise<ServeTicket | null>;
+};
 
 type ServeBroker = {
   call(action: string, params: unknown, opts: { nodeID: string; meta: ServeMeta; timeout: number }): Promise<unknown>;
@@ -34,8 +49,48 @@ export function serveCall(broker: ServeBroker, nodeId: string, jobId: string, ti
       const meta: ServeMeta = latin1 ? { jobId, wire: SERVE_WIRE } : { jobId };
       return (await broker.call(SERVE_ACTION, request, { nodeID: nodeId, meta, timeout: timeoutMs })) as Readable;
     },
+    ticket: async () =>
+      (broker.registry as Endpoints).getActionEndpointByNodeId(SERVE_TICKET_ACTION, nodeId)
+        ? ((await broker.call(SERVE_TICKET_ACTION, { jobId }, { nodeID: nodeId, meta: { jobId }, timeout: timeoutMs })) as ServeTicket | null)
+        : null,
   };
 }
+
+/**
+ * A connection through the node's direct channel (services/gpu-node/serve-direct.ts): the ticket's
+ * line out, and nothing more until the node's acknowledgement (so an address that is not such a
+ * node never gets a request); then the socket is the replica's. Fails with `ECONNREFUSED` when the
+ * node does not acknowledge within `timeoutMs`: nothing of a request went out.
+ */
+export function connectDirect({ address, ticket }: ServeTicket, timeoutMs: number): Promise<Socket> {
+  const at = address.lastIndexOf(":");
+  const host = address.slice(0, at).replace(/^\[|\]$/g, "");
+  const port = Number(address.slice(at + 1));
+  return new Promise((resolve, reject) => {
+    const socket = net.connect({ host, port, noDelay: true });
+    let heard = Buffer.alloc(0);
+    const fail = (why: string) => {
+      socket.destroy();
+      reject(Object.assign(new Error(`The replica cannot be reached: ${why}`), { code: "ECONNREFUSED" }));
+    };
+    const timer = setTimeout(() => fail("its node did not answer in time"), timeoutMs);
+    const onData = (chunk: Buffer) => {
+      heard = Buffer.concat([heard, chunk]);
+      if (heard.length < ACK.length) return;
+      clearTimeout(timer);
+      // Flowing on: http's client listens from the next tick, before the socket is read again.
+      socket.off("data", onData).off("error", onError).off("close", onClose);
+      if (!heard.subarray(0, ACK.length).equals(ACK)) return fail("its node refused the connection");
+      if (heard.length > ACK.length) socket.unshift(heard.subarray(ACK.length));
+      resolve(socket);
+    };
+    const onError = (err: Error) => (clearTimeout(timer), fail(err.message));
+    const onClose = () => (clearTimeout(timer), fail("its node closed the connection"));
+    socket.once("connect", () => socket.write(`${ticket}\n`));
+    socket.on("data", onData).once("error", onError).once("close", onClose);
+  });
+}
+const ACK = Buffer.from(SERVE_DIRECT_ACK, "latin1");
 
 /** How long a connection no request uses stays open (below the 5 s idle limit of common servers: Node.js, uvicorn). */
 export const IDLE_TUNNEL_MS = 4000;
@@ -158,15 +213,48 @@ export class Tunnel extends Duplex {
  */
 export class ReplicaAgent extends http.Agent {
   inflight = 0;
+  /** Whether the replica's node has a direct channel (unknown until asked). */
+  direct?: boolean;
 
   constructor(
     private readonly call: ServeCall,
     idleMs = IDLE_TUNNEL_MS,
+    /** How long a direct connection may take to be acknowledged. */
+    private readonly timeoutMs = 10_000,
   ) {
     super({ keepAlive: true, scheduling: "lifo", timeout: idleMs });
   }
 
-  override createConnection(): Duplex {
+  /**
+   * A connection to the replica: through the node's direct channel when it has one (asked once per
+   * agent; a node without it answers null), else a bus tunnel. http's agent takes either at once or
+   * through `created`.
+   */
+  override createConnection(_options: unknown, created: (err: Error | null, socket?: Duplex) => void): Duplex | undefined {
+    if (this.direct === false || !this.call.ticket) return this.tunnel();
+    this.call.ticket().then(
+      (ticket) => {
+        if (!ticket) {
+          this.direct = false;
+          return created(null, this.tunnel());
+        }
+        this.direct = true;
+        connectDirect(ticket, this.timeoutMs).then(
+          // As a tunnel's: an error before a request listens must not go unhandled.
+          (socket) =>
+            created(
+              null,
+              socket.on("error", () => undefined),
+            ),
+          created,
+        );
+      },
+      (err: Error) => created(unreachable(err)),
+    );
+    return undefined;
+  }
+
+  private tunnel(): Tunnel {
     const tunnel = new Tunnel(this.call);
     // The request that uses it hears its errors; one before the request listens must not go unhandled.
     tunnel.on("error", () => undefined);

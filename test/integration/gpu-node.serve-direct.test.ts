@@ -1,0 +1,210 @@
+/**
+ * The direct serve channel (issue 29; services/gpu-node/serve-direct.ts): inference asks the node
+ * for a ticket over real NATS (`gpu-node.serveTicket`) and then speaks to the replica over one TCP
+ * connection to the node. OpenAI-compatible servers on two jobs' serve sockets stand in for the
+ * jobs' forwarders and replicas. A whole answer and a stream chunk by chunk, connections kept alive,
+ * a client leaving closing the replica's; a node without the channel still reached over the bus.
+ * Abuse: a wrong, reused, expired or other job's ticket, a silent or flooding client, an address
+ * that is not a node, a replica gone: nothing reaches a replica it was not issued for.
+ */
+import { mkdirSync, mkdtempSync, rmSync } from "fs";
+import http from "http";
+import net from "net";
+import os from "os";
+import path from "path";
+import { ServiceBroker } from "moleculer";
+import type { Readable } from "stream";
+import { SERVE_DIRECT_ACK, SERVE_TICKET_ACTION, type ServeMeta, type ServeTicket } from "../../lib/deployment-protocol";
+import { DirectServe } from "../../services/gpu-node/serve-direct";
+import { serveAnswer, serveSocketPath, serveDir } from "../../services/gpu-node/serve-relay";
+import { OpenAiProvider } from "../../services/inference/providers/openai";
+import { connectDirect, getFrom, ReplicaAgent, serveCall } from "../../services/inference/deployments/tunnel";
+import { NATS_URL, uniqueName, waitFor } from "../support/platform";
+import { replicaStub } from "../support/replica-stub";
+
+const JOBS = ["job-a", "job-b"];
+
+/** Connects to `address`, sends `data`, and resolves with everything received until the node closes the connection. */
+function exchange(address: string, data: string | null, timeoutMs = 5000): Promise<string> {
+  const [host, port] = [address.slice(0, address.lastIndexOf(":")), Number(address.slice(address.lastIndexOf(":") + 1))];
+  return new Promise((resolve, reject) => {
+    const socket = net.connect({ host, port }, () => data !== null && socket.write(data));
+    let got = "";
+    const timer = setTimeout(() => (socket.destroy(), reject(new Error(`still open after ${timeoutMs} ms; got ${JSON.stringify(got)}`))), timeoutMs);
+    socket.on("data", (c) => (got += c.toString("latin1")));
+    socket.on("error", () => undefined);
+    socket.once("close", () => (clearTimeout(timer), resolve(got)));
+  });
+}
+
+describe("gpu-node serve direct - the replica over one TCP connection, tickets from the bus", () => {
+  const relayDir = mkdtempSync(path.join(os.tmpdir(), "serve-direct-"));
+  const namespace = uniqueName("direct");
+  const node = new ServiceBroker({ namespace, nodeID: uniqueName("node"), transporter: NATS_URL, logger: false });
+  const busOnlyNode = new ServiceBroker({ namespace, nodeID: uniqueName("node-bus"), transporter: NATS_URL, logger: false });
+  const inference = new ServiceBroker({ namespace, nodeID: uniqueName("inf"), transporter: NATS_URL, logger: false });
+  const direct = new DirectServe({ relayDir, host: "127.0.0.1", port: 0, ticketTtlMs: 500, handshakeMs: 300, maxHandshakes: 4 });
+  /** The `serve` calls each node got (the bus path). */
+  const busCalls: string[] = [];
+  const servers: http.Server[] = [];
+  /** Connections each job's server accepted, and streams closed before their end. */
+  const opened: Record<string, number> = { "job-a": 0, "job-b": 0 };
+  let closedStreams = 0;
+
+  beforeAll(async () => {
+    for (const job of JOBS) {
+      mkdirSync(serveDir(relayDir, job), { recursive: true });
+      const server = replicaStub(`${job} `, (finished) => finished || (closedStreams += 1));
+      server.on("connection", () => (opened[job] += 1));
+      await new Promise<void>((resolve) => server.listen(serveSocketPath(relayDir, job), resolve));
+      servers.push(server);
+    }
+    await direct.listen();
+    const serve = (name: string) => (ctx: { params: Readable; meta: ServeMeta }) => {
+      busCalls.push(name);
+      return serveAnswer(relayDir, ctx.meta.jobId, ctx.params);
+    };
+    node.createService({
+      name: "gpu-node",
+      actions: {
+        serve: serve("direct"),
+        serveTicket: (ctx: { params: { jobId: string } }) => direct.ticket(ctx.params.jobId),
+      },
+    });
+    // A node with the action and no channel (GPU_SERVE_LISTEN unset) answers null.
+    busOnlyNode.createService({ name: "gpu-node", actions: { serve: serve("bus-only"), serveTicket: () => null } });
+    await Promise.all([node.start(), busOnlyNode.start(), inference.start()]);
+    await waitFor(() => inference.registry.actions.get(SERVE_TICKET_ACTION)?.endpoints.length === 2, { timeoutMs: 10_000, message: "two nodes' serveTicket" });
+  });
+
+  afterAll(async () => {
+    await direct.close();
+    await Promise.all([node.stop(), busOnlyNode.stop(), inference.stop()]);
+    for (const s of servers) s.close();
+    rmSync(relayDir, { recursive: true, force: true });
+  });
+
+  const agentOf = (job = "job-a", nodeId = node.nodeID) => new ReplicaAgent(serveCall(inference, nodeId, job, 10_000), undefined, 2000);
+  const provider = (agent: ReplicaAgent) => new OpenAiProvider("deployment", "http://replica/v1", undefined, agent);
+  const hi = (maxTokens?: number) => ({ model: "tiny", maxTokens, messages: [{ role: "user" as const, content: "hi" }] });
+  const whole = async (agent: ReplicaAgent) => (await provider(agent).complete(hi(), new AbortController().signal)).text;
+  const ticketFor = (jobId: string): Promise<ServeTicket> => inference.call(SERVE_TICKET_ACTION, { jobId }, { nodeID: node.nodeID });
+
+  test("serve direct - a whole answer and a stream chunk by chunk over the direct channel, kept alive, no bus tunnel", async () => {
+    const agent = agentOf();
+    busCalls.length = 0;
+    const before = opened["job-a"];
+    for (let i = 0; i < 3; i++) expect(await whole(agent)).toBe("job-a to tiny");
+    const arrived: number[] = [];
+    let text = "";
+    for await (const chunk of await provider(agent).stream(hi(), new AbortController().signal))
+      if (chunk.type === "delta") {
+        text += chunk.text;
+        arrived.push(Date.now());
+      }
+    expect(text).toBe("w0 w1 w2 w3 w4 ");
+    expect(arrived[4] - arrived[0]).toBeGreaterThan(250);
+    expect([agent.direct, busCalls, opened["job-a"] - before]).toEqual([true, [], 1]);
+    expect(agent.inflight).toBe(0);
+    agent.destroy();
+  });
+
+  test("serve direct - a client that goes away closes the replica's connection; 30 at once all answered", async () => {
+    const agent = agentOf();
+    const before = closedStreams;
+    const control = new AbortController();
+    const chunks = (await provider(agent).stream(hi(100), control.signal))[Symbol.asyncIterator]();
+    await chunks.next();
+    control.abort();
+    await expect(chunks.next()).rejects.toBeDefined();
+    await waitFor(() => closedStreams > before, { timeoutMs: 2000, message: "the replica's connection closed" });
+    const answers = await Promise.all(Array.from({ length: 30 }, () => whole(agent)));
+    expect(answers).toEqual(Array(30).fill("job-a to tiny"));
+    await waitFor(() => agent.inflight === 0, { timeoutMs: 2000, message: "none in flight" });
+    agent.destroy();
+  });
+
+  test("serve direct - a node without the channel is reached over the bus", async () => {
+    const agent = agentOf("job-a", busOnlyNode.nodeID);
+    busCalls.length = 0;
+    expect(await whole(agent)).toBe("job-a to tiny");
+    expect(await whole(agent)).toBe("job-a to tiny");
+    expect([agent.direct, busCalls]).toEqual([false, ["bus-only"]]);
+    agent.destroy();
+  });
+
+  test("serve direct - a ticket reaches its own job once: another job's, a reused, a wrong or an expired ticket gets nothing", async () => {
+    const get = (ticket: ServeTicket) => connectDirect(ticket, 2000).then((socket) => getFrom(new OneSocketAgent(socket), "/x", 2000));
+    // Each job's ticket reaches that job's server.
+    const b = await ticketFor("job-b");
+    const beforeA = opened["job-a"];
+    await get(b);
+    expect([opened["job-b"] > 0, opened["job-a"]]).toEqual([true, beforeA]);
+    // Used once: the same ticket again is closed with nothing sent back, and nothing reaches a server.
+    const before = { ...opened };
+    expect(await exchange(b.address, `${b.ticket}\nGET / HTTP/1.1\r\n\r\n`)).toBe("");
+    // A wrong one (right length), and one too short followed by the end of the stream.
+    expect(await exchange(b.address, `${"A".repeat(b.ticket.length)}\nGET / HTTP/1.1\r\n\r\n`)).toBe("");
+    expect(await exchange(b.address, "short")).toBe("");
+    // Lapsed (TTL 500 ms here).
+    const old = await ticketFor("job-a");
+    await new Promise((resolve) => setTimeout(resolve, 700));
+    expect(await exchange(old.address, `${old.ticket}\n`)).toBe("");
+    expect(opened).toEqual(before);
+    // The refusals surface as ECONNREFUSED (nothing of a request went out: the router tries another replica).
+    await expect(connectDirect(b, 2000)).rejects.toMatchObject({ code: "ECONNREFUSED" });
+  });
+
+  test("serve direct - a ticket for a job with no replica here is refused; an expired flood of tickets stays bounded", async () => {
+    const none = await ticketFor("job-gone");
+    await expect(connectDirect(none, 2000)).rejects.toMatchObject({ code: "ECONNREFUSED" });
+    // A job id that is not one (a path out of the relay folder) reaches nothing, even with a ticket issued for it.
+    await expect(connectDirect(direct.ticket("../job-a/.."), 2000)).rejects.toMatchObject({ code: "ECONNREFUSED" });
+    for (let i = 0; i < 50; i++) await ticketFor("job-a");
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    await ticketFor("job-a");
+    expect(direct.outstandingTickets).toBe(1);
+  });
+
+  test("serve direct - a client that says nothing is closed after the handshake time; past the limit of waiting ones, at once", async () => {
+    const { address } = await ticketFor("job-a");
+    const closedAt = (got: string) => ({ got, at: Date.now() });
+    const started = Date.now();
+    const silent = Array.from({ length: 4 }, () => exchange(address, null, 3000).then(closedAt));
+    await waitFor(() => direct.waitingHandshakes === 4, { timeoutMs: 2000, message: "four waiting" });
+    // A fifth while four wait: closed at once, before any of them (their handshake time is 300 ms here).
+    const fifth = closedAt(await exchange(address, null, 3000));
+    const four = await Promise.all(silent);
+    expect([fifth.got, ...four.map((s) => s.got)]).toEqual(["", "", "", "", ""]);
+    expect(four.every((s) => s.at > fifth.at && s.at - started >= 280)).toBe(true);
+    expect(direct.waitingHandshakes).toBe(0);
+    // Then a good ticket still works.
+    const agent = agentOf();
+    expect(await whole(agent)).toBe("job-a to tiny");
+    agent.destroy();
+  });
+
+  test("serve direct - an address that is not a node gets the ticket line and never a request", async () => {
+    const received: string[] = [];
+    const impostor = net.createServer((socket) => {
+      socket.on("data", (c) => received.push(c.toString("latin1")));
+      socket.write("HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n");
+    });
+    await new Promise<void>((resolve) => impostor.listen(0, "127.0.0.1", resolve));
+    const { port } = impostor.address() as net.AddressInfo;
+    await expect(connectDirect({ address: `127.0.0.1:${port}`, ticket: "T".repeat(43) }, 2000)).rejects.toMatchObject({ code: "ECONNREFUSED" });
+    await new Promise((resolve) => impostor.close(resolve));
+    expect(received.join("")).toBe(`${"T".repeat(43)}\n`);
+    expect(SERVE_DIRECT_ACK.startsWith("HTTP")).toBe(false);
+  });
+});
+
+/** An agent handing out one given socket (a connection made by connectDirect). */
+class OneSocketAgent extends http.Agent {
+  constructor(private readonly socket: net.Socket) {
+    super({ keepAlive: false });
+  }
+  override createConnection(): net.Socket {
+    return this.socket;
+  }
+}
