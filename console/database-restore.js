@@ -15,21 +15,17 @@ export function restorePicker(db, restore) {
   const window = db.restoreWindow;
   if (!window) return null;
   const id = `restore-${db.id}`;
-  const at = h("input", {
-    id,
-    type: "datetime-local",
-    step: 1,
-    required: true,
-    min: localInputValue(window.earliest, { roundUp: true }),
-    max: localInputValue(window.latest),
-    value: localInputValue(window.latest),
-  });
+  const min = localInputValue(window.earliest, { roundUp: true });
+  const max = localInputValue(window.latest);
+  // A window begun less than a second ago may hold no whole second yet (the picker's step).
+  const empty = min > max;
+  const at = h("input", { id, type: "datetime-local", step: 1, required: true, min, max, value: max, disabled: empty });
   const form = h(
     "form",
     { className: "row", "aria-label": `Restore ${db.databaseName}` },
     h("label", { for: id }, "Restore to"),
     at,
-    h("button", { type: "submit" }, "Restore into a new database"),
+    h("button", { type: "submit", disabled: empty }, "Restore into a new database"),
   );
   form.addEventListener("submit", (e) => {
     e.preventDefault();
@@ -40,7 +36,13 @@ export function restorePicker(db, restore) {
     "details",
     { className: "restore" },
     h("summary", {}, "Restore to a point in time…"),
-    h("p", { className: "muted" }, `Any second from ${new Date(window.earliest).toLocaleString()} to ${new Date(window.latest).toLocaleString()}.`),
+    h(
+      "p",
+      { className: "muted" },
+      empty
+        ? "The window holds no whole second yet: refresh in a moment."
+        : `Any second from ${new Date(window.earliest).toLocaleString()} to ${new Date(window.latest).toLocaleString()}.`,
+    ),
     form,
   );
 }

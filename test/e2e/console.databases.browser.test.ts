@@ -8,7 +8,7 @@
 import type { Browser, Page, Request } from "playwright-core";
 import { launchChromium, watchProblems } from "../support/chromium";
 import { pitrTestEnv } from "../support/pitr";
-import { http, startTestPlatform, TestPlatform, uniqueName, waitForRoute } from "../support/platform";
+import { http, startTestPlatform, TestPlatform, uniqueName, waitFor, waitForRoute } from "../support/platform";
 
 const POOLER_PORT = process.env.TENANT_POOLER_PORT ?? "6433";
 
@@ -49,8 +49,15 @@ describe("console - databases: status, pooled endpoint and point-in-time restore
   it("console - databases: the restore picker is bounded by the window, sends restoreFrom, and shows the new database restoring until active", async () => {
     const created = await http(platform.baseUrl, "POST", "/api/databases", { token, body: {} });
     expect(created.status).toBe(201);
-    const source = (await http(platform.baseUrl, "GET", `/api/databases/${created.body.id}`, { token })).body;
-    expect(source.restoreWindow).toBeDefined();
+    // Until its window holds a whole second (the picker's step), the picker has nothing to offer.
+    const source = await waitFor(
+      async () => {
+        const db = (await http(platform.baseUrl, "GET", `/api/databases/${created.body.id}`, { token })).body;
+        const w = db.restoreWindow;
+        return w && Math.ceil(Date.parse(w.earliest) / 1000) <= Math.floor(Date.parse(w.latest) / 1000) ? db : undefined;
+      },
+      { timeoutMs: 10_000, intervalMs: 100, message: "a restore window of a whole second" },
+    );
     await page.goto(`${platform.baseUrl}/console`);
     await page.getByLabel("Email").fill(email);
     await page.getByLabel("Password").fill(password);
@@ -111,6 +118,16 @@ describe("console - databases: status, pooled endpoint and point-in-time restore
     } else expect(first).toBe("active"); // a fast machine: already restored by the list's first look
     await row.getByText("Destroy…").waitFor();
     for (const id of [restored.id, source.id]) expect((await http(platform.baseUrl, "DELETE", `/api/databases/${id}`, { token })).status).toBe(200);
+    // A window that holds no whole second yet (begun 0.7 s into a second, read 0.2 s later): nothing to pick, and it says so.
+    // (A string: the page runs it as written, its import() untouched by the test's compiler.)
+    const emptyPicker = await page.evaluate(`(async () => {
+      const { restorePicker } = await import("/console/database-restore.js");
+      const second = Math.floor(Date.now() / 1000) * 1000;
+      const restoreWindow = { earliest: new Date(second + 700).toISOString(), latest: new Date(second + 900).toISOString() };
+      const picker = restorePicker({ id: "x", databaseName: "x", restoreWindow }, () => undefined);
+      return { button: picker.querySelector("button").disabled, input: picker.querySelector("input").disabled, text: picker.textContent };
+    })()`);
+    expect(emptyPicker).toMatchObject({ button: true, input: true, text: expect.stringContaining("no whole second yet") });
     expect(refused.filter((r) => /\/api\/(databases|snapshots)/.test(r))).toEqual([]);
     // Nothing failed in the page but those refusals (the console's other pages' services).
     expect(problems.filter((p) => !/status of (404|503)/.test(p))).toEqual([]);
