@@ -132,7 +132,8 @@ export class DirectServe {
     const replica = net.connect({ path: serveSocketPath(this.opts.relayDir, jobId), allowHalfOpen: true });
     replica.on("error", () => client.destroy());
     client.once("close", () => replica.destroy());
-    replica.once("close", () => client.destroy());
+    // A replica that ended cleanly: what it sent is still written out before the client's end.
+    replica.once("close", (hadError) => (hadError ? client.destroy() : client.end()));
     replica.once("connect", () => {
       this.served += 1;
       replica.setNoDelay(true);

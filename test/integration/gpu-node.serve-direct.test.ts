@@ -184,6 +184,36 @@ describe("gpu-node serve direct - the replica over one TCP connection, tickets f
     agent.destroy();
   });
 
+  test("serve direct - a large answer from a replica that closes, to a slow reader that half-closed after its request: every byte arrives", async () => {
+    const SIZE = 8 * 1024 * 1024;
+    const head = `HTTP/1.1 200 OK\r\ncontent-length: ${SIZE}\r\nconnection: close\r\n\r\n`;
+    let replicaClosed = false;
+    mkdirSync(serveDir(relayDir, "job-big"), { recursive: true });
+    const big = net.createServer((socket) => {
+      socket.once("close", () => (replicaClosed = true));
+      socket.once("data", () => socket.end(Buffer.concat([Buffer.from(head), Buffer.alloc(SIZE, 97)])));
+    });
+    await new Promise<void>((resolve) => big.listen(serveSocketPath(relayDir, "job-big"), resolve));
+    try {
+      const socket = await connectDirect(await ticketFor("job-big"), 2000);
+      // The request, then this side's end (a half-close: the answer is still read).
+      socket.end("GET / HTTP/1.1\r\nhost: replica\r\n\r\n");
+      // A slow reader: the replica is done and gone long before it has read everything.
+      let bytes = 0;
+      let closedWhileReading = false;
+      socket.on("data", (c: Buffer) => {
+        bytes += c.length;
+        closedWhileReading ||= replicaClosed;
+        socket.pause();
+        setTimeout(() => socket.resume(), 2);
+      });
+      await new Promise((resolve) => socket.once("close", resolve));
+      expect([closedWhileReading, bytes]).toEqual([true, head.length + SIZE]);
+    } finally {
+      big.close();
+    }
+  });
+
   test("serve direct - an address that is not a node gets the ticket line and never a request", async () => {
     const received: string[] = [];
     const impostor = net.createServer((socket) => {

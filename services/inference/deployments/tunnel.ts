@@ -8,6 +8,8 @@
  * requests (one bus call, node socket and replica connection serve many requests); closing one
  * (a client gone) closes the replica's. The agent counts the requests in flight to its replica.
  * The bytes travel on the latin1 wire where the node speaks it (lib/deployment-protocol.ts).
+ * Where the node has a direct serve channel (GPU_SERVE_LISTEN, services/gpu-node/serve-direct.ts),
+ * a connection is instead one TCP connection to the node, opened with a ticket asked on the bus.
  */
 import http from "http";
 import net, { type Socket } from "net";
@@ -31,7 +33,7 @@ import {
 export type ServeCall = {
   latin1(): boolean;
   call(request: Readable, latin1: boolean): Promise<Readable>;
-  /** A ticket for the node's direct channel (null: it has none); undefined when the node has no such action. */
+  /** A ticket for the node's direct channel (null: the node has none); absent: only the bus is used. */
   ticket?(): Promise<ServeTicket | null>;
 };
 
@@ -239,8 +241,8 @@ export class ReplicaAgent extends http.Agent {
           return created(null, this.tunnel());
         }
         this.direct = true;
+        // As a tunnel's: an error before a request listens must not go unhandled.
         connectDirect(ticket, this.timeoutMs).then(
-          // As a tunnel's: an error before a request listens must not go unhandled.
           (socket) =>
             created(
               null,
