@@ -27,16 +27,18 @@ export type ServeMeta = { jobId: string; wire?: typeof SERVE_WIRE };
 
 /**
  * The direct serve channel (services/gpu-node/serve-direct.ts, on nodes with GPU_SERVE_LISTEN):
- * `gpu-node.serveTicket` answers where to connect and the ticket for one connection to one job's
- * port. The connection's first line is the ticket (SERVE_TICKET_CHARS characters and "\n"); the
- * node answers SERVE_DIRECT_ACK once the replica's port is connected, and bytes then pass as they
- * are. A node without it answers null, and the bus tunnel is used.
+ * `gpu-node.serveTicket` answers where to connect and a ticket for one connection to one job's
+ * port: a TLS 1.3 pre-shared key (`key`, 32 random bytes, base64) and its identity (`ticket`). The
+ * connection is TLS with that key (SERVE_TLS_CIPHERS), so the node and inference authenticate each
+ * other with what only the bus carried, and what passes is encrypted. Inside it the node answers
+ * SERVE_DIRECT_ACK once the replica's port is connected, and bytes then pass as they are. A node
+ * without the channel answers null, and the bus tunnel is used.
  */
 export const SERVE_TICKET_ACTION = "gpu-node.serveTicket";
-export type ServeTicket = { address: string; ticket: string };
-/** A ticket: 32 random bytes, base64url. */
-export const SERVE_TICKET_CHARS = 43;
-/** What the node sends before the replica's bytes: nothing else an unrelated server at that address would say first. */
+export type ServeTicket = { address: string; ticket: string; key: string };
+/** TLS 1.3 with a pre-shared key (and an ephemeral key exchange: OpenSSL's psk_dhe_ke). */
+export const SERVE_TLS_CIPHERS = "TLS_AES_128_GCM_SHA256";
+/** What the node sends first inside the connection: the replica's port answered. */
 export const SERVE_DIRECT_ACK = "ci-platform-serve 1 ok\n";
 
 /**

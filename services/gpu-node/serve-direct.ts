@@ -1,26 +1,29 @@
 /**
  * The direct serve channel of a node (issue 29, opt-in with GPU_SERVE_LISTEN): the inference
- * service reaches a replica's port over one TCP connection to its node, not through the bus, so a
+ * service reaches a replica's port over one TLS connection to its node, not through the bus, so a
  * request skips the NATS server and Moleculer's stream packets both ways. Who may connect is still
  * decided on the bus: inference asks `gpu-node.serveTicket` (authenticated, callers: inference) for
- * one job and gets a ticket, 256 random bits, good for one connection within TICKET_TTL_MS. The
- * connection's first line is the ticket; then the node connects to that replica's serve socket
- * (serve-relay.ts) and answers SERVE_DIRECT_ACK, after which bytes pass both ways untouched.
- * Anything else (no ticket in HANDSHAKE_MS, an unknown, used or expired one, a replica that does
- * not listen) is closed with nothing sent. The job itself still reaches nothing: the listener is
+ * one job and gets a ticket: a TLS 1.3 pre-shared key of 256 random bits and its identity, good
+ * for one connection within TICKET_TTL_MS. The connection's handshake uses that key, so each side
+ * knows the other holds what only the bus carried (no certificates), and the bytes are encrypted.
+ * Then the node connects to that replica's serve socket (serve-relay.ts) and sends
+ * SERVE_DIRECT_ACK, after which bytes pass both ways untouched. Anything else (no handshake within
+ * HANDSHAKE_MS, an identity unknown, used or expired, another key, a replica that does not listen)
+ * is closed with nothing of a replica's sent. The job itself still reaches nothing: the listener is
  * the node's, on the host's network, never inside a sandbox.
  */
 import { randomBytes } from "crypto";
-import net, { Server, Socket } from "net";
-import { SERVE_DIRECT_ACK, SERVE_TICKET_CHARS, type ServeTicket } from "../../lib/deployment-protocol";
+import net, { Socket } from "net";
+import tls, { TLSSocket } from "tls";
+import { SERVE_DIRECT_ACK, SERVE_TLS_CIPHERS, type ServeTicket } from "../../lib/deployment-protocol";
 import { JOB_ID_PATTERN } from "./job";
 import { serveSocketPath } from "./serve-relay";
 
 /** How long a ticket may wait for its connection. */
 export const TICKET_TTL_MS = 10_000;
-/** How long a connection may take to send its ticket. */
+/** How long a connection may take to complete its handshake. */
 export const HANDSHAKE_MS = 5_000;
-/** Connections still to send their ticket, at most (more are closed at once). */
+/** Connections still in their handshake, at most (more are closed at once). */
 export const MAX_HANDSHAKES = 64;
 /** Tickets issued and not yet used, at most (the oldest go first). */
 export const MAX_TICKETS = 10_000;
@@ -38,10 +41,11 @@ export type DirectServeOptions = {
 };
 
 export class DirectServe {
-  private server?: Server;
+  private server?: net.Server;
+  private readonly context = tls.createSecureContext({ ciphers: SERVE_TLS_CIPHERS, minVersion: "TLSv1.3" });
   private address = "";
-  /** Ticket → its job and when it lapses; in the order issued. */
-  private readonly tickets = new Map<string, { jobId: string; until: number }>();
+  /** Ticket identity → its key, job and when it lapses; in the order issued. */
+  private readonly tickets = new Map<string, { key: Buffer; jobId: string; until: number }>();
   private readonly open = new Set<Socket>();
   private handshakes = 0;
   /** Connections that reached a replica, since the start. */
@@ -50,7 +54,7 @@ export class DirectServe {
   constructor(private readonly opts: DirectServeOptions) {}
 
   async listen(): Promise<void> {
-    const server = net.createServer({ allowHalfOpen: true, noDelay: true }, (socket) => this.accept(socket));
+    const server = net.createServer({ allowHalfOpen: true, noDelay: true }, (raw) => this.accept(raw));
     await new Promise<void>((resolve, reject) => server.once("error", reject).listen(this.opts.port, this.opts.host, () => resolve()));
     const { port } = server.address() as net.AddressInfo;
     this.server = server;
@@ -62,20 +66,21 @@ export class DirectServe {
   ticket(jobId: string): ServeTicket {
     if (!this.server) throw new Error("The direct serve channel is not listening");
     const now = Date.now();
-    for (const [key, t] of this.tickets) {
+    for (const [identity, t] of this.tickets) {
       if (t.until > now && this.tickets.size < MAX_TICKETS) break;
-      this.tickets.delete(key);
+      this.tickets.delete(identity);
     }
-    const ticket = randomBytes(32).toString("base64url");
-    this.tickets.set(ticket, { jobId, until: now + (this.opts.ticketTtlMs ?? TICKET_TTL_MS) });
-    return { address: this.address, ticket };
+    const identity = randomBytes(16).toString("hex");
+    const key = randomBytes(32);
+    this.tickets.set(identity, { key, jobId, until: now + (this.opts.ticketTtlMs ?? TICKET_TTL_MS) });
+    return { address: this.address, ticket: identity, key: key.toString("base64") };
   }
 
   get outstandingTickets(): number {
     return this.tickets.size;
   }
 
-  /** Connections that have not sent their ticket yet. */
+  /** Connections that have not completed their handshake yet. */
   get waitingHandshakes(): number {
     return this.handshakes;
   }
@@ -87,48 +92,48 @@ export class DirectServe {
     this.server = undefined;
   }
 
-  private accept(client: Socket): void {
-    if (this.handshakes >= (this.opts.maxHandshakes ?? MAX_HANDSHAKES)) return void client.destroy();
+  /** A new connection: its TLS handshake with a ticket's key within HANDSHAKE_MS (past MAX_HANDSHAKES waiting, closed at once). */
+  private accept(raw: Socket): void {
+    if (this.handshakes >= (this.opts.maxHandshakes ?? MAX_HANDSHAKES)) return void raw.destroy();
     this.handshakes += 1;
-    this.open.add(client);
-    client.once("close", () => this.open.delete(client));
+    this.open.add(raw);
+    raw.on("error", () => undefined);
+    let jobId: string | undefined;
+    const client = new tls.TLSSocket(raw, {
+      isServer: true,
+      secureContext: this.context,
+      pskCallback: (_socket: TLSSocket, identity: string) => {
+        const entry = this.redeem(identity);
+        jobId = entry?.jobId;
+        return entry?.key ?? null;
+      },
+    } as tls.TLSSocketOptions);
     client.on("error", () => undefined);
-    let settled = false;
-    let buffered = Buffer.alloc(0);
-    const finish = () => {
-      if (settled) return false;
-      settled = true;
-      this.handshakes -= 1;
+    let waiting = true;
+    const settle = () => {
+      if (waiting) this.handshakes -= 1;
+      waiting = false;
       clearTimeout(deadline);
-      client.off("data", onData);
-      client.off("end", refuse);
-      client.off("close", refuse);
-      return true;
     };
-    const refuse = () => finish() && client.destroy();
-    const deadline = setTimeout(refuse, this.opts.handshakeMs ?? HANDSHAKE_MS);
-    const onData = (chunk: Buffer) => {
-      buffered = Buffer.concat([buffered, chunk]);
-      if (buffered.length <= SERVE_TICKET_CHARS) return;
-      client.pause();
-      finish();
-      const line = buffered.subarray(0, SERVE_TICKET_CHARS + 1).toString("latin1");
-      const entry = line.endsWith("\n") ? this.redeem(line.slice(0, -1)) : undefined;
-      if (!entry) return void client.destroy();
-      this.connectReplica(client, entry.jobId, buffered.subarray(SERVE_TICKET_CHARS + 1));
-    };
-    client.on("data", onData).once("end", refuse).once("close", refuse);
+    const deadline = setTimeout(() => (settle(), client.destroy()), this.opts.handshakeMs ?? HANDSHAKE_MS);
+    client.once("close", () => (settle(), this.open.delete(raw)));
+    client.once("secure", () => {
+      settle();
+      if (jobId) this.connectReplica(client, jobId);
+      else client.destroy();
+    });
   }
 
-  /** The ticket's job, once: a ticket is forgotten as it is used, and one past its time is refused. */
-  private redeem(ticket: string): { jobId: string } | undefined {
-    const entry = this.tickets.get(ticket);
+  /** The ticket's key and job, once: a ticket is forgotten as it is used, and one past its time is refused. */
+  private redeem(identity: string): { key: Buffer; jobId: string } | undefined {
+    const entry = this.tickets.get(identity);
     if (!entry) return undefined;
-    this.tickets.delete(ticket);
+    this.tickets.delete(identity);
     return entry.until > Date.now() && JOB_ID_PATTERN.test(entry.jobId) ? entry : undefined;
   }
 
-  private connectReplica(client: Socket, jobId: string, early: Buffer): void {
+  private connectReplica(client: TLSSocket, jobId: string): void {
+    client.pause();
     const replica = net.connect({ path: serveSocketPath(this.opts.relayDir, jobId), allowHalfOpen: true });
     replica.on("error", () => client.destroy());
     client.once("close", () => replica.destroy());
@@ -138,7 +143,6 @@ export class DirectServe {
       this.served += 1;
       replica.setNoDelay(true);
       client.write(SERVE_DIRECT_ACK);
-      if (early.length) replica.write(early);
       client.pipe(replica);
       replica.pipe(client);
       client.resume();

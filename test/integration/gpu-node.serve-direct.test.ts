@@ -1,10 +1,10 @@
 /**
  * The direct serve channel (issue 29; services/gpu-node/serve-direct.ts): inference asks the node
- * for a ticket over real NATS (`gpu-node.serveTicket`) and then speaks to the replica over one TCP
+ * for a ticket over real NATS (`gpu-node.serveTicket`) and then speaks to the replica over one TLS
  * connection to the node. OpenAI-compatible servers on two jobs' serve sockets stand in for the
  * jobs' forwarders and replicas. A whole answer and a stream chunk by chunk, connections kept alive,
  * a client leaving closing the replica's; a node without the channel still reached over the bus.
- * Abuse: a wrong, reused, expired or other job's ticket, a silent or flooding client, an address
+ * Abuse: a reused, expired, unknown or other job's ticket, another key, bytes that are not TLS, a silent or flooding client, an address
  * that is not a node, a replica gone: nothing reaches a replica it was not issued for.
  */
 import { mkdirSync, mkdtempSync, rmSync } from "fs";
@@ -12,9 +12,10 @@ import http from "http";
 import net from "net";
 import os from "os";
 import path from "path";
+import type { TLSSocket } from "tls";
 import { ServiceBroker } from "moleculer";
 import type { Readable } from "stream";
-import { SERVE_DIRECT_ACK, SERVE_TICKET_ACTION, type ServeMeta, type ServeTicket } from "../../lib/deployment-protocol";
+import { SERVE_TICKET_ACTION, type ServeMeta, type ServeTicket } from "../../lib/deployment-protocol";
 import { DirectServe } from "../../services/gpu-node/serve-direct";
 import { serveAnswer, serveSocketPath, serveDir } from "../../services/gpu-node/serve-relay";
 import { OpenAiProvider } from "../../services/inference/providers/openai";
@@ -133,26 +134,30 @@ describe("gpu-node serve direct - the replica over one TCP connection, tickets f
     agent.destroy();
   });
 
-  test("serve direct - a ticket reaches its own job once: another job's, a reused, a wrong or an expired ticket gets nothing", async () => {
+  test("serve direct - a ticket reaches its own job once: another job's, a reused, a wrong-key, an unknown or an expired ticket gets nothing", async () => {
     const get = (ticket: ServeTicket) => connectDirect(ticket, 2000).then((socket) => getFrom(new OneSocketAgent(socket), "/x", 2000));
+    const refused = (ticket: ServeTicket) => expect(connectDirect(ticket, 2000)).rejects.toMatchObject({ code: "ECONNREFUSED" });
     // Each job's ticket reaches that job's server.
     const b = await ticketFor("job-b");
     const beforeA = opened["job-a"];
     await get(b);
     expect([opened["job-b"] > 0, opened["job-a"]]).toEqual([true, beforeA]);
-    // Used once: the same ticket again is closed with nothing sent back, and nothing reaches a server.
+    // Used once: the same ticket again fails its handshake (ECONNREFUSED: nothing of a request went
+    // out, the router tries another replica), and nothing reaches a server.
     const before = { ...opened };
-    expect(await exchange(b.address, `${b.ticket}\nGET / HTTP/1.1\r\n\r\n`)).toBe("");
-    // A wrong one (right length), and one too short followed by the end of the stream.
-    expect(await exchange(b.address, `${"A".repeat(b.ticket.length)}\nGET / HTTP/1.1\r\n\r\n`)).toBe("");
-    expect(await exchange(b.address, "short")).toBe("");
+    await refused(b);
+    // The right identity with another key (what someone who saw the identity on the wire would try),
+    // and an identity never issued.
+    const c = await ticketFor("job-b");
+    await refused({ ...c, key: Buffer.alloc(32, 7).toString("base64") });
+    await refused({ ...c, ticket: "0".repeat(32) });
     // Lapsed (TTL 500 ms here).
     const old = await ticketFor("job-a");
     await new Promise((resolve) => setTimeout(resolve, 700));
-    expect(await exchange(old.address, `${old.ticket}\n`)).toBe("");
+    await refused(old);
+    // Bytes that are not TLS at all.
+    expect(await exchange(b.address, `${b.ticket}\nGET / HTTP/1.1\r\n\r\n`)).not.toContain("HTTP/1.1");
     expect(opened).toEqual(before);
-    // The refusals surface as ECONNREFUSED (nothing of a request went out: the router tries another replica).
-    await expect(connectDirect(b, 2000)).rejects.toMatchObject({ code: "ECONNREFUSED" });
   });
 
   test("serve direct - a ticket for a job with no replica here is refused; an expired flood of tickets stays bounded", async () => {
@@ -214,27 +219,29 @@ describe("gpu-node serve direct - the replica over one TCP connection, tickets f
     }
   });
 
-  test("serve direct - an address that is not a node gets the ticket line and never a request", async () => {
-    const received: string[] = [];
+  test("serve direct - an address that is not a node gets a TLS hello and never a request", async () => {
+    const received: Buffer[] = [];
     const impostor = net.createServer((socket) => {
-      socket.on("data", (c) => received.push(c.toString("latin1")));
+      socket.on("data", (c) => received.push(c));
       socket.write("HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n");
     });
     await new Promise<void>((resolve) => impostor.listen(0, "127.0.0.1", resolve));
     const { port } = impostor.address() as net.AddressInfo;
-    await expect(connectDirect({ address: `127.0.0.1:${port}`, ticket: "T".repeat(43) }, 2000)).rejects.toMatchObject({ code: "ECONNREFUSED" });
+    const ticket = { address: `127.0.0.1:${port}`, ticket: "1".repeat(32), key: Buffer.alloc(32, 1).toString("base64") };
+    await expect(connectDirect(ticket, 2000)).rejects.toMatchObject({ code: "ECONNREFUSED" });
     await new Promise((resolve) => impostor.close(resolve));
-    expect(received.join("")).toBe(`${"T".repeat(43)}\n`);
-    expect(SERVE_DIRECT_ACK.startsWith("HTTP")).toBe(false);
+    // A TLS handshake record (the key itself never travels), and nothing after it.
+    const bytes = Buffer.concat(received);
+    expect([bytes[0], bytes.includes(Buffer.from(ticket.key, "base64")), bytes.toString("latin1").includes("HTTP")]).toEqual([0x16, false, false]);
   });
 });
 
 /** An agent handing out one given socket (a connection made by connectDirect). */
 class OneSocketAgent extends http.Agent {
-  constructor(private readonly socket: net.Socket) {
+  constructor(private readonly socket: net.Socket | TLSSocket) {
     super({ keepAlive: false });
   }
-  override createConnection(): net.Socket {
+  override createConnection(): net.Socket | TLSSocket {
     return this.socket;
   }
 }

@@ -9,16 +9,17 @@
  * (a client gone) closes the replica's. The agent counts the requests in flight to its replica.
  * The bytes travel on the latin1 wire where the node speaks it (lib/deployment-protocol.ts).
  * Where the node has a direct serve channel (GPU_SERVE_LISTEN, services/gpu-node/serve-direct.ts),
- * a connection is instead one TCP connection to the node, opened with a ticket asked on the bus.
+ * a connection is instead one TLS connection to the node, keyed by a ticket asked on the bus.
  */
 import http from "http";
-import net, { type Socket } from "net";
+import tls, { type TLSSocket } from "tls";
 import { Duplex, PassThrough, type Readable } from "stream";
 import {
   fromWire,
   SERVE_ACTION,
   SERVE_DIRECT_ACK,
   SERVE_TICKET_ACTION,
+  SERVE_TLS_CIPHERS,
   SERVE_WIRE,
   toWire,
   type ServeMeta,
@@ -59,17 +60,28 @@ export function serveCall(broker: ServeBroker, nodeId: string, jobId: string, ti
 }
 
 /**
- * A connection through the node's direct channel (services/gpu-node/serve-direct.ts): the ticket's
- * line out, and nothing more until the node's acknowledgement (so an address that is not such a
- * node never gets a request); then the socket is the replica's. Fails with `ECONNREFUSED` when the
- * node does not acknowledge within `timeoutMs`: nothing of a request went out.
+ * A connection through the node's direct channel (services/gpu-node/serve-direct.ts): TLS 1.3 with
+ * the ticket's pre-shared key (so only the node that issued it can complete the handshake, and an
+ * address that is not that node never gets a request), then the node's acknowledgement; then the
+ * socket is the replica's. Fails with `ECONNREFUSED` when the handshake or the acknowledgement
+ * fails or does not come within `timeoutMs`: nothing of a request went out.
  */
-export function connectDirect({ address, ticket }: ServeTicket, timeoutMs: number): Promise<Socket> {
+export function connectDirect({ address, ticket, key }: ServeTicket, timeoutMs: number): Promise<TLSSocket> {
   const at = address.lastIndexOf(":");
   const host = address.slice(0, at).replace(/^\[|\]$/g, "");
   const port = Number(address.slice(at + 1));
+  const psk = Buffer.from(key, "base64");
   return new Promise((resolve, reject) => {
-    const socket = net.connect({ host, port, noDelay: true });
+    const socket = tls.connect({
+      host,
+      port,
+      ciphers: SERVE_TLS_CIPHERS,
+      minVersion: "TLSv1.3",
+      // The key authenticates the node: there is no certificate to check.
+      checkServerIdentity: () => undefined,
+      pskCallback: () => ({ psk, identity: ticket }),
+    });
+    socket.setNoDelay(true);
     let heard = Buffer.alloc(0);
     const fail = (why: string) => {
       socket.destroy();
@@ -88,7 +100,6 @@ export function connectDirect({ address, ticket }: ServeTicket, timeoutMs: numbe
     };
     const onError = (err: Error) => (clearTimeout(timer), fail(err.message));
     const onClose = () => (clearTimeout(timer), fail("its node closed the connection"));
-    socket.once("connect", () => socket.write(`${ticket}\n`));
     socket.on("data", onData).once("error", onError).once("close", onClose);
   });
 }
