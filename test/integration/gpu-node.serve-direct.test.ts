@@ -171,7 +171,7 @@ describe("gpu-node serve direct - the replica over one TCP connection, tickets f
     expect(direct.outstandingTickets).toBe(1);
   });
 
-  test("serve direct - a client that says nothing is closed after the handshake time; past the limit of waiting ones, at once", async () => {
+  test("serve direct - a client that says nothing is closed after the handshake time; past the limit of waiting ones, at once, and requests go over the bus meanwhile", async () => {
     const { address } = await ticketFor("job-a");
     const closedAt = (got: string) => ({ got, at: Date.now() });
     const started = Date.now();
@@ -183,6 +183,14 @@ describe("gpu-node serve direct - the replica over one TCP connection, tickets f
     expect([fifth.got, ...four.map((s) => s.got)]).toEqual(["", "", "", "", ""]);
     expect(four.every((s) => s.at > fifth.at && s.at - started >= 280)).toBe(true);
     expect(direct.waitingHandshakes).toBe(0);
+    // While the channel's handshake slots are all taken, a request still gets through: over the bus.
+    busCalls.length = 0;
+    const holders = Array.from({ length: 4 }, () => exchange(address, null, 3000));
+    await waitFor(() => direct.waitingHandshakes === 4, { timeoutMs: 2000, message: "four waiting again" });
+    const busy = agentOf();
+    expect([await whole(busy), busCalls]).toEqual(["job-a to tiny", ["direct"]]);
+    busy.destroy();
+    await Promise.all(holders);
     // Then a good ticket still works.
     const agent = agentOf();
     expect(await whole(agent)).toBe("job-a to tiny");

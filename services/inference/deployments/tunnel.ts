@@ -104,6 +104,7 @@ export function connectDirect({ address, ticket, key }: ServeTicket, timeoutMs: 
   });
 }
 const ACK = Buffer.from(SERVE_DIRECT_ACK, "latin1");
+const ignore = () => undefined;
 
 /** How long a connection no request uses stays open (below the 5 s idle limit of common servers: Node.js, uvicorn). */
 export const IDLE_TUNNEL_MS = 4000;
@@ -240,8 +241,8 @@ export class ReplicaAgent extends http.Agent {
 
   /**
    * A connection to the replica: through the node's direct channel when it has one (asked once per
-   * agent; a node without it answers null), else a bus tunnel. http's agent takes either at once or
-   * through `created`.
+   * agent; a node without it answers null), else, or when the channel fails, a bus tunnel. http's
+   * agent takes either at once or through `created`.
    */
   override createConnection(_options: unknown, created: (err: Error | null, socket?: Duplex) => void): Duplex | undefined {
     if (this.direct === false || !this.call.ticket) return this.tunnel();
@@ -252,14 +253,12 @@ export class ReplicaAgent extends http.Agent {
           return created(null, this.tunnel());
         }
         this.direct = true;
-        // As a tunnel's: an error before a request listens must not go unhandled.
         connectDirect(ticket, this.timeoutMs).then(
-          (socket) =>
-            created(
-              null,
-              socket.on("error", () => undefined),
-            ),
-          created,
+          // As a tunnel's: an error before a request listens must not go unhandled.
+          (socket) => created(null, socket.on("error", ignore)),
+          // The channel refused or did not answer (busy, or the replica gone): this connection goes
+          // over the bus, which says which it was (a replica gone is refused there too).
+          () => created(null, this.tunnel()),
         );
       },
       (err: Error) => created(unreachable(err)),
@@ -270,7 +269,7 @@ export class ReplicaAgent extends http.Agent {
   private tunnel(): Tunnel {
     const tunnel = new Tunnel(this.call);
     // The request that uses it hears its errors; one before the request listens must not go unhandled.
-    tunnel.on("error", () => undefined);
+    tunnel.on("error", ignore);
     return tunnel;
   }
 
