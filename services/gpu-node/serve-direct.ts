@@ -38,6 +38,8 @@ export type DirectServeOptions = {
   ticketTtlMs?: number;
   handshakeMs?: number;
   maxHandshakes?: number;
+  /** The clock tickets lapse by (tests move it). */
+  now?: () => number;
 };
 
 export class DirectServe {
@@ -51,7 +53,11 @@ export class DirectServe {
   /** Connections that reached a replica, since the start. */
   served = 0;
 
-  constructor(private readonly opts: DirectServeOptions) {}
+  private readonly now: () => number;
+
+  constructor(private readonly opts: DirectServeOptions) {
+    this.now = opts.now ?? Date.now;
+  }
 
   async listen(): Promise<void> {
     const server = net.createServer({ allowHalfOpen: true, noDelay: true }, (raw) => this.accept(raw));
@@ -65,7 +71,7 @@ export class DirectServe {
   /** A ticket for one connection to `jobId`'s port (the job is checked when it is used: it may not serve yet). */
   ticket(jobId: string): ServeTicket {
     if (!this.server) throw new Error("The direct serve channel is not listening");
-    const now = Date.now();
+    const now = this.now();
     for (const [identity, t] of this.tickets) {
       if (t.until > now && this.tickets.size < MAX_TICKETS) break;
       this.tickets.delete(identity);
@@ -129,7 +135,7 @@ export class DirectServe {
     const entry = this.tickets.get(identity);
     if (!entry) return undefined;
     this.tickets.delete(identity);
-    return entry.until > Date.now() && JOB_ID_PATTERN.test(entry.jobId) ? entry : undefined;
+    return entry.until > this.now() && JOB_ID_PATTERN.test(entry.jobId) ? entry : undefined;
   }
 
   private connectReplica(client: TLSSocket, jobId: string): void {

@@ -44,7 +44,17 @@ describe("gpu-node serve direct - the replica over one TCP connection, tickets f
   const node = new ServiceBroker({ namespace, nodeID: uniqueName("node"), transporter: NATS_URL, logger: false });
   const busOnlyNode = new ServiceBroker({ namespace, nodeID: uniqueName("node-bus"), transporter: NATS_URL, logger: false });
   const inference = new ServiceBroker({ namespace, nodeID: uniqueName("inf"), transporter: NATS_URL, logger: false });
-  const direct = new DirectServe({ relayDir, host: "127.0.0.1", port: 0, ticketTtlMs: 500, handshakeMs: 300, maxHandshakes: 4 });
+  /** How far the channel's clock is ahead of the real one (a ticket lapses without waiting for it). */
+  let clockAhead = 0;
+  const direct = new DirectServe({
+    relayDir,
+    host: "127.0.0.1",
+    port: 0,
+    ticketTtlMs: 500,
+    handshakeMs: 300,
+    maxHandshakes: 4,
+    now: () => Date.now() + clockAhead,
+  });
   /** The `serve` calls each node got (the bus path). */
   const busCalls: string[] = [];
   const servers: http.Server[] = [];
@@ -151,9 +161,9 @@ describe("gpu-node serve direct - the replica over one TCP connection, tickets f
     const c = await ticketFor("job-b");
     await refused({ ...c, key: Buffer.alloc(32, 7).toString("base64") });
     await refused({ ...c, ticket: "0".repeat(32) });
-    // Lapsed (TTL 500 ms here).
+    // Lapsed (TTL 500 ms here: the channel's clock moves on past it).
     const old = await ticketFor("job-a");
-    await new Promise((resolve) => setTimeout(resolve, 700));
+    clockAhead += 600;
     await refused(old);
     // Bytes that are not TLS at all.
     expect(await exchange(b.address, `${b.ticket}\nGET / HTTP/1.1\r\n\r\n`)).not.toContain("HTTP/1.1");
@@ -166,7 +176,7 @@ describe("gpu-node serve direct - the replica over one TCP connection, tickets f
     // A job id that is not one (a path out of the relay folder) reaches nothing, even with a ticket issued for it.
     await expect(connectDirect(direct.ticket("../job-a/.."), 2000)).rejects.toMatchObject({ code: "ECONNREFUSED" });
     for (let i = 0; i < 50; i++) await ticketFor("job-a");
-    await new Promise((resolve) => setTimeout(resolve, 600));
+    clockAhead += 600;
     await ticketFor("job-a");
     expect(direct.outstandingTickets).toBe(1);
   });
