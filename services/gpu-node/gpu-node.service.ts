@@ -134,8 +134,8 @@ const GpuNodeService: ServiceSchema<ServiceSettingSchema, GpuNodeThis> = {
 
     /**
      * A ticket for one connection of the direct serve channel to the replica `jobId`
-     * (serve-direct.ts): where to connect and what to say first. null when this node has no such
-     * channel (GPU_SERVE_LISTEN unset): the caller uses `serve`.
+     * (serve-direct.ts): where to connect, and the TLS pre-shared key and identity to connect with.
+     * null when this node has no such channel (GPU_SERVE_LISTEN unset): the caller uses `serve`.
      */
     serveTicket: {
       visibility: "public",

@@ -6,6 +6,7 @@
  * reading only records that end within the account's longest record after an edge (usage.spans).
  */
 import type { Pool, PoolClient } from "pg";
+import { transaction } from "../../lib/db";
 import type { UsageRecord, UsageResource } from "../../lib/usage-protocol";
 
 /** What an account used of one resource under one name (GPU type, model, engine) in a window. */
@@ -107,19 +108,11 @@ export class LedgerRepository {
     keys: readonly string[],
   ): Promise<{ totals: UsageTotal[]; recorded: Set<string> }> {
     if (!keys.length) return { totals: await this.totals(clientIds, from, to), recorded: new Set() };
-    const client = await this.db.connect();
-    try {
-      await client.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+    return transaction(this.db, async (client) => {
+      await client.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY");
       const totals = await this.totalsOn(client, clientIds, from, to);
-      const recorded = await this.recordedOn(client, keys);
-      await client.query("COMMIT");
-      return { totals, recorded };
-    } catch (err) {
-      await client.query("ROLLBACK").catch(() => undefined);
-      throw err;
-    } finally {
-      client.release();
-    }
+      return { totals, recorded: await this.recordedOn(client, keys) };
+    });
   }
 
   private async totalsOn(db: Pool | PoolClient, clientIds: readonly string[], from: Date, to: Date): Promise<UsageTotal[]> {
